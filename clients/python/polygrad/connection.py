@@ -1,0 +1,320 @@
+"""The connection to polygradd: an address from POLYGRAD_ADDRESS, or a private embedded daemon.
+
+With POLYGRAD_ADDRESS set (``host:port`` or ``unix:/path``) the client connects there. Unset, it
+starts its own daemon on a Unix socket in a temporary directory (the embedded default) and stops
+it at exit. The binary is POLYGRAD_DAEMON, else ``build/polygradd`` of the source tree this
+package lives in, else ``polygradd`` on PATH.
+
+One process holds one Connection with one session; everything is closed at exit.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import grpc
+
+from .errors import PolygradConnectionError, PolygradError, from_rpc_error
+
+CHUNK_BYTES = 1 << 20
+DEFAULT_MAX_INLINE_BYTES = 1 << 20
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+def _pb():
+  """The generated protobuf modules (built by cmake into polygrad/v1, git-ignored)."""
+  try:
+    from .v1 import polygrad_pb2, polygrad_pb2_grpc
+  except ImportError as e:  # pragma: no cover - depends on the build
+    raise ImportError(
+        "polygrad's generated gRPC stubs (polygrad/v1/polygrad_pb2.py) are missing: run the cmake "
+        "build, or protoc --python_out/--grpc_python_out on proto/polygrad/v1/polygrad.proto") from e
+  return polygrad_pb2, polygrad_pb2_grpc
+
+
+def default_cache_dir() -> str:
+  """The daemon's default kernel-cache directory: $XDG_CACHE_HOME/polygrad or ~/.cache/polygrad."""
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(base, "polygrad")
+
+
+def find_daemon_binary() -> str:
+  """POLYGRAD_DAEMON, else <repo>/build/polygradd next to this package's source tree, else PATH."""
+  env = os.environ.get("POLYGRAD_DAEMON")
+  if env:
+    return env
+  repo_build = Path(__file__).resolve().parent.parent.parent.parent / "build" / "polygradd"
+  if repo_build.is_file() and os.access(repo_build, os.X_OK):
+    return str(repo_build)
+  found = shutil.which("polygradd")
+  if found:
+    return found
+  raise PolygradConnectionError(
+      "cannot reach polygradd at <embedded> (no daemon binary: set POLYGRAD_ADDRESS to a running "
+      f"daemon, or POLYGRAD_DAEMON to a polygradd binary; looked for {repo_build} and PATH)")
+
+
+def _timeout_env(name: str, default: float) -> float:
+  try:
+    return float(os.environ.get(name, default))
+  except ValueError:
+    return default
+
+
+def _set_parent_death_signal() -> None:  # runs in the child between fork and exec
+  try:
+    import ctypes
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: the daemon dies with its parent
+  except Exception:
+    pass
+
+
+class EmbeddedDaemon:
+  """A private polygradd on a Unix socket in a temporary directory."""
+
+  def __init__(self, binary: Optional[str] = None, cache_dir: Optional[str] = None,
+               extra_args: Sequence[str] = ()):
+    self.binary = binary or find_daemon_binary()
+    self.cache_dir = cache_dir or default_cache_dir()
+    self.tmpdir = tempfile.mkdtemp(prefix="polygrad-")
+    self.socket = os.path.join(self.tmpdir, "polygradd.sock")
+    self.address = "unix:" + self.socket
+    self.log_path = os.path.join(self.tmpdir, "polygradd.log")
+    args = [self.binary, "--listen=", "--metrics-listen=", f"--unix-socket={self.socket}",
+            f"--cache-dir={self.cache_dir}", *extra_args]
+    # The parent-death signal is tied to the forking thread, so only use it from the main thread.
+    preexec = (_set_parent_death_signal
+               if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
+               else None)
+    self._log = open(self.log_path, "wb")
+    try:
+      self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log,
+                                   stderr=subprocess.STDOUT, preexec_fn=preexec)
+    except OSError as e:
+      self._log.close()
+      shutil.rmtree(self.tmpdir, ignore_errors=True)
+      raise PolygradConnectionError(f"cannot reach polygradd at {self.address} "
+                                    f"(cannot start {self.binary}: {e})") from e
+
+  def log_tail(self, n: int = 2000) -> str:
+    try:
+      with open(self.log_path, "rb") as f:
+        data = f.read()
+      return data[-n:].decode("utf-8", "replace").strip()
+    except OSError:
+      return ""
+
+  def wait_for_socket(self, deadline: float) -> None:
+    """Wait until the socket file exists; fail early if the daemon exits."""
+    while not os.path.exists(self.socket):
+      rc = self.proc.poll()
+      if rc is not None:
+        raise PolygradConnectionError(
+            f"cannot reach polygradd at {self.address} ({self.binary} exited with status {rc} "
+            f"before listening; log: {self.log_tail() or '<empty>'})")
+      if time.monotonic() > deadline:
+        raise PolygradConnectionError(
+            f"cannot reach polygradd at {self.address} (socket did not appear; log: "
+            f"{self.log_tail() or '<empty>'})")
+      time.sleep(0.02)
+
+  def stop(self, timeout: float = 10.0) -> None:
+    if self.proc.poll() is None:
+      self.proc.terminate()
+      try:
+        self.proc.wait(timeout=timeout)
+      except subprocess.TimeoutExpired:
+        self.proc.kill()
+        self.proc.wait()
+    self._log.close()
+    shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+class Connection:
+  """A channel, a stub, the daemon's limits (GetInfo) and this process's session."""
+
+  def __init__(self, address: Optional[str] = None, connect_timeout: Optional[float] = None):
+    pb, pb_grpc = _pb()
+    self._pb = pb
+    self.daemon: Optional[EmbeddedDaemon] = None
+    timeout = connect_timeout if connect_timeout is not None else _timeout_env(
+        "POLYGRAD_CONNECT_TIMEOUT", 30.0)
+    deadline = time.monotonic() + timeout
+    if address is None:
+      address = os.environ.get("POLYGRAD_ADDRESS") or None
+    if address is None:
+      self.daemon = EmbeddedDaemon()
+      address = self.daemon.address
+    self.address = address
+    self.session_id = ""
+    self.channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+    try:
+      if self.daemon is not None:
+        self.daemon.wait_for_socket(deadline)
+      self._wait_ready(deadline)
+      self.stub = pb_grpc.PolygradStub(self.channel)
+      self.info = self._call("GetInfo", self.stub.GetInfo, pb.GetInfoRequest())
+      self.max_inline_bytes = int(self.info.max_inline_bytes) or DEFAULT_MAX_INLINE_BYTES
+      self.max_nodes_per_request = int(self.info.max_nodes_per_request) or 0
+      self.chunk_bytes = int(self.info.chunk_bytes) or CHUNK_BYTES
+      self.session_id = self._call("CreateSession", self.stub.CreateSession,
+                                   pb.CreateSessionRequest()).session_id
+    except BaseException:
+      self.channel.close()
+      if self.daemon is not None:
+        self.daemon.stop()
+      raise
+
+  def _wait_ready(self, deadline: float) -> None:
+    fut = grpc.channel_ready_future(self.channel)
+    while True:
+      try:
+        fut.result(timeout=min(0.25, max(0.0, deadline - time.monotonic())))
+        return
+      except grpc.FutureTimeoutError:
+        pass
+      if self.daemon is not None and self.daemon.proc.poll() is not None:
+        fut.cancel()
+        raise PolygradConnectionError(
+            f"cannot reach polygradd at {self.address} ({self.daemon.binary} exited with status "
+            f"{self.daemon.proc.returncode}; log: {self.daemon.log_tail() or '<empty>'})")
+      if time.monotonic() >= deadline:
+        fut.cancel()
+        extra = f"; log: {self.daemon.log_tail()}" if self.daemon is not None else ""
+        raise PolygradConnectionError(
+            f"cannot reach polygradd at {self.address} (not ready within the connect timeout"
+            f"{extra})")
+
+  def _call(self, what: str, fn, request, **kw):
+    try:
+      return fn(request, **kw)
+    except grpc.RpcError as e:
+      raise from_rpc_error(e, what, self.address) from None
+
+  @property
+  def device(self) -> str:
+    for d in self.info.devices:
+      if d.available:
+        return d.name
+    return "CPU"
+
+  # --- RPCs -------------------------------------------------------------------------------------
+
+  def realize(self, nodes: List, outputs: Sequence[int], want_data: bool,
+              release_nodes: Sequence[int] = ()):
+    pb = self._pb
+    req = pb.RealizeRequest(session_id=self.session_id, nodes=nodes, outputs=list(outputs),
+                            want_data=want_data, release_nodes=list(release_nodes))
+    return self._call("Realize", self.stub.Realize, req)
+
+  def release(self, node_ids: Sequence[int] = (), handles: Sequence[int] = ()) -> None:
+    pb = self._pb
+    req = pb.ReleaseRequest(session_id=self.session_id, node_ids=list(node_ids),
+                            handles=list(handles))
+    self._call("Release", self.stub.Release, req)
+
+  def upload(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
+    """Send `data` in chunks (header in the first); returns the new handle."""
+    pb = self._pb
+    chunk = self.chunk_bytes
+    total = len(data)
+
+    def chunks() -> Iterator:
+      header = pb.UploadHeader(session_id=self.session_id, dtype=wire_dtype, shape=list(shape))
+      if total == 0:
+        yield pb.UploadChunk(header=header, data=b"", last=True)
+        return
+      for off in range(0, total, chunk):
+        end = min(total, off + chunk)
+        msg = pb.UploadChunk(data=bytes(data[off:end]), last=end == total)
+        if off == 0:
+          msg.header.CopyFrom(header)
+        yield msg
+
+    resp = self._call("Upload", self.stub.Upload, chunks())
+    if resp.bytes and resp.bytes != total:
+      raise PolygradError(f"Upload: daemon stored {resp.bytes} bytes, sent {total}")
+    return int(resp.handle)
+
+  def download(self, handle: int) -> Tuple[int, Tuple[int, ...], bytes]:
+    """Fetch a buffer by handle: (wire dtype, shape, bytes)."""
+    pb = self._pb
+    req = pb.DownloadRequest(session_id=self.session_id, handle=handle, chunk_bytes=0)
+    buf = bytearray()
+    dtype, shape = 0, None
+    try:
+      for msg in self.stub.Download(req):
+        if shape is None:
+          dtype, shape = msg.dtype, tuple(msg.shape)
+        if msg.offset != len(buf):
+          raise PolygradError(f"Download: chunk at offset {msg.offset}, expected {len(buf)}")
+        buf += msg.data
+        if msg.last:
+          break
+    except grpc.RpcError as e:
+      raise from_rpc_error(e, "Download", self.address) from None
+    return dtype, shape or (), bytes(buf)
+
+  def close(self) -> None:
+    try:
+      if self.session_id:
+        self._call("CloseSession", self.stub.CloseSession,
+                   self._pb.CloseSessionRequest(session_id=self.session_id), timeout=5)
+    except PolygradError:
+      pass
+    finally:
+      self.session_id = ""
+      self.channel.close()
+      if self.daemon is not None:
+        self.daemon.stop()
+        self.daemon = None
+
+
+_lock = threading.Lock()
+_conn: Optional[Connection] = None
+_atexit_registered = False
+
+
+def get_connection() -> Connection:
+  """This process's connection, created (and the embedded daemon started) on first use."""
+  global _conn, _atexit_registered
+  if _conn is not None:
+    return _conn
+  with _lock:
+    if _conn is None:
+      _conn = Connection()
+      if not _atexit_registered:
+        atexit.register(close_connection)
+        _atexit_registered = True
+    return _conn
+
+
+def current_connection() -> Optional[Connection]:
+  return _conn
+
+
+def close_connection() -> None:
+  """Close the session and stop the embedded daemon, if any. Tensors sent before are invalid."""
+  global _conn
+  with _lock:
+    conn, _conn = _conn, None
+  if conn is not None:
+    from . import graph
+    graph.GRAPH.forget_session()
+    conn.close()

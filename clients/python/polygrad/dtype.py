@@ -1,0 +1,244 @@
+"""Element types and tinygrad's promotion rules, computed locally (no round trip)."""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class DType:
+  """One element type. `priority` orders types for promotion ties (tinygrad's order)."""
+
+  priority: int
+  itemsize: int
+  name: str
+  kind: str  # 'b' bool, 'i' signed int, 'u' unsigned int, 'f' float
+  wire: int  # polygrad.v1.DType enum value
+  np: Optional[type]  # numpy scalar type; None where numpy has none (bfloat16)
+
+  def __repr__(self) -> str:
+    return f"dtypes.{self.name}"
+
+  def __lt__(self, other: "DType") -> bool:
+    return self.priority < other.priority
+
+  def __hash__(self) -> int:
+    return hash(self.name)
+
+  def __eq__(self, other) -> bool:
+    return isinstance(other, DType) and other.name == self.name
+
+  def __reduce__(self):
+    return (getattr, (dtypes, self.name))
+
+  @property
+  def min(self):
+    return dtypes.min(self)
+
+  @property
+  def max(self):
+    return dtypes.max(self)
+
+
+# Wire enum values mirror proto/polygrad/v1/polygrad.proto (checked against the generated module
+# in tests); they are spelled out here so the pure-local parts import without the stubs.
+_BOOL = DType(0, 1, "bool", "b", 1, np.bool_)
+_INT8 = DType(1, 1, "int8", "i", 2, np.int8)
+_UINT8 = DType(2, 1, "uint8", "u", 6, np.uint8)
+_INT16 = DType(3, 2, "int16", "i", 3, np.int16)
+_UINT16 = DType(4, 2, "uint16", "u", 7, np.uint16)
+_INT32 = DType(5, 4, "int32", "i", 4, np.int32)
+_UINT32 = DType(6, 4, "uint32", "u", 8, np.uint32)
+_INT64 = DType(7, 8, "int64", "i", 5, np.int64)
+_UINT64 = DType(8, 8, "uint64", "u", 9, np.uint64)
+_FLOAT16 = DType(9, 2, "float16", "f", 10, np.float16)
+_BFLOAT16 = DType(10, 2, "bfloat16", "f", 11, None)
+_FLOAT32 = DType(11, 4, "float32", "f", 12, np.float32)
+_FLOAT64 = DType(12, 8, "float64", "f", 13, np.float64)
+
+ALL_DTYPES = (_BOOL, _INT8, _UINT8, _INT16, _UINT16, _INT32, _UINT32, _INT64, _UINT64, _FLOAT16,
+              _BFLOAT16, _FLOAT32, _FLOAT64)
+
+
+class dtypes:  # noqa: N801 - tinygrad's spelling
+  """The dtype namespace: `dtypes.float32`, `dtypes.int32`, `dtypes.bool`, ... plus helpers."""
+
+  bool = _BOOL
+  int8 = _INT8
+  uint8 = _UINT8
+  int16 = _INT16
+  uint16 = _UINT16
+  int32 = _INT32
+  uint32 = _UINT32
+  int64 = _INT64
+  uint64 = _UINT64
+  float16 = _FLOAT16
+  bfloat16 = _BFLOAT16
+  float32 = _FLOAT32
+  float64 = _FLOAT64
+  # tinygrad's aliases
+  char = _INT8
+  uchar = _UINT8
+  short = _INT16
+  ushort = _UINT16
+  int = _INT32
+  uint = _UINT32
+  long = _INT64
+  ulong = _UINT64
+  half = _FLOAT16
+  float = _FLOAT32
+  double = _FLOAT64
+  default_float = _FLOAT32
+  default_int = _INT32
+
+  @staticmethod
+  def is_float(dt: DType) -> bool:
+    return dt.kind == "f"
+
+  @staticmethod
+  def is_int(dt: DType) -> bool:
+    """Signed or unsigned integer (not bool), as in tinygrad."""
+    return dt.kind in "iu"
+
+  @staticmethod
+  def is_unsigned(dt: DType) -> bool:
+    return dt.kind == "u"
+
+  @staticmethod
+  def is_bool(dt: DType) -> bool:
+    return dt.kind == "b"
+
+  @staticmethod
+  def from_py(x) -> DType:
+    """The dtype a Python value (or nested list of them) gets by default."""
+    if isinstance(x, (list, tuple)):
+      return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
+    if isinstance(x, bool):
+      return dtypes.bool
+    if isinstance(x, int):
+      return dtypes.default_int
+    if isinstance(x, float):
+      return dtypes.default_float
+    raise TypeError(f"cannot infer a dtype from {type(x).__name__}")
+
+  @staticmethod
+  def from_np(np_dtype) -> DType:
+    """The polygrad dtype of a numpy dtype; TypeError for kinds polygrad has no type for."""
+    key = np.dtype(np_dtype)
+    for dt in ALL_DTYPES:
+      if dt.np is not None and np.dtype(dt.np) == key:
+        return dt
+    raise TypeError(f"numpy dtype {key} is not supported by polygrad "
+                    f"(supported: {', '.join(d.name for d in ALL_DTYPES if d.np is not None)})")
+
+  @staticmethod
+  def from_wire(value: int) -> DType:
+    for dt in ALL_DTYPES:
+      if dt.wire == value:
+        return dt
+    raise ValueError(f"unknown wire dtype {value}")
+
+  @staticmethod
+  def from_name(name: str) -> DType:
+    dt = getattr(dtypes, name, None)
+    if not isinstance(dt, DType):
+      raise TypeError(f"unknown dtype {name!r}")
+    return dt
+
+  @staticmethod
+  def min(dt: DType):
+    if dt.kind == "b":
+      return False
+    if dt.kind in "iu":
+      return int(np.iinfo(dt.np).min)
+    return -math.inf
+
+  @staticmethod
+  def max(dt: DType):
+    if dt.kind == "b":
+      return True
+    if dt.kind in "iu":
+      return int(np.iinfo(dt.np).max)
+    return math.inf
+
+  @staticmethod
+  def as_const(value, dt: DType):
+    """A Python value converted the way a constant of dtype `dt` holds it."""
+    if dt.kind == "b":
+      return bool(value)
+    if dt.kind in "iu":
+      return int(value)
+    return float(value)
+
+
+DTypeLike = Union[DType, str, type, np.dtype]
+
+
+def to_dtype(x: DTypeLike) -> DType:
+  """Accept a DType, a dtype name ('float32'), or a numpy dtype / scalar type."""
+  if isinstance(x, DType):
+    return x
+  if isinstance(x, str):
+    return dtypes.from_name(x)
+  if x is bool:
+    return dtypes.bool
+  if x is int:
+    return dtypes.default_int
+  if x is float:
+    return dtypes.default_float
+  return dtypes.from_np(x)
+
+
+# tinygrad's promotion lattice: each dtype lists the types it promotes to directly.
+_PROMO_LATTICE = {
+    _BOOL: (_INT8, _UINT8),
+    _INT8: (_INT16,),
+    _INT16: (_INT32,),
+    _INT32: (_INT64,),
+    _INT64: (_FLOAT16, _BFLOAT16),
+    _UINT8: (_INT16, _UINT16),
+    _UINT16: (_INT32, _UINT32),
+    _UINT32: (_INT64, _UINT64),
+    _UINT64: (_FLOAT16, _BFLOAT16),
+    _FLOAT16: (_FLOAT32,),
+    _BFLOAT16: (_FLOAT32,),
+    _FLOAT32: (_FLOAT64,),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _parents(dt: DType) -> frozenset:
+  if dt == _FLOAT64:
+    return frozenset({_FLOAT64})
+  out = {dt}
+  for p in _PROMO_LATTICE[dt]:
+    out |= _parents(p)
+  return frozenset(out)
+
+
+def least_upper_dtype(*ds: DType) -> DType:
+  """The smallest dtype every one of `ds` promotes to (tinygrad's rule)."""
+  common = frozenset.intersection(*[_parents(d) for d in ds])
+  return min(common)
+
+
+def least_upper_float(dt: DType) -> DType:
+  return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
+
+
+def sum_acc_dtype(dt: DType) -> DType:
+  """The dtype a sum accumulates in (tinygrad): ints widen to at least int32, floats to float32."""
+  if dtypes.is_unsigned(dt):
+    return least_upper_dtype(dt, dtypes.uint32)
+  if dtypes.is_int(dt) or dt == dtypes.bool:
+    return least_upper_dtype(dt, dtypes.int32)
+  return least_upper_dtype(dt, dtypes.float32)
+
+
+def np_dtype(dt: DType) -> np.dtype:
+  """The little-endian numpy dtype used on the wire (bfloat16 travels as raw uint16)."""
+  return np.dtype("<u2") if dt == dtypes.bfloat16 else np.dtype(dt.np).newbyteorder("<")

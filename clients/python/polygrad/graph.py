@@ -1,0 +1,287 @@
+"""The session-scoped node table: lazy nodes, what the daemon has seen, and what can be released.
+
+Each Tensor stands for one Node. A node names its sources by reference, so a source lives as long
+as any node built on it that the daemon has not been sent yet. When a node object dies, a
+weakref.finalize callback queues its id; queued ids travel as ``release_nodes`` in the next
+Realize (or in a Release call once many pile up), so a long loop runs in flat memory on both
+sides. A realized node drops its sources: the daemon has bound its id to the result buffer.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import weakref
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .dtype import DType, dtypes, np_dtype
+from .errors import PolygradError
+
+# Wire op numbers, from proto/polygrad/v1/polygrad.proto (checked against the stubs in tests).
+BUFFER, CONST = 1, 2
+NEG, EXP2, LOG2, SQRT, RECIPROCAL, SIN, CAST = 10, 11, 12, 13, 14, 15, 16
+ADD, SUB, MUL, DIV, MAX, CMPLT, CMPNE, WHERE = 30, 31, 32, 33, 34, 35, 36, 37
+REDUCE_SUM, REDUCE_MAX = 50, 51
+RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP = 70, 71, 72, 73, 74, 75
+
+OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
+
+# Queued releases beyond this go out in a Release call of their own before the next node is made.
+RELEASE_BATCH = 4096
+# Inline BUFFER bytes per Realize request, so a request stays well under gRPC's message limit.
+REQUEST_INLINE_BUDGET = 3 << 20
+
+
+class Node:
+  """One lazy tensor op. `arg` is a Python value: shape/axes tuples, (begin, end) pairs, a
+  constant, or for BUFFER a numpy array (until sent) or an upload handle (int)."""
+
+  __slots__ = ("id", "op", "dtype", "shape", "src", "arg", "sent", "handle", "gen", "__weakref__")
+
+  def __init__(self, nid: int, op: int, dtype: DType, shape: Tuple[int, ...], src: Tuple["Node", ...],
+               arg: Any):
+    self.id = nid
+    self.op = op
+    self.dtype = dtype
+    self.shape = shape
+    self.src = src
+    self.arg = arg
+    self.sent = False  # the daemon knows this id
+    self.handle = 0  # the realized buffer's handle (0: not realized)
+    self.gen = 0  # the session generation the node was sent in
+
+  def __repr__(self) -> str:
+    return (f"Node({self.id}, {OP_NAMES.get(self.op, self.op)}, {self.dtype.name}, {self.shape}, "
+            f"src={[s.id for s in self.src]})")
+
+
+def _node_died(graph_ref, nid: int) -> None:
+  """weakref.finalize callback: never references the node itself. Only appends (GC-safe)."""
+  graph = graph_ref()
+  if graph is None:
+    return
+  graph.live -= 1
+  if nid in graph._sent:
+    graph._sent.discard(nid)
+    graph._dead.append(nid)
+    handle = graph._uploads.pop(nid, None)
+    if handle is not None:
+      graph._dead_handles.append(handle)
+
+
+class Graph:
+  """The process-wide node table of the current session."""
+
+  def __init__(self) -> None:
+    self._next_id = 1
+    self._lock = threading.RLock()
+    self._sent: set = set()  # ids the daemon knows whose node objects are alive
+    self._dead: collections.deque = collections.deque()  # sent ids whose nodes died
+    self._dead_handles: collections.deque = collections.deque()  # upload handles to release
+    self._uploads: Dict[int, int] = {}  # node id -> upload handle owned by that BUFFER node
+    self.live = 0  # node objects alive
+    self.gen = 1  # session generation; bumped when the session closes
+    self.last_stats = None  # RealizeStats of the last Realize
+    self.requests = 0  # Realize calls made
+    self._self_ref = weakref.ref(self)
+
+  # --- construction -----------------------------------------------------------------------------
+
+  def node(self, op: int, dtype: DType, shape: Tuple[int, ...], src: Tuple[Node, ...] = (),
+           arg: Any = None) -> Node:
+    if len(self._dead) + len(self._dead_handles) >= RELEASE_BATCH:
+      self.flush_releases()
+    with self._lock:
+      nid = self._next_id
+      self._next_id += 1
+    n = Node(nid, op, dtype, shape, src, arg)
+    fin = weakref.finalize(n, _node_died, self._self_ref, nid)
+    fin.atexit = False
+    self.live += 1
+    return n
+
+  def stats(self) -> Dict[str, int]:
+    """Counters for tests and debugging: live node objects, ids known to the daemon, queues."""
+    return {"live_nodes": self.live, "sent_live": len(self._sent), "pending_release": len(self._dead),
+            "pending_handles": len(self._dead_handles), "uploads": len(self._uploads),
+            "next_id": self._next_id, "requests": self.requests}
+
+  # --- releases ---------------------------------------------------------------------------------
+
+  def _drain(self, q: collections.deque) -> List[int]:
+    out = []
+    while True:
+      try:
+        out.append(q.popleft())
+      except IndexError:
+        return out
+
+  def flush_releases(self) -> None:
+    """Send queued releases now in one Release call (no-op without a session)."""
+    from .connection import current_connection
+    conn = current_connection()
+    if conn is None:
+      return
+    with self._lock:
+      ids, handles = self._drain(self._dead), self._drain(self._dead_handles)
+      if not ids and not handles:
+        return
+      try:
+        conn.release(ids, handles)
+      except PolygradError:
+        self._dead.extend(ids)
+        self._dead_handles.extend(handles)
+        raise
+
+  def forget_session(self) -> None:
+    """The session ended: nothing the daemon held is valid any more."""
+    with self._lock:
+      self.gen += 1
+      self._sent.clear()
+      self._dead.clear()
+      self._dead_handles.clear()
+      self._uploads.clear()
+
+  # --- realize ----------------------------------------------------------------------------------
+
+  def _unsent(self, outputs: Sequence[Node]) -> List[Node]:
+    """Nodes reachable from `outputs` that the daemon has not seen, in id order."""
+    todo: Dict[int, Node] = {}
+    stack = list(outputs)
+    while stack:
+      n = stack.pop()
+      if n.sent:
+        if n.gen != self.gen:
+          raise PolygradError(f"tensor node {n.id} belongs to a closed polygrad session")
+        continue
+      if n.id in todo:
+        continue
+      todo[n.id] = n
+      stack.extend(n.src)
+    return [todo[k] for k in sorted(todo)]
+
+  def _to_wire(self, pb, n: Node):
+    msg = pb.Node(id=n.id, op=n.op, dtype=n.dtype.wire, src=[s.id for s in n.src])
+    a = n.arg
+    if n.op in (RESHAPE, EXPAND):
+      msg.shape.dims.extend(a)
+    elif n.op in (PERMUTE, FLIP, REDUCE_SUM, REDUCE_MAX):
+      msg.axes.axes.extend(a)
+    elif n.op in (PAD, SHRINK):
+      msg.pairs.begin.extend(p[0] for p in a)
+      msg.pairs.end.extend(p[1] for p in a)
+    elif n.op == CONST:
+      c = msg.constant
+      c.shape.extend(n.shape)
+      k = n.dtype.kind
+      if k == "f":
+        c.float_value = float(a)
+      elif k == "b":
+        c.bool_value = bool(a)
+      elif k == "u":
+        c.uint_value = int(a)
+      else:
+        c.int_value = int(a)
+    elif n.op == BUFFER:
+      b = msg.buffer
+      b.shape.extend(n.shape)
+      if isinstance(a, np.ndarray):
+        b.data = a.tobytes()
+      else:
+        b.handle = int(a)
+    return msg
+
+  def realize(self, outputs: Sequence[Node], want_data: bool) -> List[Optional[np.ndarray]]:
+    """Send what the daemon lacks and realize `outputs`. With want_data, returns their arrays."""
+    from .connection import _pb, get_connection
+    pb, _ = _pb()
+    conn = get_connection()
+    with self._lock:
+      uniq: List[Node] = list({n.id: n for n in outputs}.values())
+      todo = self._unsent(uniq)
+      if not todo and not want_data and all(n.handle for n in uniq) and not self._dead:
+        return [None] * len(outputs)
+      # Big buffers (and inline bytes past the per-request budget) go through Upload.
+      budget = REQUEST_INLINE_BUDGET
+      for n in todo:
+        if n.op == BUFFER and isinstance(n.arg, np.ndarray):
+          nbytes = n.arg.nbytes
+          if nbytes > conn.max_inline_bytes or nbytes > budget:
+            handle = conn.upload(n.dtype.wire, n.shape, memoryview(n.arg).cast("B"))
+            n.arg = handle
+            self._uploads[n.id] = handle
+          else:
+            budget -= nbytes
+      wire = [self._to_wire(pb, n) for n in todo]
+      release = self._drain(self._dead)
+      handles = self._drain(self._dead_handles)
+      out_ids = [n.id for n in uniq]
+      limit = conn.max_nodes_per_request or len(wire) or 1
+      try:
+        # Node batches beyond the daemon's per-request limit go first, realizing nothing.
+        start = 0
+        while len(wire) - start > limit:
+          conn.realize(wire[start:start + limit], [], False)
+          for n in todo[start:start + limit]:
+            self._mark_sent(n)
+          start += limit
+        resp = conn.realize(wire[start:], out_ids, want_data, release)
+        self.requests += 1
+      except BaseException:
+        self._dead.extendleft(reversed(release))
+        self._dead_handles.extend(handles)
+        raise
+      for n in todo[start:]:
+        self._mark_sent(n)
+      if handles:
+        try:
+          conn.release((), handles)
+        except PolygradError:
+          pass  # the daemon may already have freed them with their nodes
+      self.last_stats = resp.stats
+      if len(resp.results) != len(uniq):
+        raise PolygradError(f"Realize returned {len(resp.results)} results for {len(uniq)} outputs")
+      arrays: Dict[int, Optional[np.ndarray]] = {}
+      for n, r in zip(uniq, resp.results):
+        if r.node_id and r.node_id != n.id:
+          raise PolygradError(f"Realize returned node {r.node_id} where node {n.id} was asked for")
+        n.handle = int(r.handle) or n.handle or -1
+        n.src = ()  # the id now stands for the buffer: drop the graph behind it
+        if want_data:
+          if r.has_data:
+            wdt, shape, data = r.dtype, tuple(r.shape), r.data
+          else:
+            wdt, shape, data = conn.download(int(r.handle))
+          arrays[n.id] = decode(n, wdt, shape, data)
+      return [arrays.get(n.id) for n in outputs]
+
+  def _mark_sent(self, n: Node) -> None:
+    n.sent = True
+    n.gen = self.gen
+    self._sent.add(n.id)
+    if n.op == BUFFER and isinstance(n.arg, np.ndarray):
+      n.arg = None  # the daemon holds the bytes now
+
+
+def decode(n: Node, wire_dtype: int, shape: Tuple[int, ...], data: bytes) -> np.ndarray:
+  """A TensorResult's bytes as a numpy array, checked against the node's local dtype and shape."""
+  dt = dtypes.from_wire(wire_dtype) if wire_dtype else n.dtype
+  if dt != n.dtype:
+    raise PolygradError(f"daemon returned dtype {dt.name} for node {n.id}, expected {n.dtype.name}")
+  if tuple(shape) != tuple(n.shape):
+    raise PolygradError(f"daemon returned shape {tuple(shape)} for node {n.id}, expected {n.shape}")
+  npdt = np_dtype(dt)
+  count = 1
+  for s in shape:
+    count *= s
+  if len(data) != count * npdt.itemsize:
+    raise PolygradError(f"daemon returned {len(data)} bytes for node {n.id} "
+                        f"({dt.name}{list(shape)} needs {count * npdt.itemsize})")
+  arr = np.frombuffer(data, dtype=npdt).reshape(shape)
+  if dt == dtypes.bfloat16:
+    return (arr.astype(np.uint32) << 16).view(np.float32)
+  return arr.astype(npdt.newbyteorder("="), copy=True)
+
+
+GRAPH = Graph()

@@ -1,0 +1,926 @@
+"""The lazy Tensor (tinygrad names and semantics). Methods only add nodes to the local graph;
+realize()/numpy()/item()/tolist() send the graph to polygradd and bring results back.
+
+The wire's elementwise ops take equal shapes and equal dtypes, so this module does broadcasting
+(RESHAPE then EXPAND) and dtype promotion (CAST, tinygrad's lattice) itself."""
+from __future__ import annotations
+
+import math
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import graph as g
+from .dtype import (DType, DTypeLike, dtypes, least_upper_dtype, least_upper_float, np_dtype,
+                    sum_acc_dtype, to_dtype)
+from .shape import (as_shape, broadcast_shape, check_permutation, check_shape, normalize_axes,
+                    normalize_axis, normalize_pairs, prod, resolve_expand, resolve_reshape)
+
+Scalar = Union[bool, int, float]
+_LOG2_E = 1.0 / math.log(2)
+_LN_2 = math.log(2)
+
+
+def _is_scalar(x) -> bool:
+  return isinstance(x, (bool, int, float)) or (isinstance(x, np.generic) and x.shape == ())
+
+
+def _py_scalar(x):
+  return x.item() if isinstance(x, np.generic) else x
+
+
+def _wrap_int(value: int, dt: DType) -> int:
+  """An int constant wrapped into an integer dtype's range (two's complement, as numpy does)."""
+  bits = 8 * dt.itemsize
+  value &= (1 << bits) - 1
+  if dt.kind == "i" and value >= 1 << (bits - 1):
+    value -= 1 << bits
+  return value
+
+
+def _to_wire_array(arr: np.ndarray, dt: DType) -> np.ndarray:
+  """A C-contiguous little-endian copy of `arr` in dtype `dt` (bfloat16 as rounded raw uint16)."""
+  if dt == dtypes.bfloat16:
+    f = np.array(arr, dtype=np.float32, order="C", copy=True)
+    u = f.view(np.uint32).astype(np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+    nan = np.isnan(f)
+    if nan.any():
+      rounded[nan] = 0x7FC0
+    return rounded
+  return np.array(arr, dtype=np_dtype(dt), order="C", copy=True)
+
+
+def _infer_list_dtype(arr: np.ndarray) -> DType:
+  k = arr.dtype.kind
+  if k == "b":
+    return dtypes.bool
+  if k in "iu":
+    return dtypes.default_int
+  if k == "f":
+    return dtypes.default_float
+  raise TypeError(f"cannot make a Tensor from a list of {arr.dtype} (nested lists of numbers only)")
+
+
+class Tensor:
+  """A lazy tensor on polygradd. Shape and dtype are known locally."""
+
+  __slots__ = ("_node", "requires_grad", "grad", "__weakref__")
+  training = False
+  _seed = None
+  _rng = None
+
+  def __init__(self, data: Any = None, dtype: Optional[DTypeLike] = None, device: Optional[str] = None,
+               requires_grad: Optional[bool] = None):
+    self.requires_grad = requires_grad
+    self.grad = None
+    dt = to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, g.Node):
+      self._node = data
+      return
+    if isinstance(data, Tensor):
+      self._node = (data.cast(dt) if dt is not None else data)._node
+      return
+    if data is None:
+      data = np.zeros((0,), dtype=np.float32) if dt is None else np.zeros((0,), dtype=np.float64)
+    if _is_scalar(data) and not isinstance(data, np.generic):
+      dt = dt or dtypes.from_py(data)
+      self._node = g.GRAPH.node(g.CONST, dt, (), (), _const_value(data, dt))
+      return
+    if isinstance(data, (bytes, bytearray, memoryview)):
+      arr = np.frombuffer(bytes(data), dtype=np.uint8)
+      dt = dt or dtypes.uint8
+    elif isinstance(data, np.ndarray) or isinstance(data, np.generic):
+      arr = np.asarray(data)
+      src_dt = dtypes.from_np(arr.dtype)  # TypeError for unsupported numpy dtypes
+      dt = dt or src_dt
+    elif isinstance(data, (list, tuple)):
+      try:
+        arr = np.array(data)
+      except ValueError as e:
+        raise ValueError(f"cannot make a Tensor from a ragged list: {e}") from None
+      if arr.dtype == object:
+        raise ValueError("cannot make a Tensor from a ragged or mixed list")
+      if arr.size == 0 and arr.dtype.kind == "f":
+        dt = dt or dtypes.default_float
+      else:
+        dt = dt or _infer_list_dtype(arr)
+    else:
+      raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
+    if dt.kind in "iu" and arr.dtype.kind == "f" and dt.np is not None:
+      arr = arr.astype(dt.np)  # float → int truncates (C semantics), as a CAST would
+    shape = check_shape(tuple(int(s) for s in arr.shape))
+    self._node = g.GRAPH.node(g.BUFFER, dt, shape, (), _to_wire_array(arr, dt))
+
+  # --- node plumbing ----------------------------------------------------------------------------
+
+  @staticmethod
+  def _make(op: int, dtype: DType, shape: Tuple[int, ...], src: Sequence["Tensor"] = (), arg=None) -> "Tensor":
+    return Tensor(g.GRAPH.node(op, dtype, tuple(shape), tuple(t._node for t in src), arg))
+
+  @staticmethod
+  def _const(value: Scalar, dtype: DType, shape: Tuple[int, ...] = ()) -> "Tensor":
+    return Tensor(g.GRAPH.node(g.CONST, dtype, tuple(shape), (), _const_value(value, dtype)))
+
+  def _unop(self, op: int) -> "Tensor":
+    return Tensor._make(op, self.dtype, self.shape, (self,))
+
+  def _float(self) -> "Tensor":
+    return self.cast(least_upper_float(self.dtype))
+
+  # --- properties -------------------------------------------------------------------------------
+
+  @property
+  def shape(self) -> Tuple[int, ...]:
+    return self._node.shape
+
+  @property
+  def dtype(self) -> DType:
+    return self._node.dtype
+
+  @property
+  def ndim(self) -> int:
+    return len(self._node.shape)
+
+  @property
+  def device(self) -> str:
+    return "POLYGRAD"
+
+  @property
+  def node_id(self) -> int:
+    """This tensor's node id in the session's graph (wire-level debugging)."""
+    return self._node.id
+
+  @property
+  def is_realized(self) -> bool:
+    return bool(self._node.handle)
+
+  def numel(self) -> int:
+    return prod(self.shape)
+
+  def element_size(self) -> int:
+    return self.dtype.itemsize
+
+  def nbytes(self) -> int:
+    return self.numel() * self.element_size()
+
+  def size(self, dim: Optional[int] = None):
+    return self.shape if dim is None else self.shape[normalize_axis(dim, self.ndim)]
+
+  def __len__(self) -> int:
+    if not self.shape:
+      raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+  def __bool__(self):
+    raise TypeError("the truth value of a Tensor is not defined (call .item() or .numpy())")
+
+  __hash__ = object.__hash__
+
+  def __repr__(self) -> str:
+    state = "realized" if self.is_realized else "lazy"
+    return f"<Tensor shape={self.shape} dtype={self.dtype} device={self.device} {state}>"
+
+  __str__ = __repr__
+
+  # --- realization ------------------------------------------------------------------------------
+
+  def realize(self, *others: "Tensor") -> "Tensor":
+    """Compute this tensor (and `others`) on the daemon; the result stays there."""
+    g.GRAPH.realize([self._node, *(t._node for t in others)], want_data=False)
+    return self
+
+  def numpy(self) -> np.ndarray:
+    if self.numel() == 0:
+      return np.zeros(self.shape, dtype=np.float32 if self.dtype.np is None else self.dtype.np)
+    return g.GRAPH.realize([self._node], want_data=True)[0]
+
+  def item(self):
+    if self.numel() != 1:
+      raise ValueError(f"item() needs a tensor of one element, shape is {self.shape}")
+    return self.numpy().reshape(()).item()
+
+  def tolist(self):
+    return self.numpy().tolist()
+
+  def data(self) -> memoryview:
+    return memoryview(self.numpy())
+
+  def contiguous(self) -> "Tensor":
+    return self
+
+  def detach(self) -> "Tensor":
+    return self
+
+  def clone(self) -> "Tensor":
+    return self
+
+  def to(self, device: Optional[str] = None) -> "Tensor":
+    return self
+
+  # --- construction -----------------------------------------------------------------------------
+
+  @staticmethod
+  def full(shape, fill_value: Scalar, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    shape = check_shape(as_shape((shape,) if isinstance(shape, int) else tuple(shape)))
+    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(_py_scalar(fill_value))
+    return Tensor._const(_py_scalar(fill_value), dt, shape)
+
+  @staticmethod
+  def zeros(*shape, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    return Tensor.full(as_shape(shape), 0.0, dtype=dtype or dtypes.default_float)
+
+  @staticmethod
+  def ones(*shape, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    return Tensor.full(as_shape(shape), 1.0, dtype=dtype or dtypes.default_float)
+
+  @staticmethod
+  def empty(*shape, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    return Tensor.zeros(*shape, dtype=dtype)
+
+  def full_like(self, fill_value: Scalar, dtype: Optional[DTypeLike] = None) -> "Tensor":
+    return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype)
+
+  def zeros_like(self, dtype: Optional[DTypeLike] = None) -> "Tensor":
+    return self.full_like(0, dtype)
+
+  def ones_like(self, dtype: Optional[DTypeLike] = None) -> "Tensor":
+    return self.full_like(1, dtype)
+
+  @staticmethod
+  def arange(start, stop=None, step=1, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    if stop is None:
+      start, stop = 0, start
+    if step == 0:
+      raise ValueError("arange: step must not be zero")
+    if dtype is None:
+      dtype = dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) \
+          else dtypes.default_int
+    dt = to_dtype(dtype)
+    n = max(0, math.ceil((stop - start) / step))
+    if dt.kind in "iu" and all(isinstance(v, int) for v in (start, stop, step)):
+      vals = start + step * np.arange(n, dtype=np.int64)
+    else:
+      vals = start + step * np.arange(n, dtype=np.float64)
+    return Tensor(np.asarray(vals), dtype=dt)
+
+  @staticmethod
+  def linspace(start, stop, steps: int, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    return Tensor(np.linspace(start, stop, steps, dtype=np.float64), dtype=dtype or dtypes.default_float)
+
+  @staticmethod
+  def eye(n: int, m: Optional[int] = None, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    return Tensor(np.eye(n, m if m is not None else n), dtype=dtype or dtypes.default_float)
+
+  @staticmethod
+  def manual_seed(seed: int = 0) -> None:
+    Tensor._seed = seed
+    Tensor._rng = np.random.default_rng(seed)
+
+  @staticmethod
+  def _generator() -> np.random.Generator:
+    if Tensor._rng is None:
+      Tensor._rng = np.random.default_rng(Tensor._seed)
+    return Tensor._rng
+
+  @staticmethod
+  def rand(*shape, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    return Tensor(Tensor._generator().random(as_shape(shape), dtype=np.float32),
+                  dtype=dtype or dtypes.default_float)
+
+  @staticmethod
+  def randn(*shape, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    return Tensor(Tensor._generator().standard_normal(as_shape(shape), dtype=np.float32),
+                  dtype=dtype or dtypes.default_float)
+
+  @staticmethod
+  def randint(*shape, low: int = 0, high: int = 10, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    return Tensor(Tensor._generator().integers(low, high, as_shape(shape)), dtype=dtype or dtypes.int32)
+
+  @staticmethod
+  def uniform(*shape, low: float = 0.0, high: float = 1.0, **kwargs) -> "Tensor":
+    return Tensor(Tensor._generator().uniform(low, high, as_shape(shape)).astype(np.float32))
+
+  # --- movement ---------------------------------------------------------------------------------
+
+  def reshape(self, shape, *args) -> "Tensor":
+    new = (shape,) + args if args or not isinstance(shape, (tuple, list)) else tuple(shape)
+    new = resolve_reshape(self.shape, [None if s is None else int(s) for s in new])
+    if new == self.shape:
+      return self
+    return Tensor._make(g.RESHAPE, self.dtype, new, (self,), new)
+
+  view = reshape
+
+  def permute(self, order, *args) -> "Tensor":
+    order = (order,) + args if args or not isinstance(order, (tuple, list)) else tuple(order)
+    order = check_permutation(order, self.ndim)
+    if order == tuple(range(self.ndim)):
+      return self
+    return Tensor._make(g.PERMUTE, self.dtype, tuple(self.shape[i] for i in order), (self,), order)
+
+  def transpose(self, dim0: int = -2, dim1: int = -1) -> "Tensor":
+    order = list(range(self.ndim))
+    a, b = normalize_axis(dim0, self.ndim), normalize_axis(dim1, self.ndim)
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+
+  @property
+  def T(self) -> "Tensor":
+    return self.transpose() if self.ndim >= 2 else self
+
+  def expand(self, shape, *args) -> "Tensor":
+    new = (shape,) + args if args or not isinstance(shape, (tuple, list)) else tuple(shape)
+    new = resolve_expand(self.shape, [None if s is None else int(s) for s in new])
+    return self._broadcast_to(new)
+
+  def _broadcast_to(self, shape: Tuple[int, ...]) -> "Tensor":
+    if self.shape == shape:
+      return self
+    x = self
+    if x.ndim < len(shape):
+      x = x.reshape((1,) * (len(shape) - x.ndim) + x.shape)
+    resolve_expand(x.shape, shape)  # raises for incompatible shapes
+    if x.shape == shape:
+      return x
+    return Tensor._make(g.EXPAND, x.dtype, shape, (x,), tuple(shape))
+
+  def pad(self, padding, mode: str = "constant", value: Scalar = 0) -> "Tensor":
+    """padding: one (before, after) pair or None per axis, or a flat torch-style sequence
+    (last axis first). Negative amounts shrink."""
+    if mode != "constant":
+      raise NotImplementedError(f"pad mode {mode!r} (only 'constant')")
+    padding = tuple(padding)
+    if padding and all(isinstance(p, int) for p in padding):
+      if len(padding) % 2 or len(padding) > 2 * self.ndim:
+        raise ValueError(f"pad: flat padding needs an even count ≤ 2*ndim, got {len(padding)}")
+      flat = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
+      padding = ((0, 0),) * (self.ndim - len(flat)) + tuple(flat)
+    pairs = normalize_pairs(padding, self.shape, "pad", lambda s: (0, 0))
+    # Negative amounts shrink first.
+    x = self
+    if any(b < 0 or a < 0 for b, a in pairs):
+      shr = []
+      for (b, a), s in zip(pairs, self.shape):
+        lo, hi = max(0, -b), s - max(0, -a)
+        if lo > hi:
+          raise ValueError(f"pad: {padding} removes more than the whole axis of size {s}")
+        shr.append((lo, hi))
+      x = x.shrink(shr)
+      pairs = tuple((max(0, b), max(0, a)) for b, a in pairs)
+    if all(b == 0 and a == 0 for b, a in pairs):
+      return x
+    shape = tuple(s + b + a for s, (b, a) in zip(x.shape, pairs))
+    out = Tensor._make(g.PAD, x.dtype, shape, (x,), pairs)
+    if value != 0:
+      mask = Tensor._make(g.PAD, dtypes.bool, shape, (Tensor._const(True, dtypes.bool, x.shape),), pairs)
+      out = mask.where(out, value)
+    return out
+
+  def shrink(self, arg) -> "Tensor":
+    pairs = normalize_pairs(arg, self.shape, "shrink", lambda s: (0, s))
+    for (b, e), s in zip(pairs, self.shape):
+      if not 0 <= b <= e <= s:
+        raise ValueError(f"shrink: ({b}, {e}) is out of range for an axis of size {s}")
+    if all(b == 0 and e == s for (b, e), s in zip(pairs, self.shape)):
+      return self
+    return Tensor._make(g.SHRINK, self.dtype, tuple(e - b for b, e in pairs), (self,), pairs)
+
+  def flip(self, axis, *args) -> "Tensor":
+    axis = (axis,) + args if args or not isinstance(axis, (tuple, list)) else tuple(axis)
+    axes = normalize_axes(axis, self.ndim)
+    if not axes:
+      return self
+    return Tensor._make(g.FLIP, self.dtype, self.shape, (self,), axes)
+
+  def squeeze(self, dim: Optional[int] = None) -> "Tensor":
+    if dim is None:
+      return self.reshape(tuple(s for s in self.shape if s != 1))
+    d = normalize_axis(dim, self.ndim)
+    if self.ndim == 0 or self.shape[d] != 1:
+      return self
+    return self.reshape(self.shape[:d] + self.shape[d + 1:])
+
+  def unsqueeze(self, dim: int) -> "Tensor":
+    d = normalize_axis(dim, self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+    if self.ndim == 0:
+      return self.reshape(1)
+    s, e = normalize_axis(start_dim, self.ndim), normalize_axis(end_dim, self.ndim)
+    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+  def unflatten(self, dim: int, sizes) -> "Tensor":
+    d = normalize_axis(dim, self.ndim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+
+  def repeat(self, repeats, *args) -> "Tensor":
+    reps = as_shape((repeats,) + args if args or not isinstance(repeats, (tuple, list)) else tuple(repeats))
+    if len(reps) < self.ndim:
+      raise ValueError(f"repeat: need at least {self.ndim} repeat counts, got {len(reps)}")
+    base = (1,) * (len(reps) - self.ndim) + self.shape
+    x = self.reshape(tuple(d for s in base for d in (1, s)))
+    x = x.expand(tuple(d for r, s in zip(reps, base) for d in (r, s)))
+    return x.reshape(tuple(r * s for r, s in zip(reps, base)))
+
+  def cat(self, *others: "Tensor", dim: int = 0) -> "Tensor":
+    tensors = [self, *others]
+    d = normalize_axis(dim, self.ndim)
+    for t in tensors:
+      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+        raise ValueError(f"cat: shapes {[t.shape for t in tensors]} differ outside axis {d}")
+    dt = least_upper_dtype(*[t.dtype for t in tensors])
+    total = sum(t.shape[d] for t in tensors)
+    out, off = None, 0
+    for t in tensors:
+      pads = [(0, 0)] * self.ndim
+      pads[d] = (off, total - off - t.shape[d])
+      p = t.cast(dt).pad(pads)
+      out = p if out is None else out + p
+      off += t.shape[d]
+    return out
+
+  @staticmethod
+  def stack(tensor: "Tensor", *others: "Tensor", dim: int = 0) -> "Tensor":
+    if isinstance(tensor, (list, tuple)):
+      tensor, others = tensor[0], tuple(tensor[1:]) + others
+    d = normalize_axis(dim, tensor.ndim + 1)
+    return Tensor.cat(*[t.unsqueeze(d) for t in (tensor, *others)], dim=d)
+
+  def __getitem__(self, idx) -> "Tensor":
+    if not isinstance(idx, tuple):
+      idx = (idx,)
+    if any(isinstance(i, (Tensor, list, np.ndarray)) for i in idx):
+      raise NotImplementedError("indexing with tensors or lists is not supported")
+    n_ell = sum(1 for i in idx if i is Ellipsis)
+    if n_ell > 1:
+      raise IndexError("an index can only have a single ellipsis")
+    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if n_real > self.ndim:
+      raise IndexError(f"too many indices for a tensor of {self.ndim} dimensions")
+    if n_ell == 0:
+      idx = idx + (Ellipsis,)
+    pos = idx.index(Ellipsis)
+    idx = idx[:pos] + (slice(None),) * (self.ndim - n_real) + idx[pos + 1:]
+    x, axis, final = self, 0, []
+    for i in idx:
+      if i is None:
+        final.append(1)
+        continue
+      size = x.shape[axis]
+      if isinstance(i, slice):
+        x, n = x._slice_axis(axis, i)
+        final.append(n)
+        axis += 1
+        continue
+      i = _py_scalar(i)
+      if isinstance(i, bool) or not isinstance(i, int):
+        raise TypeError(f"unsupported index type {type(i).__name__}")
+      if not -size <= i < size:
+        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
+      i = i + size if i < 0 else i
+      pairs = [(0, s) for s in x.shape]
+      pairs[axis] = (i, i + 1)
+      x = x.shrink(pairs)
+      axis += 1
+    return x.reshape(tuple(final))
+
+  def _slice_axis(self, axis: int, sl: slice) -> Tuple["Tensor", int]:
+    size = self.shape[axis]
+    start, stop, step = sl.indices(size)
+    x = self
+    if step < 0:
+      x = x.flip(axis)
+      start, stop, step = size - 1 - start, size - 1 - stop, -step
+    n = max(0, -(-(stop - start) // step))
+    pairs = [(0, s) for s in x.shape]
+    if n == 0:
+      pairs[axis] = (0, 0)
+      return x.shrink(pairs), 0
+    if step == 1:
+      pairs[axis] = (start, start + n)
+      return x.shrink(pairs), n
+    end = min(size, start + n * step)
+    pairs[axis] = (start, end)
+    x = x.shrink(pairs)
+    pads = [(0, 0)] * x.ndim
+    pads[axis] = (0, n * step - (end - start))
+    x = x.pad(pads)
+    x = x.reshape(x.shape[:axis] + (n, step) + x.shape[axis + 1:])
+    pairs = [(0, s) for s in x.shape]
+    pairs[axis + 1] = (0, 1)
+    x = x.shrink(pairs)
+    return x.reshape(x.shape[:axis] + (n,) + x.shape[axis + 2:]), n
+
+  # --- dtype ------------------------------------------------------------------------------------
+
+  def cast(self, dtype: DTypeLike) -> "Tensor":
+    dt = to_dtype(dtype)
+    if dt == self.dtype:
+      return self
+    if self._node.op == g.CONST and not self._node.sent and (dt.kind == "f" or math.isfinite(self._node.arg)):
+      return Tensor._const(self._node.arg, dt, self.shape)  # fold: a constant of the new dtype
+    return Tensor._make(g.CAST, dt, self.shape, (self,))
+
+  def float(self) -> "Tensor":
+    return self.cast(dtypes.float32)
+
+  def half(self) -> "Tensor":
+    return self.cast(dtypes.float16)
+
+  def int(self) -> "Tensor":
+    return self.cast(dtypes.int32)
+
+  def bool(self) -> "Tensor":
+    return self.cast(dtypes.bool)
+
+  def double(self) -> "Tensor":
+    return self.cast(dtypes.float64)
+
+  # --- broadcasting and binary ops --------------------------------------------------------------
+
+  def _operand(self, y) -> "Tensor":
+    """A non-Tensor operand as a Tensor, with tinygrad's scalar dtype rule."""
+    if isinstance(y, Tensor):
+      return y
+    if _is_scalar(y):
+      y = _py_scalar(y)
+      if dtypes.is_float(self.dtype) or (dtypes.is_int(self.dtype) and isinstance(y, int)):
+        ydt = self.dtype
+      else:
+        ydt = dtypes.from_py(y)
+      return Tensor._const(y, ydt, self.shape)
+    if isinstance(y, (list, tuple, np.ndarray)):
+      return Tensor(y)
+    raise TypeError(f"unsupported operand type {type(y).__name__} for a Tensor op")
+
+  def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True) -> Tuple["Tensor", "Tensor"]:
+    x, y = self, self._operand(y)
+    if match_dtype and x.dtype != y.dtype:
+      out = least_upper_dtype(x.dtype, y.dtype)
+      x, y = x.cast(out), y.cast(out)
+    if reverse:
+      x, y = y, x
+    shape = broadcast_shape(x.shape, y.shape)
+    return x._broadcast_to(shape), y._broadcast_to(shape)
+
+  def _binop(self, op: int, y, reverse: bool = False) -> "Tensor":
+    a, b = self._broadcasted(y, reverse)
+    return Tensor._make(op, a.dtype, a.shape, (a, b))
+
+  def add(self, x, reverse: bool = False) -> "Tensor":
+    return self._binop(g.ADD, x, reverse)
+
+  def sub(self, x, reverse: bool = False) -> "Tensor":
+    return self._binop(g.SUB, x, reverse)
+
+  def mul(self, x, reverse: bool = False) -> "Tensor":
+    return self._binop(g.MUL, x, reverse)
+
+  def div(self, x, reverse: bool = False) -> "Tensor":
+    """True division; integer operands divide in float32 (tinygrad)."""
+    a, b = self._broadcasted(x, reverse)
+    a, b = a._float(), b._float()
+    return Tensor._make(g.DIV, a.dtype, a.shape, (a, b))
+
+  def maximum(self, x) -> "Tensor":
+    return self._binop(g.MAX, x)
+
+  def minimum(self, x) -> "Tensor":
+    a, b = self._broadcasted(x)
+    return Tensor._make(g.MAX, a.dtype, a.shape, (a._inverse(), b._inverse()))._inverse()
+
+  def _inverse(self) -> "Tensor":
+    """An order-reversing map of the dtype onto itself: -x, max-x (unsigned), not x (bool)."""
+    if self.dtype == dtypes.bool:
+      return self.logical_not()
+    if dtypes.is_unsigned(self.dtype):
+      return Tensor._make(g.SUB, self.dtype, self.shape, (Tensor._const(dtypes.max(self.dtype), self.dtype, self.shape), self))
+    return self._unop(g.NEG)
+
+  __add__ = add
+  __sub__ = sub
+  __mul__ = mul
+  __truediv__ = div
+
+  def __radd__(self, x):
+    return self.add(x, True)
+
+  def __rsub__(self, x):
+    return self.sub(x, True)
+
+  def __rmul__(self, x):
+    return self.mul(x, True)
+
+  def __rtruediv__(self, x):
+    return self.div(x, True)
+
+  def __neg__(self) -> "Tensor":
+    return self.logical_not() if self.dtype == dtypes.bool else self._unop(g.NEG)
+
+  def neg(self) -> "Tensor":
+    return -self
+
+  def __pow__(self, x):
+    return self.pow(x)
+
+  def __rpow__(self, x):
+    return self.pow(x, reverse=True)
+
+  def pow(self, x, reverse: bool = False) -> "Tensor":
+    if not reverse and _is_scalar(x) and not isinstance(_py_scalar(x), bool) and \
+        float(_py_scalar(x)).is_integer() and abs(x) <= 64:
+      n = int(_py_scalar(x))
+      base = self if isinstance(_py_scalar(x), int) else self._float()
+      if n < 0:
+        base, n = base._float().reciprocal(), -n
+      out = base.ones_like() if n == 0 else None
+      sq = base
+      while n:
+        if n & 1:
+          out = sq if out is None else out * sq
+        n >>= 1
+        if n:
+          sq = sq * sq
+      return out
+    a, b = self._broadcasted(x, reverse)
+    a, b = a._float(), b._float()
+    # x ** y = 2 ** (y * log2|x|), negative bases keep the sign for odd integer exponents.
+    mag = (b * a.abs().log2()).exp2()
+    neg_base = a < 0
+    b_int = b == b._trunc()
+    odd = (b_int & ((b._trunc() * 0.5) != (b * 0.5)._trunc()))
+    signed = odd.where(-mag, mag)
+    nan = Tensor._const(math.nan, a.dtype, a.shape)
+    return neg_base.where(b_int.where(signed, nan), mag)
+
+  def _trunc(self) -> "Tensor":
+    if not dtypes.is_float(self.dtype):
+      return self
+    return self.cast(dtypes.int64).cast(self.dtype)
+
+  def trunc(self) -> "Tensor":
+    return self._trunc()
+
+  def floor(self) -> "Tensor":
+    t = self._trunc()
+    return (self < t).where(t - 1, t)
+
+  def ceil(self) -> "Tensor":
+    t = self._trunc()
+    return (self > t).where(t + 1, t)
+
+  # --- comparisons ------------------------------------------------------------------------------
+
+  def __lt__(self, x) -> "Tensor":
+    a, b = self._broadcasted(x)
+    return Tensor._make(g.CMPLT, dtypes.bool, a.shape, (a, b))
+
+  def __gt__(self, x) -> "Tensor":
+    a, b = self._broadcasted(x, reverse=True)
+    return Tensor._make(g.CMPLT, dtypes.bool, a.shape, (a, b))
+
+  def __ne__(self, x) -> "Tensor":  # type: ignore[override]
+    if not isinstance(x, Tensor) and not _is_scalar(x) and not isinstance(x, (list, tuple, np.ndarray)):
+      return NotImplemented
+    a, b = self._broadcasted(x)
+    return Tensor._make(g.CMPNE, dtypes.bool, a.shape, (a, b))
+
+  def __eq__(self, x) -> "Tensor":  # type: ignore[override]
+    ne = self.__ne__(x)
+    return ne if ne is NotImplemented else ne.logical_not()
+
+  def __ge__(self, x) -> "Tensor":
+    return (self < x).logical_not()
+
+  def __le__(self, x) -> "Tensor":
+    return (self > x).logical_not()
+
+  def lt(self, x): return self < x
+  def gt(self, x): return self > x
+  def le(self, x): return self <= x
+  def ge(self, x): return self >= x
+  def eq(self, x): return self == x
+  def ne(self, x): return self != x
+
+  def logical_not(self) -> "Tensor":
+    b = self.cast(dtypes.bool)
+    return Tensor._make(g.CMPNE, dtypes.bool, b.shape, (b, Tensor._const(True, dtypes.bool, b.shape)))
+
+  def __invert__(self) -> "Tensor":
+    if self.dtype != dtypes.bool:
+      raise TypeError("~ is only supported on bool tensors")
+    return self.logical_not()
+
+  def __and__(self, x) -> "Tensor":
+    if self.dtype != dtypes.bool:
+      raise TypeError("& is only supported on bool tensors")
+    a, b = self._broadcasted(x)
+    return b.where(a, False)
+
+  def __or__(self, x) -> "Tensor":
+    if self.dtype != dtypes.bool:
+      raise TypeError("| is only supported on bool tensors")
+    a, b = self._broadcasted(x)
+    return b.where(True, a)
+
+  __rand__ = __and__
+  __ror__ = __or__
+
+  def where(self, x, y) -> "Tensor":
+    """self is the condition: where(cond, x, y) or cond.where(x, y); scalars allowed."""
+    if isinstance(x, Tensor):
+      x, y = x._broadcasted(y)
+    elif isinstance(y, Tensor):
+      y, x = y._broadcasted(x)
+    cond, x = self._broadcasted(x, match_dtype=False)
+    cond, y = cond._broadcasted(y, match_dtype=False)
+    x, y = x._broadcasted(y)
+    shape = broadcast_shape(cond.shape, x.shape)
+    cond, x, y = cond.cast(dtypes.bool)._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+    return Tensor._make(g.WHERE, x.dtype, shape, (cond, x, y))
+
+  # --- unary math -------------------------------------------------------------------------------
+
+  def exp2(self) -> "Tensor":
+    return self._float()._unop(g.EXP2)
+
+  def log2(self) -> "Tensor":
+    return self._float()._unop(g.LOG2)
+
+  def exp(self) -> "Tensor":
+    return (self._float() * _LOG2_E).exp2()
+
+  def log(self) -> "Tensor":
+    return self.log2() * _LN_2
+
+  def sqrt(self) -> "Tensor":
+    return self._float()._unop(g.SQRT)
+
+  def rsqrt(self) -> "Tensor":
+    return self.sqrt().reciprocal()
+
+  def reciprocal(self) -> "Tensor":
+    return self._float()._unop(g.RECIPROCAL)
+
+  def sin(self) -> "Tensor":
+    return self._float()._unop(g.SIN)
+
+  def cos(self) -> "Tensor":
+    return ((math.pi / 2) - self._float()).sin()
+
+  def tan(self) -> "Tensor":
+    return self.sin() / self.cos()
+
+  def relu(self) -> "Tensor":
+    return self.maximum(0)
+
+  def relu6(self) -> "Tensor":
+    return self.relu().minimum(6)
+
+  def leaky_relu(self, neg_slope: float = 0.01) -> "Tensor":
+    return (self < 0).where(self * neg_slope, self)
+
+  def sigmoid(self) -> "Tensor":
+    return (1 + (-self._float()).exp()).reciprocal()
+
+  def tanh(self) -> "Tensor":
+    return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
+
+  def silu(self) -> "Tensor":
+    return self * self.sigmoid()
+
+  swish = silu
+
+  def gelu(self) -> "Tensor":
+    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+
+  def elu(self, alpha: float = 1.0) -> "Tensor":
+    return self.relu() - alpha * (1 - self.exp()).relu()
+
+  def softplus(self, beta: float = 1.0) -> "Tensor":
+    return (1 + (self * beta).exp()).log() * (1 / beta)
+
+  def abs(self) -> "Tensor":
+    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
+      return self
+    return self.maximum(-self)
+
+  def sign(self) -> "Tensor":
+    return (self != 0).where((self < 0).where(self.full_like(-1), self.full_like(1)), self.full_like(0))
+
+  def square(self) -> "Tensor":
+    return self * self
+
+  def clip(self, min_=None, max_=None) -> "Tensor":
+    if min_ is None and max_ is None:
+      raise ValueError("clip needs min_ or max_")
+    x = self if min_ is None else self.maximum(min_)
+    return x if max_ is None else x.minimum(max_)
+
+  clamp = clip
+
+  def isnan(self) -> "Tensor":
+    return self != self
+
+  # --- reductions -------------------------------------------------------------------------------
+
+  def _reduce(self, op: int, axis, keepdim: bool) -> "Tensor":
+    axes = normalize_axes(axis, self.ndim)
+    if not axes:
+      return self
+    kept = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+    r = Tensor._make(op, self.dtype, kept, (self,), axes)
+    return r if keepdim else r.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+  def sum(self, axis=None, keepdim: bool = False, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
+    ret = self.cast(acc)._reduce(g.REDUCE_SUM, axis, keepdim)
+    if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16):
+      ret = ret.cast(self.dtype)
+    return ret
+
+  def max(self, axis=None, keepdim: bool = False) -> "Tensor":
+    return self._reduce(g.REDUCE_MAX, axis, keepdim)
+
+  def min(self, axis=None, keepdim: bool = False) -> "Tensor":
+    return self._inverse()._reduce(g.REDUCE_MAX, axis, keepdim)._inverse()
+
+  def mean(self, axis=None, keepdim: bool = False) -> "Tensor":
+    out_dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.float32
+    n = prod(self.shape[i] for i in normalize_axes(axis, self.ndim))
+    total = self.cast(sum_acc_dtype(self.dtype))._reduce(g.REDUCE_SUM, axis, keepdim)
+    return (total / n).cast(out_dt)
+
+  def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> "Tensor":
+    axes = normalize_axes(axis, self.ndim)
+    n = prod(self.shape[i] for i in axes)
+    sq = (self - self.mean(axis, keepdim=True)).square()
+    return sq.sum(axis, keepdim) / max(0, n - correction)
+
+  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> "Tensor":
+    return self.var(axis, keepdim, correction).sqrt()
+
+  def _softmax(self, axis):
+    m = self - self.max(axis, keepdim=True)
+    e = m.exp()
+    return m, e, e.sum(axis, keepdim=True)
+
+  def softmax(self, axis: int = -1, dtype: Optional[DTypeLike] = None) -> "Tensor":
+    x = self.cast(dtype) if dtype is not None else self._float()
+    _, e, ss = x._softmax(axis)
+    return e / ss
+
+  def log_softmax(self, axis: int = -1, dtype: Optional[DTypeLike] = None) -> "Tensor":
+    x = self.cast(dtype) if dtype is not None else self._float()
+    m, _, ss = x._softmax(axis)
+    return m - ss.log()
+
+  def logsumexp(self, axis=None, keepdim: bool = False) -> "Tensor":
+    m = self.max(axis, keepdim=True)
+    return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(
+        self.max(axis, keepdim).shape)
+
+  # --- linear algebra ---------------------------------------------------------------------------
+
+  def dot(self, w: "Tensor", dtype: Optional[DTypeLike] = None) -> "Tensor":
+    """tinygrad's matmul: broadcast-multiply then sum over the contracted axis."""
+    if not isinstance(w, Tensor):
+      w = Tensor(w)
+    dx, dw = self.ndim, w.ndim
+    if dx == 0 or dw == 0:
+      raise RuntimeError(f"both tensors need to be at least 1D, got {dx}D and {dw}D")
+    axis_w = -min(dw, 2)
+    if self.shape[-1] != w.shape[axis_w]:
+      raise RuntimeError(f"cannot matmul {self.shape} with {w.shape} "
+                         f"({self.shape[-1]} != {w.shape[axis_w]})")
+    x = self.reshape(self.shape[:-1] + (1,) * min(dx - 1, dw - 1, 1) + self.shape[-1:])
+    w = w.reshape(w.shape[:-2] + (1,) * min(dx - 1, dw - 1, 1) + w.shape[axis_w:]).transpose(-1, axis_w)
+    out_dt = least_upper_dtype(x.dtype, w.dtype) if dtype is None else to_dtype(dtype)
+    return (x * w).sum(-1, dtype=dtype).cast(out_dt)
+
+  matmul = dot
+
+  def __matmul__(self, x) -> "Tensor":
+    return self.dot(x)
+
+  def __rmatmul__(self, x) -> "Tensor":
+    return Tensor(x).dot(self)
+
+  def linear(self, weight: "Tensor", bias: Optional["Tensor"] = None) -> "Tensor":
+    x = self * weight if weight.ndim == 1 else self.dot(weight)
+    return x + bias if bias is not None else x
+
+
+def _const_value(value, dt: DType):
+  value = _py_scalar(value)
+  if dt.kind in "iu":
+    if isinstance(value, float):
+      if not math.isfinite(value):
+        raise ValueError(f"cannot make an {dt.name} constant from {value}")
+      value = int(value)
+    return _wrap_int(int(value), dt)
+  if dt.kind == "b":
+    return bool(value)
+  return float(value)

@@ -1,0 +1,121 @@
+"""End-to-end fixtures: a real polygradd on a private Unix socket, one per test session.
+
+The daemon is <repo>/build/polygradd (POLYGRAD_TEST_DAEMON overrides it, e.g. with
+tests/e2e/fake_polygradd.py while the real one is being written). Tests that need it use the
+`daemon` fixture (modules mark themselves with it); without a binary they are skipped with the
+reason, while the pure-local tests (test_local.py) still run.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PY_CLIENT = REPO / "clients" / "python"
+sys.path.insert(0, str(PY_CLIENT))
+
+
+def _ensure_stubs() -> None:
+  """The cmake build generates the Python stubs; generate them the same way if it has not run."""
+  if (PY_CLIENT / "polygrad" / "v1" / "polygrad_pb2_grpc.py").exists():
+    return
+  plugin = shutil.which("grpc_python_plugin") or "/usr/bin/grpc_python_plugin"
+  subprocess.run(["protoc", f"--proto_path={REPO / 'proto'}", f"--python_out={PY_CLIENT}",
+                  f"--pyi_out={PY_CLIENT}", f"--grpc_python_out={PY_CLIENT}",
+                  f"--plugin=protoc-gen-grpc_python={plugin}",
+                  str(REPO / "proto" / "polygrad" / "v1" / "polygrad.proto")], check=True)
+
+
+_ensure_stubs()
+
+
+def daemon_binary() -> Path:
+  override = os.environ.get("POLYGRAD_TEST_DAEMON")
+  return Path(override).resolve() if override else REPO / "build" / "polygradd"
+
+
+class Daemon:
+  def __init__(self, binary: Path, workdir: Path):
+    self.binary = binary
+    self.socket = workdir / "d.sock"
+    self.cache_dir = workdir / "cache"
+    self.log_path = workdir / "polygradd.log"
+    self.address = f"unix:{self.socket}"
+    self._log = open(self.log_path, "wb")
+    self.proc = subprocess.Popen(
+        [str(binary), "--listen=", "--metrics-listen=", f"--unix-socket={self.socket}",
+         f"--cache-dir={self.cache_dir}"],
+        stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
+
+  def log_tail(self) -> str:
+    return self.log_path.read_text(errors="replace")[-4000:]
+
+  def wait_ready(self, timeout: float = 60.0) -> None:
+    import grpc
+    deadline = time.monotonic() + timeout
+    while not self.socket.exists():
+      if self.proc.poll() is not None:
+        raise RuntimeError(f"{self.binary} exited with {self.proc.returncode}:\n{self.log_tail()}")
+      if time.monotonic() > deadline:
+        raise RuntimeError(f"{self.binary} did not create {self.socket}:\n{self.log_tail()}")
+      time.sleep(0.02)
+    with grpc.insecure_channel(self.address) as ch:
+      grpc.channel_ready_future(ch).result(timeout=max(1.0, deadline - time.monotonic()))
+
+  def stop(self) -> None:
+    if self.proc.poll() is None:
+      self.proc.terminate()
+      try:
+        self.proc.wait(timeout=15)
+      except subprocess.TimeoutExpired:
+        self.proc.kill()
+        self.proc.wait()
+    self._log.close()
+
+
+@pytest.fixture(scope="session")
+def daemon(tmp_path_factory):
+  binary = daemon_binary()
+  if not binary.exists():
+    pytest.skip(f"no daemon binary at {binary}: build it with "
+                f"`cmake -S . -B build -G Ninja && ninja -C build`")
+  workdir = Path(tmp_path_factory.mktemp("pgd", numbered=True))
+  d = Daemon(binary, workdir)
+  try:
+    d.wait_ready()
+  except BaseException:
+    d.stop()
+    raise
+  old = os.environ.get("POLYGRAD_ADDRESS")
+  os.environ["POLYGRAD_ADDRESS"] = d.address
+  yield d
+  import polygrad
+  polygrad.close_connection()
+  if old is None:
+    os.environ.pop("POLYGRAD_ADDRESS", None)
+  else:
+    os.environ["POLYGRAD_ADDRESS"] = old
+  d.stop()
+  rc = d.proc.returncode
+  # SIGTERM is a graceful drain: the daemon should exit 0 (or by the signal it was sent).
+  assert rc in (0, -15), f"polygradd exited with {rc} after SIGTERM:\n{d.log_tail()}"
+
+
+@pytest.fixture
+def rng(request):
+  """A generator seeded from the test's name, so each case has its own reproducible data."""
+  seed = zlib.crc32(request.node.nodeid.encode())
+  return np.random.default_rng(seed)
+
+
+def assert_close(got, expected, rtol=1e-5, atol=1e-6):
+  got = np.asarray(got)
+  expected = np.asarray(expected)
+  assert got.shape == expected.shape, f"shape {got.shape} != expected {expected.shape}"
+  np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol)

@@ -1,0 +1,365 @@
+"""Every Tensor op against numpy on random inputs, computed by a real polygradd."""
+import math
+
+import numpy as np
+import pytest
+
+from conftest import assert_close
+from polygrad import Tensor, dtypes
+
+pytestmark = pytest.mark.usefixtures("daemon")
+
+F32 = np.float32
+
+
+def randf(rng, shape, lo=-2.0, hi=2.0):
+  return rng.uniform(lo, hi, shape).astype(F32)
+
+
+# --- elementwise binary with broadcasting ---------------------------------------------------------
+
+BINARY = {
+    "add": (lambda a, b: a + b, np.add),
+    "sub": (lambda a, b: a - b, np.subtract),
+    "mul": (lambda a, b: a * b, np.multiply),
+    "div": (lambda a, b: a / b, np.divide),
+    "maximum": (lambda a, b: a.maximum(b), np.maximum),
+    "minimum": (lambda a, b: a.minimum(b), np.minimum),
+}
+SHAPE_PAIRS = [((3, 4), (3, 4)), ((3, 4), (4,)), ((4,), (3, 4)), ((2, 1, 4), (3, 1)), ((1,), (5,)),
+               ((), (2, 3)), ((2, 3), ())]
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+@pytest.mark.parametrize("sa,sb", SHAPE_PAIRS, ids=[f"{a}x{b}" for a, b in SHAPE_PAIRS])
+def test_binary_broadcast(rng, name, sa, sb):
+  a, b = randf(rng, sa), randf(rng, sb)
+  if name == "div":
+    b = np.where(np.abs(b) < 0.1, F32(0.5), b).astype(F32)
+  ours, ref = BINARY[name]
+  got = ours(Tensor(a), Tensor(b)).numpy()
+  assert got.dtype == np.float32
+  assert_close(got, ref(a.astype(np.float64), b.astype(np.float64)))
+
+
+@pytest.mark.parametrize("scalar", [3, 2.5, -1.25])
+@pytest.mark.parametrize("op", ["+", "-", "*", "/"])
+def test_scalar_both_sides(rng, op, scalar):
+  a = randf(rng, (4, 5), 0.5, 2.0)
+  t = Tensor(a)
+  f = eval(f"lambda x, s: (x {op} s, s {op} x)")
+  left, right = f(t, scalar)
+  ref_l, ref_r = f(a.astype(np.float64), scalar)
+  assert_close(left.numpy(), ref_l)
+  assert_close(right.numpy(), ref_r)
+
+
+def test_chain_of_scalar_ops_in_one_graph(rng):
+  a = randf(rng, (8, 8))
+  got = ((Tensor(a) * 3 - 1) / 2 + 0.5 - Tensor(a) * Tensor(a)).numpy()
+  a64 = a.astype(np.float64)
+  assert_close(got, (a64 * 3 - 1) / 2 + 0.5 - a64 * a64)
+
+
+# --- unary ----------------------------------------------------------------------------------------
+
+UNARY = {
+    "neg": (lambda t: -t, np.negative, (-3, 3)),
+    "relu": (lambda t: t.relu(), lambda x: np.maximum(x, 0), (-3, 3)),
+    "exp": (lambda t: t.exp(), np.exp, (-3, 3)),
+    "log": (lambda t: t.log(), np.log, (0.1, 5)),
+    "exp2": (lambda t: t.exp2(), np.exp2, (-3, 3)),
+    "log2": (lambda t: t.log2(), np.log2, (0.1, 5)),
+    "sqrt": (lambda t: t.sqrt(), np.sqrt, (0, 5)),
+    "reciprocal": (lambda t: t.reciprocal(), np.reciprocal, (0.2, 5)),
+    "sin": (lambda t: t.sin(), np.sin, (-6, 6)),
+    "cos": (lambda t: t.cos(), np.cos, (-6, 6)),
+    "sigmoid": (lambda t: t.sigmoid(), lambda x: 1 / (1 + np.exp(-x)), (-5, 5)),
+    "tanh": (lambda t: t.tanh(), np.tanh, (-3, 3)),
+    "abs": (lambda t: t.abs(), np.abs, (-3, 3)),
+    "square": (lambda t: t.square(), np.square, (-3, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary(rng, name):
+  ours, ref, (lo, hi) = UNARY[name]
+  a = randf(rng, (5, 7), lo, hi)
+  assert_close(ours(Tensor(a)).numpy(), ref(a.astype(np.float64)), rtol=2e-5, atol=2e-6)
+
+
+# --- comparisons and where ------------------------------------------------------------------------
+
+CMP = ["<", ">", "<=", ">=", "==", "!="]
+
+
+@pytest.mark.parametrize("op", CMP)
+def test_compare_tensors(rng, op):
+  a = rng.integers(-2, 3, (4, 5)).astype(F32)
+  b = rng.integers(-2, 3, (5,)).astype(F32)
+  f = eval(f"lambda x, y: x {op} y")
+  got = f(Tensor(a), Tensor(b)).numpy()
+  assert got.dtype == np.bool_
+  np.testing.assert_array_equal(got, f(a, b))
+
+
+@pytest.mark.parametrize("op", CMP)
+def test_compare_scalar_both_sides(rng, op):
+  a = rng.integers(-2, 3, (6,)).astype(np.int32)
+  f = eval(f"lambda x: (x {op} 1, 1 {op} x, x {op} 0.5)")
+  got = [t.numpy() for t in f(Tensor(a))]
+  for gv, rv in zip(got, f(a)):
+    assert gv.dtype == np.bool_
+    np.testing.assert_array_equal(gv, rv)
+
+
+@pytest.mark.parametrize("form", ["tensors", "scalar_x", "scalar_y", "scalars", "broadcast", "method"])
+def test_where(rng, form):
+  c = rng.random((3, 4)) > 0.5
+  x, y = randf(rng, (3, 4)), randf(rng, (3, 4))
+  cond = Tensor(c)
+  if form == "tensors":
+    got, ref = Tensor.where(cond, Tensor(x), Tensor(y)), np.where(c, x, y)
+  elif form == "scalar_x":
+    got, ref = cond.where(1.5, Tensor(y)), np.where(c, F32(1.5), y)
+  elif form == "scalar_y":
+    got, ref = cond.where(Tensor(x), 0), np.where(c, x, F32(0))
+  elif form == "scalars":
+    got, ref = cond.where(2.0, -1.0), np.where(c, 2.0, -1.0)
+  elif form == "broadcast":
+    got, ref = Tensor(c[:, :1]).where(Tensor(x), Tensor(y[0])), np.where(c[:, :1], x, y[0])
+  else:
+    got, ref = (Tensor(x) > Tensor(y)).where(Tensor(x), Tensor(y)), np.where(x > y, x, y)
+  assert_close(got.numpy(), ref)
+
+
+def test_logical_ops(rng):
+  a, b = rng.random(10) > 0.5, rng.random(10) > 0.5
+  np.testing.assert_array_equal((Tensor(a) & Tensor(b)).numpy(), a & b)
+  np.testing.assert_array_equal((Tensor(a) | Tensor(b)).numpy(), a | b)
+  np.testing.assert_array_equal((~Tensor(a)).numpy(), ~a)
+
+
+# --- dtypes ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("src,dst", [("float32", "int32"), ("int32", "float32"), ("bool", "float32"),
+                                     ("float32", "bool"), ("int32", "bool"), ("bool", "int32")])
+def test_cast(rng, src, dst):
+  base = rng.uniform(-5, 5, (4, 6)).astype(F32)
+  base[0, :3] = 0
+  a = base.astype(src) if src != "bool" else base > 0
+  got = Tensor(a).cast(getattr(dtypes, dst)).numpy()
+  ref = a.astype(dst)
+  assert got.dtype == ref.dtype
+  np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("np_dtype", [np.float32, np.float64, np.int32, np.int64, np.int8, np.uint8,
+                                      np.int16, np.uint32, np.float16, np.bool_])
+def test_dtype_round_trip(rng, np_dtype):
+  a = (rng.uniform(-100, 100, (3, 5)) if np.dtype(np_dtype).kind == "f" else
+       rng.integers(0, 100, (3, 5)) if np.dtype(np_dtype).kind in "iu" else rng.random((3, 5)) > 0.5)
+  a = a.astype(np_dtype)
+  got = Tensor(a).numpy()
+  assert got.dtype == a.dtype
+  np.testing.assert_array_equal(got, a)
+
+
+INT_EXPRS = {
+    "add": (lambda a, b: a + b, lambda a, b: a + b),
+    "sub": (lambda a, b: a - b, lambda a, b: a - b),
+    "mul": (lambda a, b: a * b, lambda a, b: a * b),
+    "maximum": (lambda a, b: a.maximum(b), np.maximum),
+    "minimum": (lambda a, b: a.minimum(b), np.minimum),
+    "add_scalar": (lambda a, b: a + 3, lambda a, b: a + 3),
+    "rsub_scalar": (lambda a, b: 7 - a, lambda a, b: 7 - a),
+    "neg": (lambda a, b: -a, lambda a, b: -a),
+    "dot_sum": (lambda a, b: (a * b).sum(), lambda a, b: (a * b).sum()),
+    "max_all": (lambda a, b: a.max(), lambda a, b: a.max()),
+    "sum_axis0": (lambda a, b: a.sum(0), lambda a, b: a.sum(axis=0)),
+    "min_axis1": (lambda a, b: a.min(1), lambda a, b: a.min(axis=1)),
+    "where": (lambda a, b: (a < b).where(a, b), lambda a, b: np.where(a < b, a, b)),
+}
+
+
+@pytest.mark.parametrize("name", list(INT_EXPRS))
+def test_int32_arithmetic(rng, name):
+  a = rng.integers(-50, 50, (4, 5)).astype(np.int32)
+  b = rng.integers(-50, 50, (4, 5)).astype(np.int32)
+  ours, ref = INT_EXPRS[name]
+  got = ours(Tensor(a), Tensor(b)).numpy()
+  assert got.dtype == np.int32, got.dtype
+  np.testing.assert_array_equal(got, np.asarray(ref(a, b)).astype(np.int32))
+
+
+@pytest.mark.parametrize("expr,ref_expr", [
+    ("a / b", "a / b"), ("a / 4", "a / 4"), ("a + 0.5", "a + 0.5"), ("a.mean()", "a.mean()"),
+    ("a.sqrt()", "np.sqrt(a)"), ("(a < b).sum()", "(a < b).sum()"),
+])
+def test_int_promotion_to_float(rng, expr, ref_expr):
+  a = rng.integers(1, 50, (4, 5)).astype(np.int32)
+  b = rng.integers(1, 50, (4, 5)).astype(np.int32)
+  got = eval(expr, {"a": Tensor(a), "b": Tensor(b)}).numpy()
+  ref = eval(ref_expr, {"a": a, "b": b, "np": np})
+  assert_close(got, ref)
+  assert got.dtype == (np.int32 if "sum" in expr else np.float32)
+
+
+# --- reductions -----------------------------------------------------------------------------------
+
+AXES = [None, 0, 1, 2, -1, (0, 2), (0, 1, 2)]
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("axis", AXES, ids=[str(a) for a in AXES])
+@pytest.mark.parametrize("fn", ["sum", "max", "min", "mean"])
+def test_reduce(rng, fn, axis, keepdim):
+  a = randf(rng, (3, 4, 5))
+  got = getattr(Tensor(a), fn)(axis, keepdim=keepdim).numpy()
+  ref = getattr(a.astype(np.float64), fn)(axis=axis, keepdims=keepdim)
+  assert_close(got, ref)
+
+
+@pytest.mark.parametrize("view", ["permute", "shrink", "flip", "pad", "expand", "transpose", "getitem_step",
+                                  "pad_value", "reshape_permute", "chain"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_non_contiguous_views_then_reduce(rng, view, axis):
+  a = randf(rng, (4, 6))
+  t = Tensor(a)
+  if view == "permute":
+    got, ref = t.permute(1, 0), a.T
+  elif view == "shrink":
+    got, ref = t.shrink(((1, 3), (2, 6))), a[1:3, 2:6]
+  elif view == "flip":
+    got, ref = t.flip(1), a[:, ::-1]
+  elif view == "pad":
+    got, ref = t.pad(((1, 2), (0, 3))), np.pad(a, ((1, 2), (0, 3)))
+  elif view == "expand":
+    got, ref = t[:, :1].expand(4, 5), np.broadcast_to(a[:, :1], (4, 5))
+  elif view == "transpose":
+    got, ref = t.T * 2, a.T * 2
+  elif view == "getitem_step":
+    got, ref = t[::-1, 1::2], a[::-1, 1::2]
+  elif view == "pad_value":
+    got, ref = t.pad(((1, 0), (2, 1)), value=-3.0), np.pad(a, ((1, 0), (2, 1)), constant_values=-3.0)
+  elif view == "reshape_permute":
+    got, ref = t.reshape(2, 12).permute(1, 0).reshape(6, 4), a.reshape(2, 12).T.reshape(6, 4)
+  else:
+    got = t.permute(1, 0).flip(0).shrink(((1, 5), None)).pad(((0, 0), (1, 1)))
+    ref = np.pad(a.T[::-1][1:5], ((0, 0), (1, 1)))
+  assert_close(got.numpy(), ref)
+  assert_close(got.sum(axis).numpy(), ref.astype(np.float64).sum(axis))
+  assert_close(got.max(axis, keepdim=True).numpy(), ref.max(axis, keepdims=True))
+
+
+def test_reduce_then_elementwise_then_reduce(rng):
+  a = randf(rng, (6, 7))
+  t = Tensor(a)
+  var = ((t - t.mean(1, keepdim=True)) ** 2).mean(1)
+  assert_close(var.numpy(), a.astype(np.float64).var(1), rtol=1e-4, atol=1e-6)
+  assert_close(t.std(0).numpy(), a.astype(np.float64).std(0, ddof=1), rtol=1e-4, atol=1e-6)
+
+
+# --- matmul and softmax ---------------------------------------------------------------------------
+
+MATMUL = [((3, 4), (4, 5)), ((64, 32), (32, 16)), ((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)),
+          ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((1, 3, 4), (5, 4, 2)), ((1, 1), (1, 1))]
+
+
+@pytest.mark.parametrize("sa,sb", MATMUL, ids=[f"{a}@{b}" for a, b in MATMUL])
+def test_matmul(rng, sa, sb):
+  a, b = randf(rng, sa), randf(rng, sb)
+  assert_close((Tensor(a) @ Tensor(b)).numpy(), np.matmul(a.astype(np.float64), b.astype(np.float64)),
+               rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_int32(rng):
+  a = rng.integers(-5, 5, (3, 4)).astype(np.int32)
+  b = rng.integers(-5, 5, (4, 2)).astype(np.int32)
+  got = (Tensor(a) @ Tensor(b)).numpy()
+  assert got.dtype == np.int32
+  np.testing.assert_array_equal(got, a @ b)
+
+
+def _np_softmax(x, axis):
+  e = np.exp(x - x.max(axis, keepdims=True))
+  return e / e.sum(axis, keepdims=True)
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax_and_log_softmax(rng, axis):
+  a = randf(rng, (5, 9), -4, 4).astype(np.float64)
+  t = Tensor(a.astype(F32))
+  assert_close(t.softmax(axis).numpy(), _np_softmax(a, axis))
+  assert_close(t.log_softmax(axis).numpy(), np.log(_np_softmax(a, axis)), rtol=1e-5, atol=1e-5)
+
+
+def test_softmax_of_matmul_in_one_graph(rng):
+  a, b = randf(rng, (16, 32)), randf(rng, (32, 24))
+  got = (Tensor(a) @ Tensor(b)).softmax(-1).numpy()
+  ref = _np_softmax(a.astype(np.float64) @ b.astype(np.float64), -1)
+  assert np.max(np.abs(got - ref)) < 1e-5
+
+
+def test_two_layer_mlp_forward(rng):
+  x, w1, w2 = randf(rng, (8, 10)), randf(rng, (10, 16)), randf(rng, (16, 3))
+  got = (Tensor(x) @ Tensor(w1)).relu().matmul(Tensor(w2)).log_softmax().numpy()
+  h = np.maximum(x.astype(np.float64) @ w1, 0) @ w2
+  assert_close(got, np.log(_np_softmax(h, -1)), rtol=1e-5, atol=1e-5)
+
+
+# --- 0-d, item, tolist, constructors --------------------------------------------------------------
+
+def test_zero_dim_and_item(rng):
+  a = randf(rng, (3, 4))
+  s = Tensor(a).sum()
+  assert s.shape == ()
+  assert math.isclose(s.item(), float(a.astype(np.float64).sum()), rel_tol=1e-5, abs_tol=1e-5)
+  assert Tensor(3.5).item() == 3.5
+  assert (Tensor(2) + 3).item() == 5 and isinstance((Tensor(2) + 3).item(), int)
+  assert_close((Tensor(a) * Tensor(np.float32(2.0))).numpy(), a * 2)
+  assert Tensor(a)[1, 2].item() == pytest.approx(float(a[1, 2]))
+  assert (Tensor(True) == Tensor(False)).item() is False
+
+
+def test_tolist(rng):
+  a = rng.integers(-9, 9, (2, 3)).astype(np.int32)
+  assert Tensor(a).tolist() == a.tolist()
+  assert (Tensor(a) * 2).tolist() == (a * 2).tolist()
+  assert Tensor([[True], [False]]).tolist() == [[True], [False]]
+
+
+def test_constructors():
+  np.testing.assert_array_equal(Tensor.zeros(2, 3).numpy(), np.zeros((2, 3), F32))
+  np.testing.assert_array_equal(Tensor.ones(4).numpy(), np.ones(4, F32))
+  np.testing.assert_array_equal(Tensor.full((2, 2), 7).numpy(), np.full((2, 2), 7, np.int32))
+  np.testing.assert_array_equal(Tensor.arange(2, 11, 3).numpy(), np.arange(2, 11, 3, dtype=np.int32))
+  np.testing.assert_allclose(Tensor.arange(0.0, 1.0, 0.25).numpy(), np.arange(0.0, 1.0, 0.25, dtype=F32))
+  np.testing.assert_array_equal(Tensor.eye(3).numpy(), np.eye(3, dtype=F32))
+  np.testing.assert_array_equal((Tensor.ones(2, 3) + Tensor.arange(3)).numpy(), 1 + np.arange(3, dtype=F32)[None].repeat(2, 0))
+
+
+def test_cat_stack_repeat(rng):
+  a, b = randf(rng, (2, 3)), randf(rng, (2, 5))
+  assert_close(Tensor.cat(Tensor(a), Tensor(b), dim=1).numpy(), np.concatenate([a, b], 1))
+  assert_close(Tensor.stack(Tensor(a), Tensor(a) * 2, dim=1).numpy(), np.stack([a, a * 2], 1))
+  assert_close(Tensor(a).repeat(2, 3).numpy(), np.tile(a, (2, 3)))
+
+
+def test_realize_several_outputs_at_once(rng):
+  a = randf(rng, (4, 4))
+  t = Tensor(a)
+  x, y = (t + 1), (t * t).sum(0)
+  x.realize(y)
+  assert x.is_realized and y.is_realized
+  assert_close(x.numpy(), a + 1)
+  assert_close(y.numpy(), (a.astype(np.float64) ** 2).sum(0))
+  # a realized tensor keeps serving as a source of later graphs
+  assert_close((x - y).numpy(), (a + 1) - (a.astype(np.float64) ** 2).sum(0))
+
+
+def test_pow(rng):
+  a = randf(rng, (3, 4), 0.5, 2)
+  assert_close((Tensor(a) ** 3).numpy(), a.astype(np.float64) ** 3)
+  assert_close((Tensor(a) ** 0.5).numpy(), np.sqrt(a.astype(np.float64)))
+  assert_close((2 ** Tensor(a)).numpy(), 2 ** a.astype(np.float64))

@@ -1,0 +1,260 @@
+"""The protocol around the ops: big data through Upload/Download, node release, errors (through
+the raw stub and through the client), and the embedded-daemon default."""
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+
+import grpc
+import numpy as np
+import pytest
+
+from conftest import PY_CLIENT, REPO, assert_close, daemon_binary
+import polygrad
+from polygrad import Tensor, dtypes
+from polygrad import graph as g
+from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
+
+pytestmark = pytest.mark.usefixtures("daemon")
+
+
+@pytest.fixture
+def raw(daemon):
+  """A raw stub and a fresh session of its own (not the client's)."""
+  ch = grpc.insecure_channel(daemon.address)
+  stub = pb_grpc.PolygradStub(ch)
+  sid = stub.CreateSession(pb.CreateSessionRequest(), timeout=10).session_id
+  yield stub, sid
+  try:
+    stub.CloseSession(pb.CloseSessionRequest(session_id=sid), timeout=10)
+  finally:
+    ch.close()
+
+
+def const_node(nid, value, shape):
+  return pb.Node(id=nid, op=pb.CONST, dtype=pb.FLOAT32,
+                 constant=pb.Constant(float_value=value, shape=shape))
+
+
+# --- big data -------------------------------------------------------------------------------------
+
+def test_get_info(daemon):
+  info = polygrad.get_connection().info
+  assert info.version
+  assert info.max_inline_bytes > 0
+  assert any(d.available for d in info.devices)
+
+
+def test_large_tensor_round_trip_through_upload_and_download(rng):
+  n = 4 << 20  # 4M floats, 16 MiB
+  a = rng.standard_normal(n, dtype=np.float32)
+  t = Tensor(a)
+  uploads = g.GRAPH.stats()["uploads"]
+  got = t.numpy()
+  assert isinstance(t._node.arg, int) or t._node.arg is None
+  assert g.GRAPH.stats()["uploads"] == uploads + 1, "a 16 MiB tensor must go through Upload"
+  np.testing.assert_array_equal(got, a)
+  twice = (t * 2 + 1).numpy()
+  np.testing.assert_array_equal(twice, a * 2 + 1)
+  assert_close(t.reshape(1024, 4096).sum(1).numpy(), a.reshape(1024, 4096).astype(np.float64).sum(1),
+               rtol=1e-4, atol=1e-4)
+
+
+def test_many_mid_size_buffers_in_one_graph(rng):
+  arrays = [rng.standard_normal((512, 400), dtype=np.float32) for _ in range(6)]  # 800 KiB each
+  total = Tensor(arrays[0])
+  for a in arrays[1:]:
+    total = total + Tensor(a)
+  assert_close(total.numpy(), np.sum([a.astype(np.float64) for a in arrays], axis=0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("np_dtype", [np.int32, np.uint8, np.float64])
+def test_large_non_float32_round_trip(rng, np_dtype):
+  a = rng.integers(0, 200, (3 << 20) // np.dtype(np_dtype).itemsize).astype(np_dtype)
+  np.testing.assert_array_equal(Tensor(a).numpy(), a)
+
+
+def test_upload_and_download_with_raw_stub(raw, rng):
+  stub, sid = raw
+  a = rng.standard_normal((1000, 700), dtype=np.float32)
+  data = a.tobytes()
+  step = 1 << 20
+
+  def chunks():
+    for i, off in enumerate(range(0, len(data), step)):
+      c = pb.UploadChunk(data=data[off:off + step])
+      if i == 0:
+        c.header.CopyFrom(pb.UploadHeader(session_id=sid, dtype=pb.FLOAT32, shape=[1000, 700]))
+      yield c
+
+  up = stub.Upload(chunks(), timeout=60)
+  assert up.handle and up.bytes == len(data)
+  got = bytearray()
+  first = None
+  for ch in stub.Download(pb.DownloadRequest(session_id=sid, handle=up.handle, chunk_bytes=300000), timeout=60):
+    first = first or ch
+    assert ch.offset == len(got)
+    got += ch.data
+  assert first.dtype == pb.FLOAT32 and list(first.shape) == [1000, 700]
+  np.testing.assert_array_equal(np.frombuffer(bytes(got), np.float32).reshape(1000, 700), a)
+  # the uploaded buffer is usable in a graph
+  resp = stub.Realize(pb.RealizeRequest(
+      session_id=sid, want_data=True, outputs=[3],
+      nodes=[pb.Node(id=1, op=pb.BUFFER, dtype=pb.FLOAT32, buffer=pb.BufferSource(handle=up.handle, shape=[1000, 700])),
+             pb.Node(id=2, op=pb.REDUCE_SUM, src=[1], axes=pb.Axes(axes=[0, 1])),
+             pb.Node(id=3, op=pb.RESHAPE, src=[2], shape=pb.Shape(dims=[]))]), timeout=60)
+  r = resp.results[0]
+  assert r.dtype == pb.FLOAT32 and list(r.shape) == [] and r.has_data
+  assert np.frombuffer(r.data, np.float32)[0] == pytest.approx(a.astype(np.float64).sum(), rel=1e-4, abs=1e-2)
+
+
+# --- node lifetime --------------------------------------------------------------------------------
+
+def test_release_in_a_loop_keeps_client_state_flat(rng):
+  a = rng.uniform(-1, 1, (32, 32)).astype(np.float32)
+  w = Tensor(a)
+  x = Tensor.ones(32, 32)
+  ref = np.ones((32, 32), np.float64)
+  samples = []
+  for i in range(200):
+    x = ((x @ w) * 0.1 + 1).relu().realize()
+    ref = np.maximum((ref @ a) * 0.1 + 1, 0)
+    if i in (20, 199):
+      gc.collect()
+      samples.append(g.GRAPH.stats())
+  assert_close(x.numpy(), ref, rtol=1e-4, atol=1e-5)
+  early, late = samples
+  assert late["live_nodes"] <= early["live_nodes"], (early, late)
+  assert late["sent_live"] <= early["sent_live"], (early, late)
+  assert late["pending_release"] <= 64, late
+  assert late["next_id"] > early["next_id"] + 180 * 5
+
+
+def test_released_nodes_reach_the_daemon(rng):
+  t = Tensor(rng.standard_normal(16, dtype=np.float32))
+  (t + 1).realize()
+  dead_id = t._node.id
+  del t
+  gc.collect()
+  g.GRAPH.flush_releases()
+  assert g.GRAPH.stats()["pending_release"] == 0
+  # The daemon forgot the id: naming it now is an error.
+  conn = polygrad.get_connection()
+  bad = pb.Node(id=g.GRAPH._next_id + 1000, op=pb.NEG, src=[dead_id])
+  with pytest.raises(polygrad.PolygradError) as e:
+    conn.realize([bad], [bad.id], False)
+  assert e.value.code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND)
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+def test_unknown_source_is_invalid_argument_with_node_id(raw):
+  stub, sid = raw
+  bad = pb.RealizeRequest(session_id=sid, outputs=[4242],
+                          nodes=[const_node(4241, 1.0, [2]), pb.Node(id=4242, op=pb.ADD, src=[4241, 999999])])
+  with pytest.raises(grpc.RpcError) as e:
+    stub.Realize(bad, timeout=30)
+  assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+  assert "4242" in e.value.details()
+  ok = stub.Realize(pb.RealizeRequest(session_id=sid, outputs=[2], want_data=True,
+                                      nodes=[const_node(1, 1.5, [3]),
+                                             pb.Node(id=2, op=pb.ADD, src=[1, 1])]), timeout=30)
+  assert np.frombuffer(ok.results[0].data, np.float32).tolist() == [3.0, 3.0, 3.0]
+
+
+@pytest.mark.parametrize("case", ["shape_mismatch", "dtype_mismatch", "bad_reshape", "bad_permute",
+                                  "bad_shrink", "div_int", "stated_dtype_wrong", "forward_reference"])
+def test_malformed_graphs_are_invalid_argument(raw, case):
+  stub, sid = raw
+  i32 = pb.Node(id=2, op=pb.CONST, dtype=pb.INT32, constant=pb.Constant(int_value=1, shape=[3]))
+  nodes = {
+      "shape_mismatch": [const_node(1, 1.0, [3]), const_node(2, 1.0, [4]), pb.Node(id=7, op=pb.MUL, src=[1, 2])],
+      "dtype_mismatch": [const_node(1, 1.0, [3]), i32, pb.Node(id=7, op=pb.ADD, src=[1, 2])],
+      "bad_reshape": [const_node(1, 1.0, [3]), pb.Node(id=7, op=pb.RESHAPE, src=[1], shape=pb.Shape(dims=[2, 2]))],
+      "bad_permute": [const_node(1, 1.0, [3, 2]), pb.Node(id=7, op=pb.PERMUTE, src=[1], axes=pb.Axes(axes=[0, 0]))],
+      "bad_shrink": [const_node(1, 1.0, [3]), pb.Node(id=7, op=pb.SHRINK, src=[1], pairs=pb.Pairs(begin=[1], end=[5]))],
+      "div_int": [i32, pb.Node(id=7, op=pb.DIV, src=[2, 2])],
+      "stated_dtype_wrong": [const_node(1, 1.0, [3]), pb.Node(id=7, op=pb.CMPLT, dtype=pb.FLOAT32, src=[1, 1])],
+      "forward_reference": [pb.Node(id=7, op=pb.NEG, src=[8]), const_node(8, 1.0, [3])],
+  }[case]
+  with pytest.raises(grpc.RpcError) as e:
+    stub.Realize(pb.RealizeRequest(session_id=sid, nodes=nodes, outputs=[7]), timeout=30)
+  assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+  assert "7" in e.value.details()
+
+
+def test_other_sessions_handle_is_not_found(daemon, raw):
+  stub, sid = raw
+  other = stub.CreateSession(pb.CreateSessionRequest(), timeout=10).session_id
+  try:
+    up = stub.Upload(iter([pb.UploadChunk(header=pb.UploadHeader(session_id=other, dtype=pb.FLOAT32, shape=[2]),
+                                          data=np.ones(2, np.float32).tobytes())]), timeout=30)
+    with pytest.raises(grpc.RpcError) as e:
+      list(stub.Download(pb.DownloadRequest(session_id=sid, handle=up.handle), timeout=30))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+  finally:
+    stub.CloseSession(pb.CloseSessionRequest(session_id=other), timeout=10)
+
+
+def test_unknown_session_is_not_found(raw):
+  stub, _ = raw
+  with pytest.raises(grpc.RpcError) as e:
+    stub.Realize(pb.RealizeRequest(session_id="no-such-session", nodes=[const_node(1, 1.0, [1])], outputs=[1]),
+                 timeout=30)
+  assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_client_maps_server_errors_and_recovers(rng):
+  a = Tensor(rng.standard_normal(6, dtype=np.float32))
+  # A node the client's own checks would never build: RESHAPE to a different element count.
+  bad = Tensor(g.GRAPH.node(g.RESHAPE, dtypes.float32, (4,), (a._node,), (4,)))
+  with pytest.raises(polygrad.PolygradInvalidArgument) as e:
+    bad.numpy()
+  assert isinstance(e.value, ValueError)
+  assert str(bad.node_id) in str(e.value)
+  # The session is still usable, including the tensor that was part of the failed request.
+  assert_close((a * 2).numpy(), a.numpy() * 2)
+
+
+# --- the embedded default -------------------------------------------------------------------------
+
+def test_embedded_daemon_when_no_address(tmp_path):
+  program = textwrap.dedent(f"""
+      import os, sys
+      sys.path.insert(0, {str(PY_CLIENT)!r})
+      import numpy as np
+      from polygrad import Tensor, get_connection
+      a = np.arange(6, dtype=np.float32).reshape(2, 3)
+      out = (Tensor(a) @ Tensor(a).T).numpy()
+      assert np.allclose(out, a @ a.T), out
+      c = get_connection()
+      print("PID", c.daemon.proc.pid, "DIR", c.daemon.tmpdir, "ADDR", c.address)
+  """)
+  env = {k: v for k, v in os.environ.items() if k != "POLYGRAD_ADDRESS"}
+  env["POLYGRAD_DAEMON"] = str(daemon_binary())
+  env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+  r = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120)
+  assert r.returncode == 0, r.stderr
+  words = r.stdout.split()
+  pid, tmpdir, addr = int(words[words.index("PID") + 1]), words[words.index("DIR") + 1], words[words.index("ADDR") + 1]
+  assert addr.startswith("unix:")
+  assert not os.path.exists(tmpdir), "the embedded daemon's temp dir must be removed at exit"
+  with pytest.raises(ProcessLookupError):
+    os.kill(pid, 0)  # stopped (and reaped) at exit
+
+
+def test_unreachable_address_in_subprocess(tmp_path):
+  program = textwrap.dedent(f"""
+      import sys
+      sys.path.insert(0, {str(PY_CLIENT)!r})
+      import polygrad
+      try:
+        polygrad.Tensor([1.0]).numpy()
+      except polygrad.PolygradConnectionError as e:
+        print("ERR", e)
+  """)
+  env = dict(os.environ, POLYGRAD_ADDRESS=f"unix:{tmp_path}/nothing.sock", POLYGRAD_CONNECT_TIMEOUT="1")
+  r = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
+  assert r.returncode == 0, r.stderr
+  assert f"ERR cannot reach polygradd at unix:{tmp_path}/nothing.sock" in r.stdout
