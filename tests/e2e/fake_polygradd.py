@@ -37,7 +37,14 @@ class Session:
   def __init__(self):
     self.nodes = {}  # id -> (dtype, np value)
     self.handles = {}
+    self.node_handle = {}  # node id -> the handle given out for its result
     self.lock = threading.Lock()
+
+  def drop_node(self, nid):
+    self.nodes.pop(nid, None)
+    h = self.node_handle.pop(nid, None)
+    if h is not None:
+      self.handles.pop(h, None)
 
 
 def _eval(sess, n):
@@ -199,21 +206,26 @@ class Servicer(pb_grpc.PolygradServicer):
         for o in req.outputs:
           if o not in view.nodes:
             raise BadRequest(f"output node {o} is unknown")
+        for nid in req.release_nodes:
+          if nid not in view.nodes:
+            ctx.abort(grpc.StatusCode.NOT_FOUND, f"release_nodes: node {nid} is not defined in this session")
       except BadRequest as e:
         ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
       s.nodes.update(staged)
       resp = pb.RealizeResponse()
       for o in req.outputs:
         dt, v = s.nodes[o]
-        h = next(self.handle_ids)
-        s.handles[h] = v
+        h = s.node_handle.get(o)
+        if h is None:
+          h = s.node_handle[o] = next(self.handle_ids)
+          s.handles[h] = v
         r = resp.results.add(node_id=o, handle=h, dtype=dt, shape=v.shape)
         data = np.ascontiguousarray(v, dtype=np.dtype(NP[dt]).newbyteorder("<")).tobytes()
         if req.want_data and len(data) <= self.max_inline:
           r.has_data = True
           r.data = data
       for nid in req.release_nodes:
-        s.nodes.pop(nid, None)
+        s.drop_node(nid)
       resp.stats.kernels = len(req.outputs)
       return resp
 
@@ -221,7 +233,13 @@ class Servicer(pb_grpc.PolygradServicer):
     s = self._sess(req.session_id, ctx)
     with s.lock:
       for nid in req.node_ids:
-        s.nodes.pop(nid, None)
+        if nid not in s.nodes:
+          ctx.abort(grpc.StatusCode.NOT_FOUND, f"node {nid} is not defined in this session")
+      for h in req.handles:
+        if h not in s.handles:
+          ctx.abort(grpc.StatusCode.NOT_FOUND, f"handle {h} is not a buffer of this session")
+      for nid in req.node_ids:
+        s.drop_node(nid)
       for h in req.handles:
         s.handles.pop(h, None)
     return pb.ReleaseResponse()

@@ -27,6 +27,7 @@ from .errors import PolygradConnectionError, PolygradError, from_rpc_error
 
 CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_INLINE_BYTES = 1 << 20
+KEEPALIVE_SECONDS = 60.0
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
@@ -175,11 +176,28 @@ class Connection:
       self.chunk_bytes = int(self.info.chunk_bytes) or CHUNK_BYTES
       self.session_id = self._call("CreateSession", self.stub.CreateSession,
                                    pb.CreateSessionRequest()).session_id
+      self.pid = os.getpid()
+      self._stop = threading.Event()
+      self._keepalive = None
+      interval = _timeout_env("POLYGRAD_KEEPALIVE", KEEPALIVE_SECONDS)
+      if interval > 0:
+        self._keepalive = threading.Thread(target=self._keep_alive, args=(interval,),
+                                           name="polygrad-keepalive", daemon=True)
+        self._keepalive.start()
     except BaseException:
       self.channel.close()
       if self.daemon is not None:
         self.daemon.stop()
       raise
+
+  def _keep_alive(self, interval: float) -> None:
+    """The daemon expires idle sessions; a live process keeps its lease with an empty Release."""
+    req = self._pb.ReleaseRequest(session_id=self.session_id)
+    while not self._stop.wait(interval):
+      try:
+        self.stub.Release(req, timeout=10)
+      except grpc.RpcError:
+        pass
 
   def _wait_ready(self, deadline: float) -> None:
     fut = grpc.channel_ready_future(self.channel)
@@ -272,6 +290,9 @@ class Connection:
     return dtype, shape or (), bytes(buf)
 
   def close(self) -> None:
+    self._stop.set()
+    if os.getpid() != self.pid:
+      return  # a forked child shares nothing usable with the parent's session or daemon
     try:
       if self.session_id:
         self._call("CloseSession", self.stub.CloseSession,
@@ -294,9 +315,14 @@ _atexit_registered = False
 def get_connection() -> Connection:
   """This process's connection, created (and the embedded daemon started) on first use."""
   global _conn, _atexit_registered
-  if _conn is not None:
+  if _conn is not None and _conn.pid == os.getpid():
     return _conn
   with _lock:
+    if _conn is not None and _conn.pid != os.getpid():
+      # Forked: the parent's channel, session and daemon are not ours.
+      _conn = None
+      from . import graph
+      graph.GRAPH.forget_session()
     if _conn is None:
       _conn = Connection()
       if not _atexit_registered:

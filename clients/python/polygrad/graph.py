@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .dtype import DType, dtypes, np_dtype
-from .errors import PolygradError
+from .errors import PolygradError, PolygradNotFound
 
 # Wire op numbers, from proto/polygrad/v1/polygrad.proto (checked against the stubs in tests).
 BUFFER, CONST = 1, 2
@@ -65,9 +65,9 @@ def _node_died(graph_ref, nid: int) -> None:
   if nid in graph._sent:
     graph._sent.discard(nid)
     graph._dead.append(nid)
-    handle = graph._uploads.pop(nid, None)
-    if handle is not None:
-      graph._dead_handles.append(handle)
+  handle = graph._uploads.pop(nid, None)  # an upload whose handle was not released yet
+  if handle is not None:
+    graph._dead_handles.append(handle)
 
 
 class Graph:
@@ -79,7 +79,10 @@ class Graph:
     self._sent: set = set()  # ids the daemon knows whose node objects are alive
     self._dead: collections.deque = collections.deque()  # sent ids whose nodes died
     self._dead_handles: collections.deque = collections.deque()  # upload handles to release
-    self._uploads: Dict[int, int] = {}  # node id -> upload handle owned by that BUFFER node
+    # Upload handles of BUFFER nodes not sent yet. Once its node is sent the daemon's node entry
+    # holds the buffer, so the handle itself is released right away.
+    self._uploads: Dict[int, int] = {}
+    self.uploads = 0  # Upload calls made
     self.live = 0  # node objects alive
     self.gen = 1  # session generation; bumped when the session closes
     self.last_stats = None  # RealizeStats of the last Realize
@@ -104,7 +107,7 @@ class Graph:
   def stats(self) -> Dict[str, int]:
     """Counters for tests and debugging: live node objects, ids known to the daemon, queues."""
     return {"live_nodes": self.live, "sent_live": len(self._sent), "pending_release": len(self._dead),
-            "pending_handles": len(self._dead_handles), "uploads": len(self._uploads),
+            "pending_handles": len(self._dead_handles), "uploads": self.uploads,
             "next_id": self._next_id, "requests": self.requests}
 
   # --- releases ---------------------------------------------------------------------------------
@@ -129,6 +132,8 @@ class Graph:
         return
       try:
         conn.release(ids, handles)
+      except PolygradNotFound:
+        pass  # all or nothing on the daemon: a stale entry must not keep the batch queued forever
       except PolygradError:
         self._dead.extend(ids)
         self._dead_handles.extend(handles)
@@ -211,6 +216,7 @@ class Graph:
             handle = conn.upload(n.dtype.wire, n.shape, memoryview(n.arg).cast("B"))
             n.arg = handle
             self._uploads[n.id] = handle
+            self.uploads += 1
           else:
             budget -= nbytes
       wire = [self._to_wire(pb, n) for n in todo]
@@ -226,7 +232,14 @@ class Graph:
           for n in todo[start:start + limit]:
             self._mark_sent(n)
           start += limit
-        resp = conn.realize(wire[start:], out_ids, want_data, release)
+        try:
+          resp = conn.realize(wire[start:], out_ids, want_data, release)
+        except PolygradNotFound as e:
+          if "release_nodes" not in e.details:
+            raise
+          # A release the daemon does not know would fail every later request: drop them.
+          release = []
+          resp = conn.realize(wire[start:], out_ids, want_data, ())
         self.requests += 1
       except BaseException:
         self._dead.extendleft(reversed(release))
@@ -234,11 +247,12 @@ class Graph:
         raise
       for n in todo[start:]:
         self._mark_sent(n)
+      handles.extend(h for h in (self._uploads.pop(n.id, None) for n in todo) if h is not None)
       if handles:
         try:
           conn.release((), handles)
-        except PolygradError:
-          pass  # the daemon may already have freed them with their nodes
+        except PolygradNotFound:
+          pass
       self.last_stats = resp.stats
       if len(resp.results) != len(uniq):
         raise PolygradError(f"Realize returned {len(resp.results)} results for {len(uniq)} outputs")
