@@ -1,0 +1,22 @@
+// The linearizer: a kernel AST (a DAG) into the ordered list a renderer prints. Loops nest in
+// range order; every node is placed in the outermost loop whose variables it uses (so
+// loop-invariant work is hoisted), and each REDUCE becomes DEFINE_ACC, its loops, ACCUMULATE.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ir/uop.h"
+
+namespace polygrad {
+
+struct LinearKernel {
+  std::vector<UOpRef> ops;        // in program order; RANGE opens a loop, END_RANGE closes it
+  std::vector<DType> params;      // dtype of each DEFINE_GLOBAL, by index
+  int64_t outer_range_id = -1;    // the loop a runtime may split across threads (-1: none)
+  int64_t outer_size = 1;         // its trip count
+};
+
+absl::StatusOr<LinearKernel> linearize(const UOpRef& sink);
+
+}  // namespace polygrad

@@ -1,0 +1,193 @@
+#include "core/codegen/lower.h"
+
+#include <map>
+#include <unordered_map>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace polygrad {
+namespace {
+
+// Kernel graphs deeper than this are refused rather than risk the thread's stack.
+constexpr int kMaxDepth = 4000;
+
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) st[i - 1] = st[i] * shape[i];
+  return st;
+}
+
+UOpRef add(const UOpRef& a, const UOpRef& b) { return uop(Ops::ADD, kIndexDType, {a, b}); }
+UOpRef mul(const UOpRef& a, int64_t c) { return uop(Ops::MUL, kIndexDType, {a, const_int(c)}); }
+UOpRef lt(const UOpRef& a, const UOpRef& b) { return uop(Ops::CMPLT, DType::Bool, {a, b}); }
+UOpRef land(const UOpRef& a, const UOpRef& b) {
+  if (!a) return b;
+  return uop(Ops::AND, DType::Bool, {a, b});
+}
+
+UOpRef linear_index(const std::vector<UOpRef>& idx, const Shape& shape) {
+  std::vector<int64_t> st = strides_of(shape);
+  UOpRef out = const_int(0);
+  for (size_t i = 0; i < idx.size(); ++i)
+    if (shape[i] != 1) out = add(out, mul(idx[i], st[i]));
+  return out;
+}
+
+class Lowerer {
+ public:
+  Lowerer(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized)
+      : root_(root), is_materialized_(is_materialized) {}
+
+  absl::StatusOr<KernelAst> run() {
+    const Shape& shape = root_->shape;
+    std::vector<UOpRef> idx;
+    for (size_t i = 0; i < shape.size(); ++i)
+      idx.push_back(shape[i] == 1 ? const_int(0) : range(static_cast<int64_t>(i), shape[i]));
+    next_range_ = static_cast<int64_t>(shape.size());
+    UOpRef out = param(root_.get());
+    UOpRef value = lower(root_, idx, nullptr, 0);
+    if (!status_.ok()) return status_;
+    UOpRef store = uop(Ops::STORE, DType::Void, {out, linear_index(idx, shape), value});
+    return KernelAst{uop(Ops::SINK, DType::Void, {store}), params_};
+  }
+
+ private:
+  UOpRef range(int64_t id, int64_t end) { return uop(Ops::RANGE, kIndexDType, {const_int(end)}, id); }
+
+  UOpRef param(const UOp* node) {
+    auto [it, fresh] = param_index_.emplace(node, static_cast<int64_t>(params_.size()));
+    if (fresh) params_.push_back(node);
+    return uop(Ops::DEFINE_GLOBAL, node->dtype, {}, it->second);
+  }
+
+  UOpRef lower(const UOpRef& node, const std::vector<UOpRef>& idx, const UOpRef& valid, int depth) {
+    if (depth > kMaxDepth) {
+      if (status_.ok())
+        status_ = absl::ResourceExhaustedError(absl::StrCat("graph depth inside one kernel exceeds the limit of ", kMaxDepth));
+      return const_int(0);
+    }
+    std::vector<const UOp*> key{node.get(), valid.get()};
+    for (const UOpRef& i : idx) key.push_back(i.get());
+    // Keys hold raw pointers: keep their nodes alive so no address is reused meanwhile.
+    keep_.insert(keep_.end(), idx.begin(), idx.end());
+    keep_.push_back(valid);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    UOpRef out = lower_uncached(node, idx, valid, depth + 1);
+    memo_.emplace(std::move(key), out);
+    return out;
+  }
+
+  UOpRef lower_uncached(const UOpRef& node, const std::vector<UOpRef>& idx, const UOpRef& valid, int depth) {
+    const UOp& n = *node;
+    if (node != root_ && is_materialized_(node.get())) {
+      std::vector<UOpRef> src{param(node.get()), linear_index(idx, n.shape)};
+      if (valid) src.push_back(valid);
+      return uop(Ops::LOAD, n.dtype, std::move(src));
+    }
+    auto sub = [&](const std::vector<UOpRef>& i, const UOpRef& v) { return lower(n.src[0], i, v, depth); };
+    const Shape& in = n.src.empty() ? n.shape : n.src[0]->shape;
+    switch (n.op) {
+      case Ops::CONST:
+        return uop(Ops::CONST, n.dtype, {}, n.arg);
+      case Ops::RESHAPE: {
+        // Flatten the output index, then unflatten it in the source's shape.
+        UOpRef flat = linear_index(idx, n.shape);
+        std::vector<int64_t> st = strides_of(in);
+        std::vector<UOpRef> out;
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (in[i] == 1) {
+            out.push_back(const_int(0));
+            continue;
+          }
+          UOpRef q = uop(Ops::IDIV, kIndexDType, {flat, const_int(st[i])});
+          out.push_back(i == 0 ? q : uop(Ops::MOD, kIndexDType, {q, const_int(in[i])}));
+        }
+        return sub(out, valid);
+      }
+      case Ops::PERMUTE: {
+        std::vector<UOpRef> out(idx.size());
+        const auto& order = n.arg_ints();
+        for (size_t i = 0; i < order.size(); ++i) out[order[i]] = idx[i];
+        return sub(out, valid);
+      }
+      case Ops::EXPAND: {
+        std::vector<UOpRef> out = idx;
+        for (size_t i = 0; i < in.size(); ++i)
+          if (in[i] == 1) out[i] = const_int(0);
+        return sub(out, valid);
+      }
+      case Ops::SHRINK: {
+        std::vector<UOpRef> out = idx;
+        const auto& be = n.arg_ints();
+        for (size_t i = 0; i < in.size(); ++i) out[i] = add(idx[i], const_int(be[2 * i]));
+        return sub(out, valid);
+      }
+      case Ops::FLIP: {
+        std::vector<UOpRef> out = idx;
+        for (int64_t a : n.arg_ints()) out[a] = uop(Ops::SUB, kIndexDType, {const_int(in[a] - 1), idx[a]});
+        return sub(out, valid);
+      }
+      case Ops::PAD: {
+        std::vector<UOpRef> out = idx;
+        const auto& ba = n.arg_ints();
+        UOpRef inside;
+        for (size_t i = 0; i < in.size(); ++i) {
+          int64_t before = ba[2 * i];
+          if (ba[2 * i] == 0 && ba[2 * i + 1] == 0) continue;
+          out[i] = uop(Ops::SUB, kIndexDType, {idx[i], const_int(before)});
+          inside = land(inside, lt(const_int(before - 1), idx[i]));
+          inside = land(inside, lt(idx[i], const_int(before + in[i])));
+        }
+        UOpRef v = sub(out, land(valid, inside));
+        return uop(Ops::WHERE, n.dtype, {inside, v, const_like(n.dtype, 0)});
+      }
+      case Ops::REDUCE_AXIS: {
+        const ReduceArg& r = n.arg_reduce();
+        std::vector<UOpRef> out = idx, ranges;
+        for (int64_t a : r.axes) {
+          if (in[a] == 1) {
+            out[a] = const_int(0);
+          } else {
+            out[a] = range(next_range_++, in[a]);
+            ranges.push_back(out[a]);
+          }
+        }
+        UOpRef v = sub(out, valid);
+        if (ranges.empty()) return v;
+        std::vector<UOpRef> src{v};
+        src.insert(src.end(), ranges.begin(), ranges.end());
+        return uop(Ops::REDUCE, n.dtype, std::move(src), static_cast<int64_t>(r.op));
+      }
+      case Ops::BUFFER:
+        status_ = absl::InternalError("an unbound buffer reached the lowerer");
+        return const_int(0);
+      default:
+        break;
+    }
+    if (is_alu(n.op)) {
+      std::vector<UOpRef> src;
+      for (const UOpRef& s : n.src) src.push_back(lower(s, idx, valid, depth));
+      return uop(n.op, n.dtype, std::move(src));
+    }
+    status_ = absl::InternalError(absl::StrCat("cannot lower ", op_name(n.op)));
+    return const_int(0);
+  }
+
+  UOpRef root_;
+  const std::function<bool(const UOp*)>& is_materialized_;
+  std::vector<const UOp*> params_;
+  std::unordered_map<const UOp*, int64_t> param_index_;
+  std::map<std::vector<const UOp*>, UOpRef> memo_;
+  std::vector<UOpRef> keep_;
+  int64_t next_range_ = 0;
+  absl::Status status_;
+};
+
+}  // namespace
+
+absl::StatusOr<KernelAst> lower_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized) {
+  return Lowerer(root, is_materialized).run();
+}
+
+}  // namespace polygrad

@@ -1,0 +1,180 @@
+#include "core/engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <unordered_set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/cache/kernel_cache.h"
+#include "core/codegen/linearize.h"
+#include "core/codegen/lower.h"
+#include "core/ir/symbolic.h"
+#include "core/render/c_renderer.h"
+#include "core/runtime/cpu/compiler.h"
+#include "core/runtime/thread_pool.h"
+#include "core/schedule/schedule.h"
+
+namespace polygrad {
+namespace {
+
+// Below this much work per launch, threads cost more than they save.
+constexpr int64_t kParallelThreshold = 1 << 15;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Kernel-level passes, in order. Each is a rewrite table; see core/ir/symbolic.h.
+UOpRef simplify_kernel(const UOpRef& sink) { return graph_rewrite(sink, symbolic()); }
+
+struct CompiledKernel {
+  ProgramPtr program;
+  std::vector<const UOp*> params;  // tensor node behind each DEFINE_GLOBAL; params[0] is the output
+  int64_t outer_size;
+  int64_t work;                    // iterations of all loops: for the threading decision
+};
+
+}  // namespace
+
+struct Engine::Impl {
+  EngineOptions options;
+  CpuCompiler compiler;
+  KernelCache cache;
+  ThreadPool pool;
+
+  Impl(EngineOptions opts, CpuCompiler cc)
+      : options(std::move(opts)),
+        compiler(std::move(cc)),
+        cache(options.cache_dir),
+        pool(std::max(1u, options.threads ? options.threads : std::thread::hardware_concurrency()) - 1) {}
+
+  EngineObserver* observer() const { return options.observer; }
+
+  // POLYGRAD_DUMP_KERNELS=1 prints every rendered kernel to stderr (a debugging aid).
+  const bool dump_kernels = [] {
+    const char* v = std::getenv("POLYGRAD_DUMP_KERNELS");
+    return v != nullptr && *v != '\0' && *v != '0';
+  }();
+
+  absl::StatusOr<CompiledKernel> build(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
+                                      RealizeStats& stats) {
+    auto ast = lower_kernel(root, materialized);
+    if (!ast.ok()) return ast.status();
+    UOpRef sink = simplify_kernel(ast->sink);
+    auto linear = linearize(sink);
+    if (!linear.ok()) return linear.status();
+    auto source = render_c(*linear);
+    if (!source.ok()) return source.status();
+    if (dump_kernels) std::fprintf(stderr, "polygrad kernel:\n%s\n", source->c_str());
+    std::string key = KernelCache::key("CPU", compiler.identity(), *source);
+    auto found = cache.get_or_build(
+        key,
+        [&]() -> absl::StatusOr<std::string> {
+          auto t0 = std::chrono::steady_clock::now();
+          auto bytes = compiler.compile(*source);
+          if (observer()) observer()->on_compile(seconds_since(t0), bytes.ok());
+          return bytes;
+        },
+        CpuCompiler::load);
+    if (!found.ok()) return found.status();
+    if (observer()) observer()->on_cache_lookup(found->result);
+    if (found->result == CacheResult::Miss) ++stats.compiled;
+    else ++stats.cache_hits;
+    int64_t work = 1;
+    for (const UOpRef& u : linear->ops)
+      if (u->op == Ops::RANGE) work *= std::max<int64_t>(1, u->src[0]->arg_int());
+    return CompiledKernel{found->program, ast->params, linear->outer_size, work};
+  }
+
+  void launch(const CompiledKernel& k, std::vector<void*>& bufs) {
+    auto t0 = std::chrono::steady_clock::now();
+    int64_t n = k.outer_size;
+    int64_t chunks = (k.work >= kParallelThreshold && n > 1) ? std::min<int64_t>(n, pool.size()) : 1;
+    pool.parallel_for(chunks, [&](int64_t c) {
+      int64_t start = n * c / chunks, end = n * (c + 1) / chunks;
+      k.program->launch(bufs.data(), start, end);
+    });
+    if (observer()) observer()->on_kernel(seconds_since(t0));
+  }
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
+  auto cc = CpuCompiler::find(options.compiler, options.compile_timeout);
+  if (!cc.ok()) return cc.status();
+  return std::unique_ptr<Engine>(new Engine(std::make_unique<Impl>(std::move(options), std::move(*cc))));
+}
+
+std::vector<DeviceInfo> Engine::devices() const {
+  return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}};
+}
+
+absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape) {
+  BufferPtr b = Buffer::allocate_host(dtype, shape);
+  if (!b) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", n * static_cast<int64_t>(dtype_itemsize(dtype)),
+                                                     " bytes of host memory"));
+  }
+  return b;
+}
+
+absl::StatusOr<RealizeResult> Engine::realize(const std::vector<UOpRef>& outputs, const Bindings& bound,
+                                              const RealizeOptions& options) {
+  auto is_bound = [&](const UOp* n) { return bound.count(n) > 0; };
+  auto sched = create_schedule(outputs, is_bound);
+  if (!sched.ok()) return sched.status();
+  auto materialized = [&](const UOp* n) { return sched->materialized.count(n) > 0; };
+  auto stopped = [&] { return options.should_stop && options.should_stop(); };
+
+  RealizeResult result;
+  std::vector<CompiledKernel> kernels;
+  for (const ScheduleItem& item : sched->items) {
+    if (stopped()) return absl::CancelledError("realize cancelled before compiling");
+    if (item.root->numel() == 0) {
+      kernels.push_back(CompiledKernel{nullptr, {item.root.get()}, 0, 0});
+      continue;
+    }
+    auto k = impl_->build(item.root, materialized, result.stats);
+    if (!k.ok()) return k.status();
+    kernels.push_back(std::move(*k));
+  }
+
+  // Buffers of this realize: bound inputs, then each kernel's output. An intermediate is freed
+  // after its last reader runs.
+  std::unordered_map<const UOp*, BufferPtr> buffers;
+  for (const auto& [node, buf] : bound) buffers.emplace(node, buf);
+  std::unordered_map<const UOp*, size_t> last_use;
+  for (size_t i = 0; i < kernels.size(); ++i)
+    for (const UOp* p : kernels[i].params) last_use[p] = i;
+  std::unordered_set<const UOp*> keep;
+  for (const UOpRef& o : outputs) keep.insert(o.get());
+
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (stopped()) return absl::CancelledError("realize cancelled between kernels");
+    const CompiledKernel& k = kernels[i];
+    const UOp* out = k.params[0];
+    auto buf = allocate(out->dtype, out->shape);
+    if (!buf.ok()) return buf.status();
+    buffers[out] = *buf;
+    if (k.program) {
+      std::vector<void*> ptrs;
+      for (const UOp* p : k.params) ptrs.push_back(buffers.at(p)->data());
+      impl_->launch(k, ptrs);
+      ++result.stats.kernels;
+    }
+    for (const UOp* p : k.params)
+      if (last_use[p] == i && !keep.count(p) && !bound.count(p)) buffers.erase(p);
+  }
+  for (const UOpRef& o : outputs) result.outputs.push_back(buffers.at(o.get()));
+  return result;
+}
+
+}  // namespace polygrad

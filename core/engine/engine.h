@@ -1,0 +1,89 @@
+// The engine: the one entry point a server (or an in-process binding) uses to run tensor
+// graphs. It owns the devices, the compiler, the kernel cache and the worker threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ir/uop.h"
+#include "core/runtime/buffer.h"
+
+namespace polygrad {
+
+// Where a kernel-cache lookup was answered.
+enum class CacheResult { MemoryHit, DiskHit, Miss };
+
+// Callbacks for metrics; all optional, called from any thread.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  virtual void on_cache_lookup(CacheResult result) {}
+  virtual void on_compile(double seconds, bool ok) {}
+  virtual void on_kernel(double seconds) {}
+};
+
+struct EngineOptions {
+  std::filesystem::path cache_dir;  // kernel cache root; empty: memory cache only
+  std::string compiler;             // C compiler executable; empty: clang, then gcc, then cc
+  std::chrono::seconds compile_timeout{120};
+  unsigned threads = 0;             // kernel worker threads; 0: hardware concurrency
+  EngineObserver* observer = nullptr;
+};
+
+struct DeviceInfo {
+  std::string name;    // "CPU"
+  bool available;
+  std::string detail;  // compiler identity, or why the device is unavailable
+};
+
+struct RealizeStats {
+  uint32_t kernels = 0;
+  uint32_t compiled = 0;
+  uint32_t cache_hits = 0;
+};
+
+struct RealizeResult {
+  std::vector<BufferPtr> outputs;  // one per requested output, in order
+  RealizeStats stats;
+};
+
+// Buffers standing for graph nodes: every BUFFER leaf, and any lazy node already realized
+// (so a later graph that contains it loads the result instead of recomputing it).
+using Bindings = std::unordered_map<const UOp*, BufferPtr>;
+
+struct RealizeOptions {
+  // Polled between kernels and before compiles; returning true abandons the realize with
+  // CANCELLED (temporaries are freed).
+  std::function<bool()> should_stop;
+};
+
+class Engine {
+ public:
+  static absl::StatusOr<std::unique_ptr<Engine>> create(EngineOptions options);
+  ~Engine();
+
+  std::vector<DeviceInfo> devices() const;
+
+  // A zero-filled host buffer; RESOURCE_EXHAUSTED when memory is not available.
+  absl::StatusOr<BufferPtr> allocate(DType dtype, Shape shape);
+
+  // Computes `outputs`. Every BUFFER leaf reachable from them must be in `bound`
+  // (FAILED_PRECONDITION otherwise). An output that is itself bound returns that buffer.
+  absl::StatusOr<RealizeResult> realize(const std::vector<UOpRef>& outputs, const Bindings& bound,
+                                        const RealizeOptions& options = {});
+
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace polygrad

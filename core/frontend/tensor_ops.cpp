@@ -1,0 +1,242 @@
+#include "core/frontend/tensor_ops.h"
+#include "core/ir/wide_int.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace polygrad::frontend {
+namespace {
+
+// A tensor of more elements than this cannot be indexed safely in 64-bit arithmetic
+// with headroom; the server's own element limit is far smaller.
+constexpr int64_t kMaxNumel = int64_t{1} << 50;
+
+std::string shape_str(const Shape& s) { return absl::StrCat("(", absl::StrJoin(s, ", "), ")"); }
+
+absl::Status check_shape(const Shape& shape) {
+  i128 n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat("negative dimension in shape ", shape_str(shape)));
+    n *= d;
+    if (n > kMaxNumel) return absl::InvalidArgumentError(absl::StrCat("shape ", shape_str(shape), " has too many elements"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_dtype(DType dt) {
+  if (dt == DType::Void) return absl::InvalidArgumentError("void is not a tensor dtype");
+  if (dt == DType::BFloat16) return absl::UnimplementedError("bfloat16 is not supported by the compiler yet");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> normalize_axis(int64_t axis, size_t rank) {
+  int64_t r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r)
+    return absl::InvalidArgumentError(absl::StrCat("axis ", axis, " is out of range for rank ", rank));
+  return axis < 0 ? axis + r : axis;
+}
+
+absl::StatusOr<std::vector<int64_t>> normalize_axes(std::vector<int64_t> axes, size_t rank, bool allow_dupes) {
+  for (int64_t& a : axes) {
+    auto n = normalize_axis(a, rank);
+    if (!n.ok()) return n.status();
+    a = *n;
+  }
+  std::sort(axes.begin(), axes.end());
+  auto dup = std::adjacent_find(axes.begin(), axes.end());
+  if (dup != axes.end()) {
+    if (!allow_dupes) return absl::InvalidArgumentError(absl::StrCat("axis ", *dup, " is repeated"));
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  }
+  return axes;
+}
+
+bool float_only(Ops op) {
+  return op == Ops::FDIV || op == Ops::EXP2 || op == Ops::LOG2 || op == Ops::SQRT || op == Ops::RECIP ||
+         op == Ops::SIN;
+}
+
+bool int_only(Ops op) { return op == Ops::IDIV || op == Ops::MOD; }
+
+std::vector<int64_t> flatten(const Pairs& p) {
+  std::vector<int64_t> out;
+  for (auto [a, b] : p) {
+    out.push_back(a);
+    out.push_back(b);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> buffer(uint64_t buffer_id, DType dtype, Shape shape) {
+  if (auto s = check_dtype(dtype); !s.ok()) return s;
+  if (auto s = check_shape(shape); !s.ok()) return s;
+  return uop(Ops::BUFFER, dtype, {}, static_cast<int64_t>(buffer_id), std::move(shape));
+}
+
+absl::StatusOr<UOpRef> constant(std::variant<int64_t, double> value, DType dtype, Shape shape) {
+  if (auto s = check_dtype(dtype); !s.ok()) return s;
+  if (auto s = check_shape(shape); !s.ok()) return s;
+  Arg arg;
+  if (dtype_is_float(dtype)) {
+    arg = std::holds_alternative<double>(value) ? std::get<double>(value)
+                                                 : static_cast<double>(std::get<int64_t>(value));
+  } else if (auto* d = std::get_if<double>(&value)) {
+    if (!(*d >= -9.2e18 && *d <= 9.2e18))
+      return absl::InvalidArgumentError(absl::StrCat("constant ", *d, " does not fit ", dtype_name(dtype)));
+    arg = dtype == DType::Bool ? int64_t{*d != 0} : static_cast<int64_t>(*d);
+  } else {
+    int64_t v = std::get<int64_t>(value);
+    arg = dtype == DType::Bool ? int64_t{v != 0} : v;
+  }
+  return uop(Ops::CONST, dtype, {}, std::move(arg), std::move(shape));
+}
+
+absl::StatusOr<UOpRef> alu(Ops op, const std::vector<UOpRef>& src) {
+  size_t arity = is_unary_alu(op) ? 1 : is_binary_alu(op) ? 2 : op == Ops::WHERE ? 3 : 0;
+  if (arity == 0 || op == Ops::CAST)
+    return absl::InvalidArgumentError(absl::StrCat(op_name(op), " is not an elementwise op"));
+  if (src.size() != arity)
+    return absl::InvalidArgumentError(absl::StrCat(op_name(op), " takes ", arity, " sources, got ", src.size()));
+  for (const UOpRef& s : src) {
+    if (s->shape != src[0]->shape)
+      return absl::InvalidArgumentError(absl::StrCat(op_name(op), " sources differ in shape: ", shape_str(src[0]->shape),
+                                                     " vs ", shape_str(s->shape), " (broadcast explicitly)"));
+  }
+  size_t first_value = op == Ops::WHERE ? 1 : 0;
+  DType dt = src[first_value]->dtype;
+  for (size_t i = first_value; i < src.size(); ++i) {
+    if (src[i]->dtype != dt)
+      return absl::InvalidArgumentError(absl::StrCat(op_name(op), " sources differ in dtype: ", dtype_name(dt), " vs ",
+                                                     dtype_name(src[i]->dtype), " (cast explicitly)"));
+  }
+  if (op == Ops::WHERE && src[0]->dtype != DType::Bool)
+    return absl::InvalidArgumentError(absl::StrCat("WHERE condition must be bool, got ", dtype_name(src[0]->dtype)));
+  if (float_only(op) && !dtype_is_float(dt))
+    return absl::InvalidArgumentError(absl::StrCat(op_name(op), " needs a float dtype, got ", dtype_name(dt)));
+  if (int_only(op) && !dtype_is_int(dt))
+    return absl::InvalidArgumentError(absl::StrCat(op_name(op), " needs an integer dtype, got ", dtype_name(dt)));
+  if ((op == Ops::AND || op == Ops::OR || op == Ops::XOR) && dtype_is_float(dt))
+    return absl::InvalidArgumentError(absl::StrCat(op_name(op), " needs an integer or bool dtype, got ", dtype_name(dt)));
+  if (op == Ops::NOT && dt != DType::Bool)
+    return absl::InvalidArgumentError(absl::StrCat("NOT needs a bool dtype, got ", dtype_name(dt)));
+  if (op == Ops::NEG && dt == DType::Bool) return absl::InvalidArgumentError("NEG of bool: use NOT");
+  DType out = (op == Ops::CMPLT || op == Ops::CMPNE) ? DType::Bool : dt;
+  return uop(op, out, src, {}, src[0]->shape);
+}
+
+absl::StatusOr<UOpRef> cast(const UOpRef& x, DType dtype) {
+  if (auto s = check_dtype(dtype); !s.ok()) return s;
+  if (x->dtype == dtype) return x;
+  return uop(Ops::CAST, dtype, {x}, {}, x->shape);
+}
+
+absl::StatusOr<UOpRef> reduce(Ops op, const UOpRef& x, std::vector<int64_t> axes) {
+  if (op != Ops::ADD && op != Ops::MAX)
+    return absl::InvalidArgumentError(absl::StrCat("reduction with ", op_name(op), " is not supported"));
+  if (op == Ops::ADD && x->dtype == DType::Bool)
+    return absl::InvalidArgumentError("sum of a bool tensor: cast it to an integer dtype first");
+  auto norm = normalize_axes(std::move(axes), x->shape.size(), false);
+  if (!norm.ok()) return norm.status();
+  Shape out = x->shape;
+  for (int64_t a : *norm) out[a] = 1;
+  if (norm->empty()) return x;
+  return uop(Ops::REDUCE_AXIS, x->dtype, {x}, ReduceArg{op, *norm}, std::move(out));
+}
+
+absl::StatusOr<UOpRef> reshape(const UOpRef& x, Shape shape) {
+  if (auto s = check_shape(shape); !s.ok()) return s;
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (n != x->numel())
+    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", shape_str(x->shape), " (", x->numel(),
+                                                   " elements) to ", shape_str(shape), " (", n, " elements)"));
+  if (shape == x->shape) return x;
+  std::vector<int64_t> arg = shape;
+  return uop(Ops::RESHAPE, x->dtype, {x}, std::move(arg), std::move(shape));
+}
+
+absl::StatusOr<UOpRef> permute(const UOpRef& x, std::vector<int64_t> order) {
+  if (order.size() != x->shape.size())
+    return absl::InvalidArgumentError(absl::StrCat("permutation of ", order.size(), " axes for a tensor of rank ", x->shape.size()));
+  for (int64_t& a : order) {
+    auto n = normalize_axis(a, x->shape.size());
+    if (!n.ok()) return n.status();
+    a = *n;
+  }
+  std::vector<int64_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int64_t>(i))
+      return absl::InvalidArgumentError(absl::StrCat("(", absl::StrJoin(order, ", "), ") is not a permutation"));
+  bool identity = true;
+  Shape out;
+  for (size_t i = 0; i < order.size(); ++i) {
+    out.push_back(x->shape[order[i]]);
+    identity &= order[i] == static_cast<int64_t>(i);
+  }
+  if (identity) return x;
+  return uop(Ops::PERMUTE, x->dtype, {x}, std::move(order), std::move(out));
+}
+
+absl::StatusOr<UOpRef> expand(const UOpRef& x, Shape shape) {
+  if (auto s = check_shape(shape); !s.ok()) return s;
+  if (shape.size() != x->shape.size())
+    return absl::InvalidArgumentError(absl::StrCat("cannot expand ", shape_str(x->shape), " to ", shape_str(shape),
+                                                   ": ranks differ (reshape first)"));
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (x->shape[i] != shape[i] && x->shape[i] != 1)
+      return absl::InvalidArgumentError(absl::StrCat("cannot expand ", shape_str(x->shape), " to ", shape_str(shape),
+                                                     ": axis ", i, " has size ", x->shape[i], ", not 1"));
+  if (shape == x->shape) return x;
+  std::vector<int64_t> arg = shape;
+  return uop(Ops::EXPAND, x->dtype, {x}, std::move(arg), std::move(shape));
+}
+
+absl::StatusOr<UOpRef> pad(const UOpRef& x, const Pairs& before_after) {
+  if (before_after.size() != x->shape.size())
+    return absl::InvalidArgumentError(absl::StrCat("pad needs ", x->shape.size(), " (before, after) pairs, got ", before_after.size()));
+  Shape out = x->shape;
+  bool noop = true;
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto [b, a] = before_after[i];
+    if (b < 0 || a < 0)
+      return absl::InvalidArgumentError(absl::StrCat("pad amounts must be >= 0, got (", b, ", ", a, ") on axis ", i));
+    out[i] += b + a;
+    noop &= b == 0 && a == 0;
+  }
+  if (auto s = check_shape(out); !s.ok()) return s;
+  if (noop) return x;
+  return uop(Ops::PAD, x->dtype, {x}, flatten(before_after), std::move(out));
+}
+
+absl::StatusOr<UOpRef> shrink(const UOpRef& x, const Pairs& begin_end) {
+  if (begin_end.size() != x->shape.size())
+    return absl::InvalidArgumentError(absl::StrCat("shrink needs ", x->shape.size(), " (begin, end) pairs, got ", begin_end.size()));
+  Shape out;
+  bool noop = true;
+  for (size_t i = 0; i < begin_end.size(); ++i) {
+    auto [b, e] = begin_end[i];
+    if (b < 0 || b > e || e > x->shape[i])
+      return absl::InvalidArgumentError(absl::StrCat("shrink (", b, ", ", e, ") is out of range for axis ", i,
+                                                     " of size ", x->shape[i]));
+    out.push_back(e - b);
+    noop &= b == 0 && e == x->shape[i];
+  }
+  if (noop) return x;
+  return uop(Ops::SHRINK, x->dtype, {x}, flatten(begin_end), std::move(out));
+}
+
+absl::StatusOr<UOpRef> flip(const UOpRef& x, std::vector<int64_t> axes) {
+  auto norm = normalize_axes(std::move(axes), x->shape.size(), false);
+  if (!norm.ok()) return norm.status();
+  std::erase_if(*norm, [&](int64_t a) { return x->shape[a] <= 1; });
+  if (norm->empty()) return x;
+  return uop(Ops::FLIP, x->dtype, {x}, *norm, x->shape);
+}
+
+}  // namespace polygrad::frontend

@@ -1,0 +1,38 @@
+// Tensor-level graph construction with validation. Every function checks its inputs and returns
+// INVALID_ARGUMENT naming the problem (never aborts), so a decoder can turn untrusted client
+// nodes into UOps by calling these alone. Results are lazy tensor UOps carrying their shape.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ir/uop.h"
+
+namespace polygrad::frontend {
+
+using Pairs = std::vector<std::pair<int64_t, int64_t>>;
+
+// A buffer's data as a graph leaf. `buffer_id` is the runtime Buffer's id().
+absl::StatusOr<UOpRef> buffer(uint64_t buffer_id, DType dtype, Shape shape);
+// A constant broadcast to `shape`. `value` is interpreted as for UOp CONST args.
+absl::StatusOr<UOpRef> constant(std::variant<int64_t, double> value, DType dtype, Shape shape);
+
+// Elementwise ops: sources share one shape; binary sources share one dtype (except WHERE's
+// BOOL condition). CMPLT/CMPNE yield BOOL. FDIV, EXP2, LOG2, SQRT, RECIP, SIN need floats.
+absl::StatusOr<UOpRef> alu(Ops op, const std::vector<UOpRef>& src);
+absl::StatusOr<UOpRef> cast(const UOpRef& x, DType dtype);
+
+// Reduction with ADD or MAX over `axes` (any order, negative counts from the end); reduced
+// axes keep size 1.
+absl::StatusOr<UOpRef> reduce(Ops op, const UOpRef& x, std::vector<int64_t> axes);
+
+absl::StatusOr<UOpRef> reshape(const UOpRef& x, Shape shape);
+absl::StatusOr<UOpRef> permute(const UOpRef& x, std::vector<int64_t> order);
+absl::StatusOr<UOpRef> expand(const UOpRef& x, Shape shape);
+absl::StatusOr<UOpRef> pad(const UOpRef& x, const Pairs& before_after);
+absl::StatusOr<UOpRef> shrink(const UOpRef& x, const Pairs& begin_end);
+absl::StatusOr<UOpRef> flip(const UOpRef& x, std::vector<int64_t> axes);
+
+}  // namespace polygrad::frontend

@@ -1,0 +1,43 @@
+// The op vocabulary, one list for every layer. Tensor-level ops describe what a client asked for;
+// kernel-level ops describe one kernel's loops, loads and stores; linear ops exist only after the
+// linearizer. Names follow tinygrad where the meaning is the same.
+#pragma once
+
+#include <cstdint>
+
+namespace polygrad {
+
+#define POLYGRAD_OPS(X)                                                                    \
+  /* sources: BUFFER (arg: buffer id) is tensor-level data; CONST (arg: value) any level */ \
+  X(BUFFER) X(CONST)                                                                       \
+  /* unary ALU */                                                                          \
+  X(NEG) X(EXP2) X(LOG2) X(SQRT) X(RECIP) X(SIN) X(CAST) X(NOT)                            \
+  /* binary ALU: FDIV is true division (floats), IDIV/MOD truncate (ints) */               \
+  X(ADD) X(SUB) X(MUL) X(FDIV) X(IDIV) X(MOD) X(MAX) X(CMPLT) X(CMPNE) X(AND) X(OR) X(XOR) \
+  /* ternary ALU */                                                                        \
+  X(WHERE)                                                                                 \
+  /* tensor-level reduce (arg: ReduceArg) and movement ops (arg: their parameters) */      \
+  X(REDUCE_AXIS) X(RESHAPE) X(PERMUTE) X(EXPAND) X(PAD) X(SHRINK) X(FLIP)                  \
+  /* kernel-level: DEFINE_GLOBAL (arg: param index), RANGE (arg: id; src: end),            \
+     LOAD (src: buf, index[, gate]), STORE (src: buf, index, value),                       \
+     REDUCE (arg: ADD|MAX as int; src: value, ranges...), SINK (src: stores) */            \
+  X(DEFINE_GLOBAL) X(RANGE) X(LOAD) X(STORE) X(REDUCE) X(SINK)                             \
+  /* linear-only: DEFINE_ACC (arg: id; src: init), ACCUMULATE (src: acc, value; arg: op),  \
+     END_RANGE (src: range) */                                                             \
+  X(DEFINE_ACC) X(ACCUMULATE) X(END_RANGE)
+
+enum class Ops : uint8_t {
+#define POLYGRAD_X(name) name,
+  POLYGRAD_OPS(POLYGRAD_X)
+#undef POLYGRAD_X
+};
+
+const char* op_name(Ops op);
+
+bool is_unary_alu(Ops op);
+bool is_binary_alu(Ops op);
+bool is_alu(Ops op);          // unary, binary or ternary ALU, CAST included
+bool is_movement(Ops op);     // RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP
+bool is_commutative(Ops op);  // ADD, MUL, MAX, CMPNE, AND, OR, XOR
+
+}  // namespace polygrad

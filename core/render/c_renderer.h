@@ -1,0 +1,19 @@
+// Renders a linearized kernel as C source for the CPU device's compiler. The entry point is
+//   void pg_kernel(void** bufs, int64_t start, int64_t end)
+// where bufs[i] is DEFINE_GLOBAL i and [start, end) is the slice of the outer loop to run, so a
+// runtime can split the outer loop across threads. Every name in the source is the renderer's
+// own: nothing a client sent appears in it.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/codegen/linearize.h"
+
+namespace polygrad {
+
+inline constexpr const char* kKernelEntry = "pg_kernel";
+
+absl::StatusOr<std::string> render_c(const LinearKernel& kernel);
+
+}  // namespace polygrad

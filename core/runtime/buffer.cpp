@@ -1,0 +1,53 @@
+#include "core/runtime/buffer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace polygrad {
+namespace {
+
+std::atomic<uint64_t> g_next_id{1};
+std::atomic<int64_t> g_live_count{0};
+std::atomic<int64_t> g_live_bytes{0};
+std::atomic<uint64_t> g_created{0};
+std::atomic<uint64_t> g_released{0};
+
+// Kernels use aligned vector loads; 64 bytes covers AVX-512.
+constexpr size_t kAlign = 64;
+
+}  // namespace
+
+std::shared_ptr<Buffer> Buffer::allocate_host(DType dtype, Shape shape) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  size_t nbytes = static_cast<size_t>(numel) * dtype_itemsize(dtype);
+  size_t rounded = (std::max<size_t>(nbytes, 1) + kAlign - 1) / kAlign * kAlign;
+  void* data = std::aligned_alloc(kAlign, rounded);
+  if (data == nullptr) return nullptr;
+  std::memset(data, 0, rounded);
+  return std::shared_ptr<Buffer>(new Buffer(dtype, std::move(shape), numel, nbytes, data, "CPU"));
+}
+
+Buffer::Buffer(DType dtype, Shape shape, int64_t numel, size_t nbytes, void* data, std::string device)
+    : id_(g_next_id.fetch_add(1)), dtype_(dtype), shape_(std::move(shape)), numel_(numel), nbytes_(nbytes),
+      data_(data), device_(std::move(device)) {
+  g_live_count.fetch_add(1);
+  g_live_bytes.fetch_add(static_cast<int64_t>(nbytes_));
+  g_created.fetch_add(1);
+}
+
+Buffer::~Buffer() {
+  std::free(data_);
+  g_live_count.fetch_sub(1);
+  g_live_bytes.fetch_sub(static_cast<int64_t>(nbytes_));
+  g_released.fetch_add(1);
+}
+
+int64_t Buffer::live_count() { return g_live_count.load(); }
+int64_t Buffer::live_bytes() { return g_live_bytes.load(); }
+uint64_t Buffer::created_total() { return g_created.load(); }
+uint64_t Buffer::released_total() { return g_released.load(); }
+
+}  // namespace polygrad

@@ -1,0 +1,51 @@
+// Device memory for one tensor. Buffers are shared_ptr-owned: a buffer lives while any session
+// table, bound graph or running schedule holds it, and is returned to its allocator after.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/ir/uop.h"
+
+namespace polygrad {
+
+class Buffer {
+ public:
+  // Host memory, 64-byte aligned, zero-filled. Returns null when the allocation fails.
+  static std::shared_ptr<Buffer> allocate_host(DType dtype, Shape shape);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  uint64_t id() const { return id_; }  // unique in this process, never reused
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return nbytes_; }
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  const std::string& device() const { return device_; }
+
+  // Process-wide accounting, for metrics and leak tests.
+  static int64_t live_count();
+  static int64_t live_bytes();
+  static uint64_t created_total();
+  static uint64_t released_total();
+
+ private:
+  Buffer(DType dtype, Shape shape, int64_t numel, size_t nbytes, void* data, std::string device);
+  uint64_t id_;
+  DType dtype_;
+  Shape shape_;
+  int64_t numel_;
+  size_t nbytes_;
+  void* data_;
+  std::string device_;
+};
+
+using BufferPtr = std::shared_ptr<Buffer>;
+
+}  // namespace polygrad

@@ -1,0 +1,39 @@
+// The CPU device's compiler: the system C compiler (clang preferred, gcc, then cc), run as a
+// separate process with a deadline, producing a shared object held in memory.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/runtime/program.h"
+
+namespace polygrad {
+
+class CpuCompiler {
+ public:
+  // `preferred` empty: search clang, gcc, cc on PATH. FAILED_PRECONDITION when none works.
+  static absl::StatusOr<CpuCompiler> find(const std::string& preferred, std::chrono::seconds timeout);
+
+  // Everything that changes the generated binary besides the source: the compiler's identity
+  // and version, its flags, and the host CPU (code is built for it with -march=native).
+  const std::string& identity() const { return identity_; }
+  const std::string& version_line() const { return version_; }
+
+  // Compiles C source to shared-object bytes.
+  absl::StatusOr<std::string> compile(const std::string& source) const;
+
+  // Loads shared-object bytes as a launchable kernel (through an anonymous memory file, so
+  // the cached bytes are exactly what runs).
+  static absl::StatusOr<ProgramPtr> load(const std::string& shared_object);
+
+ private:
+  std::string path_;
+  std::string version_;
+  std::string identity_;
+  std::vector<std::string> flags_;
+  std::chrono::seconds timeout_{120};
+};
+
+}  // namespace polygrad

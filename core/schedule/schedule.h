@@ -1,0 +1,32 @@
+// Kernel boundaries. Elementwise work fuses into the kernel that consumes it; a reduction runs
+// inside its consumer's kernel unless its result is broadcast (an EXPAND lies between them) or
+// several kernels need it, in which case it is materialized into a buffer of its own. So
+// reduce -> elementwise -> reduce chains (softmax, layernorm, variance) need no client-side
+// realize, and the kernel count stays near the minimum (softmax: 3).
+#pragma once
+
+#include <functional>
+#include <unordered_set>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/ir/uop.h"
+
+namespace polygrad {
+
+struct ScheduleItem {
+  UOpRef root;  // the tensor node this kernel computes into a fresh buffer
+};
+
+struct Schedule {
+  std::vector<ScheduleItem> items;               // in execution order
+  std::unordered_set<const UOp*> materialized;   // kernel roots and bound inputs
+  std::vector<UOpRef> keep;                      // keeps every node above alive
+};
+
+// `is_bound(n)`: n already has a buffer (a BUFFER leaf or a node realized earlier). Outputs that
+// are bound need no kernel. FAILED_PRECONDITION if an unbound BUFFER leaf is reachable.
+absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
+                                         const std::function<bool(const UOp*)>& is_bound);
+
+}  // namespace polygrad

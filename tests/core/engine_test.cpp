@@ -1,0 +1,173 @@
+// End-to-end through the core: graphs built with the frontend, realized on the CPU device, and
+// compared with the same computation done directly in C++ on random inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "core/engine/engine.h"
+#include "core/frontend/tensor_ops.h"
+
+namespace polygrad {
+namespace {
+
+namespace fe = frontend;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cache_dir_ = std::filesystem::temp_directory_path() / ("polygrad-core-test-" + std::to_string(getpid()));
+    auto e = Engine::create({.cache_dir = cache_dir_, .threads = 2});
+    ASSERT_TRUE(e.ok()) << e.status();
+    engine_ = std::move(*e).release();
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    std::filesystem::remove_all(cache_dir_);
+  }
+
+  // A float32 buffer leaf with random values in [lo, hi), bound for realize.
+  UOpRef input(Shape shape, std::vector<float>& values, float lo = -1, float hi = 1) {
+    auto buf = engine_->allocate(DType::Float32, shape);
+    EXPECT_TRUE(buf.ok());
+    std::uniform_real_distribution<float> dist(lo, hi);
+    values.resize((*buf)->numel());
+    for (float& v : values) v = dist(rng_);
+    std::memcpy((*buf)->data(), values.data(), values.size() * 4);
+    UOpRef leaf = *fe::buffer((*buf)->id(), DType::Float32, shape);
+    bound_[leaf.get()] = *buf;
+    return leaf;
+  }
+
+  std::vector<float> run(const UOpRef& out, RealizeStats* stats = nullptr) {
+    auto r = engine_->realize({out}, bound_);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return {};
+    if (stats) *stats = r->stats;
+    const float* p = static_cast<const float*>(r->outputs[0]->data());
+    return std::vector<float>(p, p + r->outputs[0]->numel());
+  }
+
+  static UOpRef ok(absl::StatusOr<UOpRef> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    return *r;
+  }
+
+  static inline Engine* engine_ = nullptr;
+  static inline std::filesystem::path cache_dir_;
+  std::mt19937 rng_{42};
+  Bindings bound_;
+};
+
+TEST_F(EngineTest, ElementwiseChainIsOneKernel) {
+  std::vector<float> a, b;
+  UOpRef x = input({7, 5}, a), y = input({7, 5}, b);
+  UOpRef z = ok(fe::alu(Ops::MUL, {ok(fe::alu(Ops::ADD, {x, y})), x}));
+  z = ok(fe::alu(Ops::MAX, {z, ok(fe::constant(0.0, DType::Float32, {7, 5}))}));
+  RealizeStats stats;
+  auto out = run(z, &stats);
+  EXPECT_EQ(stats.kernels, 1u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_FLOAT_EQ(out[i], std::max((a[i] + b[i]) * a[i], 0.0f));
+}
+
+TEST_F(EngineTest, SoftmaxInOneRealizeUsesThreeKernels) {
+  std::vector<float> a;
+  const int64_t R = 33, C = 17;
+  UOpRef x = input({R, C}, a, -5, 5);
+  UOpRef m = ok(fe::expand(ok(fe::reduce(Ops::MAX, x, {1})), {R, C}));
+  UOpRef e = ok(fe::alu(Ops::EXP2, {ok(fe::alu(Ops::MUL, {ok(fe::alu(Ops::SUB, {x, m})),
+                                                          ok(fe::constant(1.4426950408889634, DType::Float32, {R, C}))}))}));
+  UOpRef s = ok(fe::expand(ok(fe::reduce(Ops::ADD, e, {1})), {R, C}));
+  UOpRef sm = ok(fe::alu(Ops::FDIV, {e, s}));
+  RealizeStats stats;
+  auto out = run(sm, &stats);
+  EXPECT_EQ(stats.kernels, 3u);
+  for (int64_t r = 0; r < R; ++r) {
+    float mx = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < C; ++c) mx = std::max(mx, a[r * C + c]);
+    for (int64_t c = 0; c < C; ++c) sum += std::exp(a[r * C + c] - mx);
+    for (int64_t c = 0; c < C; ++c) EXPECT_NEAR(out[r * C + c], std::exp(a[r * C + c] - mx) / sum, 1e-6);
+  }
+}
+
+TEST_F(EngineTest, MovementChainThenReduce) {
+  std::vector<float> a;
+  UOpRef x = input({4, 6, 5}, a);
+  // permute -> flip -> shrink -> pad, then sum over the middle axis.
+  UOpRef p = ok(fe::permute(x, {2, 0, 1}));                 // (5, 4, 6)
+  UOpRef f = ok(fe::flip(p, {0, 2}));
+  UOpRef s = ok(fe::shrink(f, {{1, 4}, {0, 4}, {2, 6}}));    // (3, 4, 4)
+  UOpRef d = ok(fe::pad(s, {{1, 0}, {0, 2}, {1, 1}}));       // (4, 6, 6)
+  UOpRef r = ok(fe::reduce(Ops::ADD, d, {1}));               // (4, 1, 6)
+  auto out = run(r);
+  ASSERT_EQ(out.size(), 24u);
+  auto X = [&](int64_t i, int64_t j, int64_t k) { return a[(i * 6 + j) * 5 + k]; };
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t k = 0; k < 6; ++k) {
+      float want = 0;
+      for (int64_t j = 0; j < 6; ++j) {
+        int64_t si = i - 1, sj = j, sk = k - 1;  // undo pad
+        if (si < 0 || si >= 3 || sj >= 4 || sk < 0 || sk >= 4) continue;
+        int64_t fi = si + 1, fj = sj, fk = sk + 2;  // undo shrink
+        int64_t pi = 4 - fi, pj = fj, pk = 5 - fk;  // undo flip of axes 0 (size 5) and 2 (size 6)
+        want += X(pj, pk, pi);                      // undo permute (2, 0, 1)
+      }
+      EXPECT_NEAR(out[i * 6 + k], want, 1e-5) << i << "," << k;
+    }
+}
+
+TEST_F(EngineTest, MatmulAsBroadcastMultiplySum) {
+  std::vector<float> a, b;
+  const int64_t M = 9, K = 13, N = 6;
+  UOpRef x = input({M, K}, a), y = input({K, N}, b);
+  UOpRef xa = ok(fe::expand(ok(fe::reshape(x, {M, 1, K})), {M, N, K}));
+  UOpRef yb = ok(fe::expand(ok(fe::reshape(ok(fe::permute(y, {1, 0})), {1, N, K})), {M, N, K}));
+  UOpRef mm = ok(fe::reshape(ok(fe::reduce(Ops::ADD, ok(fe::alu(Ops::MUL, {xa, yb})), {2})), {M, N}));
+  RealizeStats stats;
+  auto out = run(mm, &stats);
+  EXPECT_EQ(stats.kernels, 1u);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float want = 0;
+      for (int64_t k = 0; k < K; ++k) want += a[i * K + k] * b[k * N + j];
+      EXPECT_NEAR(out[i * N + j], want, 1e-5);
+    }
+}
+
+TEST_F(EngineTest, SecondRealizeHitsTheKernelCache) {
+  std::vector<float> a;
+  UOpRef x = input({64}, a);
+  UOpRef y = ok(fe::alu(Ops::SQRT, {ok(fe::alu(Ops::MUL, {x, x}))}));
+  RealizeStats first, second;
+  run(y, &first);
+  run(y, &second);
+  EXPECT_EQ(second.compiled, 0u);
+  EXPECT_EQ(second.cache_hits, 1u);
+}
+
+TEST_F(EngineTest, IntegerDivisionByZeroDoesNotTrap) {
+  auto buf = engine_->allocate(DType::Int32, {4});
+  int32_t vals[4] = {7, -8, std::numeric_limits<int32_t>::min(), 5};
+  std::memcpy((*buf)->data(), vals, sizeof vals);
+  UOpRef x = *fe::buffer((*buf)->id(), DType::Int32, {4});
+  bound_[x.get()] = *buf;
+  auto zero = ok(fe::constant(int64_t{0}, DType::Int32, {4}));
+  auto minus1 = ok(fe::constant(int64_t{-1}, DType::Int32, {4}));
+  auto r1 = engine_->realize({ok(fe::alu(Ops::IDIV, {x, zero})), ok(fe::alu(Ops::IDIV, {x, minus1}))}, bound_);
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  const int32_t* d0 = static_cast<const int32_t*>(r1->outputs[0]->data());
+  const int32_t* d1 = static_cast<const int32_t*>(r1->outputs[1]->data());
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(d0[i], 0);
+  EXPECT_EQ(d1[0], -7);
+  EXPECT_EQ(d1[2], std::numeric_limits<int32_t>::min());
+}
+
+TEST_F(EngineTest, UnboundBufferIsAnError) {
+  UOpRef x = *fe::buffer(987654321, DType::Float32, {3});
+  auto r = engine_->realize({ok(fe::alu(Ops::NEG, {x}))}, bound_);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace polygrad
