@@ -101,10 +101,25 @@ def daemon(tmp_path_factory):
     os.environ.pop("POLYGRAD_ADDRESS", None)
   else:
     os.environ["POLYGRAD_ADDRESS"] = old
+  was_running = d.proc.poll() is None
   d.stop()
   rc = d.proc.returncode
   # SIGTERM is a graceful drain: the daemon should exit 0 (or by the signal it was sent).
-  assert rc in (0, -15), f"polygradd exited with {rc} after SIGTERM:\n{d.log_tail()}"
+  if was_running:
+    assert rc in (0, -15), f"polygradd exited with {rc} after SIGTERM:\n{d.log_tail()}"
+
+
+@pytest.fixture
+def live_daemon(daemon):
+  """The session daemon, checked alive before and after each test: a crash fails the test that
+  caused it, with the daemon's log, and the tests after it fail fast instead of timing out."""
+  if daemon.proc.poll() is not None:
+    pytest.fail(f"polygradd is not running (exit status {daemon.proc.returncode}); log tail:\n"
+                f"{daemon.log_tail()}", pytrace=False)
+  yield daemon
+  if daemon.proc.poll() is not None:
+    pytest.fail(f"polygradd died during this test (exit status {daemon.proc.returncode}); log tail:\n"
+                f"{daemon.log_tail()}", pytrace=False)
 
 
 @pytest.fixture

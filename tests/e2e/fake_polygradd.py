@@ -87,6 +87,8 @@ def _eval(sess, n):
     x, dt = vals[0], dts[0]
     if op == pb.CAST:
       return n.dtype, x.astype(NP[n.dtype])
+    if op == pb.NEG and dt == pb.BOOL:
+      raise BadRequest(f"{where}: NEG of bool")
     if op != pb.NEG and dt not in FLOATS:
       raise BadRequest(f"{where}: needs a float source")
     with np.errstate(all="ignore"):
@@ -125,6 +127,8 @@ def _eval(sess, n):
   elif op in (pb.REDUCE_SUM, pb.REDUCE_MAX):
     axes = tuple(n.axes.axes)
     x = vals[0]
+    if op == pb.REDUCE_SUM and dts[0] == pb.BOOL:
+      raise BadRequest(f"{where}: sum of a bool tensor")
     if any(not -x.ndim <= a < x.ndim for a in axes):
       raise BadRequest(f"{where}: axis out of range")
     f = np.sum if op == pb.REDUCE_SUM else np.max

@@ -7,7 +7,7 @@ import pytest
 from conftest import assert_close
 from polygrad import Tensor, dtypes
 
-pytestmark = pytest.mark.usefixtures("daemon")
+pytestmark = pytest.mark.usefixtures("live_daemon")
 
 F32 = np.float32
 

@@ -16,7 +16,7 @@ from polygrad import Tensor, dtypes
 from polygrad import graph as g
 from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
 
-pytestmark = pytest.mark.usefixtures("daemon")
+pytestmark = pytest.mark.usefixtures("live_daemon")
 
 
 @pytest.fixture
