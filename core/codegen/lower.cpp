@@ -90,21 +90,8 @@ class Lowerer {
     switch (n.op) {
       case Ops::CONST:
         return uop(Ops::CONST, n.dtype, {}, n.arg);
-      case Ops::RESHAPE: {
-        // Flatten the output index, then unflatten it in the source's shape.
-        UOpRef flat = linear_index(idx, n.shape);
-        std::vector<int64_t> st = strides_of(in);
-        std::vector<UOpRef> out;
-        for (size_t i = 0; i < in.size(); ++i) {
-          if (in[i] == 1) {
-            out.push_back(const_int(0));
-            continue;
-          }
-          UOpRef q = uop(Ops::IDIV, kIndexDType, {flat, const_int(st[i])});
-          out.push_back(i == 0 ? q : uop(Ops::MOD, kIndexDType, {q, const_int(in[i])}));
-        }
-        return sub(out, valid);
-      }
+      case Ops::RESHAPE:
+        return lower_flat(n.src[0], linear_index(idx, n.shape), valid, depth);
       case Ops::PERMUTE: {
         std::vector<UOpRef> out(idx.size());
         const auto& order = n.arg_ints();
@@ -172,6 +159,37 @@ class Lowerer {
     }
     status_ = absl::InternalError(absl::StrCat("cannot lower ", op_name(n.op)));
     return const_int(0);
+  }
+
+  // Lowers `node` at a row-major flat index. Reshapes, loads and elementwise ops need no
+  // per-axis index, so chains of them keep the flat index as it is (no div/mod at all); anything
+  // else gets the flat index split into the node's axes.
+  UOpRef lower_flat(const UOpRef& node, const UOpRef& flat, const UOpRef& valid, int depth) {
+    const UOp& n = *node;
+    bool loaded = node != root_ && is_materialized_(node.get());
+    if (!loaded && n.op == Ops::RESHAPE) return lower_flat(n.src[0], flat, valid, depth + 1);
+    if (!loaded && (is_alu(n.op) || n.op == Ops::CONST)) {
+      if (n.op == Ops::CONST) return uop(Ops::CONST, n.dtype, {}, n.arg);
+      std::vector<UOpRef> src;
+      for (const UOpRef& s : n.src) src.push_back(lower_flat(s, flat, valid, depth + 1));
+      return uop(n.op, n.dtype, std::move(src));
+    }
+    if (loaded) {
+      std::vector<UOpRef> src{param(node.get()), flat};
+      if (valid) src.push_back(valid);
+      return uop(Ops::LOAD, n.dtype, std::move(src));
+    }
+    std::vector<int64_t> st = strides_of(n.shape);
+    std::vector<UOpRef> idx;
+    for (size_t i = 0; i < n.shape.size(); ++i) {
+      if (n.shape[i] == 1) {
+        idx.push_back(const_int(0));
+        continue;
+      }
+      UOpRef q = uop(Ops::IDIV, kIndexDType, {flat, const_int(st[i])});
+      idx.push_back(i == 0 ? q : uop(Ops::MOD, kIndexDType, {q, const_int(n.shape[i])}));
+    }
+    return lower(node, idx, valid, depth + 1);
   }
 
   UOpRef root_;

@@ -198,9 +198,33 @@ void decompose(const UOpRef& x, i128 scale, Affine& out) {
   add_term(out, x, scale);
 }
 
+// (x // c) * k*c + (x % c) * k is x * k for any x when c != 0: C's division and modulo
+// satisfy (x / c) * c + x % c == x. Reshapes leave exactly this pair behind.
+bool merge_divmod_pair(Affine& a) {
+  for (size_t i = 0; i < a.terms.size(); ++i) {
+    const auto& [mod, k] = a.terms[i];
+    if (mod->op != Ops::MOD || !is_const(mod->src[1]) || k == 0) continue;
+    for (size_t j = 0; j < a.terms.size(); ++j) {
+      const auto& [div, kc] = a.terms[j];
+      if (div->op != Ops::IDIV || div->src[0].get() != mod->src[0].get() || div->src[1].get() != mod->src[1].get())
+        continue;
+      if (i128(k) * cval(mod->src[1]) != kc) continue;
+      UOpRef x = mod->src[0];
+      int64_t scale = k;
+      a.terms.erase(a.terms.begin() + static_cast<std::ptrdiff_t>(std::max(i, j)));
+      a.terms.erase(a.terms.begin() + static_cast<std::ptrdiff_t>(std::min(i, j)));
+      decompose(x, scale, a);
+      return true;
+    }
+  }
+  return false;
+}
+
 Affine affine(const UOpRef& x) {
   Affine a;
   decompose(x, 1, a);
+  while (!a.overflow && merge_divmod_pair(a)) {
+  }
   std::erase_if(a.terms, [](const auto& t) { return t.second == 0; });
   std::sort(a.terms.begin(), a.terms.end(), [](const auto& l, const auto& r) {
     return l.first->hash != r.first->hash ? l.first->hash < r.first->hash : l.second < r.second;
