@@ -17,21 +17,23 @@ RangeSet merge(const RangeSet& a, const RangeSet& b) {
   return out;
 }
 
-bool subset(const RangeSet& a, const std::unordered_set<int64_t>& open) {
-  return std::all_of(a.begin(), a.end(), [&](int64_t r) { return open.count(r) > 0; });
-}
-
 class Linearizer {
  public:
+  explicit Linearizer(const std::vector<int64_t>& upcast) : upcast_(upcast.begin(), upcast.end()) {}
+
   absl::StatusOr<LinearKernel> run(const UOpRef& sink) {
     ref_.emplace(sink.get(), sink);
-    for (const UOp* n : toposort({sink})) compute_deps(n);
-    // The output loops: every RANGE the STORE depends on, outermost first.
+    std::vector<const UOp*> order = toposort({sink});
+    for (const UOp* n : order) compute_deps(n);
+    // The output loops: every RANGE no REDUCE owns, outermost first, upcast lanes last.
     std::vector<UOpRef> outer;
-    for (const UOp* n : toposort({sink}))
+    for (const UOp* n : order)
       if (n->op == Ops::RANGE && !reduce_owned_.count(n)) outer.push_back(ref_.at(n));
-    std::sort(outer.begin(), outer.end(), [](const UOpRef& a, const UOpRef& b) { return a->arg_int() < b->arg_int(); });
-    if (!outer.empty()) {
+    std::sort(outer.begin(), outer.end(), [&](const UOpRef& a, const UOpRef& b) {
+      bool ua = is_upcast(a.get()), ub = is_upcast(b.get());
+      return ua != ub ? ub : a->arg_int() < b->arg_int();
+    });
+    if (!outer.empty() && !is_upcast(outer.front().get())) {
       out_.outer_range_id = outer.front()->arg_int();
       out_.outer_size = outer.front()->src[0]->arg_int();
     }
@@ -40,6 +42,8 @@ class Linearizer {
   }
 
  private:
+  bool is_upcast(const UOp* r) const { return r->op == Ops::RANGE && upcast_.count(r->arg_int()); }
+
   void compute_deps(const UOp* n) {
     for (const UOpRef& s : n->src) ref_.emplace(s.get(), s);
     RangeSet d;
@@ -55,83 +59,123 @@ class Linearizer {
       }
     }
     if (n->op == Ops::DEFINE_GLOBAL) {
-      int64_t idx = n->arg_int();
-      if (out_.params.size() <= static_cast<size_t>(idx)) out_.params.resize(idx + 1, DType::Void);
+      auto idx = static_cast<size_t>(n->arg_int());
+      if (out_.params.size() <= idx) out_.params.resize(idx + 1, DType::Void);
       out_.params[idx] = n->dtype;
     }
     deps_[n] = std::move(d);
   }
 
-  // Opens `loops` one by one, hoisting everything computable before each, then emits `node`.
-  void emit_in_loops(const UOpRef& node, const std::vector<UOpRef>& loops) {
-    for (const UOpRef& r : loops) {
-      hoist(node);
-      out_.ops.push_back(r);
-      open_.insert(r->arg_int());
-    }
-    emit(node);
+  bool open_now(const RangeSet& deps) const {
+    return std::all_of(deps.begin(), deps.end(), [&](int64_t r) { return open_.count(r) > 0; });
   }
 
-  void close_loops(const std::vector<UOpRef>& loops) {
-    for (auto it = loops.rbegin(); it != loops.rend(); ++it) {
-      out_.ops.push_back(uop(Ops::END_RANGE, DType::Void, {*it}));
-      open_.erase((*it)->arg_int());
+  void push(const UOpRef& op) {
+    out_.ops.push_back(op);
+    if (!scopes_.empty()) scopes_.back().push_back(op.get());
+  }
+
+  void open_loop(const UOpRef& r) {
+    push(r);
+    open_.insert(r->arg_int());
+    scopes_.emplace_back();
+  }
+
+  // Closing a loop ends the C scope of everything emitted inside it: those nodes must be
+  // emitted again if needed after the loop.
+  void close_loop(const UOpRef& r) {
+    for (const UOp* n : scopes_.back()) done_.erase(n);
+    scopes_.pop_back();
+    open_.erase(r->arg_int());
+    push(uop(Ops::END_RANGE, DType::Void, {r}));
+  }
+
+  // Opens `loops` one by one, hoisting everything computable before each, then emits `node`.
+  void emit_in_loops(const UOpRef& node, const std::vector<UOpRef>& loops) {
+    for (size_t i = 0; i < loops.size(); ++i) {
+      hoist(node);
+      if (is_upcast(loops[i].get())) {
+        std::vector<UOpRef> lanes(loops.begin() + static_cast<std::ptrdiff_t>(i), loops.end());
+        hoist_lane_reductions(node, lanes);
+      }
+      open_loop(loops[i]);
     }
+    emit(node);
+    for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);
   }
 
   // Emits every not-yet-emitted node under `node` whose loop variables are all open now.
   void hoist(const UOpRef& node) {
     for (const UOp* n : toposort({node})) {
       if (done_.count(n) || n->op == Ops::RANGE || n->op == Ops::SINK || n->op == Ops::STORE) continue;
-      if (subset(deps_.at(n), open_)) emit(ref_of(n));
+      if (open_now(deps_.at(n))) emit(ref_.at(n));
     }
+  }
+
+  // Before the upcast lanes open: every reduction that varies only along open loops and lanes
+  // is emitted now, accumulating all lanes at once (the lanes nest inside its own loops).
+  void hoist_lane_reductions(const UOpRef& node, const std::vector<UOpRef>& lanes) {
+    for (const UOp* n : toposort({node})) {
+      if (n->op != Ops::REDUCE || done_.count(n)) continue;
+      std::vector<UOpRef> used;
+      bool ok = true;
+      for (int64_t r : deps_.at(n)) {
+        if (open_.count(r)) continue;
+        auto lane = std::find_if(lanes.begin(), lanes.end(), [&](const UOpRef& l) { return l->arg_int() == r; });
+        if (lane == lanes.end()) ok = false;
+        else used.push_back(*lane);
+      }
+      if (ok && !used.empty()) emit_reduce(ref_.at(n), used);
+    }
+  }
+
+  void emit_reduce(const UOpRef& node, const std::vector<UOpRef>& lanes) {
+    const UOp* n = node.get();
+    for (const UOpRef& s : n->src) hoist(s);
+    // DEFINE_ACC names the REDUCE it accumulates (so the renderer can read the result from it)
+    // and the lanes it is indexed by.
+    std::vector<UOpRef> src{node};
+    src.insert(src.end(), lanes.begin(), lanes.end());
+    UOpRef acc = uop(Ops::DEFINE_ACC, n->dtype, std::move(src), static_cast<int64_t>(acc_count_++));
+    push(acc);
+    std::vector<UOpRef> loops(n->src.begin() + 1, n->src.end());
+    loops.insert(loops.end(), lanes.begin(), lanes.end());
+    for (const UOpRef& r : loops) {
+      hoist(n->src[0]);
+      open_loop(r);
+    }
+    emit(n->src[0]);
+    push(uop(Ops::ACCUMULATE, n->dtype, {acc, n->src[0]}, n->arg));
+    for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);
+    done_.insert(n);
+    if (!scopes_.empty()) scopes_.back().push_back(n);
   }
 
   void emit(const UOpRef& node) {
     const UOp* n = node.get();
-    if (done_.count(n)) return;
-    if (n->op == Ops::RANGE) return;  // opened by emit_in_loops
-    if (n->op == Ops::REDUCE) {
-      for (const UOpRef& s : n->src) hoist(s);
-      // DEFINE_ACC names the REDUCE it accumulates, so the renderer can read the result from it.
-      UOpRef acc = uop(Ops::DEFINE_ACC, n->dtype, {node}, static_cast<int64_t>(acc_count_++));
-      out_.ops.push_back(acc);
-      std::vector<UOpRef> loops(n->src.begin() + 1, n->src.end());
-      emit_in_loops(n->src[0], loops);
-      out_.ops.push_back(uop(Ops::ACCUMULATE, n->dtype, {acc, n->src[0]}, n->arg));
-      close_loops(loops);
-      done_.insert(n);
-      return;
-    }
+    if (done_.count(n) || n->op == Ops::RANGE) return;  // ranges are opened by their loops
+    if (n->op == Ops::REDUCE) return emit_reduce(node, {});
     for (const UOpRef& s : n->src) emit(s);
     done_.insert(n);
-    if (n->op == Ops::SINK) {
-      std::vector<UOpRef> outer;
-      for (const UOpRef& l : out_.ops)
-        if (l->op == Ops::RANGE && open_.count(l->arg_int())) outer.push_back(l);
-      close_loops(outer);
-      return;
-    }
-    out_.ops.push_back(node);
+    if (n->op != Ops::SINK) push(node);
   }
 
-  UOpRef ref_of(const UOp* n) { return ref_.at(n); }
-
+  std::unordered_set<int64_t> upcast_;
   LinearKernel out_;
   std::unordered_map<const UOp*, RangeSet> deps_;
   std::unordered_map<const UOp*, UOpRef> ref_;
   std::unordered_set<const UOp*> reduce_owned_;
   std::unordered_set<const UOp*> done_;
   std::unordered_set<int64_t> open_;
+  std::vector<std::vector<const UOp*>> scopes_;
   int64_t acc_count_ = 0;
 };
 
 }  // namespace
 
-absl::StatusOr<LinearKernel> linearize(const UOpRef& sink) {
+absl::StatusOr<LinearKernel> linearize(const UOpRef& sink, const std::vector<int64_t>& upcast_ranges) {
   if (sink->op != Ops::SINK) return absl::InternalError("linearize expects a SINK");
-  Linearizer l;
-  return l.run(sink);
+  return Linearizer(upcast_ranges).run(sink);
 }
 
 }  // namespace polygrad

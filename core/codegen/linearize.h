@@ -1,6 +1,9 @@
 // The linearizer: a kernel AST (a DAG) into the ordered list a renderer prints. Loops nest in
 // range order; every node is placed in the outermost loop whose variables it uses (so
 // loop-invariant work is hoisted), and each REDUCE becomes DEFINE_ACC, its loops, ACCUMULATE.
+// Upcast ranges (see upcast.h) nest innermost; a REDUCE whose value varies along them is
+// emitted before they open, with an array accumulator (DEFINE_ACC's extra sources are the upcast
+// ranges it is indexed by) and the upcast loops inside its own.
 #pragma once
 
 #include <vector>
@@ -17,6 +20,6 @@ struct LinearKernel {
   int64_t outer_size = 1;         // its trip count
 };
 
-absl::StatusOr<LinearKernel> linearize(const UOpRef& sink);
+absl::StatusOr<LinearKernel> linearize(const UOpRef& sink, const std::vector<int64_t>& upcast_ranges = {});
 
 }  // namespace polygrad

@@ -12,6 +12,7 @@
 #include "core/cache/kernel_cache.h"
 #include "core/codegen/linearize.h"
 #include "core/codegen/lower.h"
+#include "core/codegen/upcast.h"
 #include "core/ir/symbolic.h"
 #include "core/render/c_renderer.h"
 #include "core/runtime/cpu/compiler.h"
@@ -65,7 +66,8 @@ struct Engine::Impl {
     auto ast = lower_kernel(root, materialized);
     if (!ast.ok()) return ast.status();
     UOpRef sink = simplify_kernel(ast->sink);
-    auto linear = linearize(sink);
+    Upcast tiled = apply_upcasts(sink);
+    auto linear = linearize(tiled.sink, tiled.upcast_ranges);
     if (!linear.ok()) return linear.status();
     auto source = render_c(*linear);
     if (!source.ok()) return source.status();

@@ -110,12 +110,25 @@ class CRenderer {
           line("}");
           continue;
         case Ops::DEFINE_ACC: {
+          // A scalar, or an array with one slot per combination of its upcast lanes.
           std::string a = absl::StrCat("acc", n.arg_int());
           const UOp& red = *n.src[0];
-          names_[&n] = a;
-          names_[&red] = a;
-          line(absl::StrFormat("%s %s = %s;", dtype_c_type(n.dtype), a,
-                               reduce_identity(static_cast<Ops>(red.arg_int()), n.dtype)));
+          std::string init = reduce_identity(static_cast<Ops>(red.arg_int()), n.dtype);
+          if (n.src.size() == 1) {
+            line(absl::StrFormat("%s %s = %s;", dtype_c_type(n.dtype), a, init));
+            names_[&n] = names_[&red] = a;
+            continue;
+          }
+          int64_t slots = 1;
+          std::string index;
+          for (size_t i = 1; i < n.src.size(); ++i) {
+            int64_t size = n.src[i]->src[0]->arg_int();
+            index = index.empty() ? name(n.src[i]) : absl::StrCat("(", index, ")*", size, "+", name(n.src[i]));
+            slots *= size;
+          }
+          line(absl::StrFormat("%s %s[%d];", dtype_c_type(n.dtype), a, slots));
+          line(absl::StrFormat("for (int i = 0; i < %d; i++) %s[i] = %s;", slots, a, init));
+          names_[&n] = names_[&red] = absl::StrCat(a, "[", index, "]");
           continue;
         }
         case Ops::ACCUMULATE: {
@@ -145,6 +158,7 @@ class CRenderer {
  private:
   std::string name(const UOpRef& u) {
     if (u->op == Ops::CONST) return render_const(*u);
+    if (u->op == Ops::RANGE) return absl::StrCat("r", u->arg_int());
     if (u->op == Ops::DEFINE_GLOBAL) return absl::StrCat("b", u->arg_int());
     return names_.at(u.get());
   }
