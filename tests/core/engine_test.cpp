@@ -135,6 +135,37 @@ TEST_F(EngineTest, MatmulAsBroadcastMultiplySum) {
     }
 }
 
+// Shapes chosen to hit every register-tiling case: both axes tiled, only columns, neither,
+// a batch axis in front, and an elementwise epilogue (bias + relu) after the reduction.
+class MatmulShapes : public EngineTest, public ::testing::WithParamInterface<std::tuple<int64_t, int64_t, int64_t, int64_t>> {};
+
+TEST_P(MatmulShapes, MatchesReferenceWithEpilogue) {
+  auto [B, M, K, N] = GetParam();
+  std::vector<float> a, b, bias;
+  UOpRef x = input({B, M, K}, a), y = input({B, K, N}, b), c = input({N}, bias);
+  UOpRef xa = ok(fe::expand(ok(fe::reshape(x, {B, M, 1, K})), {B, M, N, K}));
+  UOpRef yb = ok(fe::expand(ok(fe::reshape(ok(fe::permute(y, {0, 2, 1})), {B, 1, N, K})), {B, M, N, K}));
+  UOpRef mm = ok(fe::reshape(ok(fe::reduce(Ops::ADD, ok(fe::alu(Ops::MUL, {xa, yb})), {3})), {B, M, N}));
+  UOpRef biased = ok(fe::alu(Ops::ADD, {mm, ok(fe::expand(ok(fe::reshape(c, {1, 1, N})), {B, M, N}))}));
+  UOpRef out = ok(fe::alu(Ops::MAX, {biased, ok(fe::constant(0.0, DType::Float32, {B, M, N}))}));
+  RealizeStats stats;
+  auto got = run(out, &stats);
+  EXPECT_EQ(stats.kernels, 1u);
+  for (int64_t p = 0; p < B; ++p)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        float want = 0;
+        for (int64_t k = 0; k < K; ++k) want += a[(p * M + i) * K + k] * b[(p * K + k) * N + j];
+        want = std::max(want + bias[j], 0.0f);
+        ASSERT_NEAR(got[(p * M + i) * N + j], want, 1e-4) << p << "," << i << "," << j;
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiling, MatmulShapes,
+                         ::testing::Values(std::make_tuple(1, 16, 20, 32), std::make_tuple(1, 6, 7, 8),
+                                           std::make_tuple(1, 5, 3, 16), std::make_tuple(3, 8, 9, 4),
+                                           std::make_tuple(2, 3, 5, 7), std::make_tuple(1, 1, 64, 48)));
+
 TEST_F(EngineTest, SecondRealizeHitsTheKernelCache) {
   std::vector<float> a;
   UOpRef x = input({64}, a);
