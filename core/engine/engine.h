@@ -56,6 +56,9 @@ struct RealizeResult {
 
 // Buffers standing for graph nodes: every BUFFER leaf, and any lazy node already realized
 // (so a later graph that contains it loads the result instead of recomputing it).
+// Keys are node addresses: the caller must keep every key's UOp alive while the map is used
+// (a dead node's address can be reused by a new, unrelated node). Build the map per request
+// from UOpRefs you hold, or drop an entry when its node is released.
 using Bindings = std::unordered_map<const UOp*, BufferPtr>;
 
 struct RealizeOptions {

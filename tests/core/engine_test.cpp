@@ -37,6 +37,7 @@ class EngineTest : public ::testing::Test {
     std::memcpy((*buf)->data(), values.data(), values.size() * 4);
     UOpRef leaf = *fe::buffer((*buf)->id(), DType::Float32, shape);
     bound_[leaf.get()] = *buf;
+    leaves_.push_back(leaf);  // binding keys are addresses: keep the nodes alive
     return leaf;
   }
 
@@ -58,6 +59,7 @@ class EngineTest : public ::testing::Test {
   static inline std::filesystem::path cache_dir_;
   std::mt19937 rng_{42};
   Bindings bound_;
+  std::vector<UOpRef> leaves_;
 };
 
 TEST_F(EngineTest, ElementwiseChainIsOneKernel) {

@@ -1,0 +1,177 @@
+#include "core/frontend/gradient.h"
+
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/frontend/tensor_ops.h"
+
+namespace polygrad::frontend {
+namespace {
+
+// Graph construction inside gradient rules cannot fail for well-formed inputs; a failure here is
+// a bug in a rule, reported as INTERNAL rather than crashing.
+class Builder {
+ public:
+  UOpRef take(absl::StatusOr<UOpRef> r) {
+    if (!r.ok()) {
+      if (status_.ok()) status_ = absl::InternalError(absl::StrCat("gradient rule: ", r.status().message()));
+      return nullptr;
+    }
+    return *r;
+  }
+  bool ok() const { return status_.ok(); }
+  const absl::Status& status() const { return status_; }
+
+  UOpRef c(double v, const UOpRef& like) { return take(constant(v, like->dtype, like->shape)); }
+  UOpRef op(Ops o, std::vector<UOpRef> s) {
+    for (const auto& x : s)
+      if (!x) return nullptr;
+    return take(alu(o, s));
+  }
+  UOpRef add(const UOpRef& a, const UOpRef& b) { return op(Ops::ADD, {a, b}); }
+  UOpRef mul(const UOpRef& a, const UOpRef& b) { return op(Ops::MUL, {a, b}); }
+  UOpRef div(const UOpRef& a, const UOpRef& b) { return op(Ops::FDIV, {a, b}); }
+  UOpRef neg(const UOpRef& a) { return op(Ops::NEG, {a}); }
+  UOpRef where(const UOpRef& c, const UOpRef& a, const UOpRef& b) { return op(Ops::WHERE, {c, a, b}); }
+  UOpRef eq(const UOpRef& a, const UOpRef& b) { return op(Ops::NOT, {op(Ops::CMPNE, {a, b})}); }
+  UOpRef to(const UOpRef& x, DType dt) { return x ? take(cast(x, dt)) : nullptr; }
+
+  // Sums `g` (of shape `from`) down to `shape`, where `shape` has 1 on every broadcast axis.
+  UOpRef unbroadcast(const UOpRef& g, const Shape& shape) {
+    std::vector<int64_t> axes;
+    for (size_t i = 0; i < shape.size(); ++i)
+      if (shape[i] != g->shape[i]) axes.push_back(static_cast<int64_t>(i));
+    return axes.empty() ? g : take(reduce(Ops::ADD, g, axes));
+  }
+
+ private:
+  absl::Status status_;
+};
+
+std::vector<std::pair<int64_t, int64_t>> pairs_of(const std::vector<int64_t>& flat) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (size_t i = 0; i + 1 < flat.size(); i += 2) out.emplace_back(flat[i], flat[i + 1]);
+  return out;
+}
+
+// The gradients of one node's sources given the gradient `g` of its result (null: no gradient).
+std::vector<UOpRef> backward(Builder& b, const UOpRef& node, const UOpRef& g) {
+  const UOp& n = *node;
+  const auto& s = n.src;
+  constexpr double kLn2 = 0.6931471805599453;
+  switch (n.op) {
+    case Ops::ADD: return {g, g};
+    case Ops::SUB: return {g, b.neg(g)};
+    case Ops::NEG: return {b.neg(g)};
+    case Ops::MUL: return {b.mul(g, s[1]), b.mul(g, s[0])};
+    case Ops::FDIV: return {b.div(g, s[1]), b.neg(b.div(b.mul(g, s[0]), b.mul(s[1], s[1])))};
+    case Ops::MAX: {
+      // Ties share the gradient equally, as in tinygrad.
+      UOpRef gt = b.op(Ops::CMPLT, {s[1], s[0]}), lt = b.op(Ops::CMPLT, {s[0], s[1]});
+      UOpRef half = b.mul(g, b.c(0.5, g)), zero = b.c(0, g);
+      return {b.where(gt, g, b.where(lt, zero, half)), b.where(lt, g, b.where(gt, zero, half))};
+    }
+    case Ops::EXP2: return {b.mul(g, b.mul(node, b.c(kLn2, node)))};
+    case Ops::LOG2: return {b.div(g, b.mul(s[0], b.c(kLn2, s[0])))};
+    case Ops::SQRT: return {b.div(g, b.mul(node, b.c(2, node)))};
+    case Ops::RECIP: return {b.neg(b.mul(g, b.mul(node, node)))};
+    case Ops::SIN: return {b.mul(g, b.op(Ops::SIN, {b.op(Ops::SUB, {b.c(M_PI / 2, s[0]), s[0]})}))};
+    case Ops::CAST: return {dtype_is_float(s[0]->dtype) ? b.to(g, s[0]->dtype) : nullptr};
+    case Ops::WHERE: {
+      UOpRef zero = b.c(0, g);
+      return {nullptr, b.where(s[0], g, zero), b.where(s[0], zero, g)};
+    }
+    case Ops::REDUCE_AXIS: {
+      const ReduceArg& r = n.arg_reduce();
+      UOpRef ge = b.take(expand(g, s[0]->shape));
+      if (r.op == Ops::ADD) return {ge};
+      // MAX: the gradient goes to the maxima, split equally among ties.
+      UOpRef is_max = b.to(b.eq(s[0], b.take(expand(node, s[0]->shape))), s[0]->dtype);
+      UOpRef count = b.take(expand(b.take(reduce(Ops::ADD, is_max, r.axes)), s[0]->shape));
+      return {b.div(b.mul(ge, is_max), count)};
+    }
+    case Ops::RESHAPE: return {b.take(reshape(g, s[0]->shape))};
+    case Ops::PERMUTE: {
+      const auto& order = n.arg_ints();
+      std::vector<int64_t> inverse(order.size());
+      for (size_t i = 0; i < order.size(); ++i) inverse[order[i]] = static_cast<int64_t>(i);
+      return {b.take(permute(g, inverse))};
+    }
+    case Ops::EXPAND: return {b.unbroadcast(g, s[0]->shape)};
+    case Ops::PAD: {
+      auto ba = pairs_of(n.arg_ints());
+      std::vector<std::pair<int64_t, int64_t>> be;
+      for (size_t i = 0; i < ba.size(); ++i) be.emplace_back(ba[i].first, ba[i].first + s[0]->shape[i]);
+      return {b.take(shrink(g, be))};
+    }
+    case Ops::SHRINK: {
+      auto be = pairs_of(n.arg_ints());
+      std::vector<std::pair<int64_t, int64_t>> ba;
+      for (size_t i = 0; i < be.size(); ++i) ba.emplace_back(be[i].first, s[0]->shape[i] - be[i].second);
+      return {b.take(pad(g, ba))};
+    }
+    case Ops::FLIP: return {b.take(flip(g, n.arg_ints()))};
+    default:
+      // Leaves, comparisons and integer/bool ops pass no gradient.
+      return std::vector<UOpRef>(s.size(), nullptr);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<UOpRef>> gradient(const UOpRef& loss, const std::vector<UOpRef>& wrt, const UOpRef& seed) {
+  if (!dtype_is_float(loss->dtype))
+    return absl::InvalidArgumentError(absl::StrCat("gradient of a ", dtype_name(loss->dtype), " tensor: the loss must be a float tensor"));
+  Builder b;
+  UOpRef start = seed ? seed : b.c(1, loss);
+  if (start->shape != loss->shape || start->dtype != loss->dtype)
+    return absl::InvalidArgumentError("the gradient seed must have the loss's shape and dtype");
+
+  // Only nodes on a path from a target to the loss need a gradient.
+  std::unordered_set<const UOp*> targets;
+  for (const UOpRef& w : wrt) targets.insert(w.get());
+  std::vector<const UOp*> order = toposort({loss});
+  std::unordered_set<const UOp*> on_path;
+  std::unordered_map<const UOp*, UOpRef> ref{{loss.get(), loss}};
+  for (const UOp* n : order) {
+    for (const UOpRef& s : n->src) ref.emplace(s.get(), s);
+    bool reaches = targets.count(n) > 0;
+    for (const UOpRef& s : n->src) reaches |= on_path.count(s.get()) > 0;
+    if (reaches) on_path.insert(n);
+  }
+
+  std::unordered_map<const UOp*, UOpRef> grads{{loss.get(), start}};
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const UOp* n = *it;
+    auto g = grads.find(n);
+    if (g == grads.end() || !on_path.count(n) || n->src.empty()) continue;
+    std::vector<UOpRef> src_grads = backward(b, ref.at(n), g->second);
+    if (!b.ok()) return b.status();
+    for (size_t i = 0; i < n->src.size(); ++i) {
+      const UOp* s = n->src[i].get();
+      if (!src_grads[i] || !on_path.count(s)) continue;
+      auto [slot, fresh] = grads.emplace(s, src_grads[i]);
+      if (!fresh) slot->second = b.add(slot->second, src_grads[i]);
+    }
+    if (!b.ok()) return b.status();
+  }
+
+  std::vector<UOpRef> out;
+  for (const UOpRef& w : wrt) {
+    auto g = grads.find(w.get());
+    if (g != grads.end()) {
+      out.push_back(g->second);
+      continue;
+    }
+    if (!dtype_is_float(w->dtype))
+      return absl::InvalidArgumentError(absl::StrCat("gradient with respect to a ", dtype_name(w->dtype), " tensor"));
+    out.push_back(b.c(0, w));
+  }
+  if (!b.ok()) return b.status();
+  return out;
+}
+
+}  // namespace polygrad::frontend
