@@ -1,0 +1,264 @@
+#include "core/frontend/composites.h"
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/frontend/tensor_ops.h"
+
+namespace polygrad::frontend {
+namespace {
+
+// Early return on error inside StatusOr-returning functions.
+#define PG_ASSIGN(lhs, expr)        \
+  auto lhs##_or = (expr);           \
+  if (!lhs##_or.ok()) return lhs##_or.status(); \
+  auto lhs = *std::move(lhs##_or)
+
+constexpr double kLog2E = 1.4426950408889634;
+constexpr double kLn2 = 0.6931471805599453;
+
+absl::StatusOr<UOpRef> scalar_like(double v, const UOpRef& x) { return constant(v, x->dtype, x->shape); }
+
+absl::StatusOr<UOpRef> scale(const UOpRef& x, double v) {
+  PG_ASSIGN(c, scalar_like(v, x));
+  return alu(Ops::MUL, {x, c});
+}
+
+absl::Status need_float(const UOpRef& x, const char* what) {
+  if (!dtype_is_float(x->dtype))
+    return absl::InvalidArgumentError(absl::StrCat(what, " needs a float tensor, got ", dtype_name(x->dtype)));
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> all_axes(const UOpRef& x) {
+  std::vector<int64_t> a;
+  for (size_t i = 0; i < x->shape.size(); ++i) a.push_back(static_cast<int64_t>(i));
+  return a;
+}
+
+absl::StatusOr<std::vector<int64_t>> norm_axes(std::vector<int64_t> axes, const UOpRef& x) {
+  if (axes.empty()) return all_axes(x);
+  int64_t rank = static_cast<int64_t>(x->shape.size());
+  for (int64_t& a : axes) {
+    if (a < -rank || a >= rank) return absl::InvalidArgumentError(absl::StrCat("axis ", a, " is out of range for rank ", rank));
+    if (a < 0) a += rank;
+  }
+  return axes;
+}
+
+absl::StatusOr<UOpRef> reduce_keep(Ops op, const UOpRef& x, std::vector<int64_t> axes, bool keepdim) {
+  PG_ASSIGN(ax, norm_axes(std::move(axes), x));
+  PG_ASSIGN(r, reduce(op, x, ax));
+  if (keepdim) return r;
+  Shape out;
+  for (size_t i = 0; i < x->shape.size(); ++i)
+    if (std::find(ax.begin(), ax.end(), static_cast<int64_t>(i)) == ax.end()) out.push_back(x->shape[i]);
+  return reshape(r, out);
+}
+
+int64_t count(const UOpRef& x, const std::vector<int64_t>& axes) {
+  int64_t n = 1;
+  for (int64_t a : axes) n *= x->shape[a];
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<Shape> broadcast_shape(const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return absl::InvalidArgumentError(absl::StrCat("shapes (", absl::StrJoin(a, ", "), ") and (", absl::StrJoin(b, ", "),
+                                                     ") do not broadcast"));
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+absl::StatusOr<UOpRef> broadcast_to(const UOpRef& x, const Shape& shape) {
+  if (shape.size() < x->shape.size())
+    return absl::InvalidArgumentError(absl::StrCat("cannot broadcast rank ", x->shape.size(), " to rank ", shape.size()));
+  Shape padded(shape.size() - x->shape.size(), 1);
+  padded.insert(padded.end(), x->shape.begin(), x->shape.end());
+  PG_ASSIGN(r, reshape(x, padded));
+  return expand(r, shape);
+}
+
+absl::StatusOr<UOpRef> matmul(const UOpRef& a_in, const UOpRef& b_in) {
+  if (a_in->shape.empty() || b_in->shape.empty()) return absl::InvalidArgumentError("matmul of a 0-d tensor");
+  if (a_in->dtype != b_in->dtype)
+    return absl::InvalidArgumentError(absl::StrCat("matmul operands differ in dtype: ", dtype_name(a_in->dtype), " vs ",
+                                                   dtype_name(b_in->dtype), " (cast explicitly)"));
+  bool a_vec = a_in->shape.size() == 1, b_vec = b_in->shape.size() == 1;
+  UOpRef a = a_in, b = b_in;
+  if (a_vec) { PG_ASSIGN(r, reshape(a, {1, a->shape[0]})); a = r; }
+  if (b_vec) { PG_ASSIGN(r, reshape(b, {b->shape[0], 1})); b = r; }
+  int64_t m = a->shape[a->shape.size() - 2], k = a->shape.back();
+  int64_t k2 = b->shape[b->shape.size() - 2], n = b->shape.back();
+  if (k != k2)
+    return absl::InvalidArgumentError(absl::StrCat("matmul inner dimensions differ: ", k, " vs ", k2));
+  Shape batch_a(a->shape.begin(), a->shape.end() - 2), batch_b(b->shape.begin(), b->shape.end() - 2);
+  PG_ASSIGN(batch, broadcast_shape(batch_a, batch_b));
+  // (..., m, 1, k) * (..., 1, n, k) summed over k: one fused kernel with register tiling.
+  Shape full = batch;
+  full.insert(full.end(), {m, n, k});
+  Shape a3 = batch_a;
+  a3.insert(a3.end(), {m, 1, k});
+  PG_ASSIGN(ar, reshape(a, a3));
+  PG_ASSIGN(ae, broadcast_to(ar, full));
+  std::vector<int64_t> perm = all_axes(b);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  PG_ASSIGN(bt, permute(b, perm));
+  Shape b3 = batch_b;
+  b3.insert(b3.end(), {1, n, k});
+  PG_ASSIGN(br, reshape(bt, b3));
+  PG_ASSIGN(be, broadcast_to(br, full));
+  PG_ASSIGN(prod, alu(Ops::MUL, {ae, be}));
+  PG_ASSIGN(s, reduce(Ops::ADD, prod, {static_cast<int64_t>(full.size()) - 1}));
+  Shape out = batch;
+  if (!a_vec) out.push_back(m);
+  if (!b_vec) out.push_back(n);
+  return reshape(s, out);
+}
+
+absl::StatusOr<UOpRef> sum(const UOpRef& x, std::vector<int64_t> axes, bool keepdim) {
+  return reduce_keep(Ops::ADD, x, std::move(axes), keepdim);
+}
+
+absl::StatusOr<UOpRef> max(const UOpRef& x, std::vector<int64_t> axes, bool keepdim) {
+  return reduce_keep(Ops::MAX, x, std::move(axes), keepdim);
+}
+
+absl::StatusOr<UOpRef> mean(const UOpRef& x, std::vector<int64_t> axes, bool keepdim) {
+  if (auto s = need_float(x, "mean"); !s.ok()) return s;
+  PG_ASSIGN(ax, norm_axes(std::move(axes), x));
+  PG_ASSIGN(s, reduce_keep(Ops::ADD, x, ax, keepdim));
+  return scale(s, 1.0 / static_cast<double>(std::max<int64_t>(1, count(x, ax))));
+}
+
+absl::StatusOr<UOpRef> var(const UOpRef& x, std::vector<int64_t> axes, bool keepdim, double correction) {
+  if (auto s = need_float(x, "var"); !s.ok()) return s;
+  PG_ASSIGN(ax, norm_axes(std::move(axes), x));
+  PG_ASSIGN(m, mean(x, ax, true));
+  PG_ASSIGN(me, expand(m, x->shape));
+  PG_ASSIGN(d, alu(Ops::SUB, {x, me}));
+  PG_ASSIGN(sq, alu(Ops::MUL, {d, d}));
+  PG_ASSIGN(s, reduce_keep(Ops::ADD, sq, ax, keepdim));
+  double n = static_cast<double>(count(x, ax)) - correction;
+  return scale(s, 1.0 / std::max(n, 0.0));
+}
+
+absl::StatusOr<UOpRef> exp(const UOpRef& x) {
+  if (auto s = need_float(x, "exp"); !s.ok()) return s;
+  PG_ASSIGN(t, scale(x, kLog2E));
+  return alu(Ops::EXP2, {t});
+}
+
+absl::StatusOr<UOpRef> log(const UOpRef& x) {
+  if (auto s = need_float(x, "log"); !s.ok()) return s;
+  PG_ASSIGN(l, alu(Ops::LOG2, {x}));
+  return scale(l, kLn2);
+}
+
+absl::StatusOr<UOpRef> softmax(const UOpRef& x, int64_t axis) {
+  if (auto s = need_float(x, "softmax"); !s.ok()) return s;
+  PG_ASSIGN(m, reduce_keep(Ops::MAX, x, {axis}, true));
+  PG_ASSIGN(me, expand(m, x->shape));
+  PG_ASSIGN(d, alu(Ops::SUB, {x, me}));
+  PG_ASSIGN(e, exp(d));
+  PG_ASSIGN(s, reduce_keep(Ops::ADD, e, {axis}, true));
+  PG_ASSIGN(se, expand(s, x->shape));
+  return alu(Ops::FDIV, {e, se});
+}
+
+absl::StatusOr<UOpRef> logsumexp(const UOpRef& x, int64_t axis, bool keepdim) {
+  if (auto s = need_float(x, "logsumexp"); !s.ok()) return s;
+  PG_ASSIGN(m, reduce_keep(Ops::MAX, x, {axis}, true));
+  PG_ASSIGN(me, expand(m, x->shape));
+  PG_ASSIGN(d, alu(Ops::SUB, {x, me}));
+  PG_ASSIGN(e, exp(d));
+  PG_ASSIGN(s, reduce_keep(Ops::ADD, e, {axis}, true));
+  PG_ASSIGN(l, log(s));
+  PG_ASSIGN(out, alu(Ops::ADD, {l, m}));
+  if (keepdim) return out;
+  PG_ASSIGN(ax, norm_axes({axis}, x));
+  Shape shape;
+  for (size_t i = 0; i < x->shape.size(); ++i)
+    if (static_cast<int64_t>(i) != ax[0]) shape.push_back(x->shape[i]);
+  return reshape(out, shape);
+}
+
+absl::StatusOr<UOpRef> log_softmax(const UOpRef& x, int64_t axis) {
+  PG_ASSIGN(lse, logsumexp(x, axis, true));
+  PG_ASSIGN(le, expand(lse, x->shape));
+  return alu(Ops::SUB, {x, le});
+}
+
+absl::StatusOr<UOpRef> layernorm(const UOpRef& x, int64_t normalized_axes, double eps) {
+  if (auto s = need_float(x, "layernorm"); !s.ok()) return s;
+  int64_t rank = static_cast<int64_t>(x->shape.size());
+  if (normalized_axes < 1 || normalized_axes > rank)
+    return absl::InvalidArgumentError(absl::StrCat("layernorm over ", normalized_axes, " axes of a rank-", rank, " tensor"));
+  std::vector<int64_t> axes;
+  for (int64_t i = rank - normalized_axes; i < rank; ++i) axes.push_back(i);
+  PG_ASSIGN(m, mean(x, axes, true));
+  PG_ASSIGN(me, expand(m, x->shape));
+  PG_ASSIGN(d, alu(Ops::SUB, {x, me}));
+  PG_ASSIGN(sq, alu(Ops::MUL, {d, d}));
+  PG_ASSIGN(v, mean(sq, axes, true));
+  PG_ASSIGN(ve, scalar_like(eps, v));
+  PG_ASSIGN(vs, alu(Ops::ADD, {v, ve}));
+  PG_ASSIGN(rs, alu(Ops::SQRT, {vs}));
+  PG_ASSIGN(inv, alu(Ops::RECIP, {rs}));
+  PG_ASSIGN(ie, expand(inv, x->shape));
+  return alu(Ops::MUL, {d, ie});
+}
+
+absl::StatusOr<UOpRef> relu(const UOpRef& x) {
+  PG_ASSIGN(z, scalar_like(0, x));
+  return alu(Ops::MAX, {x, z});
+}
+
+absl::StatusOr<UOpRef> sigmoid(const UOpRef& x) {
+  if (auto s = need_float(x, "sigmoid"); !s.ok()) return s;
+  PG_ASSIGN(t, scale(x, -kLog2E));
+  PG_ASSIGN(e, alu(Ops::EXP2, {t}));
+  PG_ASSIGN(one, scalar_like(1, x));
+  PG_ASSIGN(d, alu(Ops::ADD, {one, e}));
+  return alu(Ops::RECIP, {d});
+}
+
+absl::StatusOr<UOpRef> tanh(const UOpRef& x) {
+  // tanh(x) = 2 * sigmoid(2x) - 1
+  PG_ASSIGN(x2, scale(x, 2));
+  PG_ASSIGN(s, sigmoid(x2));
+  PG_ASSIGN(s2, scale(s, 2));
+  PG_ASSIGN(one, scalar_like(1, x));
+  return alu(Ops::SUB, {s2, one});
+}
+
+absl::StatusOr<UOpRef> gelu(const UOpRef& x) {
+  // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+  PG_ASSIGN(x2, alu(Ops::MUL, {x, x}));
+  PG_ASSIGN(x3, alu(Ops::MUL, {x2, x}));
+  PG_ASSIGN(c, scale(x3, 0.044715));
+  PG_ASSIGN(inner, alu(Ops::ADD, {x, c}));
+  PG_ASSIGN(arg, scale(inner, std::sqrt(2.0 / M_PI)));
+  PG_ASSIGN(t, tanh(arg));
+  PG_ASSIGN(one, scalar_like(1, x));
+  PG_ASSIGN(p, alu(Ops::ADD, {one, t}));
+  PG_ASSIGN(h, scale(x, 0.5));
+  return alu(Ops::MUL, {h, p});
+}
+
+absl::StatusOr<UOpRef> silu(const UOpRef& x) {
+  PG_ASSIGN(s, sigmoid(x));
+  return alu(Ops::MUL, {x, s});
+}
+
+}  // namespace polygrad::frontend

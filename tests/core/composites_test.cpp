@@ -1,0 +1,145 @@
+// Composite ops against direct float64 computations on random inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/engine/engine.h"
+#include "core/frontend/composites.h"
+#include "core/frontend/tensor_ops.h"
+
+namespace polygrad {
+namespace {
+
+namespace fe = frontend;
+
+class CompositesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { engine_ = std::move(*Engine::create({.threads = 1})).release(); }
+  static void TearDownTestSuite() { delete engine_; }
+
+  UOpRef leaf(Shape shape, std::vector<double>& v, double lo = -2, double hi = 2) {
+    BufferPtr buf = *engine_->allocate(DType::Float64, shape);
+    std::uniform_real_distribution<double> dist(lo, hi);
+    v.resize(buf->numel());
+    for (double& x : v) x = dist(rng_);
+    std::memcpy(buf->data(), v.data(), v.size() * sizeof(double));
+    UOpRef x = *fe::buffer(buf->id(), DType::Float64, shape);
+    bound_[x.get()] = buf;
+    leaves_.push_back(x);
+    return x;
+  }
+
+  std::vector<double> run(const absl::StatusOr<UOpRef>& y, Shape want_shape) {
+    EXPECT_TRUE(y.ok()) << y.status();
+    if (!y.ok()) return {};
+    EXPECT_EQ((*y)->shape, want_shape);
+    auto r = engine_->realize({*y}, bound_);
+    EXPECT_TRUE(r.ok()) << r.status();
+    const double* d = static_cast<const double*>(r->outputs[0]->data());
+    return std::vector<double>(d, d + r->outputs[0]->numel());
+  }
+
+  static inline Engine* engine_ = nullptr;
+  Bindings bound_;
+  std::vector<UOpRef> leaves_;
+  std::mt19937 rng_{3};
+};
+
+TEST_F(CompositesTest, MatmulVectorAndBatchBroadcast) {
+  std::vector<double> a, b, v;
+  UOpRef A = leaf({2, 1, 3, 4}, a), B = leaf({5, 4, 6}, b), V = leaf({4}, v);
+  auto ab = run(fe::matmul(A, B), {2, 5, 3, 6});
+  for (int p = 0; p < 2; ++p)
+    for (int q = 0; q < 5; ++q)
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 6; ++j) {
+          double want = 0;
+          for (int k = 0; k < 4; ++k) want += a[(p * 3 + i) * 4 + k] * b[(q * 4 + k) * 6 + j];
+          EXPECT_NEAR(ab[((p * 5 + q) * 3 + i) * 6 + j], want, 1e-12);
+        }
+  auto av = run(fe::matmul(A, V), {2, 1, 3});
+  for (int p = 0; p < 2; ++p)
+    for (int i = 0; i < 3; ++i) {
+      double want = 0;
+      for (int k = 0; k < 4; ++k) want += a[(p * 3 + i) * 4 + k] * v[k];
+      EXPECT_NEAR(av[p * 3 + i], want, 1e-12);
+    }
+  auto vv = run(fe::matmul(V, V), {});
+  double dot = 0;
+  for (double x : v) dot += x * x;
+  EXPECT_NEAR(vv[0], dot, 1e-12);
+  EXPECT_FALSE(fe::matmul(A, A).ok());  // inner dims 4 vs 3
+}
+
+TEST_F(CompositesTest, SoftmaxLogSoftmaxLogsumexp) {
+  std::vector<double> x;
+  UOpRef X = leaf({4, 7}, x, -5, 5);
+  auto sm = run(fe::softmax(X, 0), {4, 7});
+  auto ls = run(fe::log_softmax(X, -1), {4, 7});
+  auto lse = run(fe::logsumexp(X, 1, false), {4});
+  for (int j = 0; j < 7; ++j) {
+    double s = 0;
+    for (int i = 0; i < 4; ++i) s += std::exp(x[i * 7 + j]);
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(sm[i * 7 + j], std::exp(x[i * 7 + j]) / s, 1e-12);
+  }
+  for (int i = 0; i < 4; ++i) {
+    double s = 0;
+    for (int j = 0; j < 7; ++j) s += std::exp(x[i * 7 + j]);
+    EXPECT_NEAR(lse[i], std::log(s), 1e-12);
+    for (int j = 0; j < 7; ++j) EXPECT_NEAR(ls[i * 7 + j], x[i * 7 + j] - std::log(s), 1e-12);
+  }
+}
+
+TEST_F(CompositesTest, MeanVarLayernorm) {
+  std::vector<double> x;
+  UOpRef X = leaf({3, 2, 5}, x);
+  auto m = run(fe::mean(X, {1, 2}, false), {3});
+  auto v = run(fe::var(X, {-1}, true, 1.0), {3, 2, 1});
+  auto ln = run(fe::layernorm(X, 2, 1e-5), {3, 2, 5});
+  for (int i = 0; i < 3; ++i) {
+    double s = 0, ss = 0;
+    for (int j = 0; j < 10; ++j) s += x[i * 10 + j];
+    double mu = s / 10;
+    for (int j = 0; j < 10; ++j) ss += (x[i * 10 + j] - mu) * (x[i * 10 + j] - mu);
+    EXPECT_NEAR(m[i], mu, 1e-12);
+    for (int j = 0; j < 10; ++j) EXPECT_NEAR(ln[i * 10 + j], (x[i * 10 + j] - mu) / std::sqrt(ss / 10 + 1e-5), 1e-9);
+  }
+  for (int r = 0; r < 6; ++r) {
+    double s = 0, ss = 0;
+    for (int j = 0; j < 5; ++j) s += x[r * 5 + j];
+    for (int j = 0; j < 5; ++j) ss += (x[r * 5 + j] - s / 5) * (x[r * 5 + j] - s / 5);
+    EXPECT_NEAR(v[r], ss / 4, 1e-12);
+  }
+}
+
+TEST_F(CompositesTest, Activations) {
+  std::vector<double> x;
+  UOpRef X = leaf({64}, x, -4, 4);
+  auto sg = run(fe::sigmoid(X), {64}), th = run(fe::tanh(X), {64}), ge = run(fe::gelu(X), {64});
+  auto si = run(fe::silu(X), {64}), re = run(fe::relu(X), {64}), ex = run(fe::exp(X), {64});
+  for (int i = 0; i < 64; ++i) {
+    double v = x[i];
+    EXPECT_NEAR(sg[i], 1 / (1 + std::exp(-v)), 1e-12);
+    EXPECT_NEAR(th[i], std::tanh(v), 1e-12);
+    EXPECT_NEAR(ge[i], 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))), 1e-12);
+    EXPECT_NEAR(si[i], v / (1 + std::exp(-v)), 1e-12);
+    EXPECT_EQ(re[i], std::max(v, 0.0));
+    EXPECT_NEAR(ex[i], std::exp(v), 1e-12 * std::exp(v));
+  }
+}
+
+TEST_F(CompositesTest, ErrorsNameTheProblem) {
+  std::vector<double> x;
+  UOpRef X = leaf({2, 3}, x);
+  auto bad = fe::softmax(X, 5);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("axis 5"), std::string::npos);
+  auto i = *fe::constant(int64_t{1}, DType::Int32, {2});
+  EXPECT_NE(fe::exp(i).status().message().find("float"), std::string::npos);
+  EXPECT_FALSE(fe::broadcast_shape({2, 3}, {4, 3}).ok());
+  EXPECT_EQ(*fe::broadcast_shape({5, 1, 3}, {4, 1}), (Shape{5, 4, 3}));
+}
+
+}  // namespace
+}  // namespace polygrad
