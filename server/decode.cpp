@@ -1,0 +1,355 @@
+#include "server/decode.h"
+
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/frontend/tensor_ops.h"
+#include "server/status.h"
+
+namespace polygrad::server {
+namespace {
+
+// ---- dtypes --------------------------------------------------------------------------------
+
+constexpr std::array<std::pair<v1::DType, DType>, 13> kDTypes = {{
+    {v1::BOOL, DType::Bool},       {v1::INT8, DType::Int8},       {v1::INT16, DType::Int16},
+    {v1::INT32, DType::Int32},     {v1::INT64, DType::Int64},     {v1::UINT8, DType::UInt8},
+    {v1::UINT16, DType::UInt16},   {v1::UINT32, DType::UInt32},   {v1::UINT64, DType::UInt64},
+    {v1::FLOAT16, DType::Float16}, {v1::BFLOAT16, DType::BFloat16}, {v1::FLOAT32, DType::Float32},
+    {v1::FLOAT64, DType::Float64},
+}};
+
+// ---- the op table: every wire op, what it becomes in core, and what it must carry ----------
+
+enum class Kind { Buffer, Const, Unary, Cast, Binary, Ternary, Reduce, Reshape, Permute, Expand, Pad, Shrink, Flip };
+
+struct OpSpec {
+  v1::Op wire;
+  Kind kind;
+  Ops core;                   // the ALU op, or for reductions the reduce op
+  int arity;                  // number of sources
+  v1::Node::ArgCase arg;      // the arg it must carry (ARG_NOT_SET: none)
+};
+
+constexpr v1::Node::ArgCase kNoArg = v1::Node::ARG_NOT_SET;
+
+constexpr OpSpec kOpTable[] = {
+    {v1::BUFFER, Kind::Buffer, Ops::BUFFER, 0, v1::Node::kBuffer},
+    {v1::CONST, Kind::Const, Ops::CONST, 0, v1::Node::kConstant},
+    {v1::NEG, Kind::Unary, Ops::NEG, 1, kNoArg},
+    {v1::EXP2, Kind::Unary, Ops::EXP2, 1, kNoArg},
+    {v1::LOG2, Kind::Unary, Ops::LOG2, 1, kNoArg},
+    {v1::SQRT, Kind::Unary, Ops::SQRT, 1, kNoArg},
+    {v1::RECIPROCAL, Kind::Unary, Ops::RECIP, 1, kNoArg},
+    {v1::SIN, Kind::Unary, Ops::SIN, 1, kNoArg},
+    {v1::CAST, Kind::Cast, Ops::CAST, 1, kNoArg},
+    {v1::ADD, Kind::Binary, Ops::ADD, 2, kNoArg},
+    {v1::SUB, Kind::Binary, Ops::SUB, 2, kNoArg},
+    {v1::MUL, Kind::Binary, Ops::MUL, 2, kNoArg},
+    {v1::DIV, Kind::Binary, Ops::FDIV, 2, kNoArg},
+    {v1::MAX, Kind::Binary, Ops::MAX, 2, kNoArg},
+    {v1::CMPLT, Kind::Binary, Ops::CMPLT, 2, kNoArg},
+    {v1::CMPNE, Kind::Binary, Ops::CMPNE, 2, kNoArg},
+    {v1::WHERE, Kind::Ternary, Ops::WHERE, 3, kNoArg},
+    {v1::REDUCE_SUM, Kind::Reduce, Ops::ADD, 1, v1::Node::kAxes},
+    {v1::REDUCE_MAX, Kind::Reduce, Ops::MAX, 1, v1::Node::kAxes},
+    {v1::RESHAPE, Kind::Reshape, Ops::RESHAPE, 1, v1::Node::kShape},
+    {v1::PERMUTE, Kind::Permute, Ops::PERMUTE, 1, v1::Node::kAxes},
+    {v1::EXPAND, Kind::Expand, Ops::EXPAND, 1, v1::Node::kShape},
+    {v1::PAD, Kind::Pad, Ops::PAD, 1, v1::Node::kPairs},
+    {v1::SHRINK, Kind::Shrink, Ops::SHRINK, 1, v1::Node::kPairs},
+    {v1::FLIP, Kind::Flip, Ops::FLIP, 1, v1::Node::kAxes},
+};
+
+const OpSpec* find_op(v1::Op op) {
+  for (const OpSpec& spec : kOpTable) {
+    if (spec.wire == op) return &spec;
+  }
+  return nullptr;
+}
+
+std::string_view arg_name(v1::Node::ArgCase c) {
+  switch (c) {
+    case v1::Node::kShape: return "shape";
+    case v1::Node::kAxes: return "axes";
+    case v1::Node::kPairs: return "pairs";
+    case v1::Node::kConstant: return "constant";
+    case v1::Node::kBuffer: return "buffer";
+    case v1::Node::ARG_NOT_SET: return "none";
+  }
+  return "unknown";
+}
+
+std::string_view wire_dtype_name(v1::DType dt) {
+  const std::string& name = v1::DType_Name(dt);
+  return name.empty() ? std::string_view("unknown dtype") : std::string_view(name);
+}
+
+// ---- one node ------------------------------------------------------------------------------
+
+class NodeDecoder {
+ public:
+  NodeDecoder(const v1::Node& node, const OpSpec& spec, std::vector<UOpRef> src, const NodeResolver& resolver,
+              Engine& engine, const Limits& limits)
+      : node_(node), spec_(spec), src_(std::move(src)), resolver_(resolver), engine_(engine), limits_(limits),
+        prefix_(absl::StrCat("node ", node.id(), " (", v1::Op_Name(node.op()), "): ")) {}
+
+  // Builds the node; the leaf buffer is set for BUFFER nodes.
+  absl::StatusOr<DecodedNode> decode(uint64_t& inline_bytes) {
+    absl::StatusOr<UOpRef> built = build(inline_bytes);
+    if (!built.ok()) return with_prefix(built.status(), prefix_);
+    const UOpRef& u = *built;
+    // Movement ops such as PAD can grow a tensor past the limits: check what was built.
+    if (absl::Status s = check_shape(u->shape, limits_, absl::StrCat(prefix_, "result shape")); !s.ok()) return s;
+    if (node_.dtype() != v1::DTYPE_UNSPECIFIED && spec_.kind != Kind::Buffer) {
+      std::optional<DType> stated = from_wire(node_.dtype());
+      if (stated != u->dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(prefix_, "stated dtype ", av(wire_dtype_name(node_.dtype())),
+                                                       " differs from the derived dtype ", av(dtype_name(u->dtype))));
+      }
+    }
+    return DecodedNode{node_.id(), u, leaf_};
+  }
+
+ private:
+  absl::StatusOr<UOpRef> build(uint64_t& inline_bytes) {
+    switch (spec_.kind) {
+      case Kind::Buffer: return build_buffer(inline_bytes);
+      case Kind::Const: return build_const();
+      case Kind::Unary:
+      case Kind::Binary:
+      case Kind::Ternary: return frontend::alu(spec_.core, src_);
+      case Kind::Cast: {
+        absl::StatusOr<DType> dt = required_dtype();
+        if (!dt.ok()) return dt.status();
+        return frontend::cast(src_[0], *dt);
+      }
+      case Kind::Reduce: return frontend::reduce(spec_.core, src_[0], axes());
+      case Kind::Reshape:
+      case Kind::Expand: {
+        Shape shape(node_.shape().dims().begin(), node_.shape().dims().end());
+        if (absl::Status s = check_shape(shape, limits_, "shape"); !s.ok()) return s;
+        return spec_.kind == Kind::Reshape ? frontend::reshape(src_[0], std::move(shape))
+                                           : frontend::expand(src_[0], std::move(shape));
+      }
+      case Kind::Permute: return frontend::permute(src_[0], axes());
+      case Kind::Flip: return frontend::flip(src_[0], axes());
+      case Kind::Pad:
+      case Kind::Shrink: {
+        absl::StatusOr<frontend::Pairs> pairs = this->pairs();
+        if (!pairs.ok()) return pairs.status();
+        return spec_.kind == Kind::Pad ? frontend::pad(src_[0], *pairs) : frontend::shrink(src_[0], *pairs);
+      }
+    }
+    return absl::InternalError("op kind without a builder");
+  }
+
+  absl::StatusOr<DType> required_dtype() const {
+    if (node_.dtype() == v1::DTYPE_UNSPECIFIED) return absl::InvalidArgumentError("dtype is required");
+    std::optional<DType> dt = from_wire(node_.dtype());
+    if (!dt) return absl::InvalidArgumentError(absl::StrCat("unknown dtype ", static_cast<int>(node_.dtype())));
+    return *dt;
+  }
+
+  std::vector<int64_t> axes() const {
+    const auto& a = node_.axes().axes();
+    return std::vector<int64_t>(a.begin(), a.end());
+  }
+
+  absl::StatusOr<frontend::Pairs> pairs() const {
+    const v1::Pairs& p = node_.pairs();
+    if (p.begin_size() != p.end_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("pairs have ", p.begin_size(), " begin values but ", p.end_size(), " end values"));
+    }
+    if (static_cast<uint64_t>(p.begin_size()) > limits_.max_rank) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("pairs for ", p.begin_size(), " axes exceed max_rank (", limits_.max_rank, ")"));
+    }
+    frontend::Pairs out;
+    const auto bound = static_cast<int64_t>(limits_.max_elements);
+    for (int i = 0; i < p.begin_size(); ++i) {
+      for (int64_t v : {p.begin(i), p.end(i)}) {
+        if (v > bound) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat("pair value ", v, " exceeds max_elements (", limits_.max_elements, ")"));
+        }
+      }
+      out.emplace_back(p.begin(i), p.end(i));
+    }
+    return out;
+  }
+
+  absl::StatusOr<UOpRef> build_const() const {
+    absl::StatusOr<DType> dt = required_dtype();
+    if (!dt.ok()) return dt.status();
+    const v1::Constant& c = node_.constant();
+    Shape shape(c.shape().begin(), c.shape().end());
+    if (absl::Status s = check_shape(shape, limits_, "shape"); !s.ok()) return s;
+    std::variant<int64_t, double> value;
+    switch (c.value_case()) {
+      case v1::Constant::kFloatValue: value = c.float_value(); break;
+      case v1::Constant::kIntValue: value = c.int_value(); break;
+      case v1::Constant::kBoolValue: value = int64_t{c.bool_value() ? 1 : 0}; break;
+      case v1::Constant::kUintValue: value = static_cast<int64_t>(c.uint_value()); break;  // bit pattern
+      case v1::Constant::VALUE_NOT_SET: return absl::InvalidArgumentError("constant has no value");
+    }
+    return frontend::constant(value, *dt, std::move(shape));
+  }
+
+  absl::StatusOr<UOpRef> build_buffer(uint64_t& inline_bytes) {
+    const v1::BufferSource& b = node_.buffer();
+    Shape shape(b.shape().begin(), b.shape().end());
+    switch (b.source_case()) {
+      case v1::BufferSource::kHandle: {
+        absl::StatusOr<BufferPtr> buf = resolver_.find_handle(b.handle());
+        if (!buf.ok()) return buf.status();
+        if (node_.dtype() != v1::DTYPE_UNSPECIFIED && from_wire(node_.dtype()) != (*buf)->dtype()) {
+          return absl::InvalidArgumentError(absl::StrCat("stated dtype ", av(wire_dtype_name(node_.dtype())),
+                                                         " differs from handle ", b.handle(), "'s dtype ",
+                                                         av(dtype_name((*buf)->dtype()))));
+        }
+        if (!shape.empty() && shape != (*buf)->shape()) {
+          return absl::InvalidArgumentError(absl::StrCat("stated shape [", absl::StrJoin(shape, ","),
+                                                         "] differs from handle ", b.handle(), "'s shape [",
+                                                         absl::StrJoin((*buf)->shape(), ","), "]"));
+        }
+        leaf_ = *buf;
+        break;
+      }
+      case v1::BufferSource::kData: {
+        absl::StatusOr<DType> dt = required_dtype();
+        if (!dt.ok()) return dt.status();
+        if (absl::Status s = check_shape(shape, limits_, "shape"); !s.ok()) return s;
+        const std::string& data = b.data();
+        if (data.size() > limits_.max_inline_bytes) {
+          return absl::ResourceExhaustedError(absl::StrCat("inline data of ", data.size(), " bytes exceeds max_inline_bytes (",
+                                                           limits_.max_inline_bytes, "); use Upload"));
+        }
+        uint64_t numel = 1;
+        for (int64_t d : shape) numel *= static_cast<uint64_t>(d);  // bounded by check_shape
+        const uint64_t want = numel * dtype_itemsize(*dt);
+        if (data.size() != want) {
+          return absl::InvalidArgumentError(absl::StrCat("inline data has ", data.size(), " bytes; shape [",
+                                                         absl::StrJoin(shape, ","), "] of ", av(dtype_name(*dt)),
+                                                         " needs ", want));
+        }
+        absl::StatusOr<BufferPtr> buf = engine_.allocate(*dt, shape);
+        if (!buf.ok()) return buf.status();
+        if (!data.empty()) std::memcpy((*buf)->data(), data.data(), data.size());
+        if (*dt == DType::Bool) {  // only 0 and 1 are valid bools in generated code
+          auto* p = static_cast<unsigned char*>((*buf)->data());
+          for (size_t i = 0; i < data.size(); ++i) p[i] = p[i] != 0;
+        }
+        inline_bytes += data.size();
+        leaf_ = *std::move(buf);
+        break;
+      }
+      case v1::BufferSource::SOURCE_NOT_SET: return absl::InvalidArgumentError("buffer has neither handle nor data");
+    }
+    return frontend::buffer(leaf_->id(), leaf_->dtype(), leaf_->shape());
+  }
+
+  const v1::Node& node_;
+  const OpSpec& spec_;
+  std::vector<UOpRef> src_;
+  const NodeResolver& resolver_;
+  Engine& engine_;
+  const Limits& limits_;
+  std::string prefix_;
+  BufferPtr leaf_;
+};
+
+}  // namespace
+
+std::optional<DType> from_wire(v1::DType dtype) {
+  for (const auto& [wire, core] : kDTypes) {
+    if (wire == dtype) return core;
+  }
+  return std::nullopt;
+}
+
+v1::DType to_wire(DType dtype) {
+  for (const auto& [wire, core] : kDTypes) {
+    if (core == dtype) return wire;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+absl::Status check_shape(std::span<const int64_t> shape, const Limits& limits, std::string_view what) {
+  if (shape.size() > limits.max_rank) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(av(what), " has rank ", shape.size(), ", over max_rank (", limits.max_rank, ")"));
+  }
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(av(what), " [", absl::StrJoin(shape, ","), "] has a negative dimension"));
+    }
+    const auto u = static_cast<uint64_t>(d);
+    if (u > limits.max_elements) overflow = true;
+    else if (u != 0 && numel > limits.max_elements / u) overflow = true;
+    else numel *= u;
+  }
+  if (overflow || numel > limits.max_elements) {
+    return absl::ResourceExhaustedError(absl::StrCat(av(what), " [", absl::StrJoin(shape, ","),
+                                                     "] has more elements than max_elements (", limits.max_elements, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DecodedNodes> decode_nodes(const google::protobuf::RepeatedPtrField<v1::Node>& nodes,
+                                          const NodeResolver& resolver, Engine& engine, const Limits& limits) {
+  if (static_cast<uint64_t>(nodes.size()) > limits.max_nodes_per_request) {
+    return absl::ResourceExhaustedError(absl::StrCat("request has ", nodes.size(), " nodes, over max_nodes_per_request (",
+                                                     limits.max_nodes_per_request, ")"));
+  }
+  DecodedNodes out;
+  out.nodes.reserve(nodes.size());
+  absl::flat_hash_map<uint64_t, size_t> local;  // id -> index in out.nodes
+  local.reserve(nodes.size());
+  for (const v1::Node& node : nodes) {
+    const OpSpec* spec = find_op(node.op());
+    if (spec == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("node ", node.id(), ": unknown op ", static_cast<int>(node.op())));
+    }
+    const std::string prefix = absl::StrCat("node ", node.id(), " (", v1::Op_Name(node.op()), "): ");
+    if (local.contains(node.id())) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "id ", node.id(), " is defined twice in this request"));
+    }
+    if (resolver.find_node(node.id()) != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "id ", node.id(), " is already defined in this session"));
+    }
+    if (node.src_size() != spec->arity) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "takes ", spec->arity, " source(s), got ", node.src_size()));
+    }
+    if (node.arg_case() != spec->arg) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "expects arg ", av(arg_name(spec->arg)), ", got ", av(arg_name(node.arg_case()))));
+    }
+    std::vector<UOpRef> src;
+    src.reserve(node.src_size());
+    for (uint64_t s : node.src()) {
+      if (auto it = local.find(s); it != local.end()) {
+        src.push_back(out.nodes[it->second].uop);
+      } else if (const UOpRef* known = resolver.find_node(s)) {
+        src.push_back(*known);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(prefix, "source ", s, " is not defined in this session"));
+      }
+    }
+    absl::StatusOr<DecodedNode> decoded =
+        NodeDecoder(node, *spec, std::move(src), resolver, engine, limits).decode(out.inline_bytes);
+    if (!decoded.ok()) return decoded.status();
+    local.emplace(node.id(), out.nodes.size());
+    out.nodes.push_back(*std::move(decoded));
+  }
+  return out;
+}
+
+}  // namespace polygrad::server

@@ -1,0 +1,57 @@
+// Turns untrusted wire nodes into core tensor UOps. Validation happens here and in the
+// frontend functions this calls; every error names the node id and op, e.g.
+//   node 7 (ADD): source 12 is not defined in this session
+// Decoding is all-or-nothing: the caller adds the returned nodes only when every one decoded.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/engine/engine.h"
+#include "core/ir/uop.h"
+#include "core/runtime/buffer.h"
+#include "polygrad/v1/polygrad.pb.h"
+#include "server/options.h"
+
+namespace polygrad::server {
+
+namespace v1 = ::polygrad::v1;
+
+// Wire dtype <-> core dtype. DTYPE_UNSPECIFIED and unknown values map to nullopt.
+std::optional<DType> from_wire(v1::DType dtype);
+v1::DType to_wire(DType dtype);
+
+// Rank, per-dimension and element-count bounds for a tensor shape. `what` starts the message
+// ("node 3 (RESHAPE): shape" ...). RESOURCE_EXHAUSTED names the limit and its value.
+absl::Status check_shape(std::span<const int64_t> shape, const Limits& limits, std::string_view what);
+
+// What the decoder needs from the session it decodes into.
+class NodeResolver {
+ public:
+  virtual ~NodeResolver() = default;
+  // The lazy UOp of a node the session already holds, or null.
+  virtual const UOpRef* find_node(uint64_t id) const = 0;
+  // A buffer handle of this session; NOT_FOUND naming the handle otherwise.
+  virtual absl::StatusOr<BufferPtr> find_handle(uint64_t handle) const = 0;
+};
+
+struct DecodedNode {
+  uint64_t id;
+  UOpRef uop;
+  BufferPtr leaf;  // BUFFER nodes: the buffer their UOp stands for (bind it when realizing)
+};
+
+struct DecodedNodes {
+  std::vector<DecodedNode> nodes;  // in request order
+  uint64_t inline_bytes = 0;       // BUFFER data carried in the request
+};
+
+absl::StatusOr<DecodedNodes> decode_nodes(const google::protobuf::RepeatedPtrField<v1::Node>& nodes,
+                                          const NodeResolver& resolver, Engine& engine,
+                                          const Limits& limits);
+
+}  // namespace polygrad::server

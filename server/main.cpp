@@ -1,0 +1,129 @@
+// polygradd: the polygrad compute daemon. Flags become a ServerOptions; SIGTERM/SIGINT drain
+// gracefully (health NOT_SERVING, in-flight calls finish within --shutdown-grace) and exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/options.h"
+#include "server/server.h"
+
+namespace {
+
+const polygrad::server::ServerOptions kDefaults;
+const polygrad::server::Limits kLimits;
+
+}  // namespace
+
+ABSL_FLAG(std::string, listen, kDefaults.listen,
+          "TCP address host:port to serve gRPC on; empty disables TCP. Non-loopback needs --insecure_allow_remote.");
+ABSL_FLAG(std::string, unix_socket, polygrad::server::default_unix_socket(),
+          "Unix socket path to serve gRPC on; empty disables it.");
+ABSL_FLAG(std::string, metrics_listen, kDefaults.metrics_listen,
+          "host:port for the Prometheus /metrics endpoint; empty disables it.");
+ABSL_FLAG(bool, insecure_allow_remote, false,
+          "Allow a non-loopback --listen without TLS (plaintext; only on a trusted network).");
+ABSL_FLAG(std::string, cache_dir, polygrad::server::default_cache_dir().string(),
+          "Kernel cache directory; empty keeps the cache in memory only.");
+ABSL_FLAG(std::string, log_level, "info", "Log level: debug, info, warning or error.");
+ABSL_FLAG(std::string, log_format, "text", "Log format: text (key=value) or json (one object per line).");
+ABSL_FLAG(std::string, compiler, "", "C compiler for CPU kernels; empty picks clang, then gcc, then cc.");
+ABSL_FLAG(uint32_t, threads, 0, "Kernel worker threads; 0 uses every hardware thread.");
+ABSL_FLAG(uint32_t, workers, kDefaults.workers, "Realize requests run at the same time.");
+ABSL_FLAG(uint64_t, max_nodes_per_request, kLimits.max_nodes_per_request, "Most graph nodes in one request.");
+ABSL_FLAG(uint64_t, max_rank, kLimits.max_rank, "Most dimensions of a tensor.");
+ABSL_FLAG(uint64_t, max_elements, kLimits.max_elements, "Most elements of one tensor.");
+ABSL_FLAG(uint64_t, max_inline_bytes, kLimits.max_inline_bytes,
+          "Most bytes of inline data: a BUFFER node's data, and result data inline in one Realize answer.");
+ABSL_FLAG(uint64_t, max_message_bytes, kLimits.max_message_bytes, "gRPC receive limit per message, in bytes.");
+ABSL_FLAG(uint64_t, max_sessions, kLimits.max_sessions, "Most sessions open at once.");
+ABSL_FLAG(absl::Duration, session_idle_timeout, absl::Seconds(600),
+          "A session unused this long (and not held by a stream) is closed and its buffers freed; 0 disables.");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "On SIGTERM/SIGINT, how long in-flight calls may take before they are cancelled.");
+
+namespace {
+
+// absl flag names are identifiers: accept --unix-socket as --unix_socket.
+std::vector<std::string> normalize_dashes(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a == "--") break;
+    if (a.size() < 3 || a[0] != '-') continue;
+    const size_t start = a[1] == '-' ? 2 : 1;
+    const size_t end = a.find('=') == std::string::npos ? a.size() : a.find('=');
+    for (size_t j = start; j < end; ++j) {
+      if (a[j] == '-') a[j] = '_';
+    }
+  }
+  return args;
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "polygradd: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "polygradd: the polygrad tensor compiler daemon (gRPC polygrad.v1.Polygrad).\n"
+      "Usage: polygradd [--flag=value ...]  (dashes and underscores in flag names are interchangeable)");
+  std::vector<std::string> args = normalize_dashes(argc, argv);
+  std::vector<char*> cargs;
+  for (std::string& a : args) cargs.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(cargs.size()), cargs.data());
+
+  using namespace polygrad::server;
+  ServerOptions o;
+  o.listen = absl::GetFlag(FLAGS_listen);
+  o.unix_socket = absl::GetFlag(FLAGS_unix_socket);
+  o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  o.insecure_allow_remote = absl::GetFlag(FLAGS_insecure_allow_remote);
+  o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
+  o.compiler = absl::GetFlag(FLAGS_compiler);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.workers = absl::GetFlag(FLAGS_workers);
+  o.limits.max_nodes_per_request = absl::GetFlag(FLAGS_max_nodes_per_request);
+  o.limits.max_rank = absl::GetFlag(FLAGS_max_rank);
+  o.limits.max_elements = absl::GetFlag(FLAGS_max_elements);
+  o.limits.max_inline_bytes = absl::GetFlag(FLAGS_max_inline_bytes);
+  o.limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.limits.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  o.session_idle_timeout = std::chrono::seconds(absl::ToInt64Seconds(absl::GetFlag(FLAGS_session_idle_timeout)));
+  absl::StatusOr<LogLevel> level = parse_log_level(absl::GetFlag(FLAGS_log_level));
+  if (!level.ok()) return fail(std::string(level.status().message()));
+  o.log_level = *level;
+  absl::StatusOr<LogFormat> format = parse_log_format(absl::GetFlag(FLAGS_log_format));
+  if (!format.ok()) return fail(std::string(format.status().message()));
+  o.log_format = *format;
+  const auto grace = std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_shutdown_grace)));
+
+  // Block the stop signals before any thread starts, so every thread inherits the mask and
+  // the main thread alone receives them with sigwait (no work in a signal handler).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::start(std::move(o));
+  if (!server.ok()) return fail(std::string(server.status().message()));
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  (*server)->logger().info("signal received", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  (*server)->shutdown(grace);
+  server->reset();
+  return 0;
+}

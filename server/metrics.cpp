@@ -1,0 +1,192 @@
+#include "server/metrics.h"
+
+#include <exception>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/runtime/buffer.h"
+#include "server/status.h"
+
+namespace polygrad::server {
+namespace {
+
+const prometheus::Histogram::BucketBoundaries& request_buckets() {
+  static const prometheus::Histogram::BucketBoundaries b = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                            0.25,   0.5,   1,      2.5,   5,    10,    30,   60};
+  return b;
+}
+const prometheus::Histogram::BucketBoundaries& compile_buckets() {
+  static const prometheus::Histogram::BucketBoundaries b = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+  return b;
+}
+const prometheus::Histogram::BucketBoundaries& kernel_buckets() {
+  static const prometheus::Histogram::BucketBoundaries b = {1e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3,
+                                                            0.01, 0.05, 0.1,  0.5,  1,    5,    30};
+  return b;
+}
+
+prometheus::MetricFamily single(std::string name, std::string help, prometheus::MetricType type, double value) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  prometheus::ClientMetric m;
+  if (type == prometheus::MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  f.metric.push_back(std::move(m));
+  return f;
+}
+
+}  // namespace
+
+// Sessions and buffers, read when Prometheus scrapes.
+class Metrics::LiveCollectable final : public prometheus::Collectable {
+ public:
+  void set_source(std::function<LiveCounts()> source) {
+    std::lock_guard lock(mu_);
+    source_ = std::move(source);
+  }
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    LiveCounts c;
+    {
+      std::lock_guard lock(mu_);
+      if (source_) c = source_();
+    }
+    using prometheus::MetricType;
+    return {
+        single("polygradd_sessions", "Live sessions.", MetricType::Gauge, static_cast<double>(c.sessions)),
+        single("polygradd_sessions_created_total", "Sessions created.", MetricType::Counter,
+               static_cast<double>(c.sessions_created)),
+        single("polygradd_sessions_closed_total", "Sessions closed (by the client, idle expiry or stream end).",
+               MetricType::Counter, static_cast<double>(c.sessions_closed)),
+        single("polygradd_buffers", "Live device buffers.", MetricType::Gauge,
+               static_cast<double>(Buffer::live_count())),
+        single("polygradd_buffer_bytes", "Bytes held by live device buffers.", MetricType::Gauge,
+               static_cast<double>(Buffer::live_bytes())),
+    };
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::function<LiveCounts()> source_;
+};
+
+Metrics::Metrics(std::string_view version)
+    : registry_(std::make_shared<prometheus::Registry>()), live_(std::make_shared<LiveCollectable>()) {
+  using prometheus::BuildCounter;
+  using prometheus::BuildGauge;
+  using prometheus::BuildHistogram;
+  requests_ = &BuildCounter()
+                   .Name("polygradd_requests_total")
+                   .Help("Requests handled, by method and gRPC status code. Execute stream commands count as "
+                         "Execute.<command>.")
+                   .Register(*registry_);
+  request_seconds_ = &BuildHistogram()
+                          .Name("polygradd_request_duration_seconds")
+                          .Help("Time to handle a request, by method.")
+                          .Register(*registry_);
+  auto& lookups = BuildCounter()
+                      .Name("polygradd_kernel_cache_lookups_total")
+                      .Help("Kernel cache lookups, by where they were answered.")
+                      .Register(*registry_);
+  cache_memory_hit_ = &lookups.Add({{"result", "memory_hit"}});
+  cache_disk_hit_ = &lookups.Add({{"result", "disk_hit"}});
+  cache_miss_ = &lookups.Add({{"result", "miss"}});
+  compile_seconds_ = &BuildHistogram()
+                          .Name("polygradd_compile_duration_seconds")
+                          .Help("Time to compile one kernel.")
+                          .Register(*registry_)
+                          .Add({}, compile_buckets());
+  compile_failures_ = &BuildCounter()
+                           .Name("polygradd_compile_failures_total")
+                           .Help("Kernel compiles that failed.")
+                           .Register(*registry_)
+                           .Add({});
+  kernel_seconds_ = &BuildHistogram()
+                         .Name("polygradd_kernel_duration_seconds")
+                         .Help("Time to run one kernel.")
+                         .Register(*registry_)
+                         .Add({}, kernel_buckets());
+  auto& transfer = BuildCounter()
+                       .Name("polygradd_transfer_bytes_total")
+                       .Help("Tensor bytes moved between clients and the daemon, by direction.")
+                       .Register(*registry_);
+  upload_bytes_ = &transfer.Add({{"direction", "upload"}});
+  download_bytes_ = &transfer.Add({{"direction", "download"}});
+  BuildGauge()
+      .Name("polygradd_build_info")
+      .Help("The daemon's version, as a label; always 1.")
+      .Register(*registry_)
+      .Add({{"version", std::string(version)}})
+      .Set(1);
+}
+
+Metrics::~Metrics() { stop_serving(); }
+
+absl::Status Metrics::serve(const std::string& listen) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+  }
+  exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(live_);
+  std::vector<int> ports = exposer_->GetListeningPorts();
+  port_ = ports.empty() ? 0 : ports.front();
+  return absl::OkStatus();
+}
+
+void Metrics::stop_serving() {
+  exposer_.reset();
+  port_ = 0;
+}
+
+void Metrics::set_live_source(std::function<LiveCounts()> source) { live_->set_source(std::move(source)); }
+
+void Metrics::observe_request(std::string_view method, absl::StatusCode code, double seconds) {
+  const std::string m(method);
+  requests_->Add({{"method", m}, {"code", code_name(code)}}).Increment();
+  request_seconds_->Add({{"method", m}}, request_buckets()).Observe(seconds);
+}
+
+void Metrics::add_upload_bytes(uint64_t n) { upload_bytes_->Increment(static_cast<double>(n)); }
+void Metrics::add_download_bytes(uint64_t n) { download_bytes_->Increment(static_cast<double>(n)); }
+
+void Metrics::on_cache_lookup(CacheResult result) {
+  switch (result) {
+    case CacheResult::MemoryHit: cache_memory_hit_->Increment(); break;
+    case CacheResult::DiskHit: cache_disk_hit_->Increment(); break;
+    case CacheResult::Miss: cache_miss_->Increment(); break;
+  }
+}
+
+void Metrics::on_compile(double seconds, bool ok) {
+  compile_seconds_->Observe(seconds);
+  if (!ok) compile_failures_->Increment();
+}
+
+void Metrics::on_kernel(double seconds) { kernel_seconds_->Observe(seconds); }
+
+std::string Metrics::render() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  for (auto& f : live_->Collect()) families.push_back(std::move(f));
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+}  // namespace polygrad::server

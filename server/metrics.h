@@ -1,0 +1,80 @@
+// Prometheus metrics of the daemon (DESIGN §6): polygradd_ prefix, base units, _total counters,
+// no per-session or per-kernel label. Also the engine's observer, so kernel-cache lookups,
+// compiles and kernel runs are counted where they happen. Live values (sessions, buffers) are
+// read at scrape time.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "core/engine/engine.h"
+
+namespace prometheus {
+class Counter;
+class Exposer;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace polygrad::server {
+
+// Values owned elsewhere, read at scrape time.
+struct LiveCounts {
+  uint64_t sessions = 0;
+  uint64_t sessions_created = 0;
+  uint64_t sessions_closed = 0;
+};
+
+class Metrics final : public EngineObserver {
+ public:
+  explicit Metrics(std::string_view version);
+  ~Metrics() override;
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Serves /metrics on host:port (port 0 picks one). UNAVAILABLE when it cannot bind.
+  absl::Status serve(const std::string& listen);
+  int port() const { return port_; }
+  // Stops the HTTP endpoint (can block ~2 s inside prometheus-cpp).
+  void stop_serving();
+
+  void set_live_source(std::function<LiveCounts()> source);
+
+  void observe_request(std::string_view method, absl::StatusCode code, double seconds);
+  void add_upload_bytes(uint64_t n);
+  void add_download_bytes(uint64_t n);
+
+  // EngineObserver.
+  void on_cache_lookup(CacheResult result) override;
+  void on_compile(double seconds, bool ok) override;
+  void on_kernel(double seconds) override;
+
+  // The exposition text a scrape would return.
+  std::string render() const;
+
+ private:
+  class LiveCollectable;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<LiveCollectable> live_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_ = 0;
+
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Histogram>* request_seconds_;
+  prometheus::Counter* cache_memory_hit_;
+  prometheus::Counter* cache_disk_hit_;
+  prometheus::Counter* cache_miss_;
+  prometheus::Histogram* compile_seconds_;
+  prometheus::Counter* compile_failures_;
+  prometheus::Histogram* kernel_seconds_;
+  prometheus::Counter* upload_bytes_;
+  prometheus::Counter* download_bytes_;
+};
+
+}  // namespace polygrad::server

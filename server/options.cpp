@@ -1,0 +1,100 @@
+#include "server/options.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/status.h"
+
+namespace polygrad::server {
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+// Splits "host:port" or "[v6]:port"; the host keeps no brackets.
+bool split_host_port(std::string_view address, std::string& host, std::string& port) {
+  if (absl::StartsWith(av(address), "[")) {
+    size_t close = address.find(']');
+    if (close == std::string_view::npos || close + 1 >= address.size() || address[close + 1] != ':') return false;
+    host = std::string(address.substr(1, close - 1));
+    port = std::string(address.substr(close + 2));
+    return true;
+  }
+  size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos) return false;
+  host = std::string(address.substr(0, colon));
+  port = std::string(address.substr(colon + 1));
+  return host.find(':') == std::string::npos;  // a bare IPv6 address needs brackets
+}
+
+}  // namespace
+
+std::string default_unix_socket() {
+  if (std::string dir = env("XDG_RUNTIME_DIR"); !dir.empty()) return dir + "/polygradd.sock";
+  return absl::StrCat("/tmp/polygradd-", getuid(), ".sock");
+}
+
+std::filesystem::path default_cache_dir() {
+  if (std::string dir = env("XDG_CACHE_HOME"); !dir.empty()) return std::filesystem::path(dir) / "polygrad";
+  if (std::string home = env("HOME"); !home.empty()) return std::filesystem::path(home) / ".cache" / "polygrad";
+  return {};
+}
+
+bool is_loopback_address(std::string_view host_port) {
+  if (absl::StartsWith(av(host_port), "unix:")) return true;
+  std::string host, port;
+  if (!split_host_port(host_port, host, port)) return false;
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+absl::Status validate(const ServerOptions& o) {
+  if (o.listen.empty() && o.unix_socket.empty()) {
+    return absl::InvalidArgumentError("nothing to listen on: both --listen and --unix-socket are empty");
+  }
+  if (!o.listen.empty()) {
+    std::string host, port;
+    int port_number = 0;
+    if (!absl::StartsWith(o.listen, "unix:") &&
+        (!split_host_port(o.listen, host, port) || !absl::SimpleAtoi(port, &port_number) || port_number < 0 ||
+         port_number > 65535)) {
+      return absl::InvalidArgumentError(absl::StrCat("--listen \"", o.listen, "\" is not host:port"));
+    }
+    if (!is_loopback_address(o.listen) && !o.insecure_allow_remote) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--listen ", o.listen,
+          " is not a loopback address; without TLS (not available yet) remote clients would talk in "
+          "plaintext. Pass --insecure-allow-remote to do it anyway, or listen on 127.0.0.1 / a Unix socket."));
+    }
+  }
+  const Limits& l = o.limits;
+  for (auto [name, value] : {std::pair<const char*, uint64_t>{"max_nodes_per_request", l.max_nodes_per_request},
+                             {"max_rank", l.max_rank},
+                             {"max_elements", l.max_elements},
+                             {"max_message_bytes", l.max_message_bytes},
+                             {"max_sessions", l.max_sessions},
+                             {"chunk_bytes", l.chunk_bytes}}) {
+    if (value == 0) return absl::InvalidArgumentError(absl::StrCat(name, " must be positive"));
+  }
+  if (l.max_message_bytes > uint64_t{INT32_MAX}) {
+    return absl::InvalidArgumentError("max_message_bytes must fit gRPC's int limit (2 GiB)");
+  }
+  if (l.max_inline_bytes >= l.max_message_bytes || l.chunk_bytes >= l.max_message_bytes) {
+    return absl::InvalidArgumentError("max_inline_bytes and chunk_bytes must be below max_message_bytes");
+  }
+  if (o.workers == 0) return absl::InvalidArgumentError("workers must be positive");
+  return absl::OkStatus();
+}
+
+}  // namespace polygrad::server

@@ -1,0 +1,59 @@
+// Typed settings of the daemon. main() fills a ServerOptions from flags; tests construct one
+// directly (port 0, a temporary cache dir). Every field has the production default.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "server/log.h"
+
+namespace polygrad::server {
+
+// Bounds on what one client may ask for (DESIGN §4). Exceeding one is RESOURCE_EXHAUSTED with
+// the limit's name and value.
+struct Limits {
+  uint64_t max_nodes_per_request = 100000;
+  uint64_t max_rank = 16;
+  uint64_t max_elements = uint64_t{1} << 31;  // per tensor
+  uint64_t max_inline_bytes = uint64_t{1} << 20;  // inline BUFFER data, and inline results per response
+  uint64_t max_message_bytes = uint64_t{64} << 20;  // gRPC receive limit
+  uint64_t max_sessions = 1024;
+  uint64_t max_pending_uploads = 64;  // interleaved uploads per Execute stream
+  uint64_t chunk_bytes = uint64_t{1} << 20;  // default Download chunk size
+};
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50051";      // host:port; empty disables TCP; port 0 picks one
+  std::string unix_socket;                     // path; empty disables
+  std::string metrics_listen = "127.0.0.1:9464";  // host:port; empty disables /metrics
+  bool insecure_allow_remote = false;          // allow a non-loopback --listen without TLS
+  std::filesystem::path cache_dir;             // kernel cache root; empty: memory only
+  std::string compiler;                        // C compiler; empty: auto
+  unsigned threads = 0;                        // engine kernel threads; 0: hardware concurrency
+  unsigned workers = 4;                        // concurrent realize requests
+  std::chrono::seconds session_idle_timeout{600};
+  std::chrono::milliseconds reaper_interval{1000};
+  Limits limits;
+
+  LogLevel log_level = LogLevel::Info;
+  LogFormat log_format = LogFormat::Text;
+  LogSink log_sink;  // empty: stderr
+};
+
+// The documented defaults that depend on the environment.
+std::string default_unix_socket();      // $XDG_RUNTIME_DIR/polygradd.sock or /tmp/polygradd-<uid>.sock
+std::filesystem::path default_cache_dir();  // $XDG_CACHE_HOME/polygrad or ~/.cache/polygrad
+
+// True for 127.0.0.0/8, ::1 and "localhost" (host:port or [v6]:port form).
+bool is_loopback_address(std::string_view host_port);
+
+// Checks a configuration before anything binds: non-loopback TCP needs insecure_allow_remote
+// (TLS is a later feature), limits must be positive.
+absl::Status validate(const ServerOptions& options);
+
+}  // namespace polygrad::server

@@ -1,0 +1,181 @@
+#include "server/server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/service_type.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/service.h"
+
+#ifndef POLYGRAD_VERSION
+#define POLYGRAD_VERSION "0.0.0-dev"
+#endif
+
+namespace polygrad::server {
+namespace {
+
+constexpr const char* kServiceName = "polygrad.v1.Polygrad";
+
+// A stale socket file from a daemon that died is removed; a live one is an error.
+absl::Status prepare_unix_socket(const std::string& path) {
+  struct stat st{};
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat("cannot inspect ", path, ": ", std::strerror(errno)));
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a socket; not touching it"));
+  }
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("unix socket path is too long: ", path));
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket(): ", std::strerror(errno)));
+  const int rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  const int err = errno;
+  close(fd);
+  if (rc == 0) return absl::AlreadyExistsError(absl::StrCat("another daemon is listening on ", path));
+  if (err != ECONNREFUSED) {
+    return absl::UnavailableError(absl::StrCat("cannot check existing socket ", path, ": ", std::strerror(err)));
+  }
+  if (unlink(path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot remove stale socket ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view version() { return POLYGRAD_VERSION; }
+
+absl::StatusOr<std::unique_ptr<Server>> Server::start(ServerOptions options) {
+  if (absl::Status s = validate(options); !s.ok()) return s;
+  std::unique_ptr<Server> server(new Server(std::move(options)));
+  if (absl::Status s = server->init(); !s.ok()) {
+    server->shutdown(std::chrono::milliseconds(0));
+    return s;
+  }
+  return server;
+}
+
+Server::Server(ServerOptions options)
+    : options_(std::move(options)),
+      logger_(options_.log_level, options_.log_format, options_.log_sink),
+      metrics_(std::make_unique<Metrics>(version())) {}
+
+absl::Status Server::init() {
+  EngineOptions eo;
+  eo.cache_dir = options_.cache_dir;
+  eo.compiler = options_.compiler;
+  eo.threads = options_.threads;
+  eo.observer = metrics_.get();
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::create(std::move(eo));
+  if (!engine.ok()) return absl::Status(engine.status().code(), absl::StrCat("engine: ", engine.status().message()));
+  engine_ = *std::move(engine);
+
+  sessions_ = std::make_unique<SessionManager>(
+      *engine_, options_.limits, options_.session_idle_timeout, options_.reaper_interval,
+      [this](const std::string& id, std::string_view reason) {
+        logger_.info("session closed", {{"session", id}, {"reason", std::string(reason)}});
+      });
+  metrics_->set_live_source([this] {
+    return LiveCounts{sessions_->live(), sessions_->created_total(), sessions_->closed_total()};
+  });
+  pool_ = std::make_unique<WorkerPool>(options_.workers);
+  service_ = std::make_unique<PolygradService>(ServiceDeps{*engine_, *sessions_, *metrics_, logger_, *pool_,
+                                                           options_.limits, std::string(version()), stopping_});
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_message_bytes));
+  builder.RegisterService(service_.get());
+  if (!options_.listen.empty()) {
+    builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  }
+  if (!options_.unix_socket.empty()) {
+    if (absl::Status s = prepare_unix_socket(options_.unix_socket); !s.ok()) return s;
+    builder.AddListeningPort("unix:" + options_.unix_socket, grpc::InsecureServerCredentials());
+  }
+  grpc_ = builder.BuildAndStart();
+  if (!grpc_) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ",
+                                               options_.listen.empty() ? "" : options_.listen,
+                                               options_.listen.empty() || options_.unix_socket.empty() ? "" : " and ",
+                                               options_.unix_socket.empty() ? "" : "unix:" + options_.unix_socket,
+                                               " (address in use or not permitted?)"));
+  }
+  if (!options_.listen.empty() && port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
+  }
+  if (!options_.unix_socket.empty()) {
+    unix_bound_ = true;
+    chmod(options_.unix_socket.c_str(), 0600);  // this user only: there is no auth on the socket
+  }
+  grpc::HealthCheckServiceInterface* health = grpc_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(kServiceName, true);
+
+  if (!options_.metrics_listen.empty()) {
+    if (absl::Status s = metrics_->serve(options_.metrics_listen); !s.ok()) return s;
+  }
+  logger_.info("listening", {{"grpc", tcp_address()},
+                             {"unix", options_.unix_socket},
+                             {"metrics", options_.metrics_listen.empty()
+                                             ? std::string()
+                                             : absl::StrCat("http://", options_.metrics_listen.substr(
+                                                                           0, options_.metrics_listen.rfind(':')),
+                                                            ":", metrics_->port(), "/metrics")},
+                             {"version", std::string(version())}});
+  return absl::OkStatus();
+}
+
+std::string Server::tcp_address() const {
+  if (options_.listen.empty() || port_ == 0) return {};
+  return absl::StrCat(options_.listen.substr(0, options_.listen.rfind(':')), ":", port_);
+}
+
+void Server::shutdown(std::chrono::milliseconds grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  stopping_.store(true);
+  if (grpc_) {
+    grpc::HealthCheckServiceInterface* health = grpc_->GetHealthCheckService();
+    if (health != nullptr) {
+      health->SetServingStatus("", false);
+      health->SetServingStatus(kServiceName, false);
+    }
+    logger_.info("shutting down", {{"grace_seconds", absl::StrCat(grace.count() / 1000.0)}});
+    grpc_->Shutdown(std::chrono::system_clock::now() + grace);
+    grpc_->Wait();
+  }
+  // Order matters: nothing may scrape or run while what it reads goes away.
+  metrics_->stop_serving();
+  metrics_->set_live_source({});
+  pool_.reset();
+  if (sessions_) sessions_->close_all("shutdown");
+  if (unix_bound_) unlink(options_.unix_socket.c_str());
+}
+
+Server::~Server() {
+  shutdown(std::chrono::milliseconds(500));
+  grpc_.reset();
+  service_.reset();
+  sessions_.reset();
+  engine_.reset();
+}
+
+}  // namespace polygrad::server

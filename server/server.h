@@ -1,0 +1,69 @@
+// The daemon assembled: engine, sessions, metrics, the gRPC server with health and reflection.
+// main() and the tests both start it through Server::start with a ServerOptions.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/engine/engine.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/options.h"
+#include "server/session.h"
+#include "server/worker_pool.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace polygrad::server {
+
+class PolygradService;
+
+// The version reported by GetInfo and polygradd_build_info.
+std::string_view version();
+
+class Server {
+ public:
+  // Validates the options, creates the engine and binds every listener; errors name the cause.
+  static absl::StatusOr<std::unique_ptr<Server>> start(ServerOptions options);
+  ~Server();  // shuts down (briefly) if shutdown() was not called
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int port() const { return port_; }  // the bound TCP port (the chosen one for port 0); 0 when off
+  std::string tcp_address() const;    // "127.0.0.1:<port>" style, empty when TCP is off
+  const std::string& unix_socket() const { return options_.unix_socket; }
+  int metrics_port() const { return metrics_->port(); }
+
+  // Graceful drain: health goes NOT_SERVING, new calls are refused, in-flight calls get until
+  // `grace` to finish and are cancelled after. Idempotent.
+  void shutdown(std::chrono::milliseconds grace = std::chrono::seconds(10));
+
+  SessionManager& sessions() { return *sessions_; }
+  Metrics& metrics() { return *metrics_; }
+  Engine& engine() { return *engine_; }
+  const Logger& logger() const { return logger_; }
+
+ private:
+  explicit Server(ServerOptions options);
+  absl::Status init();
+
+  ServerOptions options_;
+  Logger logger_;
+  std::unique_ptr<Metrics> metrics_;       // the engine's observer: outlives the engine
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<SessionManager> sessions_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::atomic<bool> stopping_{false};
+  std::unique_ptr<PolygradService> service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  int port_ = 0;
+  bool unix_bound_ = false;
+  bool shut_down_ = false;
+};
+
+}  // namespace polygrad::server

@@ -1,0 +1,63 @@
+// The polygrad.v1.Polygrad service on gRPC's callback API. Handlers stay thin: decode the call,
+// hand it to a Session (or the WorkerPool for realizes), map the status in one place. All RPCs
+// are registered here; the streaming ones are reactors in service.cpp.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "core/engine/engine.h"
+#include "polygrad/v1/polygrad.grpc.pb.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/options.h"
+#include "server/session.h"
+#include "server/worker_pool.h"
+
+namespace polygrad::server {
+
+// What every handler needs; owned by the Server, which outlives the service.
+struct ServiceDeps {
+  Engine& engine;
+  SessionManager& sessions;
+  Metrics& metrics;
+  const Logger& logger;
+  WorkerPool& pool;
+  const Limits& limits;
+  std::string version;
+  std::atomic<bool>& stopping;  // set when a graceful shutdown begins
+
+  // Metrics and logs for one finished call: every error is logged with method and session.
+  void record(std::string_view method, std::string_view session_id, Clock::time_point start,
+              const absl::Status& status) const;
+};
+
+class PolygradService final : public v1::Polygrad::CallbackService {
+ public:
+  explicit PolygradService(ServiceDeps deps) : deps_(std::move(deps)) {}
+
+  grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx, const v1::CreateSessionRequest* request,
+                                          v1::CreateSessionResponse* response) override;
+  grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* ctx, const v1::CloseSessionRequest* request,
+                                         v1::CloseSessionResponse* response) override;
+  grpc::ServerUnaryReactor* Realize(grpc::CallbackServerContext* ctx, const v1::RealizeRequest* request,
+                                    v1::RealizeResponse* response) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx, const v1::ReleaseRequest* request,
+                                    v1::ReleaseResponse* response) override;
+  grpc::ServerReadReactor<v1::UploadChunk>* Upload(grpc::CallbackServerContext* ctx,
+                                                   v1::UploadResponse* response) override;
+  grpc::ServerWriteReactor<v1::DownloadChunk>* Download(grpc::CallbackServerContext* ctx,
+                                                        const v1::DownloadRequest* request) override;
+  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx, const v1::GetInfoRequest* request,
+                                    v1::ServerInfo* response) override;
+  grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>* Execute(grpc::CallbackServerContext* ctx) override;
+
+ private:
+  grpc::ServerUnaryReactor* finish(grpc::CallbackServerContext* ctx, std::string_view method,
+                                   std::string_view session_id, Clock::time_point start, const absl::Status& status);
+  ServiceDeps deps_;
+};
+
+}  // namespace polygrad::server

@@ -1,0 +1,411 @@
+#include "server/session.h"
+
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "server/status.h"
+
+namespace polygrad::server {
+namespace {
+
+uint64_t random_u64() {
+  thread_local std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ uint64_t{rd()};
+}
+
+void normalize_bools(const BufferPtr& buf) {
+  if (buf->dtype() != DType::Bool) return;
+  auto* p = static_cast<unsigned char*>(buf->data());
+  for (size_t i = 0; i < buf->nbytes(); ++i) p[i] = p[i] != 0;
+}
+
+}  // namespace
+
+std::string new_session_id() { return absl::StrFormat("%016x%016x", random_u64(), random_u64()); }
+
+// ---- PendingUpload -------------------------------------------------------------------------
+
+absl::Status PendingUpload::append(std::string_view data) {
+  const uint64_t size = buffer_->nbytes();
+  if (data.size() > size - offset_) {
+    return absl::InvalidArgumentError(absl::StrCat("upload sent more than the ", size, " bytes that shape [",
+                                                   absl::StrJoin(buffer_->shape(), ","), "] of ",
+                                                   av(dtype_name(buffer_->dtype())), " holds"));
+  }
+  if (!data.empty()) std::memcpy(static_cast<char*>(buffer_->data()) + offset_, data.data(), data.size());
+  offset_ += data.size();
+  return absl::OkStatus();
+}
+
+// ---- Session -------------------------------------------------------------------------------
+
+// Lets the decoder see this session's tables (called with mu_ held).
+class Session::Resolver final : public NodeResolver {
+ public:
+  explicit Resolver(const Session& s) : s_(s) {}
+  const UOpRef* find_node(uint64_t id) const override {
+    auto it = s_.nodes_.find(id);
+    return it == s_.nodes_.end() ? nullptr : &it->second.lazy;
+  }
+  absl::StatusOr<BufferPtr> find_handle(uint64_t handle) const override {
+    auto it = s_.handles_.find(handle);
+    if (it == s_.handles_.end()) {
+      return absl::NotFoundError(absl::StrCat("handle ", handle, " is not a buffer of this session"));
+    }
+    return it->second.buffer;
+  }
+
+ private:
+  const Session& s_;
+};
+
+// Marks the session in use for the duration of a call, so the reaper leaves it alone.
+class Session::BusyGuard {
+ public:
+  explicit BusyGuard(Session& s) : s_(s) {
+    s_.busy_.fetch_add(1);
+    s_.touch();
+  }
+  ~BusyGuard() {
+    s_.touch();
+    s_.busy_.fetch_sub(1);
+  }
+  BusyGuard(const BusyGuard&) = delete;
+  BusyGuard& operator=(const BusyGuard&) = delete;
+
+ private:
+  Session& s_;
+};
+
+Session::Session(std::string id, Engine& engine, const Limits& limits, uint64_t first_handle)
+    : id_(std::move(id)), engine_(engine), limits_(limits), next_handle_(first_handle) {
+  touch();
+}
+
+Session::~Session() { close(); }
+
+absl::Status Session::check_open() const {
+  if (closed_.load()) return absl::NotFoundError(absl::StrCat("session ", id_, " is closed"));
+  return absl::OkStatus();
+}
+
+void Session::bind(const UOpRef& uop, const BufferPtr& buffer) {
+  Binding& b = bindings_[uop.get()];
+  if (b.refs++ == 0) {
+    b.uop = uop;
+    b.buffer = buffer;
+  }
+}
+
+void Session::unbind(const UOp* uop) {
+  auto it = bindings_.find(uop);
+  if (it != bindings_.end() && --it->second.refs == 0) bindings_.erase(it);
+}
+
+void Session::erase_node(uint64_t id) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;
+  if (it->second.realized) unbind(it->second.lazy.get());
+  if (it->second.handle != 0) handles_.erase(it->second.handle);
+  nodes_.erase(it);
+}
+
+uint64_t Session::new_handle(const BufferPtr& buffer, uint64_t node_id, bool from_node) {
+  uint64_t h = next_handle_++;
+  if (h == 0) h = next_handle_++;  // 0 means "no handle" on the wire
+  handles_[h] = HandleEntry{buffer, node_id, from_node};
+  return h;
+}
+
+absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& request,
+                                                     const std::function<bool()>& should_stop,
+                                                     Transfer& transfer) {
+  BusyGuard busy(*this);
+  const Clock::time_point start = Clock::now();
+  std::vector<UOpRef> outputs;
+  std::vector<UOpRef> keep_alive;  // the bound UOps, alive while the engine looks at them
+  Bindings bound;
+  std::vector<uint64_t> added;  // the ids this request defined, undone if the realize fails
+  {
+    std::lock_guard lock(mu_);
+    if (absl::Status s = check_open(); !s.ok()) return s;
+    absl::StatusOr<DecodedNodes> decoded = decode_nodes(request.nodes(), Resolver(*this), engine_, limits_);
+    if (!decoded.ok()) return decoded.status();
+    absl::flat_hash_set<uint64_t> new_ids;
+    for (const DecodedNode& n : decoded->nodes) new_ids.insert(n.id);
+    const auto defined = [&](uint64_t id) { return nodes_.contains(id) || new_ids.contains(id); };
+    for (uint64_t id : request.outputs()) {
+      if (!defined(id)) {
+        return absl::InvalidArgumentError(absl::StrCat("output ", id, " is not defined in this session"));
+      }
+    }
+    for (uint64_t id : request.release_nodes()) {
+      if (!defined(id)) {
+        return absl::NotFoundError(absl::StrCat("release_nodes: node ", id, " is not defined in this session"));
+      }
+    }
+    // Everything checked: commit the nodes.
+    for (DecodedNode& n : decoded->nodes) {
+      added.push_back(n.id);
+      NodeEntry& e = nodes_[n.id];
+      e.lazy = std::move(n.uop);
+      if (n.leaf) {
+        e.realized = std::move(n.leaf);
+        bind(e.lazy, e.realized);
+      }
+    }
+    transfer.upload += decoded->inline_bytes;
+    outputs.reserve(request.outputs_size());
+    for (uint64_t id : request.outputs()) outputs.push_back(nodes_.at(id).lazy);
+    keep_alive.reserve(bindings_.size());
+    bound.reserve(bindings_.size());
+    for (const auto& [ptr, b] : bindings_) {
+      keep_alive.push_back(b.uop);
+      bound.emplace(ptr, b.buffer);
+    }
+  }
+
+  // The engine runs without the session lock: Release, Download and Close stay responsive,
+  // and closing the session stops the realize between kernels.
+  RealizeOptions options;
+  options.should_stop = [this, &should_stop] { return closed_.load() || (should_stop && should_stop()); };
+  absl::StatusOr<RealizeResult> result = engine_.realize(outputs, bound, options);
+  if (!result.ok()) {
+    // A failed request has no effect: the nodes it defined go again, so a retry can resend them.
+    std::lock_guard lock(mu_);
+    for (uint64_t id : added) erase_node(id);
+    return result.status();
+  }
+  if (result->outputs.size() != outputs.size()) {
+    return absl::InternalError(absl::StrCat("engine returned ", result->outputs.size(), " buffers for ",
+                                            outputs.size(), " outputs"));
+  }
+
+  v1::RealizeResponse response;
+  std::lock_guard lock(mu_);
+  if (closed_.load()) return absl::AbortedError(absl::StrCat("session ", id_, " was closed during the realize"));
+  uint64_t inline_budget = limits_.max_inline_bytes;
+  for (int i = 0; i < request.outputs_size(); ++i) {
+    const uint64_t id = request.outputs(i);
+    auto it = nodes_.find(id);
+    if (it == nodes_.end()) {
+      return absl::AbortedError(absl::StrCat("node ", id, " was released while it was being realized"));
+    }
+    NodeEntry& e = it->second;
+    if (!e.realized) {
+      e.realized = result->outputs[i];
+      bind(e.lazy, e.realized);
+    }
+    if (e.handle == 0) e.handle = new_handle(e.realized, id, true);
+    v1::TensorResult* r = response.add_results();
+    r->set_node_id(id);
+    r->set_handle(e.handle);
+    r->set_dtype(to_wire(e.realized->dtype()));
+    for (int64_t d : e.realized->shape()) r->add_shape(d);
+    const uint64_t nbytes = e.realized->nbytes();
+    if (request.want_data() && nbytes <= inline_budget) {
+      r->set_has_data(true);
+      r->set_data(static_cast<const char*>(e.realized->data()), nbytes);
+      inline_budget -= nbytes;
+      transfer.download += nbytes;
+    }
+  }
+  for (uint64_t id : request.release_nodes()) erase_node(id);
+
+  v1::RealizeStats* stats = response.mutable_stats();
+  stats->set_kernels(result->stats.kernels);
+  stats->set_compiled(result->stats.compiled);
+  stats->set_cache_hits(result->stats.cache_hits);
+  stats->set_seconds(std::chrono::duration<double>(Clock::now() - start).count());
+  return response;
+}
+
+absl::Status Session::release(const v1::ReleaseRequest& request) {
+  BusyGuard busy(*this);
+  std::lock_guard lock(mu_);
+  if (absl::Status s = check_open(); !s.ok()) return s;
+  for (uint64_t id : request.node_ids()) {
+    if (!nodes_.contains(id)) return absl::NotFoundError(absl::StrCat("node ", id, " is not defined in this session"));
+  }
+  for (uint64_t h : request.handles()) {
+    if (!handles_.contains(h)) return absl::NotFoundError(absl::StrCat("handle ", h, " is not a buffer of this session"));
+  }
+  for (uint64_t id : request.node_ids()) erase_node(id);
+  for (uint64_t h : request.handles()) {
+    auto it = handles_.find(h);
+    if (it == handles_.end()) continue;  // went with its node above
+    if (it->second.from_node) {
+      if (auto n = nodes_.find(it->second.node_id); n != nodes_.end()) n->second.handle = 0;
+    }
+    handles_.erase(it);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PendingUpload> Session::begin_upload(const v1::UploadHeader& header) {
+  BusyGuard busy(*this);
+  if (absl::Status s = check_open(); !s.ok()) return s;
+  std::optional<DType> dt = from_wire(header.dtype());
+  if (!dt) return absl::InvalidArgumentError("upload header: dtype is required");
+  Shape shape(header.shape().begin(), header.shape().end());
+  if (absl::Status s = check_shape(shape, limits_, "upload shape"); !s.ok()) return s;
+  absl::StatusOr<BufferPtr> buf = engine_.allocate(*dt, std::move(shape));
+  if (!buf.ok()) return buf.status();
+  return PendingUpload(*std::move(buf));
+}
+
+absl::StatusOr<v1::UploadResponse> Session::finish_upload(PendingUpload upload) {
+  BusyGuard busy(*this);
+  const BufferPtr& buf = upload.buffer();
+  if (upload.received() != buf->nbytes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("upload ended after ", upload.received(), " of ", buf->nbytes(), " bytes"));
+  }
+  normalize_bools(buf);
+  std::lock_guard lock(mu_);
+  if (absl::Status s = check_open(); !s.ok()) return s;
+  v1::UploadResponse response;
+  response.set_handle(new_handle(buf, 0, false));
+  response.set_bytes(buf->nbytes());
+  return response;
+}
+
+absl::StatusOr<BufferPtr> Session::buffer(uint64_t handle) const {
+  const_cast<Session*>(this)->touch();
+  std::lock_guard lock(mu_);
+  if (absl::Status s = check_open(); !s.ok()) return s;
+  return Resolver(*this).find_handle(handle);
+}
+
+void Session::close() {
+  closed_.store(true);
+  absl::flat_hash_map<uint64_t, NodeEntry> nodes;
+  absl::flat_hash_map<uint64_t, HandleEntry> handles;
+  absl::flat_hash_map<const UOp*, Binding> bindings;
+  {
+    std::lock_guard lock(mu_);
+    nodes.swap(nodes_);
+    handles.swap(handles_);
+    bindings.swap(bindings_);
+  }
+  // Buffers and graphs are freed here, outside the lock.
+}
+
+bool Session::idle_since(Clock::time_point cutoff) const {
+  return attached_.load() == 0 && busy_.load() == 0 && last_used_.load() < cutoff.time_since_epoch().count();
+}
+
+size_t Session::node_count() const {
+  std::lock_guard lock(mu_);
+  return nodes_.size();
+}
+
+size_t Session::handle_count() const {
+  std::lock_guard lock(mu_);
+  return handles_.size();
+}
+
+// ---- SessionManager ------------------------------------------------------------------------
+
+SessionManager::SessionManager(Engine& engine, const Limits& limits, std::chrono::seconds idle_timeout,
+                               std::chrono::milliseconds reaper_interval, ClosedCallback on_closed)
+    : engine_(engine), limits_(limits), idle_timeout_(idle_timeout), reaper_interval_(reaper_interval),
+      on_closed_(std::move(on_closed)) {
+  if (idle_timeout_.count() > 0) {
+    reaper_ = std::jthread([this](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        {
+          std::unique_lock lock(reaper_mu_);
+          reaper_cv_.wait_for(lock, stop, reaper_interval_, [] { return false; });
+        }
+        if (stop.stop_requested()) break;
+        reap(Clock::now() - idle_timeout_);
+      }
+    });
+  }
+}
+
+SessionManager::~SessionManager() {
+  if (reaper_.joinable()) {
+    reaper_.request_stop();
+    reaper_.join();
+  }
+  close_all("shutdown");
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::create() {
+  std::lock_guard lock(mu_);
+  if (sessions_.size() >= limits_.max_sessions) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("too many sessions: max_sessions (", limits_.max_sessions, ") are open"));
+  }
+  std::string id = new_session_id();
+  // Handles start at a random offset so they are not guessable counters shared across sessions.
+  auto session = std::make_shared<Session>(id, engine_, limits_, (random_u64() >> 2) + 1);
+  sessions_.emplace(std::move(id), session);
+  created_.fetch_add(1);
+  return session;
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::find(std::string_view id) const {
+  std::shared_ptr<Session> s;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(absl::string_view(id.data(), id.size()));
+    if (it != sessions_.end()) s = it->second;
+  }
+  if (!s) return absl::NotFoundError(absl::StrCat("session \"", av(id), "\" not found (closed, expired or never opened)"));
+  s->touch();
+  return s;
+}
+
+absl::Status SessionManager::close(std::string_view id, std::string_view reason) {
+  std::shared_ptr<Session> s;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(absl::string_view(id.data(), id.size()));
+    if (it == sessions_.end()) {
+      return absl::NotFoundError(absl::StrCat("session \"", av(id), "\" not found (closed, expired or never opened)"));
+    }
+    s = std::move(it->second);
+    sessions_.erase(it);
+  }
+  s->close();
+  closed_.fetch_add(1);
+  if (on_closed_) on_closed_(s->id(), reason);
+  return absl::OkStatus();
+}
+
+void SessionManager::close_all(std::string_view reason) {
+  std::vector<std::string> ids;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, s] : sessions_) ids.push_back(id);
+  }
+  for (const std::string& id : ids) (void)close(id, reason);
+}
+
+size_t SessionManager::reap(Clock::time_point cutoff) {
+  std::vector<std::string> expired;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, s] : sessions_) {
+      if (s->idle_since(cutoff)) expired.push_back(id);
+    }
+  }
+  size_t n = 0;
+  for (const std::string& id : expired) n += close(id, "idle timeout").ok() ? 1 : 0;
+  return n;
+}
+
+size_t SessionManager::live() const {
+  std::lock_guard lock(mu_);
+  return sessions_.size();
+}
+
+}  // namespace polygrad::server

@@ -1,0 +1,171 @@
+// Sessions: everything one client holds on the daemon. A session owns a node table (client node
+// id -> lazy UOp and, once realized, its buffer) and a handle table (opaque handle -> buffer).
+// Handles belong to one session: another session's handle is simply NOT_FOUND there. Closing a
+// session (explicitly, by idle expiry or when its stream drops) frees everything it held.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "core/engine/engine.h"
+#include "polygrad/v1/polygrad.pb.h"
+#include "server/decode.h"
+#include "server/options.h"
+
+namespace polygrad::server {
+
+using Clock = std::chrono::steady_clock;
+
+// Byte counts a session operation moved, for the transfer metric.
+struct Transfer {
+  uint64_t upload = 0;
+  uint64_t download = 0;
+};
+
+// An upload being assembled, chunk by chunk, into a buffer allocated from its header.
+class PendingUpload {
+ public:
+  explicit PendingUpload(BufferPtr buffer) : buffer_(std::move(buffer)) {}
+  // Appends the next bytes; INVALID_ARGUMENT when they run past the tensor's size.
+  absl::Status append(std::string_view data);
+  uint64_t received() const { return offset_; }
+  const BufferPtr& buffer() const { return buffer_; }
+
+ private:
+  BufferPtr buffer_;
+  uint64_t offset_ = 0;
+};
+
+class Session {
+ public:
+  Session(std::string id, Engine& engine, const Limits& limits, uint64_t first_handle);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const std::string& id() const { return id_; }
+
+  // Adds the request's nodes (all or none), realizes its outputs, then applies release_nodes.
+  // `should_stop` is polled between kernels (client gone, deadline, shutdown).
+  absl::StatusOr<v1::RealizeResponse> realize(const v1::RealizeRequest& request,
+                                              const std::function<bool()>& should_stop, Transfer& transfer);
+  // Forgets node ids (with the handles given for them) and explicit handles. All or nothing:
+  // an unknown id or handle is NOT_FOUND and nothing is released.
+  absl::Status release(const v1::ReleaseRequest& request);
+
+  // Upload: a buffer from the header (dtype and shape checked against the limits), then the
+  // chunks, then a handle once every byte arrived.
+  absl::StatusOr<PendingUpload> begin_upload(const v1::UploadHeader& header);
+  absl::StatusOr<v1::UploadResponse> finish_upload(PendingUpload upload);
+
+  absl::StatusOr<BufferPtr> buffer(uint64_t handle) const;
+
+  // Frees every node and handle; later calls fail with NOT_FOUND. Idempotent.
+  void close();
+  bool closed() const { return closed_.load(); }
+
+  // Idle-expiry bookkeeping: a session in use (a call running, or a stream attached) never expires.
+  void touch() { last_used_.store(Clock::now().time_since_epoch().count()); }
+  bool idle_since(Clock::time_point cutoff) const;
+  void attach() { attached_.fetch_add(1); }
+  void detach() { attached_.fetch_sub(1); }
+
+  size_t node_count() const;
+  size_t handle_count() const;
+
+ private:
+  struct NodeEntry {
+    UOpRef lazy;
+    BufferPtr realized;   // null until realized; BUFFER leaves are realized from the start
+    uint64_t handle = 0;  // the handle given out for this node's result, 0 when none
+  };
+  struct HandleEntry {
+    BufferPtr buffer;
+    uint64_t node_id = 0;
+    bool from_node = false;
+  };
+  // A realized UOp bound to its buffer. Hash-consing makes equal graphs one UOp, so several
+  // nodes may share a binding: it goes when the last of them does.
+  struct Binding {
+    UOpRef uop;
+    BufferPtr buffer;
+    int refs = 0;
+  };
+  class Resolver;
+  class BusyGuard;
+
+  absl::Status check_open() const;
+  void bind(const UOpRef& uop, const BufferPtr& buffer);
+  void unbind(const UOp* uop);
+  void erase_node(uint64_t id);
+  uint64_t new_handle(const BufferPtr& buffer, uint64_t node_id, bool from_node);
+
+  const std::string id_;
+  Engine& engine_;
+  const Limits& limits_;
+
+  std::atomic<bool> closed_{false};
+  std::atomic<int> attached_{0};
+  std::atomic<int> busy_{0};
+  std::atomic<Clock::rep> last_used_;
+
+  mutable std::mutex mu_;
+  absl::flat_hash_map<uint64_t, NodeEntry> nodes_;
+  absl::flat_hash_map<uint64_t, HandleEntry> handles_;
+  absl::flat_hash_map<const UOp*, Binding> bindings_;
+  uint64_t next_handle_;
+};
+
+// All live sessions, their ids, the max_sessions limit and the idle reaper.
+class SessionManager {
+ public:
+  using ClosedCallback = std::function<void(const std::string& id, std::string_view reason)>;
+
+  SessionManager(Engine& engine, const Limits& limits, std::chrono::seconds idle_timeout,
+                 std::chrono::milliseconds reaper_interval, ClosedCallback on_closed = {});
+  ~SessionManager();  // stops the reaper and closes every session
+
+  absl::StatusOr<std::shared_ptr<Session>> create();
+  // NOT_FOUND naming the id when there is no such live session. Touches the session.
+  absl::StatusOr<std::shared_ptr<Session>> find(std::string_view id) const;
+  absl::Status close(std::string_view id, std::string_view reason = "closed");
+  void close_all(std::string_view reason);
+  // Closes sessions idle since before `cutoff`; returns how many. The reaper calls this.
+  size_t reap(Clock::time_point cutoff);
+
+  size_t live() const;
+  uint64_t created_total() const { return created_.load(); }
+  uint64_t closed_total() const { return closed_.load(); }
+
+ private:
+  Engine& engine_;
+  const Limits& limits_;
+  const std::chrono::seconds idle_timeout_;
+  const std::chrono::milliseconds reaper_interval_;
+  ClosedCallback on_closed_;
+
+  mutable std::mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_;
+  std::atomic<uint64_t> created_{0};
+  std::atomic<uint64_t> closed_{0};
+
+  std::mutex reaper_mu_;
+  std::condition_variable_any reaper_cv_;
+  std::jthread reaper_;  // last: stopped and joined first
+};
+
+// A random 128-bit id as 32 hex digits.
+std::string new_session_id();
+
+}  // namespace polygrad::server

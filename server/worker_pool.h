@@ -1,0 +1,34 @@
+// A small fixed pool of threads for heavy request work (realize), so gRPC's callback threads
+// never block on a compile or a kernel. Tasks run in submission order; the destructor finishes
+// the queued tasks, then joins.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace polygrad::server {
+
+class WorkerPool {
+ public:
+  explicit WorkerPool(unsigned threads);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  void submit(std::function<void()> task);
+  size_t queued() const;
+
+ private:
+  void run(std::stop_token stop);
+
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::jthread> threads_;  // last: joined before the queue goes
+};
+
+}  // namespace polygrad::server

@@ -1,0 +1,808 @@
+// The daemon in-process on ephemeral ports, driven through the generated C++ stub.
+// Sorted by intent: correctness, then errors and limits, then lifecycle (sessions, streams,
+// health, metrics).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <grpcpp/generic/generic_stub.h>
+
+#include "core/runtime/buffer.h"
+#include "server/server.h"
+#include "test_util.h"
+
+namespace polygrad::server {
+namespace {
+
+using namespace polygrad::server::testing;  // NOLINT
+namespace fs = std::filesystem;
+
+// Captured log lines (the tests check that errors are logged with method and session).
+struct LogCapture {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  LogSink sink() {
+    return [this](std::string_view l) {
+      std::lock_guard lock(mu);
+      lines.emplace_back(l);
+    };
+  }
+  bool contains_all(std::initializer_list<std::string_view> parts) {
+    std::lock_guard lock(mu);
+    for (const std::string& l : lines) {
+      bool all = true;
+      for (std::string_view p : parts) all = all && l.find(p) != std::string::npos;
+      if (all) return true;
+    }
+    return false;
+  }
+};
+
+fs::path make_temp_dir() {
+  std::string tmpl = (fs::temp_directory_path() / "polygrad-server-test-XXXXXX").string();
+  char* dir = mkdtemp(tmpl.data());
+  if (dir == nullptr) throw std::runtime_error("mkdtemp failed");
+  return fs::path(dir);
+}
+
+ServerOptions test_options(const fs::path& dir, LogCapture* logs) {
+  ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.unix_socket.clear();
+  o.metrics_listen.clear();
+  o.cache_dir = dir / "cache";
+  o.log_level = LogLevel::Debug;
+  o.log_sink = logs != nullptr ? logs->sink() : [](std::string_view) {};
+  return o;
+}
+
+// One daemon with metrics for the whole binary: prometheus-cpp's Exposer takes ~2 s to stop.
+class SharedServer : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    dir_ = make_temp_dir();
+    ServerOptions o = test_options(dir_, &logs_);
+    o.metrics_listen = "127.0.0.1:0";
+    o.unix_socket = (dir_ / "polygradd.sock").string();
+    absl::StatusOr<std::unique_ptr<Server>> s = Server::start(std::move(o));
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+  void TearDown() override {
+    server_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  static Server& server() { return *server_; }
+  static LogCapture& logs() { return logs_; }
+
+ private:
+  static inline std::unique_ptr<Server> server_;
+  static inline LogCapture logs_;
+  fs::path dir_;
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new SharedServer);
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(&SharedServer::server(), nullptr);
+    stub_ = make_stub(SharedServer::server().tcp_address());
+  }
+
+  std::string create_session() {
+    grpc::ClientContext ctx;
+    v1::CreateSessionRequest req;
+    v1::CreateSessionResponse resp;
+    grpc::Status s = stub_->CreateSession(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(resp.session_id().size(), 32u);
+    return resp.session_id();
+  }
+
+  grpc::Status close_session(const std::string& id) {
+    grpc::ClientContext ctx;
+    v1::CloseSessionRequest req;
+    req.set_session_id(id);
+    v1::CloseSessionResponse resp;
+    return stub_->CloseSession(&ctx, req, &resp);
+  }
+
+  grpc::Status realize(const std::string& session, std::vector<v1::Node> nodes, std::vector<uint64_t> outputs,
+                       v1::RealizeResponse* resp, bool want_data = true) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::RealizeRequest req;
+    req.set_session_id(session);
+    for (v1::Node& n : nodes) *req.add_nodes() = std::move(n);
+    for (uint64_t o : outputs) req.add_outputs(o);
+    req.set_want_data(want_data);
+    return stub_->Realize(&ctx, req, resp);
+  }
+
+  grpc::Status release(const std::string& session, std::vector<uint64_t> nodes, std::vector<uint64_t> handles) {
+    grpc::ClientContext ctx;
+    v1::ReleaseRequest req;
+    req.set_session_id(session);
+    for (uint64_t n : nodes) req.add_node_ids(n);
+    for (uint64_t h : handles) req.add_handles(h);
+    v1::ReleaseResponse resp;
+    return stub_->Release(&ctx, req, &resp);
+  }
+
+  grpc::Status upload(const std::string& session, v1::DType dtype, std::vector<int64_t> shape, const std::string& data,
+                      size_t chunk, v1::UploadResponse* resp) {
+    grpc::ClientContext ctx;
+    auto writer = stub_->Upload(&ctx, resp);
+    size_t offset = 0;
+    bool first = true;
+    while (first || offset < data.size()) {
+      v1::UploadChunk c;
+      if (first) {
+        c.mutable_header()->set_session_id(session);
+        c.mutable_header()->set_dtype(dtype);
+        for (int64_t d : shape) c.mutable_header()->add_shape(d);
+        first = false;
+      }
+      const size_t n = std::min(chunk, data.size() - offset);
+      c.set_data(data.substr(offset, n));
+      offset += n;
+      if (!writer->Write(c)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  grpc::Status download(const std::string& session, uint64_t handle, uint64_t chunk_bytes, std::string* data,
+                        std::vector<v1::DownloadChunk>* chunks = nullptr) {
+    grpc::ClientContext ctx;
+    v1::DownloadRequest req;
+    req.set_session_id(session);
+    req.set_handle(handle);
+    req.set_chunk_bytes(chunk_bytes);
+    auto reader = stub_->Download(&ctx, req);
+    v1::DownloadChunk c;
+    while (reader->Read(&c)) {
+      EXPECT_EQ(c.offset(), data->size());
+      data->append(c.data());
+      if (chunks != nullptr) chunks->push_back(c);
+    }
+    return reader->Finish();
+  }
+
+  static std::vector<float> iota_floats(size_t n, float start = 1.0f) {
+    std::vector<float> v(n);
+    std::iota(v.begin(), v.end(), start);
+    return v;
+  }
+
+  std::unique_ptr<v1::Polygrad::Stub> stub_;
+};
+
+// Waits up to 5 s for `pred`.
+template <typename Pred>
+bool eventually(Pred pred) {
+  for (int i = 0; i < 500; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+#define EXPECT_CODE(status, code_) \
+  EXPECT_EQ((status).error_code(), grpc::StatusCode::code_) << (status).error_message()
+
+// ---- correctness ----------------------------------------------------------------------------
+
+TEST_F(ServerTest, GetInfoReportsVersionDevicesAndLimits) {
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  ASSERT_TRUE(stub_->GetInfo(&ctx, v1::GetInfoRequest(), &info).ok());
+  EXPECT_EQ(info.version(), std::string(version()));
+  ASSERT_GE(info.devices_size(), 1);
+  EXPECT_EQ(info.devices(0).name(), "CPU");
+  EXPECT_EQ(info.max_inline_bytes(), 1u << 20);
+  EXPECT_EQ(info.max_rank(), 16u);
+  EXPECT_EQ(info.max_nodes_per_request(), 100000u);
+  EXPECT_EQ(info.max_elements(), uint64_t{1} << 31);
+  EXPECT_EQ(info.chunk_bytes(), 1u << 20);
+}
+
+TEST_F(ServerTest, RealizeBufferPlusConstReduceSum) {
+  const std::string sid = create_session();
+  const std::vector<float> x = iota_floats(6);  // [[1,2,3],[4,5,6]]
+  v1::RealizeResponse resp;
+  grpc::Status s = realize(sid,
+                           {inline_buffer(1, v1::FLOAT32, {2, 3}, bytes_of(x)), float_const(2, 0.5, {2, 3}),
+                            op(3, v1::ADD, {1, 2}, v1::FLOAT32), reduce(4, v1::REDUCE_SUM, 3, {1})},
+                           {4, 3}, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(resp.results_size(), 2);
+  const v1::TensorResult& sum = resp.results(0);
+  EXPECT_EQ(sum.node_id(), 4u);
+  EXPECT_NE(sum.handle(), 0u);
+  EXPECT_EQ(sum.dtype(), v1::FLOAT32);
+  EXPECT_EQ(std::vector<int64_t>(sum.shape().begin(), sum.shape().end()), (std::vector<int64_t>{2, 1}));
+  ASSERT_TRUE(sum.has_data());
+  std::vector<float> got = values_of<float>(sum.data());
+  std::vector<float> want = {0, 0};
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < 3; ++c) want[r] += x[r * 3 + c] + 0.5f;
+  }
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_FLOAT_EQ(got[0], want[0]);
+  EXPECT_FLOAT_EQ(got[1], want[1]);
+  std::vector<float> added = values_of<float>(resp.results(1).data());
+  ASSERT_EQ(added.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(added[i], x[i] + 0.5f);
+  EXPECT_GE(resp.stats().seconds(), 0.0);
+
+  // A later request builds on the realized node and on a handle.
+  v1::RealizeResponse more;
+  s = realize(sid, {op(5, v1::MUL, {4, 4}), handle_buffer(6, sum.handle()), op(7, v1::SUB, {5, 6})}, {7}, &more);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::vector<float> got7 = values_of<float>(more.results(0).data());
+  ASSERT_EQ(got7.size(), 2u);
+  EXPECT_FLOAT_EQ(got7[0], want[0] * want[0] - want[0]);
+  EXPECT_FLOAT_EQ(got7[1], want[1] * want[1] - want[1]);
+
+  // The handle downloads the same bytes.
+  std::string data;
+  ASSERT_TRUE(download(sid, sum.handle(), 0, &data).ok());
+  EXPECT_EQ(data, sum.data());
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+TEST_F(ServerTest, MovementAndWhereOps) {
+  const std::string sid = create_session();
+  const std::vector<float> x = iota_floats(6, -2.0f);  // -2..3
+  v1::Node perm = op(3, v1::PERMUTE, {2});
+  perm.mutable_axes()->add_axes(1);
+  perm.mutable_axes()->add_axes(0);
+  v1::RealizeResponse resp;
+  grpc::Status s = realize(sid,
+                           {inline_buffer(1, v1::FLOAT32, {6}, bytes_of(x)), reshape(2, 1, {2, 3}), perm,
+                            float_const(4, 0.0, {3, 2}), op(5, v1::CMPLT, {4, 3}, v1::BOOL),
+                            op(6, v1::WHERE, {5, 3, 4})},
+                           {6}, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::vector<float> got = values_of<float>(resp.results(0).data());
+  // permuted [[-2,1],[-1,2],[0,3]] with negatives zeroed
+  std::vector<float> want = {0, 1, 0, 2, 0, 3};
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+TEST_F(ServerTest, LargeResultIsNotInlined) {
+  const std::string sid = create_session();
+  v1::RealizeResponse resp;
+  ASSERT_TRUE(realize(sid, {float_const(1, 1.0, {300000}), op(2, v1::NEG, {1})}, {2}, &resp).ok());
+  ASSERT_EQ(resp.results_size(), 1);
+  EXPECT_FALSE(resp.results(0).has_data());
+  std::string data;
+  ASSERT_TRUE(download(sid, resp.results(0).handle(), 0, &data).ok());
+  std::vector<float> v = values_of<float>(data);
+  ASSERT_EQ(v.size(), 300000u);
+  EXPECT_TRUE(std::all_of(v.begin(), v.end(), [](float f) { return f == -1.0f; }));
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+TEST_F(ServerTest, UploadAndDownloadFiveMiBInChunks) {
+  const std::string sid = create_session();
+  const size_t n = (5u << 20) / 4;
+  std::vector<int32_t> values(n);
+  for (size_t i = 0; i < n; ++i) values[i] = static_cast<int32_t>((i * 7919u) % 1000003u);
+  const std::string bytes = bytes_of(values);
+  v1::UploadResponse up;
+  grpc::Status s = upload(sid, v1::INT32, {static_cast<int64_t>(n)}, bytes, 700 * 1024, &up);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(up.bytes(), bytes.size());
+
+  std::string back;
+  std::vector<v1::DownloadChunk> chunks;
+  s = download(sid, up.handle(), 0, &back, &chunks);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(back == bytes) << "downloaded bytes differ";
+  ASSERT_EQ(chunks.size(), 5u);  // 1 MiB default chunks
+  EXPECT_EQ(chunks[0].dtype(), v1::INT32);
+  EXPECT_EQ(chunks[0].shape_size(), 1);
+  EXPECT_TRUE(chunks.back().last());
+  EXPECT_FALSE(chunks[0].last());
+
+  // The uploaded handle feeds a graph.
+  v1::RealizeResponse resp;
+  s = realize(sid, {handle_buffer(1, up.handle(), v1::INT32), reduce(2, v1::REDUCE_MAX, 1, {0})}, {2}, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::vector<int32_t> mx = values_of<int32_t>(resp.results(0).data());
+  ASSERT_EQ(mx.size(), 1u);
+  EXPECT_EQ(mx[0], *std::max_element(values.begin(), values.end()));
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+// ---- errors and limits ----------------------------------------------------------------------
+
+TEST_F(ServerTest, UnknownSourceIsInvalidArgumentAndSessionStaysUsable) {
+  const std::string sid = create_session();
+  v1::RealizeResponse resp;
+  // Node 10 is fine, node 11 is not: the request adds neither.
+  grpc::Status s = realize(sid, {float_const(10, 1.0, {2}), op(11, v1::ADD, {10, 99})}, {11}, &resp);
+  EXPECT_CODE(s, INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node 11 (ADD)"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("99"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(SharedServer::logs().contains_all({"request failed", "method=Realize", sid}));
+
+  s = realize(sid, {float_const(10, 1.0, {2}), op(11, v1::ADD, {10, 10})}, {11}, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(values_of<float>(resp.results(0).data()), (std::vector<float>{2, 2}));
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+TEST_F(ServerTest, MalformedNodesNameIdAndOp) {
+  const std::string sid = create_session();
+  v1::RealizeResponse resp;
+  ASSERT_TRUE(realize(sid, {float_const(1, 1.0, {2})}, {1}, &resp).ok());
+
+  grpc::Status s = realize(sid, {float_const(1, 2.0, {2})}, {1}, &resp);  // duplicate id
+  EXPECT_CODE(s, INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node 1 (CONST)"), std::string::npos) << s.error_message();
+
+  v1::Node bad_arg = op(2, v1::RESHAPE, {1});
+  bad_arg.mutable_axes()->add_axes(0);
+  s = realize(sid, {bad_arg}, {2}, &resp);
+  EXPECT_CODE(s, INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node 2 (RESHAPE): expects arg shape"), std::string::npos) << s.error_message();
+
+  v1::Node unknown = op(3, static_cast<v1::Op>(999), {1});
+  s = realize(sid, {unknown}, {3}, &resp);
+  EXPECT_CODE(s, INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node 3: unknown op 999"), std::string::npos) << s.error_message();
+
+  s = realize(sid, {op(4, v1::NEG, {1, 1})}, {4}, &resp);  // arity
+  EXPECT_CODE(s, INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node 4 (NEG)"), std::string::npos) << s.error_message();
+
+  s = realize(sid, {inline_buffer(5, v1::FLOAT32, {3}, std::string(8, '\0'))}, {5}, &resp);  // size mismatch
+  EXPECT_CODE(s, INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node 5 (BUFFER)"), std::string::npos) << s.error_message();
+
+  s = realize(sid, {}, {12345}, &resp);
+  EXPECT_CODE(s, INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("12345"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+TEST_F(ServerTest, DTypeMismatches) {
+  const std::string sid = create_session();
+  v1::RealizeResponse resp;
+  // Stated dtype differs from the derived one.
+  grpc::Status s = realize(sid, {float_const(1, 1.0, {2}), op(2, v1::ADD, {1, 1}, v1::INT32)}, {2}, &resp);
+  EXPECT_CODE(s, INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node 2 (ADD)"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("INT32"), std::string::npos) << s.error_message();
+  // Sources of different dtypes (core's own check), still named by node.
+  v1::Node i = float_const(4, 1.0, {2}, v1::INT32);
+  s = realize(sid, {float_const(3, 1.0, {2}), i, op(5, v1::ADD, {3, 4})}, {5}, &resp);
+  EXPECT_CODE(s, INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node 5 (ADD)"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+TEST_F(ServerTest, LimitsAreResourceExhaustedNamingTheLimit) {
+  const std::string sid = create_session();
+  v1::RealizeResponse resp;
+  grpc::Status s = realize(sid, {float_const(1, 1.0, std::vector<int64_t>(17, 1))}, {1}, &resp);
+  EXPECT_CODE(s, RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("max_rank (16)"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("node 1 (CONST)"), std::string::npos) << s.error_message();
+
+  s = realize(sid, {float_const(2, 1.0, {1 << 20, 1 << 12})}, {2}, &resp);
+  EXPECT_CODE(s, RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("max_elements"), std::string::npos) << s.error_message();
+
+  const size_t too_many = (1u << 20) / 4 + 1;
+  s = realize(sid, {inline_buffer(3, v1::FLOAT32, {static_cast<int64_t>(too_many)}, std::string(too_many * 4, '\0'))},
+              {3}, &resp);
+  EXPECT_CODE(s, RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("max_inline_bytes"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+TEST_F(ServerTest, HandlesBelongToOneSession) {
+  const std::string a = create_session();
+  const std::string b = create_session();
+  v1::RealizeResponse resp;
+  ASSERT_TRUE(realize(a, {float_const(1, 3.0, {2}), op(2, v1::NEG, {1})}, {2}, &resp).ok());
+  const uint64_t h = resp.results(0).handle();
+
+  grpc::Status s = realize(a, {handle_buffer(3, h + 1000)}, {3}, &resp);
+  EXPECT_CODE(s, NOT_FOUND);
+  EXPECT_NE(s.error_message().find(std::to_string(h + 1000)), std::string::npos) << s.error_message();
+
+  s = realize(b, {handle_buffer(3, h)}, {3}, &resp);
+  EXPECT_CODE(s, NOT_FOUND);
+  std::string data;
+  EXPECT_CODE(download(b, h, 0, &data), NOT_FOUND);
+  EXPECT_TRUE(download(a, h, 0, &data).ok());
+  EXPECT_TRUE(close_session(a).ok());
+  EXPECT_TRUE(close_session(b).ok());
+}
+
+TEST_F(ServerTest, ReleaseThenUseFails) {
+  const std::string sid = create_session();
+  v1::RealizeResponse resp;
+  ASSERT_TRUE(realize(sid, {float_const(1, 3.0, {4}), op(2, v1::SQRT, {1})}, {2}, &resp).ok());
+  const uint64_t h = resp.results(0).handle();
+  ASSERT_TRUE(release(sid, {2}, {}).ok());
+  grpc::Status s = realize(sid, {op(3, v1::NEG, {2})}, {3}, &resp);
+  EXPECT_CODE(s, INVALID_ARGUMENT);
+  std::string data;
+  EXPECT_CODE(download(sid, h, 0, &data), NOT_FOUND);
+  EXPECT_CODE(release(sid, {2}, {}), NOT_FOUND);
+  EXPECT_CODE(release(sid, {}, {h}), NOT_FOUND);
+  // release_nodes piggy-backed on a realize: node 1 goes after the realize.
+  v1::RealizeRequest req;
+  req.set_session_id(sid);
+  *req.add_nodes() = op(4, v1::NEG, {1});
+  req.add_outputs(4);
+  req.add_release_nodes(1);
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->Realize(&ctx, req, &resp).ok());
+  EXPECT_CODE(realize(sid, {op(5, v1::NEG, {1})}, {5}, &resp), INVALID_ARGUMENT);
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+TEST_F(ServerTest, UploadErrors) {
+  const std::string sid = create_session();
+  v1::UploadResponse up;
+  EXPECT_CODE(upload(sid, v1::FLOAT32, {4}, std::string(12, 'x'), 8, &up), INVALID_ARGUMENT);  // short
+  EXPECT_CODE(upload(sid, v1::FLOAT32, {4}, std::string(20, 'x'), 8, &up), INVALID_ARGUMENT);  // long
+  EXPECT_CODE(upload("nope", v1::FLOAT32, {4}, std::string(16, 'x'), 8, &up), NOT_FOUND);
+  EXPECT_CODE(upload(sid, v1::FLOAT32, std::vector<int64_t>(17, 1), std::string(4, 'x'), 8, &up), RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+// ---- lifecycle ------------------------------------------------------------------------------
+
+TEST_F(ServerTest, CloseSessionFreesBuffers) {
+  ASSERT_TRUE(eventually([] { return SharedServer::server().sessions().live() == 0; }));
+  const int64_t baseline = Buffer::live_count();
+  const std::string sid = create_session();
+  v1::UploadResponse up;
+  ASSERT_TRUE(upload(sid, v1::FLOAT32, {1024}, std::string(4096, '\1'), 1000, &up).ok());
+  v1::RealizeResponse resp;
+  ASSERT_TRUE(realize(sid, {handle_buffer(1, up.handle()), op(2, v1::NEG, {1})}, {2}, &resp).ok());
+  EXPECT_GT(Buffer::live_count(), baseline);
+  ASSERT_TRUE(close_session(sid).ok());
+  EXPECT_EQ(Buffer::live_count(), baseline);
+  EXPECT_CODE(realize(sid, {float_const(3, 1.0, {1})}, {3}, &resp), NOT_FOUND);
+  EXPECT_CODE(close_session(sid), NOT_FOUND);
+}
+
+TEST_F(ServerTest, ExecuteStream) {
+  ASSERT_TRUE(eventually([] { return SharedServer::server().sessions().live() == 0; }));
+  const int64_t baseline = Buffer::live_count();
+  grpc::ClientContext ctx;
+  auto stream = stub_->Execute(&ctx);
+  v1::ExecuteRequest req;
+  v1::ExecuteResponse resp;
+
+  // A command before open fails, and the stream stays usable.
+  req.set_request_id(1);
+  req.mutable_release();
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(resp.request_id(), 1u);
+  ASSERT_TRUE(resp.has_error());
+  EXPECT_EQ(resp.error().code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+
+  req.Clear();
+  req.set_request_id(2);
+  req.mutable_open();
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  ASSERT_TRUE(resp.has_opened()) << resp.DebugString();
+  const std::string sid = resp.opened().session_id();
+  EXPECT_EQ(SharedServer::server().sessions().live(), 1u);
+
+  // Upload in two chunks.
+  const std::vector<float> x = iota_floats(1000);
+  const std::string bytes = bytes_of(x);
+  for (int part = 0; part < 2; ++part) {
+    req.Clear();
+    req.set_request_id(3);
+    v1::UploadChunk* c = req.mutable_upload();
+    c->set_upload_id(77);
+    if (part == 0) {
+      c->mutable_header()->set_dtype(v1::FLOAT32);
+      c->mutable_header()->add_shape(1000);
+    }
+    c->set_data(bytes.substr(part * 2000, 2000));
+    c->set_last(part == 1);
+    ASSERT_TRUE(stream->Write(req));
+  }
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(resp.request_id(), 3u);
+  ASSERT_TRUE(resp.has_uploaded()) << resp.DebugString();
+  const uint64_t handle = resp.uploaded().handle();
+
+  // Realize on the uploaded handle.
+  req.Clear();
+  req.set_request_id(4);
+  v1::RealizeRequest* r = req.mutable_realize();
+  *r->add_nodes() = handle_buffer(1, handle);
+  *r->add_nodes() = reduce(2, v1::REDUCE_SUM, 1, {0});
+  r->add_outputs(2);
+  r->set_want_data(true);
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(resp.request_id(), 4u);
+  ASSERT_TRUE(resp.has_realized()) << resp.DebugString();
+  std::vector<float> sum = values_of<float>(resp.realized().results(0).data());
+  ASSERT_EQ(sum.size(), 1u);
+  EXPECT_FLOAT_EQ(sum[0], 500500.0f);
+
+  // A failing command answers with an error and the stream goes on.
+  req.Clear();
+  req.set_request_id(5);
+  *req.mutable_realize()->add_nodes() = op(3, v1::ADD, {1, 42});
+  req.mutable_realize()->add_outputs(3);
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(resp.request_id(), 5u);
+  ASSERT_TRUE(resp.has_error());
+  EXPECT_EQ(resp.error().code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_NE(resp.error().message().find("node 3 (ADD)"), std::string::npos) << resp.error().message();
+
+  // Download in small chunks, all answering request 6.
+  req.Clear();
+  req.set_request_id(6);
+  req.mutable_download()->set_handle(handle);
+  req.mutable_download()->set_chunk_bytes(1500);
+  ASSERT_TRUE(stream->Write(req));
+  std::string back;
+  int pieces = 0;
+  do {
+    ASSERT_TRUE(stream->Read(&resp));
+    EXPECT_EQ(resp.request_id(), 6u);
+    ASSERT_TRUE(resp.has_chunk()) << resp.DebugString();
+    EXPECT_EQ(resp.chunk().offset(), back.size());
+    back += resp.chunk().data();
+    ++pieces;
+  } while (!resp.chunk().last());
+  EXPECT_EQ(pieces, 3);
+  EXPECT_TRUE(back == bytes);
+  EXPECT_GT(Buffer::live_count(), baseline);
+
+  // Dropping the stream closes the session it opened and frees its buffers.
+  ctx.TryCancel();
+  stream->Finish();
+  EXPECT_TRUE(eventually([] { return SharedServer::server().sessions().live() == 0; }));
+  EXPECT_TRUE(eventually([&] { return Buffer::live_count() == baseline; }))
+      << Buffer::live_count() << " live buffers, baseline " << baseline;
+  EXPECT_CODE(close_session(sid), NOT_FOUND);
+}
+
+TEST_F(ServerTest, ExecuteAttachLeavesSessionOpen) {
+  const std::string sid = create_session();
+  {
+    grpc::ClientContext ctx;
+    auto stream = stub_->Execute(&ctx);
+    v1::ExecuteRequest req;
+    req.set_request_id(1);
+    req.mutable_open()->set_attach_session_id(sid);
+    ASSERT_TRUE(stream->Write(req));
+    v1::ExecuteResponse resp;
+    ASSERT_TRUE(stream->Read(&resp));
+    ASSERT_TRUE(resp.has_opened());
+    EXPECT_EQ(resp.opened().session_id(), sid);
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+  EXPECT_TRUE(close_session(sid).ok());  // still there: the stream only attached
+
+  // Closing through the stream.
+  grpc::ClientContext ctx;
+  auto stream = stub_->Execute(&ctx);
+  v1::ExecuteRequest req;
+  v1::ExecuteResponse resp;
+  req.set_request_id(1);
+  req.mutable_open();
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  const std::string owned = resp.opened().session_id();
+  req.Clear();
+  req.set_request_id(2);
+  req.mutable_close();
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_TRUE(resp.has_closed()) << resp.DebugString();
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_CODE(close_session(owned), NOT_FOUND);
+}
+
+TEST_F(ServerTest, HealthIsServing) {
+  grpc::GenericStub generic(grpc::CreateChannel(SharedServer::server().tcp_address(), grpc::InsecureChannelCredentials()));
+  for (std::string service : {std::string(), std::string("polygrad.v1.Polygrad")}) {
+    // HealthCheckRequest{service = 1}, encoded by hand: no health stubs are packaged.
+    std::string request;
+    if (!service.empty()) request = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
+    grpc::Slice slice(request);
+    grpc::ByteBuffer req(&slice, 1);
+    grpc::ByteBuffer resp;
+    grpc::ClientContext ctx;
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &req, &resp,
+                      [&](grpc::Status s) { done.set_value(s); });
+    grpc::Status s = done.get_future().get();
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(resp.Dump(&slices).ok());
+    std::string bytes;
+    for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+    EXPECT_EQ(bytes, std::string("\x08\x01", 2)) << "status is not SERVING for \"" << service << "\"";
+  }
+}
+
+TEST_F(ServerTest, UnixSocketServes) {
+  auto stub = make_stub("unix:" + SharedServer::server().unix_socket());
+  grpc::ClientContext ctx;
+  v1::ServerInfo info;
+  grpc::Status s = stub->GetInfo(&ctx, v1::GetInfoRequest(), &info);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(info.version(), std::string(version()));
+}
+
+std::string http_get(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return {};
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return out;
+}
+
+TEST_F(ServerTest, MetricsEndpoint) {
+  // Make sure at least one realize (and so one kernel-cache lookup) happened.
+  const std::string sid = create_session();
+  v1::RealizeResponse resp;
+  ASSERT_TRUE(realize(sid, {float_const(1, 2.0, {8}), op(2, v1::EXP2, {1})}, {2}, &resp).ok());
+  ASSERT_TRUE(close_session(sid).ok());
+
+  const int port = SharedServer::server().metrics_port();
+  ASSERT_GT(port, 0);
+  const std::string text = http_get(port, "/metrics");
+  ASSERT_NE(text.find("200 OK"), std::string::npos) << text.substr(0, 200);
+  // A non-zero OK count for CreateSession.
+  const std::string series = "polygradd_requests_total{code=\"OK\",method=\"CreateSession\"} ";
+  size_t at = text.find(series);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_GT(std::stod(text.substr(at + series.size())), 0.0);
+  for (const char* name : {"polygradd_kernel_cache_lookups_total{result=\"miss\"}",
+                           "polygradd_kernel_cache_lookups_total{result=\"memory_hit\"}",
+                           "polygradd_request_duration_seconds_bucket", "polygradd_sessions ",
+                           "polygradd_sessions_created_total ", "polygradd_buffers ", "polygradd_buffer_bytes ",
+                           "polygradd_transfer_bytes_total{direction=\"upload\"}", "polygradd_build_info{version=",
+                           "polygradd_compile_duration_seconds", "polygradd_kernel_duration_seconds"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << "missing " << name;
+  }
+  // Exactly the cache lookups the engine reported.
+  const std::string rendered = SharedServer::server().metrics().render();
+  EXPECT_NE(rendered.find("polygradd_kernel_cache_lookups_total"), std::string::npos);
+}
+
+// Servers of their own (no metrics endpoint) for limits that shape the whole daemon.
+class OwnServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = make_temp_dir(); }
+  void TearDown() override {
+    server_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  void start(ServerOptions o) {
+    absl::StatusOr<std::unique_ptr<Server>> s = Server::start(std::move(o));
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    stub_ = make_stub(server_->tcp_address());
+  }
+  grpc::Status create(std::string* id) {
+    grpc::ClientContext ctx;
+    v1::CreateSessionResponse resp;
+    grpc::Status s = stub_->CreateSession(&ctx, v1::CreateSessionRequest(), &resp);
+    *id = resp.session_id();
+    return s;
+  }
+  fs::path dir_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<v1::Polygrad::Stub> stub_;
+};
+
+TEST_F(OwnServerTest, MaxSessions) {
+  ServerOptions o = test_options(dir_, nullptr);
+  o.limits.max_sessions = 2;
+  start(std::move(o));
+  std::string a, b, c;
+  ASSERT_TRUE(create(&a).ok());
+  ASSERT_TRUE(create(&b).ok());
+  grpc::Status s = create(&c);
+  EXPECT_CODE(s, RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("max_sessions (2)"), std::string::npos) << s.error_message();
+}
+
+TEST_F(OwnServerTest, IdleSessionsExpire) {
+  ServerOptions o = test_options(dir_, nullptr);
+  o.session_idle_timeout = std::chrono::seconds(1);
+  o.reaper_interval = std::chrono::milliseconds(50);
+  start(std::move(o));
+  const int64_t baseline = Buffer::live_count();
+  std::string id;
+  ASSERT_TRUE(create(&id).ok());
+  grpc::ClientContext ctx;
+  v1::UploadResponse up;
+  auto writer = stub_->Upload(&ctx, &up);
+  v1::UploadChunk chunk;
+  chunk.mutable_header()->set_session_id(id);
+  chunk.mutable_header()->set_dtype(v1::UINT8);
+  chunk.mutable_header()->add_shape(3);
+  chunk.set_data("abc");
+  ASSERT_TRUE(writer->Write(chunk));
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_GT(Buffer::live_count(), baseline);
+  EXPECT_EQ(server_->sessions().live(), 1u);
+  EXPECT_TRUE(eventually([&] { return server_->sessions().live() == 0; }));
+  EXPECT_EQ(Buffer::live_count(), baseline);
+  grpc::ClientContext ctx2;
+  v1::ReleaseRequest rel;
+  rel.set_session_id(id);
+  v1::ReleaseResponse rr;
+  EXPECT_CODE(stub_->Release(&ctx2, rel, &rr), NOT_FOUND);
+}
+
+TEST_F(OwnServerTest, RefusesNonLoopbackWithoutFlag) {
+  ServerOptions o = test_options(dir_, nullptr);
+  o.listen = "0.0.0.0:0";
+  absl::StatusOr<std::unique_ptr<Server>> s = Server::start(std::move(o));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("loopback"), absl::string_view::npos) << s.status();
+}
+
+TEST_F(OwnServerTest, GracefulShutdownStopsServing) {
+  start(test_options(dir_, nullptr));
+  std::string id;
+  ASSERT_TRUE(create(&id).ok());
+  server_->shutdown(std::chrono::milliseconds(200));
+  EXPECT_EQ(server_->sessions().live(), 0u);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::ServerInfo info;
+  EXPECT_FALSE(stub_->GetInfo(&ctx, v1::GetInfoRequest(), &info).ok());
+}
+
+}  // namespace
+}  // namespace polygrad::server

@@ -1,0 +1,86 @@
+// Helpers for the server tests: building wire nodes and talking to an in-process daemon.
+#pragma once
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "polygrad/v1/polygrad.grpc.pb.h"
+
+namespace polygrad::server::testing {
+
+namespace v1 = ::polygrad::v1;
+
+template <typename T>
+std::string bytes_of(const std::vector<T>& values) {
+  std::string out(values.size() * sizeof(T), '\0');
+  if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+template <typename T>
+std::vector<T> values_of(const std::string& bytes) {
+  std::vector<T> out(bytes.size() / sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+inline v1::Node inline_buffer(uint64_t id, v1::DType dtype, std::vector<int64_t> shape, std::string data) {
+  v1::Node n;
+  n.set_id(id);
+  n.set_op(v1::BUFFER);
+  n.set_dtype(dtype);
+  for (int64_t d : shape) n.mutable_buffer()->add_shape(d);
+  n.mutable_buffer()->set_data(std::move(data));
+  return n;
+}
+
+inline v1::Node handle_buffer(uint64_t id, uint64_t handle, v1::DType dtype = v1::DTYPE_UNSPECIFIED) {
+  v1::Node n;
+  n.set_id(id);
+  n.set_op(v1::BUFFER);
+  n.set_dtype(dtype);
+  n.mutable_buffer()->set_handle(handle);
+  return n;
+}
+
+inline v1::Node float_const(uint64_t id, double value, std::vector<int64_t> shape, v1::DType dtype = v1::FLOAT32) {
+  v1::Node n;
+  n.set_id(id);
+  n.set_op(v1::CONST);
+  n.set_dtype(dtype);
+  n.mutable_constant()->set_float_value(value);
+  for (int64_t d : shape) n.mutable_constant()->add_shape(d);
+  return n;
+}
+
+inline v1::Node op(uint64_t id, v1::Op o, std::vector<uint64_t> src, v1::DType dtype = v1::DTYPE_UNSPECIFIED) {
+  v1::Node n;
+  n.set_id(id);
+  n.set_op(o);
+  n.set_dtype(dtype);
+  for (uint64_t s : src) n.add_src(s);
+  return n;
+}
+
+inline v1::Node reduce(uint64_t id, v1::Op o, uint64_t src, std::vector<int64_t> axes) {
+  v1::Node n = op(id, o, {src});
+  for (int64_t a : axes) n.mutable_axes()->add_axes(a);
+  return n;
+}
+
+inline v1::Node reshape(uint64_t id, uint64_t src, std::vector<int64_t> shape) {
+  v1::Node n = op(id, v1::RESHAPE, {src});
+  for (int64_t d : shape) n.mutable_shape()->add_dims(d);
+  return n;
+}
+
+inline std::unique_ptr<v1::Polygrad::Stub> make_stub(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return v1::Polygrad::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+}
+
+}  // namespace polygrad::server::testing

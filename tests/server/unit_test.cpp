@@ -1,0 +1,120 @@
+// Unit tests of the server's pieces that need no running daemon: options, logs, status map,
+// shape limits, dtype table.
+#include <gtest/gtest.h>
+
+#include "server/decode.h"
+#include "server/log.h"
+#include "server/options.h"
+#include "server/status.h"
+
+namespace polygrad::server {
+namespace {
+
+// ---- correctness ----------------------------------------------------------------------------
+
+TEST(Options, LoopbackAddresses) {
+  EXPECT_TRUE(is_loopback_address("127.0.0.1:50051"));
+  EXPECT_TRUE(is_loopback_address("127.1.2.3:0"));
+  EXPECT_TRUE(is_loopback_address("localhost:1"));
+  EXPECT_TRUE(is_loopback_address("[::1]:50051"));
+  EXPECT_FALSE(is_loopback_address("0.0.0.0:50051"));
+  EXPECT_FALSE(is_loopback_address("[::]:50051"));
+  EXPECT_FALSE(is_loopback_address("10.0.0.1:50051"));
+  EXPECT_FALSE(is_loopback_address("example.com:50051"));
+}
+
+TEST(Options, NonLoopbackNeedsExplicitInsecureFlag) {
+  ServerOptions o;
+  o.listen = "0.0.0.0:50051";
+  absl::Status s = validate(o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--insecure-allow-remote"), absl::string_view::npos) << s;
+  o.insecure_allow_remote = true;
+  EXPECT_TRUE(validate(o).ok());
+}
+
+TEST(Options, RejectsMalformedListenAndZeroLimits) {
+  ServerOptions o;
+  o.listen = "no-port";
+  EXPECT_EQ(validate(o).code(), absl::StatusCode::kInvalidArgument);
+  o = ServerOptions();
+  o.limits.max_rank = 0;
+  EXPECT_EQ(validate(o).code(), absl::StatusCode::kInvalidArgument);
+  o = ServerOptions();
+  o.listen.clear();
+  o.unix_socket.clear();
+  EXPECT_EQ(validate(o).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(validate(ServerOptions()).ok());
+}
+
+TEST(Log, TextKeepsOneLinePerEvent) {
+  Logger log(LogLevel::Info, LogFormat::Text);
+  std::string line = log.format(LogLevel::Warning, "", "request failed",
+                                {{"method", "Realize"}, {"error", "node 7 (ADD): bad\nthing \"x\""}});
+  EXPECT_EQ(line, "warning \"request failed\" method=Realize error=\"node 7 (ADD): bad\\nthing \\\"x\\\"\"\n");
+}
+
+TEST(Log, JsonEscapesControlCharacters) {
+  Logger log(LogLevel::Info, LogFormat::Json);
+  std::string line = log.format(LogLevel::Error, "2024-01-01T00:00:00.000Z", "x", {{"k", "a\"b\\c\n\x01"}});
+  EXPECT_EQ(line,
+            "{\"time\":\"2024-01-01T00:00:00.000Z\",\"level\":\"error\",\"msg\":\"x\",\"k\":\"a\\\"b\\\\c\\n\\u0001\"}\n");
+}
+
+TEST(Log, LevelsFilterAndSinkReceivesLines) {
+  std::vector<std::string> lines;
+  Logger log(LogLevel::Warning, LogFormat::Text, [&](std::string_view l) { lines.emplace_back(l); });
+  log.info("hidden");
+  log.error("shown", {{"session", "abc"}});
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("error shown session=abc"), std::string::npos) << lines[0];
+  EXPECT_EQ(parse_log_level("debug").value(), LogLevel::Debug);
+  EXPECT_FALSE(parse_log_level("loud").ok());
+  EXPECT_EQ(parse_log_format("json").value(), LogFormat::Json);
+  EXPECT_FALSE(parse_log_format("xml").ok());
+}
+
+TEST(Status, MapsCodesOneToOne) {
+  EXPECT_EQ(to_grpc_status(absl::OkStatus()).error_code(), grpc::StatusCode::OK);
+  grpc::Status s = to_grpc_status(absl::NotFoundError("handle 9"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "handle 9");
+  EXPECT_EQ(to_grpc_code(absl::StatusCode::kResourceExhausted), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(to_grpc_code(absl::StatusCode::kFailedPrecondition), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(code_name(absl::StatusCode::kInvalidArgument), "INVALID_ARGUMENT");
+}
+
+TEST(Decode, DTypeTableRoundTrips) {
+  for (int w = v1::BOOL; w <= v1::FLOAT64; ++w) {
+    std::optional<DType> core = from_wire(static_cast<v1::DType>(w));
+    ASSERT_TRUE(core.has_value()) << w;
+    EXPECT_EQ(to_wire(*core), w);
+  }
+  EXPECT_FALSE(from_wire(v1::DTYPE_UNSPECIFIED).has_value());
+  EXPECT_EQ(from_wire(v1::FLOAT32), DType::Float32);
+}
+
+// ---- errors ---------------------------------------------------------------------------------
+
+TEST(Decode, ShapeLimitsNameTheLimit) {
+  Limits l;
+  l.max_rank = 2;
+  l.max_elements = 100;
+  std::vector<int64_t> ok = {10, 10};
+  EXPECT_TRUE(check_shape(ok, l, "shape").ok());
+  std::vector<int64_t> deep = {1, 1, 1};
+  absl::Status s = check_shape(deep, l, "shape");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("max_rank (2)"), absl::string_view::npos) << s;
+  std::vector<int64_t> big = {11, 10};
+  s = check_shape(big, l, "shape");
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("max_elements (100)"), absl::string_view::npos) << s;
+  std::vector<int64_t> huge = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_EQ(check_shape(huge, l, "shape").code(), absl::StatusCode::kResourceExhausted);
+  std::vector<int64_t> negative = {-1};
+  EXPECT_EQ(check_shape(negative, l, "shape").code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace polygrad::server
