@@ -41,7 +41,7 @@ def daemon_binary() -> Path:
 
 
 class Daemon:
-  def __init__(self, binary: Path, workdir: Path):
+  def __init__(self, binary: Path, workdir: Path, metrics_listen: str = ""):
     self.binary = binary
     self.socket = workdir / "d.sock"
     self.cache_dir = workdir / "cache"
@@ -49,7 +49,7 @@ class Daemon:
     self.address = f"unix:{self.socket}"
     self._log = open(self.log_path, "wb")
     self.proc = subprocess.Popen(
-        [str(binary), "--listen=", "--metrics-listen=", f"--unix-socket={self.socket}",
+        [str(binary), "--listen=", f"--metrics-listen={metrics_listen}", f"--unix-socket={self.socket}",
          f"--cache-dir={self.cache_dir}"],
         stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
 
