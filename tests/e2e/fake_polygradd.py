@@ -33,6 +33,20 @@ class BadRequest(Exception):
   pass
 
 
+class OverLimit(Exception):
+  pass
+
+
+MAX_RANK, MAX_ELEMENTS = 16, 1 << 31
+
+
+def _check_shape(where, shape):
+  if len(shape) > MAX_RANK:
+    raise OverLimit(f"{where}: shape has rank {len(shape)}, over max_rank ({MAX_RANK})")
+  if int(np.prod(shape, dtype=object)) > MAX_ELEMENTS:
+    raise OverLimit(f"{where}: shape {list(shape)} has more elements than max_elements ({MAX_ELEMENTS})")
+
+
 class Session:
   def __init__(self):
     self.nodes = {}  # id -> (dtype, np value)
@@ -78,6 +92,7 @@ def _eval(sess, n):
     return n.dtype, v.reshape(shape).astype(NP[n.dtype])
   if op == pb.CONST:
     c = n.constant
+    _check_shape(where, tuple(c.shape))
     kind = c.WhichOneof("value")
     val = getattr(c, kind) if kind else 0
     return n.dtype, np.full(tuple(c.shape), val, dtype=NP[n.dtype])
@@ -215,6 +230,8 @@ class Servicer(pb_grpc.PolygradServicer):
             ctx.abort(grpc.StatusCode.NOT_FOUND, f"release_nodes: node {nid} is not defined in this session")
       except BadRequest as e:
         ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+      except OverLimit as e:
+        ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
       s.nodes.update(staged)
       resp = pb.RealizeResponse()
       for o in req.outputs:

@@ -316,3 +316,21 @@ def test_small_results_are_cached_on_the_tensor(rng):
   assert g.GRAPH.stats()["requests"] == requests, "a realized small result needs no second round trip"
   assert_close(again, (a.astype(np.float64) * 3).sum(0))
   assert t.tolist() == again.tolist()
+
+
+@pytest.mark.parametrize("case", ["max_elements", "max_rank"])
+def test_limits_are_resource_exhausted(case):
+  t = Tensor.zeros(2 ** 20, 2 ** 12) if case == "max_elements" else Tensor.zeros(*([1] * 17))
+  with pytest.raises(polygrad.PolygradResourceExhausted) as e:
+    t.sum().item()
+  assert case in str(e.value)
+  assert (Tensor.ones(3) * 2).tolist() == [2.0, 2.0, 2.0]  # still usable
+
+
+def test_closed_session_is_reported_and_a_new_one_starts(rng):
+  a = rng.standard_normal(5, dtype=np.float32)
+  old = (Tensor(a) + 1).realize()
+  polygrad.close_connection()
+  with pytest.raises(polygrad.PolygradError, match="closed polygrad session"):
+    (old * 2).numpy()
+  assert_close((Tensor(a) * 2).numpy(), a * 2)  # a new session on the same daemon
