@@ -448,3 +448,12 @@ def test_integer_wraparound_and_int_true_division():
   np.testing.assert_array_equal((Tensor(big) * 3).numpy(), big * 3)
   ints = np.array([-7, 7, -8], np.int32)
   np.testing.assert_array_equal((Tensor(ints) / 2).numpy(), (ints / 2).astype(np.float32))
+
+
+def test_numpy_operands_on_either_side(rng):
+  a, b = randf(rng, (3, 4)), randf(rng, (4,))
+  t = Tensor(a)
+  for got, ref in [(b + t, b + a), (t - b, a - b), (np.float32(2.5) * t, 2.5 * a), (b * t, b * a),
+                   (t / np.float32(4), a / 4)]:
+    assert isinstance(got, Tensor)
+    assert_close(got.numpy(), ref)

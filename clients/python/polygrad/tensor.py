@@ -66,6 +66,7 @@ class Tensor:
   """A lazy tensor on polygradd. Shape and dtype are known locally."""
 
   __slots__ = ("_node", "requires_grad", "grad", "__weakref__")
+  __array_ufunc__ = None  # numpy defers to Tensor's reflected operators (np_array + tensor)
   training = False
   _seed = None
   _rng = None
