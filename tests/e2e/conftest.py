@@ -1,7 +1,7 @@
 """End-to-end fixtures: a real polygradd on a private Unix socket, one per test session.
 
-The daemon is <repo>/build/polygradd (POLYGRAD_TEST_DAEMON overrides it, e.g. with
-tests/e2e/fake_polygradd.py while the real one is being written). Tests that need it use the
+The daemon is <repo>/build/polygradd (POLYGRAD_TEST_DAEMON overrides it with another build of
+polygradd, e.g. the sanitizer build). Tests that need it use the
 `daemon` fixture (modules mark themselves with it); without a binary they are skipped with the
 reason, while the pure-local tests (test_local.py) still run.
 """
