@@ -10,6 +10,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/options.h"
@@ -76,8 +78,15 @@ int fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "polygradd: the polygrad tensor compiler daemon (gRPC polygrad.v1.Polygrad).\n"
+      "the polygrad tensor compiler daemon (gRPC polygrad.v1.Polygrad).\n"
       "Usage: polygradd [--flag=value ...]  (dashes and underscores in flag names are interchangeable)");
+  // --help lists the flags defined in this file (absl's default looks for a file named after
+  // the binary); --version prints the daemon's version.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) { return absl::EndsWith(file, "server/main.cpp"); };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  usage.version_string = [] { return "polygradd " + std::string(polygrad::server::version()) + "\n"; };
+  absl::SetFlagsUsageConfig(usage);
   std::vector<std::string> args = normalize_dashes(argc, argv);
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(a.data());

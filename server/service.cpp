@@ -175,11 +175,8 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
 
   void OnDone() override {
     if (session_) {
-      if (owned_) {
-        (void)deps_.sessions.close(session_->id(), "stream ended");
-      } else {
-        session_->detach();
-      }
+      session_->detach();
+      if (owned_) (void)deps_.sessions.close(session_->id(), "stream ended");
     }
     delete this;
   }
@@ -219,7 +216,7 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
       case v1::ExecuteRequest::kClose: {
         absl::Status s = require_session();
         if (s.ok()) {
-          if (!owned_) session_->detach();
+          session_->detach();
           s = deps_.sessions.close(session_->id(), "closed by client");
           session_.reset();
           owned_ = false;
@@ -240,11 +237,8 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
     if (!s.ok()) return s.status();
     session_ = *std::move(s);
     owned_ = open.attach_session_id().empty();
-    if (owned_) {
-      deps_.logger.info("session opened", {{"session", session_->id()}, {"by", "Execute"}});
-    } else {
-      session_->attach();
-    }
+    session_->attach();  // a session held by a live stream never idles out
+    if (owned_) deps_.logger.info("session opened", {{"session", session_->id()}, {"by", "Execute"}});
     reply(rid).mutable_opened()->set_session_id(session_->id());
     return absl::OkStatus();
   }
@@ -355,7 +349,7 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
   v1::ExecuteResponse current_;
   std::deque<Outgoing> queue_;
   SessionPtr session_;
-  bool owned_ = false;  // opened by this stream: closed when the stream ends
+  bool owned_ = false;  // opened by this stream: closed when the stream ends (else only detached)
   absl::flat_hash_map<uint64_t, PendingUpload> uploads_;
 };
 

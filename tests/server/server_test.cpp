@@ -67,37 +67,39 @@ ServerOptions test_options(const fs::path& dir, LogCapture* logs) {
   return o;
 }
 
-// One daemon with metrics for the whole binary: prometheus-cpp's Exposer takes ~2 s to stop.
+// One daemon shared by the ServerTest cases of this process, started on first use (ctest
+// runs each test in its own process). It serves no /metrics: prometheus-cpp's Exposer takes
+// ~2 s to stop, so only MetricsTest starts one.
 class SharedServer : public ::testing::Environment {
  public:
-  void SetUp() override {
-    dir_ = make_temp_dir();
-    ServerOptions o = test_options(dir_, &logs_);
-    o.metrics_listen = "127.0.0.1:0";
-    o.unix_socket = (dir_ / "polygradd.sock").string();
-    absl::StatusOr<std::unique_ptr<Server>> s = Server::start(std::move(o));
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
-  }
   void TearDown() override {
     server_.reset();
     std::error_code ec;
-    fs::remove_all(dir_, ec);
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
   }
-  static Server& server() { return *server_; }
+  static Server& server() {
+    if (!server_) {
+      dir_ = make_temp_dir();
+      ServerOptions o = test_options(dir_, &logs_);
+      o.unix_socket = (dir_ / "polygradd.sock").string();
+      absl::StatusOr<std::unique_ptr<Server>> s = Server::start(std::move(o));
+      if (!s.ok()) throw std::runtime_error("cannot start the test server: " + s.status().ToString());
+      server_ = *std::move(s);
+    }
+    return *server_;
+  }
   static LogCapture& logs() { return logs_; }
 
  private:
   static inline std::unique_ptr<Server> server_;
   static inline LogCapture logs_;
-  fs::path dir_;
+  static inline fs::path dir_;
 };
 const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new SharedServer);
 
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NE(&SharedServer::server(), nullptr);
     stub_ = make_stub(SharedServer::server().tcp_address());
   }
 
@@ -686,33 +688,35 @@ std::string http_get(int port, const std::string& path) {
   return out;
 }
 
-TEST_F(ServerTest, MetricsEndpoint) {
-  // Make sure at least one realize (and so one kernel-cache lookup) happened.
-  const std::string sid = create_session();
-  v1::RealizeResponse resp;
-  ASSERT_TRUE(realize(sid, {float_const(1, 2.0, {8}), op(2, v1::EXP2, {1})}, {2}, &resp).ok());
-  ASSERT_TRUE(close_session(sid).ok());
-
-  const int port = SharedServer::server().metrics_port();
-  ASSERT_GT(port, 0);
-  const std::string text = http_get(port, "/metrics");
-  ASSERT_NE(text.find("200 OK"), std::string::npos) << text.substr(0, 200);
-  // A non-zero OK count for CreateSession.
-  const std::string series = "polygradd_requests_total{code=\"OK\",method=\"CreateSession\"} ";
-  size_t at = text.find(series);
-  ASSERT_NE(at, std::string::npos) << text;
-  EXPECT_GT(std::stod(text.substr(at + series.size())), 0.0);
-  for (const char* name : {"polygradd_kernel_cache_lookups_total{result=\"miss\"}",
-                           "polygradd_kernel_cache_lookups_total{result=\"memory_hit\"}",
-                           "polygradd_request_duration_seconds_bucket", "polygradd_sessions ",
-                           "polygradd_sessions_created_total ", "polygradd_buffers ", "polygradd_buffer_bytes ",
-                           "polygradd_transfer_bytes_total{direction=\"upload\"}", "polygradd_build_info{version=",
-                           "polygradd_compile_duration_seconds", "polygradd_kernel_duration_seconds"}) {
-    EXPECT_NE(text.find(name), std::string::npos) << "missing " << name;
+TEST_F(ServerTest, ConcurrentSessions) {
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = make_stub(SharedServer::server().tcp_address());
+      grpc::ClientContext c1;
+      v1::CreateSessionResponse created;
+      if (!stub->CreateSession(&c1, v1::CreateSessionRequest(), &created).ok()) return;
+      v1::RealizeRequest req;
+      req.set_session_id(created.session_id());
+      *req.add_nodes() = float_const(1, static_cast<double>(t), {16});
+      *req.add_nodes() = reduce(2, v1::REDUCE_SUM, 1, {0});
+      req.add_outputs(2);
+      req.set_want_data(true);
+      v1::RealizeResponse resp;
+      grpc::ClientContext c2;
+      if (stub->Realize(&c2, req, &resp).ok() && values_of<float>(resp.results(0).data()) == std::vector<float>{16.0f * t}) {
+        ok.fetch_add(1);
+      }
+      grpc::ClientContext c3;
+      v1::CloseSessionRequest close;
+      close.set_session_id(created.session_id());
+      v1::CloseSessionResponse closed;
+      (void)stub->CloseSession(&c3, close, &closed);
+    });
   }
-  // Exactly the cache lookups the engine reported.
-  const std::string rendered = SharedServer::server().metrics().render();
-  EXPECT_NE(rendered.find("polygradd_kernel_cache_lookups_total"), std::string::npos);
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 8);
 }
 
 // Servers of their own (no metrics endpoint) for limits that shape the whole daemon.
@@ -774,9 +778,30 @@ TEST_F(OwnServerTest, IdleSessionsExpire) {
   writer->WritesDone();
   ASSERT_TRUE(writer->Finish().ok());
   EXPECT_GT(Buffer::live_count(), baseline);
-  EXPECT_EQ(server_->sessions().live(), 1u);
-  EXPECT_TRUE(eventually([&] { return server_->sessions().live() == 0; }));
+
+  // A session held by a live Execute stream does not idle out.
+  grpc::ClientContext stream_ctx;
+  auto stream = stub_->Execute(&stream_ctx);
+  v1::ExecuteRequest req;
+  v1::ExecuteResponse resp;
+  req.set_request_id(1);
+  req.mutable_open();
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  ASSERT_TRUE(resp.has_opened());
+  EXPECT_EQ(server_->sessions().live(), 2u);
+
+  EXPECT_TRUE(eventually([&] { return server_->sessions().live() == 1; }));
   EXPECT_EQ(Buffer::live_count(), baseline);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  req.set_request_id(2);
+  req.mutable_release();
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_TRUE(resp.has_released()) << resp.DebugString();
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_TRUE(eventually([&] { return server_->sessions().live() == 0; }));
   grpc::ClientContext ctx2;
   v1::ReleaseRequest rel;
   rel.set_session_id(id);
@@ -802,6 +827,45 @@ TEST_F(OwnServerTest, GracefulShutdownStopsServing) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   v1::ServerInfo info;
   EXPECT_FALSE(stub_->GetInfo(&ctx, v1::GetInfoRequest(), &info).ok());
+}
+
+
+TEST_F(OwnServerTest, MetricsEndpoint) {
+  ServerOptions o = test_options(dir_, nullptr);
+  o.metrics_listen = "127.0.0.1:0";  // the one Exposer of this binary
+  start(std::move(o));
+  // Make sure at least one realize (and so one kernel-cache lookup) happened.
+  std::string sid;
+  ASSERT_TRUE(create(&sid).ok());
+  v1::RealizeRequest req;
+  req.set_session_id(sid);
+  *req.add_nodes() = float_const(1, 2.0, {8});
+  *req.add_nodes() = op(2, v1::EXP2, {1});
+  req.add_outputs(2);
+  v1::RealizeResponse resp;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->Realize(&ctx, req, &resp).ok());
+
+  const int port = server_->metrics_port();
+  ASSERT_GT(port, 0);
+  const std::string text = http_get(port, "/metrics");
+  ASSERT_NE(text.find("200 OK"), std::string::npos) << text.substr(0, 200);
+  // A non-zero OK count for CreateSession.
+  const std::string series = "polygradd_requests_total{code=\"OK\",method=\"CreateSession\"} ";
+  size_t at = text.find(series);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_GT(std::stod(text.substr(at + series.size())), 0.0);
+  for (const char* name : {"polygradd_kernel_cache_lookups_total{result=\"miss\"}",
+                           "polygradd_kernel_cache_lookups_total{result=\"memory_hit\"}",
+                           "polygradd_request_duration_seconds_bucket", "polygradd_sessions ",
+                           "polygradd_sessions_created_total ", "polygradd_buffers ", "polygradd_buffer_bytes ",
+                           "polygradd_transfer_bytes_total{direction=\"upload\"}", "polygradd_build_info{version=",
+                           "polygradd_compile_duration_seconds", "polygradd_kernel_duration_seconds"}) {
+    EXPECT_NE(text.find(name), std::string::npos) << "missing " << name;
+  }
+  // The in-process rendering carries the same families.
+  const std::string rendered = server_->metrics().render();
+  EXPECT_NE(rendered.find("polygradd_kernel_cache_lookups_total"), std::string::npos);
 }
 
 }  // namespace

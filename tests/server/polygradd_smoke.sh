@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The real binary: documents its flags, refuses a non-loopback bind, starts, logs one
+# "listening" line, and drains and exits 0 on SIGTERM, removing its Unix socket.
+set -euo pipefail
+bin="$1"
+tmp="$(mktemp -d)"
+pid=""
+cleanup() { [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [[ -f "$tmp/err" ]] && cat "$tmp/err" >&2; exit 1; }
+
+help="$("$bin" --help 2>&1 || true)"
+for flag in listen unix_socket metrics_listen cache_dir log_level log_format compiler threads \
+            max_nodes_per_request max_rank max_elements max_inline_bytes max_message_bytes \
+            max_sessions session_idle_timeout insecure_allow_remote; do
+  grep -q -- "--$flag" <<<"$help" || fail "--help does not document --$flag"
+done
+
+if "$bin" --listen=0.0.0.0:0 --unix-socket= --metrics-listen= --cache-dir="$tmp/c" 2>"$tmp/err"; then
+  fail "a non-loopback --listen was accepted"
+fi
+grep -q "insecure-allow-remote" "$tmp/err" || fail "refusal does not name --insecure-allow-remote"
+
+"$bin" --listen=127.0.0.1:0 --unix-socket="$tmp/d.sock" --metrics-listen= --cache-dir="$tmp/c" \
+       --log-format=json 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 100); do grep -q '"msg":"listening"' "$tmp/err" && break; sleep 0.1; done
+grep -q '"msg":"listening"' "$tmp/err" || fail "no listening line"
+[[ -S "$tmp/d.sock" ]] || fail "no unix socket"
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+pid=""
+[[ $rc -eq 0 ]] || fail "exit code $rc after SIGTERM"
+[[ ! -e "$tmp/d.sock" ]] || fail "socket left behind"
+echo "ok"
