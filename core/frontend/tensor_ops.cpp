@@ -28,7 +28,6 @@ absl::Status check_shape(const Shape& shape) {
 
 absl::Status check_dtype(DType dt) {
   if (dt == DType::Void) return absl::InvalidArgumentError("void is not a tensor dtype");
-  if (dt == DType::BFloat16) return absl::UnimplementedError("bfloat16 is not supported by the compiler yet");
   return absl::OkStatus();
 }
 

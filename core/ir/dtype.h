@@ -8,6 +8,8 @@
 
 namespace polygrad {
 
+// X(name, storage c_type, itemsize, kind); 16-bit floats are stored as their bits and computed in
+// float by the renderers.
 // X(name, c_type, itemsize, kind) — kind: 'b' bool, 'i' signed, 'u' unsigned, 'f' float.
 // `void` is the type of statements (STORE, SINK) and is never a tensor's dtype.
 #define POLYGRAD_DTYPES(X)              \
@@ -20,8 +22,8 @@ namespace polygrad {
   X(UInt16, "uint16_t", 2, 'u')         \
   X(UInt32, "uint32_t", 4, 'u')         \
   X(UInt64, "uint64_t", 8, 'u')         \
-  X(Float16, "_Float16", 2, 'f')        \
-  X(BFloat16, "__bf16", 2, 'f')         \
+  X(Float16, "uint16_t", 2, 'f')        \
+  X(BFloat16, "uint16_t", 2, 'f')       \
   X(Float32, "float", 4, 'f')           \
   X(Float64, "double", 8, 'f')          \
   X(Void, "void", 0, 'v')

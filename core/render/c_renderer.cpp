@@ -14,7 +14,40 @@ namespace {
 // Division and modulo of client data: division by zero yields 0 and INT_MIN / -1 wraps, instead
 // of trapping (a client's graph must never bring the daemon's worker down).
 constexpr const char* kPrelude = R"(#include <stdint.h>
+#include <string.h>
 #include <math.h>
+/* float16 and bfloat16 are stored as their bits and computed in float, rounded back to the
+   element type after every operation; round-to-nearest-even, IEEE special values kept. */
+static inline float pg_h2f(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, f;
+  if (e == 0) { float v = (float)m * 0x1p-24f; return s ? -v : v; }
+  f = e == 31 ? (s | 0x7f800000u | (m << 13)) : (s | ((e + 112u) << 23) | (m << 13));
+  float out; memcpy(&out, &f, 4); return out;
+}
+static inline uint16_t pg_f2h(float x) {
+  uint32_t f; memcpy(&f, &x, 4);
+  uint32_t s = (f >> 16) & 0x8000u, m = f & 0x7fffffu; int32_t be = (int32_t)((f >> 23) & 0xffu);
+  if (be == 0xff) return (uint16_t)(s | 0x7c00u | (m ? 0x200u : 0u));
+  int32_t e = be - 127 + 15;
+  if (e >= 31) return (uint16_t)(s | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return (uint16_t)s;
+    m |= 0x800000u; uint32_t shift = (uint32_t)(14 - e), hm = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (hm & 1u))) hm++;
+    return (uint16_t)(s | hm);
+  }
+  uint32_t out = s | ((uint32_t)e << 10) | (m >> 13), rem = m & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (out & 1u))) out++;
+  return (uint16_t)out;
+}
+static inline float pg_bf2f(uint16_t b) { uint32_t f = (uint32_t)b << 16; float o; memcpy(&o, &f, 4); return o; }
+static inline uint16_t pg_f2bf(float x) {
+  uint32_t f; memcpy(&f, &x, 4);
+  if ((f & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((f >> 16) | 0x40u);
+  f += 0x7fffu + ((f >> 16) & 1u); return (uint16_t)(f >> 16);
+}
+static inline float pg_rh(float x) { return pg_h2f(pg_f2h(x)); }
+static inline float pg_rbf(float x) { return pg_bf2f(pg_f2bf(x)); }
 #define PG_SIGNED_DIVMOD(T, N) \
   static inline T pg_idiv_##N(T a, T b) { return b == 0 ? (T)0 : (b == (T)-1 ? (T)(0 - a) : (T)(a / b)); } \
   static inline T pg_mod_##N(T a, T b) { return (b == 0 || b == (T)-1) ? (T)0 : (T)(a % b); }
@@ -38,6 +71,19 @@ const char* suffix(DType dt) {
   }
 }
 
+bool is_half(DType dt) { return dt == DType::Float16 || dt == DType::BFloat16; }
+
+// How a dtype is held in memory, and in a C variable.
+const char* storage_type(DType dt) { return is_half(dt) ? "uint16_t" : dtype_c_type(dt); }
+const char* value_type(DType dt) { return is_half(dt) ? "float" : dtype_c_type(dt); }
+
+// Rounds a float-held value to the precision of a 16-bit float dtype.
+std::string round_to(DType dt, const std::string& expr) {
+  if (dt == DType::Float16) return absl::StrCat("pg_rh(", expr, ")");
+  if (dt == DType::BFloat16) return absl::StrCat("pg_rbf(", expr, ")");
+  return expr;
+}
+
 std::string render_const(const UOp& c) {
   DType dt = c.dtype;
   if (dtype_is_float(dt)) {
@@ -47,7 +93,7 @@ std::string render_const(const UOp& c) {
     else if (std::isinf(v)) lit = v > 0 ? "INFINITY" : "(-INFINITY)";
     else if (dt == DType::Float64) lit = absl::StrFormat("%a", v);
     else lit = absl::StrFormat("%af", static_cast<double>(static_cast<float>(v)));
-    if (dt == DType::Float16) return absl::StrCat("((_Float16)", lit, ")");
+    if (is_half(dt)) return round_to(dt, lit);
     if (dt == DType::Float64 && (std::isnan(v) || std::isinf(v))) return absl::StrCat("((double)", lit, ")");
     return lit;
   }
@@ -61,13 +107,12 @@ std::string render_const(const UOp& c) {
 // Math functions by float width; half precision computes in float.
 std::string math_call(const char* fn, DType dt, const std::string& x) {
   if (dt == DType::Float64) return absl::StrCat(fn, "(", x, ")");
-  if (dt == DType::Float32) return absl::StrCat(fn, "f(", x, ")");
-  return absl::StrCat("((_Float16)", fn, "f((float)", x, "))");
+  return absl::StrCat(fn, "f(", x, ")");
 }
 
 std::string reduce_identity(Ops op, DType dt) {
-  if (op == Ops::ADD) return dt == DType::Bool ? "0" : absl::StrCat("((", dtype_c_type(dt), ")0)");
-  if (dtype_is_float(dt)) return dt == DType::Float64 ? "(-(double)INFINITY)" : dt == DType::Float16 ? "((_Float16)-INFINITY)" : "(-INFINITY)";
+  if (op == Ops::ADD) return dt == DType::Bool ? "0" : absl::StrCat("((", value_type(dt), ")0)");
+  if (dtype_is_float(dt)) return dt == DType::Float64 ? "(-(double)INFINITY)" : "(-INFINITY)";
   switch (dt) {
     case DType::Bool: return "0";
     case DType::Int8: return "((int8_t)-128)";
@@ -86,8 +131,8 @@ class CRenderer {
     auto line = [&](const std::string& s) { absl::StrAppend(&body, std::string(2 * indent, ' '), s, "\n"); };
     for (size_t i = 0; i < k.params.size(); ++i) {
       const char* qual = i == 0 ? "" : "const ";
-      line(absl::StrFormat("%s%s* restrict b%d = (%s%s*)bufs[%d];", qual, dtype_c_type(k.params[i]), i, qual,
-                           dtype_c_type(k.params[i]), i));
+      line(absl::StrFormat("%s%s* restrict b%d = (%s%s*)bufs[%d];", qual, storage_type(k.params[i]), i, qual,
+                           storage_type(k.params[i]), i));
     }
     for (const UOpRef& u : k.ops) {
       const UOp& n = *u;
@@ -115,7 +160,7 @@ class CRenderer {
           const UOp& red = *n.src[0];
           std::string init = reduce_identity(static_cast<Ops>(red.arg_int()), n.dtype);
           if (n.src.size() == 1) {
-            line(absl::StrFormat("%s %s = %s;", dtype_c_type(n.dtype), a, init));
+            line(absl::StrFormat("%s %s = %s;", value_type(n.dtype), a, init));
             names_[&n] = names_[&red] = a;
             continue;
           }
@@ -126,7 +171,7 @@ class CRenderer {
             index = index.empty() ? name(n.src[i]) : absl::StrCat("(", index, ")*", size, "+", name(n.src[i]));
             slots *= size;
           }
-          line(absl::StrFormat("%s %s[%d];", dtype_c_type(n.dtype), a, slots));
+          line(absl::StrFormat("%s %s[%d];", value_type(n.dtype), a, slots));
           line(absl::StrFormat("for (int i = 0; i < %d; i++) %s[i] = %s;", slots, a, init));
           names_[&n] = names_[&red] = absl::StrCat(a, "[", index, "]");
           continue;
@@ -139,9 +184,14 @@ class CRenderer {
             line(absl::StrFormat("%s = %s > %s ? %s : %s;", a, v, a, v, a));
           continue;
         }
-        case Ops::STORE:
-          line(absl::StrFormat("%s[%s] = %s;", name(n.src[0]), name(n.src[1]), name(n.src[2])));
+        case Ops::STORE: {
+          DType dt = n.src[0]->dtype;
+          std::string v = name(n.src[2]);
+          if (dt == DType::Float16) v = absl::StrCat("pg_f2h(", v, ")");
+          if (dt == DType::BFloat16) v = absl::StrCat("pg_f2bf(", v, ")");
+          line(absl::StrFormat("%s[%s] = %s;", name(n.src[0]), name(n.src[1]), v));
           continue;
+        }
         default:
           break;
       }
@@ -149,7 +199,7 @@ class CRenderer {
       if (!expr.ok()) return expr.status();
       std::string v = absl::StrCat("v", next_var_++);
       names_[&n] = v;
-      line(absl::StrFormat("const %s %s = %s;", dtype_c_type(n.dtype), v, *expr));
+      line(absl::StrFormat("const %s %s = %s;", value_type(n.dtype), v, *expr));
     }
     return absl::StrCat(kPrelude, "void ", kKernelEntry, "(void** bufs, int64_t start, int64_t end) {\n",
                         "  (void)start; (void)end;\n", body, "}\n");
@@ -164,20 +214,30 @@ class CRenderer {
   }
 
   absl::StatusOr<std::string> expression(const UOp& n) {
+    auto e = raw_expression(n);
+    if (!e.ok() || !is_half(n.dtype) || n.op == Ops::LOAD) return e;
+    return round_to(n.dtype, *e);
+  }
+
+  absl::StatusOr<std::string> raw_expression(const UOp& n) {
     DType dt = n.dtype;
     auto a = [&](size_t i) { return name(n.src[i]); };
     switch (n.op) {
-      case Ops::LOAD:
-        if (n.src.size() == 3) return absl::StrFormat("(%s ? %s[%s] : (%s)0)", a(2), a(0), a(1), dtype_c_type(dt));
-        return absl::StrFormat("%s[%s]", a(0), a(1));
+      case Ops::LOAD: {
+        std::string v = absl::StrFormat("%s[%s]", a(0), a(1));
+        if (dt == DType::Float16) v = absl::StrCat("pg_h2f(", v, ")");
+        if (dt == DType::BFloat16) v = absl::StrCat("pg_bf2f(", v, ")");
+        if (n.src.size() == 3) return absl::StrFormat("(%s ? %s : (%s)0)", a(2), v, value_type(dt));
+        return v;
+      }
       case Ops::NEG: return absl::StrCat("(-", a(0), ")");
       case Ops::NOT: return absl::StrCat("(!", a(0), ")");
       case Ops::EXP2: return math_call("exp2", dt, a(0));
       case Ops::LOG2: return math_call("log2", dt, a(0));
       case Ops::SQRT: return math_call("sqrt", dt, a(0));
       case Ops::SIN: return math_call("sin", dt, a(0));
-      case Ops::RECIP: return absl::StrFormat("((%s)1 / %s)", dtype_c_type(dt), a(0));
-      case Ops::CAST: return absl::StrFormat("((%s)%s)", dtype_c_type(dt), a(0));
+      case Ops::RECIP: return absl::StrFormat("((%s)1 / %s)", value_type(dt), a(0));
+      case Ops::CAST: return absl::StrFormat("((%s)%s)", value_type(dt), a(0));
       case Ops::ADD: return absl::StrFormat("(%s + %s)", a(0), a(1));
       case Ops::SUB: return absl::StrFormat("(%s - %s)", a(0), a(1));
       case Ops::MUL: return absl::StrFormat("(%s * %s)", a(0), a(1));

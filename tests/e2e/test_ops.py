@@ -384,16 +384,8 @@ DTYPE_OPS = {
 }
 
 
-def _half_xfail(dt):
-  # Daemon bug (reported): CPU kernels on float16 do not compile with Debian's clang 14
-  # ("_Float16 is not supported on this target"), so every float16 computation is INTERNAL.
-  return [pytest.param(dt, marks=pytest.mark.xfail(reason="polygradd: float16 CPU kernels fail to compile "
-                                                          "(clang 14: _Float16 unsupported)", strict=False))] \
-      if dt == "float16" else [dt]
-
-
 @pytest.mark.parametrize("op", list(DTYPE_OPS))
-@pytest.mark.parametrize("dt", [p for d in DTYPE_NAMES for p in _half_xfail(d)])
+@pytest.mark.parametrize("dt", DTYPE_NAMES)
 def test_dtype_ops(rng, dt, op):
   if dt == "bool":
     a, b = rng.random((3, 5)) > 0.5, rng.random((3, 5)) > 0.5
