@@ -157,7 +157,7 @@ absl::StatusOr<RealizeResult> Engine::realize(const std::vector<UOpRef>& outputs
   for (size_t i = 0; i < kernels.size(); ++i)
     for (const UOp* p : kernels[i].params) last_use[p] = i;
   std::unordered_set<const UOp*> keep;
-  for (const UOpRef& o : outputs) keep.insert(o.get());
+  for (const UOpRef& o : sched->outputs) keep.insert(o.get());
 
   for (size_t i = 0; i < kernels.size(); ++i) {
     if (stopped()) return absl::CancelledError("realize cancelled between kernels");
@@ -175,7 +175,7 @@ absl::StatusOr<RealizeResult> Engine::realize(const std::vector<UOpRef>& outputs
     for (const UOp* p : k.params)
       if (last_use[p] == i && !keep.count(p) && !bound.count(p)) buffers.erase(p);
   }
-  for (const UOpRef& o : outputs) result.outputs.push_back(buffers.at(o.get()));
+  for (const UOpRef& o : sched->outputs) result.outputs.push_back(buffers.at(o.get()));
   return result;
 }
 

@@ -1,6 +1,10 @@
 #include "core/schedule/schedule.h"
 
+#include <algorithm>
+#include <cmath>
 #include <unordered_map>
+
+#include "core/frontend/tensor_ops.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +34,87 @@ std::vector<UOpRef> reachable(const std::vector<UOpRef>& outputs, const std::fun
   return order;
 }
 
+constexpr int64_t kSplitThreshold = 1 << 15;
+
+// The inner chunk length for a reduction of `r` elements: a divisor near sqrt(r), at least 256,
+// or 0 when r has none worth using.
+int64_t chunk_for(int64_t r) {
+  auto root = static_cast<int64_t>(std::sqrt(static_cast<double>(r)));
+  for (int64_t d = root; d >= 256; --d)
+    if (r % d == 0) return d;
+  for (int64_t d = root + 1; d <= std::min<int64_t>(r / 2, 8192); ++d)
+    if (r % d == 0) return d;
+  return 0;
+}
+
+// reduce(x, axes) as reduce(reduce(x', inner chunk), outer), with x' the reduced axes moved
+// last and flattened. Returns null when the reduction is small or cannot be split evenly;
+// `first_stage` receives the inner reduction, which must get a kernel of its own.
+UOpRef split_reduce(const UOpRef& n, UOpRef& first_stage) {
+  const ReduceArg& r = n->arg_reduce();
+  const UOpRef& x = n->src[0];
+  int64_t total = 1;
+  for (int64_t a : r.axes) total *= x->shape[a];
+  if (total < kSplitThreshold) return nullptr;
+  int64_t inner = chunk_for(total);
+  if (inner == 0) return nullptr;
+  std::vector<int64_t> perm;
+  Shape kept;
+  for (size_t i = 0; i < x->shape.size(); ++i)
+    if (!std::count(r.axes.begin(), r.axes.end(), static_cast<int64_t>(i))) {
+      perm.push_back(static_cast<int64_t>(i));
+      kept.push_back(x->shape[i]);
+    }
+  perm.insert(perm.end(), r.axes.begin(), r.axes.end());
+  Shape split = kept;
+  split.insert(split.end(), {total / inner, inner});
+  auto k = static_cast<int64_t>(kept.size());
+  auto moved = frontend::permute(x, perm);
+  if (!moved.ok()) return nullptr;
+  auto chunks = frontend::reshape(*moved, split);
+  if (!chunks.ok()) return nullptr;
+  auto stage1 = frontend::reduce(r.op, *chunks, {k + 1});
+  if (!stage1.ok()) return nullptr;
+  auto stage2 = frontend::reduce(r.op, *stage1, {k});
+  if (!stage2.ok()) return nullptr;
+  auto out = frontend::reshape(*stage2, n->shape);
+  if (!out.ok()) return nullptr;
+  first_stage = *stage1;
+  return *out;
+}
+
+// Tensor-level passes over the unbound part of the graph (bound nodes are leaves: their
+// history is never rebuilt, so their bindings stay valid).
+std::vector<UOpRef> rewrite_outputs(const std::vector<UOpRef>& outputs, const std::function<bool(const UOp*)>& is_bound,
+                                    std::unordered_set<const UOp*>& forced, std::vector<UOpRef>& keep) {
+  std::unordered_map<const UOp*, UOpRef> done;
+  for (const UOpRef& n : reachable(outputs, is_bound)) {
+    UOpRef cur = n;
+    if (!is_bound(n.get())) {
+      std::vector<UOpRef> src;
+      bool changed = false;
+      for (const UOpRef& s : n->src) {
+        src.push_back(done.at(s.get()));
+        changed |= src.back() != s;
+      }
+      if (changed) cur = uop(n->op, n->dtype, std::move(src), n->arg, n->shape);
+      if (cur->op == Ops::REDUCE_AXIS) {
+        UOpRef first;
+        if (UOpRef split = split_reduce(cur, first)) {
+          forced.insert(first.get());
+          keep.push_back(first);
+          cur = split;
+        }
+      }
+    }
+    keep.push_back(cur);
+    done[n.get()] = cur;
+  }
+  std::vector<UOpRef> out;
+  for (const UOpRef& o : outputs) out.push_back(done.at(o.get()));
+  return out;
+}
+
 struct Reach {
   const UOp* root = nullptr;  // the single kernel root reaching this node, if only one
   bool many_roots = false;
@@ -41,9 +126,12 @@ struct Reach {
 absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
                                          const std::function<bool(const UOp*)>& is_bound) {
   Schedule sched;
-  sched.keep = reachable(outputs, is_bound);
+  std::unordered_set<const UOp*> forced;
+  std::vector<UOpRef> rewritten;
+  sched.outputs = rewrite_outputs(outputs, is_bound, forced, rewritten);
+  sched.keep = reachable(sched.outputs, is_bound);
   std::unordered_set<const UOp*> is_output;
-  for (const UOpRef& o : outputs) is_output.insert(o.get());
+  for (const UOpRef& o : sched.outputs) is_output.insert(o.get());
 
   // Walk users before sources, deciding which reductions become kernel roots.
   std::unordered_map<const UOp*, Reach> reach;
@@ -56,7 +144,7 @@ absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
     if (n->op == Ops::BUFFER)
       return absl::FailedPreconditionError(absl::StrCat("buffer ", n->arg_int(), " has no data bound to it"));
     Reach r = reach[n];
-    bool root = is_output.count(n) > 0 ||
+    bool root = is_output.count(n) > 0 || forced.count(n) > 0 ||
                 (n->op == Ops::REDUCE_AXIS && (r.many_roots || r.through_expand));
     if (root) {
       sched.materialized.insert(n);
@@ -75,6 +163,7 @@ absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
   }
   for (const UOpRef& n : sched.keep)
     if (sched.materialized.count(n.get()) && !is_bound(n.get())) sched.items.push_back({n});
+  sched.keep.insert(sched.keep.end(), rewritten.begin(), rewritten.end());
   return sched;
 }
 

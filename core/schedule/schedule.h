@@ -19,11 +19,18 @@ struct ScheduleItem {
 };
 
 struct Schedule {
+  // The graph actually scheduled: `outputs` after the tensor-level passes (large reductions
+  // split in two). Results belong to these, in the order of the outputs passed in.
+  std::vector<UOpRef> outputs;
   std::vector<ScheduleItem> items;               // in execution order
   std::unordered_set<const UOp*> materialized;   // kernel roots and bound inputs
   std::vector<UOpRef> keep;                      // keeps every node above alive
 };
 
+// Large reductions (2^15 elements or more per output) run in two stages: contiguous chunks,
+// then the partial results. Each stage accumulates far fewer values, which keeps float32 sums
+// accurate, and the first stage has an outer loop the runtime can spread across threads.
+//
 // `is_bound(n)`: n already has a buffer (a BUFFER leaf or a node realized earlier). Outputs that
 // are bound need no kernel. FAILED_PRECONDITION if an unbound BUFFER leaf is reachable.
 absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,

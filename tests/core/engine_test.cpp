@@ -168,6 +168,35 @@ INSTANTIATE_TEST_SUITE_P(Tiling, MatmulShapes,
                                            std::make_tuple(1, 5, 3, 16), std::make_tuple(3, 8, 9, 4),
                                            std::make_tuple(2, 3, 5, 7), std::make_tuple(1, 1, 64, 48)));
 
+TEST_F(EngineTest, LargeFloat32SumIsAccurate) {
+  // One sequential float32 accumulator over 2^20 values drifts by ~1e-3 relative; the
+  // two-stage reduction must stay close to the float64 sum.
+  std::vector<float> a;
+  const int64_t n = 1 << 20;
+  UOpRef x = input({n}, a, 0, 2);
+  RealizeStats stats;
+  auto out = run(ok(fe::reduce(Ops::ADD, x, {0})), &stats);
+  double want = 0;
+  for (float v : a) want += v;
+  EXPECT_NEAR(out[0] / want, 1.0, 2e-6);
+  EXPECT_EQ(stats.kernels, 2u);
+  auto mx = run(ok(fe::reduce(Ops::MAX, x, {0})));
+  EXPECT_EQ(mx[0], *std::max_element(a.begin(), a.end()));
+}
+
+TEST_F(EngineTest, LargeReductionOverNonAdjacentAxes) {
+  std::vector<float> a;
+  UOpRef x = input({64, 3, 1024}, a);
+  auto out = run(ok(fe::reduce(Ops::ADD, x, {0, 2})));
+  ASSERT_EQ(out.size(), 3u);
+  for (int64_t j = 0; j < 3; ++j) {
+    double want = 0;
+    for (int64_t i = 0; i < 64; ++i)
+      for (int64_t k = 0; k < 1024; ++k) want += a[(i * 3 + j) * 1024 + k];
+    EXPECT_NEAR(out[j], want, 1e-3);
+  }
+}
+
 TEST_F(EngineTest, SecondRealizeHitsTheKernelCache) {
   std::vector<float> a;
   UOpRef x = input({64}, a);
