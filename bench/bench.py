@@ -30,6 +30,7 @@ from polygrad.graph import GRAPH  # noqa: E402
 try:
   import torch
   torch.set_grad_enabled(False)
+  torch.set_num_threads(os.cpu_count() or 1)  # Debian's build defaults to one thread here
 except ImportError:  # the table says so
   torch = None
 
