@@ -35,6 +35,9 @@ std::vector<UOpRef> reachable(const std::vector<UOpRef>& outputs, const std::fun
 }
 
 constexpr int64_t kSplitThreshold = 1 << 15;
+// The most ops fused into one kernel along any path; a taller chain continues in a new kernel,
+// so arbitrarily long client chains compile (and code generation's recursion stays shallow).
+constexpr int kMaxFusedHeight = 256;
 
 // The inner chunk length for a reduction of `r` elements: a divisor near sqrt(r), at least 256,
 // or 0 when r has none worth using.
@@ -160,6 +163,14 @@ absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
       sr.many_roots |= r.many_roots;
       sr.through_expand |= r.through_expand || n->op == Ops::EXPAND;
     }
+  }
+  // Sources before users: cut chains that grew taller than kMaxFusedHeight inside one kernel.
+  std::unordered_map<const UOp*, int> height;
+  for (const UOpRef& n : sched.keep) {
+    int h = 0;
+    for (const UOpRef& s : n->src) h = std::max(h, height[s.get()] + 1);
+    if (h > kMaxFusedHeight && n->op != Ops::CONST) sched.materialized.insert(n.get());
+    height[n.get()] = sched.materialized.count(n.get()) ? 0 : h;
   }
   for (const UOpRef& n : sched.keep)
     if (sched.materialized.count(n.get()) && !is_bound(n.get())) sched.items.push_back({n});

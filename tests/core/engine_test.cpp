@@ -197,6 +197,20 @@ TEST_F(EngineTest, LargeReductionOverNonAdjacentAxes) {
   }
 }
 
+TEST_F(EngineTest, VeryLongChainsRealize) {
+  // 5000 chained ops: more than one kernel may hold, so the scheduler cuts the chain.
+  std::vector<float> a;
+  UOpRef x = input({16}, a);
+  UOpRef y = x;
+  UOpRef one = ok(fe::constant(1.0, DType::Float32, {16}));
+  for (int i = 0; i < 5000; ++i) y = ok(fe::alu(i % 2 ? Ops::ADD : Ops::SUB, {y, one}));
+  y = ok(fe::alu(Ops::ADD, {y, one}));
+  RealizeStats stats;
+  auto out = run(y, &stats);
+  EXPECT_GT(stats.kernels, 1u);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(out[i], a[i] + 1, 1e-4);
+}
+
 TEST_F(EngineTest, SecondRealizeHitsTheKernelCache) {
   std::vector<float> a;
   UOpRef x = input({64}, a);
