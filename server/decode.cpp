@@ -7,6 +7,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/frontend/composites.h"
+#include "core/frontend/gradient.h"
 #include "core/frontend/tensor_ops.h"
 #include "server/status.h"
 
@@ -25,7 +27,10 @@ constexpr std::array<std::pair<v1::DType, DType>, 13> kDTypes = {{
 
 // ---- the op table: every wire op, what it becomes in core, and what it must carry ----------
 
-enum class Kind { Buffer, Const, Unary, Cast, Binary, Ternary, Reduce, Reshape, Permute, Expand, Pad, Shrink, Flip };
+enum class Kind {
+  Buffer, Const, Unary, Cast, Binary, Ternary, Reduce, Reshape, Permute, Expand, Pad, Shrink, Flip,
+  Gradient, Composite
+};
 
 struct OpSpec {
   v1::Op wire;
@@ -63,6 +68,22 @@ constexpr OpSpec kOpTable[] = {
     {v1::PAD, Kind::Pad, Ops::PAD, 1, v1::Node::kPairs},
     {v1::SHRINK, Kind::Shrink, Ops::SHRINK, 1, v1::Node::kPairs},
     {v1::FLIP, Kind::Flip, Ops::FLIP, 1, v1::Node::kAxes},
+    {v1::GRADIENT, Kind::Gradient, Ops::SINK, 2, kNoArg},
+    // Composites: `core` is unused; the builder dispatches on the wire op.
+    {v1::MATMUL, Kind::Composite, Ops::SINK, 2, kNoArg},
+    {v1::SOFTMAX, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::LOG_SOFTMAX, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::LOGSUMEXP, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::MEAN, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::VAR, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::LAYERNORM, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::EXP, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::LOG, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::RELU, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::SIGMOID, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::TANH, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::GELU, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::SILU, Kind::Composite, Ops::SINK, 1, kNoArg},
 };
 
 const OpSpec* find_op(v1::Op op) {
@@ -79,6 +100,7 @@ std::string_view arg_name(v1::Node::ArgCase c) {
     case v1::Node::kPairs: return "pairs";
     case v1::Node::kConstant: return "constant";
     case v1::Node::kBuffer: return "buffer";
+    case v1::Node::kComposite: return "composite";
     case v1::Node::ARG_NOT_SET: return "none";
   }
   return "unknown";
@@ -144,8 +166,48 @@ class NodeDecoder {
         if (!pairs.ok()) return pairs.status();
         return spec_.kind == Kind::Pad ? frontend::pad(src_[0], *pairs) : frontend::shrink(src_[0], *pairs);
       }
+      case Kind::Gradient: {
+        absl::StatusOr<std::vector<UOpRef>> g = frontend::gradient(src_[0], {src_[1]});
+        if (!g.ok()) return g.status();
+        return (*g)[0];
+      }
+      case Kind::Composite: return build_composite();
     }
     return absl::InternalError("op kind without a builder");
+  }
+
+  absl::StatusOr<UOpRef> build_composite() const {
+    const v1::CompositeArg& c = node_.composite();
+    std::vector<int64_t> axes(c.axes().begin(), c.axes().end());
+    auto one_axis = [&]() -> absl::StatusOr<int64_t> {
+      if (axes.size() != 1)
+        return absl::InvalidArgumentError(absl::StrCat("needs exactly one axis in composite.axes, got ", axes.size()));
+      return axes[0];
+    };
+    const UOpRef& x = src_[0];
+    switch (spec_.wire) {
+      case v1::MATMUL: return frontend::matmul(src_[0], src_[1]);
+      case v1::SOFTMAX:
+      case v1::LOG_SOFTMAX:
+      case v1::LOGSUMEXP: {
+        absl::StatusOr<int64_t> axis = one_axis();
+        if (!axis.ok()) return axis.status();
+        if (spec_.wire == v1::SOFTMAX) return frontend::softmax(x, *axis);
+        if (spec_.wire == v1::LOG_SOFTMAX) return frontend::log_softmax(x, *axis);
+        return frontend::logsumexp(x, *axis, c.keepdim());
+      }
+      case v1::MEAN: return frontend::mean(x, axes, c.keepdim());
+      case v1::VAR: return frontend::var(x, axes, c.keepdim(), c.correction());
+      case v1::LAYERNORM: return frontend::layernorm(x, c.normalized_axes(), c.eps());
+      case v1::EXP: return frontend::exp(x);
+      case v1::LOG: return frontend::log(x);
+      case v1::RELU: return frontend::relu(x);
+      case v1::SIGMOID: return frontend::sigmoid(x);
+      case v1::TANH: return frontend::tanh(x);
+      case v1::GELU: return frontend::gelu(x);
+      case v1::SILU: return frontend::silu(x);
+      default: return absl::InternalError("composite op without a builder");
+    }
   }
 
   absl::StatusOr<DType> required_dtype() const {

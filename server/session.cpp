@@ -1,5 +1,7 @@
 #include "server/session.h"
 
+#include "core/frontend/tensor_ops.h"
+
 #include <cstring>
 #include <random>
 #include <utility>
@@ -50,7 +52,7 @@ class Session::Resolver final : public NodeResolver {
   explicit Resolver(const Session& s) : s_(s) {}
   const UOpRef* find_node(uint64_t id) const override {
     auto it = s_.nodes_.find(id);
-    return it == s_.nodes_.end() ? nullptr : &it->second.lazy;
+    return it == s_.nodes_.end() ? nullptr : &it->second.current();
   }
   absl::StatusOr<BufferPtr> find_handle(uint64_t handle) const override {
     auto it = s_.handles_.find(handle);
@@ -111,6 +113,7 @@ void Session::erase_node(uint64_t id) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
   if (it->second.realized) unbind(it->second.lazy.get());
+  if (it->second.leaf) unbind(it->second.leaf.get());
   if (it->second.handle != 0) handles_.erase(it->second.handle);
   nodes_.erase(it);
 }
@@ -161,7 +164,7 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
     }
     transfer.upload += decoded->inline_bytes;
     outputs.reserve(request.outputs_size());
-    for (uint64_t id : request.outputs()) outputs.push_back(nodes_.at(id).lazy);
+    for (uint64_t id : request.outputs()) outputs.push_back(nodes_.at(id).current());
     keep_alive.reserve(bindings_.size());
     bound.reserve(bindings_.size());
     for (const auto& [ptr, b] : bindings_) {
@@ -200,6 +203,11 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
     if (!e.realized) {
       e.realized = result->outputs[i];
       bind(e.lazy, e.realized);
+      if (absl::StatusOr<UOpRef> leaf = frontend::buffer(e.realized->id(), e.realized->dtype(), e.realized->shape());
+          leaf.ok()) {
+        e.leaf = *std::move(leaf);
+        bind(e.leaf, e.realized);
+      }
     }
     if (e.handle == 0) e.handle = new_handle(e.realized, id, true);
     v1::TensorResult* r = response.add_results();

@@ -88,7 +88,12 @@ class Session {
   struct NodeEntry {
     UOpRef lazy;
     BufferPtr realized;   // null until realized; BUFFER leaves are realized from the start
+    // Once a computed node is realized, the graph leaf that stands for its buffer: nodes decoded
+    // later reference this instead of `lazy`, so a training loop's history is not chained from
+    // step to step (`lazy` stays bound only for nodes decoded before the realize).
+    UOpRef leaf;
     uint64_t handle = 0;  // the handle given out for this node's result, 0 when none
+    const UOpRef& current() const { return leaf ? leaf : lazy; }
   };
   struct HandleEntry {
     BufferPtr buffer;

@@ -266,6 +266,81 @@ TEST_F(ServerTest, RealizeBufferPlusConstReduceSum) {
   EXPECT_TRUE(close_session(sid).ok());
 }
 
+TEST_F(ServerTest, GradientAndCompositeOps) {
+  const std::string sid = create_session();
+  const std::vector<float> x = iota_floats(6);  // [[1,2,3],[4,5,6]]
+  v1::Node softmax = op(4, v1::SOFTMAX, {1});
+  softmax.mutable_composite()->add_axes(-1);
+  v1::RealizeResponse resp;
+  // loss = sum(x * x); d loss / dx = 2x. Softmax and matmul are expanded by the daemon.
+  grpc::Status s = realize(sid,
+                           {inline_buffer(1, v1::FLOAT32, {2, 3}, bytes_of(x)), op(2, v1::MUL, {1, 1}),
+                            reduce(3, v1::REDUCE_SUM, 2, {0, 1}), softmax, op(5, v1::GRADIENT, {3, 1}),
+                            reshape(6, 1, {3, 2}), op(7, v1::MATMUL, {1, 6})},
+                           {5, 4, 7}, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  std::vector<float> grad = values_of<float>(resp.results(0).data());
+  ASSERT_EQ(grad.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(grad[i], 2 * x[i]);
+  std::vector<float> sm = values_of<float>(resp.results(1).data());
+  for (int r = 0; r < 2; ++r) {
+    float z = 0;
+    for (int c = 0; c < 3; ++c) z += std::exp(x[r * 3 + c]);
+    for (int c = 0; c < 3; ++c) EXPECT_NEAR(sm[r * 3 + c], std::exp(x[r * 3 + c]) / z, 1e-6);
+  }
+  std::vector<float> mm = values_of<float>(resp.results(2).data());
+  ASSERT_EQ(mm.size(), 4u);  // (2,3) @ (3,2): x reshaped is [[1,2],[3,4],[5,6]]
+  EXPECT_FLOAT_EQ(mm[0], 1 * 1 + 2 * 3 + 3 * 5);
+  EXPECT_FLOAT_EQ(mm[3], 4 * 2 + 5 * 4 + 6 * 6);
+
+  // A composite without its axis names the node and the problem.
+  v1::RealizeResponse bad;
+  s = realize(sid, {op(8, v1::SOFTMAX, {1})}, {8}, &bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node 8 (SOFTMAX)"), std::string::npos) << s.error_message();
+  v1::Node no_axis = op(9, v1::SOFTMAX, {1});
+  no_axis.mutable_composite();
+  s = realize(sid, {no_axis}, {9}, &bad);
+  EXPECT_NE(s.error_message().find("exactly one axis"), std::string::npos) << s.error_message();
+  // A gradient of an integer loss is refused.
+  s = realize(sid, {inline_buffer(10, v1::INT32, {2}, bytes_of(std::vector<int32_t>{1, 2})), op(11, v1::GRADIENT, {10, 1})},
+              {11}, &bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+TEST_F(ServerTest, RealizedNodesStandForTheirBuffer) {
+  // A loop of updates p = p - 0.5 * p, each realized. Later nodes must refer to the realized
+  // buffer, not to the chain of earlier steps: a loss built from the last p then does not
+  // depend on the first step's p at all (its gradient there is zero), and the daemon holds no
+  // history for a long training loop.
+  const std::string sid = create_session();
+  v1::RealizeResponse resp;
+  ASSERT_TRUE(realize(sid, {inline_buffer(1, v1::FLOAT32, {2}, bytes_of(std::vector<float>{8, 16}))}, {1}, &resp).ok());
+  uint64_t p = 1, id = 2, first_step = 0;
+  for (int step = 0; step < 3; ++step) {
+    uint64_t half = id++, scaled = id++, next = id++;
+    ASSERT_TRUE(realize(sid, {float_const(half, 0.5, {2}), op(scaled, v1::MUL, {p, half}), op(next, v1::SUB, {p, scaled})},
+                        {next}, &resp).ok());
+    p = next;
+    if (step == 0) first_step = next;
+  }
+  std::vector<float> v = values_of<float>(resp.results(0).data());
+  EXPECT_FLOAT_EQ(v[0], 1);
+  EXPECT_FLOAT_EQ(v[1], 2);
+  uint64_t sq = id++, loss = id++, g = id++, g_first = id++;
+  ASSERT_TRUE(realize(sid, {op(sq, v1::MUL, {p, p}), reduce(loss, v1::REDUCE_SUM, sq, {0}), op(g, v1::GRADIENT, {loss, p}),
+                            op(g_first, v1::GRADIENT, {loss, first_step})},
+                      {g, g_first}, &resp).ok());
+  std::vector<float> grad = values_of<float>(resp.results(0).data());
+  EXPECT_FLOAT_EQ(grad[0], 2 * v[0]);
+  EXPECT_FLOAT_EQ(grad[1], 2 * v[1]);
+  std::vector<float> through_history = values_of<float>(resp.results(1).data());
+  EXPECT_FLOAT_EQ(through_history[0], 0);
+  EXPECT_FLOAT_EQ(through_history[1], 0);
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
 TEST_F(ServerTest, MovementAndWhereOps) {
   const std::string sid = create_session();
   const std::vector<float> x = iota_floats(6, -2.0f);  // -2..3
