@@ -9,6 +9,7 @@ sides. A realized node drops its sources: the daemon has bound its id to the res
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -24,8 +25,13 @@ NEG, EXP2, LOG2, SQRT, RECIPROCAL, SIN, CAST = 10, 11, 12, 13, 14, 15, 16
 ADD, SUB, MUL, DIV, MAX, CMPLT, CMPNE, WHERE = 30, 31, 32, 33, 34, 35, 36, 37
 REDUCE_SUM, REDUCE_MAX = 50, 51
 RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP = 70, 71, 72, 73, 74, 75
+GRADIENT = 90
+MATMUL, SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYERNORM = 100, 101, 102, 103, 104, 105, 106
+EXP, LOG, RELU, SIGMOID, TANH, GELU, SILU = 110, 111, 112, 113, 114, 115, 116
 
 OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
+# Composite ops whose node carries a CompositeArg (the others take no argument).
+COMPOSITE_ARG_OPS = frozenset({SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYERNORM})
 
 # Queued releases beyond this go out in a Release call of their own before the next node is made.
 RELEASE_BATCH = 4096
@@ -33,6 +39,17 @@ RELEASE_BATCH = 4096
 CACHE_BYTES = 64 << 10
 # Inline BUFFER bytes per Realize request, so a request stays well under gRPC's message limit.
 REQUEST_INLINE_BUDGET = 3 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Composite:
+  """The argument of a composite op (polygrad.v1.CompositeArg); each op reads its own fields."""
+
+  axes: Tuple[int, ...] = ()
+  keepdim: bool = False
+  eps: float = 0.0
+  correction: float = 0.0
+  normalized_axes: int = 0
 
 
 class Node:
@@ -179,6 +196,13 @@ class Graph:
     elif n.op in (PAD, SHRINK):
       msg.pairs.begin.extend(p[0] for p in a)
       msg.pairs.end.extend(p[1] for p in a)
+    elif n.op in COMPOSITE_ARG_OPS:
+      c = msg.composite
+      c.axes.extend(a.axes)
+      c.keepdim = a.keepdim
+      c.eps = a.eps
+      c.correction = a.correction
+      c.normalized_axes = a.normalized_axes
     elif n.op == CONST:
       c = msg.constant
       c.shape.extend(n.shape)

@@ -751,10 +751,10 @@ class Tensor:
     return self._float()._unop(g.LOG2)
 
   def exp(self) -> "Tensor":
-    return (self._float() * _LOG2_E).exp2()
+    return self._float()._unop(g.EXP)
 
   def log(self) -> "Tensor":
-    return self.log2() * _LN_2
+    return self._float()._unop(g.LOG)
 
   def sqrt(self) -> "Tensor":
     return self._float()._unop(g.SQRT)
@@ -775,7 +775,9 @@ class Tensor:
     return self.sin() / self.cos()
 
   def relu(self) -> "Tensor":
-    return self.maximum(0)
+    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
+      return self
+    return self._unop(g.RELU)
 
   def relu6(self) -> "Tensor":
     return self.relu().minimum(6)
@@ -784,18 +786,19 @@ class Tensor:
     return (self < 0).where(self * neg_slope, self)
 
   def sigmoid(self) -> "Tensor":
-    return (1 + (-self._float()).exp()).reciprocal()
+    return self._float()._unop(g.SIGMOID)
 
   def tanh(self) -> "Tensor":
-    return 2.0 * (2.0 * self._float()).sigmoid() - 1.0
+    return self._float()._unop(g.TANH)
 
   def silu(self) -> "Tensor":
-    return self * self.sigmoid()
+    return self._float()._unop(g.SILU)
 
   swish = silu
 
   def gelu(self) -> "Tensor":
-    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+    """The tanh approximation (tinygrad's gelu)."""
+    return self._float()._unop(g.GELU)
 
   def elu(self, alpha: float = 1.0) -> "Tensor":
     return self.relu() - alpha * (1 - self.exp()).relu()
@@ -848,58 +851,91 @@ class Tensor:
   def min(self, axis=None, keepdim: bool = False) -> "Tensor":
     return self._inverse()._reduce(g.REDUCE_MAX, axis, keepdim)._inverse()
 
+  # Composites with a reduction inside run in float32 for float16/bfloat16 inputs (tinygrad
+  # accumulates half sums in float32 too) and are cast back to the input's dtype.
+
+  def _acc_float(self) -> Tuple["Tensor", DType]:
+    """(this tensor as the float dtype a reducing composite runs in, the dtype to return)."""
+    out = least_upper_float(self.dtype)
+    return self.cast(sum_acc_dtype(out)), out
+
+  def _composite(self, op: int, shape: Tuple[int, ...], arg: g.Composite) -> "Tensor":
+    x, out = self._acc_float()
+    return Tensor._make(op, x.dtype, shape, (x,), arg).cast(out)
+
   def mean(self, axis=None, keepdim: bool = False) -> "Tensor":
-    out_dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.float32
-    n = prod(self.shape[i] for i in normalize_axes(axis, self.ndim))
-    total = self.cast(sum_acc_dtype(self.dtype))._reduce(g.REDUCE_SUM, axis, keepdim)
-    return (total / n).cast(out_dt)
+    axes = normalize_axes(axis, self.ndim)
+    if not axes:
+      return self._float()
+    shape = _reduced_shape(self.shape, axes, keepdim)
+    return self._composite(g.MEAN, shape, g.Composite(axes=axes, keepdim=keepdim))
 
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> "Tensor":
     axes = normalize_axes(axis, self.ndim)
-    n = prod(self.shape[i] for i in axes)
-    sq = (self - self.mean(axis, keepdim=True)).square()
-    return sq.sum(axis, keepdim) / max(0, n - correction)
+    if not axes:  # numpy: the variance over no axes is 0 (nan for a correction ≥ 1)
+      return (self._float() - self._float()) / max(0, 1 - correction)
+    shape = _reduced_shape(self.shape, axes, keepdim)
+    return self._composite(g.VAR, shape, g.Composite(axes=axes, keepdim=keepdim, correction=float(correction)))
 
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> "Tensor":
     return self.var(axis, keepdim, correction).sqrt()
 
-  def _softmax(self, axis):
-    m = self - self.max(axis, keepdim=True)
-    e = m.exp()
-    return m, e, e.sum(axis, keepdim=True)
+  def _softmax_like(self, op: int, axis: int, dtype: Optional[DTypeLike]) -> "Tensor":
+    x = self.cast(dtype) if dtype is not None else self._float()
+    if x.ndim == 0:
+      x = x.reshape(1)
+      return x._softmax_like(op, 0, None).reshape(())
+    ax = normalize_axis(axis, x.ndim)
+    return x._composite(op, x.shape, g.Composite(axes=(ax,)))
 
   def softmax(self, axis: int = -1, dtype: Optional[DTypeLike] = None) -> "Tensor":
-    x = self.cast(dtype) if dtype is not None else self._float()
-    _, e, ss = x._softmax(axis)
-    return e / ss
+    return self._softmax_like(g.SOFTMAX, axis, dtype)
 
   def log_softmax(self, axis: int = -1, dtype: Optional[DTypeLike] = None) -> "Tensor":
-    x = self.cast(dtype) if dtype is not None else self._float()
-    m, _, ss = x._softmax(axis)
-    return m - ss.log()
+    return self._softmax_like(g.LOG_SOFTMAX, axis, dtype)
 
   def logsumexp(self, axis=None, keepdim: bool = False) -> "Tensor":
-    m = self.max(axis, keepdim=True)
-    return (self - m).exp().sum(axis, keepdim=True).log().add(m).reshape(
-        self.max(axis, keepdim).shape)
+    """log(sum(exp(x))) over `axis` (None: all axes), computed stably by the daemon."""
+    x = self._float()
+    axes = normalize_axes(axis, x.ndim)
+    if not axes:
+      return x
+    out_shape = _reduced_shape(x.shape, axes, keepdim)
+    if len(axes) > 1:  # the wire takes one axis: move the reduced axes last and merge them
+      rest = [i for i in range(x.ndim) if i not in axes]
+      x = x.permute(rest + list(axes))
+      x = x.reshape(x.shape[:len(rest)] + (-1,))
+      axes = (x.ndim - 1,)
+    shape = _reduced_shape(x.shape, axes, False)
+    return x._composite(g.LOGSUMEXP, shape, g.Composite(axes=axes)).reshape(out_shape)
+
+  def layernorm(self, axis=-1, eps: float = 1e-5) -> "Tensor":
+    """(x - mean) / sqrt(var + eps) over `axis` (an int or a tuple), without an affine part."""
+    x = self._float()
+    axes = normalize_axes(axis, x.ndim)
+    if not axes:
+      raise ValueError("layernorm needs at least one axis")
+    n = len(axes)
+    if axes == tuple(range(x.ndim - n, x.ndim)):
+      return x._composite(g.LAYERNORM, x.shape, g.Composite(normalized_axes=n, eps=float(eps)))
+    rest = [i for i in range(x.ndim) if i not in axes]
+    order = rest + list(axes)
+    inverse = [order.index(i) for i in range(x.ndim)]
+    return x.permute(order).layernorm(tuple(range(len(rest), x.ndim)), eps).permute(inverse)
 
   # --- linear algebra ---------------------------------------------------------------------------
 
   def dot(self, w: "Tensor", dtype: Optional[DTypeLike] = None) -> "Tensor":
-    """tinygrad's matmul: broadcast-multiply then sum over the contracted axis."""
+    """numpy matmul semantics, computed by the daemon's MATMUL (which the client only types and
+    shapes): 1-D operands are promoted and the added axis dropped, batch axes broadcast.
+    float16/bfloat16 and small integer types accumulate in float32/int32 and are cast back."""
     if not isinstance(w, Tensor):
       w = Tensor(w)
-    dx, dw = self.ndim, w.ndim
-    if dx == 0 or dw == 0:
-      raise RuntimeError(f"both tensors need to be at least 1D, got {dx}D and {dw}D")
-    axis_w = -min(dw, 2)
-    if self.shape[-1] != w.shape[axis_w]:
-      raise RuntimeError(f"cannot matmul {self.shape} with {w.shape} "
-                         f"({self.shape[-1]} != {w.shape[axis_w]})")
-    x = self.reshape(self.shape[:-1] + (1,) * min(dx - 1, dw - 1, 1) + self.shape[-1:])
-    w = w.reshape(w.shape[:-2] + (1,) * min(dx - 1, dw - 1, 1) + w.shape[axis_w:]).transpose(-1, axis_w)
-    out_dt = least_upper_dtype(x.dtype, w.dtype) if dtype is None else to_dtype(dtype)
-    return (x * w).sum(-1, dtype=dtype).cast(out_dt)
+    shape = _matmul_shape(self.shape, w.shape)
+    out_dt = least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype)
+    acc = sum_acc_dtype(out_dt)
+    a, b = self.cast(acc), w.cast(acc)
+    return Tensor._make(g.MATMUL, acc, shape, (a, b)).cast(out_dt)
 
   matmul = dot
 
@@ -912,6 +948,27 @@ class Tensor:
   def linear(self, weight: "Tensor", bias: Optional["Tensor"] = None) -> "Tensor":
     x = self * weight if weight.ndim == 1 else self.dot(weight)
     return x + bias if bias is not None else x
+
+
+def _reduced_shape(shape: Tuple[int, ...], axes: Tuple[int, ...], keepdim: bool) -> Tuple[int, ...]:
+  if keepdim:
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+  return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+def _matmul_shape(sa: Tuple[int, ...], sb: Tuple[int, ...]) -> Tuple[int, ...]:
+  """numpy matmul's result shape (the daemon's MATMUL rule), or the error numpy would give."""
+  if not sa or not sb:
+    raise RuntimeError(f"both tensors need to be at least 1D, got {len(sa)}D and {len(sb)}D")
+  a = (1,) + sa if len(sa) == 1 else sa
+  b = sb + (1,) if len(sb) == 1 else sb
+  if a[-1] != b[-2]:
+    raise RuntimeError(f"cannot matmul {sa} with {sb} ({a[-1]} != {b[-2]})")
+  try:
+    batch = broadcast_shape(a[:-2], b[:-2])
+  except ValueError as e:
+    raise RuntimeError(f"cannot matmul {sa} with {sb}: batch {e}") from None
+  return batch + ((a[-2],) if len(sa) > 1 else ()) + ((b[-1],) if len(sb) > 1 else ())
 
 
 def _const_value(value, dt: DType):
