@@ -5,6 +5,13 @@ as any node built on it that the daemon has not been sent yet. When a node objec
 weakref.finalize callback queues its id; queued ids travel as ``release_nodes`` in the next
 Realize (or in a Release call once many pile up), so a long loop runs in flat memory on both
 sides. A realized node drops its sources: the daemon has bound its id to the result buffer.
+
+Autograd bookkeeping (see Tensor.backward): a node computed from tensors that require grad is
+`rg`; when such a node is realized its sources move to `keep`, so a later GRADIENT can re-send
+the history behind it (relazy) -- realizing a value must not cut its gradient, as in PyTorch.
+A `stop` node (detach, Tensor.no_grad) is the opposite: before a tracked node that uses it is
+sent, it is realized on its own, so the daemon sees a plain buffer there and no gradient flows
+through it.
 """
 from __future__ import annotations
 
@@ -56,10 +63,11 @@ class Node:
   """One lazy tensor op. `arg` is a Python value: shape/axes tuples, (begin, end) pairs, a
   constant, or for BUFFER a numpy array (until sent) or an upload handle (int)."""
 
-  __slots__ = ("id", "op", "dtype", "shape", "src", "arg", "sent", "handle", "gen", "cache", "__weakref__")
+  __slots__ = ("id", "op", "dtype", "shape", "src", "arg", "sent", "handle", "gen", "cache", "rg", "stop",
+               "keep", "__weakref__")
 
   def __init__(self, nid: int, op: int, dtype: DType, shape: Tuple[int, ...], src: Tuple["Node", ...],
-               arg: Any):
+               arg: Any, rg: bool = False, stop: bool = False):
     self.id = nid
     self.op = op
     self.dtype = dtype
@@ -70,10 +78,48 @@ class Node:
     self.handle = 0  # the realized buffer's handle (0: not realized)
     self.gen = 0  # the session generation the node was sent in
     self.cache = None  # a small realized result, kept so numpy()/item() again need no round trip
+    self.rg = rg  # computed from tensors that require grad
+    self.stop = stop  # no gradient flows through this node (detach, Tensor.no_grad)
+    self.keep: Tuple["Node", ...] = ()  # the sources of a realized rg node, for relazy()
 
   def __repr__(self) -> str:
     return (f"Node({self.id}, {OP_NAMES.get(self.op, self.op)}, {self.dtype.name}, {self.shape}, "
             f"src={[s.id for s in self.src]})")
+
+
+class WeakIdSet:
+  """A set of live objects by identity (weakref.WeakSet compares with ==, which a Tensor
+  overloads)."""
+
+  def __init__(self) -> None:
+    self._refs: Dict[int, "weakref.ref"] = {}
+
+  def add(self, obj) -> None:
+    key = id(obj)
+    old = self._refs.get(key)
+    if old is not None and old() is obj:
+      return
+    refs = self._refs
+
+    def gone(ref, key=key, refs=refs):
+      if refs.get(key) is ref:
+        del refs[key]
+    refs[key] = weakref.ref(obj, gone)
+
+  def discard(self, obj) -> None:
+    ref = self._refs.get(id(obj))
+    if ref is not None and ref() is obj:
+      del self._refs[id(obj)]
+
+  def __contains__(self, obj) -> bool:
+    ref = self._refs.get(id(obj))
+    return ref is not None and ref() is obj
+
+  def __iter__(self):
+    return iter([o for o in (r() for r in list(self._refs.values())) if o is not None])
+
+  def __len__(self) -> int:
+    return sum(1 for _ in self)
 
 
 def _node_died(graph_ref, nid: int) -> None:
@@ -108,17 +154,19 @@ class Graph:
     self.last_stats = None  # RealizeStats of the last Realize
     self.requests = 0  # Realize calls made
     self._self_ref = weakref.ref(self)
+    # Tensors whose requires_grad was set to True: the targets backward() looks for.
+    self.leaves = WeakIdSet()
 
   # --- construction -----------------------------------------------------------------------------
 
   def node(self, op: int, dtype: DType, shape: Tuple[int, ...], src: Tuple[Node, ...] = (),
-           arg: Any = None) -> Node:
+           arg: Any = None, rg: bool = False, stop: bool = False) -> Node:
     if len(self._dead) + len(self._dead_handles) >= RELEASE_BATCH:
       self.flush_releases()
     with self._lock:
       nid = self._next_id
       self._next_id += 1
-    n = Node(nid, op, dtype, shape, src, arg)
+    n = Node(nid, op, dtype, shape, src, arg, rg, stop)
     fin = weakref.finalize(n, _node_died, self._self_ref, nid)
     fin.atexit = False
     self.live += 1
@@ -167,6 +215,71 @@ class Graph:
       self._dead.clear()
       self._dead_handles.clear()
       self._uploads.clear()
+
+  # --- autograd support -------------------------------------------------------------------------
+
+  @staticmethod
+  def inputs(n: Node) -> Tuple[Node, ...]:
+    """The nodes n's value is computed from, for gradients: a realized rg node's kept history."""
+    return n.keep if n.handle and n.keep else n.src
+
+  def toposort(self, root: Node, stop_at=lambda n: False) -> List[Node]:
+    """Nodes behind root (following inputs()), sources first; nodes where stop_at is true are
+    listed but not entered."""
+    order: List[Node] = []
+    seen: set = set()
+    stack: List[Tuple[Node, bool]] = [(root, False)]
+    while stack:
+      n, done = stack.pop()
+      if done:
+        order.append(n)
+        continue
+      if n.id in seen:
+        continue
+      seen.add(n.id)
+      stack.append((n, True))
+      if not stop_at(n):
+        stack.extend((s, False) for s in self.inputs(n) if s.id not in seen)
+    return order
+
+  def relazy(self, root: Node, targets: set) -> Node:
+    """root's value as lazy graph down to the gradient targets: every realized rg node on the
+    way (which the daemon now knows only as a buffer) is replaced by a fresh node of its op over
+    its kept sources, and so is everything above it. Unchanged parts keep their ids, and the
+    daemon hash-conses the copies onto the graph it already has, so nothing is computed twice."""
+    memo: Dict[int, Node] = {}
+    for n in self.toposort(root, lambda n: n.id in targets or n.stop):
+      if n.id in targets or n.stop:
+        memo[n.id] = n
+        continue
+      ins = self.inputs(n)
+      new = tuple(memo[s.id] for s in ins)
+      if (n.handle and n.keep) or any(a is not b for a, b in zip(new, ins)):
+        memo[n.id] = self.node(n.op, n.dtype, n.shape, new, n.arg, rg=True)
+      else:
+        memo[n.id] = n
+    return memo[root.id]
+
+  def _stops_to_realize(self, todo: List[Node]) -> List[Node]:
+    """Stop nodes (detach, no_grad) used by a tracked node of this request whose value depends
+    on something a gradient could reach: they are realized first, in a request of their own."""
+    leaf_ids = {t._node.id for t in list(self.leaves)}
+    memo: Dict[int, bool] = {}
+
+    def depends(n: Node) -> bool:
+      for m in self.toposort(n):
+        if m.id not in memo:
+          memo[m.id] = m.rg or m.id in leaf_ids or any(memo.get(s.id, False) for s in self.inputs(m))
+      return memo[n.id]
+
+    out: Dict[int, Node] = {}
+    for n in todo:
+      if n.stop:
+        continue
+      for s in n.src:
+        if s.stop and not s.handle and s.id not in out and depends(s):
+          out[s.id] = s
+    return list(out.values())
 
   # --- realize ----------------------------------------------------------------------------------
 
@@ -234,6 +347,10 @@ class Graph:
         return [n.cache.copy() for n in outputs]
       uniq: List[Node] = list({n.id: n for n in outputs}.values())
       todo = self._unsent(uniq)
+      stops = self._stops_to_realize(todo) if self._any_stop_src(todo) else []
+      if stops:
+        self.realize(stops, want_data=False)
+        todo = self._unsent(uniq)
       if not todo and not want_data and all(n.handle for n in uniq) and not self._dead:
         return [None] * len(outputs)
       # Big buffers (and inline bytes past the per-request budget) go through Upload.
@@ -290,6 +407,8 @@ class Graph:
         if r.node_id and r.node_id != n.id:
           raise PolygradError(f"Realize returned node {r.node_id} where node {n.id} was asked for")
         n.handle = int(r.handle) or n.handle or -1
+        if n.rg and n.src:
+          n.keep = n.src  # for a later gradient through this value (relazy)
         n.src = ()  # the id now stands for the buffer: drop the graph behind it
         if want_data:
           if r.has_data:
@@ -302,6 +421,10 @@ class Graph:
             arr = arr.copy()
           arrays[n.id] = arr
       return [arrays.get(n.id) for n in outputs]
+
+  @staticmethod
+  def _any_stop_src(todo: List[Node]) -> bool:
+    return any(s.stop and not s.handle for n in todo for s in n.src)
 
   def _mark_sent(self, n: Node) -> None:
     n.sent = True

@@ -5,8 +5,10 @@ The wire's elementwise ops take equal shapes and equal dtypes, so this module do
 (RESHAPE then EXPAND) and dtype promotion (CAST, tinygrad's lattice) itself."""
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, List, Optional, Sequence, Tuple, Union
+import weakref
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -62,32 +64,116 @@ def _infer_list_dtype(arr: np.ndarray) -> DType:
   raise TypeError(f"cannot make a Tensor from a list of {arr.dtype} (nested lists of numbers only)")
 
 
+class _GradMode:
+  """Process-wide autograd switches (nesting counters)."""
+  no_grad = 0  # inside Tensor.no_grad: nothing is tracked, and results are stop nodes
+  untracked = 0  # inside the optimizers' own updates: nothing is tracked
+
+
+class _NoGrad:
+  """`with Tensor.no_grad():`, `with Tensor.no_grad:`, `@Tensor.no_grad` or `@Tensor.no_grad()`.
+
+  Inside, results do not require grad, and no gradient flows back through them into what they
+  were computed from (the daemon realizes such a value on its own before a tracked graph uses
+  it). `bool(Tensor.no_grad)` says whether it is active."""
+
+  def __call__(self, fn: Optional[Callable] = None):
+    if fn is None:
+      return self
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+      with self:
+        return fn(*args, **kwargs)
+    return wrapper
+
+  def __enter__(self):
+    _GradMode.no_grad += 1
+    return self
+
+  def __exit__(self, *exc) -> None:
+    _GradMode.no_grad -= 1
+
+  def __bool__(self) -> bool:
+    return _GradMode.no_grad > 0
+
+  def __repr__(self) -> str:
+    return f"Tensor.no_grad(active={bool(self)})"
+
+
+class _Untracked:
+  def __enter__(self):
+    _GradMode.untracked += 1
+
+  def __exit__(self, *exc) -> None:
+    _GradMode.untracked -= 1
+
+
+def untracked() -> _Untracked:
+  """Internal: build graph that requires no grad (optimizer updates, running statistics)."""
+  return _Untracked()
+
+
+class _Training:
+  def __init__(self, mode: bool):
+    self.mode = mode
+
+  def __enter__(self):
+    self.prev, Tensor.training = Tensor.training, self.mode
+    return self
+
+  def __exit__(self, *exc) -> None:
+    Tensor.training = self.prev
+
+  def __call__(self, fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+      with _Training(self.mode):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+# Losses whose backward() ran and that nobody realized yet: an optimizer step realizes them in
+# the same request as the new parameters (their value is part of that computation anyway).
+_PENDING_LOSSES: List["weakref.ref"] = []
+
+
+def take_pending_losses() -> List["Tensor"]:
+  out = [t for t in (r() for r in _PENDING_LOSSES) if t is not None and not t.is_realized]
+  _PENDING_LOSSES.clear()
+  return out
+
+
 class Tensor:
   """A lazy tensor on polygradd. Shape and dtype are known locally."""
 
-  __slots__ = ("_node", "requires_grad", "grad", "__weakref__")
+  __slots__ = ("_node", "_rg", "grad", "__weakref__")
   __array_ufunc__ = None  # numpy defers to Tensor's reflected operators (np_array + tensor)
   training = False
+  no_grad = _NoGrad()
   _seed = None
   _rng = None
 
   def __init__(self, data: Any = None, dtype: Optional[DTypeLike] = None, device: Optional[str] = None,
                requires_grad: Optional[bool] = None):
-    self.requires_grad = requires_grad
-    self.grad = None
+    self._rg = None
+    self.grad: Optional[Tensor] = None
+    self._node = Tensor._node_of(data, dtype)
+    if requires_grad is not None:
+      self.requires_grad = requires_grad
+
+  @staticmethod
+  def _node_of(data: Any, dtype: Optional[DTypeLike]) -> g.Node:
     dt = to_dtype(dtype) if dtype is not None else None
     if isinstance(data, g.Node):
-      self._node = data
-      return
+      return data
     if isinstance(data, Tensor):
-      self._node = (data.cast(dt) if dt is not None else data)._node
-      return
+      return (data.cast(dt) if dt is not None else data)._node
     if data is None:
       data = np.zeros((0,), dtype=np.float32) if dt is None else np.zeros((0,), dtype=np.float64)
     if _is_scalar(data) and not isinstance(data, np.generic):
       dt = dt or dtypes.from_py(data)
-      self._node = g.GRAPH.node(g.CONST, dt, (), (), _const_value(data, dt))
-      return
+      return g.GRAPH.node(g.CONST, dt, (), (), _const_value(data, dt))
     if isinstance(data, (bytes, bytearray, memoryview)):
       arr = np.frombuffer(bytes(data), dtype=np.uint8)
       dt = dt or dtypes.uint8
@@ -111,13 +197,30 @@ class Tensor:
     if dt.kind in "iu" and arr.dtype.kind == "f" and dt.np is not None:
       arr = arr.astype(dt.np)  # float → int truncates (C semantics), as a CAST would
     shape = check_shape(tuple(int(s) for s in arr.shape))
-    self._node = g.GRAPH.node(g.BUFFER, dt, shape, (), _to_wire_array(arr, dt))
+    return g.GRAPH.node(g.BUFFER, dt, shape, (), _to_wire_array(arr, dt))
+
+  @staticmethod
+  def from_wire_array(arr: np.ndarray, dtype: DTypeLike) -> "Tensor":
+    """A tensor from data already in the wire layout of `dtype` (bfloat16: raw uint16 bits)."""
+    dt = to_dtype(dtype)
+    want = np_dtype(dt)
+    if arr.dtype.itemsize != want.itemsize:
+      raise TypeError(f"{arr.dtype} data cannot hold {dt.name} values")
+    arr = np.ascontiguousarray(arr).view(want)
+    return Tensor(g.GRAPH.node(g.BUFFER, dt, check_shape(tuple(int(s) for s in arr.shape)), (), arr.copy()))
 
   # --- node plumbing ----------------------------------------------------------------------------
 
   @staticmethod
   def _make(op: int, dtype: DType, shape: Tuple[int, ...], src: Sequence["Tensor"] = (), arg=None) -> "Tensor":
-    return Tensor(g.GRAPH.node(op, dtype, tuple(shape), tuple(t._node for t in src), arg))
+    track = (not _GradMode.no_grad and not _GradMode.untracked
+             and any(t._rg or t._node.rg for t in src))
+    n = g.GRAPH.node(op, dtype, tuple(shape), tuple(t._node for t in src), arg, rg=track,
+                     stop=_GradMode.no_grad > 0)
+    t = Tensor(n)
+    if track:
+      t._rg = True
+    return t
 
   @staticmethod
   def _const(value: Scalar, dtype: DType, shape: Tuple[int, ...] = ()) -> "Tensor":
@@ -211,10 +314,126 @@ class Tensor:
     return self
 
   def detach(self) -> "Tensor":
-    return self
+    """The same values with no gradient flowing back through them. Lazy: the wire has no
+    stop-gradient op, so the result is a node the client realizes on its own (one extra small
+    request) before a tracked graph that depends on it is sent."""
+    if not dtypes.is_float(self.dtype):
+      return Tensor(self._node)
+    zero = g.GRAPH.node(g.CONST, self.dtype, self.shape, (), 0.0)
+    return Tensor(g.GRAPH.node(g.ADD, self.dtype, self.shape, (self._node, zero), None, stop=True))
 
   def clone(self) -> "Tensor":
+    """A tensor of the same node; gradients flow through it to this one (as in torch)."""
+    t = Tensor(self._node)
+    t._rg = self._rg
+    return t
+
+  # --- autograd ---------------------------------------------------------------------------------
+
+  @property
+  def requires_grad(self) -> Optional[bool]:
+    return self._rg
+
+  @requires_grad.setter
+  def requires_grad(self, value: Optional[bool]) -> None:
+    if value and not dtypes.is_float(self.dtype):
+      raise RuntimeError(f"only float tensors can require gradients, this one is {self.dtype.name}")
+    self._rg = value
+    if value:
+      n = self._node
+      if n.op == g.CONST and not n.sent:
+        # Constants are hash-consed by the daemon: an equal constant elsewhere in the graph would
+        # be the same node and share this one's gradient. A leaf gets a buffer of its own.
+        self._node = g.GRAPH.node(g.BUFFER, n.dtype, n.shape, (),
+                                  _to_wire_array(np.full(n.shape, n.arg, np.float64), n.dtype))
+      g.GRAPH.leaves.add(self)
+    else:
+      g.GRAPH.leaves.discard(self)
+
+  def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+    self.requires_grad = requires_grad
     return self
+
+  def _grad_targets(self) -> List["Tensor"]:
+    """Tensors with requires_grad=True that this tensor's value depends on (not through stop
+    nodes), in node order."""
+    ids = {n.id for n in g.GRAPH.toposort(self._node, lambda n: n.stop)}
+    found = [t for t in g.GRAPH.leaves if t._node.id in ids]
+    return sorted(found, key=lambda t: t._node.id)
+
+  def gradient(self, *targets: "Tensor", gradient: Optional["Tensor"] = None) -> List["Tensor"]:
+    """d(self)/d(target) for each target, as lazy tensors (more graph: a gradient of a gradient
+    works). self must have one element unless `gradient` (shaped like self) is given; a target
+    self does not depend on gets zeros."""
+    loss = self._loss_for(gradient)
+    for t in targets:
+      if not isinstance(t, Tensor):
+        raise TypeError(f"gradient targets must be Tensors, got {type(t).__name__}")
+      if not dtypes.is_float(t.dtype):
+        raise RuntimeError(f"cannot take a gradient with respect to a {t.dtype.name} tensor")
+    root = g.GRAPH.relazy(loss._node, {t._node.id for t in targets})
+    track = not _GradMode.no_grad and not _GradMode.untracked
+    out = []
+    for t in targets:
+      n = g.GRAPH.node(g.GRADIENT, t.dtype, t.shape, (root, t._node), None, rg=track)
+      gt = Tensor(n)
+      gt._rg = True if track else None
+      out.append(gt)
+    return out
+
+  def _loss_for(self, gradient) -> "Tensor":
+    if not dtypes.is_float(self.dtype):
+      raise RuntimeError(f"cannot differentiate a {self.dtype.name} tensor")
+    if gradient is None:
+      if self.numel() != 1:
+        raise RuntimeError(f"backward()/gradient() without `gradient` needs a one-element loss, "
+                           f"got shape {self.shape}")
+      return self
+    if not isinstance(gradient, Tensor):
+      gradient = Tensor(gradient, dtype=self.dtype)
+    if gradient.shape != self.shape:
+      raise ValueError(f"gradient shape {gradient.shape} differs from the tensor's shape {self.shape}")
+    return self * gradient
+
+  def backward(self, gradient: Optional["Tensor"] = None, retain_graph: Optional[bool] = None) -> "Tensor":
+    """Lazily add d(self)/d(leaf) to `.grad` of every tensor with requires_grad=True that self
+    depends on (tinygrad/torch accumulation: grad = old + new). Nothing runs until a gradient
+    (or an optimizer step) is realized; `self.item()` works before or after."""
+    targets = self._grad_targets()
+    if not targets:
+      raise RuntimeError("backward(): the loss does not depend on any tensor with requires_grad=True")
+    grads = self.gradient(*targets, gradient=gradient)
+    done = {}
+    for t, gr in zip(targets, grads):
+      gr = done.setdefault(t._node.id, gr)  # tensors sharing one node share its gradient
+      t.grad = gr if t.grad is None else t.grad + gr
+    _PENDING_LOSSES.append(weakref.ref(self))
+    return self
+
+  def assign(self, x) -> "Tensor":
+    """Make this tensor stand for x's values (lazily). The wire has no in-place write yet, so this
+    rebinds the tensor to x's node; the Python object, its requires_grad and grad stay."""
+    if not isinstance(x, Tensor):
+      x = Tensor(x, dtype=self.dtype)
+    if x.shape != self.shape:
+      raise ValueError(f"assign: shape {x.shape} differs from {self.shape}")
+    if x.dtype != self.dtype:
+      x = x.cast(self.dtype)
+    if x is not self and x in g.GRAPH.leaves:
+      # Another gradient leaf: take a copy, so the two tensors do not become one gradient target.
+      with untracked():
+        x = x + 0
+    self._node = x._node
+    return self
+
+  @staticmethod
+  def train(mode: bool = True) -> _Training:
+    """`with Tensor.train():` (or a decorator): Tensor.training is `mode` inside."""
+    return _Training(mode)
+
+  @staticmethod
+  def test() -> _Training:
+    return _Training(False)
 
   def to(self, device: Optional[str] = None) -> "Tensor":
     return self
