@@ -104,9 +104,29 @@ class Linearizer {
     for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);
   }
 
+  // The nodes under `root` not emitted yet, sources first. The walk stops at emitted nodes: what
+  // only they need is in scope already or needed no more (re-emitting it would be dead code).
+  std::vector<const UOp*> pending(const UOpRef& root) const {
+    std::vector<const UOp*> order;
+    if (done_.count(root.get())) return order;
+    std::unordered_set<const UOp*> seen{root.get()};
+    std::vector<std::pair<const UOp*, size_t>> stack{{root.get(), 0}};
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (next < n->src.size()) {
+        const UOp* s = n->src[next++].get();
+        if (!done_.count(s) && seen.insert(s).second) stack.emplace_back(s, 0);
+      } else {
+        order.push_back(n);
+        stack.pop_back();
+      }
+    }
+    return order;
+  }
+
   // Emits every not-yet-emitted node under `node` whose loop variables are all open now.
   void hoist(const UOpRef& node) {
-    for (const UOp* n : toposort({node})) {
+    for (const UOp* n : pending(node)) {
       if (done_.count(n) || n->op == Ops::RANGE || n->op == Ops::SINK || n->op == Ops::STORE) continue;
       if (open_now(deps_.at(n))) emit(ref_.at(n));
     }
@@ -115,7 +135,7 @@ class Linearizer {
   // Before the upcast lanes open: every reduction that varies only along open loops and lanes
   // is emitted now, accumulating all lanes at once (the lanes nest inside its own loops).
   void hoist_lane_reductions(const UOpRef& node, const std::vector<UOpRef>& lanes) {
-    for (const UOp* n : toposort({node})) {
+    for (const UOp* n : pending(node)) {
       if (n->op != Ops::REDUCE || done_.count(n)) continue;
       std::vector<UOpRef> used;
       bool ok = true;
