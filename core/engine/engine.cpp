@@ -16,6 +16,7 @@
 #include "core/ir/symbolic.h"
 #include "core/render/c_renderer.h"
 #include "core/runtime/cpu/compiler.h"
+#include "core/runtime/cuda/discovery.h"
 #include "core/runtime/thread_pool.h"
 #include "core/schedule/schedule.h"
 
@@ -114,7 +115,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
 }
 
 std::vector<DeviceInfo> Engine::devices() const {
-  return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}};
+  // CUDA is listed even when absent, saying why (GPU execution itself is not wired up yet).
+  const CudaAvailability& cuda = cuda_availability();
+  return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}, DeviceInfo{"CUDA", cuda.available, cuda.detail}};
 }
 
 absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape) {

@@ -2,7 +2,8 @@
 //   void pg_kernel(void** bufs, int64_t start, int64_t end)
 // where bufs[i] is DEFINE_GLOBAL i and [start, end) is the slice of the outer loop to run, so a
 // runtime can split the outer loop across threads. Every name in the source is the renderer's
-// own: nothing a client sent appears in it.
+// own: nothing a client sent appears in it. The op table is the C-family base's (cstyle.h); this
+// target adds only its prelude and signature.
 #pragma once
 
 #include <string>

@@ -1,0 +1,249 @@
+#include "core/render/cstyle.h"
+
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace polygrad {
+namespace {
+
+bool is_half(DType dt) { return dt == DType::Float16 || dt == DType::BFloat16; }
+
+const char* suffix(DType dt) {
+  switch (dt) {
+    case DType::Int8: return "i8";
+    case DType::Int16: return "i16";
+    case DType::Int32: return "i32";
+    case DType::Int64: return "i64";
+    case DType::UInt8: return "u8";
+    case DType::UInt16: return "u16";
+    case DType::UInt32: return "u32";
+    default: return "u64";
+  }
+}
+
+// `v` rounded to float as IEEE does (out of range is infinity; a plain cast would be undefined).
+double to_float(double v) {
+  if (std::isfinite(v) && std::fabs(v) >= 0x1.ffffffp+127) return std::copysign(HUGE_VAL, v);
+  return std::isfinite(v) ? static_cast<double>(static_cast<float>(v)) : v;
+}
+
+// Rounds a float-held value to the precision of a 16-bit float dtype.
+std::string round_to(DType dt, const std::string& expr) {
+  if (dt == DType::Float16) return absl::StrCat("pg_rh(", expr, ")");
+  if (dt == DType::BFloat16) return absl::StrCat("pg_rbf(", expr, ")");
+  return expr;
+}
+
+}  // namespace
+
+const char* CStyleRenderer::scalar_type(DType dt) const { return dtype_c_type(dt); }
+
+std::string CStyleRenderer::value_type(DType dt) const { return is_half(dt) ? "float" : scalar_type(dt); }
+std::string CStyleRenderer::storage_type(DType dt) const { return is_half(dt) ? "uint16_t" : scalar_type(dt); }
+
+std::string CStyleRenderer::math_call(const char* fn, DType dt, const std::string& x) const {
+  if (dt == DType::Float64) return absl::StrCat(fn, "(", x, ")");
+  return absl::StrCat(fn, "f(", x, ")");
+}
+
+std::string CStyleRenderer::divmod_helpers(const char* q) {
+  return absl::StrFormat(
+      R"(#define PG_SIGNED_DIVMOD(T, N) \
+  %s T pg_idiv_##N(T a, T b) { return b == 0 ? (T)0 : (b == (T)-1 ? (T)(0 - a) : (T)(a / b)); } \
+  %s T pg_mod_##N(T a, T b) { return (b == 0 || b == (T)-1) ? (T)0 : (T)(a %% b); }
+#define PG_UNSIGNED_DIVMOD(T, N) \
+  %s T pg_idiv_##N(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); } \
+  %s T pg_mod_##N(T a, T b) { return b == 0 ? (T)0 : (T)(a %% b); }
+PG_SIGNED_DIVMOD(int8_t, i8) PG_SIGNED_DIVMOD(int16_t, i16) PG_SIGNED_DIVMOD(int32_t, i32) PG_SIGNED_DIVMOD(int64_t, i64)
+PG_UNSIGNED_DIVMOD(uint8_t, u8) PG_UNSIGNED_DIVMOD(uint16_t, u16) PG_UNSIGNED_DIVMOD(uint32_t, u32) PG_UNSIGNED_DIVMOD(uint64_t, u64)
+)",
+      q, q, q, q);
+}
+
+// One render: the names given to emitted nodes and the body being written.
+class CStyleRenderer::Emitter {
+ public:
+  explicit Emitter(const CStyleRenderer& target) : t_(target) {}
+
+  absl::StatusOr<std::string> run(const LinearKernel& k) {
+    std::string body;
+    int indent = 1;
+    auto line = [&](const std::string& s) { absl::StrAppend(&body, std::string(2 * indent, ' '), s, "\n"); };
+    for (const UOpRef& u : k.ops) {
+      const UOp& n = *u;
+      switch (n.op) {
+        case Ops::CONST:
+        case Ops::DEFINE_GLOBAL:
+          continue;
+        case Ops::RANGE: {
+          std::string r = absl::StrCat("r", n.arg_int());
+          names_[&n] = r;
+          if (n.arg_int() == k.outer_range_id)
+            line(t_.outer_loop(r, name(n.src[0])));
+          else
+            line(absl::StrFormat("for (int64_t %s = 0; %s < %s; %s++) {", r, r, name(n.src[0]), r));
+          ++indent;
+          continue;
+        }
+        case Ops::END_RANGE:
+          --indent;
+          line("}");
+          continue;
+        case Ops::DEFINE_ACC: {
+          // A scalar, or an array with one slot per combination of its upcast lanes.
+          std::string a = absl::StrCat("acc", n.arg_int());
+          const UOp& red = *n.src[0];
+          std::string init = reduce_identity(static_cast<Ops>(red.arg_int()), n.dtype);
+          if (n.src.size() == 1) {
+            line(absl::StrFormat("%s %s = %s;", t_.value_type(n.dtype), a, init));
+            names_[&n] = names_[&red] = a;
+            continue;
+          }
+          int64_t slots = 1;
+          std::string index;
+          for (size_t i = 1; i < n.src.size(); ++i) {
+            int64_t size = n.src[i]->src[0]->arg_int();
+            index = index.empty() ? name(n.src[i]) : absl::StrCat("(", index, ")*", size, "+", name(n.src[i]));
+            slots *= size;
+          }
+          line(absl::StrFormat("%s %s[%d];", t_.value_type(n.dtype), a, slots));
+          line(absl::StrFormat("for (int i = 0; i < %d; i++) %s[i] = %s;", slots, a, init));
+          names_[&n] = names_[&red] = absl::StrCat(a, "[", index, "]");
+          continue;
+        }
+        case Ops::ACCUMULATE: {
+          std::string a = name(n.src[0]), v = name(n.src[1]);
+          if (static_cast<Ops>(n.arg_int()) == Ops::ADD)
+            line(absl::StrFormat("%s = %s + %s;", a, a, v));
+          else
+            line(absl::StrFormat("%s = %s > %s ? %s : %s;", a, v, a, v, a));
+          continue;
+        }
+        case Ops::STORE: {
+          DType dt = n.src[0]->dtype;
+          std::string v = name(n.src[2]);
+          if (dt == DType::Float16) v = absl::StrCat("pg_f2h(", v, ")");
+          if (dt == DType::BFloat16) v = absl::StrCat("pg_f2bf(", v, ")");
+          line(absl::StrFormat("%s[%s] = %s;", name(n.src[0]), name(n.src[1]), v));
+          continue;
+        }
+        default:
+          break;
+      }
+      auto expr = expression(n);
+      if (!expr.ok()) return expr.status();
+      std::string v = absl::StrCat("v", next_var_++);
+      names_[&n] = v;
+      line(absl::StrFormat("const %s %s = %s;", t_.value_type(n.dtype), v, *expr));
+    }
+    return absl::StrCat(t_.prelude(), t_.kernel_open(k), body, "}\n");
+  }
+
+ private:
+  std::string name(const UOpRef& u) {
+    if (u->op == Ops::CONST) return render_const(*u);
+    if (u->op == Ops::RANGE) return absl::StrCat("r", u->arg_int());
+    if (u->op == Ops::DEFINE_GLOBAL) return absl::StrCat("b", u->arg_int());
+    return names_.at(u.get());
+  }
+
+  std::string render_const(const UOp& c) const {
+    DType dt = c.dtype;
+    if (dtype_is_float(dt)) {
+      double v = std::holds_alternative<double>(c.arg) ? c.arg_float() : static_cast<double>(c.arg_int());
+      // Narrower floats hold the value as a float: 1e300 is infinity there, not a literal.
+      if (dt != DType::Float64) v = to_float(v);
+      std::string lit;
+      if (std::isnan(v)) lit = "NAN";
+      else if (std::isinf(v)) lit = v > 0 ? "INFINITY" : "(-INFINITY)";
+      else if (dt == DType::Float64) lit = absl::StrFormat("%a", v);
+      else lit = absl::StrFormat("%af", v);
+      if (is_half(dt)) return round_to(dt, lit);
+      if (dt == DType::Float64 && (std::isnan(v) || std::isinf(v))) return absl::StrCat("((double)", lit, ")");
+      return lit;
+    }
+    int64_t v = c.arg_int();
+    const char* type = t_.scalar_type(dt);
+    if (dt == DType::Bool) return v ? "1" : "0";
+    if (dtype_is_unsigned(dt)) return absl::StrFormat("((%s)%lluULL)", type, static_cast<unsigned long long>(v));
+    if (v == std::numeric_limits<int64_t>::min()) return absl::StrCat("((", type, ")(-9223372036854775807LL-1))");
+    return absl::StrFormat("((%s)%lldLL)", type, static_cast<long long>(v));
+  }
+
+  std::string reduce_identity(Ops op, DType dt) const {
+    if (op == Ops::ADD) return dt == DType::Bool ? "0" : absl::StrCat("((", t_.value_type(dt), ")0)");
+    if (dtype_is_float(dt)) return dt == DType::Float64 ? "(-(double)INFINITY)" : "(-INFINITY)";
+    switch (dt) {
+      case DType::Bool: return "0";
+      case DType::Int8: return "((int8_t)-128)";
+      case DType::Int16: return "((int16_t)-32768)";
+      case DType::Int32: return "((int32_t)(-2147483647-1))";
+      case DType::Int64: return "((int64_t)(-9223372036854775807LL-1))";
+      default: return absl::StrCat("((", t_.scalar_type(dt), ")0)");
+    }
+  }
+
+  absl::StatusOr<std::string> expression(const UOp& n) {
+    auto e = raw_expression(n);
+    if (!e.ok() || !is_half(n.dtype) || n.op == Ops::LOAD) return e;
+    return round_to(n.dtype, *e);
+  }
+
+  absl::StatusOr<std::string> raw_expression(const UOp& n) {
+    DType dt = n.dtype;
+    auto a = [&](size_t i) { return name(n.src[i]); };
+    switch (n.op) {
+      case Ops::LOAD: {
+        std::string v = absl::StrFormat("%s[%s]", a(0), a(1));
+        if (dt == DType::Float16) v = absl::StrCat("pg_h2f(", v, ")");
+        if (dt == DType::BFloat16) v = absl::StrCat("pg_bf2f(", v, ")");
+        if (n.src.size() == 3) return absl::StrFormat("(%s ? %s : (%s)0)", a(2), v, t_.value_type(dt));
+        return v;
+      }
+      case Ops::NEG: return absl::StrCat("(-", a(0), ")");
+      case Ops::NOT: return absl::StrCat("(!", a(0), ")");
+      case Ops::EXP2: return t_.math_call("exp2", dt, a(0));
+      case Ops::LOG2: return t_.math_call("log2", dt, a(0));
+      case Ops::SQRT: return t_.math_call("sqrt", dt, a(0));
+      case Ops::SIN: return t_.math_call("sin", dt, a(0));
+      case Ops::RECIP: return absl::StrFormat("((%s)1 / %s)", t_.value_type(dt), a(0));
+      case Ops::CAST: return absl::StrFormat("((%s)%s)", t_.value_type(dt), a(0));
+      case Ops::ADD: return absl::StrFormat("(%s + %s)", a(0), a(1));
+      case Ops::SUB: return absl::StrFormat("(%s - %s)", a(0), a(1));
+      case Ops::MUL: return absl::StrFormat("(%s * %s)", a(0), a(1));
+      case Ops::FDIV: return absl::StrFormat("(%s / %s)", a(0), a(1));
+      case Ops::IDIV:
+      case Ops::MOD: {
+        // Index arithmetic divides by positive constants; anything else goes through the guard.
+        const UOpRef& d = n.src[1];
+        bool safe = d->op == Ops::CONST && d->arg_int() > 0;
+        if (safe) return absl::StrFormat("(%s %s %s)", a(0), n.op == Ops::IDIV ? "/" : "%", a(1));
+        return absl::StrFormat("pg_%s_%s(%s, %s)", n.op == Ops::IDIV ? "idiv" : "mod", suffix(dt), a(0), a(1));
+      }
+      case Ops::MAX: return absl::StrFormat("(%s > %s ? %s : %s)", a(0), a(1), a(0), a(1));
+      case Ops::CMPLT: return absl::StrFormat("(%s < %s)", a(0), a(1));
+      case Ops::CMPNE: return absl::StrFormat("(%s != %s)", a(0), a(1));
+      case Ops::AND: return absl::StrFormat("(%s & %s)", a(0), a(1));
+      case Ops::OR: return absl::StrFormat("(%s | %s)", a(0), a(1));
+      case Ops::XOR: return absl::StrFormat("(%s ^ %s)", a(0), a(1));
+      case Ops::WHERE: return absl::StrFormat("(%s ? %s : %s)", a(0), a(1), a(2));
+      default:
+        return absl::InternalError(absl::StrCat("the C-style renderer has no rule for ", op_name(n.op)));
+    }
+  }
+
+  const CStyleRenderer& t_;
+  std::unordered_map<const UOp*, std::string> names_;
+  int next_var_ = 0;
+};
+
+absl::StatusOr<std::string> CStyleRenderer::render(const LinearKernel& kernel) const {
+  return Emitter(*this).run(kernel);
+}
+
+}  // namespace polygrad

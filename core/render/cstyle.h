@@ -1,0 +1,54 @@
+// The C-family renderer: one table from linearized ops to C expressions and statements, shared
+// by every target whose language is C-like (tinygrad's renderer/cstyle.py is the model). A
+// target is a small subclass that overrides the hooks below; everything else (names, constants,
+// the trap-free integer division, 16-bit floats stored as bits and computed in float, array
+// accumulators for upcast lanes) is the base's, so C and CUDA cannot drift apart.
+//
+// Renderers are immutable: render() keeps its state on the stack, so one instance can serve
+// every thread.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/codegen/linearize.h"
+
+namespace polygrad {
+
+class CStyleRenderer {
+ public:
+  virtual ~CStyleRenderer() = default;
+
+  absl::StatusOr<std::string> render(const LinearKernel& kernel) const;
+
+  // The C type of a value of `dt` in a variable (16-bit floats compute in float) and in memory
+  // (16-bit floats are stored as their bits).
+  std::string value_type(DType dt) const;
+  std::string storage_type(DType dt) const;
+
+ protected:
+  // Everything before the kernel: includes or typedefs, the 16-bit float conversions
+  // pg_h2f/pg_f2h/pg_bf2f/pg_f2bf, the rounding helpers pg_rh/pg_rbf and the division helpers
+  // pg_idiv_<sfx>/pg_mod_<sfx> (see divmod_helpers).
+  virtual std::string prelude() const = 0;
+  // The kernel's signature and opening lines, up to the first statement of its body; the
+  // parameters must be bound to the names b0, b1, ... (b0 is the output, the others read-only).
+  virtual std::string kernel_open(const LinearKernel& kernel) const = 0;
+  // The loop header of the outer range `r` (LinearKernel::outer_range_id), whose trip count is
+  // `end`: the loop a runtime spreads over threads.
+  virtual std::string outer_loop(const std::string& r, const std::string& end) const = 0;
+  // The target's spelling of a scalar dtype (default: dtype_c_type).
+  virtual const char* scalar_type(DType dt) const;
+  // A math function of a float value, in the precision of `dt` (default: C99's fnf for float
+  // and half types, fn for float64).
+  virtual std::string math_call(const char* fn, DType dt, const std::string& x) const;
+
+  // The integer division and modulo helpers for every integer type, each function declared with
+  // `qualifiers` ("static inline" in C). Division by zero yields 0 and MIN / -1 wraps.
+  static std::string divmod_helpers(const char* qualifiers);
+
+ private:
+  class Emitter;
+};
+
+}  // namespace polygrad

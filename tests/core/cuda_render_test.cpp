@@ -1,0 +1,355 @@
+// The CUDA renderer against NVRTC: every kernel of a varied corpus of graphs, produced by the
+// real pipeline (schedule, lower, simplify, upcast, linearize), renders to CUDA C that NVRTC
+// compiles to PTX for sm_80 and sm_90 with an empty log. Needs no GPU; skips where NVRTC is absent.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/engine/engine.h"
+#include "core/engine/kernels_for.h"
+#include "core/frontend/composites.h"
+#include "core/frontend/gradient.h"
+#include "core/frontend/tensor_ops.h"
+#include "core/render/cuda_renderer.h"
+#include "core/runtime/cuda/driver.h"
+#include "core/runtime/cuda/nvrtc.h"
+
+namespace polygrad {
+namespace {
+
+namespace fe = frontend;
+
+constexpr DType kAllDTypes[] = {DType::Bool,   DType::Int8,   DType::Int16,   DType::Int32,
+                                DType::Int64,  DType::UInt8,  DType::UInt16,  DType::UInt32,
+                                DType::UInt64, DType::Float16, DType::BFloat16, DType::Float32,
+                                DType::Float64};
+
+// Graphs built with the frontend, each a list of outputs to realize together: every ALU op on
+// every dtype that accepts it, every cast, constants, movement, reductions, matmuls, composites
+// and gradients.
+class Corpus {
+ public:
+  std::vector<std::vector<UOpRef>> graphs;
+  std::vector<std::string> errors;  // graphs the frontend should have accepted
+
+  Corpus() {
+    elementwise();
+    constants();
+    casts();
+    movement();
+    reductions();
+    matmuls();
+    composites();
+    gradients();
+  }
+
+ private:
+  UOpRef leaf(DType dt, Shape shape) { return *fe::buffer(next_id_++, dt, std::move(shape)); }
+  // A graph the frontend must accept.
+  void add(const absl::StatusOr<UOpRef>& r) {
+    if (r.ok()) graphs.push_back({*r});
+    else errors.push_back(std::string(r.status().message()));
+  }
+  // A graph the frontend may reject for its dtype (FDIV of ints, NEG of bool, ...).
+  void try_add(const absl::StatusOr<UOpRef>& r) {
+    if (r.ok()) graphs.push_back({*r});
+  }
+  static absl::StatusOr<UOpRef> alu(Ops op, const std::vector<absl::StatusOr<UOpRef>>& src) {
+    std::vector<UOpRef> s;
+    for (const auto& x : src) {
+      if (!x.ok()) return x.status();
+      s.push_back(*x);
+    }
+    return fe::alu(op, s);
+  }
+
+  void elementwise() {
+    const Ops unary[] = {Ops::NEG, Ops::EXP2, Ops::LOG2, Ops::SQRT, Ops::RECIP, Ops::SIN, Ops::NOT};
+    const Ops binary[] = {Ops::ADD, Ops::SUB,   Ops::MUL,   Ops::FDIV, Ops::IDIV, Ops::MOD,
+                          Ops::MAX, Ops::CMPLT, Ops::CMPNE, Ops::AND,  Ops::OR,   Ops::XOR};
+    for (DType dt : kAllDTypes) {
+      UOpRef a = leaf(dt, {5, 7}), b = leaf(dt, {5, 7});
+      for (Ops op : unary) try_add(fe::alu(op, {a}));
+      for (Ops op : binary) try_add(fe::alu(op, {a, b}));
+      add(fe::alu(Ops::WHERE, {leaf(DType::Bool, {5, 7}), a, b}));
+      // A longer chain mixing the ops valid for the dtype.
+      absl::StatusOr<UOpRef> x = a;
+      for (Ops op : binary) {
+        auto y = alu(op, {x, b});
+        if (y.ok() && (*y)->dtype == dt) x = y;
+      }
+      add(alu(Ops::WHERE, {alu(Ops::CMPLT, {a, b}), x, a}));
+    }
+  }
+
+  // Every constant kind of each dtype in one expression (literals, infinities, NaN, extremes),
+  // and integer division by constants (the unguarded path) and by values (the guarded one).
+  void constants() {
+    const double floats[] = {0.0, -0.0, 1.0, -2.5, 1e-30, 3.4e38, 1e300, std::numeric_limits<double>::infinity(),
+                             -std::numeric_limits<double>::infinity(), std::nan("")};
+    const int64_t ints[] = {0, 1, -1, 127, -128, 255, 65535, 2147483647, std::numeric_limits<int64_t>::min(),
+                            std::numeric_limits<int64_t>::max(), -7};
+    for (DType dt : kAllDTypes) {
+      absl::StatusOr<UOpRef> x = leaf(dt, {6});
+      Ops op = dt == DType::Bool ? Ops::OR : Ops::MAX;
+      if (dtype_is_float(dt)) {
+        for (double v : floats) x = alu(op, {x, fe::constant(v, dt, {6})});
+      } else {
+        for (int64_t v : ints) x = alu(op, {x, fe::constant(v, dt, {6})});
+      }
+      add(x);
+      if (!dtype_is_int(dt)) continue;
+      UOpRef a = leaf(dt, {6});
+      auto q = alu(Ops::IDIV, {a, fe::constant(int64_t{3}, dt, {6})});
+      auto r = alu(Ops::MOD, {q, fe::constant(int64_t{-3}, dt, {6})});
+      add(alu(Ops::ADD, {r, alu(Ops::IDIV, {fe::constant(int64_t{100}, dt, {6}), a})}));
+    }
+  }
+
+  // Every pair of dtypes: x cast to each other dtype and back, combined, one kernel per source
+  // dtype; and single casts to and from the 16-bit floats, whose conversions are helpers.
+  void casts() {
+    for (DType from : kAllDTypes) {
+      UOpRef x = leaf(from, {4, 3});
+      absl::StatusOr<UOpRef> acc = x;
+      for (DType to : kAllDTypes)
+        if (to != from) acc = alu(from == DType::Bool ? Ops::OR : Ops::ADD, {acc, fe::cast(*fe::cast(x, to), from)});
+      add(acc);
+      for (DType half : {DType::Float16, DType::BFloat16}) {
+        if (from == half) continue;
+        add(fe::cast(x, half));
+        add(fe::cast(leaf(half, {4, 3}), from));
+      }
+    }
+  }
+
+  void movement() {
+    for (DType dt : {DType::Float32, DType::BFloat16, DType::Bool}) {
+      UOpRef x = leaf(dt, {4, 5, 6});
+      add(fe::pad(x, {{1, 2}, {0, 0}, {3, 1}}));
+      add(fe::shrink(x, {{1, 3}, {0, 5}, {2, 6}}));
+      add(fe::flip(x, {0, 2}));
+      add(fe::permute(x, {2, 0, 1}));
+      auto r = fe::reshape(x, {20, 6});
+      if (r.ok()) add(fe::expand(*fe::reshape(*r, {1, 20, 6}), {3, 20, 6}));
+      // A chain of views fused into one index expression.
+      auto chain = fe::permute(*fe::flip(*fe::pad(x, {{0, 1}, {2, 0}, {1, 1}}), {1}), {1, 2, 0});
+      if (chain.ok()) add(fe::shrink(*chain, {{1, 6}, {0, 7}, {1, 4}}));
+      add(fe::reshape(*fe::permute(x, {1, 0, 2}), {5, 24}));
+    }
+    UOpRef v = leaf(DType::Float32, {8});
+    add(alu(Ops::ADD, {fe::expand(*fe::reshape(v, {8, 1}), {8, 8}), fe::expand(*fe::reshape(v, {1, 8}), {8, 8})}));
+  }
+
+  void reductions() {
+    for (DType dt : kAllDTypes) {
+      UOpRef x = leaf(dt, {4, 6, 8});
+      bool every_axis_set = dt == DType::Float32 || dt == DType::Float16 || dt == DType::Int32;
+      for (Ops op : {Ops::ADD, Ops::MAX}) {
+        if (every_axis_set)
+          for (int64_t axis = 0; axis < 3; ++axis) try_add(fe::reduce(op, x, {axis}));
+        else
+          try_add(fe::reduce(op, x, {op == Ops::ADD ? 1 : 2}));
+        try_add(fe::reduce(op, x, {0, 2}));
+        try_add(fe::reduce(op, x, {0, 1, 2}));
+      }
+    }
+    // Large reductions: split into two kernels by the scheduler.
+    for (DType dt : {DType::Float32, DType::Float16, DType::Int32, DType::Float64}) {
+      add(fe::reduce(Ops::ADD, leaf(dt, {1 << 16}), {0}));
+      add(fe::reduce(Ops::MAX, leaf(dt, {2, 256, 256}), {1, 2}));
+    }
+    add(fe::sum(leaf(DType::Float32, {300, 700}), {0}, false));
+  }
+
+  void matmuls() {
+    const std::pair<Shape, Shape> shapes[] = {
+        {{1, 1}, {1, 1}},     {{3, 5}, {5, 7}},       {{16, 16}, {16, 16}}, {{8, 32}, {32, 64}},
+        {{33, 17}, {17, 9}},  {{64, 64}, {64, 64}},   {{2, 4, 8}, {8, 16}}, {{5}, {5, 3}},
+        {{6, 5}, {5}},        {{2, 3, 8}, {2, 8, 4}}, {{128, 256}, {256, 32}}, {{7, 128}, {128, 128}}};
+    for (const auto& [a, b] : shapes) add(fe::matmul(leaf(DType::Float32, a), leaf(DType::Float32, b)));
+    for (DType dt : {DType::Float16, DType::BFloat16, DType::Float64, DType::Int32, DType::Int8})
+      for (size_t i : {1, 4, 6, 9, 10}) add(fe::matmul(leaf(dt, shapes[i].first), leaf(dt, shapes[i].second)));
+  }
+
+  void composites() {
+    UOpRef x = leaf(DType::Float32, {6, 10});
+    add(fe::softmax(x, 0));
+    add(fe::logsumexp(x, 1, false));
+    add(fe::var(x, {1}, true, 1.0));
+    add(fe::mean(x, {}, false));
+    for (auto f : {fe::exp, fe::log, fe::relu, fe::sigmoid, fe::tanh, fe::silu}) add(f(x));
+    for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
+      UOpRef y = leaf(dt, {6, 10});
+      add(fe::softmax(y, -1));
+      add(fe::log_softmax(y, -1));
+      add(fe::layernorm(y, 1, 1e-5));
+      add(fe::gelu(y));
+    }
+    add(fe::layernorm(leaf(DType::Float32, {2, 3, 16, 16}), 2, 1e-6));
+    add(fe::softmax(leaf(DType::Float32, {4, 8, 16, 16}), -1));  // attention-shaped scores
+  }
+
+  void gradients() {
+    for (DType dt : {DType::Float32, DType::Float16}) {
+      // A two-layer MLP with a log-softmax loss.
+      UOpRef x = leaf(dt, {8, 16}), w1 = leaf(dt, {16, 32}), w2 = leaf(dt, {32, 10});
+      auto logits = fe::matmul(*fe::relu(*fe::matmul(x, w1)), w2);
+      add_gradients(fe::mean(*fe::log_softmax(*logits, -1), {}, false), {w1, w2, x});
+    }
+    // Max (elementwise and reduce), movement ops, layernorm and activations backward, and
+    // second order: the gradient of a gradient.
+    UOpRef y = leaf(DType::Float32, {5, 6});
+    auto mx = fe::expand(*fe::max(y, {1}, true), {5, 6});
+    auto view = fe::shrink(*fe::flip(*fe::pad(y, {{1, 0}, {0, 2}}), {0}), {{0, 5}, {1, 7}});
+    add_gradients(fe::sum(*alu(Ops::MUL, {mx, alu(Ops::MAX, {y, view})}), {}, false), {y});
+    auto dln = fe::gradient(*fe::sum(*fe::layernorm(y, 1, 1e-5), {}, false), {y});
+    add_gradients(dln.ok() ? fe::sum((*dln)[0], {}, false) : dln.status(), {y});
+    add_gradients(fe::sum(*fe::tanh(*fe::sigmoid(*fe::gelu(y))), {}, false), {y});
+  }
+
+  void add_gradients(const absl::StatusOr<UOpRef>& loss, const std::vector<UOpRef>& wrt) {
+    auto g = loss.ok() ? fe::gradient(*loss, wrt) : loss.status();
+    if (g.ok()) graphs.push_back(*g);
+    else errors.push_back(std::string(g.status().message()));
+  }
+
+  uint64_t next_id_ = 1;
+};
+
+bool is_buffer(const UOp* n) { return n->op == Ops::BUFFER; }
+
+std::vector<LinearKernel> corpus_kernels() {
+  Corpus c;
+  for (const std::string& e : c.errors) ADD_FAILURE() << "corpus graph rejected: " << e;
+  std::vector<LinearKernel> out;
+  for (const auto& g : c.graphs) {
+    auto ks = kernels_for(g, is_buffer);
+    EXPECT_TRUE(ks.ok()) << ks.status();
+    if (ks.ok()) out.insert(out.end(), ks->begin(), ks->end());
+  }
+  return out;
+}
+
+std::vector<std::string> distinct_cuda_sources() {
+  std::set<std::string> seen;
+  for (const LinearKernel& k : corpus_kernels()) {
+    auto src = render_cuda(k);
+    EXPECT_TRUE(src.ok()) << src.status();
+    if (src.ok()) seen.insert(*src);
+  }
+  return {seen.begin(), seen.end()};
+}
+
+// The acceptance check: at least 200 distinct kernels, each compiled for sm_80 and sm_90 with no
+// error and nothing in the log (a warning is a renderer bug too).
+TEST(CudaRender, EveryCorpusKernelCompilesWithNvrtc) {
+  auto nvrtc = Nvrtc::get();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC is not available: " << nvrtc.status().message();
+  std::vector<std::string> sources = distinct_cuda_sources();
+  ASSERT_GE(sources.size(), 200u);
+
+  const int archs[] = {80, 90};
+  std::vector<std::string> failures(sources.size() * 2);
+  std::atomic<size_t> next{0};
+  auto t0 = std::chrono::steady_clock::now();
+  auto work = [&] {
+    for (size_t i; (i = next++) < failures.size();) {
+      int arch = archs[i % 2];
+      const std::string& src = sources[i / 2];
+      auto r = (*nvrtc)->compile(src, arch, Nvrtc::Output::Ptx);
+      if (!r.ok()) failures[i] = std::string(r.status().message());
+      else if (!r->log.empty()) failures[i] = absl::StrCat("compute_", arch, " log:\n", r->log);
+      else if (r->code.find(".entry pg_kernel") == std::string::npos) failures[i] = "no pg_kernel entry in the PTX";
+    }
+  };
+  unsigned n = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < n; ++t) threads.emplace_back(work);
+  for (auto& t : threads) t.join();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  size_t failed = 0;
+  for (size_t i = 0; i < failures.size(); ++i) {
+    if (failures[i].empty()) continue;
+    if (++failed <= 3) ADD_FAILURE() << failures[i] << "\n--- source ---\n" << sources[i / 2];
+  }
+  EXPECT_EQ(failed, 0u) << "of " << failures.size() << " compiles";
+  std::printf("[ info ] %zu distinct CUDA kernels compiled for compute_80 and compute_90 by NVRTC %s in %.1f s (%u threads)\n",
+              sources.size(), (*nvrtc)->version().c_str(), secs, n);
+}
+
+// PTX is checked for every kernel above; a CUBIN also runs ptxas. A few kernels that use every
+// prelude helper (16-bit conversions are inline PTX) go all the way to sm_90 machine code.
+TEST(CudaRender, HalfMatmulCompilesToCubin) {
+  auto nvrtc = Nvrtc::get();
+  if (!nvrtc.ok()) GTEST_SKIP() << "NVRTC is not available: " << nvrtc.status().message();
+  uint64_t id = 1;
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    UOpRef a = *fe::buffer(id++, dt, {16, 32}), b = *fe::buffer(id++, dt, {32, 64});
+    auto ks = kernels_for({*fe::softmax(*fe::matmul(a, b), -1)}, is_buffer);
+    ASSERT_TRUE(ks.ok()) << ks.status();
+    for (const LinearKernel& k : *ks) {
+      auto src = render_cuda(k);
+      ASSERT_TRUE(src.ok()) << src.status();
+      for (int arch : {80, 90}) {
+        auto r = (*nvrtc)->compile(*src, arch, Nvrtc::Output::Cubin);
+        ASSERT_TRUE(r.ok()) << r.status() << "\n" << *src;
+        EXPECT_EQ(r->log, "") << *src;
+        EXPECT_GT(r->code.size(), 0u);
+      }
+    }
+  }
+}
+
+// The CUDA target differs from C only in prelude, signature and the outer loop: the grid-stride
+// mapping, typed parameters, and no header NVRTC would have to find.
+TEST(CudaRender, KernelShape) {
+  UOpRef x = *fe::buffer(1, DType::Float32, {64, 8}), y = *fe::buffer(2, DType::Bool, {64, 8});
+  auto ks = kernels_for({*fe::sum(*fe::alu(Ops::WHERE, {y, x, *fe::alu(Ops::NEG, {x})}), {1}, false)}, is_buffer);
+  ASSERT_TRUE(ks.ok()) << ks.status();
+  ASSERT_EQ(ks->size(), 1u);
+  std::string src = *render_cuda((*ks)[0]);
+  EXPECT_NE(src.find("extern \"C\" __global__ void pg_kernel(float* __restrict__ b0, const "), std::string::npos) << src;
+  EXPECT_NE(src.find("const bool* __restrict__ b"), std::string::npos) << src;
+  EXPECT_NE(src.find(", int64_t n) {"), std::string::npos) << src;
+  EXPECT_NE(src.find("= (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r0 < n; r0 += (int64_t)gridDim.x * blockDim.x)"),
+            std::string::npos)
+      << src;
+  EXPECT_EQ(src.find("#include"), std::string::npos) << src;
+  // A kernel without an outer loop (a full reduction) runs in one thread.
+  auto total = kernels_for({*fe::sum(x, {}, false)}, is_buffer);
+  ASSERT_TRUE(total.ok());
+  EXPECT_NE(render_cuda(total->back())->find("if ((int64_t)blockIdx.x * blockDim.x + threadIdx.x >= n) return;"),
+            std::string::npos);
+}
+
+// The device list names CUDA whether or not it can be used, and says why not.
+TEST(CudaDevice, ListedWithTheReason) {
+  auto engine = Engine::create({.threads = 1});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  std::vector<DeviceInfo> devices = (*engine)->devices();
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].name, "CPU");
+  EXPECT_TRUE(devices[0].available);
+  const DeviceInfo& cuda = devices[1];
+  EXPECT_EQ(cuda.name, "CUDA");
+  EXPECT_FALSE(cuda.detail.empty());
+  if (cuda.available) {
+    EXPECT_NE(cuda.detail.find("(sm_"), std::string::npos) << cuda.detail;
+    EXPECT_NE(cuda.detail.find("NVRTC"), std::string::npos) << cuda.detail;
+  } else if (!CudaDriver::get().ok()) {
+    EXPECT_EQ(cuda.detail, CudaDriver::get().status().message());
+  }
+  std::printf("[ info ] CUDA: %s (%s)\n", cuda.available ? "available" : "unavailable", cuda.detail.c_str());
+}
+
+}  // namespace
+}  // namespace polygrad
