@@ -441,31 +441,35 @@ class Tensor:
   # --- construction -----------------------------------------------------------------------------
 
   @staticmethod
-  def full(shape, fill_value: Scalar, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+  def full(shape, fill_value: Scalar, dtype: Optional[DTypeLike] = None,
+           requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
     shape = check_shape(as_shape((shape,) if isinstance(shape, int) else tuple(shape)))
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(_py_scalar(fill_value))
-    return Tensor._const(_py_scalar(fill_value), dt, shape)
+    t = Tensor._const(_py_scalar(fill_value), dt, shape)
+    if requires_grad is not None:
+      t.requires_grad = requires_grad
+    return t
 
   @staticmethod
   def zeros(*shape, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
-    return Tensor.full(as_shape(shape), 0.0, dtype=dtype or dtypes.default_float)
+    return Tensor.full(as_shape(shape), 0.0, dtype=dtype or dtypes.default_float, **kwargs)
 
   @staticmethod
   def ones(*shape, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
-    return Tensor.full(as_shape(shape), 1.0, dtype=dtype or dtypes.default_float)
+    return Tensor.full(as_shape(shape), 1.0, dtype=dtype or dtypes.default_float, **kwargs)
 
   @staticmethod
   def empty(*shape, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
-    return Tensor.zeros(*shape, dtype=dtype)
+    return Tensor.zeros(*shape, dtype=dtype, **kwargs)
 
-  def full_like(self, fill_value: Scalar, dtype: Optional[DTypeLike] = None) -> "Tensor":
-    return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype)
+  def full_like(self, fill_value: Scalar, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, **kwargs)
 
-  def zeros_like(self, dtype: Optional[DTypeLike] = None) -> "Tensor":
-    return self.full_like(0, dtype)
+  def zeros_like(self, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    return self.full_like(0, dtype, **kwargs)
 
-  def ones_like(self, dtype: Optional[DTypeLike] = None) -> "Tensor":
-    return self.full_like(1, dtype)
+  def ones_like(self, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    return self.full_like(1, dtype, **kwargs)
 
   @staticmethod
   def arange(start, stop=None, step=1, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
@@ -503,23 +507,58 @@ class Tensor:
       Tensor._rng = np.random.default_rng(Tensor._seed)
     return Tensor._rng
 
-  @staticmethod
-  def rand(*shape, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
-    return Tensor(Tensor._generator().random(as_shape(shape), dtype=np.float32),
-                  dtype=dtype or dtypes.default_float)
+  # Random tensors come from the client's numpy generator (Tensor.manual_seed) and travel as data.
 
   @staticmethod
-  def randn(*shape, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+  def rand(*shape, dtype: Optional[DTypeLike] = None, requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
+    return Tensor(Tensor._generator().random(as_shape(shape), dtype=np.float32),
+                  dtype=dtype or dtypes.default_float, requires_grad=requires_grad)
+
+  @staticmethod
+  def randn(*shape, dtype: Optional[DTypeLike] = None, requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
     return Tensor(Tensor._generator().standard_normal(as_shape(shape), dtype=np.float32),
-                  dtype=dtype or dtypes.default_float)
+                  dtype=dtype or dtypes.default_float, requires_grad=requires_grad)
 
   @staticmethod
   def randint(*shape, low: int = 0, high: int = 10, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
     return Tensor(Tensor._generator().integers(low, high, as_shape(shape)), dtype=dtype or dtypes.int32)
 
   @staticmethod
-  def uniform(*shape, low: float = 0.0, high: float = 1.0, **kwargs) -> "Tensor":
-    return Tensor(Tensor._generator().uniform(low, high, as_shape(shape)).astype(np.float32))
+  def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype: Optional[DTypeLike] = None,
+              requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
+    vals = Tensor._generator().uniform(low, high, as_shape(shape))
+    return Tensor(vals.astype(np.float32), dtype=dtype or dtypes.default_float, requires_grad=requires_grad)
+
+  @staticmethod
+  def scaled_uniform(*shape, **kwargs) -> "Tensor":
+    """uniform(-1, 1) scaled by 1/sqrt(numel) (tinygrad)."""
+    shape = as_shape(shape)
+    return Tensor.uniform(*shape, low=-prod(shape) ** -0.5, high=prod(shape) ** -0.5, **kwargs)
+
+  @staticmethod
+  def glorot_uniform(*shape, **kwargs) -> "Tensor":
+    """Glorot/Xavier uniform: bound sqrt(6 / (shape[0] + prod(shape[1:]))) (tinygrad)."""
+    shape = as_shape(shape)
+    bound = math.sqrt(6 / (shape[0] + prod(shape[1:])))
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+  @staticmethod
+  def kaiming_uniform(*shape, a: float = 0.01, **kwargs) -> "Tensor":
+    shape = as_shape(shape)
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+  @staticmethod
+  def kaiming_normal(*shape, a: float = 0.01, **kwargs) -> "Tensor":
+    shape = as_shape(shape)
+    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+    return Tensor(Tensor._generator().standard_normal(shape).astype(np.float32) * np.float32(std), **kwargs)
+
+  def rand_like(self, **kwargs) -> "Tensor":
+    return Tensor.rand(*self.shape, dtype=kwargs.pop("dtype", self.dtype), **kwargs)
+
+  def randn_like(self, **kwargs) -> "Tensor":
+    return Tensor.randn(*self.shape, dtype=kwargs.pop("dtype", self.dtype), **kwargs)
 
   # --- movement ---------------------------------------------------------------------------------
 
@@ -1167,6 +1206,111 @@ class Tensor:
   def linear(self, weight: "Tensor", bias: Optional["Tensor"] = None) -> "Tensor":
     x = self * weight if weight.ndim == 1 else self.dot(weight)
     return x + bias if bias is not None else x
+
+  def sequential(self, layers: Sequence[Callable[["Tensor"], "Tensor"]]) -> "Tensor":
+    return functools.reduce(lambda x, f: f(x), layers, self)
+
+  # --- nn helpers -------------------------------------------------------------------------------
+
+  def dropout(self, p: float = 0.5) -> "Tensor":
+    """Zero each element with probability p and scale the rest by 1/(1-p), only while
+    Tensor.training is set. The mask comes from the client's generator and travels as data."""
+    if not 0 <= p <= 1:
+      raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not Tensor.training or p == 0:
+      return self
+    if p == 1:
+      return self.zeros_like()
+    keep = Tensor(Tensor._generator().random(self.shape, dtype=np.float32) >= p)
+    return keep.where(self * (1.0 / (1.0 - p)), 0)
+
+  def one_hot(self, num_classes: int) -> "Tensor":
+    """int32 one-hot encoding along a new last axis (compares with a cached arange buffer)."""
+    if not dtypes.is_int(self.dtype):
+      raise TypeError(f"one_hot needs an integer tensor, got {self.dtype.name}")
+    ar = _arange_buffer(num_classes)
+    return (self.cast(dtypes.int32).unsqueeze(-1) == ar).cast(dtypes.int32)
+
+  def _do_reduction(self, reduction: str) -> "Tensor":
+    if reduction == "mean":
+      return self.mean()
+    if reduction == "sum":
+      return self.sum()
+    if reduction == "none":
+      return self
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+  def logsigmoid(self) -> "Tensor":
+    return -(-self).softplus()
+
+  def cross_entropy(self, Y: "Tensor", reduction: str = "mean", label_smoothing: float = 0.0,
+                    axis: Optional[int] = None) -> "Tensor":
+    """Cross entropy of logits `self` with class indices or class probabilities `Y`; the class
+    axis is 1 (torch), or -1 for a 1-D input, unless `axis` is given."""
+    if not 0.0 <= label_smoothing <= 1.0:
+      raise ValueError("label_smoothing must be in [0, 1]")
+    ax = normalize_axis(axis if axis is not None else (1 if self.ndim >= 2 else -1), self.ndim)
+    n_cls = self.shape[ax]
+    if Y.ndim < self.ndim:  # class indices
+      Y = Y.one_hot(n_cls)
+      if ax != self.ndim - 1:
+        Y = Y.permute(*range(ax), Y.ndim - 1, *range(ax, Y.ndim - 1))
+    Y = Y.cast(least_upper_float(self.dtype))
+    if label_smoothing:
+      Y = (1 - label_smoothing) * Y + label_smoothing / n_cls
+    return (-(self.log_softmax(ax) * Y).sum(ax))._do_reduction(reduction)
+
+  def sparse_categorical_crossentropy(self, Y: "Tensor", ignore_index: int = -1, label_smoothing: float = 0.0,
+                                      reduction: str = "mean") -> "Tensor":
+    """tinygrad's: logits over the last axis, integer targets Y; targets equal to ignore_index
+    (when it is not -1) count for nothing."""
+    log_probs = self.log_softmax(-1)
+    mask = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
+    y = Y.one_hot(self.shape[-1]).cast(log_probs.dtype) * mask.unsqueeze(-1).cast(log_probs.dtype)
+    maskf = mask.cast(log_probs.dtype)
+    smoothing = label_smoothing * (log_probs.mean(-1) * maskf)
+    unreduced = (1 - label_smoothing) * (log_probs * y).sum(-1) + smoothing
+    if reduction == "mean":
+      return -(unreduced.sum() / maskf.sum())
+    return -(unreduced.sum() if reduction == "sum" else unreduced._do_reduction(reduction))
+
+  def binary_crossentropy(self, Y: "Tensor", reduction: str = "mean") -> "Tensor":
+    return (-Y * self.log() - (1 - Y) * (1 - self).log())._do_reduction(reduction)
+
+  def binary_crossentropy_logits(self, Y: "Tensor", reduction: str = "mean", pos_weight=None) -> "Tensor":
+    w = 1 if pos_weight is None else pos_weight
+    return (-(w * Y * self.logsigmoid() + (1 - Y) * (-self).logsigmoid()))._do_reduction(reduction)
+
+  def batchnorm(self, weight: Optional["Tensor"], bias: Optional["Tensor"], mean: "Tensor", invstd: "Tensor",
+                axis=1) -> "Tensor":
+    """(x - mean) * invstd * weight + bias, the statistics shaped along `axis` (tinygrad)."""
+    axes = normalize_axes(axis, self.ndim)
+    shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+    x = self - mean.reshape(shape)
+    if weight is not None:
+      x = x * weight.reshape(shape)
+    x = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
+    return x + bias.reshape(shape) if bias is not None else x
+
+  # --- in-place ops: assign() of the result (the tensor object keeps its identity) ---------------
+
+  def __iadd__(self, x): return self.assign(self + x)
+  def __isub__(self, x): return self.assign(self - x)
+  def __imul__(self, x): return self.assign(self * x)
+  def __itruediv__(self, x): return self.assign(self / x)
+  def __ipow__(self, x): return self.assign(self ** x)
+  def __imatmul__(self, x): return self.assign(self @ x)
+
+
+# One int32 arange buffer per size, for one_hot/Embedding (uploaded once per session).
+_ARANGES: dict = {}
+
+
+def _arange_buffer(n: int) -> "Tensor":
+  t = _ARANGES.get(n)
+  if t is None or (t._node.sent and t._node.gen != g.GRAPH.gen):
+    t = _ARANGES[n] = Tensor(np.arange(n, dtype=np.int32))
+  return t
 
 
 def _reduced_shape(shape: Tuple[int, ...], axes: Tuple[int, ...], keepdim: bool) -> Tuple[int, ...]:

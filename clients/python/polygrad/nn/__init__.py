@@ -1,0 +1,188 @@
+"""Neural-network layers (tinygrad's nn, torch-compatible parameter names and initialization),
+optimizers, learning-rate schedulers and state dicts.
+
+    from polygrad.nn import Linear, SGD, get_parameters
+
+Layers are plain Python objects holding Tensors; `get_parameters(model)` finds them. Parameters
+start as data drawn from the client's generator (Tensor.manual_seed); an optimizer step computes
+their new values lazily and realizes them all in one request, then rebinds each parameter to its
+new node (see Tensor.assign).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence, Tuple, Union
+
+from ..dtype import dtypes
+from ..tensor import Tensor, untracked
+from .optim import (LAMB, SGD, Adam, AdamW, CosineAnnealingLR, LinearLR, LinearWarmup, LRScheduler,
+                    MultiStepLR, Optimizer, StepLR)
+from .state import (get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_metadata,
+                    safe_save)
+
+__all__ = ["Linear", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "BatchNorm", "BatchNorm1d",
+           "BatchNorm2d", "GroupNorm", "Conv2d", "ConvTranspose2d", "Optimizer", "SGD", "Adam", "AdamW",
+           "LAMB", "LRScheduler", "StepLR", "MultiStepLR", "CosineAnnealingLR", "LinearLR",
+           "LinearWarmup", "get_parameters", "get_state_dict", "load_state_dict", "safe_save",
+           "safe_load", "safe_load_metadata"]
+
+
+def _param(t: Tensor) -> Tensor:
+  t.requires_grad = True
+  return t
+
+
+def _buffer(t: Tensor) -> Tensor:
+  t.requires_grad = False
+  return t
+
+
+class Linear:
+  """y = x @ weight.T + bias; weight (out, in) and bias drawn from U(-1/sqrt(in), 1/sqrt(in))
+  as in tinygrad and torch."""
+
+  def __init__(self, in_features: int, out_features: int, bias: bool = True):
+    bound = 1 / math.sqrt(in_features)
+    self.weight = _param(Tensor.uniform(out_features, in_features, low=-bound, high=bound))
+    self.bias = _param(Tensor.uniform(out_features, low=-bound, high=bound)) if bias else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.linear(self.weight.transpose(), self.bias)
+
+
+def _shape_tuple(s: Union[int, Sequence[int]]) -> Tuple[int, ...]:
+  return (s,) if isinstance(s, int) else tuple(s)
+
+
+class LayerNorm:
+  """Normalizes over the last len(normalized_shape) axes, then weight * x + bias (ones and
+  zeros at start) when elementwise_affine."""
+
+  def __init__(self, normalized_shape: Union[int, Sequence[int]], eps: float = 1e-5,
+               elementwise_affine: bool = True):
+    self.normalized_shape = _shape_tuple(normalized_shape)
+    self.axis = tuple(-1 - i for i in range(len(self.normalized_shape)))
+    self.eps, self.elementwise_affine = eps, elementwise_affine
+    self.weight = _param(Tensor.ones(*self.normalized_shape)) if elementwise_affine else None
+    self.bias = _param(Tensor.zeros(*self.normalized_shape)) if elementwise_affine else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.shape[-len(self.normalized_shape):] != self.normalized_shape:
+      raise ValueError(f"LayerNorm{self.normalized_shape} got an input of shape {x.shape}")
+    x = x.layernorm(self.axis, self.eps)
+    return x if not self.elementwise_affine else x * self.weight + self.bias
+
+
+class RMSNorm:
+  """x / sqrt(mean(x^2 over the last axis) + eps) * weight (ones at start)."""
+
+  def __init__(self, dim: int, eps: float = 1e-5, elementwise_affine: bool = True):
+    self.eps = eps
+    self.weight = _param(Tensor.ones(dim)) if elementwise_affine else None
+
+  def _norm(self, x: Tensor) -> Tensor:
+    return x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
+
+  def __call__(self, x: Tensor) -> Tensor:
+    x = self._norm(x.float()).cast(x.dtype)
+    return x if self.weight is None else x * self.weight
+
+
+class Embedding:
+  """A lookup table: idx (integers) -> weight[idx], computed as one_hot(idx) @ weight, so the
+  gradient with respect to the table is one more matmul. weight is Glorot-uniform (tinygrad)."""
+
+  def __init__(self, vocab_size: int, embed_size: int):
+    self.vocab_sz, self.embed_sz = vocab_size, embed_size
+    self.weight = _param(Tensor.glorot_uniform(vocab_size, embed_size))
+
+  def __call__(self, idx: Tensor) -> Tensor:
+    if not isinstance(idx, Tensor):
+      idx = Tensor(idx, dtype=dtypes.int32)
+    return idx.one_hot(self.vocab_sz).cast(self.weight.dtype) @ self.weight
+
+
+class Dropout:
+  """Zeros elements with probability p while Tensor.training is set (a mask from the client's
+  generator); identity otherwise."""
+
+  def __init__(self, p: float = 0.5):
+    self.p = p
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.dropout(self.p)
+
+
+class BatchNorm:
+  """Batch normalization over axis 1 (torch's BatchNorm1d/2d/3d). While Tensor.training is set it
+  normalizes with the batch statistics and updates running_mean/running_var (momentum, unbiased
+  variance, as torch); otherwise it uses the running statistics. The running statistics are
+  rebound lazily and realized by the next optimizer step (or any realize of them)."""
+
+  def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
+               momentum: float = 0.1):
+    self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
+    self.weight = _param(Tensor.ones(sz)) if affine else None
+    self.bias = _param(Tensor.zeros(sz)) if affine else None
+    self.num_batches_tracked = _buffer(Tensor.zeros(1, dtype=dtypes.int64))
+    if track_running_stats:
+      self.running_mean = _buffer(Tensor.zeros(sz))
+      self.running_var = _buffer(Tensor.ones(sz))
+
+  def calc_stats(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+    if self.track_running_stats and not Tensor.training:
+      return self.running_mean, self.running_var
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    return x.mean(axes), x.var(axes, correction=0)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 2:
+      raise ValueError(f"BatchNorm needs an input with a channel axis (N, C, ...), got {x.shape}")
+    mean, var = self.calc_stats(x)
+    if self.track_running_stats and Tensor.training:
+      n = x.numel() // x.shape[1]
+      with untracked():  # statistics carry no gradient
+        self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean)
+        self.running_var.assign((1 - self.momentum) * self.running_var +
+                                self.momentum * (n / max(1, n - 1)) * var)
+        self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+    return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
+
+
+BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
+
+
+class GroupNorm:
+  """Normalizes each of num_groups channel groups (axis 1) over its channels and the spatial
+  axes, then a per-channel affine (ones and zeros at start)."""
+
+  def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
+    if num_channels % num_groups:
+      raise ValueError(f"num_channels {num_channels} is not divisible by num_groups {num_groups}")
+    self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+    self.weight = _param(Tensor.ones(num_channels)) if affine else None
+    self.bias = _param(Tensor.zeros(num_channels)) if affine else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 2 or x.shape[1] != self.num_channels:
+      raise ValueError(f"GroupNorm({self.num_groups}, {self.num_channels}) got an input of shape {x.shape}")
+    y = x.reshape(x.shape[0], self.num_groups, -1).layernorm(-1, self.eps).reshape(x.shape)
+    if self.weight is None:
+      return y
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+
+class _NeedsConv:
+  def __init__(self, *args, **kwargs):
+    raise NotImplementedError(
+        f"{type(self).__name__} is not available yet: polygradd has no convolution op on the wire "
+        "(polygrad.v1), and the client does not emulate one")
+
+
+class Conv2d(_NeedsConv):
+  """Not implemented yet (needs a convolution op in polygradd); raises NotImplementedError."""
+
+
+class ConvTranspose2d(_NeedsConv):
+  """Not implemented yet (needs a convolution op in polygradd); raises NotImplementedError."""

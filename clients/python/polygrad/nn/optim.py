@@ -1,0 +1,310 @@
+"""Optimizers (torch's update rules; tinygrad's LAMB) and learning-rate schedulers.
+
+A step builds every parameter's (and every state tensor's) new value as lazy graph, realizes
+them all in one Realize request together with the gradients and the loss whose backward()
+produced them, and rebinds each parameter to its new node (Tensor.assign: the wire has no
+in-place write yet). The old nodes die with their last Python reference and are released on
+the daemon, so a loop of any length runs in flat memory.
+
+Values that change every step (the learning rate, Adam's bias corrections) travel as small
+buffers rather than constants, so every step runs the same kernels.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..dtype import dtypes
+from ..tensor import Tensor, take_pending_losses, untracked
+
+
+def _dedup(xs: Iterable[Tensor]) -> List[Tensor]:
+  seen, out = set(), []
+  for x in xs:
+    if id(x) not in seen:
+      seen.add(id(x))
+      out.append(x)
+  return out
+
+
+class _Scalar:
+  """A float that reaches the graph as a 0-d float32 buffer, re-sent only when it changes."""
+
+  def __init__(self, value: float):
+    self.value, self._t = float(value), None
+
+  def set(self, value: float) -> None:
+    if float(value) != self.value:
+      self.value, self._t = float(value), None
+
+  def tensor(self) -> Tensor:
+    if self._t is None or (self._t._node.sent and self._t._node.gen != _graph_gen()):
+      self._t = Tensor(np.float32(self.value))
+    return self._t
+
+
+def _graph_gen() -> int:
+  from ..graph import GRAPH
+  return GRAPH.gen
+
+
+class Optimizer:
+  """Base class: `params` with requires_grad (None becomes True) are optimized; the others (e.g.
+  BatchNorm running statistics) are realized with each step as `buffers`."""
+
+  def __init__(self, params: Iterable[Tensor], lr: float):
+    params = list(params)
+    for x in params:
+      if x.requires_grad is None and dtypes.is_float(x.dtype):
+        x.requires_grad = True
+    self.params: List[Tensor] = _dedup(x for x in params if x.requires_grad)
+    self.buffers: List[Tensor] = _dedup(x for x in params if not x.requires_grad)
+    if not self.params:
+      raise ValueError("optimizer got no parameters that require grad")
+    self._lr = _Scalar(lr)
+    self.steps = 0  # steps taken (torch's `step` state)
+
+  @property
+  def lr(self) -> float:
+    return self._lr.value
+
+  @lr.setter
+  def lr(self, value: float) -> None:
+    self._lr.set(value)
+
+  def zero_grad(self) -> None:
+    for p in self.params:
+      p.grad = None
+
+  def step(self) -> None:
+    """Update every parameter that has a gradient, in one Realize request."""
+    Tensor.realize(*self.schedule_step())
+
+  def schedule_step(self) -> List[Tensor]:
+    """Build the update lazily (parameters rebound to their new values) and return everything the
+    step should realize: parameters, buffers, optimizer state, gradients, pending losses."""
+    self.steps += 1
+    with untracked():
+      state = self._step()
+    grads = [p.grad for p in self.params if p.grad is not None]
+    return [*self.params, *self.buffers, *state, *grads, *take_pending_losses()]
+
+  def _step(self) -> List[Tensor]:
+    raise NotImplementedError
+
+  def state_tensors(self) -> Dict[str, Tensor]:
+    """The optimizer's state as named tensors (for get_state_dict / safe_save)."""
+    return {}
+
+
+class SGD(Optimizer):
+  """torch.optim.SGD: weight decay adds wd*p to the gradient; momentum keeps b = m*b + g (b = g
+  at the first step); nesterov uses g + m*b; then p -= lr * update."""
+
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.01, momentum: float = 0.0,
+               weight_decay: float = 0.0, nesterov: bool = False):
+    super().__init__(params, lr)
+    if nesterov and momentum <= 0:
+      raise ValueError("nesterov momentum needs momentum > 0")
+    self.momentum, self.wd, self.nesterov = momentum, weight_decay, nesterov
+    self.b = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params] if momentum else []
+
+  def _step(self) -> List[Tensor]:
+    lr = self._lr.tensor()
+    for i, t in enumerate(self.params):
+      if t.grad is None:
+        continue
+      g = t.grad
+      if self.wd:
+        g = g + t * self.wd
+      if self.momentum:
+        self.b[i].assign(self.b[i] * self.momentum + g)
+        g = g + self.b[i] * self.momentum if self.nesterov else self.b[i]
+      t.assign((t - g * lr).cast(t.dtype))
+    return list(self.b)
+
+  def state_tensors(self) -> Dict[str, Tensor]:
+    return {f"momentum_buffer.{i}": b for i, b in enumerate(self.b)}
+
+
+class Adam(Optimizer):
+  """torch.optim.Adam (weight_decay is L2: wd*p added to the gradient). `betas` or tinygrad's
+  b1/b2 may be given."""
+
+  decoupled = False
+
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.001, betas: Tuple[float, float] = (0.9, 0.999),
+               eps: float = 1e-8, weight_decay: float = 0.0, b1: Optional[float] = None,
+               b2: Optional[float] = None):
+    super().__init__(params, lr)
+    self.b1 = betas[0] if b1 is None else b1
+    self.b2 = betas[1] if b2 is None else b2
+    self.eps, self.wd = eps, weight_decay
+    self.m = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
+    self.v = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
+    self._step_size, self._bc2_sqrt, self._decay = _Scalar(0), _Scalar(0), _Scalar(1)
+
+  def _step(self) -> List[Tensor]:
+    k = self.steps
+    bc1, bc2 = 1 - self.b1 ** k, 1 - self.b2 ** k
+    self._step_size.set(self.lr / bc1)
+    self._bc2_sqrt.set(math.sqrt(bc2))
+    self._decay.set(1 - self.lr * self.wd)
+    step_size, bc2_sqrt = self._step_size.tensor(), self._bc2_sqrt.tensor()
+    for i, t in enumerate(self.params):
+      if t.grad is None:
+        continue
+      g = t.grad
+      p = t
+      if self.wd and not self.decoupled:
+        g = g + t * self.wd
+      if self.wd and self.decoupled:
+        p = t * self._decay.tensor()
+      self.m[i].assign(self.m[i] * self.b1 + g * (1 - self.b1))
+      self.v[i].assign(self.v[i] * self.b2 + g * (1 - self.b2) * g)  # torch's addcmul order
+      denom = self.v[i].sqrt() / bc2_sqrt + self.eps
+      t.assign((p - step_size * (self.m[i] / denom)).cast(t.dtype))
+    return [*self.m, *self.v]
+
+  def state_tensors(self) -> Dict[str, Tensor]:
+    return {**{f"exp_avg.{i}": m for i, m in enumerate(self.m)},
+            **{f"exp_avg_sq.{i}": v for i, v in enumerate(self.v)}}
+
+
+class AdamW(Adam):
+  """torch.optim.AdamW: decoupled weight decay, p *= 1 - lr*wd before the Adam update."""
+
+  decoupled = True
+
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.001, betas: Tuple[float, float] = (0.9, 0.999),
+               eps: float = 1e-8, weight_decay: float = 0.01, b1: Optional[float] = None,
+               b2: Optional[float] = None):
+    super().__init__(params, lr, betas, eps, weight_decay, b1, b2)
+
+
+class LAMB(Optimizer):
+  """tinygrad's LAMB: the Adam direction plus wd*p, scaled per parameter by the trust ratio
+  ||p|| / ||update|| (1 where either norm is 0)."""
+
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999,
+               eps: float = 1e-6, weight_decay: float = 0.0):
+    super().__init__(params, lr)
+    self.b1, self.b2, self.eps, self.wd = b1, b2, eps, weight_decay
+    self.m = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
+    self.v = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
+    self._inv_bc1, self._inv_bc2 = _Scalar(1), _Scalar(1)
+
+  def _step(self) -> List[Tensor]:
+    k = self.steps
+    self._inv_bc1.set(1 / (1 - self.b1 ** k))
+    self._inv_bc2.set(1 / (1 - self.b2 ** k))
+    lr, inv_bc1, inv_bc2 = self._lr.tensor(), self._inv_bc1.tensor(), self._inv_bc2.tensor()
+    for i, t in enumerate(self.params):
+      if t.grad is None:
+        continue
+      g = t.grad
+      self.m[i].assign(self.m[i] * self.b1 + g * (1 - self.b1))
+      self.v[i].assign(self.v[i] * self.b2 + g * g * (1 - self.b2))
+      up = (self.m[i] * inv_bc1) / ((self.v[i] * inv_bc2).sqrt() + self.eps)
+      if self.wd:
+        up = up + t * self.wd
+      r1 = t.float().square().sum().sqrt()
+      r2 = up.square().sum().sqrt()
+      r = (r1 > 0).where((r2 > 0).where(r1 / r2, 1.0), 1.0)
+      t.assign((t - lr * r * up).cast(t.dtype))
+    return [*self.m, *self.v]
+
+  def state_tensors(self) -> Dict[str, Tensor]:
+    return {**{f"m.{i}": m for i, m in enumerate(self.m)}, **{f"v.{i}": v for i, v in enumerate(self.v)}}
+
+
+def _state_dtype(t: Tensor):
+  """Optimizer state is kept in float32 for float16/bfloat16 parameters."""
+  return dtypes.float32 if t.dtype in (dtypes.float16, dtypes.bfloat16) else t.dtype
+
+
+# --- learning-rate schedulers (torch's closed forms) ------------------------------------------------
+
+class LRScheduler:
+  """Sets optimizer.lr from the number of step() calls so far (`last_epoch`), like torch: the
+  constructor sets the initial rate, each step() advances one epoch/iteration."""
+
+  def __init__(self, optimizer: Optimizer):
+    self.optimizer = optimizer
+    self.base_lr = optimizer.lr
+    self.last_epoch = 0
+    self.optimizer.lr = self.get_lr()
+
+  def get_lr(self) -> float:
+    raise NotImplementedError
+
+  def get_last_lr(self) -> List[float]:
+    return [self.optimizer.lr]
+
+  def step(self) -> None:
+    self.last_epoch += 1
+    self.optimizer.lr = self.get_lr()
+
+
+class StepLR(LRScheduler):
+  """lr = base * gamma ** (epoch // step_size)."""
+
+  def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1):
+    self.step_size, self.gamma = step_size, gamma
+    super().__init__(optimizer)
+
+  def get_lr(self) -> float:
+    return self.base_lr * self.gamma ** (self.last_epoch // self.step_size)
+
+
+class MultiStepLR(LRScheduler):
+  """lr = base * gamma ** (number of milestones passed)."""
+
+  def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1):
+    self.milestones, self.gamma = sorted(milestones), gamma
+    super().__init__(optimizer)
+
+  def get_lr(self) -> float:
+    return self.base_lr * self.gamma ** bisect.bisect_right(self.milestones, self.last_epoch)
+
+
+class CosineAnnealingLR(LRScheduler):
+  """lr = eta_min + (base - eta_min) * (1 + cos(pi * epoch / T_max)) / 2."""
+
+  def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0):  # noqa: N803 - torch's name
+    self.T_max, self.eta_min = T_max, eta_min
+    super().__init__(optimizer)
+
+  def get_lr(self) -> float:
+    return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+
+
+class LinearLR(LRScheduler):
+  """torch.optim.lr_scheduler.LinearLR: the factor goes linearly from start_factor to end_factor
+  over total_iters steps, then stays."""
+
+  def __init__(self, optimizer: Optimizer, start_factor: float = 1 / 3, end_factor: float = 1.0,
+               total_iters: int = 5):
+    self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+    super().__init__(optimizer)
+
+  def get_lr(self) -> float:
+    t = min(self.last_epoch, self.total_iters)
+    return self.base_lr * (self.start_factor + (self.end_factor - self.start_factor) * t / self.total_iters)
+
+
+class LinearWarmup(LRScheduler):
+  """Linear warm-up: lr = base * min(1, (step + 1) / warmup_steps), so the first step already
+  uses base / warmup_steps and step warmup_steps - 1 onwards the full rate."""
+
+  def __init__(self, optimizer: Optimizer, warmup_steps: int):
+    if warmup_steps < 1:
+      raise ValueError("warmup_steps must be at least 1")
+    self.warmup_steps = warmup_steps
+    super().__init__(optimizer)
+
+  def get_lr(self) -> float:
+    return self.base_lr * min(1.0, (self.last_epoch + 1) / self.warmup_steps)
