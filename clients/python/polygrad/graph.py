@@ -284,20 +284,32 @@ class Graph:
   # --- realize ----------------------------------------------------------------------------------
 
   def _unsent(self, outputs: Sequence[Node]) -> List[Node]:
-    """Nodes reachable from `outputs` that the daemon has not seen, in id order."""
-    todo: Dict[int, Node] = {}
-    stack = list(outputs)
+    """Nodes reachable from `outputs` that the daemon has not seen, sources first. The loss of a
+    GRADIENT about to be sent is re-lazied first (relazy), since values behind it may have been
+    realized after the GRADIENT node was made; the copies that makes have newer ids than the
+    GRADIENT, so the order is topological, not by id."""
+    order: List[Node] = []
+    state: Dict[int, bool] = {}  # id -> finished
+    stack: List[Tuple[Node, bool]] = [(n, False) for n in reversed(outputs)]
     while stack:
-      n = stack.pop()
+      n, done = stack.pop()
+      if done:
+        state[n.id] = True
+        order.append(n)
+        continue
       if n.sent:
         if n.gen != self.gen:
           raise PolygradError(f"tensor node {n.id} belongs to a closed polygrad session")
         continue
-      if n.id in todo:
+      if n.id in state:
         continue
-      todo[n.id] = n
-      stack.extend(n.src)
-    return [todo[k] for k in sorted(todo)]
+      state[n.id] = False
+      if n.op == GRADIENT:
+        loss, target = n.src
+        n.src = (self.relazy(loss, {target.id}), target)
+      stack.append((n, True))
+      stack.extend((s, False) for s in reversed(n.src) if s.id not in state)
+    return order
 
   def _to_wire(self, pb, n: Node):
     msg = pb.Node(id=n.id, op=n.op, dtype=n.dtype.wire, src=[s.id for s in n.src])

@@ -371,7 +371,7 @@ class Tensor:
         raise TypeError(f"gradient targets must be Tensors, got {type(t).__name__}")
       if not dtypes.is_float(t.dtype):
         raise RuntimeError(f"cannot take a gradient with respect to a {t.dtype.name} tensor")
-    root = g.GRAPH.relazy(loss._node, {t._node.id for t in targets})
+    root = loss._node  # re-lazied when sent (Graph._unsent), should parts of it be realized by then
     track = not _GradMode.no_grad and not _GradMode.untracked
     out = []
     for t in targets:
