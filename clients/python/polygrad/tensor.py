@@ -206,7 +206,7 @@ class Tensor:
     want = np_dtype(dt)
     if arr.dtype.itemsize != want.itemsize:
       raise TypeError(f"{arr.dtype} data cannot hold {dt.name} values")
-    arr = np.ascontiguousarray(arr).view(want)
+    arr = np.array(arr, order="C", copy=False).view(want)
     return Tensor(g.GRAPH.node(g.BUFFER, dt, check_shape(tuple(int(s) for s in arr.shape)), (), arr.copy()))
 
   # --- node plumbing ----------------------------------------------------------------------------

@@ -97,15 +97,15 @@ def _to_bytes(t: Union[Tensor, np.ndarray]) -> Tuple[str, Tuple[int, ...], bytes
     dt = t.dtype
     arr = t.numpy()
     if dt == dtypes.bfloat16:  # numpy() widened it to float32 exactly: take the top 16 bits back
-      arr = (np.ascontiguousarray(arr, dtype=np.float32).view(np.uint32) >> 16).astype("<u2")
+      arr = (np.array(arr, dtype=np.float32, order="C").view(np.uint32) >> 16).astype("<u2")
   else:
     arr = np.asarray(t)
     dt = dtypes.from_np(arr.dtype)
   if dt not in _SAFE_NAMES:
     raise TypeError(f"safetensors cannot store {dt.name}")
   if dt != dtypes.bfloat16:
-    arr = np.ascontiguousarray(arr, dtype=np.dtype(dt.np).newbyteorder("<"))
-  return _SAFE_NAMES[dt], tuple(int(s) for s in arr.shape), np.ascontiguousarray(arr).tobytes()
+    arr = np.array(arr, dtype=np.dtype(dt.np).newbyteorder("<"), order="C")
+  return _SAFE_NAMES[dt], tuple(int(s) for s in arr.shape), np.array(arr, order="C", copy=False).tobytes()
 
 
 def _write_file(path: Path, items: List[Tuple[str, str, Tuple[int, ...], bytes]],

@@ -1,0 +1,289 @@
+"""Optimizers and learning-rate schedulers against torch.optim on the same model and data; an MLP's
+loss curve against PyTorch's; one request per step; flat daemon memory over a training loop."""
+import gc
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from conftest import PY_CLIENT, Daemon, daemon_binary
+from polygrad import Tensor
+from polygrad import graph as g
+from polygrad import nn
+from polygrad.nn import get_parameters
+
+torch = pytest.importorskip("torch", reason="PyTorch (Debian's python3-torch) is the reference for these tests")
+
+pytestmark = pytest.mark.usefixtures("live_daemon")
+
+
+class MLP:
+  def __init__(self, n_in=6, hidden=16, n_out=3):
+    self.l1 = nn.Linear(n_in, hidden)
+    self.l2 = nn.Linear(hidden, n_out)
+
+  def __call__(self, x):
+    return self.l2(self.l1(x).tanh())
+
+
+def torch_twin(m: MLP):
+  t = torch.nn.Sequential(torch.nn.Linear(*m.l1.weight.shape[::-1]), torch.nn.Tanh(),
+                          torch.nn.Linear(*m.l2.weight.shape[::-1]))
+  with torch.no_grad():
+    for ours, theirs in ((m.l1, t[0]), (m.l2, t[2])):
+      theirs.weight.copy_(torch.tensor(ours.weight.numpy()))
+      theirs.bias.copy_(torch.tensor(ours.bias.numpy()))
+  return t
+
+
+def classification_data(seed, n=64, n_in=6, n_cls=3):
+  r = np.random.default_rng(seed)
+  x = r.standard_normal((n, n_in)).astype(np.float32)
+  w = r.standard_normal((n_in, n_cls))
+  y = np.argmax(x @ w + 0.3 * r.standard_normal((n, n_cls)), axis=1).astype(np.int32)
+  return x, y
+
+
+OPTIMIZERS = {
+    "sgd": (lambda p: nn.SGD(p, lr=0.1), lambda p: torch.optim.SGD(p, lr=0.1)),
+    "sgd_momentum": (lambda p: nn.SGD(p, lr=0.05, momentum=0.9), lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
+    "sgd_nesterov_wd": (lambda p: nn.SGD(p, lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.01),
+                        lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.01)),
+    "sgd_weight_decay": (lambda p: nn.SGD(p, lr=0.1, weight_decay=0.05), lambda p: torch.optim.SGD(p, lr=0.1, weight_decay=0.05)),
+    "adam": (lambda p: nn.Adam(p, lr=0.01), lambda p: torch.optim.Adam(p, lr=0.01)),
+    "adam_betas_wd": (lambda p: nn.Adam(p, lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1),
+                      lambda p: torch.optim.Adam(p, lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)),
+    "adamw": (lambda p: nn.AdamW(p, lr=0.01), lambda p: torch.optim.AdamW(p, lr=0.01)),
+    "adamw_wd": (lambda p: nn.AdamW(p, lr=0.01, weight_decay=0.3), lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.3)),
+}
+
+
+def _torch_params_in_our_order(t):
+  return [t[0].weight, t[0].bias, t[2].weight, t[2].bias]
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_optimizer_matches_torch(name):
+  make_ours, make_theirs = OPTIMIZERS[name]
+  Tensor.manual_seed(7)
+  m = MLP()
+  tm = torch_twin(m)
+  opt, topt = make_ours(get_parameters(m)), make_theirs(tm.parameters())
+  x, y = classification_data(1)
+  xt, yt = Tensor(x), Tensor(y)
+  for _ in range(6):
+    opt.zero_grad()
+    loss = m(xt).cross_entropy(yt)
+    loss.backward()
+    opt.step()
+    topt.zero_grad()
+    tl = torch.nn.functional.cross_entropy(tm(torch.tensor(x)), torch.tensor(y, dtype=torch.long))
+    tl.backward()
+    topt.step()
+    assert abs(loss.item() - tl.item()) < 1e-5
+  for ours, theirs in zip(get_parameters(m), _torch_params_in_our_order(tm)):
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def _torch_lamb_step(params, state, lr, b1, b2, eps, wd, k):
+  """tinygrad's LAMB, written out in torch (float64)."""
+  with torch.no_grad():
+    for p in params:
+      m, v = state.setdefault(id(p), (torch.zeros_like(p), torch.zeros_like(p)))
+      m.mul_(b1).add_(p.grad * (1 - b1))
+      v.mul_(b2).add_(p.grad * p.grad * (1 - b2))
+      up = (m / (1 - b1 ** k)) / ((v / (1 - b2 ** k)).sqrt() + eps) + wd * p
+      r1, r2 = p.norm(), up.norm()
+      r = (r1 / r2) if (r1 > 0 and r2 > 0) else 1.0
+      p.sub_(lr * r * up)
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.1])
+def test_lamb_matches_its_formula(wd):
+  Tensor.manual_seed(3)
+  m = MLP()
+  tm = torch_twin(m).double()
+  opt = nn.LAMB(get_parameters(m), lr=0.01, weight_decay=wd)
+  x, y = classification_data(2)
+  state = {}
+  for k in range(1, 5):
+    opt.zero_grad()
+    m(Tensor(x)).cross_entropy(Tensor(y)).backward()
+    opt.step()
+    tm.zero_grad()
+    torch.nn.functional.cross_entropy(tm(torch.tensor(x, dtype=torch.float64)), torch.tensor(y, dtype=torch.long)).backward()
+    _torch_lamb_step(_torch_params_in_our_order(tm), state, 0.01, 0.9, 0.999, 1e-6, wd, k)
+  for ours, theirs in zip(get_parameters(m), _torch_params_in_our_order(tm)):
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("opt_name", ["sgd_momentum", "adam"])
+def test_mlp_loss_curve_matches_pytorch(opt_name):
+  """Issue 4, acceptance 3 (eager): same init, same data, 50 steps, losses within 1e-3."""
+  make_ours, make_theirs = OPTIMIZERS[opt_name]
+  Tensor.manual_seed(11)
+  m = MLP(n_in=6, hidden=32, n_out=3)
+  tm = torch_twin(m)
+  opt, topt = make_ours(get_parameters(m)), make_theirs(tm.parameters())
+  x, y = classification_data(5, n=128)
+  xt, yt = Tensor(x), Tensor(y)
+  ours, theirs = [], []
+  for _ in range(50):
+    opt.zero_grad()
+    loss = m(xt).cross_entropy(yt)
+    loss.backward()
+    opt.step()
+    ours.append(loss.item())
+    topt.zero_grad()
+    tl = torch.nn.functional.cross_entropy(tm(torch.tensor(x)), torch.tensor(y, dtype=torch.long))
+    tl.backward()
+    topt.step()
+    theirs.append(tl.item())
+  diff = np.max(np.abs(np.array(ours) - np.array(theirs)))
+  print(f"{opt_name}: max |loss - torch loss| over 50 steps = {diff:.3g} (first {ours[0]:.4f}, last {ours[-1]:.4f})")
+  assert diff < 1e-3
+  assert ours[-1] < 0.6 * ours[0], "the model learns"
+
+
+def test_one_request_per_step_and_no_recompiles():
+  Tensor.manual_seed(0)
+  m = MLP()
+  opt = nn.Adam(get_parameters(m), lr=0.01)
+  sched = nn.CosineAnnealingLR(opt, T_max=10)
+  x, y = classification_data(3)
+  xt, yt = Tensor(x), Tensor(y)
+  for i in range(6):
+    opt.zero_grad()
+    loss = m(xt).cross_entropy(yt)
+    before = g.GRAPH.stats()["requests"]
+    loss.backward()
+    opt.step()
+    sched.step()
+    assert g.GRAPH.stats()["requests"] == before + 1, "backward + step is one Realize request"
+    assert loss.is_realized, "the step realizes the loss too"
+    if i >= 2:  # new lr and bias corrections travel as data: the same kernels every step
+      assert g.GRAPH.last_stats.compiled == 0, g.GRAPH.last_stats
+    assert all(p.is_realized for p in get_parameters(m))
+
+
+def test_parameters_without_gradient_are_left_alone():
+  a, b = Tensor([1.0, 2.0], requires_grad=True), Tensor([3.0], requires_grad=True)
+  opt = nn.SGD([a, b], lr=0.5)
+  (a * a).sum().backward()
+  opt.step()
+  assert a.numpy().tolist() == [0.0, 0.0] and b.numpy().tolist() == [3.0]
+  assert a.grad is not None and b.grad is None
+
+
+def test_optimizer_marks_parameters_and_rejects_empty():
+  t = Tensor([1.0])
+  nn.SGD([t])
+  assert t.requires_grad is True
+  with pytest.raises(ValueError):
+    nn.SGD([Tensor([1.0], requires_grad=False)])
+
+
+SCHEDULERS = {
+    "step": (lambda o: nn.StepLR(o, step_size=3, gamma=0.5), lambda o: torch.optim.lr_scheduler.StepLR(o, 3, 0.5)),
+    "multistep": (lambda o: nn.MultiStepLR(o, [2, 5, 9], 0.3), lambda o: torch.optim.lr_scheduler.MultiStepLR(o, [2, 5, 9], 0.3)),
+    "cosine": (lambda o: nn.CosineAnnealingLR(o, T_max=10, eta_min=0.01),
+               lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=10, eta_min=0.01)),
+    "linear": (lambda o: nn.LinearLR(o, start_factor=0.25, total_iters=4),
+               lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, total_iters=4)),
+}
+
+
+@pytest.mark.parametrize("name", list(SCHEDULERS))
+def test_scheduler_matches_torch(name):
+  make_ours, make_theirs = SCHEDULERS[name]
+  opt = nn.SGD([Tensor([1.0])], lr=0.2)
+  topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.2)
+  s, ts = make_ours(opt), make_theirs(topt)
+  for _ in range(12):
+    assert opt.lr == pytest.approx(topt.param_groups[0]["lr"], rel=1e-9, abs=1e-12)
+    assert s.get_last_lr() == pytest.approx(ts.get_last_lr())
+    topt.step()
+    s.step()
+    ts.step()
+
+
+def test_linear_warmup():
+  opt = nn.SGD([Tensor([1.0])], lr=0.4)
+  s = nn.LinearWarmup(opt, warmup_steps=4)
+  seen = []
+  for _ in range(6):
+    seen.append(opt.lr)
+    s.step()
+  assert seen == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.4, 0.4])
+
+
+def test_scheduled_lr_reaches_the_update():
+  w = Tensor([1.0], requires_grad=True)
+  opt = nn.SGD([w], lr=1.0)
+  s = nn.StepLR(opt, step_size=1, gamma=0.5)
+  for _ in range(3):
+    opt.zero_grad()
+    w.sum().backward()  # gradient 1
+    opt.step()
+    s.step()
+  assert w.numpy().tolist() == [1.0 - 1.0 - 0.5 - 0.25]
+
+
+def test_training_loop_memory_is_flat_on_the_daemon(tmp_path):
+  """300 SGD steps of a small MLP against a daemon of its own: its live-buffer gauge (/metrics)
+  and the client's node table stay flat after warm-up."""
+  d = Daemon(daemon_binary(), tmp_path, metrics_listen="127.0.0.1:0")
+  try:
+    d.wait_ready()
+    url = None
+    for _ in range(100):
+      m = re.search(r'metrics="?(http://[^"\s]+)', d.log_path.read_text(errors="replace"))
+      if m:
+        url = m.group(1)
+        break
+      time.sleep(0.05)
+    if url is None:
+      pytest.skip("this daemon does not report a /metrics URL in its log")
+    program = textwrap.dedent(f"""
+        import gc, re, sys, urllib.request
+        sys.path.insert(0, {str(PY_CLIENT)!r})
+        import numpy as np
+        from polygrad import Tensor, graph
+        from polygrad.nn import Linear, SGD, get_parameters
+        def buffers():
+          gc.collect()
+          graph.GRAPH.flush_releases()
+          text = urllib.request.urlopen({url!r}, timeout=10).read().decode()
+          return float(re.search(r"^polygradd_buffers(?:{{[^}}]*}})? (\\S+)$", text, re.M).group(1))
+        Tensor.manual_seed(0)
+        l1, l2 = Linear(8, 16), Linear(16, 2)
+        opt = SGD(get_parameters([l1, l2]), lr=0.05, momentum=0.9)
+        r = np.random.default_rng(0)
+        seen, nodes = [], []
+        for i in range(300):
+          x = Tensor(r.standard_normal((32, 8), dtype=np.float32))
+          y = Tensor(r.integers(0, 2, 32).astype(np.int32))
+          opt.zero_grad()
+          loss = l2(l1(x).relu()).cross_entropy(y)
+          loss.backward()
+          opt.step()
+          if i in (50, 299):
+            seen.append(buffers())
+            nodes.append(graph.GRAPH.stats()["sent_live"])
+        print("BUFFERS", *seen, "NODES", *nodes, "LOSS", loss.item())
+    """)
+    env = dict(os.environ, POLYGRAD_ADDRESS=d.address)
+    r = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    w = r.stdout.split()
+    early, late = float(w[w.index("BUFFERS") + 1]), float(w[w.index("BUFFERS") + 2])
+    n_early, n_late = int(w[w.index("NODES") + 1]), int(w[w.index("NODES") + 2])
+    assert late <= early, f"daemon buffers grew from {early} to {late} over 250 training steps"
+    assert n_late <= n_early, f"nodes known to the daemon grew from {n_early} to {n_late}"
+  finally:
+    d.stop()
