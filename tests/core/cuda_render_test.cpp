@@ -336,10 +336,12 @@ TEST(CudaRender, KernelShape) {
   ASSERT_TRUE(ks.ok()) << ks.status();
   ASSERT_EQ(ks->size(), 1u);
   std::string src = *render_cuda((*ks)[0]);
-  EXPECT_NE(src.find("extern \"C\" __global__ void pg_kernel(float* __restrict__ b0, const "), std::string::npos) << src;
+  EXPECT_NE(src.find("extern \"C\" __global__ void pg_kernel(float* __restrict__ b0, const "), std::string::npos)
+      << src;
   EXPECT_NE(src.find("const bool* __restrict__ b"), std::string::npos) << src;
   EXPECT_NE(src.find(", int64_t n) {"), std::string::npos) << src;
-  EXPECT_NE(src.find("= (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r0 < n; r0 += (int64_t)gridDim.x * blockDim.x)"),
+  EXPECT_NE(src.find("for (int64_t r0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; r0 < n; "
+                     "r0 += (int64_t)gridDim.x * blockDim.x) {"),
             std::string::npos)
       << src;
   EXPECT_EQ(src.find("#include"), std::string::npos) << src;

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/runtime/cuda/dl.h"
 
 namespace polygrad {
 namespace {
@@ -17,12 +18,6 @@ using CUdevice = int;
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
-
-template <typename Fn>
-bool resolve(void* lib, const char* name, Fn& fn) {
-  fn = reinterpret_cast<Fn>(dlsym(lib, name));
-  return fn != nullptr;
-}
 
 }  // namespace
 
@@ -42,12 +37,14 @@ absl::StatusOr<const CudaDriver*> CudaDriver::load() {
   void* lib = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return absl::FailedPreconditionError(absl::StrCat(kLibrary, " not found: ", dlerror()));
   auto api = std::make_unique<Api>();
-  bool ok = resolve(lib, "cuInit", api->cuInit) && resolve(lib, "cuDriverGetVersion", api->cuDriverGetVersion) &&
-            resolve(lib, "cuGetErrorName", api->cuGetErrorName) &&
-            resolve(lib, "cuGetErrorString", api->cuGetErrorString) &&
-            resolve(lib, "cuDeviceGetCount", api->cuDeviceGetCount) && resolve(lib, "cuDeviceGet", api->cuDeviceGet) &&
-            resolve(lib, "cuDeviceGetName", api->cuDeviceGetName) &&
-            resolve(lib, "cuDeviceGetAttribute", api->cuDeviceGetAttribute);
+  bool ok = resolve_symbol(lib, "cuInit", api->cuInit) &&
+            resolve_symbol(lib, "cuDriverGetVersion", api->cuDriverGetVersion) &&
+            resolve_symbol(lib, "cuGetErrorName", api->cuGetErrorName) &&
+            resolve_symbol(lib, "cuGetErrorString", api->cuGetErrorString) &&
+            resolve_symbol(lib, "cuDeviceGetCount", api->cuDeviceGetCount) &&
+            resolve_symbol(lib, "cuDeviceGet", api->cuDeviceGet) &&
+            resolve_symbol(lib, "cuDeviceGetName", api->cuDeviceGetName) &&
+            resolve_symbol(lib, "cuDeviceGetAttribute", api->cuDeviceGetAttribute);
   if (!ok) {
     std::string why = dlerror();
     dlclose(lib);
@@ -87,7 +84,8 @@ absl::StatusOr<std::vector<CudaDeviceProps>> CudaDriver::devices() const {
     if (CUresult r = f.cuDeviceGet(&dev, i); r != CUDA_SUCCESS) return error("cuDeviceGet", r);
     CudaDeviceProps p{.ordinal = i};
     char name[256] = {};
-    if (CUresult r = f.cuDeviceGetName(name, sizeof(name) - 1, dev); r != CUDA_SUCCESS) return error("cuDeviceGetName", r);
+    if (CUresult r = f.cuDeviceGetName(name, sizeof(name) - 1, dev); r != CUDA_SUCCESS)
+      return error("cuDeviceGetName", r);
     p.name = name;
     if (CUresult r = f.cuDeviceGetAttribute(&p.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
         r != CUDA_SUCCESS)

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/runtime/cuda/dl.h"
 
 namespace polygrad {
 namespace {
@@ -34,16 +35,6 @@ struct Nvrtc::Api {
   nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram, char*);
 };
 
-namespace {
-
-template <typename Fn>
-bool resolve(void* lib, const char* name, Fn& fn) {
-  fn = reinterpret_cast<Fn>(dlsym(lib, name));
-  return fn != nullptr;
-}
-
-}  // namespace
-
 absl::StatusOr<const Nvrtc*> Nvrtc::load() {
   const char* names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
   std::vector<std::string> candidates(std::begin(names), std::end(names));
@@ -66,21 +57,23 @@ absl::StatusOr<const Nvrtc*> Nvrtc::load() {
     return absl::FailedPreconditionError(
         absl::StrCat("NVRTC not found (tried ", absl::StrJoin(candidates, ", "), "): ", first_error));
   auto api = std::make_unique<Api>();
-  bool ok = resolve(lib, "nvrtcVersion", api->nvrtcVersion) &&
-            resolve(lib, "nvrtcGetErrorString", api->nvrtcGetErrorString) &&
-            resolve(lib, "nvrtcCreateProgram", api->nvrtcCreateProgram) &&
-            resolve(lib, "nvrtcDestroyProgram", api->nvrtcDestroyProgram) &&
-            resolve(lib, "nvrtcCompileProgram", api->nvrtcCompileProgram) &&
-            resolve(lib, "nvrtcGetProgramLogSize", api->nvrtcGetProgramLogSize) &&
-            resolve(lib, "nvrtcGetProgramLog", api->nvrtcGetProgramLog) &&
-            resolve(lib, "nvrtcGetPTXSize", api->nvrtcGetPTXSize) && resolve(lib, "nvrtcGetPTX", api->nvrtcGetPTX) &&
-            resolve(lib, "nvrtcGetCUBINSize", api->nvrtcGetCUBINSize) &&
-            resolve(lib, "nvrtcGetCUBIN", api->nvrtcGetCUBIN);
+  bool ok = resolve_symbol(lib, "nvrtcVersion", api->nvrtcVersion) &&
+            resolve_symbol(lib, "nvrtcGetErrorString", api->nvrtcGetErrorString) &&
+            resolve_symbol(lib, "nvrtcCreateProgram", api->nvrtcCreateProgram) &&
+            resolve_symbol(lib, "nvrtcDestroyProgram", api->nvrtcDestroyProgram) &&
+            resolve_symbol(lib, "nvrtcCompileProgram", api->nvrtcCompileProgram) &&
+            resolve_symbol(lib, "nvrtcGetProgramLogSize", api->nvrtcGetProgramLogSize) &&
+            resolve_symbol(lib, "nvrtcGetProgramLog", api->nvrtcGetProgramLog) &&
+            resolve_symbol(lib, "nvrtcGetPTXSize", api->nvrtcGetPTXSize) &&
+            resolve_symbol(lib, "nvrtcGetPTX", api->nvrtcGetPTX) &&
+            resolve_symbol(lib, "nvrtcGetCUBINSize", api->nvrtcGetCUBINSize) &&
+            resolve_symbol(lib, "nvrtcGetCUBIN", api->nvrtcGetCUBIN);
   auto n = std::unique_ptr<Nvrtc>(new Nvrtc());
   if (ok) ok = api->nvrtcVersion(&n->major_, &n->minor_) == NVRTC_SUCCESS;
   if (!ok) {
     dlclose(lib);
-    return absl::FailedPreconditionError(absl::StrCat(library, " is not a usable NVRTC (missing entry point or version)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(library, " is not a usable NVRTC (missing entry point or version)"));
   }
   n->api_ = api.release();
   n->library_ = std::move(library);
