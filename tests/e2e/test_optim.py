@@ -287,3 +287,13 @@ def test_training_loop_memory_is_flat_on_the_daemon(tmp_path):
     assert n_late <= n_early, f"nodes known to the daemon grew from {n_early} to {n_late}"
   finally:
     d.stop()
+
+
+def test_gradients_accumulated_without_zero_grad_do_not_chain_graphs():
+  w = Tensor([1.0, 2.0], requires_grad=True)
+  opt = nn.SGD([w], lr=0.0)  # lr 0: the gradient only accumulates
+  for i in range(5):
+    (w * w).sum().backward()
+    opt.step()
+  assert w.grad.numpy().tolist() == [10.0, 20.0]
+  assert not w.grad._node.keep, "a realized accumulated gradient holds no graph"

@@ -407,6 +407,8 @@ class Tensor:
     for t, gr in zip(targets, grads):
       gr = done.setdefault(t._node.id, gr)  # tensors sharing one node share its gradient
       t.grad = gr if t.grad is None else t.grad + gr
+    if len(_PENDING_LOSSES) >= 64:
+      _PENDING_LOSSES[:] = [r for r in _PENDING_LOSSES if r() is not None][-32:]
     _PENDING_LOSSES.append(weakref.ref(self))
     return self
 

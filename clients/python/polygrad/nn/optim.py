@@ -90,6 +90,8 @@ class Optimizer:
     with untracked():
       state = self._step()
     grads = [p.grad for p in self.params if p.grad is not None]
+    for gr in grads:  # a gradient the step consumed keeps no history once realized (torch's default)
+      gr._node.rg = False
     return [*self.params, *self.buffers, *state, *grads, *take_pending_losses()]
 
   def _step(self) -> List[Tensor]:
