@@ -67,6 +67,16 @@ OPS = {
     "relu6": (lambda a: a.relu6(), F.relu6, [(3, 5)], (-3, 8)),
     "clamp": (*_same(lambda a: a.clamp(-0.5, 0.7)), [(3, 5)], (-2, 2)),
     "logsigmoid": (lambda a: a.logsigmoid(), F.logsigmoid, [(3, 5)], (-3, 3)),
+    "quick_gelu": (lambda a: a.quick_gelu(), lambda a: a * torch.sigmoid(1.702 * a), [(3, 5)], (-3, 3)),
+    "mish": (lambda a: a.mish(), F.mish, [(3, 5)], (-3, 3)),
+    "hardtanh": (lambda a: a.hardtanh(-0.5, 0.8), lambda a: F.hardtanh(a, -0.5, 0.8), [(3, 5)], (-2, 2)),
+    "hardsigmoid": (lambda a: a.hardsigmoid(), F.hardsigmoid, [(3, 5)], (-5, 5)),
+    "hardswish": (lambda a: a.hardswish(), F.hardswish, [(3, 5)], (-5, 5)),
+    "round_floor_ceil_trunc": (lambda a: a.round() + a.floor() * 2 + a.ceil() * 3 + a.trunc() * 4 + a,
+                               lambda a: a.round() + a.floor() * 2 + a.ceil() * 3 + a.trunc() * 4 + a, [(4, 5)], (-3, 3)),
+    "sign_abs": (lambda a: a.sign() * a.abs(), lambda a: a.sign() * a.abs(), [(4, 5)], (-3, 3)),
+    "split_chunk": (lambda a: a.split([1, 3], 1)[1] * a.chunk(2, 0)[0].sum(), lambda a: a.split([1, 3], 1)[1] * a.chunk(2, 0)[0].sum(),
+                    [(4, 4)], (-2, 2)),
     # reductions
     "sum_all": (*_same(lambda a: a.sum()), [(3, 4, 5)], (-2, 2)),
     "sum_axis": (*_same(lambda a: a.sum(1)), [(3, 4, 5)], (-2, 2)),
@@ -154,6 +164,14 @@ def test_forward_and_backward_match_torch(rng, name):
     assert t.grad.shape == t.shape and t.grad.dtype == dtypes.float32
     want = tx.grad.numpy() if tx.grad is not None else np.zeros(t.shape)  # torch: None when only compared
     np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-5, atol=1e-5, err_msg=f"grad of input {i}")
+
+
+def test_round_is_half_to_even_and_isinf():
+  a = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49, -0.51, 3.7], np.float32)
+  np.testing.assert_array_equal(Tensor(a).round().numpy(), np.round(a))
+  b = np.array([np.inf, -np.inf, 1.0, np.nan], np.float32)
+  np.testing.assert_array_equal(Tensor(b).isinf().numpy(), np.isinf(b))
+  np.testing.assert_array_equal(Tensor(b).isinf(detect_negative=False).numpy(), np.isposinf(b))
 
 
 def test_every_ops_gradient_realizes_in_one_request(rng):

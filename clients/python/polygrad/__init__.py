@@ -12,10 +12,11 @@ from .errors import (PolygradConnectionError, PolygradError, PolygradInvalidArgu
                      PolygradUnimplemented)
 from .tensor import Tensor
 from .connection import close_connection, get_connection
+from . import nn
 
 __version__ = "0.1.0"
 
 __all__ = ["Tensor", "DType", "dtypes", "least_upper_dtype", "PolygradError",
            "PolygradConnectionError", "PolygradInvalidArgument", "PolygradNotFound",
            "PolygradResourceExhausted", "PolygradTimeout", "PolygradUnimplemented",
-           "get_connection", "close_connection", "__version__"]
+           "get_connection", "close_connection", "nn", "__version__"]

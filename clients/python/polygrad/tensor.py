@@ -702,6 +702,28 @@ class Tensor:
       off += t.shape[d]
     return out
 
+  def split(self, sizes, dim: int = 0) -> List["Tensor"]:
+    """Pieces of `sizes` along dim (an int: pieces of that size, the last one smaller)."""
+    d = normalize_axis(dim, self.ndim)
+    n = self.shape[d]
+    if isinstance(sizes, int):
+      if sizes <= 0:
+        raise ValueError("split size must be positive")
+      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+    if sum(sizes) != n:
+      raise ValueError(f"split sizes {list(sizes)} do not add up to {n}")
+    out, off = [], 0
+    for sz in sizes:
+      pairs = [(0, s) for s in self.shape]
+      pairs[d] = (off, off + sz)
+      out.append(self.shrink(pairs))
+      off += sz
+    return out
+
+  def chunk(self, chunks: int, dim: int = 0) -> List["Tensor"]:
+    n = self.shape[normalize_axis(dim, self.ndim)]
+    return self.split(max(1, -(-n // chunks)), dim)
+
   @staticmethod
   def stack(tensor: "Tensor", *others: "Tensor", dim: int = 0) -> "Tensor":
     if isinstance(tensor, (list, tuple)):
@@ -1087,6 +1109,34 @@ class Tensor:
 
   def isnan(self) -> "Tensor":
     return self != self
+
+  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> "Tensor":
+    pos = (self == math.inf) if detect_positive else self.zeros_like(dtype=dtypes.bool)
+    return pos | (self == -math.inf) if detect_negative else pos
+
+  def round(self) -> "Tensor":
+    """Round half to even (numpy, torch, tinygrad)."""
+    if not dtypes.is_float(self.dtype):
+      return self
+    lo = self.floor()
+    frac = self - lo
+    odd = (lo * 0.5)._trunc() != lo * 0.5
+    return (frac > 0.5).where(lo + 1, (frac < 0.5).where(lo, odd.where(lo + 1, lo)))
+
+  def quick_gelu(self) -> "Tensor":
+    return self * (self * 1.702).sigmoid()
+
+  def mish(self) -> "Tensor":
+    return self * self.softplus().tanh()
+
+  def hardtanh(self, min_val: float = -1, max_val: float = 1) -> "Tensor":
+    return self.clip(min_val, max_val)
+
+  def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> "Tensor":
+    return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+
+  def hardswish(self) -> "Tensor":
+    return self * (self + 3).relu6() * (1 / 6)
 
   # --- reductions -------------------------------------------------------------------------------
 
