@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/frontend/composites.h"
+#include "core/frontend/conv.h"
+#include "core/frontend/indexing.h"
 #include "core/frontend/gradient.h"
 #include "core/frontend/tensor_ops.h"
 #include "server/status.h"
@@ -84,6 +86,17 @@ constexpr OpSpec kOpTable[] = {
     {v1::TANH, Kind::Composite, Ops::SINK, 1, kNoArg},
     {v1::GELU, Kind::Composite, Ops::SINK, 1, kNoArg},
     {v1::SILU, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::ARANGE, Kind::Composite, Ops::SINK, 0, v1::Node::kShape},
+    {v1::CONV2D, Kind::Composite, Ops::SINK, 2, v1::Node::kComposite},
+    {v1::MAX_POOL2D, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::AVG_POOL2D, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::CUMSUM, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::ONE_HOT, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::ARGMAX, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::ARGMIN, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::TRIL, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::TRIU, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::GATHER, Kind::Composite, Ops::SINK, 2, v1::Node::kComposite},
 };
 
 const OpSpec* find_op(v1::Op op) {
@@ -176,6 +189,26 @@ class NodeDecoder {
     return absl::InternalError("op kind without a builder");
   }
 
+  std::vector<int64_t> kernel() const {
+    const auto& k = node_.composite().kernel();
+    return std::vector<int64_t>(k.begin(), k.end());
+  }
+
+  // Convolution and pooling parameters with their defaults: stride 1 (pooling: the kernel),
+  // padding 0, dilation 1, groups 1.
+  frontend::Conv2dParams conv_params(size_t spatial, bool pooling) const {
+    const v1::CompositeArg& c = node_.composite();
+    frontend::Conv2dParams p;
+    auto list = [&](const auto& field, std::vector<int64_t> fallback) {
+      return field.empty() ? fallback : std::vector<int64_t>(field.begin(), field.end());
+    };
+    p.stride = list(c.stride(), pooling ? kernel() : std::vector<int64_t>(spatial, 1));
+    p.padding = list(c.padding(), std::vector<int64_t>(spatial, 0));
+    p.dilation = list(c.dilation(), std::vector<int64_t>(spatial, 1));
+    p.groups = c.groups() == 0 ? 1 : c.groups();
+    return p;
+  }
+
   absl::StatusOr<UOpRef> build_composite() const {
     const v1::CompositeArg& c = node_.composite();
     std::vector<int64_t> axes(c.axes().begin(), c.axes().end());
@@ -184,7 +217,7 @@ class NodeDecoder {
         return absl::InvalidArgumentError(absl::StrCat("needs exactly one axis in composite.axes, got ", axes.size()));
       return axes[0];
     };
-    const UOpRef& x = src_[0];
+    const UOpRef x = src_.empty() ? nullptr : src_[0];  // ARANGE has no source
     switch (spec_.wire) {
       case v1::MATMUL: return frontend::matmul(src_[0], src_[1]);
       case v1::SOFTMAX:
@@ -206,6 +239,40 @@ class NodeDecoder {
       case v1::TANH: return frontend::tanh(x);
       case v1::GELU: return frontend::gelu(x);
       case v1::SILU: return frontend::silu(x);
+      case v1::ARANGE: {
+        absl::StatusOr<DType> dt = required_dtype();
+        if (!dt.ok()) return dt.status();
+        if (node_.shape().dims_size() != 1)
+          return absl::InvalidArgumentError("ARANGE takes shape = [n]");
+        Shape shape{node_.shape().dims(0)};
+        if (absl::Status s = check_shape(shape, limits_, "shape"); !s.ok()) return s;
+        return frontend::arange(shape[0], *dt);
+      }
+      case v1::CONV2D: return frontend::conv2d(x, src_[1], conv_params(2, false));
+      case v1::MAX_POOL2D: return frontend::max_pool2d(x, kernel(), conv_params(2, true));
+      case v1::AVG_POOL2D: return frontend::avg_pool2d(x, kernel(), conv_params(2, true));
+      case v1::CUMSUM: {
+        absl::StatusOr<int64_t> axis = one_axis();
+        if (!axis.ok()) return axis.status();
+        return frontend::cumsum(x, *axis);
+      }
+      case v1::ONE_HOT:
+        if (c.n() < 1 || static_cast<uint64_t>(c.n()) > limits_.max_elements)
+          return absl::InvalidArgumentError(absl::StrCat("ONE_HOT needs 1 <= n <= max_elements, got ", c.n()));
+        return frontend::one_hot(x, c.n());
+      case v1::ARGMAX:
+      case v1::ARGMIN: {
+        absl::StatusOr<int64_t> axis = one_axis();
+        if (!axis.ok()) return axis.status();
+        return spec_.wire == v1::ARGMAX ? frontend::argmax(x, *axis, c.keepdim()) : frontend::argmin(x, *axis, c.keepdim());
+      }
+      case v1::TRIL: return frontend::tril(x, c.diagonal());
+      case v1::TRIU: return frontend::triu(x, c.diagonal());
+      case v1::GATHER: {
+        absl::StatusOr<int64_t> axis = one_axis();
+        if (!axis.ok()) return axis.status();
+        return frontend::gather(x, *axis, src_[1]);
+      }
       default: return absl::InternalError("composite op without a builder");
     }
   }

@@ -90,6 +90,8 @@ class Lowerer {
     switch (n.op) {
       case Ops::CONST:
         return uop(Ops::CONST, n.dtype, {}, n.arg);
+      case Ops::ARANGE:
+        return n.dtype == kIndexDType ? idx[0] : uop(Ops::CAST, n.dtype, {idx[0]});
       case Ops::RESHAPE:
         return lower_flat(n.src[0], linear_index(idx, n.shape), valid, depth);
       case Ops::PERMUTE: {

@@ -5,16 +5,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/frontend/status_macros.h"
 #include "core/frontend/tensor_ops.h"
 
 namespace polygrad::frontend {
 namespace {
-
-// Early return on error inside StatusOr-returning functions.
-#define PG_ASSIGN(lhs, expr)        \
-  auto lhs##_or = (expr);           \
-  if (!lhs##_or.ok()) return lhs##_or.status(); \
-  auto lhs = *std::move(lhs##_or)
 
 constexpr double kLog2E = 1.4426950408889634;
 constexpr double kLn2 = 0.6931471805599453;

@@ -95,6 +95,13 @@ absl::StatusOr<UOpRef> constant(std::variant<int64_t, double> value, DType dtype
   return uop(Ops::CONST, dtype, {}, std::move(arg), std::move(shape));
 }
 
+absl::StatusOr<UOpRef> arange(int64_t n, DType dtype) {
+  if (auto s = check_dtype(dtype); !s.ok()) return s;
+  if (dtype == DType::Bool) return absl::InvalidArgumentError("arange of bool");
+  if (auto s = check_shape({n}); !s.ok()) return s;
+  return uop(Ops::ARANGE, dtype, {}, {}, {n});
+}
+
 absl::StatusOr<UOpRef> alu(Ops op, const std::vector<UOpRef>& src) {
   size_t arity = is_unary_alu(op) ? 1 : is_binary_alu(op) ? 2 : op == Ops::WHERE ? 3 : 0;
   if (arity == 0 || op == Ops::CAST)

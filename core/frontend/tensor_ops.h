@@ -19,6 +19,9 @@ absl::StatusOr<UOpRef> buffer(uint64_t buffer_id, DType dtype, Shape shape);
 // A constant broadcast to `shape`. `value` is interpreted as for UOp CONST args.
 absl::StatusOr<UOpRef> constant(std::variant<int64_t, double> value, DType dtype, Shape shape);
 
+// 0, 1, ..., n-1 as a 1-D tensor of `dtype` (computed from the loop index, never stored).
+absl::StatusOr<UOpRef> arange(int64_t n, DType dtype);
+
 // Elementwise ops: sources share one shape; binary sources share one dtype (except WHERE's
 // BOOL condition). CMPLT/CMPNE yield BOOL. FDIV, EXP2, LOG2, SQRT, RECIP, SIN need floats.
 absl::StatusOr<UOpRef> alu(Ops op, const std::vector<UOpRef>& src);

@@ -8,8 +8,9 @@
 namespace polygrad {
 
 #define POLYGRAD_OPS(X)                                                                    \
-  /* sources: BUFFER (arg: buffer id) is tensor-level data; CONST (arg: value) any level */ \
-  X(BUFFER) X(CONST)                                                                       \
+  /* sources: BUFFER (arg: buffer id) is tensor-level data; CONST (arg: value) any level; */ \
+  /* ARANGE (shape [n]) is 0, 1, ..., n-1 in its dtype */                                  \
+  X(BUFFER) X(CONST) X(ARANGE)                                                             \
   /* unary ALU */                                                                          \
   X(NEG) X(EXP2) X(LOG2) X(SQRT) X(RECIP) X(SIN) X(CAST) X(NOT)                            \
   /* binary ALU: FDIV is true division (floats), IDIV/MOD truncate (ints) */               \

@@ -309,6 +309,49 @@ TEST_F(ServerTest, GradientAndCompositeOps) {
   EXPECT_TRUE(close_session(sid).ok());
 }
 
+TEST_F(ServerTest, ConvPoolingAndIndexOps) {
+  const std::string sid = create_session();
+  // x (1,1,4,4) = 1..16; a 2x2 all-ones kernel with stride 2 sums each 2x2 block.
+  v1::Node conv = op(3, v1::CONV2D, {1, 2});
+  conv.mutable_composite()->add_stride(2);
+  conv.mutable_composite()->add_stride(2);
+  v1::Node pool = op(4, v1::MAX_POOL2D, {1});
+  pool.mutable_composite()->add_kernel(2);
+  pool.mutable_composite()->add_kernel(2);
+  v1::Node ar = op(5, v1::ARANGE, {}, v1::INT32);
+  ar.mutable_shape()->add_dims(5);
+  v1::Node am = reduce(6, v1::ARGMAX, 1, {});
+  am.clear_axes();
+  am.mutable_composite()->add_axes(-1);
+  v1::Node cs = op(7, v1::CUMSUM, {1});
+  cs.mutable_composite()->add_axes(3);
+  v1::RealizeResponse resp;
+  grpc::Status s = realize(sid,
+                           {inline_buffer(1, v1::FLOAT32, {1, 1, 4, 4}, bytes_of(iota_floats(16))), float_const(2, 1.0, {1, 1, 2, 2}),
+                            conv, pool, ar, am, cs},
+                           {3, 4, 5, 6, 7}, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(values_of<float>(resp.results(0).data()), (std::vector<float>{1 + 2 + 5 + 6, 3 + 4 + 7 + 8, 9 + 10 + 13 + 14, 11 + 12 + 15 + 16}));
+  EXPECT_EQ(values_of<float>(resp.results(1).data()), (std::vector<float>{6, 8, 14, 16}));
+  EXPECT_EQ(values_of<int32_t>(resp.results(2).data()), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(values_of<int32_t>(resp.results(3).data()), (std::vector<int32_t>{3, 3, 3, 3}));
+  std::vector<float> c = values_of<float>(resp.results(4).data());
+  EXPECT_EQ(std::vector<float>(c.begin(), c.begin() + 4), (std::vector<float>{1, 3, 6, 10}));
+
+  // ARANGE needs a dtype and one dimension; conv2d with mismatched groups is named.
+  v1::RealizeResponse bad;
+  v1::Node no_dtype = op(8, v1::ARANGE, {});
+  no_dtype.mutable_shape()->add_dims(3);
+  s = realize(sid, {no_dtype}, {8}, &bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node 8 (ARANGE)"), std::string::npos) << s.error_message();
+  v1::Node bad_groups = op(9, v1::CONV2D, {1, 2});
+  bad_groups.mutable_composite()->set_groups(3);
+  s = realize(sid, {bad_groups}, {9}, &bad);
+  EXPECT_NE(s.error_message().find("groups=3"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
 TEST_F(ServerTest, RealizedNodesStandForTheirBuffer) {
   // A loop of updates p = p - 0.5 * p, each realized. Later nodes must refer to the realized
   // buffer, not to the chain of earlier steps: a loss built from the last p then does not

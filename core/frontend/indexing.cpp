@@ -1,0 +1,165 @@
+#include "core/frontend/indexing.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/frontend/composites.h"
+#include "core/frontend/conv.h"
+#include "core/frontend/status_macros.h"
+#include "core/frontend/tensor_ops.h"
+
+namespace polygrad::frontend {
+namespace {
+
+absl::StatusOr<int64_t> axis_of(int64_t axis, const UOpRef& x) {
+  auto r = static_cast<int64_t>(x->shape.size());
+  if (axis < -r || axis >= r) return absl::InvalidArgumentError(absl::StrCat("axis ", axis, " is out of range for rank ", r));
+  return axis < 0 ? axis + r : axis;
+}
+
+// arange(n) of `dtype`, reshaped to size n on axis `at` of a rank-`rank` tensor and expanded to `shape`.
+absl::StatusOr<UOpRef> arange_along(int64_t n, DType dtype, size_t at, const Shape& shape) {
+  PG_ASSIGN(a, arange(n, dtype));
+  Shape s(shape.size(), 1);
+  s[at] = n;
+  PG_ASSIGN(r, reshape(a, s));
+  return expand(r, shape);
+}
+
+absl::StatusOr<UOpRef> eq(const UOpRef& a, const UOpRef& b) {
+  PG_ASSIGN(ne, alu(Ops::CMPNE, {a, b}));
+  return alu(Ops::NOT, {ne});
+}
+
+// Moves `axis` to the end (returns the permutation applied).
+std::vector<int64_t> axis_last(size_t rank, int64_t axis) {
+  std::vector<int64_t> p;
+  for (size_t i = 0; i < rank; ++i)
+    if (static_cast<int64_t>(i) != axis) p.push_back(static_cast<int64_t>(i));
+  p.push_back(axis);
+  return p;
+}
+
+std::vector<int64_t> inverse(const std::vector<int64_t>& p) {
+  std::vector<int64_t> inv(p.size());
+  for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = static_cast<int64_t>(i);
+  return inv;
+}
+
+absl::StatusOr<UOpRef> arg_extreme(const UOpRef& x, int64_t axis_in, bool keepdim, bool is_max) {
+  PG_ASSIGN(axis, axis_of(axis_in, x));
+  UOpRef v = x;
+  if (!is_max) {
+    if (x->dtype == DType::Bool || dtype_is_unsigned(x->dtype)) {
+      PG_ASSIGN(f, cast(x, DType::Float64));
+      PG_ASSIGN(nf, alu(Ops::NEG, {f}));
+      v = nf;
+    } else {
+      PG_ASSIGN(nx, alu(Ops::NEG, {x}));
+      v = nx;
+    }
+  }
+  const int64_t n = x->shape[axis];
+  PG_ASSIGN(m, reduce(Ops::MAX, v, {axis}));
+  PG_ASSIGN(me, expand(m, v->shape));
+  PG_ASSIGN(hit, eq(v, me));
+  // The first maximum wins: score positions n, n-1, ..., 1 and take the largest hit.
+  PG_ASSIGN(pos, arange_along(n, DType::Int32, static_cast<size_t>(axis), v->shape));
+  PG_ASSIGN(nn, constant(int64_t{n}, DType::Int32, v->shape));
+  PG_ASSIGN(score, alu(Ops::SUB, {nn, pos}));
+  PG_ASSIGN(zero, constant(int64_t{0}, DType::Int32, v->shape));
+  PG_ASSIGN(scored, alu(Ops::WHERE, {hit, score, zero}));
+  PG_ASSIGN(best, reduce(Ops::MAX, scored, {axis}));
+  PG_ASSIGN(nb, constant(int64_t{n}, DType::Int32, best->shape));
+  PG_ASSIGN(idx, alu(Ops::SUB, {nb, best}));
+  if (keepdim) return idx;
+  Shape out;
+  for (size_t i = 0; i < x->shape.size(); ++i)
+    if (static_cast<int64_t>(i) != axis) out.push_back(x->shape[i]);
+  return reshape(idx, out);
+}
+
+absl::StatusOr<UOpRef> triangle(const UOpRef& x, int64_t k, bool lower) {
+  if (x->shape.size() < 2) return absl::InvalidArgumentError("tril/triu need at least 2 axes");
+  size_t r = x->shape.size();
+  PG_ASSIGN(i, arange_along(x->shape[r - 2], DType::Int64, r - 2, x->shape));
+  PG_ASSIGN(j, arange_along(x->shape[r - 1], DType::Int64, r - 1, x->shape));
+  PG_ASSIGN(d, alu(Ops::SUB, {j, i}));
+  // lower: j - i <= k  <=>  j - i < k + 1;  upper: j - i >= k  <=>  !(j - i < k)
+  PG_ASSIGN(kk, constant(lower ? k + 1 : k, DType::Int64, x->shape));
+  PG_ASSIGN(below, alu(Ops::CMPLT, {d, kk}));
+  UOpRef keep = below;
+  if (!lower) {
+    PG_ASSIGN(nb, alu(Ops::NOT, {below}));
+    keep = nb;
+  }
+  PG_ASSIGN(zero, constant(int64_t{0}, x->dtype, x->shape));
+  return alu(Ops::WHERE, {keep, x, zero});
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> one_hot(const UOpRef& idx, int64_t n) {
+  if (!dtype_is_int(idx->dtype)) return absl::InvalidArgumentError(absl::StrCat("one_hot needs integer indices, got ", dtype_name(idx->dtype)));
+  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("one_hot needs n >= 1, got ", n));
+  Shape s = idx->shape;
+  s.push_back(1);
+  PG_ASSIGN(r, reshape(idx, s));
+  s.back() = n;
+  PG_ASSIGN(e, expand(r, s));
+  PG_ASSIGN(a, arange_along(n, idx->dtype, s.size() - 1, s));
+  PG_ASSIGN(hit, eq(e, a));
+  return cast(hit, idx->dtype);
+}
+
+absl::StatusOr<UOpRef> argmax(const UOpRef& x, int64_t axis, bool keepdim) { return arg_extreme(x, axis, keepdim, true); }
+absl::StatusOr<UOpRef> argmin(const UOpRef& x, int64_t axis, bool keepdim) { return arg_extreme(x, axis, keepdim, false); }
+
+absl::StatusOr<UOpRef> cumsum(const UOpRef& x, int64_t axis_in) {
+  PG_ASSIGN(axis, axis_of(axis_in, x));
+  std::vector<int64_t> perm = axis_last(x->shape.size(), axis);
+  PG_ASSIGN(t, permute(x, perm));
+  const int64_t n = t->shape.back();
+  if (n == 0) return x;
+  // Window i of the left-padded axis covers elements 0..i: a sum over windows of size n.
+  Pairs pads(t->shape.size(), {0, 0});
+  pads.back() = {n - 1, 0};
+  PG_ASSIGN(padded, pad(t, pads));
+  PG_ASSIGN(win, pool_windows(padded, {n}, {1}, {1}));  // (..., n, n)
+  int64_t r = static_cast<int64_t>(win->shape.size());
+  PG_ASSIGN(s, reduce(Ops::ADD, win, {r - 1}));
+  PG_ASSIGN(flat, reshape(s, t->shape));
+  return permute(flat, inverse(perm));
+}
+
+absl::StatusOr<UOpRef> tril(const UOpRef& x, int64_t k) { return triangle(x, k, true); }
+absl::StatusOr<UOpRef> triu(const UOpRef& x, int64_t k) { return triangle(x, k, false); }
+
+absl::StatusOr<UOpRef> gather(const UOpRef& x, int64_t axis_in, const UOpRef& index) {
+  PG_ASSIGN(axis, axis_of(axis_in, x));
+  if (!dtype_is_int(index->dtype)) return absl::InvalidArgumentError("gather needs integer indices");
+  if (index->shape.size() != x->shape.size())
+    return absl::InvalidArgumentError("gather: index must have the input's rank");
+  for (size_t i = 0; i < x->shape.size(); ++i)
+    if (static_cast<int64_t>(i) != axis && index->shape[i] != x->shape[i])
+      return absl::InvalidArgumentError(absl::StrCat("gather: index axis ", i, " has size ", index->shape[i], ", input has ", x->shape[i]));
+  std::vector<int64_t> perm = axis_last(x->shape.size(), axis);
+  PG_ASSIGN(xt, permute(x, perm));       // (..., n)
+  PG_ASSIGN(it, permute(index, perm));   // (..., m)
+  const int64_t n = xt->shape.back();
+  PG_ASSIGN(oh, one_hot(it, n));         // (..., m, n)
+  PG_ASSIGN(ohf, cast(oh, x->dtype == DType::Bool ? DType::Int32 : x->dtype));
+  Shape xs = xt->shape;
+  xs.insert(xs.end() - 1, 1);            // (..., 1, n)
+  PG_ASSIGN(xr, reshape(xt, xs));
+  PG_ASSIGN(xe, expand(xr, ohf->shape));
+  PG_ASSIGN(xv, cast(xe, ohf->dtype));
+  PG_ASSIGN(prod, alu(Ops::MUL, {xv, ohf}));
+  int64_t r = static_cast<int64_t>(prod->shape.size());
+  PG_ASSIGN(s, reduce(Ops::ADD, prod, {r - 1}));
+  Shape out = it->shape;
+  PG_ASSIGN(flat, reshape(s, out));
+  PG_ASSIGN(back, cast(flat, x->dtype));
+  return permute(back, inverse(perm));
+}
+
+}  // namespace polygrad::frontend

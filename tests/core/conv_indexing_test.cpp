@@ -1,0 +1,219 @@
+// Convolution, pooling and index ops against direct float64 loops on random inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/engine/engine.h"
+#include "core/frontend/conv.h"
+#include "core/frontend/gradient.h"
+#include "core/frontend/indexing.h"
+#include "core/frontend/tensor_ops.h"
+
+namespace polygrad {
+namespace {
+
+namespace fe = frontend;
+
+class ConvIndexingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { engine_ = std::move(*Engine::create({.threads = 2})).release(); }
+  static void TearDownTestSuite() { delete engine_; }
+
+  template <typename T>
+  UOpRef leaf(DType dt, Shape shape, std::vector<T>& v, const std::function<T()>& gen) {
+    BufferPtr buf = *engine_->allocate(dt, shape);
+    v.resize(buf->numel());
+    for (T& x : v) x = gen();
+    std::memcpy(buf->data(), v.data(), v.size() * sizeof(T));
+    UOpRef x = *fe::buffer(buf->id(), dt, shape);
+    bound_[x.get()] = buf;
+    leaves_.push_back(x);
+    return x;
+  }
+  UOpRef randd(Shape shape, std::vector<double>& v) {
+    std::uniform_real_distribution<double> d(-1, 1);
+    return leaf<double>(DType::Float64, shape, v, [&] { return d(rng_); });
+  }
+
+  template <typename T>
+  std::vector<T> run(const absl::StatusOr<UOpRef>& y, Shape want) {
+    EXPECT_TRUE(y.ok()) << y.status();
+    if (!y.ok()) return {};
+    EXPECT_EQ((*y)->shape, want);
+    auto r = engine_->realize({*y}, bound_);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return {};
+    const T* d = static_cast<const T*>(r->outputs[0]->data());
+    return std::vector<T>(d, d + r->outputs[0]->numel());
+  }
+
+  static inline Engine* engine_ = nullptr;
+  Bindings bound_;
+  std::vector<UOpRef> leaves_;
+  std::mt19937 rng_{11};
+};
+
+// Direct convolution, zero padding.
+std::vector<double> conv_ref(const std::vector<double>& x, const std::vector<double>& w, int64_t n, int64_t cin_all,
+                             int64_t h, int64_t wd, int64_t cout, int64_t kh, int64_t kw, int64_t s, int64_t p,
+                             int64_t d, int64_t g, int64_t& oh, int64_t& ow) {
+  oh = (h + 2 * p - d * (kh - 1) - 1) / s + 1;
+  ow = (wd + 2 * p - d * (kw - 1) - 1) / s + 1;
+  int64_t cin = cin_all / g, rc = cout / g;
+  std::vector<double> out(n * cout * oh * ow, 0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < cout; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t z = 0; z < ow; ++z) {
+          double acc = 0;
+          int64_t grp = o / rc;
+          for (int64_t c = 0; c < cin; ++c)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                int64_t yy = y * s + i * d - p, zz = z * s + j * d - p;
+                if (yy < 0 || yy >= h || zz < 0 || zz >= wd) continue;
+                acc += x[((b * cin_all + grp * cin + c) * h + yy) * wd + zz] * w[((o * cin + c) * kh + i) * kw + j];
+              }
+          out[((b * cout + o) * oh + y) * ow + z] = acc;
+        }
+  return out;
+}
+
+struct ConvCase {
+  int64_t n, cin, h, w, cout, k, stride, pad, dil, groups;
+};
+
+class ConvCases : public ConvIndexingTest, public ::testing::WithParamInterface<ConvCase> {};
+
+TEST_P(ConvCases, MatchesDirectConvolution) {
+  ConvCase c = GetParam();
+  std::vector<double> x, w;
+  UOpRef X = randd({c.n, c.cin, c.h, c.w}, x), W = randd({c.cout, c.cin / c.groups, c.k, c.k}, w);
+  int64_t oh, ow;
+  auto want = conv_ref(x, w, c.n, c.cin, c.h, c.w, c.cout, c.k, c.k, c.stride, c.pad, c.dil, c.groups, oh, ow);
+  fe::Conv2dParams p{{c.stride, c.stride}, {c.pad, c.pad}, {c.dil, c.dil}, c.groups};
+  auto got = run<double>(fe::conv2d(X, W, p), {c.n, c.cout, oh, ow});
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-12) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ConvCases,
+                         ::testing::Values(ConvCase{2, 3, 8, 8, 4, 3, 1, 0, 1, 1}, ConvCase{1, 4, 9, 7, 6, 3, 2, 1, 1, 2},
+                                           ConvCase{2, 2, 10, 10, 2, 3, 1, 2, 2, 1}, ConvCase{1, 6, 5, 5, 6, 1, 1, 0, 1, 6},
+                                           ConvCase{1, 2, 7, 9, 3, 2, 3, 1, 1, 1}, ConvCase{1, 1, 16, 16, 16, 3, 1, 1, 1, 1}));
+
+TEST_F(ConvIndexingTest, ConvWeightGradientMatchesFiniteDifferences) {
+  std::vector<double> x, w;
+  UOpRef X = randd({1, 2, 5, 5}, x), W = randd({3, 2, 3, 3}, w);
+  fe::Conv2dParams p{{2, 2}, {1, 1}, {1, 1}, 1};
+  UOpRef y = *fe::conv2d(X, W, p);
+  UOpRef loss = *fe::reduce(Ops::ADD, *fe::alu(Ops::MUL, {y, y}), {0, 1, 2, 3});
+  auto g = fe::gradient(loss, {W});
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto analytic = run<double>((*g)[0], W->shape);
+  double* wd = static_cast<double*>(bound_[W.get()]->data());
+  for (size_t i = 0; i < w.size(); i += 5) {
+    double keep = wd[i];
+    wd[i] = keep + 1e-6;
+    double up = run<double>(loss, {1, 1, 1, 1})[0];
+    wd[i] = keep - 1e-6;
+    double down = run<double>(loss, {1, 1, 1, 1})[0];
+    wd[i] = keep;
+    EXPECT_NEAR(analytic[i], (up - down) / 2e-6, 1e-5) << i;
+  }
+}
+
+TEST_F(ConvIndexingTest, MaxAndAvgPoolWithPadding) {
+  std::vector<double> x;
+  UOpRef X = randd({2, 3, 7, 6}, x);
+  fe::Conv2dParams p{{2, 2}, {1, 1}, {1, 1}, 1};
+  int64_t oh = (7 + 2 - 3) / 2 + 1, ow = (6 + 2 - 3) / 2 + 1;
+  auto mx = run<double>(fe::max_pool2d(X, {3, 3}, p), {2, 3, oh, ow});
+  auto av = run<double>(fe::avg_pool2d(X, {3, 3}, p), {2, 3, oh, ow});
+  for (int64_t b = 0; b < 6; ++b)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t z = 0; z < ow; ++z) {
+        double m = -INFINITY, s = 0;
+        for (int64_t i = 0; i < 3; ++i)
+          for (int64_t j = 0; j < 3; ++j) {
+            int64_t yy = y * 2 + i - 1, zz = z * 2 + j - 1;
+            if (yy < 0 || yy >= 7 || zz < 0 || zz >= 6) continue;
+            m = std::max(m, x[(b * 7 + yy) * 6 + zz]);
+            s += x[(b * 7 + yy) * 6 + zz];
+          }
+        EXPECT_EQ(mx[(b * oh + y) * ow + z], m);
+        EXPECT_NEAR(av[(b * oh + y) * ow + z], s / 9, 1e-12);
+      }
+}
+
+TEST_F(ConvIndexingTest, CumsumTrilTriu) {
+  std::vector<double> x;
+  UOpRef X = randd({3, 5}, x);
+  auto c0 = run<double>(fe::cumsum(X, 0), {3, 5});
+  auto c1 = run<double>(fe::cumsum(X, -1), {3, 5});
+  auto lo = run<double>(fe::tril(X, 0), {3, 5});
+  auto up = run<double>(fe::triu(X, 1), {3, 5});
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      double s0 = 0, s1 = 0;
+      for (int k = 0; k <= i; ++k) s0 += x[k * 5 + j];
+      for (int k = 0; k <= j; ++k) s1 += x[i * 5 + k];
+      EXPECT_NEAR(c0[i * 5 + j], s0, 1e-12);
+      EXPECT_NEAR(c1[i * 5 + j], s1, 1e-12);
+      EXPECT_EQ(lo[i * 5 + j], j <= i ? x[i * 5 + j] : 0.0);
+      EXPECT_EQ(up[i * 5 + j], j - i >= 1 ? x[i * 5 + j] : 0.0);
+    }
+}
+
+TEST_F(ConvIndexingTest, OneHotArgmaxArgminGather) {
+  std::vector<int32_t> idx;
+  std::uniform_int_distribution<int32_t> pick(0, 4);
+  UOpRef I = leaf<int32_t>(DType::Int32, {3, 4}, idx, [&] { return pick(rng_); });
+  auto oh = run<int32_t>(fe::one_hot(I, 5), {3, 4, 5});
+  for (int i = 0; i < 12; ++i)
+    for (int k = 0; k < 5; ++k) EXPECT_EQ(oh[i * 5 + k], idx[i] == k ? 1 : 0);
+
+  // Ties: the first maximum wins, as in numpy.
+  std::vector<float> v{1, 3, 3, 0, 2, -1, -1, 5};
+  UOpRef V = leaf<float>(DType::Float32, {2, 4}, v, [&, i = 0]() mutable { return v[i++]; });
+  auto am = run<int32_t>(fe::argmax(V, 1, false), {2});
+  auto an = run<int32_t>(fe::argmin(V, -1, true), {2, 1});
+  EXPECT_EQ(am, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(an, (std::vector<int32_t>{3, 1}));
+
+  std::vector<double> x;
+  UOpRef X = randd({3, 5}, x);
+  std::vector<int32_t> gi;
+  UOpRef G = leaf<int32_t>(DType::Int32, {3, 4}, gi, [&] { return pick(rng_); });
+  auto g = run<double>(fe::gather(X, 1, G), {3, 4});
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(g[i * 4 + j], x[i * 5 + gi[i * 4 + j]]);
+}
+
+}  // namespace
+}  // namespace polygrad
+
+namespace polygrad {
+namespace {
+
+TEST(Arange, AsAnOutputOfEveryDtype) {
+  auto engine = std::move(*Engine::create({.threads = 1}));
+  for (DType dt : {DType::Int32, DType::Int64, DType::Float32, DType::UInt8}) {
+    auto a = frontend::arange(5, dt);
+    ASSERT_TRUE(a.ok()) << a.status();
+    auto r = engine->realize({*a}, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->outputs[0]->numel(), 5);
+    for (int i = 0; i < 5; ++i) {
+      double v = dt == DType::Int32   ? static_cast<const int32_t*>(r->outputs[0]->data())[i]
+                 : dt == DType::Int64 ? static_cast<const int64_t*>(r->outputs[0]->data())[i]
+                 : dt == DType::UInt8 ? static_cast<const uint8_t*>(r->outputs[0]->data())[i]
+                                      : static_cast<const float*>(r->outputs[0]->data())[i];
+      EXPECT_EQ(v, i);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace polygrad
