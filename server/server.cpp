@@ -140,6 +140,9 @@ absl::Status Server::init() {
                                                                            0, options_.metrics_listen.rfind(':')),
                                                             ":", metrics_->port(), "/metrics")},
                              {"version", std::string(version())}});
+  // One line per device, so an operator sees at start why a device is not used.
+  for (const DeviceInfo& d : engine_->devices())
+    logger_.info("device", {{"name", d.name}, {"available", d.available ? "true" : "false"}, {"detail", d.detail}});
   return absl::OkStatus();
 }
 

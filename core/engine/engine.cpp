@@ -115,9 +115,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
 }
 
 std::vector<DeviceInfo> Engine::devices() const {
-  // CUDA is listed even when absent, saying why (GPU execution itself is not wired up yet).
+  // CUDA is listed even when absent, saying why. Kernels render and compile for it, but the
+  // engine cannot launch them yet, so it is never offered as available to clients.
   const CudaAvailability& cuda = cuda_availability();
-  return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}, DeviceInfo{"CUDA", cuda.available, cuda.detail}};
+  std::string detail = cuda.available ? cuda.detail + "; executing kernels on CUDA is not implemented yet" : cuda.detail;
+  return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}, DeviceInfo{"CUDA", false, detail}};
 }
 
 absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape) {

@@ -27,6 +27,9 @@ pid=$!
 for _ in $(seq 100); do grep -q '"msg":"listening"' "$tmp/err" && break; sleep 0.1; done
 grep -q '"msg":"listening"' "$tmp/err" || fail "no listening line"
 [[ -S "$tmp/d.sock" ]] || fail "no unix socket"
+# Every device is logged at start, CUDA with the reason it is (un)available.
+grep -q '"msg":"device".*"name":"CPU".*"available":"true"' "$tmp/err" || fail "no CPU device line"
+grep -Eq '"msg":"device".*"name":"CUDA".*"detail":"[^"]+' "$tmp/err" || fail "no CUDA device line with a reason"
 kill -TERM "$pid"
 rc=0
 wait "$pid" || rc=$?
