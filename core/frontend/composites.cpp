@@ -160,26 +160,36 @@ absl::StatusOr<UOpRef> log(const UOpRef& x) {
   return scale(l, kLn2);
 }
 
-absl::StatusOr<UOpRef> softmax(const UOpRef& x, int64_t axis) {
-  if (auto s = need_float(x, "softmax"); !s.ok()) return s;
+namespace {
+
+// exp(x - max(x)) along `axis` (so large inputs cannot overflow), its sum with the axis kept,
+// and the max: the shared core of softmax and logsumexp.
+struct ShiftedExp {
+  UOpRef max, exp, sum;
+};
+
+absl::StatusOr<ShiftedExp> shifted_exp(const UOpRef& x, int64_t axis, const char* what) {
+  if (auto s = need_float(x, what); !s.ok()) return s;
   PG_ASSIGN(m, reduce_keep(Ops::MAX, x, {axis}, true));
   PG_ASSIGN(me, expand(m, x->shape));
   PG_ASSIGN(d, alu(Ops::SUB, {x, me}));
   PG_ASSIGN(e, exp(d));
   PG_ASSIGN(s, reduce_keep(Ops::ADD, e, {axis}, true));
-  PG_ASSIGN(se, expand(s, x->shape));
-  return alu(Ops::FDIV, {e, se});
+  return ShiftedExp{m, e, s};
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> softmax(const UOpRef& x, int64_t axis) {
+  PG_ASSIGN(se, shifted_exp(x, axis, "softmax"));
+  PG_ASSIGN(sum, expand(se.sum, x->shape));
+  return alu(Ops::FDIV, {se.exp, sum});
 }
 
 absl::StatusOr<UOpRef> logsumexp(const UOpRef& x, int64_t axis, bool keepdim) {
-  if (auto s = need_float(x, "logsumexp"); !s.ok()) return s;
-  PG_ASSIGN(m, reduce_keep(Ops::MAX, x, {axis}, true));
-  PG_ASSIGN(me, expand(m, x->shape));
-  PG_ASSIGN(d, alu(Ops::SUB, {x, me}));
-  PG_ASSIGN(e, exp(d));
-  PG_ASSIGN(s, reduce_keep(Ops::ADD, e, {axis}, true));
-  PG_ASSIGN(l, log(s));
-  PG_ASSIGN(out, alu(Ops::ADD, {l, m}));
+  PG_ASSIGN(se, shifted_exp(x, axis, "logsumexp"));
+  PG_ASSIGN(l, log(se.sum));
+  PG_ASSIGN(out, alu(Ops::ADD, {l, se.max}));
   if (keepdim) return out;
   PG_ASSIGN(ax, norm_axes({axis}, x));
   Shape shape;

@@ -53,6 +53,17 @@ class Daemon:
          f"--cache-dir={self.cache_dir}"],
         stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
 
+  def metrics_url(self, timeout: float = 5.0):
+    """The /metrics URL the daemon logs at start (it picks the port for `127.0.0.1:0`), or None."""
+    import re
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+      m = re.search(r'metrics="?(http://[^"\s]+)', self.log_path.read_text(errors="replace"))
+      if m:
+        return m.group(1)
+      time.sleep(0.05)
+    return None
+
   def log_tail(self) -> str:
     return self.log_path.read_text(errors="replace")[-4000:]
 

@@ -1,12 +1,9 @@
 """Optimizers and learning-rate schedulers against torch.optim on the same model and data; an MLP's
 loss curve against PyTorch's; one request per step; flat daemon memory over a training loop."""
-import gc
 import os
-import re
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -240,13 +237,7 @@ def test_training_loop_memory_is_flat_on_the_daemon(tmp_path):
   d = Daemon(daemon_binary(), tmp_path, metrics_listen="127.0.0.1:0")
   try:
     d.wait_ready()
-    url = None
-    for _ in range(100):
-      m = re.search(r'metrics="?(http://[^"\s]+)', d.log_path.read_text(errors="replace"))
-      if m:
-        url = m.group(1)
-        break
-      time.sleep(0.05)
+    url = d.metrics_url()
     if url is None:
       pytest.skip("this daemon does not report a /metrics URL in its log")
     program = textwrap.dedent(f"""

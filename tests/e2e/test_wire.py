@@ -262,19 +262,11 @@ def test_unreachable_address_in_subprocess(tmp_path):
 
 def test_daemon_buffers_stay_flat_in_a_loop(tmp_path):
   """A 200-step loop against a daemon of its own, watching its live-buffer gauge on /metrics."""
-  import re
-  import time
   from conftest import Daemon
   d = Daemon(daemon_binary(), tmp_path, metrics_listen="127.0.0.1:0")
   try:
     d.wait_ready()
-    url = None
-    for _ in range(100):
-      m = re.search(r'metrics="?(http://[^"\s]+)', d.log_path.read_text(errors="replace"))
-      if m:
-        url = m.group(1)
-        break
-      time.sleep(0.05)
+    url = d.metrics_url()
     if url is None:
       pytest.skip("this daemon does not report a /metrics URL in its log")
     program = textwrap.dedent(f"""
