@@ -35,10 +35,13 @@ RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP = 70, 71, 72, 73, 74, 75
 GRADIENT = 90
 MATMUL, SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYERNORM = 100, 101, 102, 103, 104, 105, 106
 EXP, LOG, RELU, SIGMOID, TANH, GELU, SILU = 110, 111, 112, 113, 114, 115, 116
+ARANGE, CONV2D, MAX_POOL2D, AVG_POOL2D, CUMSUM, ONE_HOT = 120, 121, 122, 123, 124, 125
+ARGMAX, ARGMIN, TRIL, TRIU, GATHER = 126, 127, 128, 129, 130
 
 OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
 # Composite ops whose node carries a CompositeArg (the others take no argument).
-COMPOSITE_ARG_OPS = frozenset({SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYERNORM})
+COMPOSITE_ARG_OPS = frozenset({SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYERNORM, CONV2D, MAX_POOL2D,
+                               AVG_POOL2D, CUMSUM, ONE_HOT, ARGMAX, ARGMIN, TRIL, TRIU, GATHER})
 
 # Queued releases beyond this go out in a Release call of their own before the next node is made.
 RELEASE_BATCH = 4096
@@ -57,6 +60,13 @@ class Composite:
   eps: float = 0.0
   correction: float = 0.0
   normalized_axes: int = 0
+  kernel: Tuple[int, ...] = ()  # pooling window (KH, KW)
+  stride: Tuple[int, ...] = ()
+  padding: Tuple[int, ...] = ()  # (h, w) or (top, bottom, left, right)
+  dilation: Tuple[int, ...] = ()
+  groups: int = 0
+  n: int = 0  # ONE_HOT classes
+  diagonal: int = 0  # TRIL, TRIU
 
 
 class Node:
@@ -314,7 +324,7 @@ class Graph:
   def _to_wire(self, pb, n: Node):
     msg = pb.Node(id=n.id, op=n.op, dtype=n.dtype.wire, src=[s.id for s in n.src])
     a = n.arg
-    if n.op in (RESHAPE, EXPAND):
+    if n.op in (RESHAPE, EXPAND, ARANGE):
       msg.shape.dims.extend(a)
     elif n.op in (PERMUTE, FLIP, REDUCE_SUM, REDUCE_MAX):
       msg.axes.axes.extend(a)
@@ -328,6 +338,13 @@ class Graph:
       c.eps = a.eps
       c.correction = a.correction
       c.normalized_axes = a.normalized_axes
+      c.kernel.extend(a.kernel)
+      c.stride.extend(a.stride)
+      c.padding.extend(a.padding)
+      c.dilation.extend(a.dilation)
+      c.groups = a.groups
+      c.n = a.n
+      c.diagonal = a.diagonal
     elif n.op == CONST:
       c = msg.constant
       c.shape.extend(n.shape)

@@ -475,20 +475,35 @@ class Tensor:
 
   @staticmethod
   def arange(start, stop=None, step=1, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    """start, start + step, ... up to (not including) stop: the daemon's ARANGE times step plus
+    start (computed in the result dtype, or in the default float for a float step into ints)."""
     if stop is None:
       start, stop = 0, start
+    for v in (start, stop, step):
+      if isinstance(v, bool) or not isinstance(_py_scalar(v), (int, float)):
+        raise ValueError(f"arange takes int or float bounds, got {v!r}")
+    start, stop, step = (_py_scalar(v) for v in (start, stop, step))
     if step == 0:
       raise ValueError("arange: step must not be zero")
+    if not all(math.isfinite(v) for v in (start, stop, step)):
+      raise ValueError(f"arange bounds must be finite, got {(start, stop, step)}")
     if dtype is None:
       dtype = dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) \
           else dtypes.default_int
     dt = to_dtype(dtype)
+    if dt == dtypes.bool:
+      raise ValueError("arange cannot make a bool tensor")
     n = max(0, math.ceil((stop - start) / step))
-    if dt.kind in "iu" and all(isinstance(v, int) for v in (start, stop, step)):
-      vals = start + step * np.arange(n, dtype=np.int64)
-    else:
-      vals = start + step * np.arange(n, dtype=np.float64)
-    return Tensor(np.asarray(vals), dtype=dt)
+    if n == 0:
+      return Tensor(np.zeros((0,), dtype=np.float64), dtype=dt)
+    all_int = all(isinstance(v, int) for v in (start, stop, step))
+    calc = dt if (dtypes.is_float(dt) or all_int) else dtypes.default_float
+    x = Tensor._make(g.ARANGE, calc, check_shape((n,)), (), (n,))
+    if step != 1:
+      x = x * Tensor._const(step, calc)
+    if start != 0:
+      x = x + Tensor._const(start, calc)
+    return x.cast(dt)
 
   @staticmethod
   def linspace(start, stop, steps: int, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
@@ -1262,6 +1277,138 @@ class Tensor:
   def sequential(self, layers: Sequence[Callable[["Tensor"], "Tensor"]]) -> "Tensor":
     return functools.reduce(lambda x, f: f(x), layers, self)
 
+  # --- convolution and pooling (the daemon's CONV2D, MAX_POOL2D, AVG_POOL2D) ------------------
+
+  def conv2d(self, weight: "Tensor", bias: Optional["Tensor"] = None, groups: int = 1, stride=1, dilation=1,
+             padding=0) -> "Tensor":
+    """2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, KH, KW), as torch and
+    tinygrad. stride/dilation: an int or (h, w); padding: an int, (h, w), or tinygrad's
+    (left, right, top, bottom). bias (O,) is added with the broadcasting add. float16/bfloat16
+    accumulate in float32 and are cast back."""
+    if not isinstance(weight, Tensor):
+      weight = Tensor(weight)
+    st, dil = _pair(stride, "stride", 1), _pair(dilation, "dilation", 1)
+    pad4 = _padding4(padding)
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+      raise ValueError(f"conv2d: groups must be an int >= 1, got {groups!r}")
+    shape = _conv2d_shape(self.shape, weight.shape, groups, st, dil, pad4)
+    if bias is not None:
+      if not isinstance(bias, Tensor):
+        bias = Tensor(bias)
+      if bias.shape != (weight.shape[0],):
+        raise ValueError(f"conv2d: bias must have shape ({weight.shape[0]},), got {bias.shape}")
+    out = least_upper_float(least_upper_dtype(self.dtype, weight.dtype))
+    acc = sum_acc_dtype(out)
+    arg = g.Composite(stride=st, padding=pad4, dilation=dil, groups=groups)
+    y = Tensor._make(g.CONV2D, acc, shape, (self.cast(acc), weight.cast(acc)), arg).cast(out)
+    return y if bias is None else y + bias.reshape(1, -1, 1, 1)
+
+  def _pool(self, op: int, kernel_size, stride, dilation, padding) -> Tuple[Tuple[int, ...], g.Composite]:
+    k = _pair(kernel_size, "kernel_size", 1)
+    st = k if stride is None else _pair(stride, "stride", 1)
+    dil = _pair(dilation, "dilation", 1)
+    pad4 = _padding4(padding)
+    name = g.OP_NAMES[op].lower()
+    if self.ndim < 2:
+      raise ValueError(f"{name} needs a tensor of at least 2 axes, got shape {self.shape}")
+    hw = _window_out(self.shape[-2:], k, st, dil, pad4, name)
+    return self.shape[:-2] + hw, g.Composite(kernel=k, stride=st, padding=pad4, dilation=dil)
+
+  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False) -> "Tensor":
+    """Max over 2-D windows of the last two axes (stride defaults to the kernel; padding never
+    wins). padding: an int, (h, w) or (left, right, top, bottom)."""
+    if ceil_mode:
+      raise NotImplementedError("max_pool2d: ceil_mode=True is not supported")
+    shape, arg = self._pool(g.MAX_POOL2D, kernel_size, stride, dilation, padding)
+    return Tensor._make(g.MAX_POOL2D, self.dtype, shape, (self,), arg)
+
+  def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> "Tensor":
+    """Mean over 2-D windows of the last two axes; padded zeros count (torch's
+    count_include_pad=True, the only mode)."""
+    if ceil_mode:
+      raise NotImplementedError("avg_pool2d: ceil_mode=True is not supported")
+    if not count_include_pad:
+      raise NotImplementedError("avg_pool2d: only count_include_pad=True is supported")
+    shape, arg = self._pool(g.AVG_POOL2D, kernel_size, stride, dilation, padding)
+    x, out = self._acc_float()
+    return Tensor._make(g.AVG_POOL2D, x.dtype, shape, (x,), arg).cast(out)
+
+  # --- index ops (the daemon's CUMSUM, ARGMAX, ARGMIN, TRIL, TRIU, GATHER) -----------------------
+
+  def cumsum(self, axis: int = 0) -> "Tensor":
+    """Running sum along `axis` (bool counts as int32; float16/bfloat16 sum in float32)."""
+    if self.ndim == 0:
+      _axis_of(axis, 1, "cumsum")
+      return self.reshape(1).cumsum(0).reshape(())
+    ax = _axis_of(axis, self.ndim, "cumsum")
+    if self.dtype == dtypes.bool:
+      return self.cast(dtypes.default_int).cumsum(ax)
+    acc = sum_acc_dtype(self.dtype) if dtypes.is_float(self.dtype) else self.dtype
+    x = self.cast(acc)
+    return Tensor._make(g.CUMSUM, acc, self.shape, (x,), g.Composite(axes=(ax,))).cast(self.dtype)
+
+  def _arg_extreme(self, op: int, axis, keepdim: bool) -> "Tensor":
+    if axis is None:  # over the flattened tensor (keepdim does not apply, as in tinygrad)
+      return self.reshape(-1)._arg_extreme(op, 0, False)
+    if self.ndim == 0:
+      _axis_of(axis, 1, g.OP_NAMES[op].lower())
+      return Tensor._make(op, dtypes.int32, (), (self.reshape(1),), g.Composite(axes=(0,), keepdim=False))
+    ax = _axis_of(axis, self.ndim, g.OP_NAMES[op].lower())
+    if self.shape[ax] == 0:
+      raise ValueError(f"{g.OP_NAMES[op].lower()} of an empty axis {ax} (shape {self.shape})")
+    shape = _reduced_shape(self.shape, (ax,), keepdim)
+    return Tensor._make(op, dtypes.int32, shape, (self,), g.Composite(axes=(ax,), keepdim=bool(keepdim)))
+
+  def argmax(self, axis: Optional[int] = None, keepdim: bool = False) -> "Tensor":
+    """int32 index of the largest value along `axis` (None: of the flattened tensor); the first
+    one wins on ties, as in numpy."""
+    return self._arg_extreme(g.ARGMAX, axis, keepdim)
+
+  def argmin(self, axis: Optional[int] = None, keepdim: bool = False) -> "Tensor":
+    """int32 index of the smallest value along `axis` (None: of the flattened tensor); the first
+    one wins on ties."""
+    return self._arg_extreme(g.ARGMIN, axis, keepdim)
+
+  def _triangle(self, op: int, diagonal: int) -> "Tensor":
+    if self.ndim < 2:
+      raise ValueError(f"{g.OP_NAMES[op].lower()} needs at least 2 axes, got shape {self.shape}")
+    if isinstance(diagonal, bool) or not isinstance(diagonal, int):
+      raise ValueError(f"diagonal must be an int, got {diagonal!r}")
+    return Tensor._make(op, self.dtype, self.shape, (self,), g.Composite(diagonal=diagonal))
+
+  def tril(self, diagonal: int = 0) -> "Tensor":
+    """Zero the elements above the `diagonal`-th diagonal of the last two axes."""
+    return self._triangle(g.TRIL, diagonal)
+
+  def triu(self, diagonal: int = 0) -> "Tensor":
+    """Zero the elements below the `diagonal`-th diagonal of the last two axes."""
+    return self._triangle(g.TRIU, diagonal)
+
+  def gather(self, dim: int, index: "Tensor") -> "Tensor":
+    """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim` (torch.gather): index has
+    self's rank and, on the other axes, sizes up to self's. Indices must lie in
+    [0, self.shape[dim]); others select nothing (zero)."""
+    if not isinstance(index, Tensor):
+      index = Tensor(index)
+    if not dtypes.is_int(index.dtype):
+      raise ValueError(f"gather needs an integer index, got {index.dtype.name}")
+    if self.ndim == 0:
+      raise ValueError("gather needs a tensor of at least 1 axis")
+    ax = _axis_of(dim, self.ndim, "gather")
+    if index.ndim != self.ndim:
+      raise ValueError(f"gather: index has {index.ndim} axes, the input {self.ndim}")
+    for i, (a, b) in enumerate(zip(index.shape, self.shape)):
+      if i != ax and a > b:
+        raise ValueError(f"gather: index size {a} on axis {i} exceeds the input's {b} "
+                         f"(index {index.shape}, input {self.shape})")
+    x = self
+    if any(i != ax and a != b for i, (a, b) in enumerate(zip(index.shape, self.shape))):
+      x = self.shrink(tuple((0, self.shape[i]) if i == ax else (0, s) for i, s in enumerate(index.shape)))
+    if self.shape[ax] == 0 and index.shape[ax] > 0:
+      raise ValueError(f"gather from an empty axis {ax}")
+    return Tensor._make(g.GATHER, self.dtype, index.shape, (x, index), g.Composite(axes=(ax,)))
+
   # --- nn helpers -------------------------------------------------------------------------------
 
   def dropout(self, p: float = 0.5) -> "Tensor":
@@ -1277,11 +1424,13 @@ class Tensor:
     return keep.where(self * (1.0 / (1.0 - p)), 0)
 
   def one_hot(self, num_classes: int) -> "Tensor":
-    """int32 one-hot encoding along a new last axis (compares with a cached arange buffer)."""
+    """One-hot encoding along a new last axis, in the indices' dtype (the daemon's ONE_HOT).
+    Indices outside [0, num_classes) give a row of zeros."""
     if not dtypes.is_int(self.dtype):
       raise TypeError(f"one_hot needs an integer tensor, got {self.dtype.name}")
-    ar = _arange_buffer(num_classes)
-    return (self.cast(dtypes.int32).unsqueeze(-1) == ar).cast(dtypes.int32)
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+      raise ValueError(f"one_hot needs num_classes >= 1 (an int), got {num_classes!r}")
+    return Tensor._make(g.ONE_HOT, self.dtype, self.shape + (num_classes,), (self,), g.Composite(n=num_classes))
 
   def _do_reduction(self, reduction: str) -> "Tensor":
     if reduction == "mean":
@@ -1363,6 +1512,85 @@ def _arange_buffer(n: int) -> "Tensor":
   if t is None or (t._node.sent and t._node.gen != g.GRAPH.gen):
     t = _ARANGES[n] = Tensor(np.arange(n, dtype=np.int32))
   return t
+
+
+class _AxisError(ValueError, IndexError):
+  """A bad axis for the conv, pooling and index ops (a ValueError, and an IndexError as torch's)."""
+
+
+def _axis_of(axis, ndim: int, what: str) -> int:
+  if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+    raise _AxisError(f"{what}: axis must be an int, got {axis!r}")
+  axis = int(axis)
+  if not -ndim <= axis < ndim:
+    raise _AxisError(f"{what}: axis {axis} is out of range for {ndim} axes")
+  return axis % ndim
+
+
+def _ints(v, what: str) -> Tuple[int, ...]:
+  vals = (v,) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v
+  try:
+    out = tuple(vals)
+  except TypeError:
+    raise ValueError(f"{what} must be an int or a tuple of ints, got {v!r}") from None
+  if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in out):
+    raise ValueError(f"{what} must be an int or a tuple of ints, got {v!r}")
+  return tuple(int(x) for x in out)
+
+
+def _pair(v, what: str, low: int) -> Tuple[int, int]:
+  """(h, w) from an int or a pair, each at least `low`."""
+  out = _ints(v, what)
+  if len(out) == 1 and not isinstance(v, (tuple, list)):
+    out = out * 2
+  if len(out) != 2:
+    raise ValueError(f"{what} needs an int or 2 values, got {v!r}")
+  if any(x < low for x in out):
+    raise ValueError(f"{what} values must be >= {low}, got {v!r}")
+  return out
+
+
+def _padding4(padding) -> Tuple[int, int, int, int]:
+  """The wire's (top, bottom, left, right) from an int, (h, w), or tinygrad's 4-tuple
+  (left, right, top, bottom)."""
+  p = _ints(padding, "padding")
+  if len(p) == 1 and not isinstance(padding, (tuple, list)):
+    p = p * 2
+  if len(p) == 2:
+    out = (p[0], p[0], p[1], p[1])
+  elif len(p) == 4:
+    out = (p[2], p[3], p[0], p[1])
+  else:
+    raise ValueError(f"padding needs an int, (h, w) or (left, right, top, bottom), got {padding!r}")
+  if any(x < 0 for x in out):
+    raise ValueError(f"padding must be >= 0, got {padding!r}")
+  return out
+
+
+def _window_out(hw: Tuple[int, ...], k: Tuple[int, int], stride: Tuple[int, int], dil: Tuple[int, int],
+                pad4: Tuple[int, int, int, int], what: str) -> Tuple[int, int]:
+  out = []
+  for i, (size, before, after) in enumerate(((hw[0], pad4[0], pad4[1]), (hw[1], pad4[2], pad4[3]))):
+    span = dil[i] * (k[i] - 1) + 1
+    padded = size + before + after
+    if padded < span:
+      raise ValueError(f"{what}: a window of {span} (kernel {k[i]}, dilation {dil[i]}) does not fit "
+                       f"{'HW'[i]} = {size} padded to {padded}")
+    out.append((padded - span) // stride[i] + 1)
+  return tuple(out)
+
+
+def _conv2d_shape(sx: Tuple[int, ...], sw: Tuple[int, ...], groups: int, stride, dil, pad4) -> Tuple[int, ...]:
+  if len(sx) != 4 or len(sw) != 4:
+    raise ValueError(f"conv2d takes input (N, C, H, W) and weight (O, C/groups, KH, KW), got {sx} and {sw}")
+  n, c, h, w = sx
+  o, cg, kh, kw = sw
+  if cg * groups != c or o % groups:
+    raise ValueError(f"conv2d: weight {sw} with groups={groups} does not fit input {sx} "
+                     f"(need C = groups * weight.shape[1] and O divisible by groups)")
+  if kh < 1 or kw < 1:
+    raise ValueError(f"conv2d: empty kernel {sw}")
+  return (n, o) + _window_out((h, w), (kh, kw), stride, dil, pad4, "conv2d")
 
 
 def _reduced_shape(shape: Tuple[int, ...], axes: Tuple[int, ...], keepdim: bool) -> Tuple[int, ...]:

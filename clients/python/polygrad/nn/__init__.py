@@ -173,16 +173,49 @@ class GroupNorm:
     return y * self.weight.reshape(shape) + self.bias.reshape(shape)
 
 
-class _NeedsConv:
+class Conv2d:
+  """2-D convolution over (N, C, H, W) with weight (out, in/groups, KH, KW) and bias (out,), both
+  drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in/groups * KH * KW (torch's
+  kaiming-uniform default). padding: an int, (h, w), 'valid' or 'same' (stride 1)."""
+
+  def __init__(self, in_channels: int, out_channels: int, kernel_size: Union[int, Sequence[int]], stride=1,
+               padding: Union[int, str, Sequence[int]] = 0, dilation=1, groups: int = 1, bias: bool = True):
+    if groups < 1 or in_channels % groups or out_channels % groups:
+      raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must be divisible by "
+                       f"groups {groups}")
+    self.kernel_size = _shape_tuple(kernel_size) * (2 if isinstance(kernel_size, int) else 1)
+    if len(self.kernel_size) != 2:
+      raise ValueError(f"kernel_size needs an int or 2 values, got {kernel_size!r}")
+    self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+    self.stride, self.dilation = stride, dilation
+    if isinstance(padding, str):
+      dil = _shape_tuple(dilation) * (2 if isinstance(dilation, int) else 1)
+      if padding == "valid":
+        padding = 0
+      elif padding == "same":
+        if stride not in (1, (1, 1), [1, 1]):
+          raise ValueError("padding='same' needs stride 1")
+        total = [d * (k - 1) for d, k in zip(dil, self.kernel_size)]
+        # tinygrad's (left, right, top, bottom); the extra pixel goes right and bottom, as in torch
+        padding = (total[1] // 2, total[1] - total[1] // 2, total[0] // 2, total[0] - total[0] // 2)
+      else:
+        raise ValueError(f"padding must be an int, a tuple, 'valid' or 'same', got {padding!r}")
+    self.padding = padding
+    fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
+    bound = 1 / math.sqrt(fan_in)
+    self.weight = _param(Tensor.uniform(out_channels, in_channels // groups, *self.kernel_size, low=-bound,
+                                        high=bound))
+    self.bias = _param(Tensor.uniform(out_channels, low=-bound, high=bound)) if bias else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
+                    padding=self.padding)
+
+
+class ConvTranspose2d:
+  """Not implemented: raises NotImplementedError."""
+
   def __init__(self, *args, **kwargs):
     raise NotImplementedError(
-        f"{type(self).__name__} is not available yet: polygradd has no convolution op on the wire "
-        "(polygrad.v1), and the client does not emulate one")
-
-
-class Conv2d(_NeedsConv):
-  """Not implemented yet (needs a convolution op in polygradd); raises NotImplementedError."""
-
-
-class ConvTranspose2d(_NeedsConv):
-  """Not implemented yet (needs a convolution op in polygradd); raises NotImplementedError."""
+        "ConvTranspose2d is not available yet: polygradd has no transposed-convolution op on the wire "
+        "(polygrad.v1), and the client does not emulate one; nn.Conv2d works")
