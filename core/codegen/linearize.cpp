@@ -160,9 +160,13 @@ class Linearizer {
     push(acc);
     std::vector<UOpRef> loops(n->src.begin() + 1, n->src.end());
     loops.insert(loops.end(), lanes.begin(), lanes.end());
-    for (const UOpRef& r : loops) {
+    for (size_t i = 0; i < loops.size(); ++i) {
       hoist(n->src[0]);
-      open_loop(r);
+      if (is_upcast(loops[i].get())) {
+        std::vector<UOpRef> rest(loops.begin() + static_cast<std::ptrdiff_t>(i), loops.end());
+        hoist_lane_reductions(n->src[0], rest);
+      }
+      open_loop(loops[i]);
     }
     emit(n->src[0]);
     push(uop(Ops::ACCUMULATE, n->dtype, {acc, n->src[0]}, n->arg));

@@ -41,6 +41,35 @@ int64_t pick_factor(int64_t size, std::initializer_list<int64_t> choices) {
   return 1;
 }
 
+// reduce(v, ..., r) with r read contiguously becomes reduce(reduce(v[r = r' * T + u], ..., r'), u)
+// with u an upcast lane: T partial sums accumulate side by side (one vector operation per
+// step of r'), and the lanes are combined once at the end.
+Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, int64_t max_id) {
+  Upcast out{sink, {}};
+  for (const UOp* n : nodes) {
+    if (n->op != Ops::REDUCE) continue;
+    const UOpRef& r = n->src.back();
+    int64_t size = r->src[0]->arg_int();
+    int64_t lanes = pick_factor(size, {16, 8});
+    bool contiguous = false;
+    for (const UOp* m : toposort({n->src[0]}))
+      if (m->op == Ops::LOAD && coefficient(m->src[1], r.get()) == 1) contiguous = true;
+    if (lanes == 1 || !contiguous) continue;
+    UOpRef outer_r = uop(Ops::RANGE, kIndexDType, {const_int(size / lanes)}, r->arg_int());
+    UOpRef lane = uop(Ops::RANGE, kIndexDType, {const_int(lanes)}, ++max_id);
+    UOpRef index = uop(Ops::ADD, kIndexDType, {uop(Ops::MUL, kIndexDType, {outer_r, const_int(lanes)}), lane});
+    std::vector<UOpRef> inner_src{substitute(n->src[0], r.get(), index)};
+    inner_src.insert(inner_src.end(), n->src.begin() + 1, n->src.end() - 1);
+    inner_src.push_back(outer_r);
+    UOpRef partial = uop(Ops::REDUCE, n->dtype, std::move(inner_src), n->arg);
+    UOpRef combined = uop(Ops::REDUCE, n->dtype, {partial, lane}, n->arg);
+    out.sink = substitute(out.sink, n, combined);
+    out.upcast_ranges.push_back(lane->arg_int());
+  }
+  if (!out.upcast_ranges.empty()) out.sink = graph_rewrite(out.sink, symbolic());
+  return out;
+}
+
 }  // namespace
 
 Upcast apply_upcasts(const UOpRef& sink) {
@@ -58,12 +87,13 @@ Upcast apply_upcasts(const UOpRef& sink) {
   std::sort(outer.begin(), outer.end(), [](const UOp* a, const UOp* b) { return a->arg_int() < b->arg_int(); });
 
   // Upcast the innermost output axis only when some load inside a reduction reads it
-  // contiguously: then the tile is one vector load per reduction step.
+  // contiguously: then the tile is one vector load per reduction step. Otherwise (x @ W.T, row
+  // sums) try vector lanes along the reduction itself.
   const UOp* inner = outer.back();
   bool contiguous = false;
   for (const UOp* n : nodes)
     if (n->op == Ops::LOAD && coefficient(n->src[1], inner) == 1) contiguous = true;
-  if (!contiguous) return {sink, {}};
+  if (!contiguous) return reduce_lanes(sink, nodes, max_id);
 
   Upcast out{sink, {}};
   auto split = [&](const UOp* r, int64_t factor) {
@@ -75,7 +105,7 @@ Upcast apply_upcasts(const UOpRef& sink) {
     out.upcast_ranges.push_back(lane->arg_int());
   };
   int64_t cols = pick_factor(inner->src[0]->arg_int(), {16, 8, 4});
-  if (cols == 1) return {sink, {}};
+  if (cols == 1) return reduce_lanes(sink, nodes, max_id);
   // A second, row axis shares each column load across rows (matmul's 2-D register tile).
   int64_t rows = outer.size() >= 2 ? pick_factor(outer[outer.size() - 2]->src[0]->arg_int(), {8, 4, 2}) : 1;
   const UOp* row_range = outer.size() >= 2 ? outer[outer.size() - 2] : nullptr;

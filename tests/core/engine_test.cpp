@@ -211,6 +211,33 @@ TEST_F(EngineTest, VeryLongChainsRealize) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(out[i], a[i] + 1, 1e-4);
 }
 
+// x @ W.T (nn.Linear's layout): no output axis is read contiguously, so the reduction itself is
+// split into vector lanes. Shapes cover lane counts 16 and 8 and a reduction too odd to split.
+class MatmulTransposed : public EngineTest, public ::testing::WithParamInterface<std::tuple<int64_t, int64_t, int64_t>> {};
+
+TEST_P(MatmulTransposed, MatchesReference) {
+  auto [M, K, N] = GetParam();
+  std::vector<float> a, w;
+  UOpRef x = input({M, K}, a), W = input({N, K}, w);
+  UOpRef xa = ok(fe::expand(ok(fe::reshape(x, {M, 1, K})), {M, N, K}));
+  UOpRef wb = ok(fe::expand(ok(fe::reshape(W, {1, N, K})), {M, N, K}));
+  UOpRef mm = ok(fe::reshape(ok(fe::reduce(Ops::ADD, ok(fe::alu(Ops::MUL, {xa, wb})), {2})), {M, N}));
+  auto got = run(mm);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double want = 0;
+      for (int64_t k = 0; k < K; ++k) want += static_cast<double>(a[i * K + k]) * w[j * K + k];
+      ASSERT_NEAR(got[i * N + j], want, 1e-4) << i << "," << j;
+    }
+  // Row maxima of x: the same lanes for MAX.
+  auto mx = run(ok(fe::reduce(Ops::MAX, x, {1})));
+  for (int64_t i = 0; i < M; ++i) EXPECT_EQ(mx[i], *std::max_element(a.begin() + i * K, a.begin() + (i + 1) * K));
+}
+
+INSTANTIATE_TEST_SUITE_P(ReduceLanes, MatmulTransposed,
+                         ::testing::Values(std::make_tuple(5, 784, 7), std::make_tuple(3, 40, 6), std::make_tuple(4, 13, 3),
+                                           std::make_tuple(1, 256, 10)));
+
 TEST_F(EngineTest, SecondRealizeHitsTheKernelCache) {
   std::vector<float> a;
   UOpRef x = input({64}, a);
