@@ -172,8 +172,8 @@ def test_dropout_gradient_uses_the_same_mask():
   np.testing.assert_array_equal(x.grad.numpy(), y.numpy())
 
 
-@pytest.mark.parametrize("cls", [nn.Conv2d, nn.ConvTranspose2d])
-def test_convolutions_are_not_there_yet(cls):
+@pytest.mark.parametrize("cls", [nn.ConvTranspose2d])
+def test_transposed_convolution_is_not_there_yet(cls):
   with pytest.raises(NotImplementedError, match="convolution"):
     cls(3, 8, 3)
 
