@@ -11,9 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/cache/kernel_cache.h"
 #include "core/codegen/linearize.h"
-#include "core/codegen/lower.h"
-#include "core/codegen/upcast.h"
-#include "core/ir/symbolic.h"
+#include "core/engine/kernels_for.h"
 #include "core/render/c_renderer.h"
 #include "core/runtime/cpu/compiler.h"
 #include "core/runtime/cuda/discovery.h"
@@ -29,9 +27,6 @@ constexpr int64_t kParallelThreshold = 1 << 15;
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-
-// Kernel-level passes, in order. Each is a rewrite table; see core/ir/symbolic.h.
-UOpRef simplify_kernel(const UOpRef& sink) { return graph_rewrite(sink, symbolic()); }
 
 struct CompiledKernel {
   ProgramPtr program;
@@ -64,13 +59,10 @@ struct Engine::Impl {
 
   absl::StatusOr<CompiledKernel> build(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
                                       RealizeStats& stats) {
-    auto ast = lower_kernel(root, materialized);
-    if (!ast.ok()) return ast.status();
-    UOpRef sink = simplify_kernel(ast->sink);
-    Upcast tiled = apply_upcasts(sink);
-    auto linear = linearize(tiled.sink, tiled.upcast_ranges);
-    if (!linear.ok()) return linear.status();
-    auto source = render_c(*linear);
+    auto lowered = lower_to_linear(root, materialized);
+    if (!lowered.ok()) return lowered.status();
+    const LinearKernel& linear = lowered->linear;
+    auto source = render_c(linear);
     if (!source.ok()) return source.status();
     if (dump_kernels) std::fprintf(stderr, "polygrad kernel:\n%s\n", source->c_str());
     std::string key = KernelCache::key("CPU", compiler.identity(), *source);
@@ -88,9 +80,9 @@ struct Engine::Impl {
     if (found->result == CacheResult::Miss) ++stats.compiled;
     else ++stats.cache_hits;
     int64_t work = 1;
-    for (const UOpRef& u : linear->ops)
+    for (const UOpRef& u : linear.ops)
       if (u->op == Ops::RANGE) work *= std::max<int64_t>(1, u->src[0]->arg_int());
-    return CompiledKernel{found->program, ast->params, linear->outer_size, work};
+    return CompiledKernel{found->program, lowered->params, linear.outer_size, work};
   }
 
   void launch(const CompiledKernel& k, std::vector<void*>& bufs) {
