@@ -30,6 +30,19 @@ absl::StatusOr<std::vector<int64_t>> padding4(const std::vector<int64_t>& p) {
   return out;
 }
 
+// The smallest value of a dtype (-inf for floats), exactly representable in it.
+std::variant<int64_t, double> lowest(DType dt) {
+  switch (dt) {
+    case DType::Int8: return int64_t{std::numeric_limits<int8_t>::min()};
+    case DType::Int16: return int64_t{std::numeric_limits<int16_t>::min()};
+    case DType::Int32: return int64_t{std::numeric_limits<int32_t>::min()};
+    case DType::Int64: return std::numeric_limits<int64_t>::min();
+    default:
+      if (dtype_is_float(dt)) return -std::numeric_limits<double>::infinity();
+      return int64_t{0};  // unsigned and bool
+  }
+}
+
 absl::StatusOr<UOpRef> pad_spatial(const UOpRef& x, const std::vector<int64_t>& pad4) {
   Pairs pairs(x->shape.size(), {0, 0});
   size_t r = x->shape.size();
@@ -136,9 +149,7 @@ absl::StatusOr<UOpRef> max_pool2d(const UOpRef& x, const std::vector<int64_t>& k
     PG_ASSIGN(ones, constant(int64_t{1}, DType::Bool, x->shape));
     PG_ASSIGN(inside, pad_spatial(ones, pad4));
     PG_ASSIGN(padded, pad_spatial(x, pad4));
-    double low = dtype_is_float(x->dtype) ? -std::numeric_limits<double>::infinity()
-                                          : dtype_is_unsigned(x->dtype) ? 0.0 : -9.2e18;
-    PG_ASSIGN(fill, constant(low, x->dtype, padded->shape));
+    PG_ASSIGN(fill, constant(lowest(x->dtype), x->dtype, padded->shape));
     PG_ASSIGN(masked, alu(Ops::WHERE, {inside, padded, fill}));
     src = masked;
   }

@@ -147,6 +147,23 @@ TEST_F(ConvIndexingTest, MaxAndAvgPoolWithPadding) {
       }
 }
 
+TEST_F(ConvIndexingTest, IntegerMaxPoolPaddingNeverWins) {
+  for (DType dt : {DType::Int8, DType::Int32, DType::Int64}) {
+    BufferPtr buf = *engine_->allocate(DType::Int64, {1, 4, 4});
+    UOpRef x64 = *fe::buffer(buf->id(), DType::Int64, {1, 4, 4});
+    for (int64_t k = 0; k < 16; ++k) static_cast<int64_t*>(buf->data())[k] = -100 + k;
+    bound_[x64.get()] = buf;
+    leaves_.push_back(x64);
+    UOpRef x = *fe::cast(x64, dt);
+    fe::Conv2dParams p{{2, 2}, {1, 1}, {1, 1}, 1};
+    auto got = run<int64_t>(fe::cast(*fe::max_pool2d(x, {2, 2}, p), DType::Int64), {1, 3, 3});
+    // Windows over the padded 6x6 grid: the top-left one holds only element (0,0).
+    EXPECT_EQ(got[0], -100) << dtype_name(dt);
+    EXPECT_EQ(got[4], -100 + 10) << dtype_name(dt);  // original rows and columns 1..2
+    EXPECT_EQ(got[8], -100 + 15) << dtype_name(dt);
+  }
+}
+
 TEST_F(ConvIndexingTest, CumsumTrilTriu) {
   std::vector<double> x;
   UOpRef X = randd({3, 5}, x);

@@ -1320,10 +1320,6 @@ class Tensor:
     if ceil_mode:
       raise NotImplementedError("max_pool2d: ceil_mode=True is not supported")
     shape, arg = self._pool(g.MAX_POOL2D, kernel_size, stride, dilation, padding)
-    if any(arg.padding) and dtypes.is_int(self.dtype) and not dtypes.is_unsigned(self.dtype):
-      # The daemon pads signed ints with -9.2e18 cast to the dtype, which wraps for int32 and
-      # smaller (padding then wins); float64 holds these values exactly and pads with -inf.
-      return Tensor._make(g.MAX_POOL2D, dtypes.float64, shape, (self.cast(dtypes.float64),), arg).cast(self.dtype)
     return Tensor._make(g.MAX_POOL2D, self.dtype, shape, (self,), arg)
 
   def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
