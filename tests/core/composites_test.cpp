@@ -7,43 +7,18 @@
 #include "core/engine/engine.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/tensor_ops.h"
+#include "tests/core/realize_fixture.h"
 
 namespace polygrad {
 namespace {
 
 namespace fe = frontend;
 
-class CompositesTest : public ::testing::Test {
+class CompositesTest : public testing::RealizeFixture {
  protected:
-  static void SetUpTestSuite() { engine_ = std::move(*Engine::create({.threads = 1})).release(); }
-  static void TearDownTestSuite() { delete engine_; }
-
-  UOpRef leaf(Shape shape, std::vector<double>& v, double lo = -2, double hi = 2) {
-    BufferPtr buf = *engine_->allocate(DType::Float64, shape);
-    std::uniform_real_distribution<double> dist(lo, hi);
-    v.resize(buf->numel());
-    for (double& x : v) x = dist(rng_);
-    std::memcpy(buf->data(), v.data(), v.size() * sizeof(double));
-    UOpRef x = *fe::buffer(buf->id(), DType::Float64, shape);
-    bound_[x.get()] = buf;
-    leaves_.push_back(x);
-    return x;
-  }
-
-  std::vector<double> run(const absl::StatusOr<UOpRef>& y, Shape want_shape) {
-    EXPECT_TRUE(y.ok()) << y.status();
-    if (!y.ok()) return {};
-    EXPECT_EQ((*y)->shape, want_shape);
-    auto r = engine_->realize({*y}, bound_);
-    EXPECT_TRUE(r.ok()) << r.status();
-    const double* d = static_cast<const double*>(r->outputs[0]->data());
-    return std::vector<double>(d, d + r->outputs[0]->numel());
-  }
-
-  static inline Engine* engine_ = nullptr;
-  Bindings bound_;
-  std::vector<UOpRef> leaves_;
-  std::mt19937 rng_{3};
+  // Composites are compared on float64 inputs in [-2, 2) unless a test says otherwise.
+  UOpRef leaf(Shape shape, std::vector<double>& v, double lo = -2, double hi = 2) { return randd(shape, v, lo, hi); }
+  std::vector<double> run(const absl::StatusOr<UOpRef>& y, Shape want) { return RealizeFixture::run<double>(y, want); }
 };
 
 TEST_F(CompositesTest, MatmulVectorAndBatchBroadcast) {

@@ -9,50 +9,14 @@
 #include "core/frontend/gradient.h"
 #include "core/frontend/indexing.h"
 #include "core/frontend/tensor_ops.h"
+#include "tests/core/realize_fixture.h"
 
 namespace polygrad {
 namespace {
 
 namespace fe = frontend;
 
-class ConvIndexingTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { engine_ = std::move(*Engine::create({.threads = 2})).release(); }
-  static void TearDownTestSuite() { delete engine_; }
-
-  template <typename T>
-  UOpRef leaf(DType dt, Shape shape, std::vector<T>& v, const std::function<T()>& gen) {
-    BufferPtr buf = *engine_->allocate(dt, shape);
-    v.resize(buf->numel());
-    for (T& x : v) x = gen();
-    std::memcpy(buf->data(), v.data(), v.size() * sizeof(T));
-    UOpRef x = *fe::buffer(buf->id(), dt, shape);
-    bound_[x.get()] = buf;
-    leaves_.push_back(x);
-    return x;
-  }
-  UOpRef randd(Shape shape, std::vector<double>& v) {
-    std::uniform_real_distribution<double> d(-1, 1);
-    return leaf<double>(DType::Float64, shape, v, [&] { return d(rng_); });
-  }
-
-  template <typename T>
-  std::vector<T> run(const absl::StatusOr<UOpRef>& y, Shape want) {
-    EXPECT_TRUE(y.ok()) << y.status();
-    if (!y.ok()) return {};
-    EXPECT_EQ((*y)->shape, want);
-    auto r = engine_->realize({*y}, bound_);
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (!r.ok()) return {};
-    const T* d = static_cast<const T*>(r->outputs[0]->data());
-    return std::vector<T>(d, d + r->outputs[0]->numel());
-  }
-
-  static inline Engine* engine_ = nullptr;
-  Bindings bound_;
-  std::vector<UOpRef> leaves_;
-  std::mt19937 rng_{11};
-};
+using ConvIndexingTest = testing::RealizeFixture;
 
 // Direct convolution, zero padding.
 std::vector<double> conv_ref(const std::vector<double>& x, const std::vector<double>& w, int64_t n, int64_t cin_all,

@@ -90,6 +90,36 @@ class Daemon:
     self._log.close()
 
 
+def run_watching_buffers(tmp_path, body: str) -> str:
+  """Runs `body` (Python source) in a fresh process against a daemon of its own that serves
+  /metrics, and returns its stdout. The body can call buffers(): the daemon's live-buffer gauge
+  after the process released what it dropped. Skips when the daemon reports no /metrics URL."""
+  import textwrap
+  d = Daemon(daemon_binary(), tmp_path, metrics_listen="127.0.0.1:0")
+  try:
+    d.wait_ready()
+    url = d.metrics_url()
+    if url is None:
+      pytest.skip("this daemon does not report a /metrics URL in its log")
+    preamble = textwrap.dedent(f"""
+        import gc, re, sys, urllib.request
+        sys.path.insert(0, {str(PY_CLIENT)!r})
+        from polygrad import graph
+        def buffers():
+          gc.collect()
+          graph.GRAPH.flush_releases()
+          text = urllib.request.urlopen({url!r}, timeout=10).read().decode()
+          return float(re.search(r"^polygradd_buffers(?:{{[^}}]*}})? (\\S+)$", text, re.M).group(1))
+    """)
+    env = dict(os.environ, POLYGRAD_ADDRESS=d.address)
+    r = subprocess.run([sys.executable, "-c", preamble + textwrap.dedent(body)], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+  finally:
+    d.stop()
+
+
 @pytest.fixture(scope="session")
 def daemon(tmp_path_factory):
   binary = daemon_binary()

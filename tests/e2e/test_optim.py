@@ -1,14 +1,10 @@
 """Optimizers and learning-rate schedulers against torch.optim on the same model and data; an MLP's
 loss curve against PyTorch's; one request per step; flat daemon memory over a training loop."""
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 
-from conftest import PY_CLIENT, Daemon, daemon_binary
+from conftest import run_watching_buffers
 from polygrad import Tensor
 from polygrad import graph as g
 from polygrad import nn
@@ -234,50 +230,32 @@ def test_scheduled_lr_reaches_the_update():
 def test_training_loop_memory_is_flat_on_the_daemon(tmp_path):
   """300 SGD steps of a small MLP against a daemon of its own: its live-buffer gauge (/metrics)
   and the client's node table stay flat after warm-up."""
-  d = Daemon(daemon_binary(), tmp_path, metrics_listen="127.0.0.1:0")
-  try:
-    d.wait_ready()
-    url = d.metrics_url()
-    if url is None:
-      pytest.skip("this daemon does not report a /metrics URL in its log")
-    program = textwrap.dedent(f"""
-        import gc, re, sys, urllib.request
-        sys.path.insert(0, {str(PY_CLIENT)!r})
-        import numpy as np
-        from polygrad import Tensor, graph
-        from polygrad.nn import Linear, SGD, get_parameters
-        def buffers():
-          gc.collect()
-          graph.GRAPH.flush_releases()
-          text = urllib.request.urlopen({url!r}, timeout=10).read().decode()
-          return float(re.search(r"^polygradd_buffers(?:{{[^}}]*}})? (\\S+)$", text, re.M).group(1))
-        Tensor.manual_seed(0)
-        l1, l2 = Linear(8, 16), Linear(16, 2)
-        opt = SGD(get_parameters([l1, l2]), lr=0.05, momentum=0.9)
-        r = np.random.default_rng(0)
-        seen, nodes = [], []
-        for i in range(300):
-          x = Tensor(r.standard_normal((32, 8), dtype=np.float32))
-          y = Tensor(r.integers(0, 2, 32).astype(np.int32))
-          opt.zero_grad()
-          loss = l2(l1(x).relu()).cross_entropy(y)
-          loss.backward()
-          opt.step()
-          if i in (50, 299):
-            seen.append(buffers())
-            nodes.append(graph.GRAPH.stats()["sent_live"])
-        print("BUFFERS", *seen, "NODES", *nodes, "LOSS", loss.item())
-    """)
-    env = dict(os.environ, POLYGRAD_ADDRESS=d.address)
-    r = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    w = r.stdout.split()
-    early, late = float(w[w.index("BUFFERS") + 1]), float(w[w.index("BUFFERS") + 2])
-    n_early, n_late = int(w[w.index("NODES") + 1]), int(w[w.index("NODES") + 2])
-    assert late <= early, f"daemon buffers grew from {early} to {late} over 250 training steps"
-    assert n_late <= n_early, f"nodes known to the daemon grew from {n_early} to {n_late}"
-  finally:
-    d.stop()
+  out = run_watching_buffers(tmp_path, """
+      import numpy as np
+      from polygrad import Tensor
+      from polygrad.nn import Linear, SGD, get_parameters
+      Tensor.manual_seed(0)
+      l1, l2 = Linear(8, 16), Linear(16, 2)
+      opt = SGD(get_parameters([l1, l2]), lr=0.05, momentum=0.9)
+      r = np.random.default_rng(0)
+      seen, nodes = [], []
+      for i in range(300):
+        x = Tensor(r.standard_normal((32, 8), dtype=np.float32))
+        y = Tensor(r.integers(0, 2, 32).astype(np.int32))
+        opt.zero_grad()
+        loss = l2(l1(x).relu()).cross_entropy(y)
+        loss.backward()
+        opt.step()
+        if i in (50, 299):
+          seen.append(buffers())
+          nodes.append(graph.GRAPH.stats()["sent_live"])
+      print("BUFFERS", *seen, "NODES", *nodes, "LOSS", loss.item())
+  """)
+  w = out.split()
+  early, late = float(w[w.index("BUFFERS") + 1]), float(w[w.index("BUFFERS") + 2])
+  n_early, n_late = int(w[w.index("NODES") + 1]), int(w[w.index("NODES") + 2])
+  assert late <= early, f"daemon buffers grew from {early} to {late} over 250 training steps"
+  assert n_late <= n_early, f"nodes known to the daemon grew from {n_early} to {n_late}"
 
 
 def test_gradients_accumulated_without_zero_grad_do_not_chain_graphs():

@@ -10,7 +10,7 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import PY_CLIENT, REPO, assert_close, daemon_binary
+from conftest import PY_CLIENT, assert_close, daemon_binary
 import polygrad
 from polygrad import Tensor, dtypes
 from polygrad import graph as g
@@ -262,40 +262,22 @@ def test_unreachable_address_in_subprocess(tmp_path):
 
 def test_daemon_buffers_stay_flat_in_a_loop(tmp_path):
   """A 200-step loop against a daemon of its own, watching its live-buffer gauge on /metrics."""
-  from conftest import Daemon
-  d = Daemon(daemon_binary(), tmp_path, metrics_listen="127.0.0.1:0")
-  try:
-    d.wait_ready()
-    url = d.metrics_url()
-    if url is None:
-      pytest.skip("this daemon does not report a /metrics URL in its log")
-    program = textwrap.dedent(f"""
-        import gc, sys, urllib.request, re
-        sys.path.insert(0, {str(PY_CLIENT)!r})
-        import numpy as np
-        from polygrad import Tensor, graph
-        def buffers():
-          gc.collect()
-          graph.GRAPH.flush_releases()
-          text = urllib.request.urlopen({url!r}, timeout=10).read().decode()
-          return float(re.search(r"^polygradd_buffers(?:{{[^}}]*}})? (\\S+)$", text, re.M).group(1))
-        w = Tensor(np.random.default_rng(0).uniform(-1, 1, (16, 16)).astype(np.float32))
-        x = Tensor.ones(16, 16)
-        seen = []
-        for i in range(200):
-          x = ((x @ w) * 0.1 + Tensor(np.full((16, 16), i, np.float32)) * 0.01).relu().realize()
-          if i in (20, 199):
-            seen.append(buffers())
-        print("BUFFERS", *seen)
-    """)
-    env = dict(os.environ, POLYGRAD_ADDRESS=d.address)
-    r = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    words = r.stdout.split()
-    early, late = float(words[words.index("BUFFERS") + 1]), float(words[words.index("BUFFERS") + 2])
-    assert late <= early, f"daemon buffers grew from {early} to {late} over 180 iterations"
-  finally:
-    d.stop()
+  from conftest import run_watching_buffers
+  out = run_watching_buffers(tmp_path, """
+      import numpy as np
+      from polygrad import Tensor
+      w = Tensor(np.random.default_rng(0).uniform(-1, 1, (16, 16)).astype(np.float32))
+      x = Tensor.ones(16, 16)
+      seen = []
+      for i in range(200):
+        x = ((x @ w) * 0.1 + Tensor(np.full((16, 16), i, np.float32)) * 0.01).relu().realize()
+        if i in (20, 199):
+          seen.append(buffers())
+      print("BUFFERS", *seen)
+  """)
+  words = out.split()
+  early, late = float(words[words.index("BUFFERS") + 1]), float(words[words.index("BUFFERS") + 2])
+  assert late <= early, f"daemon buffers grew from {early} to {late} over 180 iterations"
 
 
 def test_small_results_are_cached_on_the_tensor(rng):
