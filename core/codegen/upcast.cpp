@@ -1,7 +1,6 @@
 #include "core/codegen/upcast.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "core/ir/symbolic.h"

@@ -4,7 +4,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "core/frontend/status_macros.h"
 #include "core/frontend/tensor_ops.h"
 

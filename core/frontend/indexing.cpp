@@ -2,7 +2,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/frontend/composites.h"
 #include "core/frontend/conv.h"
 #include "core/frontend/status_macros.h"
 #include "core/frontend/tensor_ops.h"
