@@ -38,6 +38,8 @@ class Linearizer {
       out_.outer_size = outer.front()->src[0]->arg_int();
     }
     emit_in_loops(sink, outer);
+    out_.upcast_ranges.assign(upcast_.begin(), upcast_.end());
+    std::sort(out_.upcast_ranges.begin(), out_.upcast_ranges.end());
     return std::move(out_);
   }
 

@@ -18,6 +18,7 @@ struct LinearKernel {
   std::vector<DType> params;      // dtype of each DEFINE_GLOBAL, by index
   int64_t outer_range_id = -1;    // the loop a runtime may split across threads (-1: none)
   int64_t outer_size = 1;         // its trip count
+  std::vector<int64_t> upcast_ranges;  // range ids of the upcast lanes (constant, small trip counts)
 };
 
 absl::StatusOr<LinearKernel> linearize(const UOpRef& sink, const std::vector<int64_t>& upcast_ranges = {});

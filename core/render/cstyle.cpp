@@ -1,5 +1,6 @@
 #include "core/render/cstyle.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -85,8 +86,11 @@ class CStyleRenderer::Emitter {
           names_[&n] = r;
           if (n.arg_int() == k.outer_range_id)
             line(t_.outer_loop(r, name(n.src[0])));
-          else
+          else {
+            if (std::binary_search(k.upcast_ranges.begin(), k.upcast_ranges.end(), n.arg_int()))
+              line(t_.unroll_pragma(n.src[0]->arg_int()));
             line(absl::StrFormat("for (int64_t %s = 0; %s < %s; %s++) {", r, r, name(n.src[0]), r));
+          }
           ++indent;
           continue;
         }
@@ -112,6 +116,7 @@ class CStyleRenderer::Emitter {
             slots *= size;
           }
           line(absl::StrFormat("%s %s[%d];", t_.value_type(n.dtype), a, slots));
+          line(t_.unroll_pragma(slots));
           line(absl::StrFormat("for (int i = 0; i < %d; i++) %s[i] = %s;", slots, a, init));
           names_[&n] = names_[&red] = absl::StrCat(a, "[", index, "]");
           continue;

@@ -37,6 +37,10 @@ class CStyleRenderer {
   // The loop header of the outer range `r` (LinearKernel::outer_range_id), whose trip count is
   // `end`: the loop a runtime spreads over threads.
   virtual std::string outer_loop(const std::string& r, const std::string& end) const = 0;
+  // The line asking the compiler to unroll the loop that follows completely. Upcast lanes rely on
+  // it: only an unrolled lane loop lets the compiler keep an array accumulator in (vector)
+  // registers instead of memory, which is most of the point of a register tile.
+  virtual std::string unroll_pragma(int64_t trip_count) const = 0;
   // The target's spelling of a scalar dtype (default: dtype_c_type).
   virtual const char* scalar_type(DType dt) const;
   // A math function of a float value, in the precision of `dt` (default: C99's fnf for float

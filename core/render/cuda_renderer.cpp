@@ -53,6 +53,7 @@ class CudaRenderer final : public CStyleRenderer {
     return absl::StrFormat("for (int64_t %s = %s; %s < n; %s += (int64_t)gridDim.x * blockDim.x) {", r, kGlobalId, r,
                            r);
   }
+  std::string unroll_pragma(int64_t trip_count) const override { return absl::StrFormat("#pragma unroll %d", trip_count); }
 
   const char* scalar_type(DType dt) const override { return dt == DType::Bool ? "bool" : dtype_c_type(dt); }
 };
