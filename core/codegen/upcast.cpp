@@ -34,22 +34,70 @@ UOpRef substitute(const UOpRef& root, const UOp* from, const UOpRef& to) {
   return graph_rewrite(root, replace);
 }
 
+// Whether the range `r` appears anywhere in a load's index or gate (divisions included).
+bool depends_on(const UOp* load, const UOp* r) {
+  for (size_t i = 1; i < load->src.size(); ++i)
+    for (const UOp* n : toposort({load->src[i]}))
+      if (n == r) return true;
+  return false;
+}
+
 int64_t pick_factor(int64_t size, std::initializer_list<int64_t> choices) {
   for (int64_t t : choices)
     if (size % t == 0 && size >= t) return t;
   return 1;
 }
 
+// Splits output range r as r' * factor + u, u a new upcast lane.
+void split_range(Upcast& out, const UOp* r, int64_t factor, int64_t& max_id) {
+  int64_t size = r->src[0]->arg_int();
+  UOpRef outer_r = uop(Ops::RANGE, kIndexDType, {const_int(size / factor)}, r->arg_int());
+  UOpRef lane = uop(Ops::RANGE, kIndexDType, {const_int(factor)}, ++max_id);
+  UOpRef expr = uop(Ops::ADD, kIndexDType, {uop(Ops::MUL, kIndexDType, {outer_r, const_int(factor)}), lane});
+  out.sink = substitute(out.sink, r, expr);
+  out.upcast_ranges.push_back(lane->arg_int());
+}
+
+// Output axes worth a register tile: innermost first, each with some load that does not depend
+// on it (that load is then shared by the tile's slots along the axis), at most `count`.
+std::vector<std::pair<const UOp*, int64_t>> reuse_axes(const std::vector<const UOp*>& nodes,
+                                                        const std::vector<const UOp*>& outer, size_t count,
+                                                        std::initializer_list<int64_t> factors) {
+  std::vector<std::pair<const UOp*, int64_t>> out;
+  for (size_t i = outer.size(); i-- > 0 && out.size() < count;) {
+    int64_t factor = pick_factor(outer[i]->src[0]->arg_int(), factors);
+    if (factor == 1) continue;
+    for (const UOp* n : nodes)
+      if (n->op == Ops::LOAD && !depends_on(n, outer[i])) {
+        out.emplace_back(outer[i], factor);
+        break;
+      }
+  }
+  return out;
+}
+
 // reduce(v, ..., r) with r read contiguously becomes reduce(reduce(v[r = r' * T + u], ..., r'), u)
 // with u an upcast lane: T partial sums accumulate side by side (one vector operation per
 // step of r'), and the lanes are combined once at the end.
-Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, int64_t max_id) {
+//
+// With a single reduction, output axes are tiled as well (x @ W.T: a tile of rows x columns x
+// lanes), so each vector load of x serves several rows of W and the other way round, instead of
+// two loads per multiply-add. Lanes shrink to 8 then, to keep the tile in 16 vector registers.
+Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, int64_t max_id,
+                    const std::vector<const UOp*>& outer) {
   Upcast out{sink, {}};
+  size_t reductions = 0;
+  for (const UOp* n : nodes) reductions += n->op == Ops::REDUCE;
+  auto tile = reductions == 1 ? reuse_axes(nodes, outer, 2, {4, 2}) : std::vector<std::pair<const UOp*, int64_t>>{};
+  // Lanes take the highest range ids so the linearizer nests them innermost, under the tile's
+  // axes: the vector dimension must be the one the compiler sees last.
+  int64_t tile_ids = max_id;
+  max_id += static_cast<int64_t>(tile.size());
   for (const UOp* n : nodes) {
     if (n->op != Ops::REDUCE) continue;
     const UOpRef& r = n->src.back();
     int64_t size = r->src[0]->arg_int();
-    int64_t lanes = pick_factor(size, {16, 8});
+    int64_t lanes = tile.empty() ? pick_factor(size, {16, 8}) : pick_factor(size, {8});
     bool contiguous = false;
     for (const UOp* m : toposort({n->src[0]}))
       if (m->op == Ops::LOAD && coefficient(m->src[1], r.get()) == 1) contiguous = true;
@@ -65,7 +113,10 @@ Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, in
     out.sink = substitute(out.sink, n, combined);
     out.upcast_ranges.push_back(lane->arg_int());
   }
-  if (!out.upcast_ranges.empty()) out.sink = graph_rewrite(out.sink, symbolic());
+  if (out.upcast_ranges.empty()) return out;
+  if (tile.size() == 2 && tile[0].second * tile[1].second > 8) tile[0].second = 2;  // 4 x 2 x 8 lanes at most
+  for (auto [axis, factor] : tile) split_range(out, axis, factor, tile_ids);
+  out.sink = graph_rewrite(out.sink, symbolic());
   return out;
 }
 
@@ -92,26 +143,19 @@ Upcast apply_upcasts(const UOpRef& sink) {
   bool contiguous = false;
   for (const UOp* n : nodes)
     if (n->op == Ops::LOAD && coefficient(n->src[1], inner) == 1) contiguous = true;
-  if (!contiguous) return reduce_lanes(sink, nodes, max_id);
+  if (!contiguous) return reduce_lanes(sink, nodes, max_id, outer);
 
   Upcast out{sink, {}};
-  auto split = [&](const UOp* r, int64_t factor) {
-    int64_t size = r->src[0]->arg_int();
-    UOpRef outer_r = uop(Ops::RANGE, kIndexDType, {const_int(size / factor)}, r->arg_int());
-    UOpRef lane = uop(Ops::RANGE, kIndexDType, {const_int(factor)}, ++max_id);
-    UOpRef expr = uop(Ops::ADD, kIndexDType, {uop(Ops::MUL, kIndexDType, {outer_r, const_int(factor)}), lane});
-    out.sink = substitute(out.sink, r, expr);
-    out.upcast_ranges.push_back(lane->arg_int());
-  };
   int64_t cols = pick_factor(inner->src[0]->arg_int(), {16, 8, 4});
-  if (cols == 1) return reduce_lanes(sink, nodes, max_id);
+  if (cols == 1) return reduce_lanes(sink, nodes, max_id, outer);
   // A second, row axis shares each column load across rows (matmul's 2-D register tile). At most
   // 6 rows: 6 x 16 float accumulators fit AVX2's 16 vector registers with room for the operands
-  // (8 rows spilled and measured 30% slower on 1024^2).
+  // (8 rows spilled and measured 30% slower on 1024^2). Conv would rather tile output channels
+  // (shared input window) but its padding gates then repeat per row; measured slower for now.
   int64_t rows = outer.size() >= 2 ? pick_factor(outer[outer.size() - 2]->src[0]->arg_int(), {6, 4, 2}) : 1;
   const UOp* row_range = outer.size() >= 2 ? outer[outer.size() - 2] : nullptr;
-  if (rows > 1) split(row_range, rows);
-  split(inner, cols);
+  if (rows > 1) split_range(out, row_range, rows, max_id);
+  split_range(out, inner, cols, max_id);
   out.sink = graph_rewrite(out.sink, symbolic());
   return out;
 }

@@ -38,6 +38,12 @@ constexpr int64_t kSplitThreshold = 1 << 15;
 // The most ops fused into one kernel along any path; a taller chain continues in a new kernel,
 // so arbitrarily long client chains compile (and code generation's recursion stays shallow).
 constexpr int kMaxFusedHeight = 256;
+// An elementwise value a reduction reads through a broadcast is recomputed once per slot of the
+// broadcast axis (a matmul operand: once per output column tile). Up to this many ALU ops that
+// is cheaper than a kernel and a round trip through memory; beyond it the value gets a buffer.
+// The MLP's relu-backward feeding dW1 = dh.T @ x (7 ops, recomputed 49 times) measured 4x
+// slower fused.
+constexpr int kMaxRecomputedAlu = 3;
 
 // The inner chunk length for a reduction of `r` elements: a divisor near sqrt(r), at least 256,
 // or 0 when r has none worth using.
@@ -122,6 +128,8 @@ struct Reach {
   const UOp* root = nullptr;  // the single kernel root reaching this node, if only one
   bool many_roots = false;
   bool through_expand = false;
+  bool in_reduce = false;        // inside a reduction of the kernel it belongs to
+  bool reduce_broadcast = false;  // ... and read through a broadcast there (recomputed per slot)
 };
 
 }  // namespace
@@ -136,6 +144,16 @@ absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
   std::unordered_set<const UOp*> is_output;
   for (const UOpRef& o : sched.outputs) is_output.insert(o.get());
 
+  // Sources before users: ALU ops each node would compute inside a kernel (up to the next
+  // reduction or buffer), to weigh recomputation against materialization.
+  std::unordered_map<const UOp*, int> alu_ops;
+  for (const UOpRef& n : sched.keep) {
+    int count = is_alu(n->op) ? 1 : 0;
+    for (const UOpRef& s : n->src)
+      if (s->op != Ops::REDUCE_AXIS && !is_bound(s.get())) count += alu_ops[s.get()];
+    alu_ops[n.get()] = std::min(count, kMaxFusedHeight);
+  }
+
   // Walk users before sources, deciding which reductions become kernel roots.
   std::unordered_map<const UOp*, Reach> reach;
   for (auto it = sched.keep.rbegin(); it != sched.keep.rend(); ++it) {
@@ -147,7 +165,8 @@ absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
     if (n->op == Ops::BUFFER)
       return absl::FailedPreconditionError(absl::StrCat("buffer ", n->arg_int(), " has no data bound to it"));
     Reach r = reach[n];
-    bool root = is_output.count(n) > 0 || forced.count(n) > 0 ||
+    bool recomputed = is_alu(n->op) && r.reduce_broadcast && alu_ops[n] > kMaxRecomputedAlu;
+    bool root = is_output.count(n) > 0 || forced.count(n) > 0 || recomputed ||
                 (n->op == Ops::REDUCE_AXIS && (r.many_roots || r.through_expand));
     if (root) {
       sched.materialized.insert(n);
@@ -162,6 +181,8 @@ absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
       }
       sr.many_roots |= r.many_roots;
       sr.through_expand |= r.through_expand || n->op == Ops::EXPAND;
+      sr.in_reduce |= r.in_reduce || n->op == Ops::REDUCE_AXIS;
+      sr.reduce_broadcast |= r.reduce_broadcast || (r.in_reduce && n->op == Ops::EXPAND);
     }
   }
   // Sources before users: cut chains that grew taller than kMaxFusedHeight inside one kernel.
