@@ -212,7 +212,9 @@ TEST_F(EngineTest, VeryLongChainsRealize) {
 }
 
 // x @ W.T (nn.Linear's layout): no output axis is read contiguously, so the reduction itself is
-// split into vector lanes. Shapes cover lane counts 16 and 8 and a reduction too odd to split.
+// split into vector lanes, and the output axes into a register tile around them. Shapes cover
+// lane counts 16 and 8, a reduction too odd to split, tiles of 4 x 2 and 2 x 4 rows/columns and
+// axes too odd to tile.
 class MatmulTransposed : public EngineTest, public ::testing::WithParamInterface<std::tuple<int64_t, int64_t, int64_t>> {};
 
 TEST_P(MatmulTransposed, MatchesReference) {
@@ -236,7 +238,43 @@ TEST_P(MatmulTransposed, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(ReduceLanes, MatmulTransposed,
                          ::testing::Values(std::make_tuple(5, 784, 7), std::make_tuple(3, 40, 6), std::make_tuple(4, 13, 3),
-                                           std::make_tuple(1, 256, 10)));
+                                           std::make_tuple(1, 256, 10), std::make_tuple(128, 784, 256),
+                                           std::make_tuple(6, 24, 4), std::make_tuple(2, 16, 3)));
+
+// dW = dh.T @ x with dh an elementwise chain (a relu backward): the reduction would recompute dh
+// once per column tile, so the scheduler gives it a buffer of its own (2 kernels). A single ALU
+// op is cheaper to recompute than to store and stays fused (1 kernel). Both must match.
+TEST_F(EngineTest, ExpensiveMatmulOperandGetsItsOwnKernel) {
+  const int64_t B = 16, O = 8, I = 32;
+  std::vector<float> h, g, xv;
+  UOpRef pre = input({B, O}, h, -1, 1), grad = input({B, O}, g), x = input({B, I}, xv);
+  auto matmul_t = [&](const UOpRef& d) {  // d.T @ x: (O, I), reducing over the batch
+    UOpRef da = ok(fe::expand(ok(fe::reshape(ok(fe::permute(d, {1, 0})), {O, 1, B})), {O, I, B}));
+    UOpRef xb = ok(fe::expand(ok(fe::reshape(ok(fe::permute(x, {1, 0})), {1, I, B})), {O, I, B}));
+    return ok(fe::reshape(ok(fe::reduce(Ops::ADD, ok(fe::alu(Ops::MUL, {da, xb})), {2})), {O, I}));
+  };
+  UOpRef zero = ok(fe::constant(0.0, DType::Float32, {B, O}));
+  UOpRef positive = ok(fe::alu(Ops::CMPLT, {zero, pre}));
+  UOpRef t = ok(fe::alu(Ops::MUL, {grad, pre}));
+  UOpRef relu_back =  // 5 ALU ops: where(h > 0, (g*h + g) * h, g*h)
+      ok(fe::alu(Ops::WHERE, {positive, ok(fe::alu(Ops::MUL, {ok(fe::alu(Ops::ADD, {t, grad})), pre})), t}));
+  RealizeStats expensive, cheap;
+  auto got = run(matmul_t(relu_back), &expensive);
+  auto got_cheap = run(matmul_t(ok(fe::alu(Ops::ADD, {pre, grad}))), &cheap);
+  EXPECT_EQ(expensive.kernels, 2u);
+  EXPECT_EQ(cheap.kernels, 1u);
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t i = 0; i < I; ++i) {
+      double want = 0, want_cheap = 0;
+      for (int64_t b = 0; b < B; ++b) {
+        double hv = h[b * O + o], gv = g[b * O + o], tv = gv * hv;
+        want += (hv > 0 ? (tv + gv) * hv : tv) * xv[b * I + i];
+        want_cheap += (static_cast<double>(h[b * O + o]) + g[b * O + o]) * xv[b * I + i];
+      }
+      ASSERT_NEAR(got[o * I + i], want, 1e-4) << o << "," << i;
+      ASSERT_NEAR(got_cheap[o * I + i], want_cheap, 1e-4) << o << "," << i;
+    }
+}
 
 TEST_F(EngineTest, SecondRealizeHitsTheKernelCache) {
   std::vector<float> a;
