@@ -113,8 +113,9 @@ Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, in
     out.sink = substitute(out.sink, n, combined);
     out.upcast_ranges.push_back(lane->arg_int());
   }
-  if (out.upcast_ranges.empty()) return out;
-  if (tile.size() == 2 && tile[0].second * tile[1].second > 8) tile[0].second = 2;  // 4 x 2 x 8 lanes at most
+  if (out.upcast_ranges.empty() && tile.empty()) return out;
+  // 4 x 2 x 8 lanes at most; without lanes (a reduction too short to split) a scalar 4 x 4 tile.
+  if (!out.upcast_ranges.empty() && tile.size() == 2 && tile[0].second * tile[1].second > 8) tile[0].second = 2;
   for (auto [axis, factor] : tile) split_range(out, axis, factor, tile_ids);
   out.sink = graph_rewrite(out.sink, symbolic());
   return out;
@@ -148,12 +149,24 @@ Upcast apply_upcasts(const UOpRef& sink) {
   Upcast out{sink, {}};
   int64_t cols = pick_factor(inner->src[0]->arg_int(), {16, 8, 4});
   if (cols == 1) return reduce_lanes(sink, nodes, max_id, outer);
-  // A second, row axis shares each column load across rows (matmul's 2-D register tile). At most
-  // 6 rows: 6 x 16 float accumulators fit AVX2's 16 vector registers with room for the operands
-  // (8 rows spilled and measured 30% slower on 1024^2). Conv would rather tile output channels
-  // (shared input window) but its padding gates then repeat per row; measured slower for now.
-  int64_t rows = outer.size() >= 2 ? pick_factor(outer[outer.size() - 2]->src[0]->arg_int(), {6, 4, 2}) : 1;
-  const UOp* row_range = outer.size() >= 2 ? outer[outer.size() - 2] : nullptr;
+  // A second, row axis shares each column load across rows: the innermost other output axis
+  // that some vector load (one moving with the columns) does not depend on, so that load serves
+  // the whole tile. Matmul picks its rows (B does not depend on them); conv picks output channels
+  // (the input window does not) over output rows, which would only share a scalar weight. At
+  // most 6 rows: 6 x 16 float accumulators fit AVX2's 16 vector registers with room for the
+  // operands (8 rows spilled and measured 30% slower on 1024^2).
+  const UOp* row_range = nullptr;
+  int64_t rows = 1;
+  for (size_t i = outer.size() - 1; i-- > 0 && row_range == nullptr;) {
+    int64_t factor = pick_factor(outer[i]->src[0]->arg_int(), {6, 4, 2});
+    if (factor == 1) continue;
+    for (const UOp* n : nodes)
+      if (n->op == Ops::LOAD && depends_on(n, inner) && !depends_on(n, outer[i])) {
+        row_range = outer[i];
+        rows = factor;
+        break;
+      }
+  }
   if (rows > 1) split_range(out, row_range, rows, max_id);
   split_range(out, inner, cols, max_id);
   out.sink = graph_rewrite(out.sink, symbolic());

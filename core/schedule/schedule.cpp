@@ -166,7 +166,10 @@ absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
       return absl::FailedPreconditionError(absl::StrCat("buffer ", n->arg_int(), " has no data bound to it"));
     Reach r = reach[n];
     bool recomputed = is_alu(n->op) && r.reduce_broadcast && alu_ops[n] > kMaxRecomputedAlu;
-    bool root = is_output.count(n) > 0 || forced.count(n) > 0 || recomputed ||
+    // Padding read inside a reduction (conv, pooling windows) would put a bounds check on every
+    // load of the hot loop, which keeps it from vectorising; one padded copy is cheaper.
+    bool padded_window = n->op == Ops::PAD && r.in_reduce;
+    bool root = is_output.count(n) > 0 || forced.count(n) > 0 || recomputed || padded_window ||
                 (n->op == Ops::REDUCE_AXIS && (r.many_roots || r.through_expand));
     if (root) {
       sched.materialized.insert(n);

@@ -47,6 +47,7 @@ class RealizeFixture : public ::testing::Test {
     auto r = engine_->realize({*y}, bound_);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return {};
+    last_kernels_ = r->stats.kernels;
     const T* d = static_cast<const T*>(r->outputs[0]->data());
     return std::vector<T>(d, d + r->outputs[0]->numel());
   }
@@ -54,6 +55,7 @@ class RealizeFixture : public ::testing::Test {
   static inline Engine* engine_ = nullptr;
   Bindings bound_;
   std::vector<UOpRef> leaves_;
+  uint32_t last_kernels_ = 0;  // kernels the last run() launched
   std::mt19937 rng_{11};
 };
 
