@@ -319,3 +319,56 @@ def test_progress_can_be_turned_off_per_call(daemon, tmp_path):
       generate(inst, [[1, 2]], max_new_tokens=2, seed=0, progress=False)
       """, daemon.address)
   assert drawn == ""
+
+
+# --- packaging -------------------------------------------------------------------------------------
+
+def copy_client(dst):
+  """clients/python without build leftovers: pip builds in the copy, not in the source tree."""
+  import shutil
+  shutil.copytree(PY_CLIENT, dst, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+  return dst
+
+
+def check_installed(python, daemon, cwd, extra_env=None):
+  """Import polygrad with `python` from outside the source tree and compute on the daemon."""
+  body = ("import polygrad, polygrad.hf\n"
+          "from polygrad import Tensor\n"
+          "print(polygrad.__file__)\n"
+          "print((Tensor([1.0, 2.0]) * 3).numpy().tolist())\n")
+  env = dict(os.environ, POLYGRAD_ADDRESS=daemon.address)
+  env.pop("PYTHONPATH", None)
+  env.update(extra_env or {})
+  r = subprocess.run([python, "-c", body], env=env, capture_output=True, text=True, timeout=120, cwd=cwd)
+  assert r.returncode == 0, r.stderr
+  return r.stdout.splitlines()
+
+
+def pip(python, *args, cwd):
+  r = subprocess.run([python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", *args],
+                     capture_output=True, text=True, timeout=300, cwd=cwd)
+  if r.returncode != 0 and "No module named pip" in r.stderr:
+    pytest.skip("this python has no pip")
+  assert r.returncode == 0, r.stdout + r.stderr
+  return r
+
+
+def test_pip_install_ships_the_generated_stubs(daemon, tmp_path):
+  src = copy_client(tmp_path / "src")
+  pip(sys.executable, "--target", str(tmp_path / "site"), str(src), cwd=tmp_path)
+  assert (tmp_path / "site" / "polygrad" / "v1" / "polygrad_pb2_grpc.py").exists()
+  assert (tmp_path / "site" / "polygrad" / "hf.py").exists()
+  out = check_installed(sys.executable, daemon, tmp_path, {"PYTHONPATH": str(tmp_path / "site")})
+  assert out == [str(tmp_path / "site" / "polygrad" / "__init__.py"), "[3.0, 6.0]"]
+
+
+def test_editable_install_in_a_venv_finds_the_stubs(daemon, tmp_path):
+  venv = tmp_path / "venv"
+  r = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], capture_output=True,
+                     text=True, timeout=120)
+  if r.returncode != 0:
+    pytest.skip(f"cannot make a venv here: {r.stderr.strip()[-200:]}")
+  src = copy_client(tmp_path / "src")
+  pip(str(venv / "bin" / "python"), "-e", str(src), cwd=tmp_path)
+  out = check_installed(str(venv / "bin" / "python"), daemon, tmp_path)
+  assert out == [str(src / "polygrad" / "__init__.py"), "[3.0, 6.0]"]
