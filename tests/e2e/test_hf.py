@@ -240,6 +240,13 @@ def test_positions_are_used(ckpt, inst, rng):
   assert not np.allclose(out, np_gpt2(ckpt[1], CFG, toks), atol=1e-3)
 
 
+def test_tensor_tokens_are_accepted(ckpt, inst, rng):
+  toks = tokens_of(rng, 1, 5)
+  np.testing.assert_allclose(inst.logits(Tensor(toks.astype(np.int32))), inst.logits(toks), rtol=1e-6)
+  np.testing.assert_array_equal(generate(inst, Tensor(toks.astype(np.int32)), 2, temperature=0),
+                                generate(inst, toks, 2, temperature=0))
+
+
 def test_padding_does_not_change_earlier_positions(inst, rng):
   toks = tokens_of(rng, 1, 6)
   a = inst.forward(x=toks)["output"]

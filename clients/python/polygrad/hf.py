@@ -99,7 +99,8 @@ class GPT2Config(NamedTuple):
 # --- the model -------------------------------------------------------------------------------------
 
 def _weight(shape: Tuple[int, ...], init: bool, std: float = 0.02) -> Tensor:
-  """A parameter: N(0, std) as HF initializes GPT-2, or zeros to be overwritten by a checkpoint."""
+  """A parameter: N(0, std) as HF initializes GPT-2 (from the client's generator,
+  Tensor.manual_seed), or zeros to be overwritten by a checkpoint."""
   if init:
     t = Tensor(Tensor._generator().standard_normal(shape).astype(np.float32) * np.float32(std))
   else:
@@ -136,18 +137,24 @@ class Embedding:
 class Conv1D:
   """HF's Conv1D: y = x @ weight + bias with weight stored (in, out)."""
 
-  def __init__(self, nx: int, nf: int, init: bool = True):
-    self.weight = _weight((nx, nf), init)
+  def __init__(self, nx: int, nf: int, init: bool = True, std: float = 0.02):
+    self.weight = _weight((nx, nf), init, std)
     self.bias = _zeros_param(nf)
 
   def __call__(self, x: Tensor) -> Tensor:
     return x @ self.weight + self.bias
 
 
+def _residual_std(cfg: GPT2Config) -> float:
+  """HF (and the GPT-2 paper) shrink the projections into the residual stream by
+  1/sqrt(2 * n_layer), so the stream's variance does not grow with depth."""
+  return 0.02 / math.sqrt(2 * cfg.n_layer)
+
+
 class Attention:
   def __init__(self, cfg: GPT2Config, layer_idx: int, init: bool = True):
     self.c_attn = Conv1D(cfg.n_embd, 3 * cfg.n_embd, init)
-    self.c_proj = Conv1D(cfg.n_embd, cfg.n_embd, init)
+    self.c_proj = Conv1D(cfg.n_embd, cfg.n_embd, init, _residual_std(cfg))
     self.n_head = cfg.n_head
     hd = cfg.n_embd // cfg.n_head
     scale = 1.0 / math.sqrt(hd) if cfg.scale_attn_weights else 1.0
@@ -167,7 +174,7 @@ class Attention:
 class MLP:
   def __init__(self, cfg: GPT2Config, init: bool = True):
     self.c_fc = Conv1D(cfg.n_embd, cfg.inner, init)
-    self.c_proj = Conv1D(cfg.inner, cfg.n_embd, init)
+    self.c_proj = Conv1D(cfg.inner, cfg.n_embd, init, _residual_std(cfg))
 
   def __call__(self, x: Tensor) -> Tensor:
     return self.c_proj(self.c_fc(x).gelu())
@@ -193,7 +200,7 @@ class GPT2:
   def __init__(self, cfg: GPT2Config, init: bool = True):
     self.config = cfg
     self.wte = Embedding(cfg.vocab_size, cfg.n_embd, init)
-    self.wpe = Embedding(cfg.n_positions, cfg.n_embd, init, std=0.01)
+    self.wpe = Embedding(cfg.n_positions, cfg.n_embd, init)
     self.h = [Block(cfg, i, init) for i in range(cfg.n_layer)]
     self.ln_f = LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon)
     self.lm_head = None if cfg.tie_word_embeddings else Conv1DHead(cfg, init)
@@ -236,8 +243,9 @@ class Conv1DHead:
 # --- the instance: the seed's calling convention ---------------------------------------------------
 
 def _as_tokens(x: Any, what: str, vocab: int) -> np.ndarray:
-  """Integral token ids (any numeric dtype) as an int32 (B, T) array, checked locally."""
-  arr = np.asarray(x)
+  """Integral token ids (any numeric dtype; a Tensor is fetched) as an int32 (B, T) array,
+  checked locally."""
+  arr = x.numpy() if isinstance(x, Tensor) else np.asarray(x)
   if arr.dtype == object or arr.dtype.kind not in "biuf":
     raise ValueError(f"{what} must be numeric token ids, got dtype {arr.dtype}")
   if arr.ndim == 1:
@@ -555,7 +563,7 @@ def generate(inst: GPT2Instance, tokens: Any, max_new_tokens: int, temperature: 
     raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
   if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1):
     raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
-  src = np.asarray(tokens)
+  src = tokens.numpy() if isinstance(tokens, Tensor) else np.asarray(tokens)
   ctx = _as_tokens(src, "tokens", inst.vocab_size)
   inst._check_batch(ctx, "tokens")
   length = inst.max_seq_len or min(inst.config.n_positions, ctx.shape[1] + int(max_new_tokens))
