@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import grpc
-import numpy as np
 import pytest
 
 from conftest import PY_CLIENT, REPO

@@ -17,7 +17,7 @@ from conftest import PY_CLIENT, REPO
 pytestmark = pytest.mark.usefixtures("live_daemon")
 
 from polygrad import Tensor  # noqa: E402
-from polygrad.hf import (GPT2, GPT2Config, GPT2Instance, download_hf, generate, load_hf,  # noqa: E402
+from polygrad.hf import (GPT2, GPT2Config, download_hf, generate, load_hf,  # noqa: E402
                          load_hf_bytes)
 from polygrad.nn import AdamW, get_parameters, get_state_dict  # noqa: E402
 

@@ -19,7 +19,7 @@ import math
 import os
 import struct
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
@@ -203,7 +203,7 @@ class GPT2:
     self.wpe = Embedding(cfg.n_positions, cfg.n_embd, init)
     self.h = [Block(cfg, i, init) for i in range(cfg.n_layer)]
     self.ln_f = LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon)
-    self.lm_head = None if cfg.tie_word_embeddings else Conv1DHead(cfg, init)
+    self.lm_head = None if cfg.tie_word_embeddings else LMHead(cfg, init)
 
   def __call__(self, idx: Tensor, positions: Optional[Tensor] = None, select: Optional[Tensor] = None) -> Tensor:
     """Logits (B, T, vocab) for int32 tokens (B, T); `positions` (B, T) defaults to 0..T-1.
@@ -233,7 +233,7 @@ class GPT2:
     return x @ head.transpose(0, 1)
 
 
-class Conv1DHead:
+class LMHead:
   """An untied LM head (tie_word_embeddings false): weight (vocab, n_embd) as HF stores it."""
 
   def __init__(self, cfg: GPT2Config, init: bool = True):
@@ -373,7 +373,7 @@ def _parse_safetensors(buf: Any, what: str) -> Weights:
     except (KeyError, TypeError, ValueError):
       raise ValueError(f"{what}: tensor {name!r} has a malformed header entry {info!r}") from None
     wire = np.dtype("<u2") if dt == dtypes.bfloat16 else np.dtype(dt.np).newbyteorder("<")
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    count = math.prod(shape)
     if any(s < 0 for s in shape) or b < 0 or e - b != count * wire.itemsize or start + e > end:
       raise ValueError(f"{what}: tensor {name!r} data_offsets {b}..{e} do not fit "
                        f"{info['dtype']}{list(shape)} in {end - start} data bytes")
