@@ -372,3 +372,36 @@ def test_editable_install_in_a_venv_finds_the_stubs(daemon, tmp_path):
   pip(str(venv / "bin" / "python"), "-e", str(src), cwd=tmp_path)
   out = check_installed(str(venv / "bin" / "python"), daemon, tmp_path)
   assert out == [str(src / "polygrad" / "__init__.py"), "[3.0, 6.0]"]
+
+
+def test_a_long_realize_shows_that_work_goes_on(daemon):
+  drawn = run_on_a_terminal("""
+      import os
+      os.environ["POLYGRAD_PROGRESS_DELAY"] = "0"  # every realize counts as long
+      import numpy as np
+      from polygrad import Tensor
+      a = Tensor(np.ones((64, 64), np.float32))
+      print((a @ a).softmax(-1).sum().item())
+      """, daemon.address)
+  assert "polygradd: realizing " in drawn and " nodes (compiling kernels?) " in drawn, drawn
+  assert drawn.endswith("\r\x1b[K"), repr(drawn[-40:])  # erased once the answer came
+
+
+def test_no_waiting_line_under_a_bar_or_off_a_terminal(tmp_path, monkeypatch):
+  from polygrad.progress import Waiting
+  monkeypatch.setenv("POLYGRAD_PROGRESS_DELAY", "0")
+  monkeypatch.delenv("POLYGRAD_PROGRESS", raising=False)
+  with open(tmp_path / "log", "w") as f:
+    with Waiting("x", stream=f):
+      time.sleep(0.3)
+  assert (tmp_path / "log").read_text() == ""
+  master, slave = pty.openpty()
+  try:
+    with os.fdopen(os.dup(slave), "w") as tty:
+      with Progress(2, "bar", stream=tty) as bar:
+        assert not Waiting("x", stream=tty).enabled
+        bar.update(1)
+      assert Waiting("x", stream=tty).enabled
+  finally:
+    os.close(master)
+    os.close(slave)

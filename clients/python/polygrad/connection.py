@@ -283,7 +283,9 @@ class Connection:
     pb = self._pb
     req = pb.RealizeRequest(session_id=self.session_id, nodes=nodes, outputs=list(outputs),
                             want_data=want_data, release_nodes=list(release_nodes))
-    return self._call("Realize", self.stub.Realize, req)
+    from .progress import Waiting
+    with Waiting(f"realizing {len(nodes)} nodes"):
+      return self._call("Realize", self.stub.Realize, req)
 
   def release(self, node_ids: Sequence[int] = (), handles: Sequence[int] = ()) -> None:
     pb = self._pb

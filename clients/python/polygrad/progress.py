@@ -11,6 +11,7 @@ import time
 from typing import IO, Optional
 
 _WIDTH = 24
+_open_bars = 0  # Progress bars on screen: a Waiting line would fight them for the same row
 
 
 def progress_enabled(stream: Optional[IO[str]] = None) -> bool:
@@ -43,6 +44,10 @@ class Progress:
     self._start = time.monotonic()
     self._last_draw = 0.0
     self._drawn = False
+    self._counted = self.enabled
+    if self._counted:
+      global _open_bars
+      _open_bars += 1
 
   def __enter__(self) -> "Progress":
     return self
@@ -77,6 +82,10 @@ class Progress:
       self.enabled = False  # the terminal went away; the work itself goes on
 
   def close(self) -> None:
+    global _open_bars
+    if self._counted:
+      self._counted = False
+      _open_bars -= 1
     if self.enabled and self._drawn:
       self._draw(time.monotonic())
       try:
@@ -85,3 +94,57 @@ class Progress:
       except (OSError, ValueError):
         pass
     self.enabled = False
+
+
+class Waiting:
+  """`with Waiting("realizing 120 nodes"):` around one blocking call: when it lasts longer than
+  POLYGRAD_PROGRESS_DELAY seconds (default 1) and a bar may be drawn, a line with the elapsed
+  time is redrawn every 0.2 s ("polygradd: realizing 120 nodes (compiling kernels?) 3.4s") and
+  erased when the call returns. The daemon reports what it compiled only at the end, so this
+  shows that work goes on, not how much is left."""
+
+  def __init__(self, what: str, stream: Optional[IO[str]] = None):
+    self.what = what
+    self.stream = sys.stderr if stream is None else stream
+    self.enabled = progress_enabled(self.stream) and _open_bars == 0
+    self._stop = None
+    self._thread = None
+
+  def __enter__(self) -> "Waiting":
+    if not self.enabled:
+      return self
+    import threading
+    try:
+      delay = max(0.0, float(os.environ.get("POLYGRAD_PROGRESS_DELAY", "1")))
+    except ValueError:
+      delay = 1.0
+    self._stop = threading.Event()
+    self._thread = threading.Thread(target=self._run, args=(delay,), name="polygrad-waiting", daemon=True)
+    self._thread.start()
+    return self
+
+  def _run(self, delay: float) -> None:
+    start = time.monotonic()
+    if self._stop.wait(delay):
+      return
+    drawn = False
+    while True:
+      try:
+        self.stream.write(f"\rpolygradd: {self.what} (compiling kernels?) {time.monotonic() - start:.1f}s\x1b[K")
+        self.stream.flush()
+        drawn = True
+      except (OSError, ValueError):
+        return
+      if self._stop.wait(0.2):
+        break
+    if drawn:
+      try:
+        self.stream.write("\r\x1b[K")
+        self.stream.flush()
+      except (OSError, ValueError):
+        pass
+
+  def __exit__(self, *exc) -> None:
+    if self._thread is not None:
+      self._stop.set()
+      self._thread.join()
