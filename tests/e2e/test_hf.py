@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import PY_CLIENT, REPO
+from conftest import PY_CLIENT, REPO, run_watching_buffers
 
 pytestmark = pytest.mark.usefixtures("live_daemon")
 
@@ -444,6 +444,28 @@ def test_loaded_model_loss_and_gradients_match_torch(ckpt, inst, rng):
   assert loss.item() == pytest.approx(tloss.item(), rel=1e-5)
   for k, g in zip(names, grads):
     np.testing.assert_allclose(g.numpy(), tw[k].grad.numpy(), rtol=1e-3, atol=1e-5, err_msg=k)
+
+
+def test_load_generate_and_drop_leave_no_buffers(ckpt, tmp_path):
+  """Loading holds one daemon buffer per weight; generating holds nothing once it returns;
+  dropping the instance frees every weight."""
+  out = run_watching_buffers(tmp_path, f"""
+      import gc
+      from polygrad.hf import load_hf, generate
+      base = buffers()
+      inst = load_hf({str(ckpt[0])!r}, max_seq_len={LEN})
+      loaded = buffers()
+      for seed in range(3):
+        generate(inst, [[1, 2, 3]], max_new_tokens=4, top_k=5, seed=seed)
+      after = buffers()
+      del inst
+      gc.collect()
+      print(base, loaded, after, buffers())
+      """)
+  base, loaded, after, dropped = (float(v) for v in out.split())
+  assert loaded - base == 4 + 12 * CFG["n_layer"]
+  assert after == loaded
+  assert dropped == base
 
 
 # --- the seed's example ---------------------------------------------------------------------------
