@@ -5,8 +5,8 @@
     out = inst.forward(x=tokens, positions=np.arange(4).reshape(1, -1), arange=np.arange(16))
     result = generate(inst, tokens, max_new_tokens=8, temperature=0.8, top_k=40, seed=0)
 
-The model is built from polygrad.nn (LayerNorm, Embedding) plus HF's Conv1D, under HF's weight
-names, so `get_parameters(inst.model)` trains it and `get_state_dict(inst.model)` names match the
+The model is built from polygrad.nn's LayerNorm plus HF's Conv1D and a gather-based embedding
+table, under HF's weight names, so `get_parameters(inst.model)` trains it and `get_state_dict(inst.model)` names match the
 checkpoint. Weights are read with json + numpy (F32, F16, BF16; single file or sharded) and
 computed in float32 on the daemon. With max_seq_len > 0 every forward pass runs at that padded
 length, so all calls (and every generated token) reuse the same compiled kernels; the causal mask
