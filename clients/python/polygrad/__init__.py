@@ -11,6 +11,7 @@ from .errors import (PolygradConnectionError, PolygradError, PolygradInvalidArgu
                      PolygradNotFound, PolygradResourceExhausted, PolygradTimeout,
                      PolygradUnimplemented)
 from .tensor import Tensor
+from .device import Device, PolygradDeviceError
 from .connection import close_connection, get_connection
 from . import nn
 
@@ -19,4 +20,4 @@ __version__ = "0.1.0"
 __all__ = ["Tensor", "DType", "dtypes", "least_upper_dtype", "PolygradError",
            "PolygradConnectionError", "PolygradInvalidArgument", "PolygradNotFound",
            "PolygradResourceExhausted", "PolygradTimeout", "PolygradUnimplemented",
-           "get_connection", "close_connection", "nn", "__version__"]
+           "get_connection", "close_connection", "nn", "__version__", "Device", "PolygradDeviceError"]

@@ -77,6 +77,39 @@ def _timeout_env(name: str, default: float) -> float:
     return default
 
 
+def probe_address(address: str, timeout: float = 1.0) -> Optional[str]:
+  """Why nothing can listen at `address` (no socket file, connection refused, unknown host), or
+  None when a plain connect succeeds or the address form is not one this probe knows. Only the
+  transport is tried: it names the cause that gRPC's own retrying hides."""
+  import socket
+  if address.startswith("unix:"):
+    path = address[len("unix:"):]
+    path = path[2:] if path.startswith("//") else path
+    if not os.path.exists(path):
+      return f"no socket file at {path}"
+    try:
+      with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(path)
+    except OSError as e:
+      return f"cannot connect to {path}: {e.strerror or e}"
+    return None
+  target = address.split("///", 1)[1] if "///" in address else address
+  host, sep, port = target.rpartition(":")
+  if not sep or not port.isdigit():
+    return None
+  host = host.strip("[]") or "localhost"
+  try:
+    with socket.create_connection((host, int(port)), timeout=timeout):
+      return None
+  except socket.timeout:
+    return None  # slow, not refused: the connect timeout decides
+  except socket.gaierror as e:
+    return f"cannot resolve host {host}: {e.strerror or e}"
+  except OSError as e:
+    return f"cannot connect to {host}:{port}: {e.strerror or e}"
+
+
 def _set_parent_death_signal() -> None:  # runs in the child between fork and exec
   try:
     import ctypes
@@ -201,6 +234,9 @@ class Connection:
 
   def _wait_ready(self, deadline: float) -> None:
     fut = grpc.channel_ready_future(self.channel)
+    # A named daemon that refuses connections (or has no socket, or no host) fails after a short
+    # grace instead of the whole connect timeout; the grace lets a daemon that is starting bind.
+    first_failure: Optional[float] = None
     while True:
       try:
         fut.result(timeout=min(0.25, max(0.0, deadline - time.monotonic())))
@@ -212,12 +248,20 @@ class Connection:
         raise PolygradConnectionError(
             f"cannot reach polygradd at {self.address} ({self.daemon.binary} exited with status "
             f"{self.daemon.proc.returncode}; log: {self.daemon.log_tail() or '<empty>'})")
-      if time.monotonic() >= deadline:
+      reason = probe_address(self.address) if self.daemon is None else None
+      now = time.monotonic()
+      first_failure = (first_failure or now) if reason else None
+      if reason and now - first_failure >= _timeout_env("POLYGRAD_CONNECT_GRACE", 2.0):
+        fut.cancel()
+        raise PolygradConnectionError(f"cannot reach polygradd at {self.address} ({reason})")
+      if now >= deadline:
         fut.cancel()
         extra = f"; log: {self.daemon.log_tail()}" if self.daemon is not None else ""
+        why = reason or ("a connection opens but no gRPC answer came: TLS, or not a polygradd?"
+                         if self.daemon is None else "")
         raise PolygradConnectionError(
             f"cannot reach polygradd at {self.address} (not ready within the connect timeout"
-            f"{extra})")
+            f"{'; ' + why if why else ''}{extra})")
 
   def _call(self, what: str, fn, request, **kw):
     try:
@@ -239,7 +283,9 @@ class Connection:
     pb = self._pb
     req = pb.RealizeRequest(session_id=self.session_id, nodes=nodes, outputs=list(outputs),
                             want_data=want_data, release_nodes=list(release_nodes))
-    return self._call("Realize", self.stub.Realize, req)
+    from .progress import Waiting
+    with Waiting(f"realizing {len(nodes)} nodes"):
+      return self._call("Realize", self.stub.Realize, req)
 
   def release(self, node_ids: Sequence[int] = (), handles: Sequence[int] = ()) -> None:
     pb = self._pb

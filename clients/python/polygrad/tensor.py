@@ -156,6 +156,8 @@ class Tensor:
 
   def __init__(self, data: Any = None, dtype: Optional[DTypeLike] = None, device: Optional[str] = None,
                requires_grad: Optional[bool] = None):
+    if device is not None:
+      _require_device(device)
     self._rg = None
     self.grad: Optional[Tensor] = None
     self._node = Tensor._node_of(data, dtype)
@@ -248,7 +250,8 @@ class Tensor:
 
   @property
   def device(self) -> str:
-    return "POLYGRAD"
+    """Where the tensor lives: always 'CPU', the daemon's only executing device today."""
+    return "CPU"
 
   @property
   def node_id(self) -> int:
@@ -438,13 +441,26 @@ class Tensor:
     return _Training(False)
 
   def to(self, device: Optional[str] = None) -> "Tensor":
+    """This tensor on `device`: a no-op for the CPU; another device raises PolygradDeviceError
+    quoting the daemon's reason when it lacks the device or lists it as unavailable."""
+    _require_device(device)
     return self
+
+  def to_(self, device: Optional[str] = None) -> "Tensor":
+    return self.to(device)
+
+  def cpu(self) -> "Tensor":
+    return self.to("CPU")
+
+  def cuda(self) -> "Tensor":
+    return self.to("CUDA")
 
   # --- construction -----------------------------------------------------------------------------
 
   @staticmethod
   def full(shape, fill_value: Scalar, dtype: Optional[DTypeLike] = None,
            requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
+    _require_device(kwargs.get("device"))
     shape = check_shape(as_shape((shape,) if isinstance(shape, int) else tuple(shape)))
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(_py_scalar(fill_value))
     t = Tensor._const(_py_scalar(fill_value), dt, shape)
@@ -477,6 +493,7 @@ class Tensor:
   def arange(start, stop=None, step=1, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
     """start, start + step, ... up to (not including) stop: the daemon's ARANGE times step plus
     start (computed in the result dtype, or in the default float for a float step into ints)."""
+    _require_device(kwargs.get("device"))
     if stop is None:
       start, stop = 0, start
     for v in (start, stop, step):
@@ -507,11 +524,13 @@ class Tensor:
 
   @staticmethod
   def linspace(start, stop, steps: int, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
-    return Tensor(np.linspace(start, stop, steps, dtype=np.float64), dtype=dtype or dtypes.default_float)
+    return Tensor(np.linspace(start, stop, steps, dtype=np.float64), dtype=dtype or dtypes.default_float,
+                  device=kwargs.get("device"))
 
   @staticmethod
   def eye(n: int, m: Optional[int] = None, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
-    return Tensor(np.eye(n, m if m is not None else n), dtype=dtype or dtypes.default_float)
+    return Tensor(np.eye(n, m if m is not None else n), dtype=dtype or dtypes.default_float,
+                  device=kwargs.get("device"))
 
   @staticmethod
   def manual_seed(seed: int = 0) -> None:
@@ -528,21 +547,25 @@ class Tensor:
 
   @staticmethod
   def rand(*shape, dtype: Optional[DTypeLike] = None, requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
+    _require_device(kwargs.get("device"))
     return Tensor(Tensor._generator().random(as_shape(shape), dtype=np.float32),
                   dtype=dtype or dtypes.default_float, requires_grad=requires_grad)
 
   @staticmethod
   def randn(*shape, dtype: Optional[DTypeLike] = None, requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
+    _require_device(kwargs.get("device"))
     return Tensor(Tensor._generator().standard_normal(as_shape(shape), dtype=np.float32),
                   dtype=dtype or dtypes.default_float, requires_grad=requires_grad)
 
   @staticmethod
   def randint(*shape, low: int = 0, high: int = 10, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    _require_device(kwargs.get("device"))
     return Tensor(Tensor._generator().integers(low, high, as_shape(shape)), dtype=dtype or dtypes.int32)
 
   @staticmethod
   def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype: Optional[DTypeLike] = None,
               requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
+    _require_device(kwargs.get("device"))
     vals = Tensor._generator().uniform(low, high, as_shape(shape))
     return Tensor(vals.astype(np.float32), dtype=dtype or dtypes.default_float, requires_grad=requires_grad)
 
@@ -1625,3 +1648,10 @@ def _const_value(value, dt: DType):
   if dt.kind == "b":
     return bool(value)
   return float(value)
+
+
+def _require_device(device: Optional[str]) -> None:
+  """Raises unless tensors can live on `device` (None: the default); the CPU needs no round trip."""
+  if device is not None:
+    from .device import Device
+    Device.require(device)

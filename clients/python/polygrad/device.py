@@ -1,0 +1,92 @@
+"""Devices as the daemon reports them (GetInfo's device list).
+
+Every tensor lives on the daemon's CPU device: that is the only one that executes kernels today.
+Asking for another device checks the daemon's list and raises PolygradDeviceError quoting the
+daemon's reason (Device.detail) when it lacks the device or lists it as unavailable.
+"""
+from __future__ import annotations
+
+import re
+from typing import List, NamedTuple, Optional
+
+from .errors import PolygradError
+
+_NAME = re.compile(r"^([A-Za-z]+)(?::(\d+))?$")
+
+
+class PolygradDeviceError(PolygradError):
+  """The daemon has no such device, or lists it as unavailable (the message quotes its reason)."""
+
+
+class DeviceInfo(NamedTuple):
+  name: str
+  available: bool
+  detail: str
+
+
+def canonicalize(device: str) -> str:
+  """'cpu' -> 'CPU', 'cuda:0' -> 'CUDA:0'. Raises TypeError/ValueError for a malformed name
+  (before any round trip)."""
+  if not isinstance(device, str):
+    raise TypeError(f"a device name is a str such as 'CPU' or 'CUDA', got {type(device).__name__}")
+  m = _NAME.match(device.strip())
+  if m is None:
+    raise ValueError(f"malformed device name {device!r} (expected e.g. 'CPU', 'CUDA' or 'CUDA:0')")
+  base = m.group(1).upper()
+  return base if m.group(2) is None else f"{base}:{int(m.group(2))}"
+
+
+class Device:
+  """tinygrad's Device: DEFAULT names where tensors are created; the daemon decides what exists."""
+
+  DEFAULT = "CPU"
+
+  @staticmethod
+  def canonicalize(device: Optional[str]) -> str:
+    return Device.DEFAULT if device is None else canonicalize(device)
+
+  @staticmethod
+  def list() -> List[DeviceInfo]:
+    """The daemon's devices, from the GetInfo answer cached when the connection was made."""
+    from .connection import get_connection
+    return [DeviceInfo(d.name, bool(d.available), d.detail) for d in get_connection().info.devices]
+
+  @staticmethod
+  def find(device: str) -> Optional[DeviceInfo]:
+    """The daemon's entry for `device` ('CUDA:0' also matches a daemon entry named 'CUDA')."""
+    name = canonicalize(device)
+    base = name.split(":")[0]
+    devices = Device.list()
+    for d in devices:
+      if canonicalize(d.name) == name:
+        return d
+    for d in devices:
+      if canonicalize(d.name) == base and name in (base, f"{base}:0"):
+        return d
+    return None
+
+  @staticmethod
+  def cuda_available() -> bool:
+    """Whether the daemon lists a CUDA device as available."""
+    return any(d.available and canonicalize(d.name).split(":")[0] == "CUDA" for d in Device.list())
+
+  @staticmethod
+  def require(device: Optional[str]) -> str:
+    """The canonical name of `device` if tensors can live there, else PolygradDeviceError.
+    The CPU needs no round trip: tensors are always there."""
+    name = Device.canonicalize(device)
+    if name in ("CPU", "CPU:0"):
+      return "CPU"
+    from .connection import get_connection
+    conn = get_connection()
+    info = Device.find(name)
+    if info is None:
+      have = ", ".join(d.name for d in Device.list()) or "none"
+      raise PolygradDeviceError(f"polygradd at {conn.address} has no device {name} (it has: {have})")
+    if not info.available:
+      raise PolygradDeviceError(f"device {name} is not available on polygradd at {conn.address}: "
+                                f"{info.detail or 'no reason given'}")
+    # The daemon lists it, but the protocol has no way yet to place a buffer or a kernel on a
+    # device other than the CPU, so a tensor there would be a label without substance.
+    raise PolygradDeviceError(f"polygradd at {conn.address} lists {info.name} as available "
+                              f"({info.detail}), but this client cannot place tensors on it yet")
