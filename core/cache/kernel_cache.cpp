@@ -156,9 +156,9 @@ void KernelCache::evict() {
   disk_bytes_.store(bytes);
 }
 
-absl::Status KernelCache::for_each_entry(
-    const std::function<absl::Status(const std::string& key, const std::string& payload)>& visit) {
-  if (dir_.empty()) return absl::OkStatus();
+std::vector<std::string> KernelCache::disk_keys() {
+  std::vector<std::string> keys;
+  if (dir_.empty()) return keys;
   std::vector<DiskEntry> entries;
   {
     std::lock_guard lock(evict_mu_);
@@ -166,7 +166,19 @@ absl::Status KernelCache::for_each_entry(
   }
   for (const DiskEntry& e : entries) {
     std::string key = e.path.stem().string();
-    if (!valid_key(key)) continue;
+    if (valid_key(key)) keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+std::optional<std::string> KernelCache::read_entry(const std::string& key) {
+  if (dir_.empty() || !valid_key(key)) return std::nullopt;
+  return read_disk(key);
+}
+
+absl::Status KernelCache::for_each_entry(
+    const std::function<absl::Status(const std::string& key, const std::string& payload)>& visit) {
+  for (const std::string& key : disk_keys()) {
     std::optional<std::string> payload = read_disk(key);
     if (!payload) continue;
     if (absl::Status s = visit(key, *payload); !s.ok()) return s;

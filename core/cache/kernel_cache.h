@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/engine/engine.h"
@@ -54,6 +55,7 @@ class KernelCache {
   std::filesystem::path entry_path(const std::string& key) const;
   size_t memory_entries() const;
   bool persistent() const { return !dir_.empty(); }
+  const std::filesystem::path& dir() const { return dir_; }
 
   struct Stats {
     uint64_t disk_bytes = 0;    // entry files of this format version, as last counted
@@ -67,6 +69,11 @@ class KernelCache {
   Stats stats() const;
   // Counts the directory again (other daemons write to it too) and returns fresh stats.
   Stats rescan();
+
+  // Keys of the entry files on disk now (unverified; an entry may vanish before it is read).
+  std::vector<std::string> disk_keys();
+  // The verified payload of a disk entry, or nullopt (absent, or corrupt and now removed).
+  std::optional<std::string> read_entry(const std::string& key);
 
   // Calls `visit` with the key and payload of every valid disk entry (corrupt ones are
   // discarded and skipped). Stops at, and returns, the first error `visit` returns.
