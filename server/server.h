@@ -5,10 +5,13 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "core/engine/engine.h"
+#include "polygrad/v1/admin.pb.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/options.h"
@@ -22,6 +25,7 @@ class Server;
 namespace polygrad::server {
 
 class PolygradService;
+class AdminService;
 
 // The version reported by GetInfo and polygradd_build_info.
 std::string_view version();
@@ -51,6 +55,11 @@ class Server {
  private:
   explicit Server(ServerOptions options);
   absl::Status init();
+  // Health of the daemon and its service; never back to serving once shutdown began.
+  void set_serving(bool serving);
+  // Compiles the manifest's kernels on a thread; health turns SERVING when it is done.
+  void start_prewarm(v1::PrewarmManifest manifest);
+  void add_cache_counts(LiveCounts& counts) const;
 
   ServerOptions options_;
   Logger logger_;
@@ -60,6 +69,9 @@ class Server {
   std::unique_ptr<WorkerPool> pool_;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<PolygradService> service_;
+  std::unique_ptr<AdminService> admin_;
+  std::mutex health_mu_;
+  std::thread prewarm_;
   std::unique_ptr<grpc::Server> grpc_;
   int port_ = 0;
   bool unix_bound_ = false;
