@@ -39,6 +39,10 @@ ABSL_FLAG(uint64_t, cache_max_bytes, kDefaults.cache_max_bytes,
 ABSL_FLAG(std::string, prewarm, "",
           "PrewarmManifest file (text format; binary if it ends in .pb) whose kernels are compiled at start. "
           "Health is NOT_SERVING until it finished.");
+ABSL_FLAG(uint64_t, blob_max_bytes, kDefaults.blob_max_bytes,
+          "Most bytes of content-addressed blobs kept in memory; least recently used ones are dropped.");
+ABSL_FLAG(uint64_t, shm_max_bytes, kDefaults.shm_max_bytes,
+          "Most bytes of shared-memory regions (Unix-socket clients) of all sessions together.");
 ABSL_FLAG(std::string, log_level, "info", "Log level: debug, info, warning or error.");
 ABSL_FLAG(std::string, log_format, "text", "Log format: text (key=value) or json (one object per line).");
 ABSL_FLAG(std::string, compiler, "", "C compiler for CPU kernels; empty picks clang, then gcc, then cc.");
@@ -106,6 +110,8 @@ int main(int argc, char** argv) {
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   o.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
   o.prewarm_file = absl::GetFlag(FLAGS_prewarm);
+  o.blob_max_bytes = absl::GetFlag(FLAGS_blob_max_bytes);
+  o.shm_max_bytes = absl::GetFlag(FLAGS_shm_max_bytes);
   o.compiler = absl::GetFlag(FLAGS_compiler);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.workers = absl::GetFlag(FLAGS_workers);

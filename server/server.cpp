@@ -18,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/cache/kernel_cache.h"
 #include "server/admin.h"
+#include "server/blob_store.h"
+#include "server/shm.h"
 #include "server/prewarm.h"
 #include "server/service.h"
 
@@ -91,10 +93,13 @@ absl::Status Server::init() {
   if (!engine.ok()) return absl::Status(engine.status().code(), absl::StrCat("engine: ", engine.status().message()));
   engine_ = *std::move(engine);
 
+  blobs_ = std::make_unique<BlobStore>(options_.blob_max_bytes);
+  shm_ = std::make_unique<SharedMemoryRegions>(options_.shm_max_bytes);
   sessions_ = std::make_unique<SessionManager>(
       *engine_, options_.limits, options_.session_idle_timeout, options_.reaper_interval,
       [this](const std::string& id, std::string_view reason) {
         logger_.info("session closed", {{"session", id}, {"reason", std::string(reason)}});
+        shm_->drop_session(id);  // a session's shared memory goes with it
       });
   metrics_->set_live_source([this] {
     LiveCounts c{sessions_->live(), sessions_->created_total(), sessions_->closed_total()};
@@ -103,7 +108,8 @@ absl::Status Server::init() {
   });
   pool_ = std::make_unique<WorkerPool>(options_.workers);
   service_ = std::make_unique<PolygradService>(ServiceDeps{*engine_, *sessions_, *metrics_, logger_, *pool_,
-                                                           options_.limits, std::string(version()), stopping_});
+                                                           options_.limits, std::string(version()), stopping_,
+                                                           blobs_.get(), shm_.get()});
 
   admin_ = std::make_unique<AdminService>(ServiceDeps{*engine_, *sessions_, *metrics_, logger_, *pool_,
                                                       options_.limits, std::string(version()), stopping_});
@@ -233,6 +239,8 @@ Server::~Server() {
   service_.reset();
   sessions_.reset();
   engine_.reset();
+  shm_.reset();
+  blobs_.reset();
 }
 
 }  // namespace polygrad::server

@@ -26,6 +26,8 @@ namespace polygrad::server {
 
 class PolygradService;
 class AdminService;
+class BlobStore;
+class SharedMemoryRegions;
 
 // The version reported by GetInfo and polygradd_build_info.
 std::string_view version();
@@ -65,6 +67,8 @@ class Server {
   Logger logger_;
   std::unique_ptr<Metrics> metrics_;       // the engine's observer: outlives the engine
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<BlobStore> blobs_;
+  std::unique_ptr<SharedMemoryRegions> shm_;    // before sessions_: closing a session frees its regions
   std::unique_ptr<SessionManager> sessions_;
   std::unique_ptr<WorkerPool> pool_;
   std::atomic<bool> stopping_{false};

@@ -10,6 +10,8 @@ One process holds one Connection with one session; everything is closed at exit.
 from __future__ import annotations
 
 import atexit
+import hashlib
+import mmap
 import os
 import shutil
 import signal
@@ -28,6 +30,11 @@ from .errors import PolygradConnectionError, PolygradError, from_rpc_error
 CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_INLINE_BYTES = 1 << 20
 KEEPALIVE_SECONDS = 60.0
+# At least this many bytes go through shared memory on a Unix socket (POLYGRAD_SHM=0: never),
+# and through content-addressed blobs elsewhere (POLYGRAD_BLOB_MIN_BYTES; 0: never), so weights
+# cross the network once per daemon.
+SHM_MIN_BYTES = 4 << 20
+BLOB_MIN_BYTES = 16 << 20
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
@@ -84,6 +91,10 @@ def _set_parent_death_signal() -> None:  # runs in the child between fork and ex
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: the daemon dies with its parent
   except Exception:
     pass
+
+
+class _ShmUnavailable(Exception):
+  """The daemon does not offer shared memory to this client: use the streams."""
 
 
 class EmbeddedDaemon:
@@ -177,6 +188,8 @@ class Connection:
       self.session_id = self._call("CreateSession", self.stub.CreateSession,
                                    pb.CreateSessionRequest()).session_id
       self.pid = os.getpid()
+      self.use_shm = address.startswith("unix:") and os.environ.get("POLYGRAD_SHM", "1") != "0"
+      self.blob_min_bytes = int(_timeout_env("POLYGRAD_BLOB_MIN_BYTES", BLOB_MIN_BYTES))
       self._stop = threading.Event()
       self._keepalive = None
       interval = _timeout_env("POLYGRAD_KEEPALIVE", KEEPALIVE_SECONDS)
@@ -248,7 +261,19 @@ class Connection:
     self._call("Release", self.stub.Release, req)
 
   def upload(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
-    """Send `data` in chunks (header in the first); returns the new handle."""
+    """Send `data` in chunks (header in the first); returns the new handle. Large tensors go
+    through shared memory on a Unix socket, or as a content-addressed blob elsewhere."""
+    total = len(data)
+    if self.use_shm and total >= SHM_MIN_BYTES:
+      handle = self._shm_fallback(lambda: self.upload_shm(wire_dtype, shape, data))
+      if handle is not None:
+        return handle
+    elif not self.use_shm and self.blob_min_bytes and total >= self.blob_min_bytes:
+      return self.upload_once(wire_dtype, shape, data)
+    return self.upload_stream(wire_dtype, shape, data)
+
+  def upload_stream(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
+    """Upload by the chunked stream only."""
     pb = self._pb
     chunk = self.chunk_bytes
     total = len(data)
@@ -271,7 +296,16 @@ class Connection:
     return int(resp.handle)
 
   def download(self, handle: int) -> Tuple[int, Tuple[int, ...], bytes]:
-    """Fetch a buffer by handle: (wire dtype, shape, bytes)."""
+    """Fetch a buffer by handle: (wire dtype, shape, bytes); through shared memory on a Unix
+    socket (any size: the daemon knows it, the client does not yet)."""
+    if self.use_shm:
+      r = self._shm_fallback(lambda: self.download_shm(handle))
+      if r is not None:
+        return r
+    return self.download_stream(handle)
+
+  def download_stream(self, handle: int) -> Tuple[int, Tuple[int, ...], bytes]:
+    """Download by the chunked stream only."""
     pb = self._pb
     req = pb.DownloadRequest(session_id=self.session_id, handle=handle, chunk_bytes=0)
     buf = bytearray()
@@ -288,6 +322,104 @@ class Connection:
     except grpc.RpcError as e:
       raise from_rpc_error(e, "Download", self.address) from None
     return dtype, shape or (), bytes(buf)
+
+  # --- Shared memory (Unix socket) and content-addressed blobs ---------------------------------
+
+  def _shm_fallback(self, fn):
+    """fn(), or None after turning shared memory off when the daemon cannot offer it here
+    (another host's socket, an older daemon, or /proc/<pid>/fd not openable by this user)."""
+    try:
+      return fn()
+    except (OSError, _ShmUnavailable):
+      self.use_shm = False
+      return None
+
+  def _map(self, region) -> mmap.mmap:
+    try:
+      fd = os.open(region.path, os.O_RDWR)
+    except OSError as e:
+      self._call("FreeSharedMemory", self.stub.FreeSharedMemory,
+                 self._pb.FreeSharedMemoryRequest(session_id=self.session_id, region=region.region))
+      raise _ShmUnavailable(str(e)) from e
+    try:
+      # Populating at map time takes the page faults in one go rather than one per 4 KiB.
+      return mmap.mmap(fd, max(1, region.bytes), flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+    finally:
+      os.close(fd)
+
+  def _shm_call(self, what: str, fn, request):
+    try:
+      return fn(request)
+    except grpc.RpcError as e:
+      if e.code() in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.FAILED_PRECONDITION):
+        raise _ShmUnavailable(e.details()) from None
+      raise from_rpc_error(e, what, self.address) from None
+
+  def upload_shm(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
+    """Upload through a shared-memory region of the daemon: one copy in, one copy into the buffer."""
+    pb = self._pb
+    total = len(data)
+    region = self._shm_call("CreateSharedMemory", self.stub.CreateSharedMemory,
+                            pb.CreateSharedMemoryRequest(session_id=self.session_id, bytes=max(1, total)))
+    with self._map(region) as mm:
+      mm[:total] = data
+    r = self._call("CommitSharedMemory", self.stub.CommitSharedMemory,
+                   pb.CommitSharedMemoryRequest(session_id=self.session_id, region=region.region, dtype=wire_dtype,
+                                                shape=list(shape), free=True))
+    return int(r.handle)
+
+  def download_shm(self, handle: int) -> Tuple[int, Tuple[int, ...], bytes]:
+    pb = self._pb
+    region = self._shm_call("ReadSharedMemory", self.stub.ReadSharedMemory,
+                            pb.ReadSharedMemoryRequest(session_id=self.session_id, handle=handle))
+    try:
+      with self._map(region) as mm:
+        data = mm[:region.bytes]
+    finally:
+      try:
+        self._call("FreeSharedMemory", self.stub.FreeSharedMemory,
+                   pb.FreeSharedMemoryRequest(session_id=self.session_id, region=region.region))
+      except PolygradError:
+        pass  # the region goes with the session anyway
+    return region.dtype, tuple(region.shape), data
+
+  def has_blobs(self, hashes: Sequence[str]) -> List[bool]:
+    r = self._call("HasBlobs", self.stub.HasBlobs, self._pb.HasBlobsRequest(sha256=list(hashes)))
+    return list(r.present)
+
+  def upload_blob(self, data: memoryview, sha256: Optional[str] = None) -> str:
+    """Stores `data` on the daemon under its sha256 (sent whole even if present); returns the hash."""
+    pb = self._pb
+    sha256 = sha256 or hashlib.sha256(data).hexdigest()
+    total = len(data)
+
+    def chunks() -> Iterator:
+      first = True
+      for off in range(0, max(total, 1), self.chunk_bytes):
+        msg = pb.BlobChunk(data=bytes(data[off:off + self.chunk_bytes]))
+        if first:
+          msg.sha256, msg.size, first = sha256, total, False
+        yield msg
+
+    self._call("UploadBlob", self.stub.UploadBlob, chunks())
+    return sha256
+
+  def upload_once(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
+    """A buffer of `data` whose bytes cross the wire only when the daemon has not seen them
+    (by sha256) since it started; returns the handle."""
+    sha256 = hashlib.sha256(data).hexdigest()
+    for attempt in range(2):
+      if attempt or not self.has_blobs([sha256])[0]:
+        self.upload_blob(data, sha256)
+      try:
+        r = self.stub.BufferFromBlob(self._pb.BufferFromBlobRequest(
+            session_id=self.session_id, sha256=sha256, dtype=wire_dtype, shape=list(shape)))
+        return int(r.handle)
+      except grpc.RpcError as e:
+        # Evicted between HasBlobs and BufferFromBlob (the daemon's blob memory is capped): once more.
+        if e.code() != grpc.StatusCode.NOT_FOUND or attempt:
+          raise from_rpc_error(e, "BufferFromBlob", self.address) from None
+    raise AssertionError("unreachable")
 
   def close(self) -> None:
     self._stop.set()
