@@ -29,7 +29,7 @@ WIDTH = 1024
 CONSTANTS = 8  # distinct realize graphs: kernels come from the cache after their first compile
 
 
-def client(idx: int, address: str, t_start: float, t_warm: float, t_end: float, out) -> None:
+def client(idx: int, address: str, times, go, out) -> None:
   import grpc
   import numpy as np
   from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
@@ -43,8 +43,9 @@ def client(idx: int, address: str, t_start: float, t_warm: float, t_end: float, 
   payload = rng.integers(0, 255, UPLOAD_BYTES, dtype=np.uint8).tobytes()
   x = np.arange(WIDTH, dtype=np.float32).tobytes()
   handles = []
-  while time.time() < t_start:
-    time.sleep(0.01)
+  out.put("ready")  # connected with a session: the clock starts when every client is
+  go.wait()
+  t_warm, t_end = times[0], times[1]
   while True:
     now = time.time()
     if now >= t_end:
@@ -127,18 +128,25 @@ def main() -> int:
 
   ctx = mp.get_context("spawn")
   out = ctx.Queue()
-  t_start = time.time() + 3.0 + 0.1 * args.clients  # every process spawned and connected
-  t_warm = t_start + args.warmup
-  t_end = t_warm + args.duration
-  procs = [ctx.Process(target=client, args=(i, address, t_start, t_warm, t_end, out)) for i in range(args.clients)]
+  times = ctx.Array("d", 2)
+  go = ctx.Event()
+  procs = [ctx.Process(target=client, args=(i, address, times, go, out)) for i in range(args.clients)]
   for pr in procs:
     pr.start()
-  rss_warm = None
+  for _ in procs:
+    assert out.get(timeout=300) == "ready"
+  times[0] = time.time() + args.warmup
+  times[1] = times[0] + args.duration
+  go.set()
+  rss_warm = rss_end = rss_closed = None
   if proc is not None:
-    time.sleep(max(0.0, t_warm - time.time()))
+    time.sleep(max(0.0, times[0] - time.time()))
     rss_warm = rss_bytes(proc.pid)
+    time.sleep(max(0.0, times[1] - time.time() - 0.5))
+    rss_end = rss_bytes(proc.pid)  # still under load, sessions open
   results = [out.get(timeout=args.duration + args.warmup + 300) for _ in procs]
-  rss_end = rss_bytes(proc.pid) if proc is not None else None
+  if proc is not None:
+    rss_closed = rss_bytes(proc.pid)
   for pr in procs:
     pr.join()
 
@@ -166,8 +174,8 @@ def main() -> int:
   for k, v in sorted(errors.items(), key=lambda kv: -kv[1])[:10]:
     print(f"  {v:6d} x {k}")
   if rss_warm is not None:
-    print(f"daemon RSS: {rss_warm / 2**20:.1f} MiB after warm-up, {rss_end / 2**20:.1f} MiB at the end "
-          f"({(rss_end - rss_warm) / rss_warm * 100:+.1f}%)")
+    print(f"daemon RSS: {rss_warm / 2**20:.1f} MiB after warm-up, {rss_end / 2**20:.1f} MiB at the end of the load "
+          f"({(rss_end - rss_warm) / rss_warm * 100:+.1f}%), {rss_closed / 2**20:.1f} MiB after every client closed")
   if proc is not None:
     proc.terminate()
     proc.wait(timeout=30)
