@@ -11,6 +11,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -193,14 +194,14 @@ def test_export_then_import_warms_an_empty_cache(tmp_path):
       assert stats.disk_entries == 5 and stats.directory == str(tmp_path / "src-cache")
       bundle = io.BytesIO()
       assert adm.export_cache(bundle) == 5
+    assert "exported 5 entries" in admin_cli(src.address, "export", str(tmp_path / "b.pgb"))
+    assert "disk_entries: 5" in admin_cli(src.address, "stats")
   finally:
     src.stop()
   dst = CacheDaemon(tmp_path, "dst", tmp_path / "dst-cache")
   try:
     with admin_client.Admin(dst.address) as adm:
-      bundle.seek(0)
-      r = adm.import_cache(bundle)
-      assert (r.received, r.stored) == (5, 5)
+      assert "received 5 entries, stored 5 new" in admin_cli(dst.address, "import", str(tmp_path / "b.pgb"))
       bundle.seek(0)
       assert adm.import_cache(bundle).stored == 0  # present already: kept as it is
       assert adm.cache_stats().disk_entries == 5
@@ -220,6 +221,15 @@ def test_export_then_import_warms_an_empty_cache(tmp_path):
   finally:
     dst.stop()
   check_entries(tmp_path / "dst-cache")
+
+
+def admin_cli(address: str, *args: str) -> str:
+  """python -m polygrad.admin, as an operator runs it; returns its stdout."""
+  env = dict(os.environ, PYTHONPATH=str(Path(admin_client.__file__).resolve().parents[1]))
+  r = subprocess.run([sys.executable, "-m", "polygrad.admin", "--address", address, *args], capture_output=True,
+                     text=True, timeout=120, env=env)
+  assert r.returncode == 0, r.stderr
+  return r.stdout
 
 
 def prewarm_manifest(indices):
