@@ -150,3 +150,21 @@ def test_blobs_are_content_addressed_and_verified(conn, live_daemon):
   misfit = blob_error(conn.stub.BufferFromBlob, pb.BufferFromBlobRequest(session_id=conn.session_id, sha256=sha,
                                                                         dtype=pb.FLOAT32, shape=[999]))
   assert misfit.code() == grpc.StatusCode.INVALID_ARGUMENT and "4000 bytes" in misfit.details()
+
+
+def test_a_sessions_regions_are_freed_when_it_closes(tmp_path):
+  d = CacheDaemon(tmp_path, "shm", tmp_path / "cache")
+  try:
+    c = Connection(address=d.address)
+    paths = []
+    for _ in range(3):
+      r = c.stub.CreateSharedMemory(pb.CreateSharedMemoryRequest(session_id=c.session_id, bytes=1 << 20))
+      assert os.readlink(r.path).startswith("/memfd:polygrad-shm")
+      paths.append(r.path)
+    c.close()  # CloseSession: its regions are unmapped and their files closed
+    deadline = time.monotonic() + 10
+    while any(os.path.lexists(p) and os.readlink(p).startswith("/memfd:polygrad-shm") for p in paths):
+      assert time.monotonic() < deadline, "shared memory of a closed session is still open in the daemon"
+      time.sleep(0.05)
+  finally:
+    d.stop()
