@@ -206,7 +206,17 @@ grpc::ServerUnaryReactor* PolygradService::ReadSharedMemory(grpc::CallbackServer
   absl::StatusOr<BufferPtr> buffer = session.ok() ? (*session)->buffer(request->handle()) : session.status();
   if (buffer.ok()) {
     const uint64_t n = std::max<uint64_t>((*buffer)->nbytes(), 1);  // a region is never empty
-    auto region = deps_.shm->create(request->session_id(), n);
+    // The client's region when it is large enough (its pages are already allocated), else a new one.
+    absl::StatusOr<RegionPtr> given = request->region() != 0 ? deps_.shm->find(request->session_id(), request->region())
+                                                             : absl::StatusOr<RegionPtr>(RegionPtr());
+    absl::StatusOr<std::pair<uint64_t, RegionPtr>> region = absl::UnknownError("not run");
+    if (!given.ok()) {
+      region = given.status();
+    } else if (*given && (*given)->bytes() >= n) {
+      region = std::make_pair(request->region(), *std::move(given));
+    } else {
+      region = deps_.shm->create(request->session_id(), n);
+    }
     if (region.ok()) {
       if ((*buffer)->nbytes() > 0) std::memcpy(region->second->data(), (*buffer)->data(), (*buffer)->nbytes());
       response->set_region(region->first);

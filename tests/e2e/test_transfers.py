@@ -42,8 +42,10 @@ def test_one_gib_round_trips_by_stream_and_by_shared_memory(conn):
   view = memoryview(src).cast("B")
   digest = hashlib.sha256(view).digest()
   report = []
+  conn.shm_keep_bytes = 2 * GIB  # keep the staging region: the second pass finds its pages allocated
   for name, up, down in [("stream", conn.upload_stream, conn.download_stream),
-                         ("shared memory", conn.upload_shm, conn.download_shm)]:
+                         ("shared memory (new region)", conn.upload_shm, conn.download_shm),
+                         ("shared memory (reused region)", conn.upload_shm, conn.download_shm)]:
     t0 = time.perf_counter()
     handle = up(pb.INT32, [src.size], view)
     t1 = time.perf_counter()
@@ -55,6 +57,25 @@ def test_one_gib_round_trips_by_stream_and_by_shared_memory(conn):
     conn.release(handles=[handle])
     report.append(f"{name}: upload {GIB / (t1 - t0) / 1e9:.2f} GB/s, download {GIB / (t2 - t1) / 1e9:.2f} GB/s")
   print("\n1 GiB round trip: " + "; ".join(report))
+
+
+def test_the_staging_region_is_reused_and_grows_when_needed(conn):
+  small = np.arange(2 << 20, dtype=np.float32)  # 8 MiB
+  big = np.arange(4 << 20, dtype=np.float32)    # 16 MiB
+  h1 = conn.upload_shm(pb.FLOAT32, [small.size], memoryview(small).cast("B"))
+  first = conn._staging[0]
+  h2 = conn.upload_shm(pb.FLOAT32, [small.size], memoryview(small[::-1].copy()).cast("B"))
+  assert conn._staging[0] == first, "a region large enough was not reused"
+  np.testing.assert_array_equal(np.frombuffer(conn.download_shm(h1)[2], np.float32), small)
+  np.testing.assert_array_equal(np.frombuffer(conn.download_shm(h2)[2], np.float32), small[::-1])
+  assert conn._staging[0] == first
+  h3 = conn.upload_shm(pb.FLOAT32, [big.size], memoryview(big).cast("B"))
+  assert conn._staging[0] != first and conn._staging[1] >= big.nbytes
+  with pytest.raises(grpc.RpcError) as e:  # the small region was freed when the big one replaced it
+    conn.stub.FreeSharedMemory(pb.FreeSharedMemoryRequest(session_id=conn.session_id, region=first))
+  assert e.value.code() == grpc.StatusCode.NOT_FOUND
+  np.testing.assert_array_equal(np.frombuffer(conn.download_shm(h3)[2], np.float32), big)
+  np.testing.assert_array_equal(np.frombuffer(conn.download_shm(h1)[2], np.float32), small)
 
 
 def test_large_transfers_take_shared_memory_by_default_on_the_unix_socket(conn):

@@ -34,6 +34,9 @@ KEEPALIVE_SECONDS = 60.0
 # and through content-addressed blobs elsewhere (POLYGRAD_BLOB_MIN_BYTES; 0: never), so weights
 # cross the network once per daemon.
 SHM_MIN_BYTES = 4 << 20
+# A shared-memory staging region up to this size stays mapped between transfers, so its pages
+# are allocated once (POLYGRAD_SHM_KEEP_BYTES); larger ones are freed after each transfer.
+SHM_KEEP_BYTES = 256 << 20
 BLOB_MIN_BYTES = 16 << 20
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", -1),
@@ -190,6 +193,9 @@ class Connection:
       self.pid = os.getpid()
       self.use_shm = address.startswith("unix:") and os.environ.get("POLYGRAD_SHM", "1") != "0"
       self.blob_min_bytes = int(_timeout_env("POLYGRAD_BLOB_MIN_BYTES", BLOB_MIN_BYTES))
+      self.shm_keep_bytes = int(_timeout_env("POLYGRAD_SHM_KEEP_BYTES", SHM_KEEP_BYTES))
+      self._staging = None  # (region id, bytes, mmap): the reused shared-memory region
+      self._staging_lock = threading.Lock()
       self._stop = threading.Event()
       self._keepalive = None
       interval = _timeout_env("POLYGRAD_KEEPALIVE", KEEPALIVE_SECONDS)
@@ -355,32 +361,58 @@ class Connection:
         raise _ShmUnavailable(e.details()) from None
       raise from_rpc_error(e, what, self.address) from None
 
+  def _adopt_staging(self, region, size: int) -> mmap.mmap:
+    """Makes `region` the staging region (freeing the previous one) and returns its mapping."""
+    self._drop_staging()
+    mm = self._map(region)
+    self._staging = (int(region.region), size, mm)
+    return mm
+
+  def _drop_staging(self) -> None:
+    staging, self._staging = self._staging, None
+    if staging is None:
+      return
+    staging[2].close()
+    try:
+      self._call("FreeSharedMemory", self.stub.FreeSharedMemory,
+                 self._pb.FreeSharedMemoryRequest(session_id=self.session_id, region=staging[0]))
+    except PolygradError:
+      pass  # the region goes with the session anyway
+
+  def _trim_staging(self) -> None:
+    if self._staging is not None and self._staging[1] > self.shm_keep_bytes:
+      self._drop_staging()
+
   def upload_shm(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
-    """Upload through a shared-memory region of the daemon: one copy in, one copy into the buffer."""
+    """Upload through the staging region of the daemon: one copy in, one copy into the buffer."""
     pb = self._pb
     total = len(data)
-    region = self._shm_call("CreateSharedMemory", self.stub.CreateSharedMemory,
-                            pb.CreateSharedMemoryRequest(session_id=self.session_id, bytes=max(1, total)))
-    with self._map(region) as mm:
+    with self._staging_lock:
+      if self._staging is None or self._staging[1] < total:
+        region = self._shm_call("CreateSharedMemory", self.stub.CreateSharedMemory,
+                                pb.CreateSharedMemoryRequest(session_id=self.session_id, bytes=max(1, total)))
+        self._adopt_staging(region, max(1, total))
+      region_id, _, mm = self._staging
       mm[:total] = data
-    r = self._call("CommitSharedMemory", self.stub.CommitSharedMemory,
-                   pb.CommitSharedMemoryRequest(session_id=self.session_id, region=region.region, dtype=wire_dtype,
-                                                shape=list(shape), free=True))
+      r = self._call("CommitSharedMemory", self.stub.CommitSharedMemory,
+                     pb.CommitSharedMemoryRequest(session_id=self.session_id, region=region_id, dtype=wire_dtype,
+                                                  shape=list(shape)))
+      self._trim_staging()
     return int(r.handle)
 
   def download_shm(self, handle: int) -> Tuple[int, Tuple[int, ...], bytes]:
+    """Download through the staging region (the daemon answers with a new one when it is too small)."""
     pb = self._pb
-    region = self._shm_call("ReadSharedMemory", self.stub.ReadSharedMemory,
-                            pb.ReadSharedMemoryRequest(session_id=self.session_id, handle=handle))
-    try:
-      with self._map(region) as mm:
-        data = mm[:region.bytes]
-    finally:
-      try:
-        self._call("FreeSharedMemory", self.stub.FreeSharedMemory,
-                   pb.FreeSharedMemoryRequest(session_id=self.session_id, region=region.region))
-      except PolygradError:
-        pass  # the region goes with the session anyway
+    with self._staging_lock:
+      staging_id = self._staging[0] if self._staging is not None else 0
+      region = self._shm_call("ReadSharedMemory", self.stub.ReadSharedMemory,
+                              pb.ReadSharedMemoryRequest(session_id=self.session_id, handle=handle, region=staging_id))
+      if region.region == staging_id:
+        mm = self._staging[2]
+      else:
+        mm = self._adopt_staging(region, max(1, region.bytes))
+      data = mm[:region.bytes]
+      self._trim_staging()
     return region.dtype, tuple(region.shape), data
 
   def has_blobs(self, hashes: Sequence[str]) -> List[bool]:
@@ -425,6 +457,9 @@ class Connection:
     self._stop.set()
     if os.getpid() != self.pid:
       return  # a forked child shares nothing usable with the parent's session or daemon
+    if self._staging is not None:
+      self._staging[2].close()  # the daemon frees the region with the session
+      self._staging = None
     try:
       if self.session_id:
         self._call("CloseSession", self.stub.CloseSession,
