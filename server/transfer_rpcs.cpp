@@ -1,5 +1,6 @@
 // The "Blobs and shared memory" RPCs of polygrad.v1.Polygrad (declared in service.h): thin
 // handlers over BlobStore, SharedMemoryRegions and the session's upload path.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -67,7 +68,8 @@ class UploadBlobReactor final : public grpc::ServerReadReactor<v1::BlobChunk> {
       }
       sha256_ = chunk_.sha256();
       size_ = chunk_.size();
-      data_.reserve(size_);
+      // The size is the client's claim: grow with the bytes that actually arrive beyond a bit.
+      data_.reserve(std::min<uint64_t>(size_, uint64_t{64} << 20));
     }
     if (chunk_.data().size() > size_ - data_.size())
       return finish(absl::InvalidArgumentError(absl::StrCat("blob ", sha256_, " sent more than its ", size_, " bytes")));

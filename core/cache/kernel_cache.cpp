@@ -173,13 +173,13 @@ std::vector<std::string> KernelCache::disk_keys() {
 
 std::optional<std::string> KernelCache::read_entry(const std::string& key) {
   if (dir_.empty() || !valid_key(key)) return std::nullopt;
-  return read_disk(key);
+  return read_disk(key, /*touch=*/false);
 }
 
 absl::Status KernelCache::for_each_entry(
     const std::function<absl::Status(const std::string& key, const std::string& payload)>& visit) {
   for (const std::string& key : disk_keys()) {
-    std::optional<std::string> payload = read_disk(key);
+    std::optional<std::string> payload = read_disk(key, /*touch=*/false);
     if (!payload) continue;
     if (absl::Status s = visit(key, *payload); !s.ok()) return s;
   }
@@ -267,7 +267,7 @@ absl::StatusOr<KernelCache::Found> KernelCache::lookup_or_build(const std::strin
   return Found{*program, CacheResult::Miss};
 }
 
-std::optional<std::string> KernelCache::read_disk(const std::string& key) {
+std::optional<std::string> KernelCache::read_disk(const std::string& key, bool touch) {
   std::filesystem::path path = entry_path(key);
   std::ifstream f(path, std::ios::binary);
   if (!f) return std::nullopt;
@@ -280,7 +280,7 @@ std::optional<std::string> KernelCache::read_disk(const std::string& key) {
     return std::nullopt;
   }
   // A hit makes the entry recently used for every daemon sharing the directory.
-  utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+  if (touch) utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
   return payload;
 }
 

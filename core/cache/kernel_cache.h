@@ -73,6 +73,7 @@ class KernelCache {
   // Keys of the entry files on disk now (unverified; an entry may vanish before it is read).
   std::vector<std::string> disk_keys();
   // The verified payload of a disk entry, or nullopt (absent, or corrupt and now removed).
+  // Reading does not count as a use for the LRU.
   std::optional<std::string> read_entry(const std::string& key);
 
   // Calls `visit` with the key and payload of every valid disk entry (corrupt ones are
@@ -86,7 +87,8 @@ class KernelCache {
 
  private:
   absl::StatusOr<Found> lookup_or_build(const std::string& key, const Compile& compile, const Load& load);
-  std::optional<std::string> read_disk(const std::string& key);
+  // `touch`: mark the entry recently used (a lookup does; an export must not reorder the LRU).
+  std::optional<std::string> read_disk(const std::string& key, bool touch = true);
   bool write_disk(const std::string& key, const std::string& bytes);
   // Removes least recently used entries until the directory is under 90% of the cap.
   void evict();

@@ -185,6 +185,8 @@ TEST_F(KernelCacheTest, ExportThenImportIntoAnotherDirectoryServesFromDisk) {
   std::string key = KernelCache::key("CPU", compiler_->identity(), kSource);
   KernelCache source(dir_);
   ASSERT_TRUE(source.get_or_build(key, compile(), CpuCompiler::load).ok());
+  const auto old_time = std::filesystem::file_time_type::clock::now() - std::chrono::hours(2);
+  std::filesystem::last_write_time(source.entry_path(key), old_time);
   std::vector<std::pair<std::string, std::string>> bundle;
   ASSERT_TRUE(source.for_each_entry([&](const std::string& k, const std::string& payload) {
     bundle.emplace_back(k, payload);
@@ -192,6 +194,7 @@ TEST_F(KernelCacheTest, ExportThenImportIntoAnotherDirectoryServesFromDisk) {
   }).ok());
   ASSERT_EQ(bundle.size(), 1u);
   EXPECT_EQ(bundle[0].first, key);
+  EXPECT_EQ(std::filesystem::last_write_time(source.entry_path(key)), old_time);  // exporting is not a use
 
   std::filesystem::path other = dir_ / "other";
   KernelCache target(other);
