@@ -34,6 +34,15 @@ ABSL_FLAG(bool, insecure_allow_remote, false,
           "Allow a non-loopback --listen without TLS (plaintext; only on a trusted network).");
 ABSL_FLAG(std::string, cache_dir, polygrad::server::default_cache_dir().string(),
           "Kernel cache directory; empty keeps the cache in memory only.");
+ABSL_FLAG(uint64_t, cache_max_bytes, kDefaults.cache_max_bytes,
+          "Most bytes of kernel-cache entries on disk; least recently used entries are evicted. 0: no cap.");
+ABSL_FLAG(std::string, prewarm, "",
+          "PrewarmManifest file (text format; binary if it ends in .pb) whose kernels are compiled at start. "
+          "Health is NOT_SERVING until it finished.");
+ABSL_FLAG(uint64_t, blob_max_bytes, kDefaults.blob_max_bytes,
+          "Most bytes of content-addressed blobs kept in memory; least recently used ones are dropped.");
+ABSL_FLAG(uint64_t, shm_max_bytes, kDefaults.shm_max_bytes,
+          "Most bytes of shared-memory regions (Unix-socket clients) of all sessions together.");
 ABSL_FLAG(std::string, log_level, "info", "Log level: debug, info, warning or error.");
 ABSL_FLAG(std::string, log_format, "text", "Log format: text (key=value) or json (one object per line).");
 ABSL_FLAG(std::string, compiler, "", "C compiler for CPU kernels; empty picks clang, then gcc, then cc.");
@@ -99,6 +108,10 @@ int main(int argc, char** argv) {
   o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   o.insecure_allow_remote = absl::GetFlag(FLAGS_insecure_allow_remote);
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
+  o.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
+  o.prewarm_file = absl::GetFlag(FLAGS_prewarm);
+  o.blob_max_bytes = absl::GetFlag(FLAGS_blob_max_bytes);
+  o.shm_max_bytes = absl::GetFlag(FLAGS_shm_max_bytes);
   o.compiler = absl::GetFlag(FLAGS_compiler);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.workers = absl::GetFlag(FLAGS_workers);

@@ -79,6 +79,14 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
                static_cast<double>(Buffer::live_count())),
         single("polygradd_buffer_bytes", "Bytes held by live device buffers.", MetricType::Gauge,
                static_cast<double>(Buffer::live_bytes())),
+        single("polygradd_cache_size_bytes", "Bytes of kernel-cache entries on disk.", MetricType::Gauge,
+               static_cast<double>(c.cache_bytes)),
+        single("polygradd_cache_entries", "Kernel-cache entries on disk.", MetricType::Gauge,
+               static_cast<double>(c.cache_entries)),
+        single("polygradd_cache_evictions_total", "Kernel-cache entries evicted to stay under --cache-max-bytes.",
+               MetricType::Counter, static_cast<double>(c.cache_evictions)),
+        single("polygradd_cache_discarded_total", "Corrupt or truncated kernel-cache entries found and removed.",
+               MetricType::Counter, static_cast<double>(c.cache_discarded)),
     };
   }
 

@@ -28,6 +28,11 @@ struct LiveCounts {
   uint64_t sessions = 0;
   uint64_t sessions_created = 0;
   uint64_t sessions_closed = 0;
+  // The kernel cache's disk tier, as this daemon last counted it (other daemons may share it).
+  uint64_t cache_bytes = 0;
+  uint64_t cache_entries = 0;
+  uint64_t cache_evictions = 0;
+  uint64_t cache_discarded = 0;
 };
 
 class Metrics final : public EngineObserver {

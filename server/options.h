@@ -33,6 +33,10 @@ struct ServerOptions {
   std::string metrics_listen = "127.0.0.1:9464";  // host:port; empty disables /metrics
   bool insecure_allow_remote = false;          // allow a non-loopback --listen without TLS
   std::filesystem::path cache_dir;             // kernel cache root; empty: memory only
+  uint64_t cache_max_bytes = uint64_t{1} << 30;  // disk tier cap (LRU eviction); 0: no cap
+  std::filesystem::path prewarm_file;          // PrewarmManifest compiled at start; empty: none
+  uint64_t blob_max_bytes = uint64_t{2} << 30;  // content-addressed blobs kept in memory (LRU)
+  uint64_t shm_max_bytes = uint64_t{8} << 30;   // shared-memory regions of all sessions together
   std::string compiler;                        // C compiler; empty: auto
   unsigned threads = 0;                        // engine kernel threads; 0: hardware concurrency
   unsigned workers = 4;                        // concurrent realize requests

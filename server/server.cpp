@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -15,6 +16,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/cache/kernel_cache.h"
+#include "server/admin.h"
+#include "server/blob_store.h"
+#include "server/shm.h"
+#include "server/prewarm.h"
 #include "server/service.h"
 
 #ifndef POLYGRAD_VERSION
@@ -79,6 +85,7 @@ Server::Server(ServerOptions options)
 absl::Status Server::init() {
   EngineOptions eo;
   eo.cache_dir = options_.cache_dir;
+  eo.cache_max_bytes = options_.cache_max_bytes;
   eo.compiler = options_.compiler;
   eo.threads = options_.threads;
   eo.observer = metrics_.get();
@@ -86,23 +93,39 @@ absl::Status Server::init() {
   if (!engine.ok()) return absl::Status(engine.status().code(), absl::StrCat("engine: ", engine.status().message()));
   engine_ = *std::move(engine);
 
+  blobs_ = std::make_unique<BlobStore>(options_.blob_max_bytes);
+  shm_ = std::make_unique<SharedMemoryRegions>(options_.shm_max_bytes);
   sessions_ = std::make_unique<SessionManager>(
       *engine_, options_.limits, options_.session_idle_timeout, options_.reaper_interval,
       [this](const std::string& id, std::string_view reason) {
         logger_.info("session closed", {{"session", id}, {"reason", std::string(reason)}});
+        shm_->drop_session(id);  // a session's shared memory goes with it
       });
   metrics_->set_live_source([this] {
-    return LiveCounts{sessions_->live(), sessions_->created_total(), sessions_->closed_total()};
+    LiveCounts c{sessions_->live(), sessions_->created_total(), sessions_->closed_total()};
+    add_cache_counts(c);
+    return c;
   });
   pool_ = std::make_unique<WorkerPool>(options_.workers);
   service_ = std::make_unique<PolygradService>(ServiceDeps{*engine_, *sessions_, *metrics_, logger_, *pool_,
-                                                           options_.limits, std::string(version()), stopping_});
+                                                           options_.limits, std::string(version()), stopping_,
+                                                           blobs_.get(), shm_.get()});
+
+  admin_ = std::make_unique<AdminService>(ServiceDeps{*engine_, *sessions_, *metrics_, logger_, *pool_,
+                                                      options_.limits, std::string(version()), stopping_});
+  std::optional<v1::PrewarmManifest> manifest;
+  if (!options_.prewarm_file.empty()) {
+    absl::StatusOr<v1::PrewarmManifest> m = load_manifest(options_.prewarm_file);
+    if (!m.ok()) return m.status();
+    manifest = *std::move(m);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_message_bytes));
   builder.RegisterService(service_.get());
+  builder.RegisterService(admin_.get());
   if (!options_.listen.empty()) {
     builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
   }
@@ -125,9 +148,12 @@ absl::Status Server::init() {
     unix_bound_ = true;
     chmod(options_.unix_socket.c_str(), 0600);  // this user only: there is no auth on the socket
   }
-  grpc::HealthCheckServiceInterface* health = grpc_->GetHealthCheckService();
-  health->SetServingStatus("", true);
-  health->SetServingStatus(kServiceName, true);
+  if (manifest) {
+    set_serving(false);
+    start_prewarm(*std::move(manifest));
+  } else {
+    set_serving(true);
+  }
 
   if (!options_.metrics_listen.empty()) {
     if (absl::Status s = metrics_->serve(options_.metrics_listen); !s.ok()) return s;
@@ -146,6 +172,42 @@ absl::Status Server::init() {
   return absl::OkStatus();
 }
 
+void Server::set_serving(bool serving) {
+  std::lock_guard lock(health_mu_);
+  if (serving && stopping_.load()) return;  // a prewarm finishing during shutdown must not revive it
+  grpc::HealthCheckServiceInterface* health = grpc_ ? grpc_->GetHealthCheckService() : nullptr;
+  if (health == nullptr) return;
+  health->SetServingStatus("", serving);
+  health->SetServingStatus(kServiceName, serving);
+}
+
+void Server::start_prewarm(v1::PrewarmManifest manifest) {
+  logger_.info("prewarm started", {{"file", options_.prewarm_file.string()},
+                                   {"graphs", absl::StrCat(manifest.graphs_size())}});
+  prewarm_ = std::thread([this, manifest = std::move(manifest)] {
+    absl::StatusOr<v1::PrewarmResponse> r = prewarm(manifest, *sessions_, [this] { return stopping_.load(); });
+    if (r.ok()) {
+      logger_.info("prewarm finished", {{"graphs", absl::StrCat(r->graphs())},
+                                        {"kernels", absl::StrCat(r->kernels())},
+                                        {"compiled", absl::StrCat(r->compiled())},
+                                        {"seconds", absl::StrCat(r->seconds())}});
+    } else {
+      // A bad graph costs its kernels a compile on first use; it does not keep the daemon down.
+      logger_.warning("prewarm failed", {{"file", options_.prewarm_file.string()},
+                                         {"error", std::string(r.status().message())}});
+    }
+    set_serving(true);
+  });
+}
+
+void Server::add_cache_counts(LiveCounts& c) const {
+  const KernelCache::Stats s = engine_->kernel_cache().stats();
+  c.cache_bytes = s.disk_bytes;
+  c.cache_entries = s.disk_entries;
+  c.cache_evictions = s.evictions;
+  c.cache_discarded = s.discarded;
+}
+
 std::string Server::tcp_address() const {
   if (options_.listen.empty() || port_ == 0) return {};
   return absl::StrCat(options_.listen.substr(0, options_.listen.rfind(':')), ":", port_);
@@ -156,16 +218,13 @@ void Server::shutdown(std::chrono::milliseconds grace) {
   shut_down_ = true;
   stopping_.store(true);
   if (grpc_) {
-    grpc::HealthCheckServiceInterface* health = grpc_->GetHealthCheckService();
-    if (health != nullptr) {
-      health->SetServingStatus("", false);
-      health->SetServingStatus(kServiceName, false);
-    }
+    set_serving(false);
     logger_.info("shutting down", {{"grace_seconds", absl::StrCat(grace.count() / 1000.0)}});
     grpc_->Shutdown(std::chrono::system_clock::now() + grace);
     grpc_->Wait();
   }
   // Order matters: nothing may scrape or run while what it reads goes away.
+  if (prewarm_.joinable()) prewarm_.join();  // it stops between kernels once stopping_ is set
   metrics_->stop_serving();
   metrics_->set_live_source({});
   pool_.reset();
@@ -176,9 +235,12 @@ void Server::shutdown(std::chrono::milliseconds grace) {
 Server::~Server() {
   shutdown(std::chrono::milliseconds(500));
   grpc_.reset();
+  admin_.reset();
   service_.reset();
   sessions_.reset();
   engine_.reset();
+  shm_.reset();
+  blobs_.reset();
 }
 
 }  // namespace polygrad::server

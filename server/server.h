@@ -5,10 +5,13 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "core/engine/engine.h"
+#include "polygrad/v1/admin.pb.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/options.h"
@@ -22,6 +25,9 @@ class Server;
 namespace polygrad::server {
 
 class PolygradService;
+class AdminService;
+class BlobStore;
+class SharedMemoryRegions;
 
 // The version reported by GetInfo and polygradd_build_info.
 std::string_view version();
@@ -51,15 +57,25 @@ class Server {
  private:
   explicit Server(ServerOptions options);
   absl::Status init();
+  // Health of the daemon and its service; never back to serving once shutdown began.
+  void set_serving(bool serving);
+  // Compiles the manifest's kernels on a thread; health turns SERVING when it is done.
+  void start_prewarm(v1::PrewarmManifest manifest);
+  void add_cache_counts(LiveCounts& counts) const;
 
   ServerOptions options_;
   Logger logger_;
   std::unique_ptr<Metrics> metrics_;       // the engine's observer: outlives the engine
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<BlobStore> blobs_;
+  std::unique_ptr<SharedMemoryRegions> shm_;    // before sessions_: closing a session frees its regions
   std::unique_ptr<SessionManager> sessions_;
   std::unique_ptr<WorkerPool> pool_;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<PolygradService> service_;
+  std::unique_ptr<AdminService> admin_;
+  std::mutex health_mu_;
+  std::thread prewarm_;
   std::unique_ptr<grpc::Server> grpc_;
   int port_ = 0;
   bool unix_bound_ = false;

@@ -18,6 +18,9 @@
 
 namespace polygrad::server {
 
+class BlobStore;
+class SharedMemoryRegions;
+
 // What every handler needs; owned by the Server, which outlives the service.
 struct ServiceDeps {
   Engine& engine;
@@ -28,6 +31,8 @@ struct ServiceDeps {
   const Limits& limits;
   std::string version;
   std::atomic<bool>& stopping;  // set when a graceful shutdown begins
+  BlobStore* blobs = nullptr;           // null: the blob RPCs answer UNIMPLEMENTED
+  SharedMemoryRegions* shm = nullptr;   // null: the shared-memory RPCs answer UNIMPLEMENTED
 
   // Metrics and logs for one finished call: every error is logged with method and session.
   void record(std::string_view method, std::string_view session_id, Clock::time_point start,
@@ -50,6 +55,24 @@ class PolygradService final : public v1::Polygrad::CallbackService {
                                                    v1::UploadResponse* response) override;
   grpc::ServerWriteReactor<v1::DownloadChunk>* Download(grpc::CallbackServerContext* ctx,
                                                         const v1::DownloadRequest* request) override;
+  // ---- Blobs and shared memory (server/transfer_rpcs.cpp)
+  grpc::ServerUnaryReactor* HasBlobs(grpc::CallbackServerContext* ctx, const v1::HasBlobsRequest* request,
+                                     v1::HasBlobsResponse* response) override;
+  grpc::ServerReadReactor<v1::BlobChunk>* UploadBlob(grpc::CallbackServerContext* ctx,
+                                                     v1::UploadBlobResponse* response) override;
+  grpc::ServerUnaryReactor* BufferFromBlob(grpc::CallbackServerContext* ctx, const v1::BufferFromBlobRequest* request,
+                                           v1::UploadResponse* response) override;
+  grpc::ServerUnaryReactor* CreateSharedMemory(grpc::CallbackServerContext* ctx,
+                                               const v1::CreateSharedMemoryRequest* request,
+                                               v1::SharedMemory* response) override;
+  grpc::ServerUnaryReactor* CommitSharedMemory(grpc::CallbackServerContext* ctx,
+                                               const v1::CommitSharedMemoryRequest* request,
+                                               v1::UploadResponse* response) override;
+  grpc::ServerUnaryReactor* ReadSharedMemory(grpc::CallbackServerContext* ctx, const v1::ReadSharedMemoryRequest* request,
+                                             v1::SharedMemory* response) override;
+  grpc::ServerUnaryReactor* FreeSharedMemory(grpc::CallbackServerContext* ctx, const v1::FreeSharedMemoryRequest* request,
+                                             v1::FreeSharedMemoryResponse* response) override;
+
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx, const v1::GetInfoRequest* request,
                                     v1::ServerInfo* response) override;
   grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>* Execute(grpc::CallbackServerContext* ctx) override;

@@ -1,9 +1,12 @@
 #include "core/cache/kernel_cache.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -39,9 +42,164 @@ bool write_all(int fd, const std::string& data) {
   return true;
 }
 
+// One entry file found by a directory scan.
+struct DiskEntry {
+  std::filesystem::path path;
+  uint64_t bytes;
+  std::filesystem::file_time_type used;
+};
+
+// Every entry file under `vdir` (temporary files skipped). Entries may vanish while we look:
+// another daemon evicts or replaces them, so every error just skips the file.
+std::vector<DiskEntry> scan(const std::filesystem::path& vdir) {
+  std::vector<DiskEntry> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(vdir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    const std::filesystem::path& p = it->path();
+    if (p.extension() != ".pgk" || p.filename().string().front() == '.') continue;
+    std::error_code fe;
+    uint64_t size = std::filesystem::file_size(p, fe);
+    if (fe) continue;
+    auto t = std::filesystem::last_write_time(p, fe);
+    if (fe) continue;
+    out.push_back(DiskEntry{p, size, t});
+  }
+  return out;
+}
+
+std::string encode_entry(const std::string& raw_key_bytes, const std::string& payload) {
+  std::string data(kMagic, 8);
+  put_u32(data, kFormatVersion);
+  put_u32(data, 0);
+  data += raw_key_bytes;
+  put_u64(data, payload.size());
+  data += sha256_raw(payload);
+  data += payload;
+  return data;
+}
+
+// The payload of a well-formed entry for `raw_key_bytes`, or nullopt.
+std::optional<std::string> decode_entry(const std::string& data, const std::string& raw_key_bytes) {
+  if (data.size() < kHeaderSize || std::memcmp(data.data(), kMagic, 8) != 0) return std::nullopt;
+  uint32_t version;
+  uint64_t length;
+  std::memcpy(&version, data.data() + 8, 4);
+  std::memcpy(&length, data.data() + 48, 8);
+  if (version != kFormatVersion || data.compare(16, 32, raw_key_bytes) != 0 || length != data.size() - kHeaderSize)
+    return std::nullopt;
+  std::string payload = data.substr(kHeaderSize);
+  if (data.compare(56, 32, sha256_raw(payload)) != 0) return std::nullopt;
+  return payload;
+}
+
 }  // namespace
 
-KernelCache::KernelCache(std::filesystem::path dir) : dir_(std::move(dir)) {}
+KernelCache::KernelCache(std::filesystem::path dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
+  if (!dir_.empty()) rescan();
+}
+
+bool KernelCache::valid_key(std::string_view key) {
+  return key.size() == 64 &&
+         std::all_of(key.begin(), key.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+std::filesystem::path KernelCache::version_dir() const { return dir_ / absl::StrCat("v", kFormatVersion); }
+
+KernelCache::Stats KernelCache::stats() const {
+  Stats s;
+  s.disk_bytes = disk_bytes_.load();
+  s.disk_entries = disk_entries_.load();
+  s.memory_entries = memory_entries();
+  s.max_bytes = max_bytes_;
+  s.evictions = evictions_.load();
+  s.discarded = discarded_.load();
+  s.imported = imported_.load();
+  return s;
+}
+
+KernelCache::Stats KernelCache::rescan() {
+  if (!dir_.empty()) {
+    std::lock_guard lock(evict_mu_);
+    uint64_t bytes = 0;
+    std::vector<DiskEntry> entries = scan(version_dir());
+    for (const DiskEntry& e : entries) bytes += e.bytes;
+    disk_bytes_.store(bytes);
+    disk_entries_.store(entries.size());
+  }
+  return stats();
+}
+
+void KernelCache::evict() {
+  std::lock_guard lock(evict_mu_);
+  std::vector<DiskEntry> entries = scan(version_dir());
+  uint64_t bytes = 0;
+  for (const DiskEntry& e : entries) bytes += e.bytes;
+  const uint64_t target = max_bytes_ / 10 * 9;  // headroom, so not every write rescans
+  if (bytes > max_bytes_) {
+    std::sort(entries.begin(), entries.end(), [](const DiskEntry& a, const DiskEntry& b) { return a.used < b.used; });
+    size_t kept = entries.size();
+    for (const DiskEntry& e : entries) {
+      if (bytes <= target) break;
+      std::error_code ec;
+      // Gone already (another daemon evicted it) counts as evicted: the bytes are free either way.
+      const bool removed = std::filesystem::remove(e.path, ec);
+      if (ec) continue;
+      bytes -= e.bytes;
+      --kept;
+      if (removed) evictions_.fetch_add(1);
+    }
+    disk_entries_.store(kept);
+  } else {
+    disk_entries_.store(entries.size());
+  }
+  disk_bytes_.store(bytes);
+}
+
+std::vector<std::string> KernelCache::disk_keys() {
+  std::vector<std::string> keys;
+  if (dir_.empty()) return keys;
+  std::vector<DiskEntry> entries;
+  {
+    std::lock_guard lock(evict_mu_);
+    entries = scan(version_dir());
+  }
+  for (const DiskEntry& e : entries) {
+    std::string key = e.path.stem().string();
+    if (valid_key(key)) keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+std::optional<std::string> KernelCache::read_entry(const std::string& key) {
+  if (dir_.empty() || !valid_key(key)) return std::nullopt;
+  return read_disk(key, /*touch=*/false);
+}
+
+absl::Status KernelCache::for_each_entry(
+    const std::function<absl::Status(const std::string& key, const std::string& payload)>& visit) {
+  for (const std::string& key : disk_keys()) {
+    std::optional<std::string> payload = read_disk(key, /*touch=*/false);
+    if (!payload) continue;
+    if (absl::Status s = visit(key, *payload); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KernelCache::import_entry(const std::string& key, const std::string& payload,
+                                       std::string_view payload_sha256) {
+  if (dir_.empty()) return absl::FailedPreconditionError("the kernel cache is memory-only (no --cache-dir): nothing to import into");
+  if (!valid_key(key)) return absl::InvalidArgumentError("cache entry key is not 64 lowercase hex digits");
+  if (payload.empty()) return absl::InvalidArgumentError(absl::StrCat("cache entry ", key, ": empty payload"));
+  if (sha256_raw(payload) != payload_sha256)
+    return absl::InvalidArgumentError(absl::StrCat("cache entry ", key, ": payload does not match its sha256"));
+  std::error_code ec;
+  if (std::filesystem::exists(entry_path(key), ec)) return absl::OkStatus();
+  if (!write_disk(key, payload))
+    return absl::UnavailableError(absl::StrCat("cache entry ", key, ": cannot write to the cache directory"));
+  imported_.fetch_add(1);
+  return absl::OkStatus();
+}
 
 std::string KernelCache::key(std::string_view device, std::string_view compiler_identity, std::string_view source) {
   // Length-prefixed fields, so no two different triples can concatenate to the same bytes.
@@ -105,53 +263,47 @@ absl::StatusOr<KernelCache::Found> KernelCache::lookup_or_build(const std::strin
   if (!bytes.ok()) return bytes.status();
   auto program = load(*bytes);
   if (!program.ok()) return program.status();
-  if (!dir_.empty()) write_disk(key, *bytes);
+  if (!dir_.empty()) write_disk(key, *bytes);  // a failed write costs a recompile later
   return Found{*program, CacheResult::Miss};
 }
 
-std::optional<std::string> KernelCache::read_disk(const std::string& key) const {
+std::optional<std::string> KernelCache::read_disk(const std::string& key, bool touch) {
   std::filesystem::path path = entry_path(key);
   std::ifstream f(path, std::ios::binary);
   if (!f) return std::nullopt;
   std::stringstream ss;
   ss << f.rdbuf();
-  std::string data = ss.str();
-  auto discard = [&]() -> std::optional<std::string> {
+  std::optional<std::string> payload = decode_entry(ss.str(), raw_key(key));
+  if (!payload) {
     std::error_code ec;
-    std::filesystem::remove(path, ec);
+    if (std::filesystem::remove(path, ec)) discarded_.fetch_add(1);
     return std::nullopt;
-  };
-  if (data.size() < kHeaderSize || std::memcmp(data.data(), kMagic, 8) != 0) return discard();
-  uint32_t version;
-  uint64_t length;
-  std::memcpy(&version, data.data() + 8, 4);
-  std::memcpy(&length, data.data() + 48, 8);
-  if (version != kFormatVersion || data.compare(16, 32, raw_key(key)) != 0 || length != data.size() - kHeaderSize)
-    return discard();
-  std::string payload = data.substr(kHeaderSize);
-  if (data.compare(56, 32, sha256_raw(payload)) != 0) return discard();
+  }
+  // A hit makes the entry recently used for every daemon sharing the directory.
+  if (touch) utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
   return payload;
 }
 
-void KernelCache::write_disk(const std::string& key, const std::string& bytes) const {
+bool KernelCache::write_disk(const std::string& key, const std::string& bytes) {
   // Best effort: a full or read-only disk costs a recompile later, never a failed request.
   std::filesystem::path path = entry_path(key);
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
-  if (ec) return;
-  std::string header(kMagic, 8);
-  put_u32(header, kFormatVersion);
-  put_u32(header, 0);
-  header += raw_key(key);
-  put_u64(header, bytes.size());
-  header += sha256_raw(bytes);
+  if (ec) return false;
+  const std::string data = encode_entry(raw_key(key), bytes);
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   std::filesystem::path tmp = path.parent_path() / absl::StrCat(".", key, ".", getpid(), ".", rng(), ".tmp");
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  bool ok = write_all(fd, header) && write_all(fd, bytes) && fsync(fd) == 0;
+  if (fd < 0) return false;
+  bool ok = write_all(fd, data) && fsync(fd) == 0;
   ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) std::filesystem::remove(tmp, ec);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    std::filesystem::remove(tmp, ec);
+    return false;
+  }
+  disk_entries_.fetch_add(1);
+  if (disk_bytes_.fetch_add(data.size()) + data.size() > max_bytes_ && max_bytes_ > 0) evict();
+  return true;
 }
 
 }  // namespace polygrad

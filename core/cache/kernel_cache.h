@@ -7,14 +7,23 @@
 // to a unique temporary file in the same directory and are renamed into place, so concurrent
 // daemons on one directory never see a half-written entry; every load is verified, and a corrupt
 // or truncated entry is deleted and rebuilt. Concurrent requests for one key compile it once.
+//
+// Size cap: the disk tier is kept under `max_bytes` by evicting least recently used entries.
+// "Recently used" is the file's mtime, set when the entry is written and touched on every disk
+// hit, so several daemons sharing one directory agree on it without any shared lock; an entry
+// that vanishes under one daemon (another evicted it) is simply a miss.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <future>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/engine/engine.h"
@@ -27,10 +36,15 @@ class KernelCache {
   using Compile = std::function<absl::StatusOr<std::string>()>;
   using Load = std::function<absl::StatusOr<ProgramPtr>(const std::string& bytes)>;
 
-  // `dir` empty: memory only.
-  explicit KernelCache(std::filesystem::path dir);
+  static constexpr uint64_t kDefaultMaxBytes = uint64_t{1} << 30;
+
+  // `dir` empty: memory only. `max_bytes` caps the disk tier (0: no cap).
+  explicit KernelCache(std::filesystem::path dir, uint64_t max_bytes = kDefaultMaxBytes);
 
   static std::string key(std::string_view device, std::string_view compiler_identity, std::string_view source);
+  // True for what key() returns: 64 lowercase hex digits. Keys from outside (imports) must pass
+  // this before they name a file.
+  static bool valid_key(std::string_view key);
 
   struct Found {
     ProgramPtr program;
@@ -40,16 +54,58 @@ class KernelCache {
 
   std::filesystem::path entry_path(const std::string& key) const;
   size_t memory_entries() const;
+  bool persistent() const { return !dir_.empty(); }
+  const std::filesystem::path& dir() const { return dir_; }
+
+  struct Stats {
+    uint64_t disk_bytes = 0;    // entry files of this format version, as last counted
+    uint64_t disk_entries = 0;
+    uint64_t memory_entries = 0;
+    uint64_t max_bytes = 0;
+    uint64_t evictions = 0;     // entries this process removed to stay under the cap
+    uint64_t discarded = 0;     // corrupt or truncated entries this process found and removed
+    uint64_t imported = 0;
+  };
+  Stats stats() const;
+  // Counts the directory again (other daemons write to it too) and returns fresh stats.
+  Stats rescan();
+
+  // Keys of the entry files on disk now (unverified; an entry may vanish before it is read).
+  std::vector<std::string> disk_keys();
+  // The verified payload of a disk entry, or nullopt (absent, or corrupt and now removed).
+  // Reading does not count as a use for the LRU.
+  std::optional<std::string> read_entry(const std::string& key);
+
+  // Calls `visit` with the key and payload of every valid disk entry (corrupt ones are
+  // discarded and skipped). Stops at, and returns, the first error `visit` returns.
+  absl::Status for_each_entry(const std::function<absl::Status(const std::string& key,
+                                                               const std::string& payload)>& visit);
+  // Stores an entry from outside (a cache bundle) after checking the key's form and the payload
+  // against `payload_sha256` (32 raw bytes). INVALID_ARGUMENT naming the key when they do not
+  // match; FAILED_PRECONDITION for a memory-only cache. An existing entry is kept.
+  absl::Status import_entry(const std::string& key, const std::string& payload, std::string_view payload_sha256);
 
  private:
   absl::StatusOr<Found> lookup_or_build(const std::string& key, const Compile& compile, const Load& load);
-  std::optional<std::string> read_disk(const std::string& key) const;
-  void write_disk(const std::string& key, const std::string& bytes) const;
+  // `touch`: mark the entry recently used (a lookup does; an export must not reorder the LRU).
+  std::optional<std::string> read_disk(const std::string& key, bool touch = true);
+  bool write_disk(const std::string& key, const std::string& bytes);
+  // Removes least recently used entries until the directory is under 90% of the cap.
+  void evict();
+  std::filesystem::path version_dir() const;
 
   std::filesystem::path dir_;
+  const uint64_t max_bytes_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, ProgramPtr> memory_;
   std::unordered_map<std::string, std::shared_future<absl::StatusOr<Found>>> in_flight_;
+
+  std::mutex evict_mu_;  // one eviction scan at a time in this process
+  std::atomic<uint64_t> disk_bytes_{0};
+  std::atomic<uint64_t> disk_entries_{0};
+  std::atomic<uint64_t> evictions_{0};
+  std::atomic<uint64_t> discarded_{0};
+  std::atomic<uint64_t> imported_{0};
 };
 
 }  // namespace polygrad

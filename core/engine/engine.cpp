@@ -46,7 +46,7 @@ struct Engine::Impl {
   Impl(EngineOptions opts, CpuCompiler cc)
       : options(std::move(opts)),
         compiler(std::move(cc)),
-        cache(options.cache_dir),
+        cache(options.cache_dir, options.cache_max_bytes),
         pool(std::max(1u, options.threads ? options.threads : std::thread::hardware_concurrency()) - 1) {}
 
   EngineObserver* observer() const { return options.observer; }
@@ -105,6 +105,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
   if (!cc.ok()) return cc.status();
   return std::unique_ptr<Engine>(new Engine(std::make_unique<Impl>(std::move(options), std::move(*cc))));
 }
+
+KernelCache& Engine::kernel_cache() { return impl_->cache; }
 
 std::vector<DeviceInfo> Engine::devices() const {
   // CUDA is listed even when absent, saying why. Kernels render and compile for it, but the

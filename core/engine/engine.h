@@ -17,6 +17,8 @@
 
 namespace polygrad {
 
+class KernelCache;
+
 // Where a kernel-cache lookup was answered.
 enum class CacheResult { MemoryHit, DiskHit, Miss };
 
@@ -31,6 +33,7 @@ class EngineObserver {
 
 struct EngineOptions {
   std::filesystem::path cache_dir;  // kernel cache root; empty: memory cache only
+  uint64_t cache_max_bytes = uint64_t{1} << 30;  // disk tier cap, LRU-evicted; 0: no cap
   std::string compiler;             // C compiler executable; empty: clang, then gcc, then cc
   std::chrono::seconds compile_timeout{120};
   unsigned threads = 0;             // kernel worker threads; 0: hardware concurrency
@@ -81,6 +84,9 @@ class Engine {
   // (FAILED_PRECONDITION otherwise). An output that is itself bound returns that buffer.
   absl::StatusOr<RealizeResult> realize(const std::vector<UOpRef>& outputs, const Bindings& bound,
                                         const RealizeOptions& options = {});
+
+  // The kernel cache this engine compiles through: for stats, export, import and prewarm.
+  KernelCache& kernel_cache();
 
   struct Impl;
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/cache/kernel_cache.h"
+#include "core/cache/sha256.h"
 #include "core/runtime/cpu/compiler.h"
 
 namespace polygrad {
@@ -116,6 +117,115 @@ TEST_F(KernelCacheTest, KeysDependOnEveryPart) {
   EXPECT_NE(k, KernelCache::key("CPU", "cc 1", "src2"));
   EXPECT_NE(KernelCache::key("ab", "c", ""), KernelCache::key("a", "bc", ""));
   EXPECT_EQ(k.size(), 64u);
+}
+
+// A kernel source that differs by one constant: distinct keys, same size class.
+std::string variant_source(int i) {
+  return std::string(R"(#include <stdint.h>
+void pg_kernel(void** bufs, int64_t start, int64_t end) {
+  float* out = (float*)bufs[0];
+  for (int64_t i = start; i < end; i++) out[i] = (float)i * )") + std::to_string(i) + R"(.0f;
+})";
+}
+
+TEST_F(KernelCacheTest, DiskTierStaysUnderTheCapEvictingLeastRecentlyUsed) {
+  // Measure one entry, then cap the cache at a little over three of them.
+  std::string k0 = KernelCache::key("CPU", compiler_->identity(), variant_source(0));
+  auto build = [&](KernelCache& c, int i) {
+    std::string src = variant_source(i);
+    return c.get_or_build(KernelCache::key("CPU", compiler_->identity(), src),
+                          [&] { return compiler_->compile(src); }, CpuCompiler::load);
+  };
+  uint64_t entry_bytes;
+  {
+    KernelCache probe(dir_, 0);
+    ASSERT_TRUE(build(probe, 0).ok());
+    entry_bytes = std::filesystem::file_size(probe.entry_path(k0));
+    EXPECT_EQ(probe.stats().disk_entries, 1u);
+    EXPECT_EQ(probe.stats().disk_bytes, entry_bytes);
+  }
+  const uint64_t cap = entry_bytes * 3 + entry_bytes / 2;
+  KernelCache cache(dir_, cap);
+  EXPECT_EQ(cache.stats().disk_entries, 1u);  // counted at start
+  // Entry 0 is the oldest; make its mtime clearly older, then use it (a disk hit touches it).
+  std::filesystem::last_write_time(cache.entry_path(k0), std::filesystem::file_time_type::clock::now() -
+                                                             std::chrono::hours(1));
+  for (int i = 1; i <= 2; ++i) ASSERT_TRUE(build(cache, i).ok());
+  auto older = std::filesystem::file_time_type::clock::now() - std::chrono::minutes(30);
+  for (int i = 1; i <= 2; ++i)
+    std::filesystem::last_write_time(cache.entry_path(KernelCache::key("CPU", compiler_->identity(), variant_source(i))),
+                                     older - std::chrono::minutes(i));
+  KernelCache reader(dir_, cap);
+  EXPECT_EQ(build(reader, 0)->result, CacheResult::DiskHit);  // touches entry 0: now the newest
+  // Entries 3 and 4 push the directory over the cap: the least recently used (2, then 1) go.
+  ASSERT_TRUE(build(cache, 3).ok());
+  ASSERT_TRUE(build(cache, 4).ok());
+  KernelCache::Stats s = cache.rescan();
+  EXPECT_LE(s.disk_bytes, cap);
+  EXPECT_GE(s.evictions, 1u);
+  EXPECT_TRUE(std::filesystem::exists(cache.entry_path(k0)));
+  EXPECT_FALSE(std::filesystem::exists(
+      cache.entry_path(KernelCache::key("CPU", compiler_->identity(), variant_source(2)))));
+  EXPECT_TRUE(std::filesystem::exists(
+      cache.entry_path(KernelCache::key("CPU", compiler_->identity(), variant_source(4)))));
+}
+
+TEST_F(KernelCacheTest, EntryVanishingUnderTheCacheIsAMissNotAnError) {
+  std::string key = KernelCache::key("CPU", compiler_->identity(), kSource);
+  KernelCache(dir_).get_or_build(key, compile(), CpuCompiler::load).IgnoreError();
+  KernelCache cache(dir_);
+  std::filesystem::remove_all(dir_);  // another daemon (or an operator) emptied the directory
+  auto r = cache.get_or_build(key, compile(), CpuCompiler::load);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->result, CacheResult::Miss);
+  EXPECT_TRUE(std::filesystem::exists(cache.entry_path(key)));  // rewritten
+}
+
+TEST_F(KernelCacheTest, ExportThenImportIntoAnotherDirectoryServesFromDisk) {
+  std::string key = KernelCache::key("CPU", compiler_->identity(), kSource);
+  KernelCache source(dir_);
+  ASSERT_TRUE(source.get_or_build(key, compile(), CpuCompiler::load).ok());
+  const auto old_time = std::filesystem::file_time_type::clock::now() - std::chrono::hours(2);
+  std::filesystem::last_write_time(source.entry_path(key), old_time);
+  std::vector<std::pair<std::string, std::string>> bundle;
+  ASSERT_TRUE(source.for_each_entry([&](const std::string& k, const std::string& payload) {
+    bundle.emplace_back(k, payload);
+    return absl::OkStatus();
+  }).ok());
+  ASSERT_EQ(bundle.size(), 1u);
+  EXPECT_EQ(bundle[0].first, key);
+  EXPECT_EQ(std::filesystem::last_write_time(source.entry_path(key)), old_time);  // exporting is not a use
+
+  std::filesystem::path other = dir_ / "other";
+  KernelCache target(other);
+  // Tampered payloads and malformed keys are refused before anything is written.
+  std::string tampered = bundle[0].second;
+  tampered[tampered.size() / 2] ^= 1;
+  EXPECT_EQ(target.import_entry(key, tampered, sha256_raw(bundle[0].second)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(target.import_entry("../../etc/passwd", bundle[0].second, sha256_raw(bundle[0].second)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(target.import_entry(std::string(64, 'A'), bundle[0].second, sha256_raw(bundle[0].second)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(target.entry_path(key)));
+  ASSERT_TRUE(target.import_entry(key, bundle[0].second, sha256_raw(bundle[0].second)).ok());
+  EXPECT_EQ(target.stats().imported, 1u);
+  auto r = target.get_or_build(key, compile(), CpuCompiler::load);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->result, CacheResult::DiskHit);
+  expect_runs(r->program);
+  EXPECT_EQ(compiles_, 1);
+  EXPECT_EQ(KernelCache(std::filesystem::path()).import_entry(key, bundle[0].second, sha256_raw(bundle[0].second)).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(KernelCacheTest, CorruptEntryIsCountedAsDiscarded) {
+  std::string key = KernelCache::key("CPU", compiler_->identity(), kSource);
+  KernelCache(dir_).get_or_build(key, compile(), CpuCompiler::load).IgnoreError();
+  KernelCache cache(dir_);
+  std::filesystem::resize_file(cache.entry_path(key), 10);
+  ASSERT_TRUE(cache.get_or_build(key, compile(), CpuCompiler::load).ok());
+  EXPECT_EQ(cache.stats().discarded, 1u);
 }
 
 TEST(CpuCompiler, CompileErrorsAreReportedNotThrown) {

@@ -10,6 +10,8 @@ One process holds one Connection with one session; everything is closed at exit.
 from __future__ import annotations
 
 import atexit
+import hashlib
+import mmap
 import os
 import shutil
 import signal
@@ -28,6 +30,14 @@ from .errors import PolygradConnectionError, PolygradError, from_rpc_error
 CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_INLINE_BYTES = 1 << 20
 KEEPALIVE_SECONDS = 60.0
+# At least this many bytes go through shared memory on a Unix socket (POLYGRAD_SHM=0: never),
+# and through content-addressed blobs elsewhere (POLYGRAD_BLOB_MIN_BYTES; 0: never), so weights
+# cross the network once per daemon.
+SHM_MIN_BYTES = 4 << 20
+# A shared-memory staging region up to this size stays mapped between transfers, so its pages
+# are allocated once (POLYGRAD_SHM_KEEP_BYTES); larger ones are freed after each transfer.
+SHM_KEEP_BYTES = 256 << 20
+BLOB_MIN_BYTES = 16 << 20
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
@@ -117,6 +127,10 @@ def _set_parent_death_signal() -> None:  # runs in the child between fork and ex
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: the daemon dies with its parent
   except Exception:
     pass
+
+
+class _ShmUnavailable(Exception):
+  """The daemon does not offer shared memory to this client: use the streams."""
 
 
 class EmbeddedDaemon:
@@ -210,6 +224,11 @@ class Connection:
       self.session_id = self._call("CreateSession", self.stub.CreateSession,
                                    pb.CreateSessionRequest()).session_id
       self.pid = os.getpid()
+      self.use_shm = address.startswith("unix:") and os.environ.get("POLYGRAD_SHM", "1") != "0"
+      self.blob_min_bytes = int(_timeout_env("POLYGRAD_BLOB_MIN_BYTES", BLOB_MIN_BYTES))
+      self.shm_keep_bytes = int(_timeout_env("POLYGRAD_SHM_KEEP_BYTES", SHM_KEEP_BYTES))
+      self._staging = None  # (region id, bytes, mmap): the reused shared-memory region
+      self._staging_lock = threading.Lock()
       self._stop = threading.Event()
       self._keepalive = None
       interval = _timeout_env("POLYGRAD_KEEPALIVE", KEEPALIVE_SECONDS)
@@ -294,7 +313,19 @@ class Connection:
     self._call("Release", self.stub.Release, req)
 
   def upload(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
-    """Send `data` in chunks (header in the first); returns the new handle."""
+    """Send `data` in chunks (header in the first); returns the new handle. Large tensors go
+    through shared memory on a Unix socket, or as a content-addressed blob elsewhere."""
+    total = len(data)
+    if self.use_shm and total >= SHM_MIN_BYTES:
+      handle = self._shm_fallback(lambda: self.upload_shm(wire_dtype, shape, data))
+      if handle is not None:
+        return handle
+    elif not self.use_shm and self.blob_min_bytes and total >= self.blob_min_bytes:
+      return self.upload_once(wire_dtype, shape, data)
+    return self.upload_stream(wire_dtype, shape, data)
+
+  def upload_stream(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
+    """Upload by the chunked stream only."""
     pb = self._pb
     chunk = self.chunk_bytes
     total = len(data)
@@ -317,7 +348,16 @@ class Connection:
     return int(resp.handle)
 
   def download(self, handle: int) -> Tuple[int, Tuple[int, ...], bytes]:
-    """Fetch a buffer by handle: (wire dtype, shape, bytes)."""
+    """Fetch a buffer by handle: (wire dtype, shape, bytes); through shared memory on a Unix
+    socket (any size: the daemon knows it, the client does not yet)."""
+    if self.use_shm:
+      r = self._shm_fallback(lambda: self.download_shm(handle))
+      if r is not None:
+        return r
+    return self.download_stream(handle)
+
+  def download_stream(self, handle: int) -> Tuple[int, Tuple[int, ...], bytes]:
+    """Download by the chunked stream only."""
     pb = self._pb
     req = pb.DownloadRequest(session_id=self.session_id, handle=handle, chunk_bytes=0)
     buf = bytearray()
@@ -335,10 +375,137 @@ class Connection:
       raise from_rpc_error(e, "Download", self.address) from None
     return dtype, shape or (), bytes(buf)
 
+  # --- Shared memory (Unix socket) and content-addressed blobs ---------------------------------
+
+  def _shm_fallback(self, fn):
+    """fn(), or None after turning shared memory off when the daemon cannot offer it here
+    (another host's socket, an older daemon, or /proc/<pid>/fd not openable by this user)."""
+    try:
+      return fn()
+    except (OSError, _ShmUnavailable):
+      self.use_shm = False
+      return None
+
+  def _map(self, region) -> mmap.mmap:
+    try:
+      fd = os.open(region.path, os.O_RDWR)
+    except OSError as e:
+      self._call("FreeSharedMemory", self.stub.FreeSharedMemory,
+                 self._pb.FreeSharedMemoryRequest(session_id=self.session_id, region=region.region))
+      raise _ShmUnavailable(str(e)) from e
+    try:
+      # Populating at map time takes the page faults in one go rather than one per 4 KiB.
+      return mmap.mmap(fd, max(1, region.bytes), flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+    finally:
+      os.close(fd)
+
+  def _shm_call(self, what: str, fn, request):
+    try:
+      return fn(request)
+    except grpc.RpcError as e:
+      if e.code() in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.FAILED_PRECONDITION):
+        raise _ShmUnavailable(e.details()) from None
+      raise from_rpc_error(e, what, self.address) from None
+
+  def _adopt_staging(self, region, size: int) -> mmap.mmap:
+    """Makes `region` the staging region (freeing the previous one) and returns its mapping."""
+    self._drop_staging()
+    mm = self._map(region)
+    self._staging = (int(region.region), size, mm)
+    return mm
+
+  def _drop_staging(self) -> None:
+    staging, self._staging = self._staging, None
+    if staging is None:
+      return
+    staging[2].close()
+    try:
+      self._call("FreeSharedMemory", self.stub.FreeSharedMemory,
+                 self._pb.FreeSharedMemoryRequest(session_id=self.session_id, region=staging[0]))
+    except PolygradError:
+      pass  # the region goes with the session anyway
+
+  def _trim_staging(self) -> None:
+    if self._staging is not None and self._staging[1] > self.shm_keep_bytes:
+      self._drop_staging()
+
+  def upload_shm(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
+    """Upload through the staging region of the daemon: one copy in, one copy into the buffer."""
+    pb = self._pb
+    total = len(data)
+    with self._staging_lock:
+      if self._staging is None or self._staging[1] < total:
+        region = self._shm_call("CreateSharedMemory", self.stub.CreateSharedMemory,
+                                pb.CreateSharedMemoryRequest(session_id=self.session_id, bytes=max(1, total)))
+        self._adopt_staging(region, max(1, total))
+      region_id, _, mm = self._staging
+      mm[:total] = data
+      r = self._call("CommitSharedMemory", self.stub.CommitSharedMemory,
+                     pb.CommitSharedMemoryRequest(session_id=self.session_id, region=region_id, dtype=wire_dtype,
+                                                  shape=list(shape)))
+      self._trim_staging()
+    return int(r.handle)
+
+  def download_shm(self, handle: int) -> Tuple[int, Tuple[int, ...], bytes]:
+    """Download through the staging region (the daemon answers with a new one when it is too small)."""
+    pb = self._pb
+    with self._staging_lock:
+      staging_id = self._staging[0] if self._staging is not None else 0
+      region = self._shm_call("ReadSharedMemory", self.stub.ReadSharedMemory,
+                              pb.ReadSharedMemoryRequest(session_id=self.session_id, handle=handle, region=staging_id))
+      if region.region == staging_id:
+        mm = self._staging[2]
+      else:
+        mm = self._adopt_staging(region, max(1, region.bytes))
+      data = mm[:region.bytes]
+      self._trim_staging()
+    return region.dtype, tuple(region.shape), data
+
+  def has_blobs(self, hashes: Sequence[str]) -> List[bool]:
+    r = self._call("HasBlobs", self.stub.HasBlobs, self._pb.HasBlobsRequest(sha256=list(hashes)))
+    return list(r.present)
+
+  def upload_blob(self, data: memoryview, sha256: Optional[str] = None) -> str:
+    """Stores `data` on the daemon under its sha256 (sent whole even if present); returns the hash."""
+    pb = self._pb
+    sha256 = sha256 or hashlib.sha256(data).hexdigest()
+    total = len(data)
+
+    def chunks() -> Iterator:
+      first = True
+      for off in range(0, max(total, 1), self.chunk_bytes):
+        msg = pb.BlobChunk(data=bytes(data[off:off + self.chunk_bytes]))
+        if first:
+          msg.sha256, msg.size, first = sha256, total, False
+        yield msg
+
+    self._call("UploadBlob", self.stub.UploadBlob, chunks())
+    return sha256
+
+  def upload_once(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
+    """A buffer of `data` whose bytes cross the wire only when the daemon has not seen them
+    (by sha256) since it started; returns the handle."""
+    sha256 = hashlib.sha256(data).hexdigest()
+    for attempt in range(2):
+      if attempt or not self.has_blobs([sha256])[0]:
+        self.upload_blob(data, sha256)
+      try:
+        r = self.stub.BufferFromBlob(self._pb.BufferFromBlobRequest(
+            session_id=self.session_id, sha256=sha256, dtype=wire_dtype, shape=list(shape)))
+        return int(r.handle)
+      except grpc.RpcError as e:
+        # Evicted between HasBlobs and BufferFromBlob (the daemon's blob memory is capped): once more.
+        if e.code() != grpc.StatusCode.NOT_FOUND or attempt:
+          raise from_rpc_error(e, "BufferFromBlob", self.address) from None
+    raise AssertionError("unreachable")
+
   def close(self) -> None:
     self._stop.set()
     if os.getpid() != self.pid:
       return  # a forked child shares nothing usable with the parent's session or daemon
+    if self._staging is not None:
+      self._staging[2].close()  # the daemon frees the region with the session
+      self._staging = None
     try:
       if self.session_id:
         self._call("CloseSession", self.stub.CloseSession,
