@@ -15,7 +15,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/auth.h"
+#include "server/request_id.h"
 #include "server/service.h"
+#include "server/status.h"
+#include "server/tls.h"
 
 #ifndef POLYGRAD_VERSION
 #define POLYGRAD_VERSION "0.0.0-dev"
@@ -86,30 +90,28 @@ absl::Status Server::init() {
   if (!engine.ok()) return absl::Status(engine.status().code(), absl::StrCat("engine: ", engine.status().message()));
   engine_ = *std::move(engine);
 
+  quotas_ = std::make_unique<Quotas>(options_.limits,
+                                     [this](std::string_view limit) { metrics_->add_quota_rejection(limit); });
   sessions_ = std::make_unique<SessionManager>(
       *engine_, options_.limits, options_.session_idle_timeout, options_.reaper_interval,
       [this](const std::string& id, std::string_view reason) {
         logger_.info("session closed", {{"session", id}, {"reason", std::string(reason)}});
-      });
+      },
+      quotas_.get());
   metrics_->set_live_source([this] {
     return LiveCounts{sessions_->live(), sessions_->created_total(), sessions_->closed_total()};
   });
   pool_ = std::make_unique<WorkerPool>(options_.workers);
   service_ = std::make_unique<PolygradService>(ServiceDeps{*engine_, *sessions_, *metrics_, logger_, *pool_,
-                                                           options_.limits, std::string(version()), stopping_});
+                                                           options_.limits, std::string(version()), stopping_,
+                                                           quotas_.get()});
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_message_bytes));
   builder.RegisterService(service_.get());
-  if (!options_.listen.empty()) {
-    builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
-  }
-  if (!options_.unix_socket.empty()) {
-    if (absl::Status s = prepare_unix_socket(options_.unix_socket); !s.ok()) return s;
-    builder.AddListeningPort("unix:" + options_.unix_socket, grpc::InsecureServerCredentials());
-  }
+  if (absl::Status s = listen(builder); !s.ok()) return s;
   grpc_ = builder.BuildAndStart();
   if (!grpc_) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ",
@@ -133,6 +135,9 @@ absl::Status Server::init() {
     if (absl::Status s = metrics_->serve(options_.metrics_listen); !s.ok()) return s;
   }
   logger_.info("listening", {{"grpc", tcp_address()},
+                             {"tls", !options_.security.tls() ? "off"
+                                     : options_.security.tls_client_ca.empty() ? "on" : "mtls"},
+                             {"auth", options_.security.tokens_file.empty() ? "off" : "tokens"},
                              {"unix", options_.unix_socket},
                              {"metrics", options_.metrics_listen.empty()
                                              ? std::string()
@@ -143,6 +148,34 @@ absl::Status Server::init() {
   // One line per device, so an operator sees at start why a device is not used.
   for (const DeviceInfo& d : engine_->devices())
     logger_.info("device", {{"name", d.name}, {"available", d.available ? "true" : "false"}, {"detail", d.detail}});
+  return absl::OkStatus();
+}
+
+absl::Status Server::listen(grpc::ServerBuilder& builder) {
+  std::shared_ptr<TokenAuthProcessor> processor;
+  if (!options_.security.tokens_file.empty()) {
+    absl::StatusOr<TokenTable> tokens = TokenTable::load(options_.security.tokens_file);
+    if (!tokens.ok()) return absl::Status(tokens.status().code(), absl::StrCat("--tokens-file: ", tokens.status().message()));
+    logger_.info("tokens loaded", {{"file", options_.security.tokens_file.string()},
+                                   {"tokens", absl::StrCat(tokens->size())}});
+    processor = std::make_shared<TokenAuthProcessor>(
+        std::make_shared<const TokenTable>(*std::move(tokens)), [this](grpc::StatusCode code, std::string_view path) {
+          const auto c = static_cast<absl::StatusCode>(code);
+          metrics_->add_auth_rejection(c);
+          logger_.warning("request refused", {{"method", std::string(path)}, {"code", code_name(c)}});
+        });
+  }
+  absl::StatusOr<ListenerCredentials> creds = make_listener_credentials(options_, processor);
+  if (!creds.ok()) return creds.status();
+  // One request id per call, for every service (the admin and health ones included).
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<RequestIdInterceptorFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  if (!options_.listen.empty()) builder.AddListeningPort(options_.listen, creds->tcp, &port_);
+  if (!options_.unix_socket.empty()) {
+    if (absl::Status s = prepare_unix_socket(options_.unix_socket); !s.ok()) return s;
+    builder.AddListeningPort("unix:" + options_.unix_socket, creds->unix);
+  }
   return absl::OkStatus();
 }
 
@@ -178,6 +211,7 @@ Server::~Server() {
   grpc_.reset();
   service_.reset();
   sessions_.reset();
+  quotas_.reset();
   engine_.reset();
 }
 

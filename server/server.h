@@ -12,11 +12,13 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/quota.h"
 #include "server/session.h"
 #include "server/worker_pool.h"
 
 namespace grpc {
 class Server;
+class ServerBuilder;
 }
 
 namespace polygrad::server {
@@ -46,16 +48,19 @@ class Server {
   SessionManager& sessions() { return *sessions_; }
   Metrics& metrics() { return *metrics_; }
   Engine& engine() { return *engine_; }
+  Quotas& quotas() { return *quotas_; }
   const Logger& logger() const { return logger_; }
 
  private:
   explicit Server(ServerOptions options);
   absl::Status init();
+  absl::Status listen(grpc::ServerBuilder& builder);  // credentials and ports for every listener
 
   ServerOptions options_;
   Logger logger_;
   std::unique_ptr<Metrics> metrics_;       // the engine's observer: outlives the engine
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Quotas> quotas_;          // before sessions_: sessions refund it when they close
   std::unique_ptr<SessionManager> sessions_;
   std::unique_ptr<WorkerPool> pool_;
   std::atomic<bool> stopping_{false};
