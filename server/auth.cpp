@@ -90,8 +90,8 @@ bool is_admin_method(std::string_view path) { return absl::StartsWith(av(path), 
 TokenAuthProcessor::TokenAuthProcessor(std::shared_ptr<const TokenTable> tokens, RejectCallback on_reject)
     : tokens_(std::move(tokens)), on_reject_(std::move(on_reject)) {}
 
-grpc::Status TokenAuthProcessor::Process(const InputMetadata& md, grpc::AuthContext* context,
-                                         OutputMetadata* consumed, OutputMetadata*) {
+grpc::Status TokenAuthProcessor::Process(const InputMetadata& md, grpc::AuthContext*, OutputMetadata*,
+                                         OutputMetadata*) {
   std::string path;
   if (auto it = md.find(":path"); it != md.end()) path.assign(it->second.data(), it->second.size());
   if (is_public_method(path)) return grpc::Status::OK;
@@ -106,7 +106,7 @@ grpc::Status TokenAuthProcessor::Process(const InputMetadata& md, grpc::AuthCont
   }
   std::string_view value(it->second.data(), it->second.size());
   constexpr std::string_view kBearer = "Bearer ";
-  if (value.size() <= kBearer.size() || !absl::EqualsIgnoreCase(av(value.substr(0, kBearer.size())), av(kBearer))) {
+  if (value.size() <= kBearer.size() || value.substr(0, kBearer.size()) != kBearer) {
     return reject(grpc::StatusCode::UNAUTHENTICATED, "the authorization metadata must be \"Bearer <token>\"");
   }
   const Principal* p = tokens_->find(value.substr(kBearer.size()));
@@ -115,17 +115,50 @@ grpc::Status TokenAuthProcessor::Process(const InputMetadata& md, grpc::AuthCont
     return reject(grpc::StatusCode::PERMISSION_DENIED,
                   absl::StrCat(path, " needs an admin token; tenant ", p->tenant, "'s token is not one"));
   }
-  context->AddProperty(kTenantProperty, p->tenant);
-  consumed->insert(std::make_pair(std::string(it->first.data(), it->first.size()),
-                                  std::string(it->second.data(), it->second.size())));
+  // The token stays in the metadata (not "consumed"): TenantInterceptor reads it again.
   return grpc::Status::OK;
 }
 
+namespace {
+
+class TenantInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit TenantInterceptor(const TokenTable* tokens) : tokens_(tokens) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+      if (auto* md = methods->GetRecvInitialMetadata(); md != nullptr) {
+        md->erase(kTenantKey);
+        if (tokens_ != nullptr) {
+          if (auto it = md->find("authorization"); it != md->end()) {
+            std::string_view value(it->second.data(), it->second.size());
+            constexpr std::string_view kBearer = "Bearer ";
+            const Principal* p = value.size() > kBearer.size() ? tokens_->find(value.substr(kBearer.size())) : nullptr;
+            if (p != nullptr) tenant_ = p->tenant;
+          }
+          md->emplace(grpc::string_ref(kTenantKey), grpc::string_ref(tenant_));
+        }
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const TokenTable* tokens_;
+  std::string tenant_;  // outlives the metadata view that points into it: one per call
+};
+
+}  // namespace
+
+grpc::experimental::Interceptor* TenantInterceptorFactory::CreateServerInterceptor(
+    grpc::experimental::ServerRpcInfo*) {
+  return new TenantInterceptor(tokens_.get());
+}
+
 std::string tenant_of(const grpc::ServerContextBase& ctx) {
-  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
-  if (!auth) return {};
-  std::vector<grpc::string_ref> v = auth->FindPropertyValues(kTenantProperty);
-  return v.empty() ? std::string() : std::string(v.front().data(), v.front().size());
+  const auto& md = ctx.client_metadata();
+  auto it = md.find(kTenantKey);
+  return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
 }
 
 }  // namespace polygrad::server

@@ -15,6 +15,7 @@
 
 #include <grpcpp/security/auth_metadata_processor.h>
 #include <grpcpp/server_context.h>
+#include <grpcpp/support/server_interceptor.h>
 
 #include "absl/status/statusor.h"
 
@@ -48,12 +49,13 @@ bool is_public_method(std::string_view path);
 // True for "/polygrad.v1.PolygradAdmin/<method>".
 bool is_admin_method(std::string_view path);
 
-// The auth-context property that carries the caller's tenant to the handlers.
-inline constexpr const char* kTenantProperty = "polygrad.tenant";
+// The metadata key under which TenantInterceptor hands the caller's tenant to the handlers.
+// (Not the AuthContext: gRPC shares one AuthContext by connection, and one connection may carry
+// calls with different tokens.)
+inline constexpr const char* kTenantKey = "polygrad-tenant";
 
 // Rejects a call before it reaches a handler: no or unknown token → UNAUTHENTICATED, a
-// non-admin token on an admin method → PERMISSION_DENIED. On success the tenant is recorded in
-// the call's AuthContext (read it with tenant_of).
+// non-admin token on an admin method → PERMISSION_DENIED.
 class TokenAuthProcessor final : public grpc::AuthMetadataProcessor {
  public:
   // `on_reject(code_name, path)` is called for every refused call (metrics and logs).
@@ -67,6 +69,18 @@ class TokenAuthProcessor final : public grpc::AuthMetadataProcessor {
  private:
   std::shared_ptr<const TokenTable> tokens_;
   RejectCallback on_reject_;
+};
+
+// Sets kTenantKey in every call's metadata to the tenant of its (already verified) token, after
+// removing whatever the client sent under that key. Registered with or without a tokens file
+// (tokens null): a client can never choose its tenant.
+class TenantInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit TenantInterceptorFactory(std::shared_ptr<const TokenTable> tokens) : tokens_(std::move(tokens)) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override;
+
+ private:
+  std::shared_ptr<const TokenTable> tokens_;
 };
 
 // The tenant of a call: the token's tenant, or "" when the daemon runs without a tokens file

@@ -153,13 +153,14 @@ absl::Status Server::init() {
 
 absl::Status Server::listen(grpc::ServerBuilder& builder) {
   std::shared_ptr<TokenAuthProcessor> processor;
+  std::shared_ptr<const TokenTable> table;
   if (!options_.security.tokens_file.empty()) {
     absl::StatusOr<TokenTable> tokens = TokenTable::load(options_.security.tokens_file);
     if (!tokens.ok()) return absl::Status(tokens.status().code(), absl::StrCat("--tokens-file: ", tokens.status().message()));
     logger_.info("tokens loaded", {{"file", options_.security.tokens_file.string()},
                                    {"tokens", absl::StrCat(tokens->size())}});
-    processor = std::make_shared<TokenAuthProcessor>(
-        std::make_shared<const TokenTable>(*std::move(tokens)), [this](grpc::StatusCode code, std::string_view path) {
+    table = std::make_shared<const TokenTable>(*std::move(tokens));
+    processor = std::make_shared<TokenAuthProcessor>(table, [this](grpc::StatusCode code, std::string_view path) {
           const auto c = static_cast<absl::StatusCode>(code);
           metrics_->add_auth_rejection(c);
           logger_.warning("request refused", {{"method", std::string(path)}, {"code", code_name(c)}});
@@ -167,9 +168,10 @@ absl::Status Server::listen(grpc::ServerBuilder& builder) {
   }
   absl::StatusOr<ListenerCredentials> creds = make_listener_credentials(options_, processor);
   if (!creds.ok()) return creds.status();
-  // One request id per call, for every service (the admin and health ones included).
+  // A request id and the caller's tenant for every call, of every service.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<RequestIdInterceptorFactory>());
+  interceptors.push_back(std::make_unique<TenantInterceptorFactory>(std::move(table)));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   if (!options_.listen.empty()) builder.AddListeningPort(options_.listen, creds->tcp, &port_);
   if (!options_.unix_socket.empty()) {
