@@ -110,6 +110,11 @@ class Quotas {
   // The longest src chain of the graphs rooted at `roots` must stay within max_graph_depth.
   absl::Status check_depth(const std::vector<UOpRef>& roots) const;
 
+  // Counts a refusal of `limit` made elsewhere (e.g. max_sessions).
+  void count_rejection(std::string_view limit) const {
+    if (on_reject_) on_reject_(limit);
+  }
+
   // Counts a refusal of `limit` and builds its error: "<what> limit <limit> exceeded: <detail>".
   absl::Status reject(std::string_view limit, std::string_view what, uint64_t value, std::string_view detail) const;
 

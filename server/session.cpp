@@ -401,6 +401,7 @@ SessionManager::~SessionManager() {
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::create(std::string_view tenant) {
   std::lock_guard lock(mu_);
   if (sessions_.size() >= limits_.max_sessions) {
+    if (quotas_ != nullptr) quotas_->count_rejection("sessions");
     return absl::ResourceExhaustedError(
         absl::StrCat("too many sessions: max_sessions (", limits_.max_sessions, ") are open"));
   }

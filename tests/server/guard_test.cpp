@@ -586,6 +586,23 @@ TEST_F(GuardTest, GraphDepthLimit) {
   EXPECT_EQ(quota_count(*server_, "graph_depth"), "1");
 }
 
+// The depth walk is iterative: a graph far deeper than any stack frame budget is refused cleanly.
+TEST_F(GuardTest, VeryDeepGraphIsRefusedNotACrash) {
+  ServerOptions o = options();
+  o.limits.max_graph_depth = 1000;
+  start(std::move(o));
+  std::string id;
+  ASSERT_TRUE(create(kAlice, &id).ok());
+  std::vector<v1::Node> nodes = {float_const(1, 1.0, {4})};
+  for (uint64_t i = 2; i <= 50000; ++i) nodes.push_back(op(i, v1::NEG, {i - 1}));
+  v1::RealizeResponse rr;
+  grpc::Status s = realize(kAlice, id, nodes, {50000}, &rr);
+  EXPECT_CODE(s, RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("graph depth limit 1000 exceeded"), std::string::npos) << s.error_message();
+  std::string more;
+  EXPECT_TRUE(create(kAlice, &more).ok());  // still serving
+}
+
 TEST_F(GuardTest, RequestsInFlightLimit) {
   ServerOptions o = options();
   o.limits.max_requests_in_flight = 1;
