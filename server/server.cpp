@@ -156,15 +156,17 @@ absl::Status Server::listen(grpc::ServerBuilder& builder) {
   std::shared_ptr<const TokenTable> table;
   if (!options_.security.tokens_file.empty()) {
     absl::StatusOr<TokenTable> tokens = TokenTable::load(options_.security.tokens_file);
-    if (!tokens.ok()) return absl::Status(tokens.status().code(), absl::StrCat("--tokens-file: ", tokens.status().message()));
+    if (!tokens.ok()) {
+      return absl::Status(tokens.status().code(), absl::StrCat("--tokens-file: ", tokens.status().message()));
+    }
     logger_.info("tokens loaded", {{"file", options_.security.tokens_file.string()},
                                    {"tokens", absl::StrCat(tokens->size())}});
     table = std::make_shared<const TokenTable>(*std::move(tokens));
     processor = std::make_shared<TokenAuthProcessor>(table, [this](grpc::StatusCode code, std::string_view path) {
-          const auto c = static_cast<absl::StatusCode>(code);
-          metrics_->add_auth_rejection(c);
-          logger_.warning("request refused", {{"method", std::string(path)}, {"code", code_name(c)}});
-        });
+      const auto c = static_cast<absl::StatusCode>(code);
+      metrics_->add_auth_rejection(c);
+      logger_.warning("request refused", {{"method", std::string(path)}, {"code", code_name(c)}});
+    });
   }
   absl::StatusOr<ListenerCredentials> creds = make_listener_credentials(options_, processor);
   if (!creds.ok()) return creds.status();

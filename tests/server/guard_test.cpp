@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <map>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -208,6 +209,63 @@ TEST(TokenTableTest, ParsesEntriesAndNamesBadLines) {
   EXPECT_TRUE(is_admin_method("/polygrad.v1.PolygradAdmin/Prewarm"));
   EXPECT_FALSE(is_admin_method("/polygrad.v1.Polygrad/Realize"));
   EXPECT_FALSE(is_admin_method("/polygrad.v1.PolygradAdministrator/X"));
+}
+
+// ---- quota bookkeeping ----------------------------------------------------------------------
+
+// Random holds and drops of a few shared buffers against a model: each buffer counts once while
+// any reference remains, the tenant sees the sum of its sessions, and clearing refunds all.
+TEST(HeldBuffersTest, CountsEachBufferOnceAgainstAModel) {
+  Limits limits;
+  Quotas quotas(limits, nullptr);
+  std::shared_ptr<Usage> tenant = quotas.tenant("t");
+  std::mt19937 rng(7);
+  std::vector<BufferPtr> buffers;
+  for (int i = 0; i < 6; ++i) buffers.push_back(Buffer::allocate_host(DType::Float32, {static_cast<int64_t>(i + 1)}));
+  HeldBuffers a(&quotas, tenant), b(&quotas, tenant);
+  std::map<const Buffer*, int> model_a, model_b;
+  auto expect = [&](const std::map<const Buffer*, int>& m, const HeldBuffers& h) {
+    uint64_t n = 0, bytes = 0;
+    for (const auto& [buf, refs] : m) {
+      if (refs > 0) ++n, bytes += buf->nbytes();
+    }
+    EXPECT_EQ(h.buffers(), n);
+    EXPECT_EQ(h.bytes(), bytes);
+  };
+  for (int step = 0; step < 2000; ++step) {
+    const bool first = rng() % 2 == 0;
+    HeldBuffers& h = first ? a : b;
+    auto& m = first ? model_a : model_b;
+    const BufferPtr& buf = buffers[rng() % buffers.size()];
+    if (rng() % 2 == 0) {
+      h.hold(buf);
+      ++m[buf.get()];
+    } else if (m[buf.get()] > 0) {
+      h.drop(buf.get());
+      --m[buf.get()];
+    }
+    expect(model_a, a);
+    expect(model_b, b);
+    ASSERT_EQ(tenant->bytes.load(), a.bytes() + b.bytes());
+    ASSERT_EQ(tenant->buffers.load(), a.buffers() + b.buffers());
+  }
+  const uint64_t held = a.bytes();
+  {
+    // A reservation counts only buffers not held yet (each once), and gives its room back when it goes.
+    std::vector<BufferPtr> twice = buffers;
+    twice.insert(twice.end(), buffers.begin(), buffers.end());
+    uint64_t new_bytes = 0;
+    for (const BufferPtr& buf : buffers) new_bytes += model_a[buf.get()] > 0 ? 0 : buf->nbytes();
+    absl::StatusOr<Reservation> r = a.reserve(twice);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(a.bytes(), held + new_bytes);
+    EXPECT_EQ(tenant->bytes.load(), a.bytes() + b.bytes());
+  }
+  EXPECT_EQ(a.bytes(), held);
+  a.clear();
+  b.clear();
+  EXPECT_EQ(tenant->bytes.load(), 0u);
+  EXPECT_EQ(tenant->buffers.load(), 0u);
 }
 
 // ---- authentication and tenants -------------------------------------------------------------
