@@ -99,6 +99,10 @@ grpc::Status TokenAuthProcessor::Process(const InputMetadata& md, grpc::AuthCont
     if (on_reject_) on_reject_(code, path);
     return grpc::Status(code, std::move(message));
   };
+  // Two tokens would leave it to map order which one the tenant comes from: refuse.
+  if (md.count("authorization") > 1) {
+    return reject(grpc::StatusCode::UNAUTHENTICATED, "more than one authorization metadata entry");
+  }
   auto it = md.find("authorization");
   if (it == md.end()) {
     return reject(grpc::StatusCode::UNAUTHENTICATED,

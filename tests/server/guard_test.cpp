@@ -286,6 +286,12 @@ TEST_F(GuardTest, NoTokenAndWrongTokenAreUnauthenticated) {
   EXPECT_EQ(server_->sessions().live(), 1u);
   EXPECT_NE(server_->metrics().render().find("polygradd_auth_rejections_total{code=\"UNAUTHENTICATED\"} 3"),
             std::string::npos);
+  {
+    auto ctx = as(kAlice);
+    ctx->AddMetadata("authorization", std::string("Bearer ") + kBob);  // which one? neither
+    v1::CreateSessionResponse r;
+    EXPECT_CODE(stub_->CreateSession(ctx.get(), v1::CreateSessionRequest(), &r), UNAUTHENTICATED);
+  }
   // Health needs no token (probes have none).
   grpc::GenericStub generic(channel_);
   grpc::Slice empty("");
