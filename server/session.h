@@ -161,7 +161,7 @@ class SessionManager {
   // session is indistinguishable from one that does not exist. Touches the session.
   absl::StatusOr<std::shared_ptr<Session>> find(std::string_view id, std::string_view tenant) const;
   // Like find, closing needs the session's tenant. close_any is for the daemon itself (reaper, drain).
-  absl::Status close(std::string_view id, std::string_view tenant, std::string_view reason = "closed");
+  absl::Status close(std::string_view id, std::string_view tenant, std::string_view reason);
   absl::Status close_any(std::string_view id, std::string_view reason);
   void close_all(std::string_view reason);
   // Closes sessions idle since before `cutoff`; returns how many. The reaper calls this.
