@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/request_id.h"
 #include "server/status.h"
 
 namespace polygrad::server {
@@ -95,9 +96,10 @@ grpc::Status TokenAuthProcessor::Process(const InputMetadata& md, grpc::AuthCont
   std::string path;
   if (auto it = md.find(":path"); it != md.end()) path.assign(it->second.data(), it->second.size());
   if (is_public_method(path)) return grpc::Status::OK;
-  const auto reject = [&](grpc::StatusCode code, std::string message) {
-    if (on_reject_) on_reject_(code, path);
-    return grpc::Status(code, std::move(message));
+  const auto reject = [&](grpc::StatusCode code, std::string_view message) {
+    const std::string id = new_request_id();
+    if (on_reject_) on_reject_(code, path, id);
+    return grpc::Status(code, absl::StrCat(av(message), " (request id ", id, ")"));
   };
   // Two tokens would leave it to map order which one the tenant comes from: refuse.
   if (md.count("authorization") > 1) {

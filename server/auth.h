@@ -59,8 +59,10 @@ inline constexpr const char* kTenantKey = "polygrad-tenant";
 // non-admin token on an admin method → PERMISSION_DENIED.
 class TokenAuthProcessor final : public grpc::AuthMetadataProcessor {
  public:
-  // `on_reject(code_name, path)` is called for every refused call (metrics and logs).
-  using RejectCallback = std::function<void(grpc::StatusCode code, std::string_view path)>;
+  // `on_reject` is called for every refused call (metrics and logs) with the request id that the
+  // refusal's message ends with: the call never reaches the interceptor that would give it one.
+  using RejectCallback =
+      std::function<void(grpc::StatusCode code, std::string_view path, std::string_view request_id)>;
   TokenAuthProcessor(std::shared_ptr<const TokenTable> tokens, RejectCallback on_reject);
 
   bool IsBlocking() const override { return false; }  // a table lookup: fine on gRPC's thread

@@ -162,11 +162,14 @@ absl::Status Server::listen(grpc::ServerBuilder& builder) {
     logger_.info("tokens loaded", {{"file", options_.security.tokens_file.string()},
                                    {"tokens", absl::StrCat(tokens->size())}});
     table = std::make_shared<const TokenTable>(*std::move(tokens));
-    processor = std::make_shared<TokenAuthProcessor>(table, [this](grpc::StatusCode code, std::string_view path) {
-      const auto c = static_cast<absl::StatusCode>(code);
-      metrics_->add_auth_rejection(c);
-      logger_.warning("request refused", {{"method", std::string(path)}, {"code", code_name(c)}});
-    });
+    processor = std::make_shared<TokenAuthProcessor>(
+        table, [this](grpc::StatusCode code, std::string_view path, std::string_view request_id) {
+          const auto c = static_cast<absl::StatusCode>(code);
+          metrics_->add_auth_rejection(c);
+          logger_.warning("request refused", {{"method", std::string(path)},
+                                              {"request_id", std::string(request_id)},
+                                              {"code", code_name(c)}});
+        });
   }
   absl::StatusOr<ListenerCredentials> creds = make_listener_credentials(options_, processor);
   if (!creds.ok()) return creds.status();

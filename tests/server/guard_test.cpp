@@ -273,7 +273,14 @@ TEST(HeldBuffersTest, CountsEachBufferOnceAgainstAModel) {
 TEST_F(GuardTest, NoTokenAndWrongTokenAreUnauthenticated) {
   start(options());
   std::string id;
-  EXPECT_CODE(create(nullptr, &id), UNAUTHENTICATED);
+  grpc::Status refused = create(nullptr, &id);
+  EXPECT_CODE(refused, UNAUTHENTICATED);
+  // The refusal names the request id it is logged under.
+  const size_t at = refused.error_message().find("(request id ");
+  ASSERT_NE(at, std::string::npos) << refused.error_message();
+  const std::string rid = refused.error_message().substr(at + 12, 16);
+  EXPECT_TRUE(logs_.contains_all({"request refused", "method=/polygrad.v1.Polygrad/CreateSession",
+                                  "request_id=" + rid, "code=UNAUTHENTICATED"}));
   EXPECT_CODE(create("not-a-known-token-at-all", &id), UNAUTHENTICATED);
   {
     auto ctx = std::make_unique<grpc::ClientContext>();
