@@ -25,7 +25,8 @@ const polygrad::server::Limits kLimits;
 }  // namespace
 
 ABSL_FLAG(std::string, listen, kDefaults.listen,
-          "TCP address host:port to serve gRPC on; empty disables TCP. Non-loopback needs --insecure_allow_remote.");
+          "TCP address host:port to serve gRPC on; empty disables TCP. Non-loopback needs --tls_cert/--tls_key "
+          "or --insecure_allow_remote.");
 ABSL_FLAG(std::string, unix_socket, polygrad::server::default_unix_socket(),
           "Unix socket path to serve gRPC on; empty disables it.");
 ABSL_FLAG(std::string, metrics_listen, kDefaults.metrics_listen,
@@ -55,6 +56,26 @@ ABSL_FLAG(uint64_t, max_inline_bytes, kLimits.max_inline_bytes,
           "Most bytes of inline data: a BUFFER node's data, and result data inline in one Realize answer.");
 ABSL_FLAG(uint64_t, max_message_bytes, kLimits.max_message_bytes, "gRPC receive limit per message, in bytes.");
 ABSL_FLAG(uint64_t, max_sessions, kLimits.max_sessions, "Most sessions open at once.");
+ABSL_FLAG(uint64_t, max_graph_depth, kLimits.max_graph_depth, "Longest chain of sources in one Realize's graph.");
+ABSL_FLAG(uint64_t, max_session_buffers, kLimits.max_session_buffers,
+          "Most buffers one session may hold (uploads, realized results); 0 is unlimited.");
+ABSL_FLAG(uint64_t, max_session_bytes, kLimits.max_session_bytes,
+          "Most device bytes one session may hold; 0 is unlimited.");
+ABSL_FLAG(uint64_t, max_tenant_buffers, kLimits.max_tenant_buffers,
+          "Most buffers all sessions of one tenant may hold together; 0 is unlimited.");
+ABSL_FLAG(uint64_t, max_tenant_bytes, kLimits.max_tenant_bytes,
+          "Most device bytes all sessions of one tenant may hold together; 0 is unlimited.");
+ABSL_FLAG(uint64_t, max_tenant_sessions, kLimits.max_tenant_sessions,
+          "Most sessions one tenant may have open; 0 is unlimited (--max-sessions still applies).");
+ABSL_FLAG(uint64_t, max_requests_in_flight, kLimits.max_requests_in_flight,
+          "Most requests handled at once across all clients; more are refused with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve --listen over TLS (with --tls-key).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: require and verify client certificates signed by it (mTLS).");
+ABSL_FLAG(std::string, tokens_file, "",
+          "File of '<token> <tenant> [admin]' lines: every RPC (but health and reflection) then needs "
+          "'authorization: Bearer <token>'; admin RPCs need an admin token.");
 ABSL_FLAG(absl::Duration, session_idle_timeout, absl::Seconds(600),
           "A session unused this long (and not held by a stream) is closed and its buffers freed; 0 disables.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
@@ -121,6 +142,17 @@ int main(int argc, char** argv) {
   o.limits.max_inline_bytes = absl::GetFlag(FLAGS_max_inline_bytes);
   o.limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.limits.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  o.limits.max_graph_depth = absl::GetFlag(FLAGS_max_graph_depth);
+  o.limits.max_session_buffers = absl::GetFlag(FLAGS_max_session_buffers);
+  o.limits.max_session_bytes = absl::GetFlag(FLAGS_max_session_bytes);
+  o.limits.max_tenant_buffers = absl::GetFlag(FLAGS_max_tenant_buffers);
+  o.limits.max_tenant_bytes = absl::GetFlag(FLAGS_max_tenant_bytes);
+  o.limits.max_tenant_sessions = absl::GetFlag(FLAGS_max_tenant_sessions);
+  o.limits.max_requests_in_flight = absl::GetFlag(FLAGS_max_requests_in_flight);
+  o.security.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  o.security.tls_key = absl::GetFlag(FLAGS_tls_key);
+  o.security.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  o.security.tokens_file = absl::GetFlag(FLAGS_tokens_file);
   o.session_idle_timeout = std::chrono::seconds(absl::ToInt64Seconds(absl::GetFlag(FLAGS_session_idle_timeout)));
   absl::StatusOr<LogLevel> level = parse_log_level(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) return fail(std::string(level.status().message()));

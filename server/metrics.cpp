@@ -52,6 +52,29 @@ prometheus::MetricFamily single(std::string name, std::string help, prometheus::
   return f;
 }
 
+prometheus::MetricFamily by_kind(std::string name, std::string help,
+                                 std::initializer_list<std::pair<const char*, uint64_t>> values) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = prometheus::MetricType::Counter;
+  for (const auto& [kind, value] : values) {
+    prometheus::ClientMetric m;
+    m.label.push_back({"kind", kind});
+    m.counter.value = static_cast<double>(value);
+    f.metric.push_back(std::move(m));
+  }
+  return f;
+}
+
+// Every buffer is host memory today ("CPU"); the label is there so a device backend adds a
+// series, not a new metric.
+prometheus::MetricFamily by_device(std::string name, std::string help, double cpu_value) {
+  prometheus::MetricFamily f = single(std::move(name), std::move(help), prometheus::MetricType::Gauge, cpu_value);
+  f.metric.front().label.push_back({"device", "CPU"});
+  return f;
+}
+
 }  // namespace
 
 // Sessions and buffers, read when Prometheus scrapes.
@@ -87,6 +110,15 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
                MetricType::Counter, static_cast<double>(c.cache_evictions)),
         single("polygradd_cache_discarded_total", "Corrupt or truncated kernel-cache entries found and removed.",
                MetricType::Counter, static_cast<double>(c.cache_discarded)),
+        // Leak accounting: for every kind, created - released == live, and all three return to
+        // their idle values when every client has gone.
+        by_kind("polygradd_objects_created_total", "Objects created, by kind.",
+                {{"session", c.sessions_created}, {"buffer", Buffer::created_total()}}),
+        by_kind("polygradd_objects_released_total", "Objects released, by kind.",
+                {{"session", c.sessions_closed}, {"buffer", Buffer::released_total()}}),
+        by_device("polygradd_device_buffers", "Live buffers, by device.", static_cast<double>(Buffer::live_count())),
+        by_device("polygradd_device_bytes", "Bytes of live buffers, by device.",
+                  static_cast<double>(Buffer::live_bytes())),
     };
   }
 
@@ -137,6 +169,14 @@ Metrics::Metrics(std::string_view version)
                        .Register(*registry_);
   upload_bytes_ = &transfer.Add({{"direction", "upload"}});
   download_bytes_ = &transfer.Add({{"direction", "download"}});
+  quota_rejections_ = &BuildCounter()
+                           .Name("polygradd_quota_rejections_total")
+                           .Help("Requests refused with RESOURCE_EXHAUSTED by a quota or limit, by limit.")
+                           .Register(*registry_);
+  auth_rejections_ = &BuildCounter()
+                          .Name("polygradd_auth_rejections_total")
+                          .Help("Calls refused before reaching a handler, by gRPC status code.")
+                          .Register(*registry_);
   BuildGauge()
       .Name("polygradd_build_info")
       .Help("The daemon's version, as a label; always 1.")
@@ -175,6 +215,14 @@ void Metrics::observe_request(std::string_view method, absl::StatusCode code, do
 
 void Metrics::add_upload_bytes(uint64_t n) { upload_bytes_->Increment(static_cast<double>(n)); }
 void Metrics::add_download_bytes(uint64_t n) { download_bytes_->Increment(static_cast<double>(n)); }
+
+void Metrics::add_quota_rejection(std::string_view limit) {
+  quota_rejections_->Add({{"limit", std::string(limit)}}).Increment();
+}
+
+void Metrics::add_auth_rejection(absl::StatusCode code) {
+  auth_rejections_->Add({{"code", code_name(code)}}).Increment();
+}
 
 void Metrics::on_cache_lookup(CacheResult result) {
   switch (result) {

@@ -53,6 +53,10 @@ class Metrics final : public EngineObserver {
   void observe_request(std::string_view method, absl::StatusCode code, double seconds);
   void add_upload_bytes(uint64_t n);
   void add_download_bytes(uint64_t n);
+  // A request refused by a quota; `limit` is its label (session_bytes, requests_in_flight, ...).
+  void add_quota_rejection(std::string_view limit);
+  // A call refused by authentication (UNAUTHENTICATED) or authorization (PERMISSION_DENIED).
+  void add_auth_rejection(absl::StatusCode code);
 
   // EngineObserver.
   void on_cache_lookup(CacheResult result) override;
@@ -80,6 +84,8 @@ class Metrics final : public EngineObserver {
   prometheus::Histogram* kernel_seconds_;
   prometheus::Counter* upload_bytes_;
   prometheus::Counter* download_bytes_;
+  prometheus::Family<prometheus::Counter>* quota_rejections_;
+  prometheus::Family<prometheus::Counter>* auth_rejections_;
 };
 
 }  // namespace polygrad::server

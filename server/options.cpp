@@ -71,12 +71,29 @@ absl::Status validate(const ServerOptions& o) {
          port_number > 65535)) {
       return absl::InvalidArgumentError(absl::StrCat("--listen \"", o.listen, "\" is not host:port"));
     }
-    if (!is_loopback_address(o.listen) && !o.insecure_allow_remote) {
+    if (!is_loopback_address(o.listen) && !o.security.tls() && !o.insecure_allow_remote) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--listen ", o.listen,
-          " is not a loopback address; without TLS (not available yet) remote clients would talk in "
-          "plaintext. Pass --insecure-allow-remote to do it anyway, or listen on 127.0.0.1 / a Unix socket."));
+          " is not a loopback address: remote clients need TLS. Pass --tls-cert and --tls-key (and "
+          "--tls-client-ca for mTLS), or --insecure-allow-remote to serve plaintext anyway, or listen on "
+          "127.0.0.1 / a Unix socket."));
     }
+    // A bearer token sent in plaintext across a network is as good as published.
+    if (!is_loopback_address(o.listen) && !o.security.tls() && !o.security.tokens_file.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--tokens-file with the plaintext non-loopback --listen ",
+                                                     o.listen, " would send tokens in the clear: add --tls-cert "
+                                                     "and --tls-key"));
+    }
+  }
+  const SecurityOptions& sec = o.security;
+  if (sec.tls_cert.empty() != sec.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together: give both or neither");
+  }
+  if (!sec.tls_client_ca.empty() && !sec.tls()) {
+    return absl::InvalidArgumentError("--tls-client-ca (mTLS) needs --tls-cert and --tls-key");
+  }
+  if (sec.tls() && o.listen.empty()) {
+    return absl::InvalidArgumentError("--tls-cert is set but --listen is empty: TLS applies to the TCP listener");
   }
   const Limits& l = o.limits;
   for (auto [name, value] : {std::pair<const char*, uint64_t>{"max_nodes_per_request", l.max_nodes_per_request},
@@ -84,7 +101,9 @@ absl::Status validate(const ServerOptions& o) {
                              {"max_elements", l.max_elements},
                              {"max_message_bytes", l.max_message_bytes},
                              {"max_sessions", l.max_sessions},
-                             {"chunk_bytes", l.chunk_bytes}}) {
+                             {"chunk_bytes", l.chunk_bytes},
+                             {"max_graph_depth", l.max_graph_depth},
+                             {"max_requests_in_flight", l.max_requests_in_flight}}) {
     if (value == 0) return absl::InvalidArgumentError(absl::StrCat(name, " must be positive"));
   }
   if (l.max_message_bytes > uint64_t{INT32_MAX}) {

@@ -25,6 +25,23 @@ struct Limits {
   uint64_t max_sessions = 1024;
   uint64_t max_pending_uploads = 64;  // interleaved uploads per Execute stream
   uint64_t chunk_bytes = uint64_t{1} << 20;  // default Download chunk size
+  // Quotas (server/quota.h). 0 means unlimited for the per-session and per-tenant ones.
+  uint64_t max_graph_depth = 10000;              // longest src chain of one realize's graph
+  uint64_t max_session_buffers = 0;              // buffers one session may hold
+  uint64_t max_session_bytes = 0;                // device bytes one session may hold
+  uint64_t max_tenant_buffers = 0;               // buffers all sessions of one tenant may hold
+  uint64_t max_tenant_bytes = 0;                 // device bytes all sessions of one tenant may hold
+  uint64_t max_tenant_sessions = 0;              // sessions one tenant may have open
+  uint64_t max_requests_in_flight = 1024;        // requests being handled at once, all clients
+};
+
+// Transport security (server/tls.h) and bearer-token authentication (server/auth.h).
+struct SecurityOptions {
+  std::filesystem::path tls_cert;       // PEM certificate chain; with tls_key enables TLS on --listen
+  std::filesystem::path tls_key;        // PEM private key
+  std::filesystem::path tls_client_ca;  // PEM CA bundle; set: client certificates required (mTLS)
+  std::filesystem::path tokens_file;    // "token tenant [admin]" lines; set: every RPC needs a token
+  bool tls() const { return !tls_cert.empty(); }
 };
 
 struct ServerOptions {
@@ -43,6 +60,7 @@ struct ServerOptions {
   std::chrono::seconds session_idle_timeout{600};
   std::chrono::milliseconds reaper_interval{1000};
   Limits limits;
+  SecurityOptions security;
 
   LogLevel log_level = LogLevel::Info;
   LogFormat log_format = LogFormat::Text;
@@ -56,8 +74,8 @@ std::filesystem::path default_cache_dir();  // $XDG_CACHE_HOME/polygrad or ~/.ca
 // True for 127.0.0.0/8, ::1 and "localhost" (host:port or [v6]:port form).
 bool is_loopback_address(std::string_view host_port);
 
-// Checks a configuration before anything binds: non-loopback TCP needs insecure_allow_remote
-// (TLS is a later feature), limits must be positive.
+// Checks a configuration before anything binds: non-loopback TCP needs TLS or
+// insecure_allow_remote, tokens never travel in plaintext off the host, limits must be positive.
 absl::Status validate(const ServerOptions& options);
 
 }  // namespace polygrad::server

@@ -21,7 +21,11 @@
 #include "server/blob_store.h"
 #include "server/shm.h"
 #include "server/prewarm.h"
+#include "server/auth.h"
+#include "server/request_id.h"
 #include "server/service.h"
+#include "server/status.h"
+#include "server/tls.h"
 
 #ifndef POLYGRAD_VERSION
 #define POLYGRAD_VERSION "0.0.0-dev"
@@ -95,12 +99,15 @@ absl::Status Server::init() {
 
   blobs_ = std::make_unique<BlobStore>(options_.blob_max_bytes);
   shm_ = std::make_unique<SharedMemoryRegions>(options_.shm_max_bytes);
+  quotas_ = std::make_unique<Quotas>(options_.limits,
+                                     [this](std::string_view limit) { metrics_->add_quota_rejection(limit); });
   sessions_ = std::make_unique<SessionManager>(
       *engine_, options_.limits, options_.session_idle_timeout, options_.reaper_interval,
       [this](const std::string& id, std::string_view reason) {
         logger_.info("session closed", {{"session", id}, {"reason", std::string(reason)}});
         shm_->drop_session(id);  // a session's shared memory goes with it
-      });
+      },
+      quotas_.get());
   metrics_->set_live_source([this] {
     LiveCounts c{sessions_->live(), sessions_->created_total(), sessions_->closed_total()};
     add_cache_counts(c);
@@ -109,7 +116,7 @@ absl::Status Server::init() {
   pool_ = std::make_unique<WorkerPool>(options_.workers);
   service_ = std::make_unique<PolygradService>(ServiceDeps{*engine_, *sessions_, *metrics_, logger_, *pool_,
                                                            options_.limits, std::string(version()), stopping_,
-                                                           blobs_.get(), shm_.get()});
+                                                           blobs_.get(), shm_.get(), quotas_.get()});
 
   admin_ = std::make_unique<AdminService>(ServiceDeps{*engine_, *sessions_, *metrics_, logger_, *pool_,
                                                       options_.limits, std::string(version()), stopping_});
@@ -126,13 +133,7 @@ absl::Status Server::init() {
   builder.SetMaxReceiveMessageSize(static_cast<int>(options_.limits.max_message_bytes));
   builder.RegisterService(service_.get());
   builder.RegisterService(admin_.get());
-  if (!options_.listen.empty()) {
-    builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
-  }
-  if (!options_.unix_socket.empty()) {
-    if (absl::Status s = prepare_unix_socket(options_.unix_socket); !s.ok()) return s;
-    builder.AddListeningPort("unix:" + options_.unix_socket, grpc::InsecureServerCredentials());
-  }
+  if (absl::Status s = listen(builder); !s.ok()) return s;
   grpc_ = builder.BuildAndStart();
   if (!grpc_) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ",
@@ -159,6 +160,9 @@ absl::Status Server::init() {
     if (absl::Status s = metrics_->serve(options_.metrics_listen); !s.ok()) return s;
   }
   logger_.info("listening", {{"grpc", tcp_address()},
+                             {"tls", !options_.security.tls() ? "off"
+                                     : options_.security.tls_client_ca.empty() ? "on" : "mtls"},
+                             {"auth", options_.security.tokens_file.empty() ? "off" : "tokens"},
                              {"unix", options_.unix_socket},
                              {"metrics", options_.metrics_listen.empty()
                                              ? std::string()
@@ -208,6 +212,41 @@ void Server::add_cache_counts(LiveCounts& c) const {
   c.cache_discarded = s.discarded;
 }
 
+absl::Status Server::listen(grpc::ServerBuilder& builder) {
+  std::shared_ptr<TokenAuthProcessor> processor;
+  std::shared_ptr<const TokenTable> table;
+  if (!options_.security.tokens_file.empty()) {
+    absl::StatusOr<TokenTable> tokens = TokenTable::load(options_.security.tokens_file);
+    if (!tokens.ok()) {
+      return absl::Status(tokens.status().code(), absl::StrCat("--tokens-file: ", tokens.status().message()));
+    }
+    logger_.info("tokens loaded", {{"file", options_.security.tokens_file.string()},
+                                   {"tokens", absl::StrCat(tokens->size())}});
+    table = std::make_shared<const TokenTable>(*std::move(tokens));
+    processor = std::make_shared<TokenAuthProcessor>(
+        table, [this](grpc::StatusCode code, std::string_view path, std::string_view request_id) {
+          const auto c = static_cast<absl::StatusCode>(code);
+          metrics_->add_auth_rejection(c);
+          logger_.warning("request refused", {{"method", std::string(path)},
+                                              {"request_id", std::string(request_id)},
+                                              {"code", code_name(c)}});
+        });
+  }
+  absl::StatusOr<ListenerCredentials> creds = make_listener_credentials(options_, processor);
+  if (!creds.ok()) return creds.status();
+  // A request id and the caller's tenant for every call, of every service.
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<RequestIdInterceptorFactory>());
+  interceptors.push_back(std::make_unique<TenantInterceptorFactory>(std::move(table)));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  if (!options_.listen.empty()) builder.AddListeningPort(options_.listen, creds->tcp, &port_);
+  if (!options_.unix_socket.empty()) {
+    if (absl::Status s = prepare_unix_socket(options_.unix_socket); !s.ok()) return s;
+    builder.AddListeningPort("unix:" + options_.unix_socket, creds->unix);
+  }
+  return absl::OkStatus();
+}
+
 std::string Server::tcp_address() const {
   if (options_.listen.empty() || port_ == 0) return {};
   return absl::StrCat(options_.listen.substr(0, options_.listen.rfind(':')), ":", port_);
@@ -238,6 +277,7 @@ Server::~Server() {
   admin_.reset();
   service_.reset();
   sessions_.reset();
+  quotas_.reset();
   engine_.reset();
   shm_.reset();
   blobs_.reset();

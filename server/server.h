@@ -15,11 +15,13 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/quota.h"
 #include "server/session.h"
 #include "server/worker_pool.h"
 
 namespace grpc {
 class Server;
+class ServerBuilder;
 }
 
 namespace polygrad::server {
@@ -52,6 +54,7 @@ class Server {
   SessionManager& sessions() { return *sessions_; }
   Metrics& metrics() { return *metrics_; }
   Engine& engine() { return *engine_; }
+  Quotas& quotas() { return *quotas_; }
   const Logger& logger() const { return logger_; }
 
  private:
@@ -62,6 +65,7 @@ class Server {
   // Compiles the manifest's kernels on a thread; health turns SERVING when it is done.
   void start_prewarm(v1::PrewarmManifest manifest);
   void add_cache_counts(LiveCounts& counts) const;
+  absl::Status listen(grpc::ServerBuilder& builder);  // credentials and ports for every listener
 
   ServerOptions options_;
   Logger logger_;
@@ -69,6 +73,7 @@ class Server {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<BlobStore> blobs_;
   std::unique_ptr<SharedMemoryRegions> shm_;    // before sessions_: closing a session frees its regions
+  std::unique_ptr<Quotas> quotas_;          // before sessions_: sessions refund it when they close
   std::unique_ptr<SessionManager> sessions_;
   std::unique_ptr<WorkerPool> pool_;
   std::atomic<bool> stopping_{false};

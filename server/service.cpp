@@ -9,6 +9,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/auth.h"
+#include "server/request_id.h"
 #include "server/status.h"
 
 namespace polygrad::server {
@@ -52,8 +54,15 @@ absl::StatusOr<v1::RealizeResponse> run_realize(const ServiceDeps& deps, Session
 
 class UploadReactor final : public grpc::ServerReadReactor<v1::UploadChunk> {
  public:
-  UploadReactor(const ServiceDeps& deps, v1::UploadResponse* response)
-      : deps_(deps), response_(response), start_(Clock::now()) {
+  UploadReactor(const ServiceDeps& deps, v1::UploadResponse* response, std::string tenant, std::string request_id)
+      : deps_(deps), response_(response), start_(Clock::now()), tenant_(std::move(tenant)),
+        request_id_(std::move(request_id)) {
+    absl::StatusOr<std::shared_ptr<Quotas::Ticket>> t = deps_.admit();
+    if (!t.ok()) {
+      finish(t.status());
+      return;
+    }
+    ticket_ = *std::move(t);
     StartRead(&chunk_);
   }
 
@@ -68,7 +77,7 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadChunk> {
     if (!pending_) {
       if (!chunk_.has_header()) return finish(absl::InvalidArgumentError("the first upload chunk must carry the header"));
       session_id_ = chunk_.header().session_id();
-      absl::StatusOr<SessionPtr> s = deps_.sessions.find(session_id_);
+      absl::StatusOr<SessionPtr> s = deps_.sessions.find(session_id_, tenant_);
       if (!s.ok()) return finish(s.status());
       session_ = *std::move(s);
       absl::StatusOr<PendingUpload> p = session_->begin_upload(chunk_.header());
@@ -87,13 +96,17 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadChunk> {
  private:
   void finish(const absl::Status& status) {
     pending_.reset();  // an abandoned upload frees its buffer now
-    deps_.record("Upload", session_id_, start_, status);
+    ticket_.reset();
+    deps_.record("Upload", session_id_, start_, status, request_id_);
     Finish(to_grpc_status(status));
   }
 
   const ServiceDeps& deps_;
   v1::UploadResponse* response_;
   const Clock::time_point start_;
+  const std::string tenant_;
+  const std::string request_id_;
+  std::shared_ptr<Quotas::Ticket> ticket_;
   v1::UploadChunk chunk_;
   std::string session_id_;
   SessionPtr session_;
@@ -104,10 +117,17 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadChunk> {
 
 class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadChunk> {
  public:
-  DownloadReactor(const ServiceDeps& deps, const v1::DownloadRequest& request)
+  DownloadReactor(const ServiceDeps& deps, const v1::DownloadRequest& request, const std::string& tenant,
+                  std::string request_id)
       : deps_(deps), start_(Clock::now()), session_id_(request.session_id()),
-        chunk_bytes_(chunk_size(request.chunk_bytes(), deps.limits)) {
-    absl::StatusOr<SessionPtr> s = deps_.sessions.find(session_id_);
+        chunk_bytes_(chunk_size(request.chunk_bytes(), deps.limits)), request_id_(std::move(request_id)) {
+    absl::StatusOr<std::shared_ptr<Quotas::Ticket>> t = deps_.admit();
+    if (!t.ok()) {
+      finish(t.status());
+      return;
+    }
+    ticket_ = *std::move(t);
+    absl::StatusOr<SessionPtr> s = deps_.sessions.find(session_id_, tenant);
     if (!s.ok()) {
       finish(s.status());
       return;
@@ -138,7 +158,8 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadChunk>
 
   void finish(const absl::Status& status) {
     buffer_.reset();
-    deps_.record("Download", session_id_, start_, status);
+    ticket_.reset();
+    deps_.record("Download", session_id_, start_, status, request_id_);
     Finish(to_grpc_status(status));
   }
 
@@ -146,6 +167,8 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadChunk>
   const Clock::time_point start_;
   const std::string session_id_;
   const uint64_t chunk_bytes_;
+  const std::string request_id_;
+  std::shared_ptr<Quotas::Ticket> ticket_;
   BufferPtr buffer_;
   uint64_t offset_ = 0;
   v1::DownloadChunk chunk_;
@@ -159,7 +182,10 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadChunk>
 // lock; only `cancelled_` is touched from outside that chain.
 class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse> {
  public:
-  explicit ExecuteReactor(const ServiceDeps& deps) : deps_(deps), start_(Clock::now()) { StartRead(&request_); }
+  ExecuteReactor(const ServiceDeps& deps, std::string tenant, std::string request_id)
+      : deps_(deps), start_(Clock::now()), tenant_(std::move(tenant)), request_id_(std::move(request_id)) {
+    StartRead(&request_);
+  }
 
   void OnReadDone(bool ok) override {
     if (!ok) return finish(absl::OkStatus());  // the client closed its side, or went away
@@ -176,7 +202,7 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
   void OnDone() override {
     if (session_) {
       session_->detach();
-      if (owned_) (void)deps_.sessions.close(session_->id(), "stream ended");
+      if (owned_) (void)deps_.sessions.close_any(session_->id(), "stream ended");
     }
     delete this;
   }
@@ -217,7 +243,7 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
         absl::Status s = require_session();
         if (s.ok()) {
           session_->detach();
-          s = deps_.sessions.close(session_->id(), "closed by client");
+          s = deps_.sessions.close(session_->id(), tenant_, "closed by client");
           session_.reset();
           owned_ = false;
           uploads_.clear();
@@ -232,8 +258,9 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
 
   absl::Status open(const v1::OpenSession& open, uint64_t rid) {
     if (session_) return absl::FailedPreconditionError(absl::StrCat("this stream already has session ", session_->id()));
-    absl::StatusOr<SessionPtr> s = open.attach_session_id().empty() ? deps_.sessions.create()
-                                                                     : deps_.sessions.find(open.attach_session_id());
+    absl::StatusOr<SessionPtr> s = open.attach_session_id().empty()
+                                        ? deps_.sessions.create(tenant_)
+                                        : deps_.sessions.find(open.attach_session_id(), tenant_);
     if (!s.ok()) return s.status();
     session_ = *std::move(s);
     owned_ = open.attach_session_id().empty();
@@ -245,10 +272,14 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
 
   void realize(v1::ExecuteRequest& req, uint64_t rid, Clock::time_point start) {
     if (absl::Status s = require_session(); !s.ok()) return done("Execute.realize", rid, start, s);
+    absl::StatusOr<std::shared_ptr<Quotas::Ticket>> ticket = deps_.admit();
+    if (!ticket.ok()) return done("Execute.realize", rid, start, ticket.status());
     // The heavy part runs on the pool; it resumes the stream when its answer is queued.
-    deps_.pool.submit([this, rid, start, session = session_, request = std::move(*req.mutable_realize())] {
+    deps_.pool.submit([this, rid, start, session = session_, request = std::move(*req.mutable_realize()),
+                       ticket = *std::move(ticket)]() mutable {
       absl::StatusOr<v1::RealizeResponse> r =
           run_realize(deps_, *session, request, [this] { return cancelled_.load(); });
+      ticket.reset();
       if (r.ok()) *reply(rid).mutable_realized() = *std::move(r);
       done("Execute.realize", rid, start, r.status());
     });
@@ -306,7 +337,7 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
 
   // A command finished: count it, answer a failure with an Error (the stream stays open), go on.
   void done(std::string_view method, uint64_t rid, Clock::time_point start, const absl::Status& status) {
-    deps_.record(method, session_id(), start, status);
+    deps_.record(method, session_id(), start, status, absl::StrCat(request_id_, "/", rid));
     if (!status.ok()) {
       v1::Error* e = reply(rid).mutable_error();
       e->set_code(static_cast<int32_t>(to_grpc_code(status.code())));
@@ -338,12 +369,14 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
   void finish(const absl::Status& status) {
     queue_.clear();
     uploads_.clear();
-    deps_.record("Execute", session_id(), start_, status);
+    deps_.record("Execute", session_id(), start_, status, request_id_);
     Finish(to_grpc_status(status));
   }
 
   const ServiceDeps& deps_;
   const Clock::time_point start_;
+  const std::string tenant_;
+  const std::string request_id_;
   std::atomic<bool> cancelled_{false};
   v1::ExecuteRequest request_;
   v1::ExecuteResponse current_;
@@ -357,14 +390,22 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
 
 // ---- shared bookkeeping ---------------------------------------------------------------------
 
+absl::StatusOr<std::shared_ptr<Quotas::Ticket>> ServiceDeps::admit() const {
+  if (quotas == nullptr) return std::shared_ptr<Quotas::Ticket>();
+  absl::StatusOr<Quotas::Ticket> t = quotas->admit_request();
+  if (!t.ok()) return t.status();
+  return std::make_shared<Quotas::Ticket>(*std::move(t));
+}
+
 void ServiceDeps::record(std::string_view method, std::string_view session_id, Clock::time_point start,
-                         const absl::Status& status) const {
+                         const absl::Status& status, std::string_view request_id) const {
   const double secs = seconds_since(start);
   metrics.observe_request(method, status.code(), secs);
   if (status.ok()) {
     if (logger.enabled(LogLevel::Debug)) {
       logger.debug("request", {{"method", std::string(method)},
                                {"session", std::string(session_id)},
+                               {"request_id", std::string(request_id)},
                                {"seconds", absl::StrFormat("%.6f", secs)}});
     }
     return;
@@ -374,6 +415,7 @@ void ServiceDeps::record(std::string_view method, std::string_view session_id, C
   logger.log(internal ? LogLevel::Error : LogLevel::Warning, "request failed",
              {{"method", std::string(method)},
               {"session", std::string(session_id)},
+              {"request_id", std::string(request_id)},
               {"code", code_name(status.code())},
               {"error", std::string(status.message())}});
 }
@@ -381,7 +423,7 @@ void ServiceDeps::record(std::string_view method, std::string_view session_id, C
 grpc::ServerUnaryReactor* PolygradService::finish(grpc::CallbackServerContext* ctx, std::string_view method,
                                                   std::string_view session_id, Clock::time_point start,
                                                   const absl::Status& status) {
-  deps_.record(method, session_id, start, status);
+  deps_.record(method, session_id, start, status, request_id_of(*ctx));
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(to_grpc_status(status));
   return reactor;
@@ -393,10 +435,15 @@ grpc::ServerUnaryReactor* PolygradService::CreateSession(grpc::CallbackServerCon
                                                          const v1::CreateSessionRequest*,
                                                          v1::CreateSessionResponse* response) {
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<SessionPtr> s = deps_.sessions.create();
+  absl::StatusOr<std::shared_ptr<Quotas::Ticket>> ticket = deps_.admit();
+  if (!ticket.ok()) return finish(ctx, "CreateSession", "", start, ticket.status());
+  absl::StatusOr<SessionPtr> s = deps_.sessions.create(tenant_of(*ctx));
   if (s.ok()) {
     response->set_session_id((*s)->id());
-    deps_.logger.info("session opened", {{"session", (*s)->id()}, {"by", "CreateSession"}});
+    deps_.logger.info("session opened", {{"session", (*s)->id()},
+                                         {"tenant", (*s)->tenant()},
+                                         {"request_id", request_id_of(*ctx)},
+                                         {"by", "CreateSession"}});
   }
   return finish(ctx, "CreateSession", s.ok() ? (*s)->id() : "", start, s.status());
 }
@@ -406,16 +453,19 @@ grpc::ServerUnaryReactor* PolygradService::CloseSession(grpc::CallbackServerCont
                                                         v1::CloseSessionResponse*) {
   const Clock::time_point start = Clock::now();
   return finish(ctx, "CloseSession", request->session_id(), start,
-                deps_.sessions.close(request->session_id(), "closed by client"));
+                deps_.sessions.close(request->session_id(), tenant_of(*ctx), "closed by client"));
 }
 
 grpc::ServerUnaryReactor* PolygradService::Realize(grpc::CallbackServerContext* ctx,
                                                    const v1::RealizeRequest* request, v1::RealizeResponse* response) {
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<SessionPtr> s = deps_.sessions.find(request->session_id());
+  absl::StatusOr<std::shared_ptr<Quotas::Ticket>> ticket = deps_.admit();
+  if (!ticket.ok()) return finish(ctx, "Realize", request->session_id(), start, ticket.status());
+  absl::StatusOr<SessionPtr> s = deps_.sessions.find(request->session_id(), tenant_of(*ctx));
   if (!s.ok()) return finish(ctx, "Realize", request->session_id(), start, s.status());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  deps_.pool.submit([this, ctx, request, response, reactor, start, session = *std::move(s)] {
+  deps_.pool.submit([this, ctx, request, response, reactor, start, session = *std::move(s),
+                     ticket = *std::move(ticket)]() mutable {
     const auto past_deadline = [ctx] { return std::chrono::system_clock::now() > ctx->deadline(); };
     absl::StatusOr<v1::RealizeResponse> r =
         run_realize(deps_, *session, *request, [&] { return ctx->IsCancelled() || past_deadline(); });
@@ -425,7 +475,8 @@ grpc::ServerUnaryReactor* PolygradService::Realize(grpc::CallbackServerContext* 
     } else if (status.code() == absl::StatusCode::kCancelled && past_deadline()) {
       status = absl::DeadlineExceededError(absl::StrCat("deadline exceeded during realize: ", status.message()));
     }
-    deps_.record("Realize", session->id(), start, status);
+    deps_.record("Realize", session->id(), start, status, request_id_of(*ctx));
+    ticket.reset();
     reactor->Finish(to_grpc_status(status));
   });
   return reactor;
@@ -434,7 +485,7 @@ grpc::ServerUnaryReactor* PolygradService::Realize(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* PolygradService::Release(grpc::CallbackServerContext* ctx,
                                                    const v1::ReleaseRequest* request, v1::ReleaseResponse*) {
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<SessionPtr> s = deps_.sessions.find(request->session_id());
+  absl::StatusOr<SessionPtr> s = deps_.sessions.find(request->session_id(), tenant_of(*ctx));
   absl::Status status = s.ok() ? (*s)->release(*request) : s.status();
   return finish(ctx, "Release", request->session_id(), start, status);
 }
@@ -460,19 +511,19 @@ grpc::ServerUnaryReactor* PolygradService::GetInfo(grpc::CallbackServerContext* 
 
 // ---- streaming RPCs -------------------------------------------------------------------------
 
-grpc::ServerReadReactor<v1::UploadChunk>* PolygradService::Upload(grpc::CallbackServerContext*,
+grpc::ServerReadReactor<v1::UploadChunk>* PolygradService::Upload(grpc::CallbackServerContext* ctx,
                                                                   v1::UploadResponse* response) {
-  return new UploadReactor(deps_, response);
+  return new UploadReactor(deps_, response, tenant_of(*ctx), request_id_of(*ctx));
 }
 
-grpc::ServerWriteReactor<v1::DownloadChunk>* PolygradService::Download(grpc::CallbackServerContext*,
+grpc::ServerWriteReactor<v1::DownloadChunk>* PolygradService::Download(grpc::CallbackServerContext* ctx,
                                                                        const v1::DownloadRequest* request) {
-  return new DownloadReactor(deps_, *request);
+  return new DownloadReactor(deps_, *request, tenant_of(*ctx), request_id_of(*ctx));
 }
 
 grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>* PolygradService::Execute(
-    grpc::CallbackServerContext*) {
-  return new ExecuteReactor(deps_);
+    grpc::CallbackServerContext* ctx) {
+  return new ExecuteReactor(deps_, tenant_of(*ctx), request_id_of(*ctx));
 }
 
 }  // namespace polygrad::server

@@ -13,6 +13,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/quota.h"
 #include "server/session.h"
 #include "server/worker_pool.h"
 
@@ -33,10 +34,15 @@ struct ServiceDeps {
   std::atomic<bool>& stopping;  // set when a graceful shutdown begins
   BlobStore* blobs = nullptr;           // null: the blob RPCs answer UNIMPLEMENTED
   SharedMemoryRegions* shm = nullptr;   // null: the shared-memory RPCs answer UNIMPLEMENTED
+  Quotas* quotas = nullptr;     // null: no request admission (tests of the service alone)
 
-  // Metrics and logs for one finished call: every error is logged with method and session.
+  // Metrics and logs for one finished call: every error is logged with method, session and
+  // the call's request id (server/request_id.h).
   void record(std::string_view method, std::string_view session_id, Clock::time_point start,
-              const absl::Status& status) const;
+              const absl::Status& status, std::string_view request_id = {}) const;
+
+  // Admits one more request under --max-requests-in-flight; the ticket ends it.
+  absl::StatusOr<std::shared_ptr<Quotas::Ticket>> admit() const;
 };
 
 class PolygradService final : public v1::Polygrad::CallbackService {

@@ -84,8 +84,10 @@ class Session::BusyGuard {
   Session& s_;
 };
 
-Session::Session(std::string id, Engine& engine, const Limits& limits, uint64_t first_handle)
-    : id_(std::move(id)), engine_(engine), limits_(limits), next_handle_(first_handle) {
+Session::Session(std::string id, Engine& engine, const Limits& limits, uint64_t first_handle, std::string tenant,
+                 const Quotas* quotas, std::shared_ptr<Usage> tenant_usage)
+    : id_(std::move(id)), tenant_(std::move(tenant)), engine_(engine), limits_(limits), quotas_(quotas),
+      next_handle_(first_handle), held_(quotas, std::move(tenant_usage)) {
   touch();
 }
 
@@ -101,12 +103,16 @@ void Session::bind(const UOpRef& uop, const BufferPtr& buffer) {
   if (b.refs++ == 0) {
     b.uop = uop;
     b.buffer = buffer;
+    held_.hold(buffer);
   }
 }
 
 void Session::unbind(const UOp* uop) {
   auto it = bindings_.find(uop);
-  if (it != bindings_.end() && --it->second.refs == 0) bindings_.erase(it);
+  if (it != bindings_.end() && --it->second.refs == 0) {
+    held_.drop(it->second.buffer.get());
+    bindings_.erase(it);
+  }
 }
 
 void Session::erase_node(uint64_t id) {
@@ -114,7 +120,12 @@ void Session::erase_node(uint64_t id) {
   if (it == nodes_.end()) return;
   if (it->second.realized) unbind(it->second.lazy.get());
   if (it->second.leaf) unbind(it->second.leaf.get());
-  if (it->second.handle != 0) handles_.erase(it->second.handle);
+  if (it->second.handle != 0) {
+    if (auto h = handles_.find(it->second.handle); h != handles_.end()) {
+      held_.drop(h->second.buffer.get());
+      handles_.erase(h);
+    }
+  }
   nodes_.erase(it);
 }
 
@@ -122,6 +133,7 @@ uint64_t Session::new_handle(const BufferPtr& buffer, uint64_t node_id, bool fro
   uint64_t h = next_handle_++;
   if (h == 0) h = next_handle_++;  // 0 means "no handle" on the wire
   handles_[h] = HandleEntry{buffer, node_id, from_node};
+  held_.hold(buffer);
   return h;
 }
 
@@ -152,6 +164,13 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
         return absl::NotFoundError(absl::StrCat("release_nodes: node ", id, " is not defined in this session"));
       }
     }
+    // Inline data becomes buffers the session holds: they must fit its quotas.
+    std::vector<BufferPtr> leaves;
+    for (const DecodedNode& n : decoded->nodes) {
+      if (n.leaf) leaves.push_back(n.leaf);
+    }
+    absl::StatusOr<Reservation> room = held_.reserve(leaves);
+    if (!room.ok()) return room.status();
     // Everything checked: commit the nodes.
     for (DecodedNode& n : decoded->nodes) {
       added.push_back(n.id);
@@ -165,6 +184,12 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
     transfer.upload += decoded->inline_bytes;
     outputs.reserve(request.outputs_size());
     for (uint64_t id : request.outputs()) outputs.push_back(nodes_.at(id).current());
+    if (quotas_ != nullptr) {
+      if (absl::Status s = quotas_->check_depth(outputs); !s.ok()) {
+        for (uint64_t id : added) erase_node(id);
+        return s;
+      }
+    }
     keep_alive.reserve(bindings_.size());
     bound.reserve(bindings_.size());
     for (const auto& [ptr, b] : bindings_) {
@@ -192,6 +217,12 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
   v1::RealizeResponse response;
   std::lock_guard lock(mu_);
   if (closed_.load()) return absl::AbortedError(absl::StrCat("session ", id_, " was closed during the realize"));
+  // The results are about to be held: the request fails (and its temporaries go) if they do not fit.
+  absl::StatusOr<Reservation> room = held_.reserve(result->outputs);
+  if (!room.ok()) {
+    for (uint64_t id : added) erase_node(id);
+    return room.status();
+  }
   uint64_t inline_budget = limits_.max_inline_bytes;
   for (int i = 0; i < request.outputs_size(); ++i) {
     const uint64_t id = request.outputs(i);
@@ -250,6 +281,7 @@ absl::Status Session::release(const v1::ReleaseRequest& request) {
     if (it->second.from_node) {
       if (auto n = nodes_.find(it->second.node_id); n != nodes_.end()) n->second.handle = 0;
     }
+    held_.drop(it->second.buffer.get());
     handles_.erase(it);
   }
   return absl::OkStatus();
@@ -262,9 +294,17 @@ absl::StatusOr<PendingUpload> Session::begin_upload(const v1::UploadHeader& head
   if (!dt) return absl::InvalidArgumentError("upload header: dtype is required");
   Shape shape(header.shape().begin(), header.shape().end());
   if (absl::Status s = check_shape(shape, limits_, "upload shape"); !s.ok()) return s;
+  uint64_t nbytes = dtype_itemsize(*dt);
+  for (int64_t d : shape) nbytes *= static_cast<uint64_t>(d);
+  absl::StatusOr<Reservation> room;
+  {
+    std::lock_guard lock(mu_);
+    room = held_.reserve_bytes(1, nbytes);
+  }
+  if (!room.ok()) return room.status();
   absl::StatusOr<BufferPtr> buf = engine_.allocate(*dt, std::move(shape));
   if (!buf.ok()) return buf.status();
-  return PendingUpload(*std::move(buf));
+  return PendingUpload(*std::move(buf), *std::move(room));
 }
 
 absl::StatusOr<v1::UploadResponse> Session::finish_upload(PendingUpload upload) {
@@ -300,12 +340,23 @@ void Session::close() {
     nodes.swap(nodes_);
     handles.swap(handles_);
     bindings.swap(bindings_);
+    held_.clear();
   }
   // Buffers and graphs are freed here, outside the lock.
 }
 
 bool Session::idle_since(Clock::time_point cutoff) const {
   return attached_.load() == 0 && busy_.load() == 0 && last_used_.load() < cutoff.time_since_epoch().count();
+}
+
+uint64_t Session::held_buffers() const {
+  std::lock_guard lock(mu_);
+  return held_.buffers();
+}
+
+uint64_t Session::held_bytes() const {
+  std::lock_guard lock(mu_);
+  return held_.bytes();
 }
 
 size_t Session::node_count() const {
@@ -321,9 +372,10 @@ size_t Session::handle_count() const {
 // ---- SessionManager ------------------------------------------------------------------------
 
 SessionManager::SessionManager(Engine& engine, const Limits& limits, std::chrono::seconds idle_timeout,
-                               std::chrono::milliseconds reaper_interval, ClosedCallback on_closed)
+                               std::chrono::milliseconds reaper_interval, ClosedCallback on_closed,
+                               Quotas* quotas)
     : engine_(engine), limits_(limits), idle_timeout_(idle_timeout), reaper_interval_(reaper_interval),
-      on_closed_(std::move(on_closed)) {
+      on_closed_(std::move(on_closed)), quotas_(quotas) {
   if (idle_timeout_.count() > 0) {
     reaper_ = std::jthread([this](std::stop_token stop) {
       while (!stop.stop_requested()) {
@@ -346,33 +398,45 @@ SessionManager::~SessionManager() {
   close_all("shutdown");
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionManager::create() {
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::create(std::string_view tenant) {
   std::lock_guard lock(mu_);
   if (sessions_.size() >= limits_.max_sessions) {
+    if (quotas_ != nullptr) quotas_->count_rejection("sessions");
     return absl::ResourceExhaustedError(
         absl::StrCat("too many sessions: max_sessions (", limits_.max_sessions, ") are open"));
   }
+  std::shared_ptr<Usage> usage;
+  if (quotas_ != nullptr) {
+    usage = quotas_->tenant(tenant);
+    if (absl::Status s = quotas_->begin_session(*usage); !s.ok()) return s;
+  }
   std::string id = new_session_id();
   // Handles start at a random offset so they are not guessable counters shared across sessions.
-  auto session = std::make_shared<Session>(id, engine_, limits_, (random_u64() >> 2) + 1);
+  auto session = std::make_shared<Session>(id, engine_, limits_, (random_u64() >> 2) + 1, std::string(tenant),
+                                           quotas_, std::move(usage));
   sessions_.emplace(std::move(id), session);
   created_.fetch_add(1);
   return session;
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionManager::find(std::string_view id) const {
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::find(std::string_view id, std::string_view tenant) const {
   std::shared_ptr<Session> s;
   {
     std::lock_guard lock(mu_);
     auto it = sessions_.find(absl::string_view(id.data(), id.size()));
-    if (it != sessions_.end()) s = it->second;
+    if (it != sessions_.end() && it->second->tenant() == tenant) s = it->second;
   }
   if (!s) return absl::NotFoundError(absl::StrCat("session \"", av(id), "\" not found (closed, expired or never opened)"));
   s->touch();
   return s;
 }
 
-absl::Status SessionManager::close(std::string_view id, std::string_view reason) {
+absl::Status SessionManager::close(std::string_view id, std::string_view tenant, std::string_view reason) {
+  if (absl::StatusOr<std::shared_ptr<Session>> s = find(id, tenant); !s.ok()) return s.status();
+  return close_any(id, reason);
+}
+
+absl::Status SessionManager::close_any(std::string_view id, std::string_view reason) {
   std::shared_ptr<Session> s;
   {
     std::lock_guard lock(mu_);
@@ -384,6 +448,7 @@ absl::Status SessionManager::close(std::string_view id, std::string_view reason)
     sessions_.erase(it);
   }
   s->close();
+  if (quotas_ != nullptr) quotas_->end_session(*quotas_->tenant(s->tenant()));
   closed_.fetch_add(1);
   if (on_closed_) on_closed_(s->id(), reason);
   return absl::OkStatus();
@@ -395,7 +460,7 @@ void SessionManager::close_all(std::string_view reason) {
     std::lock_guard lock(mu_);
     for (const auto& [id, s] : sessions_) ids.push_back(id);
   }
-  for (const std::string& id : ids) (void)close(id, reason);
+  for (const std::string& id : ids) (void)close_any(id, reason);
 }
 
 size_t SessionManager::reap(Clock::time_point cutoff) {
@@ -407,7 +472,7 @@ size_t SessionManager::reap(Clock::time_point cutoff) {
     }
   }
   size_t n = 0;
-  for (const std::string& id : expired) n += close(id, "idle timeout").ok() ? 1 : 0;
+  for (const std::string& id : expired) n += close_any(id, "idle timeout").ok() ? 1 : 0;
   return n;
 }
 

@@ -22,6 +22,7 @@
 #include "polygrad/v1/polygrad.pb.h"
 #include "server/decode.h"
 #include "server/options.h"
+#include "server/quota.h"
 
 namespace polygrad::server {
 
@@ -36,7 +37,8 @@ struct Transfer {
 // An upload being assembled, chunk by chunk, into a buffer allocated from its header.
 class PendingUpload {
  public:
-  explicit PendingUpload(BufferPtr buffer) : buffer_(std::move(buffer)) {}
+  // `room` is the quota reserved for the buffer until the upload is finished or abandoned.
+  explicit PendingUpload(BufferPtr buffer, Reservation room = {}) : buffer_(std::move(buffer)), room_(std::move(room)) {}
   // Appends the next bytes; INVALID_ARGUMENT when they run past the tensor's size.
   absl::Status append(std::string_view data);
   uint64_t received() const { return offset_; }
@@ -45,16 +47,23 @@ class PendingUpload {
  private:
   BufferPtr buffer_;
   uint64_t offset_ = 0;
+  Reservation room_;
 };
 
 class Session {
  public:
-  Session(std::string id, Engine& engine, const Limits& limits, uint64_t first_handle);
+  // `quotas` (may be null: no quotas) charges what the session holds to it and to `tenant_usage`.
+  Session(std::string id, Engine& engine, const Limits& limits, uint64_t first_handle, std::string tenant = {},
+          const Quotas* quotas = nullptr, std::shared_ptr<Usage> tenant_usage = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   const std::string& id() const { return id_; }
+  const std::string& tenant() const { return tenant_; }  // "" without a tokens file
+  // Distinct buffers the session's nodes and handles hold, and their bytes (the quota's view).
+  uint64_t held_buffers() const;
+  uint64_t held_bytes() const;
 
   // Adds the request's nodes (all or none), realizes its outputs, then applies release_nodes.
   // `should_stop` is polled between kernels (client gone, deadline, shutdown).
@@ -117,8 +126,10 @@ class Session {
   uint64_t new_handle(const BufferPtr& buffer, uint64_t node_id, bool from_node);
 
   const std::string id_;
+  const std::string tenant_;
   Engine& engine_;
   const Limits& limits_;
+  const Quotas* quotas_;
 
   std::atomic<bool> closed_{false};
   std::atomic<int> attached_{0};
@@ -130,6 +141,7 @@ class Session {
   absl::flat_hash_map<uint64_t, HandleEntry> handles_;
   absl::flat_hash_map<const UOp*, Binding> bindings_;
   uint64_t next_handle_;
+  HeldBuffers held_;  // guarded by mu_
 };
 
 // All live sessions, their ids, the max_sessions limit and the idle reaper.
@@ -137,14 +149,20 @@ class SessionManager {
  public:
   using ClosedCallback = std::function<void(const std::string& id, std::string_view reason)>;
 
+  // `quotas`, when not null, enforces the per-tenant session count and buffer quotas.
   SessionManager(Engine& engine, const Limits& limits, std::chrono::seconds idle_timeout,
-                 std::chrono::milliseconds reaper_interval, ClosedCallback on_closed = {});
+                 std::chrono::milliseconds reaper_interval, ClosedCallback on_closed = {},
+                 Quotas* quotas = nullptr);
   ~SessionManager();  // stops the reaper and closes every session
 
-  absl::StatusOr<std::shared_ptr<Session>> create();
-  // NOT_FOUND naming the id when there is no such live session. Touches the session.
-  absl::StatusOr<std::shared_ptr<Session>> find(std::string_view id) const;
-  absl::Status close(std::string_view id, std::string_view reason = "closed");
+  // A new session of `tenant` ("" when the daemon has no tokens file).
+  absl::StatusOr<std::shared_ptr<Session>> create(std::string_view tenant);
+  // NOT_FOUND naming the id when there is no such live session of `tenant`: another tenant's
+  // session is indistinguishable from one that does not exist. Touches the session.
+  absl::StatusOr<std::shared_ptr<Session>> find(std::string_view id, std::string_view tenant) const;
+  // Like find, closing needs the session's tenant. close_any is for the daemon itself (reaper, drain).
+  absl::Status close(std::string_view id, std::string_view tenant, std::string_view reason);
+  absl::Status close_any(std::string_view id, std::string_view reason);
   void close_all(std::string_view reason);
   // Closes sessions idle since before `cutoff`; returns how many. The reaper calls this.
   size_t reap(Clock::time_point cutoff);
@@ -159,6 +177,7 @@ class SessionManager {
   const std::chrono::seconds idle_timeout_;
   const std::chrono::milliseconds reaper_interval_;
   ClosedCallback on_closed_;
+  Quotas* quotas_;
 
   mutable std::mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_;

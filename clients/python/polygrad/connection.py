@@ -6,6 +6,11 @@ it at exit. The binary is POLYGRAD_DAEMON, else ``build/polygradd`` of the sourc
 package lives in, else ``polygradd`` on PATH.
 
 One process holds one Connection with one session; everything is closed at exit.
+
+Security (see docs/OPERATIONS.md): POLYGRAD_TOKEN (or ``token=``) is sent as
+``authorization: Bearer <token>`` on every call. POLYGRAD_TLS_CA (a PEM file) makes a TCP address
+use TLS; POLYGRAD_TLS_CERT and POLYGRAD_TLS_KEY add a client certificate (mTLS), and
+POLYGRAD_TLS_SERVER_NAME overrides the name checked against the server's certificate.
 """
 from __future__ import annotations
 
@@ -194,10 +199,61 @@ class EmbeddedDaemon:
     shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
+class _TokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                        grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+  """Adds the bearer token to every call (call credentials need TLS; the Unix socket has none)."""
+
+  def __init__(self, token: str):
+    self._md = ("authorization", f"Bearer {token}")
+
+  def _details(self, d):
+    return d._replace(metadata=list(d.metadata or ()) + [self._md])
+
+  def intercept_unary_unary(self, continuation, d, request):
+    return continuation(self._details(d), request)
+
+  def intercept_unary_stream(self, continuation, d, request):
+    return continuation(self._details(d), request)
+
+  def intercept_stream_unary(self, continuation, d, request_iterator):
+    return continuation(self._details(d), request_iterator)
+
+  def intercept_stream_stream(self, continuation, d, request_iterator):
+    return continuation(self._details(d), request_iterator)
+
+
+def _read_env_file(name: str) -> Optional[bytes]:
+  path = os.environ.get(name)
+  if not path:
+    return None
+  try:
+    with open(path, "rb") as f:
+      return f.read()
+  except OSError as e:
+    raise PolygradConnectionError(f"cannot read {name}={path}: {e}") from e
+
+
+def make_channel(address: str, token: Optional[str] = None) -> grpc.Channel:
+  """A channel to `address`: TLS when POLYGRAD_TLS_CA is set (TCP only), the token on every call."""
+  options = list(_CHANNEL_OPTIONS)
+  ca = None if address.startswith("unix:") else _read_env_file("POLYGRAD_TLS_CA")
+  if ca is not None:
+    creds = grpc.ssl_channel_credentials(root_certificates=ca,
+                                         private_key=_read_env_file("POLYGRAD_TLS_KEY"),
+                                         certificate_chain=_read_env_file("POLYGRAD_TLS_CERT"))
+    if os.environ.get("POLYGRAD_TLS_SERVER_NAME"):
+      options.append(("grpc.ssl_target_name_override", os.environ["POLYGRAD_TLS_SERVER_NAME"]))
+    channel = grpc.secure_channel(address, creds, options=options)
+  else:
+    channel = grpc.insecure_channel(address, options=options)
+  return grpc.intercept_channel(channel, _TokenInterceptor(token)) if token else channel
+
+
 class Connection:
   """A channel, a stub, the daemon's limits (GetInfo) and this process's session."""
 
-  def __init__(self, address: Optional[str] = None, connect_timeout: Optional[float] = None):
+  def __init__(self, address: Optional[str] = None, connect_timeout: Optional[float] = None,
+               token: Optional[str] = None):
     pb, pb_grpc = _pb()
     self._pb = pb
     self.daemon: Optional[EmbeddedDaemon] = None
@@ -211,7 +267,7 @@ class Connection:
       address = self.daemon.address
     self.address = address
     self.session_id = ""
-    self.channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+    self.channel = make_channel(address, token or os.environ.get("POLYGRAD_TOKEN") or None)
     try:
       if self.daemon is not None:
         self.daemon.wait_for_socket(deadline)
