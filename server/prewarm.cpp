@@ -53,6 +53,10 @@ absl::StatusOr<v1::PrewarmManifest> load_manifest(const std::filesystem::path& f
   return manifest;
 }
 
+// Prewarm's own sessions belong to a tenant no token can name (tenants are [A-Za-z0-9._-]), so
+// they neither count against a client's quota nor are reachable by one.
+constexpr std::string_view kPrewarmTenant = "polygradd:prewarm";
+
 absl::StatusOr<v1::PrewarmResponse> prewarm(const v1::PrewarmManifest& manifest, SessionManager& sessions,
                                             const std::function<bool()>& should_stop) {
   const Clock::time_point start = Clock::now();
@@ -61,7 +65,7 @@ absl::StatusOr<v1::PrewarmResponse> prewarm(const v1::PrewarmManifest& manifest,
     v1::PrewarmGraph graph = manifest.graphs(i);
     const std::string what = absl::StrCat("prewarm graph ", i, graph.name().empty() ? "" : " (", graph.name(),
                                           graph.name().empty() ? "" : ")");
-    absl::StatusOr<std::shared_ptr<Session>> session = sessions.create();
+    absl::StatusOr<std::shared_ptr<Session>> session = sessions.create(kPrewarmTenant);
     if (!session.ok()) return absl::Status(session.status().code(), absl::StrCat(what, ": ", session.status().message()));
     absl::StatusOr<v1::RealizeResponse> r = absl::UnknownError("not run");
     if (absl::Status s = fill_zero_buffers(graph, **session); !s.ok()) {
@@ -73,7 +77,7 @@ absl::StatusOr<v1::PrewarmResponse> prewarm(const v1::PrewarmManifest& manifest,
       Transfer transfer;
       r = (*session)->realize(request, should_stop, transfer);
     }
-    (void)sessions.close((*session)->id(), "prewarm done");
+    (void)sessions.close((*session)->id(), kPrewarmTenant, "prewarm done");
     if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat(what, ": ", r.status().message()));
     out.set_graphs(out.graphs() + 1);
     out.set_kernels(out.kernels() + r->stats().kernels());

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/auth.h"
 #include "server/blob_store.h"
 #include "server/service.h"
 #include "server/shm.h"
@@ -131,7 +132,7 @@ grpc::ServerUnaryReactor* PolygradService::BufferFromBlob(grpc::CallbackServerCo
                                                           v1::UploadResponse* response) {
   const Clock::time_point start = Clock::now();
   absl::Status s = require(deps_.blobs, "the blob store");
-  absl::StatusOr<std::shared_ptr<Session>> session = s.ok() ? deps_.sessions.find(request->session_id()) : s;
+  absl::StatusOr<std::shared_ptr<Session>> session = s.ok() ? deps_.sessions.find(request->session_id(), tenant_of(*ctx)) : s;
   absl::StatusOr<BlobPtr> blob = session.ok() ? deps_.blobs->get(request->sha256()) : session.status();
   absl::StatusOr<v1::UploadResponse> r = absl::UnknownError("not run");
   if (blob.ok()) {
@@ -149,7 +150,7 @@ grpc::ServerUnaryReactor* PolygradService::CreateSharedMemory(grpc::CallbackServ
   const Clock::time_point start = Clock::now();
   absl::Status s = require(deps_.shm, "shared memory");
   if (s.ok()) s = require_local(ctx);
-  absl::StatusOr<std::shared_ptr<Session>> session = s.ok() ? deps_.sessions.find(request->session_id()) : s;
+  absl::StatusOr<std::shared_ptr<Session>> session = s.ok() ? deps_.sessions.find(request->session_id(), tenant_of(*ctx)) : s;
   if (session.ok()) {
     auto region = deps_.shm->create(request->session_id(), request->bytes());
     if (region.ok()) {
@@ -169,7 +170,7 @@ grpc::ServerUnaryReactor* PolygradService::CommitSharedMemory(grpc::CallbackServ
                                                               v1::UploadResponse* response) {
   const Clock::time_point start = Clock::now();
   absl::Status s = require(deps_.shm, "shared memory");
-  absl::StatusOr<std::shared_ptr<Session>> session = s.ok() ? deps_.sessions.find(request->session_id()) : s;
+  absl::StatusOr<std::shared_ptr<Session>> session = s.ok() ? deps_.sessions.find(request->session_id(), tenant_of(*ctx)) : s;
   absl::StatusOr<RegionPtr> region = session.ok() ? deps_.shm->find(request->session_id(), request->region())
                                                   : session.status();
   absl::StatusOr<v1::UploadResponse> r = absl::UnknownError("not run");
@@ -204,7 +205,7 @@ grpc::ServerUnaryReactor* PolygradService::ReadSharedMemory(grpc::CallbackServer
   const Clock::time_point start = Clock::now();
   absl::Status s = require(deps_.shm, "shared memory");
   if (s.ok()) s = require_local(ctx);
-  absl::StatusOr<std::shared_ptr<Session>> session = s.ok() ? deps_.sessions.find(request->session_id()) : s;
+  absl::StatusOr<std::shared_ptr<Session>> session = s.ok() ? deps_.sessions.find(request->session_id(), tenant_of(*ctx)) : s;
   absl::StatusOr<BufferPtr> buffer = session.ok() ? (*session)->buffer(request->handle()) : session.status();
   if (buffer.ok()) {
     const uint64_t n = std::max<uint64_t>((*buffer)->nbytes(), 1);  // a region is never empty
@@ -239,7 +240,7 @@ grpc::ServerUnaryReactor* PolygradService::FreeSharedMemory(grpc::CallbackServer
                                                             v1::FreeSharedMemoryResponse*) {
   const Clock::time_point start = Clock::now();
   absl::Status s = require(deps_.shm, "shared memory");
-  absl::StatusOr<std::shared_ptr<Session>> session = s.ok() ? deps_.sessions.find(request->session_id()) : s;
+  absl::StatusOr<std::shared_ptr<Session>> session = s.ok() ? deps_.sessions.find(request->session_id(), tenant_of(*ctx)) : s;
   s = session.ok() ? deps_.shm->free(request->session_id(), request->region()) : session.status();
   return finish(ctx, "FreeSharedMemory", request->session_id(), start, s);
 }
