@@ -61,6 +61,9 @@ struct RealizeResult {
 // from UOpRefs you hold, or drop an entry when its node is released.
 using Bindings = std::unordered_map<const UOp*, BufferPtr>;
 
+class ExecutionPlan;
+struct PlanSpec;
+
 struct RealizeOptions {
   // Polled between kernels and before compiles; returning true abandons the realize with
   // CANCELLED (temporaries are freed).
@@ -81,6 +84,11 @@ class Engine {
   // (FAILED_PRECONDITION otherwise). An output that is itself bound returns that buffer.
   absl::StatusOr<RealizeResult> realize(const std::vector<UOpRef>& outputs, const Bindings& bound,
                                         const RealizeOptions& options = {});
+
+  // Schedules, compiles and allocates `spec` once (core/engine/plan.h); the plan runs it many
+  // times. Errors as for realize; INVALID_ARGUMENT for an assign whose value does not match its
+  // target, or two assigns to one buffer. The engine must outlive the plan.
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan(const PlanSpec& spec, const RealizeOptions& options = {});
 
   struct Impl;
 
