@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/status.h"
+#include "server/step_service.h"
 
 namespace polygrad::server {
 namespace {
@@ -225,6 +226,9 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
         if (s.ok()) reply(rid).mutable_closed();
         return done("Execute.close", rid, start, s);
       }
+      case v1::ExecuteRequest::kCompileStep:
+      case v1::ExecuteRequest::kRunStep:
+      case v1::ExecuteRequest::kReleaseStep: return step_command(req, rid, start);
       case v1::ExecuteRequest::COMMAND_NOT_SET: break;
     }
     done("Execute.unknown", rid, start, absl::InvalidArgumentError("the request carries no command"));
@@ -251,6 +255,34 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
           run_realize(deps_, *session, request, [this] { return cancelled_.load(); });
       if (r.ok()) *reply(rid).mutable_realized() = *std::move(r);
       done("Execute.realize", rid, start, r.status());
+    });
+  }
+
+  // Compiled steps: compiling and running go to the pool like a realize; releasing is quick.
+  void step_command(v1::ExecuteRequest& req, uint64_t rid, Clock::time_point start) {
+    const auto c = req.command_case();
+    const char* method = c == v1::ExecuteRequest::kCompileStep ? "Execute.compile_step"
+                         : c == v1::ExecuteRequest::kRunStep   ? "Execute.run_step"
+                                                               : "Execute.release_step";
+    if (absl::Status s = require_session(); !s.ok()) return done(method, rid, start, s);
+    if (c == v1::ExecuteRequest::kReleaseStep) {
+      absl::Status s = session_->release_step(req.release_step());
+      if (s.ok()) reply(rid).mutable_step_released();
+      return done(method, rid, start, s);
+    }
+    deps_.pool.submit([this, rid, start, method, session = session_, req = std::move(req)] {
+      const auto stop = [this] { return cancelled_.load(); };
+      absl::Status status;
+      if (req.command_case() == v1::ExecuteRequest::kCompileStep) {
+        auto r = compile_step(deps_, *session, req.compile_step(), stop);
+        if (r.ok()) *reply(rid).mutable_step_compiled() = *std::move(r);
+        status = r.status();
+      } else {
+        auto r = run_step(deps_, *session, req.run_step(), stop);
+        if (r.ok()) *reply(rid).mutable_step_ran() = *std::move(r);
+        status = r.status();
+      }
+      done(method, rid, start, status);
     });
   }
 

@@ -151,7 +151,19 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
     plan->stats_.intermediate_bytes += b->nbytes();
   }
   plan->stats_.kernels = static_cast<uint32_t>(plan->steps_.size());
-  for (const auto& [node, buf] : spec.bound) plan->held_.push_back(buf);
+  // Of the bound buffers, the plan keeps those its kernels, outputs and assigns use.
+  std::unordered_set<const Buffer*> used;
+  for (const ExecutionPlan::Step& s : plan->steps_)
+    for (const UOp* p : s.kernel.params)
+      if (auto it = spec.bound.find(p); it != spec.bound.end() && used.insert(it->second.get()).second)
+        plan->held_.push_back(it->second);
+  for (const UOpRef& r : sched->outputs)
+    if (auto it = spec.bound.find(r.get()); it != spec.bound.end() && used.insert(it->second.get()).second)
+      plan->held_.push_back(it->second);
+  for (const PlanAssign& a : spec.assigns)
+    if (used.insert(a.target.get()).second) plan->held_.push_back(a.target);
+  // The graph goes when planning ends; launches need only the pointers.
+  for (ExecutionPlan::Step& s : plan->steps_) s.kernel.params.clear();
 
   for (size_t i = 0; i < spec.outputs.size(); ++i) plan->outputs_.push_back(buffers.at(sched->outputs[i].get()));
   for (size_t i = 0; i < spec.assigns.size(); ++i) {
