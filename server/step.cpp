@@ -90,14 +90,16 @@ absl::Status Session::privatize(uint64_t node_id) {
   return absl::OkStatus();
 }
 
-// After a run wrote `buffer_ids` in place, a realized node computed from them no longer equals
-// its graph: drop the graph's binding so an equal graph sent later is computed afresh.
+// After a run wrote `buffer_ids` in place, a realized node computed from them (or into one of
+// them) no longer equals its graph: drop the graph's binding so an equal graph sent later is
+// computed afresh.
 void Session::invalidate_readers(const absl::flat_hash_set<uint64_t>& buffer_ids,
                                  absl::flat_hash_map<uint64_t, const UOp*>& clean) {
   for (auto& [id, e] : nodes_) {
     if (!e.realized || e.lazy_stale || e.lazy->op == Ops::BUFFER) continue;
     if (auto c = clean.find(id); c != clean.end() && c->second == e.lazy.get()) continue;
-    bool hit = false;
+    // A target computed by a graph (e.g. zeros) no longer holds that graph's value either.
+    bool hit = buffer_ids.contains(e.realized->id());
     for (const UOp* u : toposort({e.lazy})) {
       if (u->op == Ops::BUFFER && buffer_ids.contains(static_cast<uint64_t>(u->arg_int()))) {
         hit = true;

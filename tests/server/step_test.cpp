@@ -259,6 +259,25 @@ TEST_F(StepTest, TargetSharingABufferGetsItsOwnCopy) {
   ASSERT_TRUE(close_session(sid).ok());
 }
 
+// A target computed by a graph no longer holds that graph's value once a run wrote it: an equal
+// graph sent afterwards is computed, not answered with the target's buffer.
+TEST_F(StepTest, EqualGraphAfterRunIsNotTheTarget) {
+  const std::string sid = create_session();
+  v1::RealizeResponse r;
+  ASSERT_TRUE(realize(sid, {inline_buffer(1, v1::FLOAT32, {2}, bytes_of(std::vector<float>{1, 2})),
+                            op(2, v1::NEG, {1})},
+                      {2}, &r)
+                  .ok());
+  v1::CompileStepResponse c;
+  ASSERT_TRUE(compile(sid, {float_const(4, 10, {2}), op(5, v1::ADD, {2, 4})}, {}, {}, {{2, 5}}, &c).ok());
+  v1::RunStepResponse out;
+  ASSERT_TRUE(run(sid, c.step_id(), {}, &out).ok());
+  EXPECT_EQ(value(sid, 2), (std::vector<float>{9, 8}));
+  ASSERT_TRUE(realize(sid, {op(6, v1::NEG, {1})}, {6}, &r).ok());
+  EXPECT_EQ(values_of<float>(r.results(0).data()), (std::vector<float>{-1, -2}));
+  ASSERT_TRUE(close_session(sid).ok());
+}
+
 TEST_F(StepTest, ClosingTheSessionFreesItsSteps) {
   for (int i = 0; i < 50 && server_->sessions().live() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const int64_t baseline = Buffer::live_count();
