@@ -278,6 +278,48 @@ TEST_F(StepTest, EqualGraphAfterRunIsNotTheTarget) {
   ASSERT_TRUE(close_session(sid).ok());
 }
 
+// An uploaded handle as the target; an output too big to inline comes back as a handle to a copy.
+TEST_F(StepTest, HandleTargetAndLargeOutput) {
+  const std::string sid = create_session();
+  constexpr int64_t n = 400000;  // 1.6 MB of float32: past the default inline limit
+  v1::RealizeResponse r;
+  ASSERT_TRUE(realize(sid, {float_const(1, 1.0, {n}), op(2, v1::ADD, {1, 1})}, {2}, &r).ok());
+  const uint64_t handle = r.results(0).handle();
+  grpc::ClientContext ctx;
+  v1::CompileStepRequest req;
+  req.set_session_id(sid);
+  *req.add_nodes() = handle_buffer(3, handle);
+  *req.add_nodes() = float_const(4, 0.5, {n});
+  *req.add_nodes() = op(5, v1::MUL, {3, 4});
+  req.add_outputs(5);
+  v1::StepAssign* a = req.add_assigns();
+  a->set_target_handle(handle);
+  a->set_value(5);
+  v1::CompileStepResponse c;
+  ASSERT_TRUE(stub_->CompileStep(&ctx, req, &c).ok());
+  v1::RunStepResponse out;
+  ASSERT_TRUE(run(sid, c.step_id(), {}, &out).ok());
+  ASSERT_TRUE(run(sid, c.step_id(), {}, &out).ok());
+  ASSERT_FALSE(out.outputs(0).has_data());
+  ASSERT_NE(out.outputs(0).handle(), 0u);
+  for (uint64_t h : {out.outputs(0).handle(), handle}) {
+    grpc::ClientContext dctx;
+    v1::DownloadRequest dreq;
+    dreq.set_session_id(sid);
+    dreq.set_handle(h);
+    auto reader = stub_->Download(&dctx, dreq);
+    v1::DownloadChunk chunk;
+    std::string bytes;
+    while (reader->Read(&chunk)) bytes += chunk.data();
+    ASSERT_TRUE(reader->Finish().ok());
+    std::vector<float> v = values_of<float>(bytes);
+    ASSERT_EQ(v.size(), static_cast<size_t>(n));
+    EXPECT_EQ(v.front(), 0.5f);  // 2 halved twice
+    EXPECT_EQ(v.back(), 0.5f);
+  }
+  ASSERT_TRUE(close_session(sid).ok());
+}
+
 TEST_F(StepTest, ClosingTheSessionFreesItsSteps) {
   for (int i = 0; i < 50 && server_->sessions().live() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const int64_t baseline = Buffer::live_count();
