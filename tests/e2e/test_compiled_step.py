@@ -196,12 +196,17 @@ def test_reading_values_while_tracing_is_an_error():
 
   def fn(model, opt, x):
     loss = model(x).sum()
+    loss.backward()
+    opt.step()
     print(loss.item())
     return loss
 
+  w0 = m.weight.numpy()
   with pytest.raises(PolygradError, match="while being traced"):
     nn.compile_step(fn, m, opt, x)
-  # The client still works after the failed trace.
+  # A failed trace leaves the model as it was, and the client still works.
+  np.testing.assert_array_equal(m.weight.numpy(), w0)
+  assert m.weight.grad is None
   assert m(x).numpy().shape == (1, 1)
 
 

@@ -254,8 +254,31 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
   if len(set(ids)) != len(ids):
     raise ValueError("compile_step: two inputs are the same tensor; pass distinct tensors")
   before = [(t, t._node) for t in state]
+  grads = [(t, t.grad) for t in state]
   first_steps = {id(o): o.steps for o in optimizers}
+  try:
+    resp, outs, assigns, scalars = _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids,
+                                                      optimizers)
+  except BaseException:
+    for t, gr in grads:  # a failed trace leaves the model as it was
+      t.grad = gr
+    raise
+  finally:
+    # The state tensors stand for their buffers again, which every run updates in place.
+    for t, old in before:
+      t._node = old
+      old.cache = None
+    for o in optimizers:
+      o.steps = first_steps[id(o)]
+  first_k = min(first_steps.values()) + 1 if first_steps else 1
+  out_nodes = [t._node for t in outs]
+  step = CompiledTrainingStep(conn, resp, {name: (inputs[name], input_nodes[name]) for name in inputs}, out_nodes,
+                              [old for old, _ in assigns], scalars, first_k)
+  return step
 
+
+def _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids, optimizers):
+  """Runs fn with realizes deferred and sends what it built as one CompileStep."""
   with _Tracing():
     result = fn(*args, **kwargs)
   if result is None:
@@ -282,7 +305,8 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
     if any(s.stop and not s.handle for n in todo for s in n.src):
       raise NotImplementedError("compile_step: detach() / Tensor.no_grad values inside a compiled step are "
                                 "not supported yet")
-    # Optimizer scalars that change per step become inputs of the step.
+    # Optimizer scalars that change per step become inputs of the step (realized BUFFER nodes:
+    # sent before the trace, or sent now with inline data).
     from .nn.optim import _Scalar
     scalars = []
     todo_ids = {n.id for n in todo}
@@ -305,7 +329,6 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
       for n in todo[start:start + limit]:
         g.GRAPH._mark_sent(n)
       start += limit
-    # Scalars already on the daemon before the trace are realized BUFFER nodes: usable as inputs.
     resp = conn.compile_step(wire[start:], [*ids, *sorted(scalar_ids)], [t._node.id for t in outs],
                              [(old.id, new.id) for old, new in assigns])
     for n in todo[start:]:
@@ -313,15 +336,4 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
     handles = [h for h in (g.GRAPH._uploads.pop(n.id, None) for n in todo) if h is not None]
     if handles:
       conn.release((), handles)
-
-  # The state tensors stand for their buffers again, which every run updates in place.
-  for t, old in before:
-    t._node = old
-    old.cache = None
-  for o in optimizers:
-    o.steps = first_steps[id(o)]
-  first_k = min(first_steps.values()) + 1 if first_steps else 1
-  out_nodes = [t._node for t in outs]
-  step = CompiledTrainingStep(conn, resp, {name: (inputs[name], input_nodes[name]) for name in inputs}, out_nodes,
-                              [old for old, _ in assigns], scalars, first_k)
-  return step
+  return resp, outs, assigns, scalars
