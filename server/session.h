@@ -154,6 +154,8 @@ class Session {
   absl::flat_hash_map<uint64_t, HandleEntry> handles_;
   absl::flat_hash_map<const UOp*, Binding> bindings_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<CompiledStep>> steps_;
+  // One step run at a time per session: steps of one model write the same buffers.
+  std::mutex step_run_mu_;
   uint64_t next_handle_;
   uint64_t next_step_;
 };

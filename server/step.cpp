@@ -299,7 +299,7 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
   v1::RunStepResponse response;
   std::vector<std::pair<int, BufferPtr>> large;  // outputs too big to inline: copies to hand out
   {
-    std::lock_guard run_lock(step->mu);
+    std::lock_guard run_lock(step_run_mu_);
     for (const Feed& f : feeds) {
       if (f.from) {
         if (f.from.get() != f.into) std::memcpy(f.into->data(), f.from->data(), f.into->nbytes());

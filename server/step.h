@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -25,7 +24,6 @@ struct CompiledStep {
   std::vector<uint64_t> output_ids;            // node ids, in the order of plan->outputs()
   absl::flat_hash_set<uint64_t> written_ids;   // ids of the buffers a run writes (inputs, targets)
   absl::flat_hash_map<uint64_t, const UOp*> clean;  // nodes seen not to read written buffers
-  std::mutex mu;                               // one run (inputs, kernels, outputs) at a time
 };
 
 }  // namespace polygrad::server

@@ -1,6 +1,7 @@
 // Compiled steps over the wire: CompileStep / RunStep / ReleaseStep against an in-process daemon.
 // Ownership, errors naming what is wrong, in-place updates visible to Realize and Download, and
 // no buffer left behind when a session with steps closes.
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -317,6 +318,46 @@ TEST_F(StepTest, HandleTargetAndLargeOutput) {
     EXPECT_EQ(v.front(), 0.5f);  // 2 halved twice
     EXPECT_EQ(v.back(), 0.5f);
   }
+  ASSERT_TRUE(close_session(sid).ok());
+}
+
+// Concurrent RunSteps of one session each run with the inputs they sent: w accumulates every
+// thread's x exactly once per run.
+TEST_F(StepTest, ConcurrentRunsUseTheirOwnInputs) {
+  constexpr int64_t n = 200000;  // big enough that a run and another call's feed would overlap
+  const std::string sid = create_session();
+  v1::RealizeResponse r;
+  ASSERT_TRUE(realize(sid, {inline_buffer(1, v1::FLOAT32, {n}, bytes_of(std::vector<float>(n, 0))),
+                            inline_buffer(2, v1::FLOAT32, {n}, bytes_of(std::vector<float>(n, 0)))},
+                      {}, &r)
+                  .ok());
+  v1::CompileStepResponse c;
+  ASSERT_TRUE(compile(sid, {op(3, v1::ADD, {1, 2})}, {2}, {}, {{1, 3}}, &c).ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 1; t <= 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = make_stub(server_->tcp_address());
+      const v1::StepInput x = data_input(2, std::vector<float>(n, static_cast<float>(t)));
+      for (int i = 0; i < 25; ++i) {
+        grpc::ClientContext ctx;
+        v1::RunStepRequest req;
+        req.set_session_id(sid);
+        req.set_step_id(c.step_id());
+        *req.add_inputs() = x;
+        v1::RunStepResponse out;
+        if (!stub->RunStep(&ctx, req, &out).ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  v1::RealizeResponse w;
+  ASSERT_TRUE(realize(sid, {reduce(4, v1::REDUCE_MAX, 1, {0}), op(5, v1::NEG, {1}), reduce(6, v1::REDUCE_MAX, 5, {0})},
+                      {4, 6}, &w)
+                  .ok());
+  EXPECT_EQ(values_of<float>(w.results(0).data()), (std::vector<float>{250}));  // 25 * (1 + 2 + 3 + 4)
+  EXPECT_EQ(values_of<float>(w.results(1).data()), (std::vector<float>{-250}));  // min is 250 too
   ASSERT_TRUE(close_session(sid).ok());
 }
 
