@@ -234,10 +234,14 @@ def test_step_release_and_session_close_free_daemon_buffers(tmp_path):
       steps[0].release()
       steps.pop(0)
       b2 = buffers()
+      steps.pop(0)  # dropped without release(): freed by the next run
+      steps[0].run()
+      b3 = buffers()
       polygrad.close_connection()
-      print(b0, b1, b2, buffers())
+      print(b0, b1, b2, b3, buffers())
   """)
-  b0, b1, b2, b3 = map(float, out.split())
+  b0, b1, b2, b3, b4 = map(float, out.split())
   assert b1 > b0
   assert b2 < b1, "a released step frees its buffers"
-  assert b3 == b0, f"closing the session freed every step: {b0} before, {b3} after"
+  assert b3 < b2, "a collected step is released with the next call"
+  assert b4 == b0, f"closing the session freed every step: {b0} before, {b4} after"

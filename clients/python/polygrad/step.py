@@ -89,14 +89,24 @@ def _optimizer_scalars(opt, k: int) -> Dict[str, float]:
   return out
 
 
-def _release(conn_ref, gen: int, step_id: int) -> None:
-  conn = conn_ref()
-  if conn is None or not conn.session_id or g.GRAPH.gen != gen:
-    return
-  try:
-    conn.release_step(step_id)
-  except Exception:  # the session may be gone (closed, expired); nothing is left to free then
-    pass
+# Steps whose objects were collected: released by the next compile_step or run, not from the
+# garbage collector (which may run inside another call).
+_DEAD_STEPS: List[Tuple[int, int]] = []  # (session generation, step id)
+
+
+def _step_died(gen: int, step_id: int) -> None:
+  _DEAD_STEPS.append((gen, step_id))
+
+
+def _flush_dead_steps(conn) -> None:
+  while _DEAD_STEPS:
+    gen, step_id = _DEAD_STEPS.pop()
+    if gen != g.GRAPH.gen or not conn.session_id:
+      continue  # that session is gone, and its steps with it
+    try:
+      conn.release_step(step_id)
+    except PolygradError:
+      pass  # already gone (session expired)
 
 
 class CompiledTrainingStep:
@@ -122,7 +132,7 @@ class CompiledTrainingStep:
     self._values: Optional[List[np.ndarray]] = None
     self.runs = 0
     self._gen = g.GRAPH.gen
-    self._finalizer = weakref.finalize(self, _release, weakref.ref(conn), self._gen, self.step_id)
+    self._finalizer = weakref.finalize(self, _step_died, self._gen, self.step_id)
     self._finalizer.atexit = False
 
   # --- inputs -----------------------------------------------------------------------------------
@@ -173,6 +183,8 @@ class CompiledTrainingStep:
       if value is not None and self._sent_scalar.get(nid) != value:
         feeds.append((nid, np.float32(value).tobytes()))
         self._sent_scalar[nid] = value
+    if _DEAD_STEPS:
+      _flush_dead_steps(self._conn)
     resp = self._conn.run_step(self.step_id, feeds, want_data=True)
     self._pending.clear()
     self.runs += 1
@@ -216,8 +228,10 @@ class CompiledTrainingStep:
     return float(v.reshape(()))
 
   def release(self) -> None:
-    """Free the step on the daemon now (it is also freed when this object is collected)."""
-    self._finalizer()
+    """Free the step on the daemon now (it is also freed some time after this object is
+    collected, and with the session)."""
+    if self._finalizer.detach() is not None and self._gen == g.GRAPH.gen and self._conn.session_id:
+      self._conn.release_step(self.step_id)
 
   def __repr__(self) -> str:
     return (f"<CompiledTrainingStep {self.n_kernels} kernels, {self.n_intermediates} intermediates, "
@@ -229,6 +243,7 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
   from .connection import _pb, get_connection
   pb, _ = _pb()
   conn = get_connection()
+  _flush_dead_steps(conn)
   try:
     bound = inspect.signature(fn).bind(*args, **kwargs)
     named = list(bound.arguments.items())
