@@ -245,3 +245,20 @@ def test_step_release_and_session_close_free_daemon_buffers(tmp_path):
   assert b2 < b1, "a released step frees its buffers"
   assert b3 < b2, "a collected step is released with the next call"
   assert b4 == b0, f"closing the session freed every step: {b0} before, {b4} after"
+
+
+def test_data_made_while_tracing_is_reported():
+  m = nn.Linear(4, 4)
+  opt = nn.SGD(get_parameters(m), lr=0.1)
+  x = Tensor(np.ones((2, 4), np.float32))
+
+  def fn(model, opt, x):
+    loss = (model(x) * Tensor.rand(2, 4)).sum()  # e.g. a hand-made dropout mask
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+  with pytest.warns(UserWarning, match="baked into the step"):
+    step = nn.compile_step(fn, m, opt, x)
+  step.run()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -294,6 +295,7 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
 
 def _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids, optimizers):
   """Runs fn with realizes deferred and sends what it built as one CompileStep."""
+  first_new_id = g.GRAPH.stats()["next_id"]
   with _Tracing():
     result = fn(*args, **kwargs)
   if result is None:
@@ -331,6 +333,11 @@ def _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids, opt
         if st is not None and st._node.op == g.BUFFER and (st._node.sent or st._node.id in todo_ids):
           scalars.append((opt, attr, value, st._node.id))
     scalar_ids = {nid for _, _, _, nid in scalars}
+    baked = [n for n in todo if n.op == g.BUFFER and n.id >= first_new_id and n.id not in scalar_ids]
+    if baked:
+      warnings.warn(f"compile_step: fn made {len(baked)} tensor(s) from data while traced (e.g. Tensor.rand, "
+                    f"a Dropout mask); their values are baked into the step and are the same in every run",
+                    stacklevel=3)
     for n in todo:
       if n.op == g.BUFFER and isinstance(n.arg, np.ndarray) and n.arg.nbytes > conn.max_inline_bytes:
         handle = conn.upload(n.dtype.wire, n.shape, memoryview(n.arg).cast("B"))
