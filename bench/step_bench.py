@@ -13,7 +13,6 @@ and the best round is reported, since the machine may be shared.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys

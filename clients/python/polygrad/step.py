@@ -24,12 +24,11 @@ import inspect
 import math
 import warnings
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from . import graph as g
-from .dtype import dtypes, np_dtype
 from .errors import PolygradError
 from .tensor import Tensor, _to_wire_array
 
