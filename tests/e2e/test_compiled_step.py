@@ -262,3 +262,42 @@ def test_data_made_while_tracing_is_reported():
   with pytest.warns(UserWarning, match="baked into the step"):
     step = nn.compile_step(fn, m, opt, x)
   step.run()
+
+
+def test_embedding_layernorm_adamw_with_scheduler_matches_eager():
+  """Integer inputs, Embedding/LayerNorm/GELU, AdamW bias corrections and a cosine schedule:
+  every per-step scalar reaches the compiled step, so it tracks the eager client exactly."""
+
+  class Model:
+    def __init__(self):
+      self.emb = nn.Embedding(20, 16)
+      self.ln = nn.LayerNorm(16)
+      self.out = nn.Linear(16, 20)
+
+    def __call__(self, tok):
+      return self.out(self.ln(self.emb(tok)).gelu())
+
+  def fn(model, opt, tok, tgt):
+    loss = model(tok).reshape(-1, 20).cross_entropy(tgt.reshape(-1))
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+  r = np.random.default_rng(0)
+  data = [(r.integers(0, 20, (4, 8)).astype(np.int32), r.integers(0, 20, (4, 8)).astype(np.int32)) for _ in range(8)]
+  Tensor.manual_seed(3)
+  mc = Model()
+  Tensor.manual_seed(3)
+  me = Model()
+  oc, oe = nn.AdamW(get_parameters(mc), lr=0.01), nn.AdamW(get_parameters(me), lr=0.01)
+  sc, se = nn.CosineAnnealingLR(oc, T_max=8), nn.CosineAnnealingLR(oe, T_max=8)
+  step = nn.compile_step(fn, mc, oc, Tensor(data[0][0]), Tensor(data[0][1]))
+  for tok, tgt in data:
+    step.run(tok=tok, tgt=tgt)
+    sc.step()
+    eager = fn(me, oe, Tensor(tok), Tensor(tgt)).item()
+    se.step()
+    assert step.loss_value() == pytest.approx(eager, abs=1e-5)
+  for a, b in zip(get_parameters(mc), get_parameters(me)):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
