@@ -24,6 +24,7 @@ struct MlpStep {
   std::vector<UOpRef> leaves;
   std::vector<BufferPtr> buffers;
   UOpRef loss;
+  std::vector<UOpRef> grads;       // d loss / d w1, b1, w2, b2
   std::vector<UOpRef> new_params;  // w1, b1, w2, b2 after one SGD step
 
   Bindings bindings() const {
@@ -31,9 +32,12 @@ struct MlpStep {
     for (size_t i = 0; i < leaves.size(); ++i) b[leaves[i].get()] = buffers[i];
     return b;
   }
-  PlanSpec spec() const {
-    PlanSpec s{{loss}, bindings(), {}};
+  // With `materialize_grads`, the gradients get kernels of their own, as when the Python client
+  // compiles this step (its optimizer realizes them, see compile_step).
+  PlanSpec spec(bool materialize_grads = true) const {
+    PlanSpec s{{loss}, bindings(), {}, {}};
     for (size_t i = 0; i < new_params.size(); ++i) s.assigns.push_back(PlanAssign{buffers[2 + i], new_params[i]});
+    if (materialize_grads) s.materialize = grads;
     return s;
   }
 };
@@ -89,6 +93,7 @@ inline absl::StatusOr<MlpStep> make_mlp_step(Engine& engine, int64_t batch, int6
   m.loss = loss;
   auto grads = fe::gradient(loss, {w1, b1, w2, b2});
   if (!grads.ok()) return grads.status();
+  m.grads = *grads;
   for (size_t i = 0; i < grads->size(); ++i) {
     const UOpRef& p = m.leaves[2 + i];
     POLYGRAD_TRY(step, fe::constant(static_cast<double>(lr), DType::Float32, p->shape));

@@ -174,6 +174,13 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
       spec.outputs.push_back(it->second.current());
       step->output_ids.push_back(id);
     }
+    for (uint64_t id : request.materialize()) {
+      auto it = nodes_.find(id);
+      if (it == nodes_.end()) {
+        return fail(absl::InvalidArgumentError(absl::StrCat("materialize: node ", id, " is not defined in this session")));
+      }
+      spec.materialize.push_back(it->second.current());
+    }
     for (int i = 0; i < request.assigns_size(); ++i) {
       const v1::StepAssign& a = request.assigns(i);
       absl::StatusOr<BufferPtr> target;

@@ -92,6 +92,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
 
   std::vector<UOpRef> roots = spec.outputs;
   for (const PlanAssign& a : spec.assigns) roots.push_back(a.value);
+  roots.insert(roots.end(), spec.materialize.begin(), spec.materialize.end());
   auto is_bound = [&](const UOp* n) { return spec.bound.count(n) > 0; };
   auto sched = create_schedule(roots, is_bound);
   if (!sched.ok()) return sched.status();
@@ -118,7 +119,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
   // Values that outlive the kernels (outputs and assigned values) get buffers of their own; the
   // others share an arena, each buffer going back after its last reader.
   std::unordered_set<const UOp*> finals;
-  for (const UOpRef& r : sched->outputs) finals.insert(r.get());
+  for (size_t i = 0; i < spec.outputs.size() + spec.assigns.size(); ++i) finals.insert(sched->outputs[i].get());
   std::unordered_map<const UOp*, size_t> last_use;
   for (size_t i = 0; i < kernels.size(); ++i)
     for (const UOp* p : kernels[i].params) last_use[p] = i;
@@ -157,8 +158,8 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
     for (const UOp* p : s.kernel.params)
       if (auto it = spec.bound.find(p); it != spec.bound.end() && used.insert(it->second.get()).second)
         plan->held_.push_back(it->second);
-  for (const UOpRef& r : sched->outputs)
-    if (auto it = spec.bound.find(r.get()); it != spec.bound.end() && used.insert(it->second.get()).second)
+  for (const UOp* r : finals)
+    if (auto it = spec.bound.find(r); it != spec.bound.end() && used.insert(it->second.get()).second)
       plan->held_.push_back(it->second);
   for (const PlanAssign& a : spec.assigns)
     if (used.insert(a.target.get()).second) plan->held_.push_back(a.target);

@@ -30,6 +30,10 @@ struct PlanSpec {
   std::vector<UOpRef> outputs;      // results of each run, read from ExecutionPlan::outputs()
   Bindings bound;                   // every BUFFER leaf reachable from outputs and assign values
   std::vector<PlanAssign> assigns;  // distinct targets
+  // Values computed into a buffer of their own (a kernel boundary) though nothing returns them,
+  // as a one-shot realize of them would (e.g. gradients, which then get matmul-shaped kernels
+  // instead of being recomputed inside each consumer). Their buffers are intermediates.
+  std::vector<UOpRef> materialize;
 };
 
 struct PlanStats {

@@ -82,6 +82,29 @@ TEST_F(PlanTest, MlpStepsMatchEagerRealize) {
   }
 }
 
+// Materialized values are kernel boundaries only: the same results, more kernels, and their
+// buffers are intermediates.
+TEST_F(PlanTest, MaterializeAddsKernelsNotResults) {
+  auto a = bench::make_mlp_step(*engine_, 16, 20, 12, 5, 0.1f, 9);
+  auto b = bench::make_mlp_step(*engine_, 16, 20, 12, 5, 0.1f, 9);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto fused = engine_->plan(a->spec(false));
+  auto split = engine_->plan(b->spec(true));
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_GT((*split)->stats().kernels, (*fused)->stats().kernels);
+  EXPECT_EQ((*split)->outputs().size(), 1u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*fused)->run().ok());
+    ASSERT_TRUE((*split)->run().ok());
+    EXPECT_NEAR(copy_of((*fused)->outputs()[0])[0], copy_of((*split)->outputs()[0])[0], 1e-5);
+  }
+  for (size_t p = 2; p < 6; ++p) {
+    std::vector<float> x = copy_of(a->buffers[p]), y = copy_of(b->buffers[p]);
+    for (size_t k = 0; k < x.size(); ++k) ASSERT_NEAR(x[k], y[k], 1e-5) << "param " << p;
+  }
+}
+
 // Intermediates with disjoint lifetimes share buffers: a chain of materialized reductions needs
 // at most two live intermediates at a time, however long it is.
 TEST_F(PlanTest, IntermediatesShareMemory) {

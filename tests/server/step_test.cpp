@@ -215,8 +215,17 @@ TEST_F(StepTest, BadRequestsNameWhatIsWrongAndSessionStaysUsable) {
   s = compile(sid, {reduce(31, v1::REDUCE_SUM, 1, {0})}, {}, {}, {{1, 31}}, &c);
   EXPECT_CODE(s, INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("assign 0"), std::string::npos) << s.error_message();
-  // An unknown output; an input that is also a target.
+  // An unknown output or materialized node; an input that is also a target.
   EXPECT_CODE(compile(sid, {}, {}, {999}, {}, &c), INVALID_ARGUMENT);
+  {
+    grpc::ClientContext ctx;
+    v1::CompileStepRequest req;
+    req.set_session_id(sid);
+    req.add_materialize(998);
+    grpc::Status m = stub_->CompileStep(&ctx, req, &c);
+    EXPECT_CODE(m, INVALID_ARGUMENT);
+    EXPECT_NE(m.error_message().find("materialize: node 998"), std::string::npos) << m.error_message();
+  }
   s = compile(sid, {op(32, v1::NEG, {2})}, {2}, {}, {{2, 32}}, &c);
   EXPECT_CODE(s, INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("also an input"), std::string::npos) << s.error_message();

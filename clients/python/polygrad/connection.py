@@ -292,12 +292,13 @@ class Connection:
   # --- compiled steps (polygrad.step) ---------------------------------------------------------
 
   def compile_step(self, nodes: List, inputs: Sequence[int], outputs: Sequence[int],
-                   assigns: Sequence[Tuple[int, int]]):
+                   assigns: Sequence[Tuple[int, int]], materialize: Sequence[int] = ()):
     """CompileStep: `assigns` are (target node id, value node id) pairs."""
     pb = self._pb
     req = pb.CompileStepRequest(session_id=self.session_id, nodes=nodes, inputs=list(inputs),
                                 outputs=list(outputs),
-                                assigns=[pb.StepAssign(target_node=t, value=v) for t, v in assigns])
+                                assigns=[pb.StepAssign(target_node=t, value=v) for t, v in assigns],
+                                materialize=list(materialize))
     return self._call("CompileStep", self.stub.CompileStep, req)
 
   def run_step(self, step_id: int, inputs: Sequence, want_data: bool = True):

@@ -295,7 +295,7 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
 def _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids, optimizers):
   """Runs fn with realizes deferred and sends what it built as one CompileStep."""
   first_new_id = g.GRAPH.stats()["next_id"]
-  with _Tracing():
+  with _Tracing() as tracing:
     result = fn(*args, **kwargs)
   if result is None:
     outs: List[Tensor] = []
@@ -350,8 +350,11 @@ def _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids, opt
       for n in todo[start:start + limit]:
         g.GRAPH._mark_sent(n)
       start += limit
+    # What fn realized (an optimizer step: gradients, new state) gets its own kernels, as eagerly.
+    sent_or_todo = todo_ids | {n.id for n in tracing.deferred if n.sent}
+    materialize = list(dict.fromkeys(n.id for n in tracing.deferred if n.id in sent_or_todo))
     resp = conn.compile_step(wire[start:], [*ids, *sorted(scalar_ids)], [t._node.id for t in outs],
-                             [(old.id, new.id) for old, new in assigns])
+                             [(old.id, new.id) for old, new in assigns], materialize)
     for n in todo[start:]:
       g.GRAPH._mark_sent(n)
     handles = [h for h in (g.GRAPH._uploads.pop(n.id, None) for n in todo) if h is not None]
