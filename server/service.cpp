@@ -12,6 +12,7 @@
 #include "server/auth.h"
 #include "server/request_id.h"
 #include "server/status.h"
+#include "server/step_service.h"
 
 namespace polygrad::server {
 namespace {
@@ -251,6 +252,9 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
         if (s.ok()) reply(rid).mutable_closed();
         return done("Execute.close", rid, start, s);
       }
+      case v1::ExecuteRequest::kCompileStep:
+      case v1::ExecuteRequest::kRunStep:
+      case v1::ExecuteRequest::kReleaseStep: return step_command(req, rid, start);
       case v1::ExecuteRequest::COMMAND_NOT_SET: break;
     }
     done("Execute.unknown", rid, start, absl::InvalidArgumentError("the request carries no command"));
@@ -282,6 +286,38 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
       ticket.reset();
       if (r.ok()) *reply(rid).mutable_realized() = *std::move(r);
       done("Execute.realize", rid, start, r.status());
+    });
+  }
+
+  // Compiled steps: compiling and running go to the pool like a realize; releasing is quick.
+  void step_command(v1::ExecuteRequest& req, uint64_t rid, Clock::time_point start) {
+    const auto c = req.command_case();
+    const char* method = c == v1::ExecuteRequest::kCompileStep ? "Execute.compile_step"
+                         : c == v1::ExecuteRequest::kRunStep   ? "Execute.run_step"
+                                                               : "Execute.release_step";
+    if (absl::Status s = require_session(); !s.ok()) return done(method, rid, start, s);
+    if (c == v1::ExecuteRequest::kReleaseStep) {
+      absl::Status s = session_->release_step(req.release_step());
+      if (s.ok()) reply(rid).mutable_step_released();
+      return done(method, rid, start, s);
+    }
+    absl::StatusOr<std::shared_ptr<Quotas::Ticket>> ticket = deps_.admit();
+    if (!ticket.ok()) return done(method, rid, start, ticket.status());
+    deps_.pool.submit([this, rid, start, method, session = session_, req = std::move(req),
+                       ticket = *std::move(ticket)]() mutable {
+      const auto stop = [this] { return cancelled_.load(); };
+      absl::Status status;
+      if (req.command_case() == v1::ExecuteRequest::kCompileStep) {
+        auto r = compile_step(deps_, *session, req.compile_step(), stop);
+        if (r.ok()) *reply(rid).mutable_step_compiled() = *std::move(r);
+        status = r.status();
+      } else {
+        auto r = run_step(deps_, *session, req.run_step(), stop);
+        if (r.ok()) *reply(rid).mutable_step_ran() = *std::move(r);
+        status = r.status();
+      }
+      ticket.reset();
+      done(method, rid, start, status);
     });
   }
 

@@ -83,6 +83,14 @@ class PolygradService final : public v1::Polygrad::CallbackService {
                                     v1::ServerInfo* response) override;
   grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>* Execute(grpc::CallbackServerContext* ctx) override;
 
+  // Compiled steps (service_step.cpp).
+  grpc::ServerUnaryReactor* CompileStep(grpc::CallbackServerContext* ctx, const v1::CompileStepRequest* request,
+                                        v1::CompileStepResponse* response) override;
+  grpc::ServerUnaryReactor* RunStep(grpc::CallbackServerContext* ctx, const v1::RunStepRequest* request,
+                                    v1::RunStepResponse* response) override;
+  grpc::ServerUnaryReactor* ReleaseStep(grpc::CallbackServerContext* ctx, const v1::ReleaseStepRequest* request,
+                                        v1::ReleaseStepResponse* response) override;
+
  private:
   grpc::ServerUnaryReactor* finish(grpc::CallbackServerContext* ctx, std::string_view method,
                                    std::string_view session_id, Clock::time_point start, const absl::Status& status);

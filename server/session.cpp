@@ -87,7 +87,7 @@ class Session::BusyGuard {
 Session::Session(std::string id, Engine& engine, const Limits& limits, uint64_t first_handle, std::string tenant,
                  const Quotas* quotas, std::shared_ptr<Usage> tenant_usage)
     : id_(std::move(id)), tenant_(std::move(tenant)), engine_(engine), limits_(limits), quotas_(quotas),
-      next_handle_(first_handle), held_(quotas, std::move(tenant_usage)) {
+      next_handle_(first_handle), next_step_(first_handle ^ 0x5bd1e995u), held_(quotas, std::move(tenant_usage)) {
   touch();
 }
 
@@ -118,7 +118,7 @@ void Session::unbind(const UOp* uop) {
 void Session::erase_node(uint64_t id) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
-  if (it->second.realized) unbind(it->second.lazy.get());
+  if (it->second.realized && !it->second.lazy_stale) unbind(it->second.lazy.get());
   if (it->second.leaf) unbind(it->second.leaf.get());
   if (it->second.handle != 0) {
     if (auto h = handles_.find(it->second.handle); h != handles_.end()) {
@@ -127,6 +127,10 @@ void Session::erase_node(uint64_t id) {
     }
   }
   nodes_.erase(it);
+}
+
+absl::StatusOr<DecodedNodes> Session::decode(const google::protobuf::RepeatedPtrField<v1::Node>& nodes) const {
+  return decode_nodes(nodes, Resolver(*this), engine_, limits_);
 }
 
 uint64_t Session::new_handle(const BufferPtr& buffer, uint64_t node_id, bool from_node) {
@@ -335,11 +339,13 @@ void Session::close() {
   absl::flat_hash_map<uint64_t, NodeEntry> nodes;
   absl::flat_hash_map<uint64_t, HandleEntry> handles;
   absl::flat_hash_map<const UOp*, Binding> bindings;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<CompiledStep>> steps;
   {
     std::lock_guard lock(mu_);
     nodes.swap(nodes_);
     handles.swap(handles_);
     bindings.swap(bindings_);
+    steps.swap(steps_);
     held_.clear();
   }
   // Buffers and graphs are freed here, outside the lock.

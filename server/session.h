@@ -17,11 +17,13 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "core/engine/engine.h"
 #include "polygrad/v1/polygrad.pb.h"
 #include "server/decode.h"
 #include "server/options.h"
+#include "server/step.h"
 #include "server/quota.h"
 
 namespace polygrad::server {
@@ -80,6 +82,16 @@ class Session {
 
   absl::StatusOr<BufferPtr> buffer(uint64_t handle) const;
 
+  // Compiled steps (defined in server/step.cpp; wire contract in polygrad.proto). CompileStep adds
+  // the request's nodes (kept only when the compile succeeds) and plans the step; RunStep feeds
+  // inputs, runs it and updates the assign targets in place; another session's step id is
+  // NOT_FOUND. Targets and inputs that share a buffer with other nodes get a private copy first.
+  absl::StatusOr<v1::CompileStepResponse> compile_step(const v1::CompileStepRequest& request,
+                                                       const std::function<bool()>& should_stop, Transfer& transfer);
+  absl::StatusOr<v1::RunStepResponse> run_step(const v1::RunStepRequest& request,
+                                               const std::function<bool()>& should_stop, Transfer& transfer);
+  absl::Status release_step(const v1::ReleaseStepRequest& request);
+
   // Frees every node and handle; later calls fail with NOT_FOUND. Idempotent.
   void close();
   bool closed() const { return closed_.load(); }
@@ -92,6 +104,7 @@ class Session {
 
   size_t node_count() const;
   size_t handle_count() const;
+  size_t step_count() const;
 
  private:
   struct NodeEntry {
@@ -102,6 +115,9 @@ class Session {
     // step to step (`lazy` stays bound only for nodes decoded before the realize).
     UOpRef leaf;
     uint64_t handle = 0;  // the handle given out for this node's result, 0 when none
+    // A step wrote into `realized` in place, so `lazy` no longer computes its contents: its
+    // binding was dropped (so hash-consed equal graphs are recomputed).
+    bool lazy_stale = false;
     const UOpRef& current() const { return leaf ? leaf : lazy; }
   };
   struct HandleEntry {
@@ -124,6 +140,14 @@ class Session {
   void unbind(const UOp* uop);
   void erase_node(uint64_t id);
   uint64_t new_handle(const BufferPtr& buffer, uint64_t node_id, bool from_node);
+  // Decodes wire nodes against this session's tables (mu_ held); adds nothing.
+  absl::StatusOr<DecodedNodes> decode(const google::protobuf::RepeatedPtrField<v1::Node>& nodes) const;
+  // Compiled-step helpers (server/step.cpp), called with mu_ held.
+  absl::StatusOr<BufferPtr> step_buffer_of(uint64_t node_id, std::string_view role);
+  absl::Status privatize(uint64_t node_id);
+  // `clean`: nodes already found not to read them (skipped next time).
+  void invalidate_readers(const absl::flat_hash_set<uint64_t>& buffer_ids,
+                          absl::flat_hash_map<uint64_t, const UOp*>& clean);
 
   const std::string id_;
   const std::string tenant_;
@@ -140,7 +164,11 @@ class Session {
   absl::flat_hash_map<uint64_t, NodeEntry> nodes_;
   absl::flat_hash_map<uint64_t, HandleEntry> handles_;
   absl::flat_hash_map<const UOp*, Binding> bindings_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<CompiledStep>> steps_;
+  // One step run at a time per session: steps of one model write the same buffers.
+  std::mutex step_run_mu_;
   uint64_t next_handle_;
+  uint64_t next_step_;
   HeldBuffers held_;  // guarded by mu_
 };
 

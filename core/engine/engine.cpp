@@ -9,13 +9,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/cache/kernel_cache.h"
 #include "core/codegen/linearize.h"
+#include "core/engine/engine_impl.h"
 #include "core/engine/kernels_for.h"
 #include "core/render/c_renderer.h"
-#include "core/runtime/cpu/compiler.h"
 #include "core/runtime/cuda/discovery.h"
-#include "core/runtime/thread_pool.h"
 #include "core/schedule/schedule.h"
 
 namespace polygrad {
@@ -28,74 +26,62 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-struct CompiledKernel {
-  ProgramPtr program;
-  std::vector<const UOp*> params;  // tensor node behind each DEFINE_GLOBAL; params[0] is the output
-  int64_t outer_size;
-  int64_t work;                    // iterations of all loops: for the threading decision
-};
-
 }  // namespace
 
-struct Engine::Impl {
-  EngineOptions options;
-  CpuCompiler compiler;
-  KernelCache cache;
-  ThreadPool pool;
+Engine::Impl::Impl(EngineOptions opts, CpuCompiler cc)
+    : options(std::move(opts)),
+      compiler(std::move(cc)),
+      cache(options.cache_dir, options.cache_max_bytes),
+      pool(std::max(1u, options.threads ? options.threads : std::thread::hardware_concurrency()) - 1),
+      dump_kernels([] {
+        const char* v = std::getenv("POLYGRAD_DUMP_KERNELS");
+        return v != nullptr && *v != '\0' && *v != '0';
+      }()) {}
 
-  Impl(EngineOptions opts, CpuCompiler cc)
-      : options(std::move(opts)),
-        compiler(std::move(cc)),
-        cache(options.cache_dir, options.cache_max_bytes),
-        pool(std::max(1u, options.threads ? options.threads : std::thread::hardware_concurrency()) - 1) {}
+absl::StatusOr<CompiledKernel> Engine::Impl::build(const UOpRef& root,
+                                                   const std::function<bool(const UOp*)>& materialized,
+                                                   RealizeStats& stats) {
+  auto lowered = lower_to_linear(root, materialized);
+  if (!lowered.ok()) return lowered.status();
+  const LinearKernel& linear = lowered->linear;
+  auto source = render_c(linear);
+  if (!source.ok()) return source.status();
+  if (dump_kernels) std::fprintf(stderr, "polygrad kernel:\n%s\n", source->c_str());
+  std::string key = KernelCache::key("CPU", compiler.identity(), *source);
+  auto found = cache.get_or_build(
+      key,
+      [&]() -> absl::StatusOr<std::string> {
+        auto t0 = std::chrono::steady_clock::now();
+        auto bytes = compiler.compile(*source);
+        if (observer()) observer()->on_compile(seconds_since(t0), bytes.ok());
+        return bytes;
+      },
+      CpuCompiler::load);
+  if (!found.ok()) return found.status();
+  if (observer()) observer()->on_cache_lookup(found->result);
+  if (found->result == CacheResult::Miss) ++stats.compiled;
+  else ++stats.cache_hits;
+  int64_t work = 1;
+  for (const UOpRef& u : linear.ops)
+    if (u->op == Ops::RANGE) work *= std::max<int64_t>(1, u->src[0]->arg_int());
+  return CompiledKernel{found->program, lowered->params, linear.outer_size, work};
+}
 
-  EngineObserver* observer() const { return options.observer; }
-
-  // POLYGRAD_DUMP_KERNELS=1 prints every rendered kernel to stderr (a debugging aid).
-  const bool dump_kernels = [] {
-    const char* v = std::getenv("POLYGRAD_DUMP_KERNELS");
-    return v != nullptr && *v != '\0' && *v != '0';
-  }();
-
-  absl::StatusOr<CompiledKernel> build(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
-                                      RealizeStats& stats) {
-    auto lowered = lower_to_linear(root, materialized);
-    if (!lowered.ok()) return lowered.status();
-    const LinearKernel& linear = lowered->linear;
-    auto source = render_c(linear);
-    if (!source.ok()) return source.status();
-    if (dump_kernels) std::fprintf(stderr, "polygrad kernel:\n%s\n", source->c_str());
-    std::string key = KernelCache::key("CPU", compiler.identity(), *source);
-    auto found = cache.get_or_build(
-        key,
-        [&]() -> absl::StatusOr<std::string> {
-          auto t0 = std::chrono::steady_clock::now();
-          auto bytes = compiler.compile(*source);
-          if (observer()) observer()->on_compile(seconds_since(t0), bytes.ok());
-          return bytes;
-        },
-        CpuCompiler::load);
-    if (!found.ok()) return found.status();
-    if (observer()) observer()->on_cache_lookup(found->result);
-    if (found->result == CacheResult::Miss) ++stats.compiled;
-    else ++stats.cache_hits;
-    int64_t work = 1;
-    for (const UOpRef& u : linear.ops)
-      if (u->op == Ops::RANGE) work *= std::max<int64_t>(1, u->src[0]->arg_int());
-    return CompiledKernel{found->program, lowered->params, linear.outer_size, work};
-  }
-
-  void launch(const CompiledKernel& k, std::vector<void*>& bufs) {
-    auto t0 = std::chrono::steady_clock::now();
-    int64_t n = k.outer_size;
-    int64_t chunks = (k.work >= kParallelThreshold && n > 1) ? std::min<int64_t>(n, pool.size()) : 1;
+void Engine::Impl::launch(const CompiledKernel& k, void* const* bufs) {
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t n = k.outer_size;
+  int64_t chunks = (k.work >= kParallelThreshold && n > 1) ? std::min<int64_t>(n, pool.size()) : 1;
+  void** args = const_cast<void**>(bufs);
+  if (chunks == 1) {
+    k.program->launch(args, 0, n);
+  } else {
     pool.parallel_for(chunks, [&](int64_t c) {
       int64_t start = n * c / chunks, end = n * (c + 1) / chunks;
-      k.program->launch(bufs.data(), start, end);
+      k.program->launch(args, start, end);
     });
-    if (observer()) observer()->on_kernel(seconds_since(t0));
   }
-};
+  if (observer()) observer()->on_kernel(seconds_since(t0));
+}
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
@@ -168,7 +154,7 @@ absl::StatusOr<RealizeResult> Engine::realize(const std::vector<UOpRef>& outputs
     if (k.program) {
       std::vector<void*> ptrs;
       for (const UOp* p : k.params) ptrs.push_back(buffers.at(p)->data());
-      impl_->launch(k, ptrs);
+      impl_->launch(k, ptrs.data());
       ++result.stats.kernels;
     }
     for (const UOp* p : k.params)

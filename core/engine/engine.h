@@ -64,6 +64,9 @@ struct RealizeResult {
 // from UOpRefs you hold, or drop an entry when its node is released.
 using Bindings = std::unordered_map<const UOp*, BufferPtr>;
 
+class ExecutionPlan;
+struct PlanSpec;
+
 struct RealizeOptions {
   // Polled between kernels and before compiles; returning true abandons the realize with
   // CANCELLED (temporaries are freed).
@@ -87,6 +90,10 @@ class Engine {
 
   // The kernel cache this engine compiles through: for stats, export, import and prewarm.
   KernelCache& kernel_cache();
+  // Schedules, compiles and allocates `spec` once (core/engine/plan.h); the plan runs it many
+  // times. Errors as for realize; INVALID_ARGUMENT for an assign whose value does not match its
+  // target, or two assigns to one buffer. The engine must outlive the plan.
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan(const PlanSpec& spec, const RealizeOptions& options = {});
 
   struct Impl;
 

@@ -555,6 +555,31 @@ class Connection:
           raise from_rpc_error(e, "BufferFromBlob", self.address) from None
     raise AssertionError("unreachable")
 
+  # --- compiled steps (polygrad.step) ---------------------------------------------------------
+
+  def compile_step(self, nodes: List, inputs: Sequence[int], outputs: Sequence[int],
+                   assigns: Sequence[Tuple[int, int]], materialize: Sequence[int] = ()):
+    """CompileStep: `assigns` are (target node id, value node id) pairs."""
+    pb = self._pb
+    req = pb.CompileStepRequest(session_id=self.session_id, nodes=nodes, inputs=list(inputs),
+                                outputs=list(outputs),
+                                assigns=[pb.StepAssign(target_node=t, value=v) for t, v in assigns],
+                                materialize=list(materialize))
+    return self._call("CompileStep", self.stub.CompileStep, req)
+
+  def run_step(self, step_id: int, inputs: Sequence, want_data: bool = True):
+    """RunStep: `inputs` are (node id, bytes) or (node id, handle int) pairs."""
+    pb = self._pb
+    msgs = [pb.StepInput(node_id=n, handle=v) if isinstance(v, int) else pb.StepInput(node_id=n, data=v)
+            for n, v in inputs]
+    req = pb.RunStepRequest(session_id=self.session_id, step_id=step_id, inputs=msgs, want_data=want_data)
+    return self._call("RunStep", self.stub.RunStep, req)
+
+  def release_step(self, step_id: int) -> None:
+    pb = self._pb
+    self._call("ReleaseStep", self.stub.ReleaseStep, pb.ReleaseStepRequest(session_id=self.session_id,
+                                                                            step_id=step_id))
+
   def close(self) -> None:
     self._stop.set()
     if os.getpid() != self.pid:

@@ -17,6 +17,7 @@ from ..dtype import dtypes
 from ..tensor import Tensor, untracked
 from .optim import (LAMB, SGD, Adam, AdamW, CosineAnnealingLR, LinearLR, LinearWarmup, LRScheduler,
                     MultiStepLR, Optimizer, StepLR)
+from ..step import CompiledTrainingStep, compile_step
 from .state import (get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_metadata,
                     safe_save)
 
@@ -24,7 +25,7 @@ __all__ = ["Linear", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "BatchNorm"
            "BatchNorm2d", "GroupNorm", "Conv2d", "ConvTranspose2d", "Optimizer", "SGD", "Adam", "AdamW",
            "LAMB", "LRScheduler", "StepLR", "MultiStepLR", "CosineAnnealingLR", "LinearLR",
            "LinearWarmup", "get_parameters", "get_state_dict", "load_state_dict", "safe_save",
-           "safe_load", "safe_load_metadata"]
+           "safe_load", "safe_load_metadata", "compile_step", "CompiledTrainingStep"]
 
 
 def _param(t: Tensor) -> Tensor:

@@ -1,0 +1,363 @@
+"""Compiled training steps: trace `fn(*args)` once, run it many times with one small message each.
+
+    step = compile_step(train_step, model, opt, x, y)
+    for xb, yb in batches:
+      step.run(x=xb, y=yb)          # new data for the inputs named x and y
+      print(step.loss_value())
+
+Tracing calls fn once with the realizes it asks for (an optimizer step) deferred: the graph it
+builds becomes a CompileStep request. The tensors of every non-Tensor argument (models,
+optimizers, lists of tensors) are the step's state: one that fn re-binds (Tensor.assign, an
+optimizer update) is an in-place assign of the step, so after each run the Python object
+(`model.weight`) stands for the daemon buffer holding the trained values. Tensor arguments are
+the per-run inputs, fed by argument name (`run(x=arr)`) or tensor (`set_input(x, arr)`); an
+input not fed keeps its last data. What fn returns (a tensor or a tuple of tensors) comes back
+from every run; `loss_value()` is the first of them as a float.
+
+After compile the daemon does no scheduling: RunStep copies the inputs, launches the compiled
+kernels and updates the state buffers. Optimizer scalars that change from step to step (the
+learning rate set by a scheduler, Adam's bias corrections) are recomputed here and fed as inputs.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import warnings
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from . import graph as g
+from .errors import PolygradError
+from .tensor import Tensor, _to_wire_array
+
+__all__ = ["compile_step", "CompiledTrainingStep"]
+
+
+class _Tracing:
+  """Graph.realize while tracing: realizes are deferred (their nodes become part of the step);
+  reading a value is impossible, since nothing runs until the step does."""
+
+  def __init__(self) -> None:
+    self.deferred: List[g.Node] = []
+
+  def realize(self, outputs, want_data: bool):
+    if want_data:
+      raise PolygradError("compile_step: fn read a tensor's value (numpy()/item()/tolist()) while being "
+                          "traced; return the tensor from fn instead and read it from the step")
+    self.deferred.extend(outputs)
+    return [None] * len(outputs)
+
+  def __enter__(self):
+    g.GRAPH.realize = self.realize  # an instance attribute shadows the method
+    return self
+
+  def __exit__(self, *exc) -> None:
+    del g.GRAPH.realize
+
+
+def _tensors_in(obj: Any) -> List[Tensor]:
+  from .nn.state import get_parameters
+  return get_parameters(obj)
+
+
+def _optimizers_in(obj: Any) -> List[Any]:
+  """The optimizers among obj (and in lists/tuples/dicts of it)."""
+  from .nn.optim import Optimizer
+  if isinstance(obj, Optimizer):
+    return [obj]
+  if isinstance(obj, (list, tuple)):
+    return [o for x in obj for o in _optimizers_in(x)]
+  if isinstance(obj, dict):
+    return [o for x in obj.values() for o in _optimizers_in(x)]
+  return []
+
+
+def _optimizer_scalars(opt, k: int) -> Dict[str, float]:
+  """The per-step scalars an optimizer's step k uses (k counts from 1), by _Scalar attribute
+  name: the values nn.optim computes on the host before building its update."""
+  from .nn.optim import LAMB, Adam
+  out = {"_lr": opt.lr}
+  if isinstance(opt, Adam):
+    out["_step_size"] = opt.lr / (1 - opt.b1 ** k)
+    out["_bc2_sqrt"] = math.sqrt(1 - opt.b2 ** k)
+    out["_decay"] = 1 - opt.lr * opt.wd
+  elif isinstance(opt, LAMB):
+    out["_inv_bc1"] = 1 / (1 - opt.b1 ** k)
+    out["_inv_bc2"] = 1 / (1 - opt.b2 ** k)
+  return out
+
+
+# Steps whose objects were collected: released by the next compile_step or run, not from the
+# garbage collector (which may run inside another call).
+_DEAD_STEPS: List[Tuple[int, int]] = []  # (session generation, step id)
+
+
+def _step_died(gen: int, step_id: int) -> None:
+  _DEAD_STEPS.append((gen, step_id))
+
+
+def _flush_dead_steps(conn) -> None:
+  while _DEAD_STEPS:
+    gen, step_id = _DEAD_STEPS.pop()
+    if gen != g.GRAPH.gen or not conn.session_id:
+      continue  # that session is gone, and its steps with it
+    try:
+      conn.release_step(step_id)
+    except PolygradError:
+      pass  # already gone (session expired)
+
+
+class CompiledTrainingStep:
+  """A step compiled by compile_step. run() executes it; outputs stay readable until the next."""
+
+  def __init__(self, conn, resp, inputs: Dict[str, Tuple[Tensor, g.Node]], outputs: List[g.Node],
+               targets: List[g.Node], scalars: List[Tuple[Any, str, Any, int]], first_k: int):
+    self._conn = conn
+    self.step_id = int(resp.step_id)
+    stats = resp.stats
+    self.n_kernels = int(stats.kernels)
+    self.n_intermediates = int(stats.intermediates)
+    self.intermediate_bytes = int(stats.intermediate_bytes)
+    self.compile_seconds = float(stats.seconds)
+    self._inputs = inputs  # argument name -> (tensor, input node)
+    self._by_node = {n.id: (name, t, n) for name, (t, n) in inputs.items()}
+    self._outputs = outputs
+    self._targets = targets
+    self._scalars = scalars  # (optimizer, attribute, _Scalar, input node id)
+    self._sent_scalar: Dict[int, float] = {}
+    self._k = first_k  # the optimizer step number of the next run
+    self._pending: Dict[int, Any] = {}
+    self._values: Optional[List[np.ndarray]] = None
+    self.runs = 0
+    self._gen = g.GRAPH.gen
+    self._finalizer = weakref.finalize(self, _step_died, self._gen, self.step_id)
+    self._finalizer.atexit = False
+
+  # --- inputs -----------------------------------------------------------------------------------
+
+  @property
+  def input_names(self) -> List[str]:
+    return list(self._inputs)
+
+  def set_input(self, tensor_or_name, data) -> None:
+    """New data for an input (a Tensor argument of fn, or its argument name) for the next run:
+    a numpy array / list of the input's shape, or a realized Tensor of its dtype and shape."""
+    if isinstance(tensor_or_name, str):
+      if tensor_or_name not in self._inputs:
+        raise KeyError(f"compile_step: {tensor_or_name!r} is not an input of this step "
+                       f"(inputs: {', '.join(self._inputs) or 'none'})")
+      t, node = self._inputs[tensor_or_name]
+    else:
+      found = [(t, n) for t, n in self._inputs.values() if t is tensor_or_name]
+      if not found:
+        raise KeyError("compile_step: that tensor is not an input of this step")
+      t, node = found[0]
+    if isinstance(data, Tensor):
+      if data.shape != node.shape or data.dtype != node.dtype:
+        raise ValueError(f"input {self._by_node[node.id][0]!r}: got {data.dtype.name}{list(data.shape)}, "
+                         f"the step takes {node.dtype.name}{list(node.shape)}")
+      data.realize()
+      self._pending[node.id] = data  # kept alive until sent
+      return
+    arr = np.asarray(data)
+    if tuple(arr.shape) != tuple(node.shape):
+      raise ValueError(f"input {self._by_node[node.id][0]!r}: got shape {tuple(arr.shape)}, the step takes "
+                       f"{tuple(node.shape)}")
+    self._pending[node.id] = _to_wire_array(arr, node.dtype).tobytes()
+
+  # --- running ----------------------------------------------------------------------------------
+
+  def run(self, **inputs) -> "CompiledTrainingStep":
+    """Run the step once, after feeding `inputs` (by argument name, see set_input)."""
+    for name, value in inputs.items():
+      self.set_input(name, value)
+    if g.GRAPH.gen != self._gen:
+      raise PolygradError("compile_step: this step belongs to a closed polygrad session")
+    feeds: List[Tuple[int, Any]] = []
+    for nid, v in self._pending.items():
+      feeds.append((nid, int(v._node.handle) if isinstance(v, Tensor) else v))
+    for opt, attr, _, nid in self._scalars:
+      value = _optimizer_scalars(opt, self._k).get(attr)
+      if value is not None and self._sent_scalar.get(nid) != value:
+        feeds.append((nid, np.float32(value).tobytes()))
+        self._sent_scalar[nid] = value
+    if _DEAD_STEPS:
+      _flush_dead_steps(self._conn)
+    resp = self._conn.run_step(self.step_id, feeds, want_data=True)
+    self._pending.clear()
+    self.runs += 1
+    for opt in {id(o): o for o, _, _, _ in self._scalars}.values():
+      opt.steps = self._k
+    self._k += 1
+    # The daemon changed these buffers in place: results cached on their nodes are stale.
+    for n in self._targets:
+      n.cache = None
+    for _, n in self._inputs.values():
+      n.cache = None
+    values = []
+    for n, r in zip(self._outputs, resp.outputs):
+      if r.has_data:
+        data = r.data
+      else:
+        _, _, data = self._conn.download(int(r.handle))
+        self._conn.release((), [int(r.handle)])
+      values.append(g.decode(n, r.dtype, tuple(r.shape), data))
+    self._values = values
+    return self
+
+  def __call__(self, **inputs) -> "CompiledTrainingStep":
+    return self.run(**inputs)
+
+  def outputs(self) -> List[np.ndarray]:
+    """What fn returned, as arrays, from the last run."""
+    if self._values is None:
+      raise RuntimeError("compile_step: run() the step before reading its outputs")
+    return [v.copy() for v in self._values]
+
+  def loss_value(self) -> float:
+    """The first output of the last run (fn's return value, e.g. the loss) as a float."""
+    if self._values is None:
+      raise RuntimeError("compile_step: run() the step before reading loss_value()")
+    if not self._values:
+      raise RuntimeError("compile_step: fn returned no tensor")
+    v = self._values[0]
+    if v.size != 1:
+      raise ValueError(f"loss_value() needs a one-element output, fn returned shape {v.shape}")
+    return float(v.reshape(()))
+
+  def release(self) -> None:
+    """Free the step on the daemon now (it is also freed some time after this object is
+    collected, and with the session)."""
+    if self._finalizer.detach() is not None and self._gen == g.GRAPH.gen and self._conn.session_id:
+      self._conn.release_step(self.step_id)
+
+  def __repr__(self) -> str:
+    return (f"<CompiledTrainingStep {self.n_kernels} kernels, {self.n_intermediates} intermediates, "
+            f"inputs {self.input_names}, {self.runs} runs>")
+
+
+def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
+  """Trace `fn(*args, **kwargs)` once into a step compiled by the daemon (see the module doc)."""
+  from .connection import _pb, get_connection
+  pb, _ = _pb()
+  conn = get_connection()
+  _flush_dead_steps(conn)
+  try:
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    named = list(bound.arguments.items())
+  except (TypeError, ValueError):
+    named = [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+
+  inputs: Dict[str, Tensor] = {name: a for name, a in named if isinstance(a, Tensor)}
+  others = [a for _, a in named if not isinstance(a, Tensor)]
+  state: List[Tensor] = []
+  seen = set()
+  for t in _tensors_in(others):
+    if id(t) not in seen and not any(t is i for i in inputs.values()):
+      seen.add(id(t))
+      state.append(t)
+  optimizers = list({id(o): o for o in _optimizers_in(others)}.values())
+
+  # Every input and state tensor gets a buffer on the daemon before the trace.
+  everything = [*inputs.values(), *state]
+  if everything:
+    Tensor.realize(*everything)
+  input_nodes = {name: t._node for name, t in inputs.items()}
+  ids = [n.id for n in input_nodes.values()]
+  if len(set(ids)) != len(ids):
+    raise ValueError("compile_step: two inputs are the same tensor; pass distinct tensors")
+  before = [(t, t._node) for t in state]
+  grads = [(t, t.grad) for t in state]
+  first_steps = {id(o): o.steps for o in optimizers}
+  try:
+    resp, outs, assigns, scalars = _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids,
+                                                      optimizers)
+  except BaseException:
+    for t, gr in grads:  # a failed trace leaves the model as it was
+      t.grad = gr
+    raise
+  finally:
+    # The state tensors stand for their buffers again, which every run updates in place.
+    for t, old in before:
+      t._node = old
+      old.cache = None
+    for o in optimizers:
+      o.steps = first_steps[id(o)]
+  first_k = min(first_steps.values()) + 1 if first_steps else 1
+  out_nodes = [t._node for t in outs]
+  step = CompiledTrainingStep(conn, resp, {name: (inputs[name], input_nodes[name]) for name in inputs}, out_nodes,
+                              [old for old, _ in assigns], scalars, first_k)
+  return step
+
+
+def _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids, optimizers):
+  """Runs fn with realizes deferred and sends what it built as one CompileStep."""
+  first_new_id = g.GRAPH.stats()["next_id"]
+  with _Tracing() as tracing:
+    result = fn(*args, **kwargs)
+  if result is None:
+    outs: List[Tensor] = []
+  elif isinstance(result, Tensor):
+    outs = [result]
+  elif isinstance(result, (list, tuple)) and all(isinstance(r, Tensor) for r in result):
+    outs = list(result)
+  else:
+    raise TypeError(f"compile_step: fn must return a Tensor, a tuple of Tensors or None, got {type(result).__name__}")
+
+  assigns = [(old, t._node) for t, old in before if t._node is not old]
+  for t, old in before:
+    if t._node is not old and (old.shape != t._node.shape or old.dtype != t._node.dtype):
+      raise ValueError(f"compile_step: fn changed a state tensor from {old.dtype.name}{list(old.shape)} to "
+                       f"{t._node.dtype.name}{list(t._node.shape)}")
+  for old, _ in assigns:
+    if any(old is n for n in input_nodes.values()):
+      raise ValueError("compile_step: fn assigns to an input tensor")
+  roots = [t._node for t in outs] + [v for _, v in assigns]
+
+  with g.GRAPH._lock:
+    todo = g.GRAPH._unsent(roots) if roots else []
+    if any(s.stop and not s.handle for n in todo for s in n.src):
+      raise NotImplementedError("compile_step: detach() / Tensor.no_grad values inside a compiled step are "
+                                "not supported yet")
+    # Optimizer scalars that change per step become inputs of the step (realized BUFFER nodes:
+    # sent before the trace, or sent now with inline data).
+    from .nn.optim import _Scalar
+    scalars = []
+    todo_ids = {n.id for n in todo}
+    for opt in optimizers:
+      for attr, value in vars(opt).items():
+        st = value._t if isinstance(value, _Scalar) else None
+        if st is not None and st._node.op == g.BUFFER and (st._node.sent or st._node.id in todo_ids):
+          scalars.append((opt, attr, value, st._node.id))
+    scalar_ids = {nid for _, _, _, nid in scalars}
+    baked = [n for n in todo if n.op == g.BUFFER and n.id >= first_new_id and n.id not in scalar_ids]
+    if baked:
+      warnings.warn(f"compile_step: fn made {len(baked)} tensor(s) from data while traced (e.g. Tensor.rand, "
+                    f"a Dropout mask); their values are baked into the step and are the same in every run",
+                    stacklevel=3)
+    for n in todo:
+      if n.op == g.BUFFER and isinstance(n.arg, np.ndarray) and n.arg.nbytes > conn.max_inline_bytes:
+        handle = conn.upload(n.dtype.wire, n.shape, memoryview(n.arg).cast("B"))
+        n.arg = handle
+        g.GRAPH._uploads[n.id] = handle
+    wire = [g.GRAPH._to_wire(pb, n) for n in todo]
+    limit = conn.max_nodes_per_request or len(wire) or 1
+    start = 0
+    while len(wire) - start > limit:  # node batches past the per-request limit go first
+      conn.realize(wire[start:start + limit], [], False)
+      for n in todo[start:start + limit]:
+        g.GRAPH._mark_sent(n)
+      start += limit
+    # What fn realized (an optimizer step: gradients, new state) gets its own kernels, as eagerly.
+    sent_or_todo = todo_ids | {n.id for n in tracing.deferred if n.sent}
+    materialize = list(dict.fromkeys(n.id for n in tracing.deferred if n.id in sent_or_todo))
+    resp = conn.compile_step(wire[start:], [*ids, *sorted(scalar_ids)], [t._node.id for t in outs],
+                             [(old.id, new.id) for old, new in assigns], materialize)
+    for n in todo[start:]:
+      g.GRAPH._mark_sent(n)
+    handles = [h for h in (g.GRAPH._uploads.pop(n.id, None) for n in todo) if h is not None]
+    if handles:
+      conn.release((), handles)
+  return resp, outs, assigns, scalars

@@ -1,0 +1,84 @@
+// Compiled execution plans: a graph scheduled, compiled and given its buffers once, then run
+// many times. A training step (forward, backward, optimizer update) becomes one plan whose run()
+// only launches kernels: no scheduling, no hashing, no cache lookups, no allocation.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/engine/engine.h"
+#include "core/ir/uop.h"
+#include "core/runtime/buffer.h"
+
+namespace polygrad {
+
+struct CompiledKernel;
+
+// After each run, `target` holds the value `value` had during that run (an in-place update of a
+// parameter or optimizer state). The value must have the target's dtype and shape.
+struct PlanAssign {
+  BufferPtr target;
+  UOpRef value;
+};
+
+struct PlanSpec {
+  std::vector<UOpRef> outputs;      // results of each run, read from ExecutionPlan::outputs()
+  Bindings bound;                   // every BUFFER leaf reachable from outputs and assign values
+  std::vector<PlanAssign> assigns;  // distinct targets
+  // Values computed into a buffer of their own (a kernel boundary) though nothing returns them,
+  // as a one-shot realize of them would (e.g. gradients, which then get matmul-shaped kernels
+  // instead of being recomputed inside each consumer). Their buffers are intermediates.
+  std::vector<UOpRef> materialize;
+};
+
+struct PlanStats {
+  uint32_t kernels = 0;             // kernels launched per run
+  uint32_t intermediates = 0;       // buffers for values only kernels read (after memory sharing)
+  uint64_t intermediate_bytes = 0;  // their total size
+  uint32_t compiled = 0;            // kernels compiled while planning (kernel-cache misses)
+  uint32_t cache_hits = 0;
+};
+
+class ExecutionPlan {
+ public:
+  ~ExecutionPlan();
+  ExecutionPlan(const ExecutionPlan&) = delete;
+  ExecutionPlan& operator=(const ExecutionPlan&) = delete;
+
+  // Launches every kernel in order, then writes each assign's value into its target. Every
+  // kernel reads the targets' values from before the run: updates are written to temporaries and
+  // copied at the end. `should_stop` is polled between kernels; stopping returns CANCELLED with
+  // no target changed. Concurrent calls are serialized.
+  absl::Status run(const std::function<bool()>& should_stop = {});
+
+  // One buffer per PlanSpec output, the same buffers on every run (overwritten by each run). An
+  // output that is a bound buffer is that buffer (and shows the assigns of the run).
+  const std::vector<BufferPtr>& outputs() const { return outputs_; }
+  const PlanStats& stats() const { return stats_; }
+
+ private:
+  friend class Engine;
+  struct Step;  // one launch: a kernel and its argument pointers
+  struct Copy {
+    const void* from;
+    void* to;
+    size_t bytes;
+  };
+  ExecutionPlan() = default;
+
+  Engine::Impl* engine_ = nullptr;
+  std::vector<Step> steps_;
+  std::vector<Copy> snapshots_;  // before the kernels: assigned values that are other targets
+  std::vector<Copy> copies_;     // after the kernels: values into their targets
+  std::vector<BufferPtr> outputs_;
+  std::vector<BufferPtr> held_;  // every buffer the pointers above point into
+  PlanStats stats_;
+  std::mutex run_mu_;
+};
+
+}  // namespace polygrad

@@ -1,0 +1,369 @@
+// Session's compiled-step calls: CompileStep, RunStep, ReleaseStep (see server/session.h).
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/frontend/tensor_ops.h"
+#include "server/session.h"
+#include "server/status.h"
+
+namespace polygrad::server {
+namespace {
+
+// Marks the session in use for a call (as Session::BusyGuard does for the other calls).
+template <typename S>
+class InUse {
+ public:
+  InUse(std::atomic<int>& busy, S& session) : busy_(busy), session_(session) {
+    busy_.fetch_add(1);
+    session_.touch();
+  }
+  ~InUse() {
+    session_.touch();
+    busy_.fetch_sub(1);
+  }
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+
+ private:
+  std::atomic<int>& busy_;
+  S& session_;
+};
+
+std::string describe(const Buffer& b) {
+  return absl::StrCat(dtype_name(b.dtype()), "[", absl::StrJoin(b.shape(), ","), "]");
+}
+
+void normalize_bools(Buffer& buf) {
+  if (buf.dtype() != DType::Bool) return;
+  auto* p = static_cast<unsigned char*>(buf.data());
+  for (size_t i = 0; i < buf.nbytes(); ++i) p[i] = p[i] != 0;
+}
+
+}  // namespace
+
+absl::StatusOr<BufferPtr> Session::step_buffer_of(uint64_t node_id, std::string_view role) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(av(role), " node ", node_id, " is not defined in this session"));
+  }
+  if (!it->second.realized) {
+    return absl::InvalidArgumentError(absl::StrCat(av(role), " node ", node_id, " (", op_name(it->second.lazy->op),
+                                                   ") has no buffer: it must be a BUFFER node or realized first"));
+  }
+  return it->second.realized;
+}
+
+// Writing a node's buffer in place must not change other nodes that merely share it (equal
+// values are hash-consed into one buffer, e.g. two zero tensors). Such a node gets a private
+// copy and a new leaf; BUFFER nodes naming the same handle are views of it and keep sharing.
+absl::Status Session::privatize(uint64_t node_id) {
+  NodeEntry& e = nodes_.at(node_id);
+  const Buffer* shared = e.realized.get();
+  bool other = false;
+  for (const auto& [id, n] : nodes_) {
+    if (id != node_id && n.realized.get() == shared && n.lazy->op != Ops::BUFFER) other = true;
+  }
+  if (e.lazy->op == Ops::BUFFER && !other) return absl::OkStatus();
+  if (e.lazy->op != Ops::BUFFER) {
+    for (const auto& [id, n] : nodes_) {
+      if (id != node_id && n.realized.get() == shared) other = true;
+    }
+  }
+  if (!other) return absl::OkStatus();
+  absl::StatusOr<BufferPtr> copy = engine_.allocate(e.realized->dtype(), e.realized->shape());
+  if (!copy.ok()) return copy.status();
+  std::memcpy((*copy)->data(), e.realized->data(), e.realized->nbytes());
+  absl::StatusOr<UOpRef> leaf = frontend::buffer((*copy)->id(), (*copy)->dtype(), (*copy)->shape());
+  if (!leaf.ok()) return leaf.status();
+  if (e.lazy->op == Ops::BUFFER) {
+    unbind(e.lazy.get());
+    e.lazy = *leaf;
+  } else {
+    if (e.leaf) unbind(e.leaf.get());
+    e.leaf = *leaf;
+  }
+  e.realized = *copy;
+  bind(*leaf, e.realized);
+  if (e.handle != 0) handles_[e.handle].buffer = e.realized;
+  return absl::OkStatus();
+}
+
+// After a run wrote `buffer_ids` in place, a realized node computed from them (or into one of
+// them) no longer equals its graph: drop the graph's binding so an equal graph sent later is
+// computed afresh.
+void Session::invalidate_readers(const absl::flat_hash_set<uint64_t>& buffer_ids,
+                                 absl::flat_hash_map<uint64_t, const UOp*>& clean) {
+  for (auto& [id, e] : nodes_) {
+    if (!e.realized || e.lazy_stale || e.lazy->op == Ops::BUFFER) continue;
+    if (auto c = clean.find(id); c != clean.end() && c->second == e.lazy.get()) continue;
+    // A target computed by a graph (e.g. zeros) no longer holds that graph's value either.
+    bool hit = buffer_ids.contains(e.realized->id());
+    for (const UOp* u : toposort({e.lazy})) {
+      if (u->op == Ops::BUFFER && buffer_ids.contains(static_cast<uint64_t>(u->arg_int()))) {
+        hit = true;
+        break;
+      }
+    }
+    if (!hit) {
+      clean[id] = e.lazy.get();  // checked once: a node's graph never changes
+      continue;
+    }
+    unbind(e.lazy.get());
+    e.lazy_stale = true;
+  }
+}
+
+absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileStepRequest& request,
+                                                              const std::function<bool()>& should_stop,
+                                                              Transfer& transfer) {
+  InUse busy(busy_, *this);
+  const Clock::time_point start = Clock::now();
+  PlanSpec spec;
+  std::vector<UOpRef> keep_alive;
+  std::vector<uint64_t> added;
+  auto step = std::make_shared<CompiledStep>();
+  {
+    std::lock_guard lock(mu_);
+    if (absl::Status s = check_open(); !s.ok()) return s;
+    // Inputs and node targets defined before this request get private buffers first, so the
+    // nodes decoded below read the buffers the step will write.
+    for (uint64_t id : request.inputs()) {
+      if (nodes_.contains(id) && nodes_.at(id).realized) {
+        if (absl::Status s = privatize(id); !s.ok()) return s;
+      }
+    }
+    for (const v1::StepAssign& a : request.assigns()) {
+      if (a.target_case() == v1::StepAssign::kTargetNode && nodes_.contains(a.target_node()) &&
+          nodes_.at(a.target_node()).realized) {
+        if (absl::Status s = privatize(a.target_node()); !s.ok()) return s;
+      }
+    }
+    absl::StatusOr<DecodedNodes> decoded = decode(request.nodes());
+    if (!decoded.ok()) return decoded.status();
+    for (DecodedNode& n : decoded->nodes) {
+      if (nodes_.contains(n.id)) continue;  // decode rejects redefinitions; keep the old entry regardless
+      added.push_back(n.id);
+      NodeEntry& e = nodes_[n.id];
+      e.lazy = std::move(n.uop);
+      if (n.leaf) {
+        e.realized = std::move(n.leaf);
+        bind(e.lazy, e.realized);
+      }
+    }
+    transfer.upload += decoded->inline_bytes;
+    auto fail = [&](absl::Status s) {
+      for (uint64_t id : added) erase_node(id);
+      return s;
+    };
+
+    absl::flat_hash_set<const Buffer*> written;
+    for (uint64_t id : request.inputs()) {
+      absl::StatusOr<BufferPtr> b = step_buffer_of(id, "input");
+      if (!b.ok()) return fail(b.status());
+      if (!written.insert(b->get()).second) {
+        return fail(absl::InvalidArgumentError(absl::StrCat("input node ", id, " is listed twice or shares its buffer with another input")));
+      }
+      step->inputs.push_back(CompiledStep::Input{id, *b});
+      step->written_ids.insert((*b)->id());
+    }
+    for (uint64_t id : request.outputs()) {
+      auto it = nodes_.find(id);
+      if (it == nodes_.end()) return fail(absl::InvalidArgumentError(absl::StrCat("output ", id, " is not defined in this session")));
+      spec.outputs.push_back(it->second.current());
+      step->output_ids.push_back(id);
+    }
+    for (uint64_t id : request.materialize()) {
+      auto it = nodes_.find(id);
+      if (it == nodes_.end()) {
+        return fail(absl::InvalidArgumentError(absl::StrCat("materialize: node ", id, " is not defined in this session")));
+      }
+      spec.materialize.push_back(it->second.current());
+    }
+    for (int i = 0; i < request.assigns_size(); ++i) {
+      const v1::StepAssign& a = request.assigns(i);
+      absl::StatusOr<BufferPtr> target;
+      std::string name;
+      if (a.target_case() == v1::StepAssign::kTargetNode) {
+        name = absl::StrCat("assign ", i, ": target node ", a.target_node());
+        target = step_buffer_of(a.target_node(), absl::StrCat("assign ", i, ": target"));
+      } else if (a.target_case() == v1::StepAssign::kTargetHandle) {
+        name = absl::StrCat("assign ", i, ": target handle ", a.target_handle());
+        auto h = handles_.find(a.target_handle());
+        target = h == handles_.end() ? absl::StatusOr<BufferPtr>(absl::NotFoundError(absl::StrCat(
+                                           name, " is not a buffer of this session")))
+                                     : absl::StatusOr<BufferPtr>(h->second.buffer);
+      } else {
+        return fail(absl::InvalidArgumentError(absl::StrCat("assign ", i, ": has no target")));
+      }
+      if (!target.ok()) return fail(target.status());
+      auto v = nodes_.find(a.value());
+      if (v == nodes_.end()) {
+        return fail(absl::InvalidArgumentError(absl::StrCat("assign ", i, ": value node ", a.value(), " is not defined in this session")));
+      }
+      const UOpRef& value = v->second.current();
+      if (value->dtype != (*target)->dtype() || value->shape != (*target)->shape()) {
+        return fail(absl::InvalidArgumentError(absl::StrCat(name, " is ", describe(**target), " but value node ", a.value(), " is ",
+                                                            dtype_name(value->dtype), "[", absl::StrJoin(value->shape, ","), "]")));
+      }
+      if (!written.insert(target->get()).second) {
+        return fail(absl::InvalidArgumentError(absl::StrCat(name, " is also an input or another assign's target")));
+      }
+      spec.assigns.push_back(PlanAssign{*target, value});
+      step->written_ids.insert((*target)->id());
+    }
+    keep_alive.reserve(bindings_.size());
+    for (const auto& [ptr, b] : bindings_) {
+      keep_alive.push_back(b.uop);
+      spec.bound.emplace(ptr, b.buffer);
+    }
+  }
+
+  RealizeOptions options;
+  options.should_stop = [this, &should_stop] { return closed_.load() || (should_stop && should_stop()); };
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = engine_.plan(spec, options);
+  std::lock_guard lock(mu_);
+  if (!plan.ok()) {
+    for (uint64_t id : added) erase_node(id);
+    return plan.status();
+  }
+  if (absl::Status s = check_open(); !s.ok()) return s;
+  step->plan = *std::move(plan);
+  uint64_t id = next_step_++;
+  if (id == 0) id = next_step_++;
+  steps_[id] = step;
+  // The targets are written from now on: bindings computed from them are stale at the first run.
+  invalidate_readers(step->written_ids, step->clean);
+
+  v1::CompileStepResponse response;
+  response.set_step_id(id);
+  const PlanStats& st = step->plan->stats();
+  v1::StepStats* stats = response.mutable_stats();
+  stats->set_kernels(st.kernels);
+  stats->set_intermediates(st.intermediates);
+  stats->set_intermediate_bytes(st.intermediate_bytes);
+  stats->set_compiled(st.compiled);
+  stats->set_cache_hits(st.cache_hits);
+  stats->set_seconds(std::chrono::duration<double>(Clock::now() - start).count());
+  return response;
+}
+
+absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& request,
+                                                      const std::function<bool()>& should_stop, Transfer& transfer) {
+  InUse busy(busy_, *this);
+  const Clock::time_point start = Clock::now();
+  std::shared_ptr<CompiledStep> step;
+  // New input data: (destination, bytes or a source buffer), checked before anything is written.
+  struct Feed {
+    Buffer* into;
+    std::string_view bytes;
+    BufferPtr from;
+  };
+  std::vector<Feed> feeds;
+  {
+    std::lock_guard lock(mu_);
+    if (absl::Status s = check_open(); !s.ok()) return s;
+    auto it = steps_.find(request.step_id());
+    if (it == steps_.end()) {
+      return absl::NotFoundError(absl::StrCat("step ", request.step_id(), " is not a step of this session"));
+    }
+    step = it->second;
+    for (const v1::StepInput& in : request.inputs()) {
+      const CompiledStep::Input* slot = nullptr;
+      for (const CompiledStep::Input& s : step->inputs) {
+        if (s.node_id == in.node_id()) slot = &s;
+      }
+      if (!slot) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node ", in.node_id(), " is not an input of step ", request.step_id()));
+      }
+      Buffer& dst = *slot->buffer;
+      if (in.source_case() == v1::StepInput::kData) {
+        if (in.data().size() != dst.nbytes()) {
+          return absl::InvalidArgumentError(absl::StrCat("input node ", in.node_id(), ": got ", in.data().size(),
+                                                         " bytes, ", describe(dst), " needs ", dst.nbytes()));
+        }
+        feeds.push_back(Feed{&dst, in.data(), nullptr});
+      } else if (in.source_case() == v1::StepInput::kHandle) {
+        auto h = handles_.find(in.handle());
+        if (h == handles_.end()) {
+          return absl::NotFoundError(
+              absl::StrCat("input node ", in.node_id(), ": handle ", in.handle(), " is not a buffer of this session"));
+        }
+        const Buffer& src = *h->second.buffer;
+        if (src.dtype() != dst.dtype() || src.shape() != dst.shape()) {
+          return absl::InvalidArgumentError(absl::StrCat("input node ", in.node_id(), " is ", describe(dst),
+                                                         " but handle ", in.handle(), " is ", describe(src)));
+        }
+        feeds.push_back(Feed{&dst, {}, h->second.buffer});
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("input node ", in.node_id(), ": neither data nor handle given"));
+      }
+    }
+  }
+
+  v1::RunStepResponse response;
+  std::vector<std::pair<int, BufferPtr>> large;  // outputs too big to inline: copies to hand out
+  {
+    std::lock_guard run_lock(step_run_mu_);
+    for (const Feed& f : feeds) {
+      if (f.from) {
+        if (f.from.get() != f.into) std::memcpy(f.into->data(), f.from->data(), f.into->nbytes());
+      } else {
+        std::memcpy(f.into->data(), f.bytes.data(), f.bytes.size());
+        transfer.upload += f.bytes.size();
+      }
+      normalize_bools(*f.into);
+    }
+    absl::Status ran =
+        step->plan->run([this, &should_stop] { return closed_.load() || (should_stop && should_stop()); });
+    if (!ran.ok()) return ran;
+    uint64_t inline_budget = limits_.max_inline_bytes;
+    const std::vector<BufferPtr>& outs = step->plan->outputs();
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const Buffer& b = *outs[i];
+      v1::TensorResult* r = response.add_outputs();
+      r->set_node_id(step->output_ids[i]);
+      r->set_dtype(to_wire(b.dtype()));
+      for (int64_t d : b.shape()) r->add_shape(d);
+      if (!request.want_data()) continue;
+      if (b.nbytes() <= inline_budget) {
+        r->set_has_data(true);
+        r->set_data(static_cast<const char*>(b.data()), b.nbytes());
+        inline_budget -= b.nbytes();
+        transfer.download += b.nbytes();
+      } else {
+        absl::StatusOr<BufferPtr> copy = engine_.allocate(b.dtype(), b.shape());
+        if (!copy.ok()) return copy.status();
+        std::memcpy((*copy)->data(), b.data(), b.nbytes());
+        large.emplace_back(static_cast<int>(i), *std::move(copy));
+      }
+    }
+  }
+  std::lock_guard lock(mu_);
+  if (closed_.load()) return absl::AbortedError(absl::StrCat("session ", id_, " was closed during the step"));
+  for (auto& [i, buf] : large) response.mutable_outputs(i)->set_handle(new_handle(buf, 0, false));
+  invalidate_readers(step->written_ids, step->clean);
+  response.set_seconds(std::chrono::duration<double>(Clock::now() - start).count());
+  return response;
+}
+
+absl::Status Session::release_step(const v1::ReleaseStepRequest& request) {
+  InUse busy(busy_, *this);
+  std::shared_ptr<CompiledStep> step;  // freed outside the lock
+  std::lock_guard lock(mu_);
+  if (absl::Status s = check_open(); !s.ok()) return s;
+  auto it = steps_.find(request.step_id());
+  if (it == steps_.end()) return absl::NotFoundError(absl::StrCat("step ", request.step_id(), " is not a step of this session"));
+  step = std::move(it->second);
+  steps_.erase(it);
+  return absl::OkStatus();
+}
+
+size_t Session::step_count() const {
+  std::lock_guard lock(mu_);
+  return steps_.size();
+}
+
+}  // namespace polygrad::server

@@ -1,0 +1,29 @@
+// A compiled step held by a session: the execution plan, which buffers RunStep feeds, and what
+// it returns. The plan and every buffer it uses live as long as the step (released explicitly,
+// or with the session).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "core/engine/plan.h"
+#include "core/runtime/buffer.h"
+
+namespace polygrad::server {
+
+struct CompiledStep {
+  struct Input {
+    uint64_t node_id;
+    BufferPtr buffer;  // RunStep copies new data here before the kernels run
+  };
+  std::unique_ptr<ExecutionPlan> plan;
+  std::vector<Input> inputs;
+  std::vector<uint64_t> output_ids;            // node ids, in the order of plan->outputs()
+  absl::flat_hash_set<uint64_t> written_ids;   // ids of the buffers a run writes (inputs, targets)
+  absl::flat_hash_map<uint64_t, const UOp*> clean;  // nodes seen not to read written buffers
+};
+
+}  // namespace polygrad::server
