@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
+#include <variant>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -13,6 +15,35 @@ namespace polygrad {
 namespace {
 
 bool is_half(DType dt) { return dt == DType::Float16 || dt == DType::BFloat16; }
+
+constexpr double kLog2E = 1.4426950408889634, kLn2 = 0.6931471805599453;
+
+// For MUL(x, c) or MUL(c, x) with c a float constant within float rounding of `want`: x.
+const UOpRef* scaled_operand(const UOp& mul, double want) {
+  if (mul.op != Ops::MUL || !dtype_is_float(mul.dtype)) return nullptr;
+  for (int i = 0; i < 2; ++i) {
+    const UOp& c = *mul.src[i];
+    if (c.op == Ops::CONST && std::holds_alternative<double>(c.arg) &&
+        std::abs(c.arg_float() - want) <= 1e-7 * std::abs(want))
+      return &mul.src[1 - i];
+  }
+  return nullptr;
+}
+
+// exp(x) as the frontend spells it, exp2(x * +-log2(e)): x, with `negate` for the minus sign.
+const UOpRef* natural_exp_arg(const UOp& exp2, bool& negate) {
+  if (exp2.op != Ops::EXP2) return nullptr;
+  negate = false;
+  if (const UOpRef* x = scaled_operand(*exp2.src[0], kLog2E)) return x;
+  negate = true;
+  return scaled_operand(*exp2.src[0], -kLog2E);
+}
+
+// log(x) as the frontend spells it, log2(x) * ln(2): the LOG2 node.
+const UOpRef* natural_log_of(const UOp& mul) {
+  const UOpRef* l = scaled_operand(mul, kLn2);
+  return l != nullptr && (*l)->op == Ops::LOG2 ? l : nullptr;
+}
 
 const char* suffix(DType dt) {
   switch (dt) {
@@ -75,8 +106,10 @@ class CStyleRenderer::Emitter {
     std::string body;
     int indent = 1;
     auto line = [&](const std::string& s) { absl::StrAppend(&body, std::string(2 * indent, ' '), s, "\n"); };
+    skip_absorbed(k);
     for (const UOpRef& u : k.ops) {
       const UOp& n = *u;
+      if (absorbed_.count(&n)) continue;
       switch (n.op) {
         case Ops::CONST:
         case Ops::DEFINE_GLOBAL:
@@ -212,7 +245,14 @@ class CStyleRenderer::Emitter {
       }
       case Ops::NEG: return absl::StrCat("(-", a(0), ")");
       case Ops::NOT: return absl::StrCat("(!", a(0), ")");
-      case Ops::EXP2: return t_.math_call("exp2", dt, a(0));
+      case Ops::EXP2: {
+        // exp2(x * log2(e)) is how the frontend spells exp(x): render it as exp(x), which is
+        // one rounding more accurate and which vector math libraries (libmvec) provide.
+        bool negate = false;
+        if (const UOpRef* x = natural_exp_arg(n, negate))
+          return t_.math_call("exp", dt, negate ? absl::StrCat("(-", name(*x), ")") : name(*x));
+        return t_.math_call("exp2", dt, a(0));
+      }
       case Ops::LOG2: return t_.math_call("log2", dt, a(0));
       case Ops::SQRT: return t_.math_call("sqrt", dt, a(0));
       case Ops::SIN: return t_.math_call("sin", dt, a(0));
@@ -220,7 +260,10 @@ class CStyleRenderer::Emitter {
       case Ops::CAST: return absl::StrFormat("((%s)%s)", t_.value_type(dt), a(0));
       case Ops::ADD: return absl::StrFormat("(%s + %s)", a(0), a(1));
       case Ops::SUB: return absl::StrFormat("(%s - %s)", a(0), a(1));
-      case Ops::MUL: return absl::StrFormat("(%s * %s)", a(0), a(1));
+      case Ops::MUL:
+        // log2(x) * ln(2) is the frontend's log(x); see EXP2.
+        if (const UOpRef* l = natural_log_of(n)) return t_.math_call("log", dt, name((*l)->src[0]));
+        return absl::StrFormat("(%s * %s)", a(0), a(1));
       case Ops::FDIV: return absl::StrFormat("(%s / %s)", a(0), a(1));
       case Ops::IDIV:
       case Ops::MOD: {
@@ -243,6 +286,21 @@ class CStyleRenderer::Emitter {
   }
 
   const CStyleRenderer& t_;
+  // Nodes every user of which renders without them (the scaling inside a natural exp or log):
+  // never emitted, since an unused variable is a warning NVRTC reports.
+  void skip_absorbed(const LinearKernel& k) {
+    std::unordered_map<const UOp*, int> uses, absorbed_uses;
+    for (const UOpRef& u : k.ops) {
+      for (const UOpRef& s : u->src) ++uses[s.get()];
+      bool negate = false;
+      if (natural_exp_arg(*u, negate) != nullptr) ++absorbed_uses[u->src[0].get()];
+      if (const UOpRef* l = natural_log_of(*u)) ++absorbed_uses[l->get()];
+    }
+    for (auto [n, count] : absorbed_uses)
+      if (count == uses[n]) absorbed_.insert(n);
+  }
+
+  std::unordered_set<const UOp*> absorbed_;
   std::unordered_map<const UOp*, std::string> names_;
   int next_var_ = 0;
 };

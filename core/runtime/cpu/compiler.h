@@ -33,6 +33,7 @@ class CpuCompiler {
   std::string version_;
   std::string identity_;
   std::vector<std::string> flags_;
+  std::vector<std::string> libs_;  // after the source: -lm, and -lmvec when vector math is used
   std::chrono::seconds timeout_{120};
 };
 
