@@ -127,7 +127,7 @@ grpc::ServerUnaryReactor* AdminService::Prewarm(grpc::CallbackServerContext* ctx
   const Clock::time_point start = Clock::now();
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   // Compiling is slow: it runs on the worker pool like a realize.
-  deps_.pool.submit([this, ctx, request, response, reactor, start] {
+  deps_.submit("Prewarm", [this, ctx, request, response, reactor, start] {
     absl::StatusOr<v1::PrewarmResponse> r =
         prewarm(*request, deps_.sessions, [ctx, this] { return ctx->IsCancelled() || deps_.stopping.load(); });
     if (r.ok()) *response = *std::move(r);

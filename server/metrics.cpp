@@ -141,6 +141,10 @@ Metrics::Metrics(std::string_view version)
                           .Name("polygradd_request_duration_seconds")
                           .Help("Time to handle a request, by method.")
                           .Register(*registry_);
+  queue_seconds_ = &BuildHistogram()
+                        .Name("polygradd_queue_duration_seconds")
+                        .Help("Time heavy work (realize, steps, prewarm) waited for a worker thread, by method.")
+                        .Register(*registry_);
   auto& lookups = BuildCounter()
                       .Name("polygradd_kernel_cache_lookups_total")
                       .Help("Kernel cache lookups, by where they were answered.")
@@ -211,6 +215,10 @@ void Metrics::observe_request(std::string_view method, absl::StatusCode code, do
   const std::string m(method);
   requests_->Add({{"method", m}, {"code", code_name(code)}}).Increment();
   request_seconds_->Add({{"method", m}}, request_buckets()).Observe(seconds);
+}
+
+void Metrics::observe_queue(std::string_view method, double seconds) {
+  queue_seconds_->Add({{"method", std::string(method)}}, request_buckets()).Observe(seconds);
 }
 
 void Metrics::add_upload_bytes(uint64_t n) { upload_bytes_->Increment(static_cast<double>(n)); }

@@ -51,6 +51,8 @@ class Metrics final : public EngineObserver {
   void set_live_source(std::function<LiveCounts()> source);
 
   void observe_request(std::string_view method, absl::StatusCode code, double seconds);
+  // How long a request's heavy part waited in the worker pool's queue.
+  void observe_queue(std::string_view method, double seconds);
   void add_upload_bytes(uint64_t n);
   void add_download_bytes(uint64_t n);
   // A request refused by a quota; `limit` is its label (session_bytes, requests_in_flight, ...).
@@ -76,6 +78,7 @@ class Metrics final : public EngineObserver {
 
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Histogram>* request_seconds_;
+  prometheus::Family<prometheus::Histogram>* queue_seconds_;
   prometheus::Counter* cache_memory_hit_;
   prometheus::Counter* cache_disk_hit_;
   prometheus::Counter* cache_miss_;

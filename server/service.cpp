@@ -279,7 +279,7 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
     absl::StatusOr<std::shared_ptr<Quotas::Ticket>> ticket = deps_.admit();
     if (!ticket.ok()) return done("Execute.realize", rid, start, ticket.status());
     // The heavy part runs on the pool; it resumes the stream when its answer is queued.
-    deps_.pool.submit([this, rid, start, session = session_, request = std::move(*req.mutable_realize()),
+    deps_.submit("Execute.realize", [this, rid, start, session = session_, request = std::move(*req.mutable_realize()),
                        ticket = *std::move(ticket)]() mutable {
       absl::StatusOr<v1::RealizeResponse> r =
           run_realize(deps_, *session, request, [this] { return cancelled_.load(); });
@@ -303,7 +303,7 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
     }
     absl::StatusOr<std::shared_ptr<Quotas::Ticket>> ticket = deps_.admit();
     if (!ticket.ok()) return done(method, rid, start, ticket.status());
-    deps_.pool.submit([this, rid, start, method, session = session_, req = std::move(req),
+    deps_.submit(method, [this, rid, start, method, session = session_, req = std::move(req),
                        ticket = *std::move(ticket)]() mutable {
       const auto stop = [this] { return cancelled_.load(); };
       absl::Status status;
@@ -426,6 +426,13 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
 
 // ---- shared bookkeeping ---------------------------------------------------------------------
 
+void ServiceDeps::submit(std::string_view method, std::function<void()> task) const {
+  pool.submit([this, method = std::string(method), queued = Clock::now(), task = std::move(task)] {
+    metrics.observe_queue(method, std::chrono::duration<double>(Clock::now() - queued).count());
+    task();
+  });
+}
+
 absl::StatusOr<std::shared_ptr<Quotas::Ticket>> ServiceDeps::admit() const {
   if (quotas == nullptr) return std::shared_ptr<Quotas::Ticket>();
   absl::StatusOr<Quotas::Ticket> t = quotas->admit_request();
@@ -500,7 +507,7 @@ grpc::ServerUnaryReactor* PolygradService::Realize(grpc::CallbackServerContext* 
   absl::StatusOr<SessionPtr> s = deps_.sessions.find(request->session_id(), tenant_of(*ctx));
   if (!s.ok()) return finish(ctx, "Realize", request->session_id(), start, s.status());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  deps_.pool.submit([this, ctx, request, response, reactor, start, session = *std::move(s),
+  deps_.submit("Realize", [this, ctx, request, response, reactor, start, session = *std::move(s),
                      ticket = *std::move(ticket)]() mutable {
     const auto past_deadline = [ctx] { return std::chrono::system_clock::now() > ctx->deadline(); };
     absl::StatusOr<v1::RealizeResponse> r =

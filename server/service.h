@@ -43,6 +43,9 @@ struct ServiceDeps {
 
   // Admits one more request under --max-requests-in-flight; the ticket ends it.
   absl::StatusOr<std::shared_ptr<Quotas::Ticket>> admit() const;
+
+  // Runs `task` on the worker pool, recording how long it queued under `method`.
+  void submit(std::string_view method, std::function<void()> task) const;
 };
 
 class PolygradService final : public v1::Polygrad::CallbackService {

@@ -47,7 +47,7 @@ grpc::ServerUnaryReactor* on_pool(const ServiceDeps& deps, grpc::CallbackServerC
     reactor->Finish(to_grpc_status(s.status()));
     return reactor;
   }
-  deps.pool.submit([&deps, ctx, response, reactor, start, method, work, request_id, ticket = *std::move(ticket),
+  deps.submit(method, [&deps, ctx, response, reactor, start, method, work, request_id, ticket = *std::move(ticket),
                     session = *std::move(s)] {
     const auto past_deadline = [ctx] { return std::chrono::system_clock::now() > ctx->deadline(); };
     absl::StatusOr<Response> r = work(*session, [&] { return ctx->IsCancelled() || past_deadline(); });

@@ -975,7 +975,8 @@ TEST_F(OwnServerTest, MetricsEndpoint) {
   EXPECT_GT(std::stod(text.substr(at + series.size())), 0.0);
   for (const char* name : {"polygradd_kernel_cache_lookups_total{result=\"miss\"}",
                            "polygradd_kernel_cache_lookups_total{result=\"memory_hit\"}",
-                           "polygradd_request_duration_seconds_bucket", "polygradd_sessions ",
+                           "polygradd_request_duration_seconds_bucket",
+                           "polygradd_queue_duration_seconds_bucket{method=\"Realize\"", "polygradd_sessions ",
                            "polygradd_sessions_created_total ", "polygradd_buffers ", "polygradd_buffer_bytes ",
                            "polygradd_transfer_bytes_total{direction=\"upload\"}", "polygradd_build_info{version=",
                            "polygradd_compile_duration_seconds", "polygradd_kernel_duration_seconds"}) {
