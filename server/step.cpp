@@ -229,6 +229,13 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
     return plan.status();
   }
   if (absl::Status s = check_open(); !s.ok()) return s;
+  // A step's buffers count against the session's and tenant's quotas like any others it holds.
+  absl::StatusOr<Reservation> room = held_.reserve((*plan)->buffers());
+  if (!room.ok()) {
+    for (uint64_t id : added) erase_node(id);
+    return room.status();
+  }
+  for (const BufferPtr& b : (*plan)->buffers()) held_.hold(b);
   step->plan = *std::move(plan);
   uint64_t id = next_step_++;
   if (id == 0) id = next_step_++;
@@ -358,6 +365,7 @@ absl::Status Session::release_step(const v1::ReleaseStepRequest& request) {
   if (it == steps_.end()) return absl::NotFoundError(absl::StrCat("step ", request.step_id(), " is not a step of this session"));
   step = std::move(it->second);
   steps_.erase(it);
+  for (const BufferPtr& b : step->plan->buffers()) held_.drop(b.get());
   return absl::OkStatus();
 }
 

@@ -59,6 +59,8 @@ class ExecutionPlan {
   // One buffer per PlanSpec output, the same buffers on every run (overwritten by each run). An
   // output that is a bound buffer is that buffer (and shows the assigns of the run).
   const std::vector<BufferPtr>& outputs() const { return outputs_; }
+  // Every buffer the plan keeps alive (bound inputs and targets included), for accounting.
+  const std::vector<BufferPtr>& buffers() const { return held_; }
   const PlanStats& stats() const { return stats_; }
 
  private:

@@ -383,6 +383,21 @@ TEST_F(StepTest, ClosingTheSessionFreesItsSteps) {
   EXPECT_CODE(run(sid, step, {}, &out), NOT_FOUND);
 }
 
+// A step's buffers (its output, the intermediates, the value copied into w) are the session's
+// holdings like any others, so session and tenant quotas cover them; releasing the step refunds
+// them down to the two realized inputs (2 x 3 floats).
+TEST_F(StepTest, StepBuffersCountAsTheSessionsHoldings) {
+  const std::string sid = create_session();
+  const uint64_t step = sgd_like_step(sid);
+  absl::StatusOr<std::shared_ptr<Session>> session = server_->sessions().find(sid, "");
+  ASSERT_TRUE(session.ok()) << session.status();
+  const uint64_t with_step = (*session)->held_bytes();
+  ASSERT_TRUE(release_step(sid, step).ok());
+  EXPECT_EQ((*session)->held_bytes(), 2 * 3 * sizeof(float));
+  EXPECT_GT(with_step, (*session)->held_bytes());
+  ASSERT_TRUE(close_session(sid).ok());
+}
+
 TEST_F(StepTest, StepsInsideTheExecuteStream) {
   const int64_t baseline = Buffer::live_count();
   grpc::ClientContext ctx;
