@@ -231,11 +231,20 @@ absl::StatusOr<UOpRef> relu(const UOpRef& x) {
 
 absl::StatusOr<UOpRef> sigmoid(const UOpRef& x) {
   if (auto s = need_float(x, "sigmoid"); !s.ok()) return s;
-  PG_ASSIGN(t, scale(x, -kLog2E));
+  // e = exp(-|x|) never overflows (1 / (1 + exp(-x)) does for x below about -88 in float32, -11
+  // in float16, and its gradient then multiplies 0 by inf): sigmoid is 1 / (1 + e) for x >= 0
+  // and e / (1 + e) below.
+  PG_ASSIGN(nx, alu(Ops::NEG, {x}));
+  PG_ASSIGN(ax, alu(Ops::MAX, {x, nx}));
+  PG_ASSIGN(t, scale(ax, -kLog2E));
   PG_ASSIGN(e, alu(Ops::EXP2, {t}));
   PG_ASSIGN(one, scalar_like(1, x));
   PG_ASSIGN(d, alu(Ops::ADD, {one, e}));
-  return alu(Ops::RECIP, {d});
+  PG_ASSIGN(pos, alu(Ops::RECIP, {d}));
+  PG_ASSIGN(neg, alu(Ops::MUL, {e, pos}));
+  PG_ASSIGN(zero, scalar_like(0, x));
+  PG_ASSIGN(below, alu(Ops::CMPLT, {x, zero}));
+  return alu(Ops::WHERE, {below, neg, pos});
 }
 
 absl::StatusOr<UOpRef> tanh(const UOpRef& x) {

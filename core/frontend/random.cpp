@@ -27,6 +27,29 @@ absl::StatusOr<UOpRef> rotl(const UOpRef& x, int r) {
   return alu(Ops::OR, {hi, lo});
 }
 
+// The row-major position of every element of `shape` as uint32, built in `shape` itself from one
+// arange per axis: movement ops stay at the leaves, and the 20 rounds above them (which use every
+// intermediate twice) never sit under a reshape that would re-index the whole chain.
+absl::StatusOr<UOpRef> row_major_index(const Shape& shape) {
+  PG_ASSIGN(acc, u32(0, shape));
+  UOpRef index = acc;
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] > 1) {
+      PG_ASSIGN(a, arange(shape[i], DType::UInt32));
+      Shape axis(shape.size(), 1);
+      axis[i] = shape[i];
+      PG_ASSIGN(r, reshape(a, axis));
+      PG_ASSIGN(e, expand(r, shape));
+      PG_ASSIGN(s, binary(Ops::MUL, e, static_cast<uint32_t>(stride)));
+      PG_ASSIGN(sum, alu(Ops::ADD, {index, s}));
+      index = sum;
+    }
+    stride *= shape[i];
+  }
+  return index;
+}
+
 int fraction_bits(DType dt) {
   switch (dt) {
     case DType::Float64: return 32;
@@ -73,13 +96,12 @@ absl::StatusOr<RandomBits> random_bits(const Shape& shape, RandomKey key) {
     if (n > std::numeric_limits<uint32_t>::max())
       return absl::InvalidArgumentError("random tensors are limited to 2^32 - 1 elements");
   }
-  PG_ASSIGN(index, arange(n, DType::UInt32));
-  const Shape flat{n};
+  PG_ASSIGN(index, row_major_index(shape));
   const auto k0 = static_cast<uint32_t>(key.seed), k1 = static_cast<uint32_t>(key.seed >> 32);
   const uint32_t ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
   constexpr int kRotations[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
   PG_ASSIGN(x0_init, binary(Ops::ADD, index, ks[0]));
-  PG_ASSIGN(x1_init, u32(static_cast<uint32_t>(key.counter) + ks[1], flat));
+  PG_ASSIGN(x1_init, u32(static_cast<uint32_t>(key.counter) + ks[1], shape));
   UOpRef x0 = x0_init, x1 = x1_init;
   for (int group = 0; group < 5; ++group) {  // 20 rounds, a key injection after every 4
     for (int r : kRotations[group % 2]) {
@@ -94,9 +116,7 @@ absl::StatusOr<RandomBits> random_bits(const Shape& shape, RandomKey key) {
     x0 = a;
     x1 = b;
   }
-  PG_ASSIGN(lo, reshape(x0, shape));
-  PG_ASSIGN(hi, reshape(x1, shape));
-  return RandomBits{lo, hi};
+  return RandomBits{x0, x1};
 }
 
 absl::StatusOr<UOpRef> rand(const Shape& shape, DType dtype, RandomKey key) {
