@@ -151,3 +151,15 @@ def test_bad_random_arguments_raise_locally():
     Tensor.randint(3, low=5, high=5)
   with pytest.raises(ValueError):
     Tensor.randint(3, low=0, high=300, dtype=dtypes.int8)
+
+
+def test_daemon_rejects_bad_random_nodes_and_keeps_serving():
+  from polygrad import graph as g
+  from polygrad.errors import PolygradInvalidArgument
+  bad = [(g.RANDINT, dtypes.int32, g.Composite(shape=(3,), low=5, high=5), "low < high"),
+         (g.RAND, dtypes.int32, g.Composite(shape=(3,)), "float"),
+         (g.RAND, dtypes.float32, g.Composite(shape=(3,), counter=1 << 32), "32 bits")]
+  for op, dt, arg, msg in bad:
+    with pytest.raises(PolygradInvalidArgument, match=msg):
+      Tensor(g.GRAPH.node(op, dt, (3,), (), arg)).numpy()
+  assert Tensor.rand(2).numpy().shape == (2,)

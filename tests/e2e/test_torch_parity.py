@@ -408,6 +408,9 @@ OPS: List[Op] = [
     Op("gather", lambda p, x, i: x.gather(p["dim"], i), lambda p, x, i: torch.gather(x, p["dim"], i.long()),
        [V((3, 5), (3, 4), dim=1, n=5), V((4, 3), (2, 3), dim=0, n=4), V((2, 3, 4), (2, 3, 6), dim=2, n=4)],
        FLOATS + ("int32",), kinds="xi"),
+    Op("index_tensor", lambda p, x, i: x[p["at"](i)], lambda p, x, i: x[p["at"](i.long())],
+       [V((5, 3), (4,), n=5, at=lambda i: i), V((2, 6, 3), (2, 2), n=6, at=lambda i: (slice(None), i)),
+        V((3, 4), (3,), n=4, at=lambda i: (Ellipsis, i))], FLOATS + ("int32",), kinds="xi"),
     Op("one_hot", lambda p, i: i.one_hot(p["n"]), lambda p, i: F.one_hot(i.long(), p["n"]),
        [V((5,), n=4), V((2, 3), n=6), V((0,), n=3)], ("int32", "int64"), grad=False, kinds="i"),
 ]

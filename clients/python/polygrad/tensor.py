@@ -794,7 +794,7 @@ class Tensor:
     if not isinstance(idx, tuple):
       idx = (idx,)
     if any(isinstance(i, (Tensor, list, np.ndarray)) for i in idx):
-      raise NotImplementedError("indexing with tensors or lists is not supported")
+      return self._index_with_tensor(idx)
     n_ell = sum(1 for i in idx if i is Ellipsis)
     if n_ell > 1:
       raise IndexError("an index can only have a single ellipsis")
@@ -827,6 +827,40 @@ class Tensor:
       x = x.shrink(pairs)
       axis += 1
     return x.reshape(tuple(final))
+
+  def _index_with_tensor(self, idx: tuple) -> "Tensor":
+    """x[..., index, ...] for one integer index tensor (or list/array) on one axis, every other
+    entry a full slice or an ellipsis: the result has index's shape in place of that axis
+    (numpy/torch). Negative indices count from the end; others out of range select zeros. Built
+    as one_hot(index) @ x, so it is differentiable."""
+    pos = [k for k, i in enumerate(idx) if isinstance(i, (Tensor, list, np.ndarray))]
+    rest = [i for k, i in enumerate(idx) if k not in pos]
+    if len(pos) != 1 or any(not (i is Ellipsis or (isinstance(i, slice) and i == slice(None))) for i in rest):
+      raise NotImplementedError("tensor indexing takes one index tensor with only ':' and '...' beside it")
+    k = pos[0]
+    n_ell = sum(1 for i in idx if i is Ellipsis)
+    if n_ell > 1:
+      raise IndexError("an index can only have a single ellipsis")
+    if n_ell and idx.index(Ellipsis) < k:
+      axis = self.ndim - (len(idx) - k)
+    else:
+      axis = k
+    if not 0 <= axis < self.ndim:
+      raise IndexError(f"too many indices for a tensor of {self.ndim} dimensions")
+    index = idx[k] if isinstance(idx[k], Tensor) else Tensor(np.asarray(idx[k]))
+    if not dtypes.is_int(index.dtype):
+      raise IndexError(f"tensor indices must be integers, got {index.dtype.name}")
+    n = self.shape[axis]
+    index = index.cast(dtypes.int32)
+    index = (index < 0).where(index + n, index)
+    x = self if dtypes.is_float(self.dtype) or dtypes.is_int(self.dtype) else self.cast(dtypes.int32)
+    moved = x.permute([axis] + [d for d in range(self.ndim) if d != axis])
+    flat = moved.reshape(n, -1)
+    picked = index.reshape(-1).one_hot(n).cast(flat.dtype) @ flat
+    out = picked.reshape(index.shape + moved.shape[1:])
+    ni = index.ndim
+    order = list(range(ni, ni + axis)) + list(range(ni)) + list(range(ni + axis, out.ndim))
+    return out.permute(order).cast(self.dtype)
 
   def _slice_axis(self, axis: int, sl: slice) -> Tuple["Tensor", int]:
     size = self.shape[axis]
