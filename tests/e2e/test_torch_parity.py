@@ -143,6 +143,22 @@ def _away_from_ints(rng, shape, dt, p):
   return base + rng.choice([0.2, 0.3, 0.7, 0.8], size=shape)
 
 
+def _via_double(x, f):
+  """f on float64 for integer x (torch has no integer pooling), cast back: exact for small ints."""
+  return f(x) if x.dtype.is_floating_point else f(x.double()).to(x.dtype)
+
+
+def _distinct(rng, shape, dt, p):
+  """Values in [-2, 2] without repeats in the dtype, so a max has no ties (tinygrad splits a
+  tie's gradient, torch's max_pool2d gives it to one element); bfloat16 ties often otherwise."""
+  n = int(np.prod(shape))
+  if dt in ("float16", "bfloat16"):
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(_torch_dtype(dt)).double().numpy()
+    grid = np.unique(every[np.isfinite(every) & (np.abs(every) <= 2)])
+    return rng.choice(grid, size=n, replace=False).reshape(shape)
+  return rng.permutation(n).reshape(shape) * (4.0 / max(1, n)) - 2.0
+
+
 def _away_from(*points):
   def gen(rng, shape, dt, p):
     x = rng.uniform(-2.0, 2.0, shape)
@@ -369,9 +385,11 @@ OPS: List[Op] = [
     Op("conv2d_bias", lambda p, x, w, b: x.conv2d(w, b, padding=1), lambda p, x, w, b: F.conv2d(x, w, b, padding=1),
        [V((1, 2, 5, 5), (3, 2, 3, 3), (3,))], tol_scale=3.0, quick_layouts=QUICK_WINDOWED),
     Op("max_pool2d", lambda p, x: x.max_pool2d(p["k"], stride=p.get("s"), padding=p.get("pad", 0), dilation=p.get("d", 1)),
-       lambda p, x: F.max_pool2d(x, p["k"], stride=p.get("s"), padding=p.get("pad", 0), dilation=p.get("d", 1)),
+       lambda p, x: _via_double(x, lambda t: F.max_pool2d(t, p["k"], stride=p.get("s"), padding=p.get("pad", 0),
+                                                       dilation=p.get("d", 1))),
        [V((2, 3, 6, 6), k=2), V((1, 2, 7, 7), k=3, s=2, pad=1), V((1, 1, 8, 8), k=2, s=1, d=2)],
-       FLOATS + ("int32",), layouts=("contiguous", "permuted", "shrunk", "flipped", "strided"), quick_layouts=QUICK_WINDOWED),
+       FLOATS + ("int32",), layouts=("contiguous", "permuted", "shrunk", "flipped", "strided"), gen=_distinct,
+       quick_layouts=QUICK_WINDOWED),
     Op("avg_pool2d", lambda p, x: x.avg_pool2d(p["k"], stride=p.get("s"), padding=p.get("pad", 0)),
        lambda p, x: F.avg_pool2d(x, p["k"], stride=p.get("s"), padding=p.get("pad", 0)),
        [V((2, 3, 6, 6), k=2), V((1, 2, 7, 7), k=3, s=2, pad=1)], quick_layouts=QUICK_WINDOWED),
