@@ -11,6 +11,7 @@
 #include "core/frontend/conv.h"
 #include "core/frontend/indexing.h"
 #include "core/frontend/gradient.h"
+#include "core/frontend/random.h"
 #include "core/frontend/tensor_ops.h"
 #include "server/status.h"
 
@@ -64,6 +65,7 @@ constexpr OpSpec kOpTable[] = {
     {v1::WHERE, Kind::Ternary, Ops::WHERE, 3, kNoArg},
     {v1::REDUCE_SUM, Kind::Reduce, Ops::ADD, 1, v1::Node::kAxes},
     {v1::REDUCE_MAX, Kind::Reduce, Ops::MAX, 1, v1::Node::kAxes},
+    {v1::REDUCE_PROD, Kind::Reduce, Ops::MUL, 1, v1::Node::kAxes},
     {v1::RESHAPE, Kind::Reshape, Ops::RESHAPE, 1, v1::Node::kShape},
     {v1::PERMUTE, Kind::Permute, Ops::PERMUTE, 1, v1::Node::kAxes},
     {v1::EXPAND, Kind::Expand, Ops::EXPAND, 1, v1::Node::kShape},
@@ -97,6 +99,18 @@ constexpr OpSpec kOpTable[] = {
     {v1::TRIL, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
     {v1::TRIU, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
     {v1::GATHER, Kind::Composite, Ops::SINK, 2, v1::Node::kComposite},
+    {v1::POW, Kind::Composite, Ops::SINK, 2, kNoArg},
+    {v1::RAND, Kind::Composite, Ops::SINK, 0, v1::Node::kComposite},
+    {v1::RANDN, Kind::Composite, Ops::SINK, 0, v1::Node::kComposite},
+    {v1::RANDINT, Kind::Composite, Ops::SINK, 0, v1::Node::kComposite},
+    {v1::DROPOUT, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::CONV_TRANSPOSE2D, Kind::Composite, Ops::SINK, 2, v1::Node::kComposite},
+    {v1::RMS_NORM, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::GROUP_NORM, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::BATCHNORM_TRAIN, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::BATCHNORM_EVAL, Kind::Composite, Ops::SINK, 3, v1::Node::kComposite},
+    {v1::SCALED_DOT_PRODUCT_ATTENTION, Kind::Composite, Ops::SINK, 3, v1::Node::kComposite},
+    {v1::SCALED_DOT_PRODUCT_ATTENTION_MASKED, Kind::Composite, Ops::SINK, 4, v1::Node::kComposite},
 };
 
 const OpSpec* find_op(v1::Op op) {
@@ -217,7 +231,8 @@ class NodeDecoder {
         return absl::InvalidArgumentError(absl::StrCat("needs exactly one axis in composite.axes, got ", axes.size()));
       return axes[0];
     };
-    const UOpRef x = src_.empty() ? nullptr : src_[0];  // ARANGE has no source
+    const UOpRef x = src_.empty() ? nullptr : src_[0];  // ARANGE and RAND* have no source
+    const frontend::RandomKey key{c.seed(), c.counter()};
     switch (spec_.wire) {
       case v1::MATMUL: return frontend::matmul(src_[0], src_[1]);
       case v1::SOFTMAX:
@@ -273,6 +288,32 @@ class NodeDecoder {
         if (!axis.ok()) return axis.status();
         return frontend::gather(x, *axis, src_[1]);
       }
+      case v1::POW: return frontend::pow(x, src_[1]);
+      case v1::RAND:
+      case v1::RANDN:
+      case v1::RANDINT: {
+        absl::StatusOr<DType> dt = required_dtype();
+        if (!dt.ok()) return dt.status();
+        Shape shape(c.shape().begin(), c.shape().end());
+        if (absl::Status s = check_shape(shape, limits_, "composite.shape"); !s.ok()) return s;
+        if (spec_.wire == v1::RAND) return frontend::rand(shape, *dt, key);
+        if (spec_.wire == v1::RANDN) return frontend::randn(shape, *dt, key);
+        return frontend::randint(shape, *dt, c.low(), c.high(), key);
+      }
+      case v1::DROPOUT: return frontend::dropout(x, c.p(), key);
+      case v1::CONV_TRANSPOSE2D: {
+        std::vector<int64_t> output_padding(c.output_padding().begin(), c.output_padding().end());
+        if (output_padding.empty()) output_padding = {0, 0};
+        return frontend::conv_transpose2d(x, src_[1], conv_params(2, false), output_padding);
+      }
+      case v1::RMS_NORM: return frontend::rms_norm(x, c.normalized_axes(), c.eps());
+      case v1::GROUP_NORM: return frontend::group_norm(x, c.groups(), c.eps());
+      case v1::BATCHNORM_TRAIN: return frontend::batchnorm_train(x, c.eps());
+      case v1::BATCHNORM_EVAL: return frontend::batchnorm_eval(x, src_[1], src_[2], c.eps());
+      case v1::SCALED_DOT_PRODUCT_ATTENTION:
+        return frontend::scaled_dot_product_attention(x, src_[1], src_[2], nullptr, c.causal());
+      case v1::SCALED_DOT_PRODUCT_ATTENTION_MASKED:
+        return frontend::scaled_dot_product_attention(x, src_[1], src_[2], src_[3], c.causal());
       default: return absl::InternalError("composite op without a builder");
     }
   }

@@ -231,11 +231,20 @@ absl::StatusOr<UOpRef> relu(const UOpRef& x) {
 
 absl::StatusOr<UOpRef> sigmoid(const UOpRef& x) {
   if (auto s = need_float(x, "sigmoid"); !s.ok()) return s;
-  PG_ASSIGN(t, scale(x, -kLog2E));
+  // e = exp(-|x|) never overflows (1 / (1 + exp(-x)) does for x below about -88 in float32, -11
+  // in float16, and its gradient then multiplies 0 by inf): sigmoid is 1 / (1 + e) for x >= 0
+  // and e / (1 + e) below.
+  PG_ASSIGN(nx, alu(Ops::NEG, {x}));
+  PG_ASSIGN(ax, alu(Ops::MAX, {x, nx}));
+  PG_ASSIGN(t, scale(ax, -kLog2E));
   PG_ASSIGN(e, alu(Ops::EXP2, {t}));
   PG_ASSIGN(one, scalar_like(1, x));
   PG_ASSIGN(d, alu(Ops::ADD, {one, e}));
-  return alu(Ops::RECIP, {d});
+  PG_ASSIGN(pos, alu(Ops::RECIP, {d}));
+  PG_ASSIGN(neg, alu(Ops::MUL, {e, pos}));
+  PG_ASSIGN(zero, scalar_like(0, x));
+  PG_ASSIGN(below, alu(Ops::CMPLT, {x, zero}));
+  return alu(Ops::WHERE, {below, neg, pos});
 }
 
 absl::StatusOr<UOpRef> tanh(const UOpRef& x) {
@@ -264,6 +273,194 @@ absl::StatusOr<UOpRef> gelu(const UOpRef& x) {
 absl::StatusOr<UOpRef> silu(const UOpRef& x) {
   PG_ASSIGN(s, sigmoid(x));
   return alu(Ops::MUL, {x, s});
+}
+
+absl::StatusOr<UOpRef> rms_norm(const UOpRef& x, int64_t normalized_axes, double eps) {
+  if (auto s = need_float(x, "rms_norm"); !s.ok()) return s;
+  int64_t rank = static_cast<int64_t>(x->shape.size());
+  if (normalized_axes < 1 || normalized_axes > rank)
+    return absl::InvalidArgumentError(absl::StrCat("rms_norm over ", normalized_axes, " axes of a rank-", rank, " tensor"));
+  std::vector<int64_t> axes;
+  for (int64_t i = rank - normalized_axes; i < rank; ++i) axes.push_back(i);
+  PG_ASSIGN(sq, alu(Ops::MUL, {x, x}));
+  PG_ASSIGN(ms, mean(sq, axes, true));
+  PG_ASSIGN(e, scalar_like(eps, ms));
+  PG_ASSIGN(se, alu(Ops::ADD, {ms, e}));
+  PG_ASSIGN(r, alu(Ops::SQRT, {se}));
+  PG_ASSIGN(inv, alu(Ops::RECIP, {r}));
+  PG_ASSIGN(ie, expand(inv, x->shape));
+  return alu(Ops::MUL, {x, ie});
+}
+
+absl::StatusOr<UOpRef> group_norm(const UOpRef& x, int64_t groups, double eps) {
+  if (auto s = need_float(x, "group_norm"); !s.ok()) return s;
+  if (x->shape.size() < 2)
+    return absl::InvalidArgumentError(absl::StrCat("group_norm needs (N, C, ...), got rank ", x->shape.size()));
+  const int64_t n = x->shape[0], c = x->shape[1];
+  if (groups < 1 || c % groups != 0)
+    return absl::InvalidArgumentError(absl::StrCat("group_norm: ", c, " channels do not split into ", groups, " groups"));
+  int64_t rest = 1;
+  for (size_t i = 1; i < x->shape.size(); ++i) rest *= x->shape[i];
+  PG_ASSIGN(g, reshape(x, {n, groups, rest / groups}));
+  PG_ASSIGN(nrm, layernorm(g, 1, eps));
+  return reshape(nrm, x->shape);
+}
+
+namespace {
+
+// The axes batch norm reduces over (all but the channel axis 1), or an error for rank < 2.
+absl::StatusOr<std::vector<int64_t>> batch_axes(const UOpRef& x) {
+  if (x->shape.size() < 2)
+    return absl::InvalidArgumentError(absl::StrCat("batchnorm needs (N, C, ...), got rank ", x->shape.size()));
+  std::vector<int64_t> axes{0};
+  for (size_t i = 2; i < x->shape.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  return axes;
+}
+
+// (x - mean) / sqrt(var + eps) with mean and var shaped (1, C, 1, ...).
+absl::StatusOr<UOpRef> normalize(const UOpRef& x, const UOpRef& mean_k, const UOpRef& var_k, double eps) {
+  PG_ASSIGN(me, expand(mean_k, x->shape));
+  PG_ASSIGN(d, alu(Ops::SUB, {x, me}));
+  PG_ASSIGN(e, scalar_like(eps, var_k));
+  PG_ASSIGN(ve, alu(Ops::ADD, {var_k, e}));
+  PG_ASSIGN(r, alu(Ops::SQRT, {ve}));
+  PG_ASSIGN(inv, alu(Ops::RECIP, {r}));
+  PG_ASSIGN(ie, expand(inv, x->shape));
+  return alu(Ops::MUL, {d, ie});
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> batchnorm_train(const UOpRef& x, double eps) {
+  if (auto s = need_float(x, "batchnorm"); !s.ok()) return s;
+  PG_ASSIGN(axes, batch_axes(x));
+  PG_ASSIGN(m, mean(x, axes, true));
+  PG_ASSIGN(v, var(x, axes, true, 0.0));
+  return normalize(x, m, v, eps);
+}
+
+absl::StatusOr<UOpRef> batchnorm_eval(const UOpRef& x, const UOpRef& mean_in, const UOpRef& var_in, double eps) {
+  if (auto s = need_float(x, "batchnorm"); !s.ok()) return s;
+  PG_ASSIGN(axes, batch_axes(x));
+  const Shape stat{x->shape[1]};
+  for (const UOpRef& t : {mean_in, var_in})
+    if (t->shape != stat || t->dtype != x->dtype)
+      return absl::InvalidArgumentError(absl::StrCat("batchnorm statistics must be ", dtype_name(x->dtype), " of shape (",
+                                                     x->shape[1], "), got ", dtype_name(t->dtype), " (",
+                                                     absl::StrJoin(t->shape, ", "), ")"));
+  Shape kshape(x->shape.size(), 1);
+  kshape[1] = x->shape[1];
+  PG_ASSIGN(m, reshape(mean_in, kshape));
+  PG_ASSIGN(v, reshape(var_in, kshape));
+  return normalize(x, m, v, eps);
+}
+
+absl::StatusOr<UOpRef> scaled_dot_product_attention(const UOpRef& q, const UOpRef& k, const UOpRef& v,
+                                                    const UOpRef& mask, bool causal) {
+  if (auto s = need_float(q, "scaled_dot_product_attention"); !s.ok()) return s;
+  if (q->shape.size() < 2 || k->shape.size() < 2 || v->shape.size() < 2)
+    return absl::InvalidArgumentError("scaled_dot_product_attention needs q, k, v of rank >= 2");
+  if (k->dtype != q->dtype || v->dtype != q->dtype)
+    return absl::InvalidArgumentError("scaled_dot_product_attention: q, k and v differ in dtype");
+  const int64_t d = q->shape.back();
+  if (k->shape.back() != d)
+    return absl::InvalidArgumentError(absl::StrCat("scaled_dot_product_attention: q has ", d, " features, k has ",
+                                                   k->shape.back()));
+  std::vector<int64_t> perm = all_axes(k);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  PG_ASSIGN(kt, permute(k, perm));
+  PG_ASSIGN(qk, matmul(q, kt));
+  PG_ASSIGN(scores, scale(qk, 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(d, 1)))));
+  UOpRef s = scores;
+  const int64_t l = s->shape[s->shape.size() - 2], sk = s->shape.back();
+  if (mask) {
+    PG_ASSIGN(full, broadcast_shape(mask->shape, s->shape));
+    if (full != s->shape)
+      return absl::InvalidArgumentError(absl::StrCat("attention mask (", absl::StrJoin(mask->shape, ", "),
+                                                     ") does not broadcast to the scores (", absl::StrJoin(s->shape, ", "), ")"));
+    PG_ASSIGN(mb, broadcast_to(mask, s->shape));
+    if (mb->dtype == DType::Bool) {
+      PG_ASSIGN(ninf, scalar_like(-INFINITY, s));
+      PG_ASSIGN(m, alu(Ops::WHERE, {mb, s, ninf}));
+      s = m;
+    } else {
+      PG_ASSIGN(mc, cast(mb, s->dtype));
+      PG_ASSIGN(m, alu(Ops::ADD, {s, mc}));
+      s = m;
+    }
+  }
+  if (causal) {
+    // keep j <= i: i from a column arange, j from a row arange, compared as int32.
+    PG_ASSIGN(ai, arange(l, DType::Int32));
+    PG_ASSIGN(aj, arange(sk, DType::Int32));
+    PG_ASSIGN(ri, reshape(ai, {l, 1}));
+    PG_ASSIGN(rj, reshape(aj, {1, sk}));
+    PG_ASSIGN(ei, expand(ri, {l, sk}));
+    PG_ASSIGN(ej, expand(rj, {l, sk}));
+    PG_ASSIGN(after, alu(Ops::CMPLT, {ei, ej}));
+    PG_ASSIGN(keep2, alu(Ops::NOT, {after}));
+    PG_ASSIGN(keep, broadcast_to(keep2, s->shape));
+    PG_ASSIGN(ninf, scalar_like(-INFINITY, s));
+    PG_ASSIGN(m, alu(Ops::WHERE, {keep, s, ninf}));
+    s = m;
+  }
+  PG_ASSIGN(p, softmax(s, -1));
+  return matmul(p, v);
+}
+
+absl::StatusOr<UOpRef> prod(const UOpRef& x, std::vector<int64_t> axes, bool keepdim) {
+  return reduce_keep(Ops::MUL, x, std::move(axes), keepdim);
+}
+
+namespace {
+
+absl::StatusOr<UOpRef> trunc(const UOpRef& x) {
+  PG_ASSIGN(i, cast(x, DType::Int64));
+  return cast(i, x->dtype);
+}
+
+absl::StatusOr<UOpRef> equal(const UOpRef& a, const UOpRef& b) {
+  PG_ASSIGN(ne, alu(Ops::CMPNE, {a, b}));
+  return alu(Ops::NOT, {ne});
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> pow(const UOpRef& a, const UOpRef& b) {
+  if (auto s = need_float(a, "pow"); !s.ok()) return s;
+  if (a->dtype != b->dtype || a->shape != b->shape)
+    return absl::InvalidArgumentError(absl::StrCat("pow operands differ in dtype or shape: ", dtype_name(a->dtype), " (",
+                                                   absl::StrJoin(a->shape, ", "), ") vs ", dtype_name(b->dtype), " (",
+                                                   absl::StrJoin(b->shape, ", "), ")"));
+  PG_ASSIGN(zero, scalar_like(0, a));
+  PG_ASSIGN(one, scalar_like(1, a));
+  PG_ASSIGN(na, alu(Ops::NEG, {a}));
+  PG_ASSIGN(mag_a, alu(Ops::MAX, {a, na}));
+  PG_ASSIGN(l, alu(Ops::LOG2, {mag_a}));
+  PG_ASSIGN(bl, alu(Ops::MUL, {b, l}));
+  PG_ASSIGN(mag, alu(Ops::EXP2, {bl}));
+  // Negative bases: the sign comes from the exponent's parity; non-integer exponents give nan.
+  PG_ASSIGN(neg_base, alu(Ops::CMPLT, {a, zero}));
+  // Exponents of 2^53 and more are even integers in every float dtype (and would overflow the
+  // int64 that trunc goes through).
+  PG_ASSIGN(nb, alu(Ops::NEG, {b}));
+  PG_ASSIGN(mag_b, alu(Ops::MAX, {b, nb}));
+  PG_ASSIGN(big_c, scalar_like(9007199254740992.0, b));
+  PG_ASSIGN(fits, alu(Ops::CMPLT, {mag_b, big_c}));
+  PG_ASSIGN(small_b, alu(Ops::WHERE, {fits, b, zero}));
+  PG_ASSIGN(tb, trunc(small_b));
+  PG_ASSIGN(b_int, equal(small_b, tb));
+  PG_ASSIGN(half_b, scale(small_b, 0.5));
+  PG_ASSIGN(t_half, trunc(half_b));
+  PG_ASSIGN(even, equal(half_b, t_half));
+  PG_ASSIGN(neg_mag, alu(Ops::NEG, {mag}));
+  PG_ASSIGN(signed_mag, alu(Ops::WHERE, {even, mag, neg_mag}));
+  PG_ASSIGN(nan, scalar_like(std::nan(""), a));
+  PG_ASSIGN(neg_result, alu(Ops::WHERE, {b_int, signed_mag, nan}));
+  PG_ASSIGN(result, alu(Ops::WHERE, {neg_base, neg_result, mag}));
+  // 2 ** (0 * log2 0) would be nan: anything to the power 0 is 1.
+  PG_ASSIGN(b_zero, equal(b, zero));
+  return alu(Ops::WHERE, {b_zero, one, result});
 }
 
 }  // namespace polygrad::frontend

@@ -41,4 +41,28 @@ absl::StatusOr<UOpRef> tanh(const UOpRef& x);
 absl::StatusOr<UOpRef> gelu(const UOpRef& x);  // tanh approximation, as tinygrad
 absl::StatusOr<UOpRef> silu(const UOpRef& x);
 
+// base ** exponent elementwise (float tensors of one dtype and shape), as tinygrad: computed as
+// 2 ** (exponent * log2|base|); a negative base gives -result for odd integer exponents, the
+// result for even ones and nan otherwise; 0 ** 0 = 1 (and x ** 0 = 1 for every x).
+absl::StatusOr<UOpRef> pow(const UOpRef& base, const UOpRef& exponent);
+
+// x * rsqrt(mean(x^2) + eps) over the last `normalized_axes` axes; no affine part.
+absl::StatusOr<UOpRef> rms_norm(const UOpRef& x, int64_t normalized_axes, double eps);
+// x (N, C, ...): channels split into `groups` groups, each (sample, group) normalized like
+// layernorm over its channels and spatial positions; no affine part.
+absl::StatusOr<UOpRef> group_norm(const UOpRef& x, int64_t groups, double eps);
+// x (N, C, ...) normalized per channel with the batch statistics (mean and biased variance over
+// every axis but 1): the training-mode batch norm, no affine part.
+absl::StatusOr<UOpRef> batchnorm_train(const UOpRef& x, double eps);
+// The same with given statistics `mean` and `var` of shape (C,): the evaluation-mode batch norm.
+absl::StatusOr<UOpRef> batchnorm_eval(const UOpRef& x, const UOpRef& mean, const UOpRef& var, double eps);
+// softmax(q @ k^T / sqrt(d) + mask) @ v for q (..., L, d), k (..., S, d), v (..., S, dv), batch
+// axes broadcasting; `mask` (null: none) broadcasts to (..., L, S): bool keeps where true, float
+// is added. `causal` masks keys after the query's position (j > i).
+absl::StatusOr<UOpRef> scaled_dot_product_attention(const UOpRef& q, const UOpRef& k, const UOpRef& v,
+                                                    const UOpRef& mask, bool causal);
+
+// Product over `axes` (empty: every axis) with keepdim control.
+absl::StatusOr<UOpRef> prod(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);
+
 }  // namespace polygrad::frontend

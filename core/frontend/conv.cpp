@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/frontend/status_macros.h"
 #include "core/frontend/tensor_ops.h"
 
@@ -109,6 +110,70 @@ absl::StatusOr<UOpRef> pool_windows(const UOpRef& x, const std::vector<int64_t>&
   for (size_t i = 0; i < nk; ++i) order.push_back(static_cast<int64_t>(np + 2 * i + 1));
   for (size_t i = 0; i < nk; ++i) order.push_back(static_cast<int64_t>(np + 2 * i));
   return permute(k, order);
+}
+
+absl::StatusOr<UOpRef> conv_transpose2d(const UOpRef& x, const UOpRef& w, const Conv2dParams& p,
+                                        const std::vector<int64_t>& output_padding) {
+  if (x->shape.size() != 4 || w->shape.size() != 4)
+    return absl::InvalidArgumentError(absl::StrCat("conv_transpose2d takes (N, Cin, H, W) input and (Cin, Cout/groups, KH, KW) "
+                                                   "weight, got ranks ", x->shape.size(), " and ", w->shape.size()));
+  if (auto s = positive(p.stride, 2, "stride"); !s.ok()) return s;
+  if (auto s = positive(p.dilation, 2, "dilation"); !s.ok()) return s;
+  if (p.padding.size() != 2)
+    return absl::InvalidArgumentError(absl::StrCat("conv_transpose2d padding needs 2 values (h, w), got ", p.padding.size()));
+  if (output_padding.size() != 2)
+    return absl::InvalidArgumentError(absl::StrCat("output_padding needs 2 values (h, w), got ", output_padding.size()));
+  const int64_t groups = p.groups, cin = x->shape[1];
+  if (groups < 1 || cin % groups != 0 || w->shape[0] != cin)
+    return absl::InvalidArgumentError(absl::StrCat("conv_transpose2d: weight (", absl::StrJoin(w->shape, ", "),
+                                                   ") does not fit ", cin, " input channels in ", groups, " groups"));
+  const int64_t cout_g = w->shape[1];
+  std::vector<int64_t> pad4;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t k = w->shape[2 + i], s = p.stride[i], d = p.dilation[i], pd = p.padding[i], op = output_padding[i];
+    if (pd < 0 || op < 0 || (op >= s && op >= d))
+      return absl::InvalidArgumentError(absl::StrCat("conv_transpose2d: padding ", pd, " and output_padding ", op,
+                                                     " must be >= 0, output_padding smaller than stride or dilation"));
+    pad4.push_back(d * (k - 1) - pd);
+    pad4.push_back(d * (k - 1) - pd + op);
+  }
+  // Zero-stuff the input: each spatial element followed by stride - 1 zeros, the last ones cut.
+  UOpRef xs = x;
+  if (p.stride[0] > 1 || p.stride[1] > 1) {
+    const int64_t n = x->shape[0], h = x->shape[2], wd = x->shape[3], sh = p.stride[0], sw = p.stride[1];
+    PG_ASSIGN(a, reshape(x, {n, cin, h, 1, wd, 1}));
+    PG_ASSIGN(b, pad(a, {{0, 0}, {0, 0}, {0, 0}, {0, sh - 1}, {0, 0}, {0, sw - 1}}));
+    PG_ASSIGN(c, reshape(b, {n, cin, h * sh, wd * sw}));
+    PG_ASSIGN(d, shrink(c, {{0, n}, {0, cin}, {0, h * sh - (sh - 1)}, {0, wd * sw - (sw - 1)}}));
+    xs = d;
+  }
+  // Negative padding (padding beyond the kernel's reach) crops instead.
+  Pairs crop{{0, xs->shape[0]}, {0, xs->shape[1]}, {0, xs->shape[2]}, {0, xs->shape[3]}};
+  bool cropped = false;
+  for (int i = 0; i < 2; ++i) {
+    int64_t& lo = pad4[2 * i];
+    int64_t& hi = pad4[2 * i + 1];
+    if (lo < 0) { crop[2 + i].first = -lo; lo = 0; cropped = true; }
+    if (hi < 0) { crop[2 + i].second += hi; hi = 0; cropped = true; }
+    if (crop[2 + i].first > crop[2 + i].second)
+      return absl::InvalidArgumentError("conv_transpose2d: padding leaves no output");
+  }
+  if (cropped) {
+    PG_ASSIGN(cr, shrink(xs, crop));
+    xs = cr;
+  }
+  // weight (Cin, Cout/g, KH, KW) -> (g, Cin/g, Cout/g, KH, KW) -> (g, Cout/g, Cin/g, KH, KW), flipped.
+  const int64_t kh = w->shape[2], kw = w->shape[3];
+  PG_ASSIGN(w1, reshape(w, {groups, cin / groups, cout_g, kh, kw}));
+  PG_ASSIGN(w2, permute(w1, {0, 2, 1, 3, 4}));
+  PG_ASSIGN(w3, flip(w2, {3, 4}));
+  PG_ASSIGN(w4, reshape(w3, {groups * cout_g, cin / groups, kh, kw}));
+  Conv2dParams q;
+  q.stride = {1, 1};
+  q.padding = pad4;
+  q.dilation = p.dilation;
+  q.groups = groups;
+  return conv2d(xs, w4, q);
 }
 
 absl::StatusOr<UOpRef> conv2d(const UOpRef& x, const UOpRef& w, const Conv2dParams& p) {

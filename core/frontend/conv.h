@@ -24,6 +24,14 @@ struct Conv2dParams {
 // x (N, Cin, H, W) with weight (Cout, Cin/groups, KH, KW) -> (N, Cout, OH, OW). No bias.
 absl::StatusOr<UOpRef> conv2d(const UOpRef& x, const UOpRef& weight, const Conv2dParams& p);
 
+// The transpose (gradient) of conv2d: x (N, Cin, H, W) with weight (Cin, Cout/groups, KH, KW)
+// -> (N, Cout, OH, OW), OH = (H-1)*stride - 2*padding + dilation*(KH-1) + output_padding + 1
+// (PyTorch's conv_transpose2d). Padding is symmetric (h, w); output_padding (h, w) must be
+// smaller than the stride or the dilation. Built as a conv2d of the zero-stuffed input with
+// the flipped, regrouped weight, so autograd needs no rule of its own.
+absl::StatusOr<UOpRef> conv_transpose2d(const UOpRef& x, const UOpRef& weight, const Conv2dParams& p,
+                                        const std::vector<int64_t>& output_padding);
+
 // x (..., H, W) -> (..., OH, OW). Max pooling pads with -inf; average pooling counts padding
 // zeros (count_include_pad, PyTorch's default).
 absl::StatusOr<UOpRef> max_pool2d(const UOpRef& x, const std::vector<int64_t>& kernel, const Conv2dParams& p);

@@ -57,6 +57,19 @@ std::vector<std::pair<int64_t, int64_t>> pairs_of(const std::vector<int64_t>& fl
   return out;
 }
 
+// d prod(x) / d x_i = prod of the other elements, exact with zeros: with no zero in a slice it
+// is prod / x_i; with one zero, the zero gets the product of the rest and the others get 0;
+// with two or more, every element gets 0. (prod / x_i alone would give nan at zeros.)
+UOpRef prod_backward(Builder& b, const UOpRef& x, const UOpRef& g_expanded, const std::vector<int64_t>& axes) {
+  UOpRef zero = b.c(0, x), one = b.c(1, x);
+  UOpRef is_zero = b.eq(x, zero);
+  UOpRef zeros = b.take(expand(b.take(reduce(Ops::ADD, b.to(is_zero, x->dtype), axes)), x->shape));
+  UOpRef rest = b.take(expand(b.take(reduce(Ops::MUL, b.where(is_zero, one, x), axes)), x->shape));
+  UOpRef none = b.eq(zeros, zero), single = b.eq(zeros, one);
+  UOpRef others = b.where(is_zero, b.where(single, rest, zero), b.where(none, b.div(rest, b.where(is_zero, one, x)), zero));
+  return b.mul(g_expanded, others);
+}
+
 // The gradients of one node's sources given the gradient `g` of its result (null: no gradient).
 std::vector<UOpRef> backward(Builder& b, const UOpRef& node, const UOpRef& g) {
   const UOp& n = *node;
@@ -88,6 +101,7 @@ std::vector<UOpRef> backward(Builder& b, const UOpRef& node, const UOpRef& g) {
       const ReduceArg& r = n.arg_reduce();
       UOpRef ge = b.take(expand(g, s[0]->shape));
       if (r.op == Ops::ADD) return {ge};
+      if (r.op == Ops::MUL) return {prod_backward(b, s[0], ge, r.axes)};
       // MAX: the gradient goes to the maxima, split equally among ties.
       UOpRef is_max = b.to(b.eq(s[0], b.take(expand(node, s[0]->shape))), s[0]->dtype);
       UOpRef count = b.take(expand(b.take(reduce(Ops::ADD, is_max, r.axes)), s[0]->shape));

@@ -3,6 +3,7 @@
 // just more graph, the gradient of a gradient works the same way (Hessian-vector products).
 //
 // Rules follow tinygrad: MAX (elementwise and reduce) splits the gradient equally among ties;
+// a product reduction's gradient is the product of the other elements, exact with zeros;
 // comparisons and casts to non-float types pass no gradient; EXPAND sums back, PAD shrinks back,
 // SHRINK pads back, PERMUTE/FLIP/RESHAPE invert.
 #pragma once

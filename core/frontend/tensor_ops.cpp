@@ -142,10 +142,11 @@ absl::StatusOr<UOpRef> cast(const UOpRef& x, DType dtype) {
 }
 
 absl::StatusOr<UOpRef> reduce(Ops op, const UOpRef& x, std::vector<int64_t> axes) {
-  if (op != Ops::ADD && op != Ops::MAX)
+  if (op != Ops::ADD && op != Ops::MAX && op != Ops::MUL)
     return absl::InvalidArgumentError(absl::StrCat("reduction with ", op_name(op), " is not supported"));
-  if (op == Ops::ADD && x->dtype == DType::Bool)
-    return absl::InvalidArgumentError("sum of a bool tensor: cast it to an integer dtype first");
+  if (op != Ops::MAX && x->dtype == DType::Bool)
+    return absl::InvalidArgumentError(absl::StrCat(op == Ops::ADD ? "sum" : "product",
+                                                   " of a bool tensor: cast it to an integer dtype first"));
   auto norm = normalize_axes(std::move(axes), x->shape.size(), false);
   if (!norm.ok()) return norm.status();
   Shape out = x->shape;

@@ -27,7 +27,7 @@ absl::StatusOr<UOpRef> arange(int64_t n, DType dtype);
 absl::StatusOr<UOpRef> alu(Ops op, const std::vector<UOpRef>& src);
 absl::StatusOr<UOpRef> cast(const UOpRef& x, DType dtype);
 
-// Reduction with ADD or MAX over `axes` (any order, negative counts from the end); reduced
+// Reduction with ADD, MAX or MUL (product) over `axes` (any order, negative counts from the end); reduced
 // axes keep size 1.
 absl::StatusOr<UOpRef> reduce(Ops op, const UOpRef& x, std::vector<int64_t> axes);
 

@@ -158,6 +158,8 @@ class CStyleRenderer::Emitter {
           std::string a = name(n.src[0]), v = name(n.src[1]);
           if (static_cast<Ops>(n.arg_int()) == Ops::ADD)
             line(absl::StrFormat("%s = %s + %s;", a, a, v));
+          else if (static_cast<Ops>(n.arg_int()) == Ops::MUL)
+            line(absl::StrFormat("%s = %s * %s;", a, a, v));
           else
             line(absl::StrFormat("%s = %s > %s ? %s : %s;", a, v, a, v, a));
           continue;
@@ -215,6 +217,7 @@ class CStyleRenderer::Emitter {
 
   std::string reduce_identity(Ops op, DType dt) const {
     if (op == Ops::ADD) return dt == DType::Bool ? "0" : absl::StrCat("((", t_.value_type(dt), ")0)");
+    if (op == Ops::MUL) return dt == DType::Bool ? "1" : absl::StrCat("((", t_.value_type(dt), ")1)");
     if (dtype_is_float(dt)) return dt == DType::Float64 ? "(-(double)INFINITY)" : "(-INFINITY)";
     switch (dt) {
       case DType::Bool: return "0";

@@ -120,6 +120,28 @@ TEST_F(GradientTest, Reductions) {
   check([](const UOpRef& x) { return ok(fe::reduce(Ops::MAX, x, {0, 1})); }, {3, 4}, -1, 1);
 }
 
+TEST_F(GradientTest, Product) {
+  check([](const UOpRef& x) { return ok(fe::reduce(Ops::MUL, x, {1})); }, {3, 4}, 0.5, 1.5);
+  check([](const UOpRef& x) { return ok(fe::reduce(Ops::MUL, x, {0, 1})); }, {2, 3}, -1.5, 1.5);
+}
+
+TEST_F(GradientTest, ProductWithZerosIsTheProductOfTheOthers) {
+  // Rows with no zero, one zero and two zeros: d prod / d x_i = prod_{j != i} x_j exactly.
+  const std::vector<double> rows = {2, 3, 0.5, -1, /**/ 2, 0, 3, -2, /**/ 0, 4, 0, 5};
+  size_t k = 0;
+  UOpRef x = leaf({3, 4}, [&] { return rows[k++]; });
+  auto g = fe::gradient(ok(fe::reduce(Ops::ADD, ok(fe::reduce(Ops::MUL, x, {1})), {0, 1})), {x});
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<double> got = values((*g)[0]);
+  for (size_t r = 0; r < 3; ++r)
+    for (size_t i = 0; i < 4; ++i) {
+      double others = 1;
+      for (size_t j = 0; j < 4; ++j)
+        if (j != i) others *= rows[r * 4 + j];
+      EXPECT_EQ(got[r * 4 + i], others) << "row " << r << " element " << i;
+    }
+}
+
 TEST_F(GradientTest, Movement) {
   check([](const UOpRef& x) { return ok(fe::reshape(ok(fe::alu(Ops::MUL, {x, x})), {6, 2})); }, {3, 4}, -1, 1);
   check([](const UOpRef& x) { return ok(fe::alu(Ops::MUL, {ok(fe::permute(x, {1, 0})), ok(fe::permute(x, {1, 0}))})); }, {3, 4}, -1, 1);

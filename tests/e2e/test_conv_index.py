@@ -107,9 +107,13 @@ def test_nn_conv2d_init_is_kaiming_uniform():
   assert nn.Conv2d(2, 2, 1, bias=False).bias is None
 
 
-def test_conv_transpose_is_not_implemented():
-  with pytest.raises(NotImplementedError, match="ConvTranspose2d"):
-    nn.ConvTranspose2d(2, 2, 3)
+def test_conv_transpose_init_is_uniform_in_torch_bounds():
+  m = nn.ConvTranspose2d(4, 6, (3, 2), groups=2)
+  bound = 1 / math.sqrt(6 // 2 * 3 * 2)  # torch's fan_in of a transposed conv: weight.shape[1] * kernel
+  w, b = m.weight.numpy(), m.bias.numpy()
+  assert w.shape == (4, 3, 3, 2) and b.shape == (6,)
+  assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
+  assert nn.ConvTranspose2d(2, 2, 1, bias=False).bias is None
 
 
 # --- pooling ----------------------------------------------------------------------------------------

@@ -172,10 +172,12 @@ def test_dropout_gradient_uses_the_same_mask():
   np.testing.assert_array_equal(x.grad.numpy(), y.numpy())
 
 
-@pytest.mark.parametrize("cls", [nn.ConvTranspose2d])
-def test_transposed_convolution_is_not_there_yet(cls):
-  with pytest.raises(NotImplementedError, match="convolution"):
-    cls(3, 8, 3)
+@pytest.mark.parametrize("kw", [{}, {"stride": 2, "padding": 1, "output_padding": 1},
+                                {"groups": 2, "dilation": 2, "bias": False}])
+def test_conv_transpose2d_layer(rng, kw):
+  ours = nn.ConvTranspose2d(4, 6, 3, **kw)
+  names = ["weight", "bias"] if kw.get("bias", True) else ["weight"]
+  _check_layer(rng, ours, torch.nn.ConvTranspose2d(4, 6, 3, **kw), names, (2, 4, 5, 5), tol=1e-4)
 
 
 # --- state dicts ------------------------------------------------------------------------------------

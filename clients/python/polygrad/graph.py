@@ -37,11 +37,17 @@ MATMUL, SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYERNORM = 100, 101, 102, 1
 EXP, LOG, RELU, SIGMOID, TANH, GELU, SILU = 110, 111, 112, 113, 114, 115, 116
 ARANGE, CONV2D, MAX_POOL2D, AVG_POOL2D, CUMSUM, ONE_HOT = 120, 121, 122, 123, 124, 125
 ARGMAX, ARGMIN, TRIL, TRIU, GATHER = 126, 127, 128, 129, 130
+REDUCE_PROD, POW, RAND, RANDN, RANDINT, DROPOUT, CONV_TRANSPOSE2D = 131, 132, 133, 134, 135, 136, 137
+RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN, BATCHNORM_EVAL = 138, 139, 140, 141
+SCALED_DOT_PRODUCT_ATTENTION, SCALED_DOT_PRODUCT_ATTENTION_MASKED = 142, 143
 
 OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
 # Composite ops whose node carries a CompositeArg (the others take no argument).
 COMPOSITE_ARG_OPS = frozenset({SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYERNORM, CONV2D, MAX_POOL2D,
-                               AVG_POOL2D, CUMSUM, ONE_HOT, ARGMAX, ARGMIN, TRIL, TRIU, GATHER})
+                               AVG_POOL2D, CUMSUM, ONE_HOT, ARGMAX, ARGMIN, TRIL, TRIU, GATHER, RAND, RANDN,
+                               RANDINT, DROPOUT, CONV_TRANSPOSE2D, RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN,
+                               BATCHNORM_EVAL, SCALED_DOT_PRODUCT_ATTENTION,
+                               SCALED_DOT_PRODUCT_ATTENTION_MASKED})
 
 # Queued releases beyond this go out in a Release call of their own before the next node is made.
 RELEASE_BATCH = 4096
@@ -67,6 +73,14 @@ class Composite:
   groups: int = 0
   n: int = 0  # ONE_HOT classes
   diagonal: int = 0  # TRIL, TRIU
+  seed: int = 0  # RAND, RANDN, RANDINT, DROPOUT: the generator's key
+  counter: int = 0  # the stream within the seed
+  shape: Tuple[int, ...] = ()  # RAND, RANDN, RANDINT
+  low: int = 0  # RANDINT: [low, high)
+  high: int = 0
+  p: float = 0.0  # DROPOUT
+  output_padding: Tuple[int, ...] = ()  # CONV_TRANSPOSE2D
+  causal: bool = False  # SCALED_DOT_PRODUCT_ATTENTION*
 
 
 class Node:
@@ -326,7 +340,7 @@ class Graph:
     a = n.arg
     if n.op in (RESHAPE, EXPAND, ARANGE):
       msg.shape.dims.extend(a)
-    elif n.op in (PERMUTE, FLIP, REDUCE_SUM, REDUCE_MAX):
+    elif n.op in (PERMUTE, FLIP, REDUCE_SUM, REDUCE_MAX, REDUCE_PROD):
       msg.axes.axes.extend(a)
     elif n.op in (PAD, SHRINK):
       msg.pairs.begin.extend(p[0] for p in a)
@@ -345,6 +359,14 @@ class Graph:
       c.groups = a.groups
       c.n = a.n
       c.diagonal = a.diagonal
+      c.seed = a.seed
+      c.counter = a.counter
+      c.shape.extend(a.shape)
+      c.low = a.low
+      c.high = a.high
+      c.p = a.p
+      c.output_padding.extend(a.output_padding)
+      c.causal = a.causal
     elif n.op == CONST:
       c = msg.constant
       c.shape.extend(n.shape)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 import weakref
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
@@ -44,12 +45,13 @@ def _to_wire_array(arr: np.ndarray, dt: DType) -> np.ndarray:
   """A C-contiguous little-endian copy of `arr` in dtype `dt` (bfloat16 as rounded raw uint16)."""
   if dt == dtypes.bfloat16:
     f = np.array(arr, dtype=np.float32, order="C", copy=True)
-    u = f.view(np.uint32).astype(np.uint64)
+    # 1-D while shifting: a 0-d uint64 becomes a numpy scalar, and scalar uint64 >> int is float.
+    u = f.reshape(-1).view(np.uint32).astype(np.uint64)
     rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
-    nan = np.isnan(f)
+    nan = np.isnan(f.reshape(-1))
     if nan.any():
       rounded[nan] = 0x7FC0
-    return rounded
+    return rounded.reshape(f.shape)
   return np.array(arr, dtype=np_dtype(dt), order="C", copy=True)
 
 
@@ -152,6 +154,7 @@ class Tensor:
   training = False
   no_grad = _NoGrad()
   _seed = None
+  _counter = 0
   _rng = None
 
   def __init__(self, data: Any = None, dtype: Optional[DTypeLike] = None, device: Optional[str] = None,
@@ -534,8 +537,27 @@ class Tensor:
 
   @staticmethod
   def manual_seed(seed: int = 0) -> None:
-    Tensor._seed = seed
+    """Seeds rand/randn/randint/dropout (computed on the device from (seed, call counter): the
+    same seed gives the same numbers in every client language) and the client's generator that
+    the initializers (uniform, kaiming_*, glorot_uniform) draw from."""
+    Tensor._seed = int(seed) % (1 << 64)
+    Tensor._counter = 0
     Tensor._rng = np.random.default_rng(seed)
+
+  @staticmethod
+  def _random_key() -> Tuple[int, int]:
+    """(seed, counter) for the next device random op: each call gets a stream of its own."""
+    if Tensor._seed is None:
+      Tensor._seed = int(time.time()) % (1 << 64)  # tinygrad's default: unseeded runs differ
+    counter = Tensor._counter
+    Tensor._counter = (counter + 1) % (1 << 32)
+    return Tensor._seed, counter
+
+  @staticmethod
+  def _random(op: int, shape, dtype: DType, **fields) -> "Tensor":
+    seed, counter = Tensor._random_key()
+    shape = check_shape(as_shape(shape))
+    return Tensor(g.GRAPH.node(op, dtype, shape, (), g.Composite(shape=shape, seed=seed, counter=counter, **fields)))
 
   @staticmethod
   def _generator() -> np.random.Generator:
@@ -543,24 +565,46 @@ class Tensor:
       Tensor._rng = np.random.default_rng(Tensor._seed)
     return Tensor._rng
 
-  # Random tensors come from the client's numpy generator (Tensor.manual_seed) and travel as data.
+  # rand/randn/randint/dropout are computed on the device (the daemon's RAND, RANDN, RANDINT,
+  # DROPOUT) from Tensor.manual_seed's seed and a per-call counter; nothing travels as data.
 
   @staticmethod
   def rand(*shape, dtype: Optional[DTypeLike] = None, requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
+    """Uniform in [0, 1), computed on the device."""
     _require_device(kwargs.get("device"))
-    return Tensor(Tensor._generator().random(as_shape(shape), dtype=np.float32),
-                  dtype=dtype or dtypes.default_float, requires_grad=requires_grad)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if not dtypes.is_float(dt):
+      raise TypeError(f"rand makes float tensors, got {dt.name}")
+    t = Tensor._random(g.RAND, shape, dt)
+    if requires_grad is not None:
+      t.requires_grad = requires_grad
+    return t
 
   @staticmethod
   def randn(*shape, dtype: Optional[DTypeLike] = None, requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
+    """Standard normal, computed on the device."""
     _require_device(kwargs.get("device"))
-    return Tensor(Tensor._generator().standard_normal(as_shape(shape), dtype=np.float32),
-                  dtype=dtype or dtypes.default_float, requires_grad=requires_grad)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if not dtypes.is_float(dt):
+      raise TypeError(f"randn makes float tensors, got {dt.name}")
+    t = Tensor._random(g.RANDN, shape, dt)
+    if requires_grad is not None:
+      t.requires_grad = requires_grad
+    return t
 
   @staticmethod
   def randint(*shape, low: int = 0, high: int = 10, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    """Integers uniform in [low, high), computed on the device."""
     _require_device(kwargs.get("device"))
-    return Tensor(Tensor._generator().integers(low, high, as_shape(shape)), dtype=dtype or dtypes.int32)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.int32
+    if not dtypes.is_int(dt):
+      raise TypeError(f"randint makes integer tensors, got {dt.name}")
+    low, high = int(low), int(high)
+    if high <= low:
+      raise ValueError(f"randint needs low < high, got [{low}, {high})")
+    if high - low > 1 << 32 or not dtypes.min(dt) <= low <= high - 1 <= dtypes.max(dt):
+      raise ValueError(f"randint range [{low}, {high}) does not fit {dt.name} (or spans more than 2^32)")
+    return Tensor._random(g.RANDINT, shape, dt, low=low, high=high)
 
   @staticmethod
   def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype: Optional[DTypeLike] = None,
@@ -773,7 +817,7 @@ class Tensor:
     if not isinstance(idx, tuple):
       idx = (idx,)
     if any(isinstance(i, (Tensor, list, np.ndarray)) for i in idx):
-      raise NotImplementedError("indexing with tensors or lists is not supported")
+      return self._index_with_tensor(idx)
     n_ell = sum(1 for i in idx if i is Ellipsis)
     if n_ell > 1:
       raise IndexError("an index can only have a single ellipsis")
@@ -806,6 +850,40 @@ class Tensor:
       x = x.shrink(pairs)
       axis += 1
     return x.reshape(tuple(final))
+
+  def _index_with_tensor(self, idx: tuple) -> "Tensor":
+    """x[..., index, ...] for one integer index tensor (or list/array) on one axis, every other
+    entry a full slice or an ellipsis: the result has index's shape in place of that axis
+    (numpy/torch). Negative indices count from the end; others out of range select zeros. Built
+    as one_hot(index) @ x, so it is differentiable."""
+    pos = [k for k, i in enumerate(idx) if isinstance(i, (Tensor, list, np.ndarray))]
+    rest = [i for k, i in enumerate(idx) if k not in pos]
+    if len(pos) != 1 or any(not (i is Ellipsis or (isinstance(i, slice) and i == slice(None))) for i in rest):
+      raise NotImplementedError("tensor indexing takes one index tensor with only ':' and '...' beside it")
+    k = pos[0]
+    n_ell = sum(1 for i in idx if i is Ellipsis)
+    if n_ell > 1:
+      raise IndexError("an index can only have a single ellipsis")
+    if n_ell and idx.index(Ellipsis) < k:
+      axis = self.ndim - (len(idx) - k)
+    else:
+      axis = k
+    if not 0 <= axis < self.ndim:
+      raise IndexError(f"too many indices for a tensor of {self.ndim} dimensions")
+    index = idx[k] if isinstance(idx[k], Tensor) else Tensor(np.asarray(idx[k]))
+    if not dtypes.is_int(index.dtype):
+      raise IndexError(f"tensor indices must be integers, got {index.dtype.name}")
+    n = self.shape[axis]
+    index = index.cast(dtypes.int32)
+    index = (index < 0).where(index + n, index)
+    x = self if dtypes.is_float(self.dtype) or dtypes.is_int(self.dtype) else self.cast(dtypes.int32)
+    moved = x.permute([axis] + [d for d in range(self.ndim) if d != axis])
+    flat = moved.reshape(n, -1)
+    picked = index.reshape(-1).one_hot(n).cast(flat.dtype) @ flat
+    out = picked.reshape(index.shape + moved.shape[1:])
+    ni = index.ndim
+    order = list(range(ni, ni + axis)) + list(range(ni)) + list(range(ni + axis, out.ndim))
+    return out.permute(order).cast(self.dtype)
 
   def _slice_axis(self, axis: int, sl: slice) -> Tuple["Tensor", int]:
     size = self.shape[axis]
@@ -965,16 +1043,11 @@ class Tensor:
         if n:
           sq = sq * sq
       return out
+    # The daemon's POW (tinygrad's semantics): 2 ** (y * log2|x|), negative bases keep the sign
+    # for odd integer exponents and give nan for non-integer ones, x ** 0 = 1.
     a, b = self._broadcasted(x, reverse)
     a, b = a._float(), b._float()
-    # x ** y = 2 ** (y * log2|x|), negative bases keep the sign for odd integer exponents.
-    mag = (b * a.abs().log2()).exp2()
-    neg_base = a < 0
-    b_int = b == b._trunc()
-    odd = (b_int & ((b._trunc() * 0.5) != (b * 0.5)._trunc()))
-    signed = odd.where(-mag, mag)
-    nan = Tensor._const(math.nan, a.dtype, a.shape)
-    return neg_base.where(b_int.where(signed, nan), mag)
+    return Tensor._make(g.POW, a.dtype, a.shape, (a, b))
 
   def _trunc(self) -> "Tensor":
     if not dtypes.is_float(self.dtype):
@@ -1193,6 +1266,16 @@ class Tensor:
       ret = ret.cast(self.dtype)
     return ret
 
+  def prod(self, axis=None, keepdim: bool = False, dtype: Optional[DTypeLike] = None) -> "Tensor":
+    """Product over `axis` (None: all axes), in sum's accumulation dtype (bool and small ints
+    multiply in int32, float16/bfloat16 in float32 and are cast back). The gradient is exact
+    where elements are zero."""
+    acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
+    ret = self.cast(acc)._reduce(g.REDUCE_PROD, axis, keepdim)
+    if dtype is None and self.dtype in (dtypes.float16, dtypes.bfloat16):
+      ret = ret.cast(self.dtype)
+    return ret
+
   def max(self, axis=None, keepdim: bool = False) -> "Tensor":
     return self._reduce(g.REDUCE_MAX, axis, keepdim)
 
@@ -1326,6 +1409,43 @@ class Tensor:
     y = Tensor._make(g.CONV2D, acc, shape, (self.cast(acc), weight.cast(acc)), arg).cast(out)
     return y if bias is None else y + bias.reshape(1, -1, 1, 1)
 
+  def conv_transpose2d(self, weight: "Tensor", bias: Optional["Tensor"] = None, groups: int = 1, stride=1,
+                       dilation=1, padding=0, output_padding=0) -> "Tensor":
+    """The transposed 2-D convolution of x (N, Cin, H, W) with weight (Cin, Cout/groups, KH, KW)
+    (the daemon's CONV_TRANSPOSE2D, as torch's conv_transpose2d): OH = (H-1)*stride - 2*padding
+    + dilation*(KH-1) + output_padding + 1. stride, dilation, padding, output_padding: an int or
+    (h, w). bias (Cout,) is added with the broadcasting add."""
+    if not isinstance(weight, Tensor):
+      weight = Tensor(weight)
+    st, dil = _pair(stride, "stride", 1), _pair(dilation, "dilation", 1)
+    pad, opad = _pair(padding, "padding", 0), _pair(output_padding, "output_padding", 0)
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+      raise ValueError(f"conv_transpose2d: groups must be an int >= 1, got {groups!r}")
+    if self.ndim != 4 or weight.ndim != 4:
+      raise ValueError(f"conv_transpose2d takes (N, Cin, H, W) and (Cin, Cout/groups, KH, KW), got {self.shape} "
+                       f"and {weight.shape}")
+    n, cin, h, w = self.shape
+    if weight.shape[0] != cin or cin % groups:
+      raise ValueError(f"conv_transpose2d: weight {weight.shape} does not fit {cin} input channels in {groups} groups")
+    for o, s, d in zip(opad, st, dil):
+      if o >= s and o >= d:
+        raise ValueError(f"conv_transpose2d: output_padding {opad} must be smaller than stride or dilation")
+    out_hw = tuple((i - 1) * s - 2 * p + d * (k - 1) + o + 1
+                   for i, s, p, d, k, o in zip((h, w), st, pad, dil, weight.shape[2:], opad))
+    if any(v <= 0 for v in out_hw):
+      raise ValueError(f"conv_transpose2d: padding {pad} leaves no output for input {self.shape}")
+    cout = weight.shape[1] * groups
+    if bias is not None:
+      if not isinstance(bias, Tensor):
+        bias = Tensor(bias)
+      if bias.shape != (cout,):
+        raise ValueError(f"conv_transpose2d: bias must have shape ({cout},), got {bias.shape}")
+    out = least_upper_float(least_upper_dtype(self.dtype, weight.dtype))
+    acc = sum_acc_dtype(out)
+    arg = g.Composite(stride=st, padding=pad, dilation=dil, groups=groups, output_padding=opad)
+    y = Tensor._make(g.CONV_TRANSPOSE2D, acc, (n, cout) + out_hw, (self.cast(acc), weight.cast(acc)), arg).cast(out)
+    return y if bias is None else y + bias.reshape(1, -1, 1, 1)
+
   def _pool(self, op: int, kernel_size, stride, dilation, padding) -> Tuple[Tuple[int, ...], g.Composite]:
     k = _pair(kernel_size, "kernel_size", 1)
     st = k if stride is None else _pair(stride, "stride", 1)
@@ -1436,15 +1556,14 @@ class Tensor:
 
   def dropout(self, p: float = 0.5) -> "Tensor":
     """Zero each element with probability p and scale the rest by 1/(1-p), only while
-    Tensor.training is set. The mask comes from the client's generator and travels as data."""
+    Tensor.training is set. The mask is drawn on the device (the daemon's DROPOUT)."""
     if not 0 <= p <= 1:
       raise ValueError(f"dropout probability must be in [0, 1], got {p}")
     if not Tensor.training or p == 0:
       return self
-    if p == 1:
-      return self.zeros_like()
-    keep = Tensor(Tensor._generator().random(self.shape, dtype=np.float32) >= p)
-    return keep.where(self * (1.0 / (1.0 - p)), 0)
+    x = self._float()
+    seed, counter = Tensor._random_key()
+    return Tensor._make(g.DROPOUT, x.dtype, x.shape, (x,), g.Composite(seed=seed, counter=counter, p=float(p)))
 
   def one_hot(self, num_classes: int) -> "Tensor":
     """One-hot encoding along a new last axis, in the indices' dtype (the daemon's ONE_HOT).
@@ -1515,6 +1634,89 @@ class Tensor:
       x = x * weight.reshape(shape)
     x = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
     return x + bias.reshape(shape) if bias is not None else x
+
+  # --- normalization and attention (the daemon's RMS_NORM, GROUP_NORM, BATCHNORM_*, SDPA) -------
+
+  def rms_norm(self, axis=-1, eps: float = 1e-6) -> "Tensor":
+    """x / sqrt(mean(x^2) + eps) over the last axes (`axis`: -1, or a tuple of the last axes); no
+    affine part. float16/bfloat16 compute in float32 and are cast back."""
+    axes = normalize_axes(axis, self.ndim)
+    if not axes or axes != tuple(range(self.ndim - len(axes), self.ndim)):
+      raise ValueError(f"rms_norm normalizes over the last axes, got axis={axis!r} for shape {self.shape}")
+    return self._composite(g.RMS_NORM, self.shape, g.Composite(normalized_axes=len(axes), eps=float(eps)))
+
+  def group_norm(self, num_groups: int, weight: Optional["Tensor"] = None, bias: Optional["Tensor"] = None,
+                 eps: float = 1e-5) -> "Tensor":
+    """torch's group_norm: x (N, C, ...) normalized per (sample, group of C/num_groups channels),
+    then weight and bias (C,) per channel when given."""
+    if self.ndim < 2:
+      raise ValueError(f"group_norm needs (N, C, ...), got shape {self.shape}")
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1 or self.shape[1] % num_groups:
+      raise ValueError(f"group_norm: {self.shape[1]} channels do not split into {num_groups!r} groups")
+    y = self._composite(g.GROUP_NORM, self.shape, g.Composite(groups=num_groups, eps=float(eps)))
+    return y._channel_affine(weight, bias)
+
+  def _channel_affine(self, weight, bias) -> "Tensor":
+    shape = (1, -1) + (1,) * (self.ndim - 2)
+    y = self if weight is None else self * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+  def batch_norm(self, running_mean: Optional["Tensor"] = None, running_var: Optional["Tensor"] = None,
+                 weight: Optional["Tensor"] = None, bias: Optional["Tensor"] = None, training: bool = False,
+                 eps: float = 1e-5) -> "Tensor":
+    """torch's batch_norm over axis 1 of x (N, C, ...): with the batch statistics (mean and
+    biased variance) when `training` or no running statistics are given, else with
+    running_mean/running_var (C,); then weight and bias (C,) per channel when given. The running
+    statistics are inputs only (nn.BatchNorm updates them)."""
+    if self.ndim < 2:
+      raise ValueError(f"batch_norm needs (N, C, ...), got shape {self.shape}")
+    x, out = self._acc_float()
+    if training or running_mean is None or running_var is None:
+      y = Tensor._make(g.BATCHNORM_TRAIN, x.dtype, x.shape, (x,), g.Composite(eps=float(eps)))
+    else:
+      for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if t.shape != (self.shape[1],):
+          raise ValueError(f"batch_norm: {name} must have shape ({self.shape[1]},), got {t.shape}")
+      stats = (running_mean.cast(x.dtype), running_var.cast(x.dtype))
+      y = Tensor._make(g.BATCHNORM_EVAL, x.dtype, x.shape, (x, *stats), g.Composite(eps=float(eps)))
+    return y.cast(out)._channel_affine(weight, bias)
+
+  def scaled_dot_product_attention(self, key: "Tensor", value: "Tensor", attn_mask: Optional["Tensor"] = None,
+                                   dropout_p: float = 0.0, is_causal: bool = False) -> "Tensor":
+    """softmax(q @ k^T / sqrt(d) + mask) @ v with q = self (..., L, d), k (..., S, d), v (..., S,
+    dv), batch axes broadcasting (the daemon's SCALED_DOT_PRODUCT_ATTENTION). attn_mask
+    broadcasts to (..., L, S): bool keeps where true, float is added. is_causal masks keys after
+    the query position. dropout_p applies to the attention weights while Tensor.training."""
+    q, k, v = self, key, value
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+      raise ValueError(f"scaled_dot_product_attention needs q, k, v of rank >= 2, got {q.shape}, {k.shape}, {v.shape}")
+    if k.shape[-1] != q.shape[-1] or v.shape[-2] != k.shape[-2]:
+      raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit")
+    batch = broadcast_shape(broadcast_shape(q.shape[:-2], k.shape[:-2]), v.shape[:-2])
+    scores = batch + (q.shape[-2], k.shape[-2])
+    if attn_mask is not None:
+      if not isinstance(attn_mask, Tensor):
+        attn_mask = Tensor(attn_mask)
+      if broadcast_shape(attn_mask.shape, scores) != scores:
+        raise ValueError(f"attention mask {attn_mask.shape} does not broadcast to the scores {scores}")
+    if dropout_p and Tensor.training:  # the weights themselves are needed: compose it here
+      qf = q._float()
+      w = (qf @ k.cast(qf.dtype).transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1]))
+      if attn_mask is not None:
+        w = attn_mask.where(w, -math.inf) if attn_mask.dtype == dtypes.bool else w + attn_mask.cast(w.dtype)
+      if is_causal:
+        keep = Tensor.ones(q.shape[-2], k.shape[-2], dtype=dtypes.bool).tril()
+        w = keep.where(w, -math.inf)
+      return w.softmax(-1).dropout(dropout_p) @ v.cast(w.dtype)
+    dt = least_upper_float(least_upper_dtype(q.dtype, k.dtype, v.dtype))
+    acc = sum_acc_dtype(dt)
+    src = [q.cast(acc), k.cast(acc), v.cast(acc)]
+    op = g.SCALED_DOT_PRODUCT_ATTENTION
+    if attn_mask is not None:
+      src.append(attn_mask if attn_mask.dtype == dtypes.bool else attn_mask.cast(acc))
+      op = g.SCALED_DOT_PRODUCT_ATTENTION_MASKED
+    out_shape = batch + (q.shape[-2], v.shape[-1])
+    return Tensor._make(op, acc, out_shape, tuple(src), g.Composite(causal=bool(is_causal))).cast(dt)
 
   # --- in-place ops: assign() of the result (the tensor object keeps its identity) ---------------
 

@@ -82,10 +82,10 @@ class RMSNorm:
     self.weight = _param(Tensor.ones(dim)) if elementwise_affine else None
 
   def _norm(self, x: Tensor) -> Tensor:
-    return x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
+    return x.rms_norm(-1, self.eps)  # the daemon's RMS_NORM
 
   def __call__(self, x: Tensor) -> Tensor:
-    x = self._norm(x.float()).cast(x.dtype)
+    x = self._norm(x)
     return x if self.weight is None else x * self.weight
 
 
@@ -104,8 +104,8 @@ class Embedding:
 
 
 class Dropout:
-  """Zeros elements with probability p while Tensor.training is set (a mask from the client's
-  generator); identity otherwise."""
+  """Zeros elements with probability p while Tensor.training is set (a mask drawn on the device
+  from Tensor.manual_seed's seed); identity otherwise."""
 
   def __init__(self, p: float = 0.5):
     self.p = p
@@ -139,15 +139,18 @@ class BatchNorm:
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2:
       raise ValueError(f"BatchNorm needs an input with a channel axis (N, C, ...), got {x.shape}")
-    mean, var = self.calc_stats(x)
+    training = Tensor.training or not self.track_running_stats
     if self.track_running_stats and Tensor.training:
+      mean, var = self.calc_stats(x)
       n = x.numel() // x.shape[1]
       with untracked():  # statistics carry no gradient
         self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean)
         self.running_var.assign((1 - self.momentum) * self.running_var +
                                 self.momentum * (n / max(1, n - 1)) * var)
         self.num_batches_tracked.assign(self.num_batches_tracked + 1)
-    return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
+    # The daemon's BATCHNORM_TRAIN (batch statistics) or BATCHNORM_EVAL (the running ones).
+    stats = (None, None) if training else (self.running_mean, self.running_var)
+    return x.batch_norm(*stats, weight=self.weight, bias=self.bias, training=training, eps=self.eps)
 
 
 BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
@@ -167,11 +170,7 @@ class GroupNorm:
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2 or x.shape[1] != self.num_channels:
       raise ValueError(f"GroupNorm({self.num_groups}, {self.num_channels}) got an input of shape {x.shape}")
-    y = x.reshape(x.shape[0], self.num_groups, -1).layernorm(-1, self.eps).reshape(x.shape)
-    if self.weight is None:
-      return y
-    shape = (1, -1) + (1,) * (x.ndim - 2)
-    return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+    return x.group_norm(self.num_groups, self.weight, self.bias, self.eps)  # the daemon's GROUP_NORM
 
 
 class Conv2d:
@@ -214,9 +213,26 @@ class Conv2d:
 
 
 class ConvTranspose2d:
-  """Not implemented: raises NotImplementedError."""
+  """Transposed 2-D convolution (torch's ConvTranspose2d) with weight (in, out/groups, KH, KW)
+  and bias (out,) drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = out/groups * KH * KW
+  (torch's default); computed by the daemon's CONV_TRANSPOSE2D."""
 
-  def __init__(self, *args, **kwargs):
-    raise NotImplementedError(
-        "ConvTranspose2d is not available yet: polygradd has no transposed-convolution op on the wire "
-        "(polygrad.v1), and the client does not emulate one; nn.Conv2d works")
+  def __init__(self, in_channels: int, out_channels: int, kernel_size: Union[int, Sequence[int]], stride=1,
+               padding=0, output_padding=0, dilation=1, groups: int = 1, bias: bool = True):
+    if groups < 1 or in_channels % groups or out_channels % groups:
+      raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must be divisible by "
+                       f"groups {groups}")
+    self.kernel_size = _shape_tuple(kernel_size) * (2 if isinstance(kernel_size, int) else 1)
+    if len(self.kernel_size) != 2:
+      raise ValueError(f"kernel_size needs an int or 2 values, got {kernel_size!r}")
+    self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+    self.stride, self.padding, self.output_padding, self.dilation = stride, padding, output_padding, dilation
+    fan_in = out_channels // groups * self.kernel_size[0] * self.kernel_size[1]
+    bound = 1 / math.sqrt(fan_in)
+    self.weight = _param(Tensor.uniform(in_channels, out_channels // groups, *self.kernel_size, low=-bound,
+                                        high=bound))
+    self.bias = _param(Tensor.uniform(out_channels, low=-bound, high=bound)) if bias else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride,
+                              dilation=self.dilation, padding=self.padding, output_padding=self.output_padding)

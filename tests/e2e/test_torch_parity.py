@@ -1,0 +1,679 @@
+"""The PyTorch parity suite (issue 3, acceptance 1): every op the Python client exposes, forward
+and backward, against PyTorch on random inputs, computed by a real polygradd.
+
+The suite is one table, OPS. Each entry names an op, how to call it in polygrad and in torch,
+the argument shapes it is tried on (broadcasting, size-1 and size-0 axes included), the dtypes
+it is defined for, the value domain of its inputs and whether it is differentiable. Every test
+is one (op, dtype) over all layouts and shapes; a layout decides how each input tensor is made from a leaf —
+contiguous, permuted, shrunk (sliced out of a larger tensor), flipped, expanded from a size-1
+axis, or strided — the same way in both libraries. All cases of one test are realized in ONE
+request (forward values and gradients of every case, concatenated on the device per result
+dtype), so there are few kernels to compile and the file stays fast.
+
+Backward: the gradient of sum(out * w) for random w, taken with respect to the leaves (so the
+movement ops that make a layout are differentiated too), compared with torch's autograd.
+References are computed in float64 on the same (dtype-rounded) inputs, then compared with a
+tolerance per dtype; integer and bool results must match exactly.
+
+    pytest tests/e2e/test_torch_parity.py --collect-only -q   # the number of tests
+    python3 tests/e2e/test_torch_parity.py                     # ops, tests and cases
+    POLYGRAD_PARITY=full pytest tests/e2e/test_torch_parity.py # every case in every dtype
+
+CASES is the count of (op, dtype, layout, shape variant) cases the tests check."""
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pytest
+
+if __name__ == "__main__":  # counting the cases needs the client, not a daemon
+  from pathlib import Path
+  sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "clients" / "python"))
+
+try:
+  import torch
+  import torch.nn.functional as F
+except ImportError:  # counted below without torch; the tests skip
+  torch = None
+
+from polygrad import Tensor, dtypes
+
+pytestmark = pytest.mark.usefixtures("live_daemon")
+
+FLOATS = ("float32", "float64", "float16", "bfloat16")
+INTS = ("int8", "int16", "int32", "int64", "uint8")
+F32_ONLY = ("float32", "float64")
+ALL_NUM = FLOATS + INTS
+
+# (rtol, atol) per dtype; atol scales with the largest reference magnitude (sums grow).
+TOL = {"float32": (2e-4, 2e-5), "float64": (1e-9, 1e-10), "float16": (1.5e-2, 1e-2),
+       "bfloat16": (6e-2, 5e-2)}
+# Gradients go through more ops than forward values.
+GRAD_TOL = {"float32": (1e-3, 1e-4), "float64": (1e-8, 1e-9), "float16": (5e-2, 3e-2),
+            "bfloat16": (1.5e-1, 1e-1)}
+
+
+@dataclass
+class Variant:
+  """One call of the op: the shapes of its tensor arguments and its keyword parameters."""
+  shapes: Tuple[Tuple[int, ...], ...]
+  params: Dict = field(default_factory=dict)
+
+
+@dataclass
+class Op:
+  name: str
+  pg: Callable  # (params, *polygrad tensors) -> Tensor or list of Tensors
+  th: Callable  # (params, *torch tensors) -> torch tensor or list
+  variants: List[Variant]
+  dtypes: Sequence[str] = FLOATS
+  domain: Tuple[float, float] = (-2.0, 2.0)
+  grad: bool = True
+  # Per argument: "x" data (takes the layout), "i" integer indices in [0, params["n"]), "b" bool,
+  # "c" data of the op's dtype that keeps a contiguous layout and gets no gradient.
+  kinds: str = ""
+  layouts: Sequence[str] = ()
+  tol_scale: float = 1.0
+  gen: Optional[Callable] = None  # (rng, shape, dtype_name, params) -> float64/int64 array, per "x" arg
+  out: Optional[str] = None  # the float result's dtype when it is not the input's
+  # Layouts the default run checks (FULL: all): windowed ops over permuted, flipped or strided
+  # views take the daemon from tens of seconds to minutes to schedule (not to compile), so those
+  # are left to the full run.
+  quick_layouts: Optional[Sequence[str]] = None
+
+
+def V(*shapes, **params) -> Variant:
+  return Variant(tuple(tuple(s) for s in shapes), params)
+
+
+ALL_LAYOUTS = ("contiguous", "permuted", "shrunk", "flipped", "expanded", "strided")
+QUICK_WINDOWED = ("contiguous", "shrunk")
+
+
+def same(f):
+  """An op spelled the same way in both libraries."""
+  return f, f
+
+
+# --- shape sets ---------------------------------------------------------------------------------
+
+UNARY_SHAPES = [V((3, 4)), V((2, 3, 5)), V((1, 7)), V(()), V((0, 3)), V((6,))]
+BINARY_SHAPES = [V((3, 4), (3, 4)), V((3, 4), (4,)), V((2, 1, 4), (3, 1)), V((1,), (5,)), V((), (2, 3)),
+                 V((0, 3), (1, 3)), V((4, 1), (1, 0))]
+REDUCE_SHAPES = [V((3, 4), axis=None), V((3, 4), axis=1), V((2, 3, 4), axis=(0, 2)), V((2, 3, 4), axis=-2, keepdim=True),
+                 V((1, 5), axis=0), V((5,), axis=0, keepdim=True)]
+REDUCE_EMPTY = [V((0, 3), axis=0), V((3, 0), axis=0)]  # sums over / beside an empty axis
+
+
+def _axis(p):
+  return p.get("axis")
+
+
+def _dims(p, t):
+  a = _axis(p)
+  if a is None:
+    return tuple(range(t.dim()))
+  return a if isinstance(a, tuple) else (a,)
+
+
+def _tsum(p, t):
+  return t.sum(dim=_dims(p, t), keepdim=p.get("keepdim", False)) if t.dim() else t
+
+
+# --- the op table -------------------------------------------------------------------------------
+
+def _unary(name, pg, th, domain=(-2.0, 2.0), dts=FLOATS, grad=True, **kw):
+  return Op(name, lambda p, x: pg(x), lambda p, x: th(x), UNARY_SHAPES, dts, domain, grad, **kw)
+
+
+def _binary(name, pg, th, domain=(-2.0, 2.0), dts=FLOATS, grad=True, **kw):
+  return Op(name, lambda p, a, b: pg(a, b), lambda p, a, b: th(a, b), BINARY_SHAPES, dts, domain, grad, **kw)
+
+
+def _pos_gen(lo, hi):
+  return lambda rng, shape, dt, p: rng.uniform(lo, hi, shape)
+
+
+def _away_from_ints(rng, shape, dt, p):
+  """Values not near the jumps of floor/ceil/round (so both sides agree after dtype rounding)."""
+  base = rng.integers(-4, 4, shape).astype(np.float64)
+  return base + rng.choice([0.2, 0.3, 0.7, 0.8], size=shape)
+
+
+def _via_double(x, f):
+  """f on float64 for integer x (torch has no integer pooling), cast back: exact for small ints."""
+  return f(x) if x.dtype.is_floating_point else f(x.double()).to(x.dtype)
+
+
+def _distinct(rng, shape, dt, p):
+  """Values in [-2, 2] without repeats in the dtype, so a max has no ties (tinygrad splits a
+  tie's gradient, torch's max_pool2d gives it to one element); bfloat16 ties often otherwise."""
+  n = int(np.prod(shape))
+  if dt in ("float16", "bfloat16"):
+    every = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(_torch_dtype(dt)).double().numpy()
+    grid = np.unique(every[np.isfinite(every) & (np.abs(every) <= 2)])
+    return rng.choice(grid, size=n, replace=False).reshape(shape)
+  return rng.permutation(n).reshape(shape) * (4.0 / max(1, n)) - 2.0
+
+
+def _away_from(*points):
+  def gen(rng, shape, dt, p):
+    x = rng.uniform(-2.0, 2.0, shape)
+    for v in points:
+      x = np.where(np.abs(x - v) < 0.02, x + 0.05, x)
+    return x
+  return gen
+
+
+def _with_zeros(rng, shape, dt, p):
+  """Values in [-2, 2) with about one in four exactly zero (where prod's gradient is special)."""
+  return np.where(rng.random(shape) < 0.25, 0.0, rng.uniform(-2.0, 2.0, shape))
+
+
+def _tprod(p, t):
+  """torch.prod over several axes (it takes one at a time)."""
+  dims = sorted({d % t.dim() for d in _dims(p, t)}, reverse=True)
+  for d in dims:
+    t = t.prod(d, keepdim=True)
+  if not p.get("keepdim", False):
+    t = t.reshape([s for i, s in enumerate(t.shape) if i not in dims])
+  return t
+
+
+def _rms_norm(x, n):
+  return x * torch.rsqrt(x.square().mean(dim=tuple(range(-n, 0)), keepdim=True) + 1e-6)
+
+
+def _first_key(m):
+  """A mask that keeps every query's first key, so no softmax row is all -inf."""
+  keep = np.zeros(tuple(m.shape), dtype=np.bool_)
+  keep[..., 0] = True
+  return torch.tensor(keep) if torch is not None and isinstance(m, torch.Tensor) else Tensor(keep)
+
+
+def _sdpa(q, k, v, mask, causal):
+  """PyTorch 2's F.scaled_dot_product_attention, written out (the reference torch may be 1.x)."""
+  s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+  if mask is not None:
+    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
+  if causal:
+    s = s.masked_fill(~torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool).tril(), float("-inf"))
+  return s.softmax(-1) @ v
+
+
+def _cross_entropy_th(p, x, y):
+  return F.cross_entropy(x, y.long(), label_smoothing=p.get("ls", 0.0))
+
+
+OPS: List[Op] = [
+    # arithmetic
+    _binary("add", lambda a, b: a + b, lambda a, b: a + b, dts=ALL_NUM),
+    _binary("sub", lambda a, b: a - b, lambda a, b: a - b, dts=FLOATS + ("int32", "int64", "int8")),
+    _binary("mul", lambda a, b: a * b, lambda a, b: a * b, dts=ALL_NUM),
+    _binary("div", lambda a, b: a / b, lambda a, b: a / b, gen=_pos_gen(0.5, 2.0)),
+    _binary("maximum", lambda a, b: a.maximum(b), torch.maximum if torch else None, dts=ALL_NUM),
+    _binary("minimum", lambda a, b: a.minimum(b), torch.minimum if torch else None, dts=ALL_NUM),
+    _binary("pow", lambda a, b: a ** b, lambda a, b: a ** b, gen=_pos_gen(0.5, 2.0)),
+    _unary("neg", lambda x: -x, lambda x: -x, dts=FLOATS + ("int8", "int32", "int64")),
+    _unary("pow_int_scalar", lambda x: x ** 3, lambda x: x ** 3, dts=FLOATS + ("int32",)),
+    _unary("pow_neg_scalar", lambda x: x ** -2, lambda x: x ** -2, gen=_pos_gen(0.5, 2.0)),
+    _unary("pow_frac_scalar", lambda x: x ** 0.5, lambda x: x ** 0.5, gen=_pos_gen(0.2, 3.0)),
+    _unary("rpow", lambda x: 2.0 ** x, lambda x: 2.0 ** x),
+    _unary("scalar_chain", lambda x: (x * 3 - 1) / 2 + 0.5, lambda x: (x * 3 - 1) / 2 + 0.5),
+    # comparisons and logic (bool results; no gradient)
+    _binary("lt", lambda a, b: a < b, lambda a, b: a < b, dts=ALL_NUM, grad=False),
+    _binary("gt", lambda a, b: a > b, lambda a, b: a > b, dts=ALL_NUM, grad=False),
+    _binary("le", lambda a, b: a <= b, lambda a, b: a <= b, dts=ALL_NUM, grad=False),
+    _binary("ge", lambda a, b: a >= b, lambda a, b: a >= b, dts=ALL_NUM, grad=False),
+    _binary("eq", lambda a, b: a == b, lambda a, b: a == b, dts=INTS + ("float32",), grad=False),
+    _binary("ne", lambda a, b: a != b, lambda a, b: a != b, dts=INTS + ("float32",), grad=False),
+    _binary("logical_and", lambda a, b: a & b, lambda a, b: a & b, dts=("bool",), grad=False),
+    _binary("logical_or", lambda a, b: a | b, lambda a, b: a | b, dts=("bool",), grad=False),
+    _unary("logical_not", lambda x: x.logical_not(), lambda x: x.logical_not(), dts=("bool",) + FLOATS, grad=False),
+    Op("where", lambda p, c, a, b: c.where(a, b), lambda p, c, a, b: torch.where(c, a, b),
+       [V((3, 4), (3, 4), (3, 4)), V((3, 1), (1, 4), (4,)), V((), (2, 3), ()), V((0, 2), (2,), (1, 2))],
+       ALL_NUM, kinds="bxx"),
+    Op("where_scalar", lambda p, c, a: c.where(a, 0.5), lambda p, c, a: torch.where(c, a, 0.5),
+       [V((3, 4), (3, 4)), V((2, 1), (1, 5))], FLOATS, kinds="bx"),
+    # elementwise math
+    _unary("exp", lambda x: x.exp(), torch.exp if torch else None),
+    _unary("exp2", lambda x: x.exp2(), torch.exp2 if torch else None),
+    _unary("log", lambda x: x.log(), torch.log if torch else None, gen=_pos_gen(0.1, 4.0)),
+    _unary("log2", lambda x: x.log2(), torch.log2 if torch else None, gen=_pos_gen(0.1, 4.0)),
+    _unary("sqrt", lambda x: x.sqrt(), torch.sqrt if torch else None, gen=_pos_gen(0.1, 4.0)),
+    _unary("rsqrt", lambda x: x.rsqrt(), torch.rsqrt if torch else None, gen=_pos_gen(0.2, 4.0)),
+    _unary("reciprocal", lambda x: x.reciprocal(), torch.reciprocal if torch else None, gen=_pos_gen(0.3, 3.0)),
+    _unary("sin", lambda x: x.sin(), torch.sin if torch else None, domain=(-6.0, 6.0)),
+    _unary("cos", lambda x: x.cos(), torch.cos if torch else None, domain=(-6.0, 6.0)),
+    _unary("tan", lambda x: x.tan(), torch.tan if torch else None, domain=(-1.2, 1.2), tol_scale=2.0),
+    _unary("abs", lambda x: x.abs(), torch.abs if torch else None, dts=FLOATS + ("int8", "int32", "int64")),
+    _unary("sign", lambda x: x.sign(), torch.sign if torch else None, dts=FLOATS + ("int32",)),
+    _unary("square", lambda x: x.square(), torch.square if torch else None, dts=ALL_NUM),
+    # no inputs at the bounds: polygrad (tinygrad) splits a tie's gradient, torch's clamp does not
+    _unary("clip", lambda x: x.clip(-0.5, 0.7), lambda x: x.clamp(-0.5, 0.7), gen=_away_from(-0.5, 0.7)),
+    _unary("trunc", lambda x: x.trunc(), torch.trunc if torch else None, gen=_away_from_ints),
+    _unary("floor", lambda x: x.floor(), torch.floor if torch else None, gen=_away_from_ints),
+    _unary("ceil", lambda x: x.ceil(), torch.ceil if torch else None, gen=_away_from_ints),
+    _unary("round", lambda x: x.round(), torch.round if torch else None, gen=_away_from_ints),
+    _unary("isnan", lambda x: (x.log()).isnan(), lambda x: x.log().isnan(), grad=False),
+    _unary("isinf", lambda x: (1 / x.trunc()).isinf(), lambda x: (1 / x.trunc()).isinf(), grad=False,
+           dts=F32_ONLY),
+    _unary("cast_int32", lambda x: x.cast(dtypes.int32), lambda x: x.to(torch.int32), grad=False,
+           gen=_away_from_ints),
+    _unary("cast_float32", lambda x: x.float(), lambda x: x.float(), dts=FLOATS + INTS, out="float32"),
+    _unary("cast_bool", lambda x: x.bool(), lambda x: x.bool(), dts=("float32",) + INTS, grad=False,
+           gen=lambda rng, s, dt, p: rng.integers(-1, 2, s).astype(np.float64)),
+    # activations
+    _unary("relu", lambda x: x.relu(), torch.relu if torch else None, dts=FLOATS + ("int32",)),
+    _unary("relu6", lambda x: x.relu6(), F.relu6 if torch else None, domain=(-3.0, 9.0)),
+    _unary("leaky_relu", lambda x: x.leaky_relu(0.1), lambda x: F.leaky_relu(x, 0.1)),
+    _unary("sigmoid", lambda x: x.sigmoid(), torch.sigmoid if torch else None, domain=(-6.0, 6.0)),
+    _unary("tanh", lambda x: x.tanh(), torch.tanh if torch else None, domain=(-4.0, 4.0)),
+    _unary("silu", lambda x: x.silu(), F.silu if torch else None, domain=(-5.0, 5.0)),
+    _unary("gelu", lambda x: x.gelu(), (lambda x: F.gelu(x, approximate="tanh")) if torch else None,
+           domain=(-5.0, 5.0)),
+    _unary("quick_gelu", lambda x: x.quick_gelu(), lambda x: x * torch.sigmoid(1.702 * x)),
+    _unary("elu", lambda x: x.elu(), F.elu if torch else None),
+    _unary("softplus", lambda x: x.softplus(), F.softplus if torch else None),
+    _unary("mish", lambda x: x.mish(), F.mish if torch else None),
+    _unary("hardtanh", lambda x: x.hardtanh(), F.hardtanh if torch else None),
+    # torch's own hardsigmoid backward multiplies by a float32 1/6: the formula is the reference
+    _unary("hardsigmoid", lambda x: x.hardsigmoid(), lambda x: (x / 6 + 0.5).clamp(0, 1), domain=(-4.0, 4.0)),
+    _unary("hardswish", lambda x: x.hardswish(), F.hardswish if torch else None, domain=(-4.0, 4.0)),
+    _unary("logsigmoid", lambda x: x.logsigmoid(), F.logsigmoid if torch else None, domain=(-5.0, 5.0)),
+    # reductions
+    Op("sum", lambda p, x: x.sum(_axis(p), keepdim=p.get("keepdim", False)), _tsum, REDUCE_SHAPES + REDUCE_EMPTY,
+       FLOATS + ("int32", "int64")),
+    Op("max", lambda p, x: x.max(_axis(p), keepdim=p.get("keepdim", False)),
+       lambda p, x: torch.amax(x, dim=_dims(p, x), keepdim=p.get("keepdim", False)), REDUCE_SHAPES, ALL_NUM),
+    Op("min", lambda p, x: x.min(_axis(p), keepdim=p.get("keepdim", False)),
+       lambda p, x: torch.amin(x, dim=_dims(p, x), keepdim=p.get("keepdim", False)), REDUCE_SHAPES, ALL_NUM),
+    Op("prod", lambda p, x: x.prod(_axis(p), keepdim=p.get("keepdim", False)),
+       lambda p, x: _tprod(p, x), REDUCE_SHAPES + REDUCE_EMPTY, FLOATS + ("int32", "int64", "int8"), gen=_with_zeros),
+    Op("mean", lambda p, x: x.mean(_axis(p), keepdim=p.get("keepdim", False)),
+       lambda p, x: x.mean(dim=_dims(p, x), keepdim=p.get("keepdim", False)), REDUCE_SHAPES),
+    Op("var", lambda p, x: x.var(_axis(p), keepdim=p.get("keepdim", False)),
+       lambda p, x: x.var(dim=_dims(p, x), keepdim=p.get("keepdim", False)), REDUCE_SHAPES[:4], tol_scale=2.0),
+    Op("std", lambda p, x: x.std(_axis(p), correction=0),
+       lambda p, x: x.std(dim=_dims(p, x), correction=0), REDUCE_SHAPES[:4], tol_scale=2.0),
+    Op("softmax", lambda p, x: x.softmax(p["axis"]), lambda p, x: torch.softmax(x, p["axis"]),
+       [V((3, 5), axis=-1), V((2, 3, 4), axis=1), V((1, 6), axis=0), V((0, 4), axis=1)], domain=(-4.0, 4.0)),
+    Op("log_softmax", lambda p, x: x.log_softmax(p["axis"]), lambda p, x: torch.log_softmax(x, p["axis"]),
+       [V((3, 5), axis=-1), V((2, 3, 4), axis=1), V((1, 6), axis=0)], domain=(-4.0, 4.0)),
+    Op("logsumexp", lambda p, x: x.logsumexp(p["axis"], keepdim=p.get("keepdim", False)),
+       lambda p, x: torch.logsumexp(x, _dims(p, x), keepdim=p.get("keepdim", False)),
+       [V((3, 5), axis=1), V((2, 3, 4), axis=(0, 2)), V((4, 2), axis=0, keepdim=True)], domain=(-4.0, 4.0)),
+    Op("cumsum", lambda p, x: x.cumsum(p["axis"]), lambda p, x: torch.cumsum(x, p["axis"]),
+       [V((3, 5), axis=1), V((4, 3), axis=0), V((6,), axis=0), V((2, 0), axis=1)], FLOATS + ("int32",)),
+    Op("argmax", lambda p, x: x.argmax(p["axis"], keepdim=p.get("keepdim", False)),
+       lambda p, x: torch.argmax(x, p["axis"], keepdim=p.get("keepdim", False)),
+       [V((3, 5), axis=1), V((4, 3), axis=0, keepdim=True), V((2, 3, 4), axis=2)], FLOATS + ("int32",),
+       grad=False),
+    Op("argmin", lambda p, x: x.argmin(p["axis"]), lambda p, x: torch.argmin(x, p["axis"]),
+       [V((3, 5), axis=1), V((4, 3), axis=0)], FLOATS + ("int32",), grad=False),
+    # movement
+    Op("reshape", lambda p, x: x.reshape(p["to"]), lambda p, x: x.reshape(p["to"]),
+       [V((3, 4), to=(2, 6)), V((2, 3, 4), to=(4, -1)), V((6,), to=(1, 6, 1)), V((0, 4), to=(2, 0))], ALL_NUM),
+    Op("permute", lambda p, x: x.permute(p["o"]), lambda p, x: x.permute(p["o"]),
+       [V((2, 3, 4), o=(2, 0, 1)), V((3, 4), o=(1, 0)), V((1, 0, 2), o=(2, 1, 0))], ALL_NUM),
+    Op("transpose", lambda p, x: x.transpose(0, -1), lambda p, x: x.transpose(0, -1), [V((2, 3, 4)), V((5, 1))]),
+    Op("expand", lambda p, x: x.expand(p["to"]), lambda p, x: x.expand(p["to"]),
+       [V((3, 1), to=(3, 4)), V((1,), to=(2, 5)), V((2, 1, 1), to=(2, 3, 4))], ALL_NUM),
+    Op("pad", lambda p, x: x.pad(p["pad"], value=p.get("value", 0)), lambda p, x: F.pad(x, p["pad"], value=p.get("value", 0)),
+       [V((3, 4), pad=(1, 2)), V((2, 3, 4), pad=(0, 1, 2, 0)), V((3, 4), pad=(1, 1, 1, 1), value=1.5),
+        V((3, 4), pad=(-1, 1))]),
+    Op("slice", lambda p, x: x[p["idx"]], lambda p, x: x[p["idx"]],
+       [V((5, 6), idx=(slice(1, 4), slice(None, None, 2))), V((4, 5), idx=(2,)), V((3, 4, 5), idx=(Ellipsis, 1)),
+        V((3, 4), idx=(None, slice(1, 2), -1))], ALL_NUM),
+    # torch has no negative slice steps: x[::-2] is its x.flip(0)[::2]
+    Op("slice_negative_step", lambda p, x: x[::-2, 1:], lambda p, x: x.flip(0)[::2, 1:], [V((6, 3)), V((5, 2))], ALL_NUM),
+    Op("flip", lambda p, x: x.flip(p["axes"]), lambda p, x: x.flip(p["axes"]),
+       [V((3, 4), axes=(0,)), V((2, 3, 4), axes=(0, 2))], ALL_NUM),
+    Op("squeeze_unsqueeze", lambda p, x: x.squeeze(1).unsqueeze(0), lambda p, x: x.squeeze(1).unsqueeze(0),
+       [V((3, 1, 4)), V((2, 1))]),
+    Op("flatten", lambda p, x: x.flatten(1), lambda p, x: x.flatten(1), [V((2, 3, 4)), V((2, 0, 3))]),
+    Op("repeat", lambda p, x: x.repeat(p["r"]), lambda p, x: x.repeat(p["r"]),
+       [V((2, 3), r=(2, 1)), V((3,), r=(2, 2)), V((2, 2), r=(1, 3))], FLOATS + ("int32",)),
+    Op("cat", lambda p, a, b: a.cat(b, dim=p["dim"]), lambda p, a, b: torch.cat([a, b], p["dim"]),
+       [V((2, 3), (4, 3), dim=0), V((2, 3), (2, 1), dim=1), V((0, 3), (2, 3), dim=0)], FLOATS + ("int32",)),
+    Op("stack", lambda p, a, b: Tensor.stack(a, b, dim=p["dim"]), lambda p, a, b: torch.stack([a, b], p["dim"]),
+       [V((2, 3), (2, 3), dim=0), V((4,), (4,), dim=1)]),
+    Op("split", lambda p, x: x.split(p["s"], p["dim"]), lambda p, x: list(x.split(p["s"], p["dim"])),
+       [V((5, 3), s=2, dim=0), V((2, 6), s=[1, 2, 3], dim=1)]),
+    Op("chunk", lambda p, x: x.chunk(3, 1), lambda p, x: list(x.chunk(3, 1)), [V((2, 7)), V((2, 6))]),
+    Op("tril", lambda p, x: x.tril(p["k"]), lambda p, x: x.tril(p["k"]),
+       [V((4, 5), k=0), V((2, 3, 3), k=1), V((4, 3), k=-1)], FLOATS + ("int32", "bool")),
+    Op("triu", lambda p, x: x.triu(p["k"]), lambda p, x: x.triu(p["k"]),
+       [V((4, 5), k=0), V((2, 3, 3), k=-1), V((4, 3), k=2)], FLOATS + ("int32",)),
+    # linear algebra
+    Op("matmul", lambda p, a, b: a @ b, lambda p, a, b: a @ b,
+       [V((3, 4), (4, 5)), V((4,), (4, 3)), V((3, 4), (4,)), V((2, 3, 4), (4, 2)), V((2, 1, 3, 4), (3, 4, 2)),
+        V((3, 0), (0, 2)), V((1, 5), (5, 1))], FLOATS + ("int32",), tol_scale=2.0),
+    Op("linear", lambda p, x, w, b: x.linear(w, b), lambda p, x, w, b: x @ w + b,
+       [V((3, 4), (4, 5), (5,)), V((2, 3, 4), (4, 2), (2,))], tol_scale=2.0),
+    # normalization and losses
+    Op("layernorm", lambda p, x: x.layernorm(p["axis"], eps=1e-5),
+       lambda p, x: F.layer_norm(x, x.shape[-p["n"]:], eps=1e-5),
+       [V((3, 8), axis=-1, n=1), V((2, 3, 4), axis=(1, 2), n=2), V((4, 1, 6), axis=-1, n=1)], tol_scale=4.0),
+    Op("batchnorm", lambda p, x, w, b, m, s: x.batchnorm(w, b, m, s),
+       lambda p, x, w, b, m, s: (x - m.reshape(1, -1, 1, 1)) * w.reshape(1, -1, 1, 1) * s.reshape(1, -1, 1, 1)
+       + b.reshape(1, -1, 1, 1), [V((2, 3, 4, 4), (3,), (3,), (3,), (3,))], tol_scale=2.0),
+    Op("cross_entropy_idx", lambda p, x, y: x.cross_entropy(y, label_smoothing=p.get("ls", 0.0)), _cross_entropy_th,
+       [V((4, 5), (4,), n=5), V((3, 6), (3,), n=6, ls=0.1)], kinds="xi", tol_scale=2.0),
+    Op("cross_entropy_probs", lambda p, x, y: x.cross_entropy(y.softmax(-1)),
+       lambda p, x, y: F.cross_entropy(x, y.softmax(-1)), [V((4, 5), (4, 5))], kinds="xc", tol_scale=2.0),
+    Op("sparse_categorical_crossentropy", lambda p, x, y: x.sparse_categorical_crossentropy(y),
+       lambda p, x, y: F.cross_entropy(x.reshape(-1, x.shape[-1]), y.reshape(-1).long()),
+       [V((4, 5), (4,), n=5), V((2, 3, 7), (2, 3), n=7)],
+       kinds="xi", tol_scale=2.0, layouts=("contiguous", "permuted", "shrunk", "flipped")),
+    Op("binary_crossentropy", lambda p, x, y: x.binary_crossentropy(y), lambda p, x, y: F.binary_cross_entropy(x, y),
+       [V((4, 5), (4, 5)), V((6,), (6,))], kinds="xc", gen=_pos_gen(0.05, 0.95), tol_scale=2.0),
+    Op("binary_crossentropy_logits", lambda p, x, y: x.binary_crossentropy_logits(y),
+       lambda p, x, y: F.binary_cross_entropy_with_logits(x, y), [V((4, 5), (4, 5))], kinds="xc",
+       gen=lambda rng, s, dt, p: rng.uniform(0.05, 0.95, s) if p.get("_arg") == 1 else rng.uniform(-3, 3, s),
+       tol_scale=2.0),
+    # convolution and pooling
+    Op("conv2d", lambda p, x, w: x.conv2d(w, stride=p.get("s", 1), padding=p.get("pad", 0), dilation=p.get("d", 1),
+                                          groups=p.get("g", 1)),
+       lambda p, x, w: F.conv2d(x, w, stride=p.get("s", 1), padding=p.get("pad", 0), dilation=p.get("d", 1),
+                                groups=p.get("g", 1)),
+       [V((2, 3, 6, 6), (4, 3, 3, 3)), V((1, 4, 7, 5), (4, 2, 3, 2), s=2, pad=1, g=2),
+        V((1, 2, 7, 7), (3, 2, 2, 2), d=2, pad=(1, 0)), V((1, 1, 5, 5), (2, 1, 1, 1))], tol_scale=3.0,
+       quick_layouts=QUICK_WINDOWED),
+    Op("conv2d_bias", lambda p, x, w, b: x.conv2d(w, b, padding=1), lambda p, x, w, b: F.conv2d(x, w, b, padding=1),
+       [V((1, 2, 5, 5), (3, 2, 3, 3), (3,))], tol_scale=3.0, quick_layouts=QUICK_WINDOWED),
+    Op("max_pool2d", lambda p, x: x.max_pool2d(p["k"], stride=p.get("s"), padding=p.get("pad", 0), dilation=p.get("d", 1)),
+       lambda p, x: _via_double(x, lambda t: F.max_pool2d(t, p["k"], stride=p.get("s"), padding=p.get("pad", 0),
+                                                       dilation=p.get("d", 1))),
+       [V((2, 3, 6, 6), k=2), V((1, 2, 7, 7), k=3, s=2, pad=1), V((1, 1, 8, 8), k=2, s=1, d=2)],
+       FLOATS + ("int32",), layouts=("contiguous", "permuted", "shrunk", "flipped", "strided"), gen=_distinct,
+       quick_layouts=QUICK_WINDOWED),
+    Op("avg_pool2d", lambda p, x: x.avg_pool2d(p["k"], stride=p.get("s"), padding=p.get("pad", 0)),
+       lambda p, x: F.avg_pool2d(x, p["k"], stride=p.get("s"), padding=p.get("pad", 0)),
+       [V((2, 3, 6, 6), k=2), V((1, 2, 7, 7), k=3, s=2, pad=1)], quick_layouts=QUICK_WINDOWED),
+    Op("conv_transpose2d", lambda p, x, w: x.conv_transpose2d(w, **p), lambda p, x, w: F.conv_transpose2d(x, w, **p),
+       [V((2, 4, 4, 4), (4, 3, 3, 3)), V((1, 4, 3, 5), (4, 2, 3, 2), stride=2, padding=1, output_padding=1, groups=2),
+        V((1, 2, 4, 4), (2, 3, 2, 2), stride=(2, 1), dilation=2), V((1, 2, 5, 5), (2, 2, 3, 3), padding=2),
+        V((1, 1, 1, 1), (1, 2, 1, 1))], tol_scale=3.0, quick_layouts=QUICK_WINDOWED),
+    Op("conv_transpose2d_bias", lambda p, x, w, b: x.conv_transpose2d(w, b, stride=2),
+       lambda p, x, w, b: F.conv_transpose2d(x, w, b, stride=2), [V((1, 2, 3, 3), (2, 3, 2, 2), (3,))], tol_scale=3.0,
+       quick_layouts=QUICK_WINDOWED),
+    # normalization layers and attention as core composites
+    Op("rms_norm", lambda p, x: x.rms_norm(p["axis"], eps=1e-6), lambda p, x: _rms_norm(x, p["n"]),
+       [V((3, 8), axis=-1, n=1), V((2, 3, 4), axis=(-2, -1), n=2), V((4, 1), axis=-1, n=1)], tol_scale=4.0),
+    Op("group_norm", lambda p, x, w, b: x.group_norm(p["g"], w, b), lambda p, x, w, b: F.group_norm(x, p["g"], w, b),
+       [V((2, 6, 3, 3), (6,), (6,), g=3), V((3, 4, 5), (4,), (4,), g=4), V((1, 4, 2, 2), (4,), (4,), g=1)],
+       tol_scale=4.0),
+    Op("batch_norm_train", lambda p, x, w, b: x.batch_norm(weight=w, bias=b, training=True),
+       lambda p, x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+       [V((4, 3, 2, 2), (3,), (3,)), V((5, 2), (2,), (2,)), V((2, 3, 4), (3,), (3,))], tol_scale=4.0,
+       layouts=("contiguous", "permuted", "shrunk", "flipped", "strided")),  # expanded: zero batch variance
+    Op("batch_norm_eval", lambda p, x, m, v, w, b: x.batch_norm(m, v, w, b),
+       lambda p, x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=False),
+       [V((4, 3, 2, 2), (3,), (3,), (3,), (3,)), V((5, 2), (2,), (2,), (2,), (2,))], kinds="xccxx",
+       gen=lambda rng, s, dt, p: rng.uniform(0.5, 2.0, s) if p["_arg"] == 2 else rng.uniform(-2, 2, s), tol_scale=4.0),
+    Op("sdpa", lambda p, q, k, v: q.scaled_dot_product_attention(k, v, is_causal=p.get("causal", False)),
+       lambda p, q, k, v: _sdpa(q, k, v, None, p.get("causal", False)),
+       [V((2, 5, 4), (2, 6, 4), (2, 6, 3)), V((2, 3, 4, 4), (2, 3, 4, 4), (2, 3, 4, 4), causal=True),
+        V((1, 6, 4), (1, 5, 4), (1, 5, 2), causal=True), V((3, 1, 2), (3, 4, 2), (1, 4, 5))], tol_scale=4.0),
+    Op("sdpa_bool_mask", lambda p, q, k, v, m: q.scaled_dot_product_attention(k, v, attn_mask=m | _first_key(m)),
+       lambda p, q, k, v, m: _sdpa(q, k, v, m | _first_key(m), False),
+       [V((2, 4, 3), (2, 5, 3), (2, 5, 2), (4, 5)), V((1, 3, 2), (1, 3, 2), (1, 3, 2), (1, 3, 3))], kinds="xxxb",
+       tol_scale=4.0),
+    Op("sdpa_float_mask", lambda p, q, k, v, m: q.scaled_dot_product_attention(k, v, attn_mask=m),
+       lambda p, q, k, v, m: _sdpa(q, k, v, m, False), [V((2, 4, 3), (2, 5, 3), (2, 5, 2), (4, 5))], tol_scale=4.0),
+    # indexing
+    Op("gather", lambda p, x, i: x.gather(p["dim"], i), lambda p, x, i: torch.gather(x, p["dim"], i.long()),
+       [V((3, 5), (3, 4), dim=1, n=5), V((4, 3), (2, 3), dim=0, n=4), V((2, 3, 4), (2, 3, 6), dim=2, n=4)],
+       FLOATS + ("int32",), kinds="xi"),
+    Op("index_tensor", lambda p, x, i: x[p["at"](i)], lambda p, x, i: x[p["at"](i.long())],
+       [V((5, 3), (4,), n=5, at=lambda i: i), V((2, 6, 3), (2, 2), n=6, at=lambda i: (slice(None), i)),
+        V((3, 4), (3,), n=4, at=lambda i: (Ellipsis, i))], FLOATS + ("int32",), kinds="xi"),
+    Op("one_hot", lambda p, i: i.one_hot(p["n"]), lambda p, i: F.one_hot(i.long(), p["n"]),
+       [V((5,), n=4), V((2, 3), n=6), V((0,), n=3)], ("int32", "int64"), grad=False, kinds="i"),
+]
+
+
+# --- building inputs ----------------------------------------------------------------------------
+
+def _kinds(op: Op, v: Variant) -> str:
+  return op.kinds or "x" * len(v.shapes)
+
+
+def _layouts(op: Op) -> Sequence[str]:
+  every = op.layouts or ALL_LAYOUTS
+  return every if FULL or op.quick_layouts is None else [l for l in every if l in op.quick_layouts]
+
+
+def _base_shape(shape, layout):
+  """The leaf's shape for a layout, or None when the layout does not apply to this shape."""
+  n = len(shape)
+  if layout == "contiguous":
+    return shape
+  if n == 0:
+    return None
+  if layout == "permuted":
+    return tuple(reversed(shape)) if n >= 2 and len(set(shape)) > 1 else None
+  if layout == "shrunk":
+    return tuple(s + 2 for s in shape)
+  if layout == "flipped":
+    return shape
+  if layout == "expanded":
+    ax = next((i for i, s in enumerate(shape) if s > 1), None)
+    return None if ax is None else shape[:ax] + (1,) + shape[ax + 1:]
+  if layout == "strided":
+    return (2 * shape[0] + 1,) + shape[1:] if shape[0] > 0 else None
+  raise AssertionError(layout)
+
+
+def _view(t, shape, layout, is_torch):
+  """The same movement ops in both libraries: the layout's view of leaf t, shaped `shape`."""
+  n = len(shape)
+  if layout == "contiguous":
+    return t
+  if layout == "permuted":
+    return t.permute(*reversed(range(n))) if is_torch else t.permute(tuple(reversed(range(n))))
+  if layout == "shrunk":
+    return t[tuple(slice(1, 1 + s) for s in shape)]
+  if layout == "flipped":
+    return t.flip(tuple(range(n)))
+  if layout == "expanded":
+    return t.expand(*shape) if is_torch else t.expand(shape)
+  if layout == "strided":
+    return t[1::2]
+  raise AssertionError(layout)
+
+
+def _applies(op: Op, v: Variant, layout: str) -> bool:
+  kinds = _kinds(op, v)
+  xs = [s for s, k in zip(v.shapes, kinds) if k == "x"]
+  if layout == "contiguous":
+    return True
+  return any(_base_shape(s, layout) is not None for s in xs)
+
+
+def _np_dtype(dt):
+  return {"bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
+          "uint8": np.uint8}.get(dt)
+
+
+def _torch_dtype(dt):
+  return getattr(torch, dt)
+
+
+def _round_to(arr: np.ndarray, dt: str) -> np.ndarray:
+  """float64 values exactly representable in dt (so both libraries see the same inputs)."""
+  return torch.tensor(arr, dtype=torch.float64).to(_torch_dtype(dt)).to(torch.float64).numpy()
+
+
+def _data(rng, op: Op, v: Variant, i: int, kind: str, shape, dt: str) -> np.ndarray:
+  if kind == "i":
+    return rng.integers(0, v.params["n"], shape).astype(np.int64)
+  if kind == "b" or dt == "bool":
+    return rng.random(shape) < 0.5
+  if dt in INTS:
+    lo = 0 if dt == "uint8" else -5
+    return rng.integers(lo, 6, shape).astype(np.int64)
+  if op.gen is not None:
+    arr = op.gen(rng, shape, dt, dict(v.params, _arg=i))
+  else:
+    arr = rng.uniform(op.domain[0], op.domain[1], shape)
+  return _round_to(np.asarray(arr, dtype=np.float64), dt)
+
+
+def _pg_leaf(arr: np.ndarray, kind: str, dt: str, grad: bool) -> Tensor:
+  if kind == "i":
+    return Tensor(arr.astype(np.int32), dtype=dtypes.int32)
+  if kind == "b" or dt == "bool":
+    return Tensor(arr.astype(np.bool_), dtype=dtypes.bool)
+  t = Tensor(arr.astype(np.float32) if dt in FLOATS and dt != "float64" else arr, dtype=getattr(dtypes, dt))
+  if grad:
+    t.requires_grad = True
+  return t
+
+
+def _th_leaf(arr: np.ndarray, kind: str, dt: str, grad: bool):
+  if kind == "i":
+    return torch.tensor(arr, dtype=torch.int64)
+  if kind == "b" or dt == "bool":
+    return torch.tensor(arr, dtype=torch.bool)
+  # Floats compute in float64 (the reference); integers in their own dtype, as polygrad does.
+  t = torch.tensor(arr, dtype=torch.float64 if dt in FLOATS else _torch_dtype(dt))
+  if grad:
+    t.requires_grad_(True)
+  return t
+
+
+def _as_list(out):
+  return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+# --- the cases ----------------------------------------------------------------------------------
+
+# POLYGRAD_PARITY=full checks every (layout, shape variant) in every dtype. The default checks
+# them all in the op's primary dtype (float32 where defined) and, in every other dtype, the first
+# shape variants contiguously plus one non-contiguous layout (rotating through the layouts), so
+# that the file runs in minutes while compiling every kernel afresh.
+FULL = os.environ.get("POLYGRAD_PARITY", "") == "full"
+
+
+def _primary(op: Op) -> str:
+  return "float32" if "float32" in op.dtypes else op.dtypes[0]
+
+
+def _variants(op: Op, dt: str):
+  """(layout, variant index, variant) for the combinations this dtype's test checks."""
+  every = [(layout, vi, v) for layout in _layouts(op) for vi, v in enumerate(op.variants) if _applies(op, v, layout)]
+  if FULL or dt == _primary(op):
+    return every
+  contiguous = [c for c in every if c[0] == "contiguous"][:3]
+  others = [layout for layout in _layouts(op) if layout != "contiguous" and any(c[0] == layout for c in every)]
+  if not others:
+    return contiguous
+  pick = others[list(op.dtypes).index(dt) % len(others)]
+  return contiguous + [next(c for c in every if c[0] == pick)]
+
+
+def _cases():
+  return [pytest.param(op, dt, id=f"{op.name}-{dt}") for op in OPS for dt in op.dtypes]
+
+
+CASE_PARAMS = _cases()
+CASES = sum(len(_variants(p.values[0], p.values[1])) for p in CASE_PARAMS)
+
+
+def _check(got: np.ndarray, ref: np.ndarray, dt: str, tol: Dict, scale: float, what: str):
+  assert got.shape == ref.shape, f"{what}: shape {got.shape} != torch's {ref.shape}"
+  if dt in FLOATS and (ref.dtype.kind == "f" or got.dtype.kind == "f"):
+    rtol, atol = tol[dt]
+    rtol, atol = rtol * scale, atol * scale
+    mag = float(np.nanmax(np.abs(ref))) if ref.size and np.isfinite(ref).any() else 1.0
+    np.testing.assert_allclose(got.astype(np.float64), ref.astype(np.float64), rtol=rtol,
+                               atol=atol * max(1.0, mag), err_msg=what)
+  else:
+    np.testing.assert_array_equal(got.astype(np.float64), ref.astype(np.float64), err_msg=what)
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("op,dt", CASE_PARAMS)
+def test_parity(rng, op: Op, dt: str):
+  pending = []  # (what, polygrad tensor, reference array, tolerance table)
+  differentiable = op.grad and dt in FLOATS
+  for layout, vi, v in _variants(op, dt):
+    kinds = _kinds(op, v)
+    pg_args, th_args, pg_leaves, th_leaves = [], [], [], []
+    for i, (shape, kind) in enumerate(zip(v.shapes, kinds)):
+      lay = layout if kind == "x" and _base_shape(shape, layout) is not None else "contiguous"
+      base = _base_shape(shape, lay)
+      arr = _data(rng, op, v, i, kind, base, dt)
+      wants_grad = differentiable and kind == "x"
+      pl, tl = _pg_leaf(arr, kind, dt, wants_grad), _th_leaf(arr, kind, dt, wants_grad)
+      pg_args.append(_view(pl, shape, lay, False))
+      th_args.append(_view(tl, shape, lay, True))
+      if wants_grad:
+        pg_leaves.append(pl)
+        th_leaves.append(tl)
+    pg_outs = _as_list(op.pg(v.params, *pg_args))
+    th_outs = _as_list(op.th(v.params, *th_args))
+    assert len(pg_outs) == len(th_outs), f"{op.name}: {len(pg_outs)} outputs, torch gives {len(th_outs)}"
+    what = f"{op.name} {dt} {layout} variant {vi} {v.shapes} {v.params}"
+    for k, (po, to) in enumerate(zip(pg_outs, th_outs)):
+      assert po.shape == tuple(to.shape), f"{what} output {k}: shape {po.shape} != torch's {tuple(to.shape)}"
+      if dt in FLOATS and to.dtype.is_floating_point:
+        want = op.out or dt
+        assert po.dtype == getattr(dtypes, want), f"{what} output {k}: dtype {po.dtype}, expected {want}"
+      if to.dtype == torch.bool:
+        assert po.dtype == dtypes.bool, f"{what} output {k}: dtype {po.dtype}, torch's is bool"
+      pending.append((f"{what} output {k}", po, to.detach().numpy(), TOL))
+    if pg_leaves:
+      ws = [rng.uniform(-1, 1, tuple(to.shape)) for to in th_outs]
+      th_loss = sum((to.to(torch.float64) * torch.tensor(w)).sum() for to, w in zip(th_outs, ws))
+      th_grads = torch.autograd.grad(th_loss, th_leaves, allow_unused=True)
+      pg_loss = None
+      loss_dt = np.float64 if dt == "float64" else np.float32
+      for po, w in zip(pg_outs, ws):
+        term = (po.cast(dtypes.from_np(loss_dt)) * Tensor(w.astype(loss_dt))).sum()
+        pg_loss = term if pg_loss is None else pg_loss + term
+      pg_grads = pg_loss.gradient(*pg_leaves)
+      for j, (pgr, tgr, tl) in enumerate(zip(pg_grads, th_grads, th_leaves)):
+        ref = np.zeros(tuple(tl.shape)) if tgr is None else tgr.numpy()
+        pending.append((f"{what} grad of leaf {j}", pgr, ref, GRAD_TOL))
+  if not pending:
+    pytest.skip("no variant applies")
+  for what, got, ref, tol in _fetch(pending, pack=op.quick_layouts is None):
+    _check(got, ref, dt, tol, op.tol_scale, what)
+
+
+def _fetch(pending, pack: bool):
+  """Every result as numpy from one realize. Packed: fetched as one flat tensor per dtype,
+  concatenated on the device, so few kernels are compiled. Windowed ops are not packed: one
+  kernel holding all their windows takes the daemon far longer to schedule than several."""
+  if not pack:
+    live = [p for _, p, _, _ in pending if p.numel() > 0]
+    if live:
+      live[0].realize(*live[1:])
+    return [(what, p.numpy() if p.numel() else np.zeros(p.shape), ref, tol) for what, p, ref, tol in pending]
+  groups: Dict = {}
+  for item in pending:
+    if item[1].numel() > 0:
+      groups.setdefault(item[1].dtype.name, []).append(item)
+  out = [(what, np.zeros(p.shape), ref, tol) for what, p, ref, tol in pending if p.numel() == 0]
+  packs = {name: Tensor.cat(*[p.reshape(-1) for _, p, _, _ in items]) if len(items) > 1 else items[0][1].reshape(-1)
+           for name, items in groups.items()}
+  if packs:
+    first, *rest = packs.values()
+    first.realize(*rest)
+  for name, items in groups.items():
+    flat, off = packs[name].numpy(), 0
+    for what, p, ref, tol in items:
+      out.append((what, flat[off:off + p.numel()].reshape(p.shape), ref, tol))
+      off += p.numel()
+  return out
+
+
+if __name__ == "__main__":
+  print(f"{len(OPS)} ops, {len(CASE_PARAMS)} tests, {CASES} cases")
+  sys.exit(0)
