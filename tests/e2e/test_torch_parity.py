@@ -539,7 +539,7 @@ def _th_leaf(arr: np.ndarray, kind: str, dt: str, grad: bool):
   if kind == "i":
     return torch.tensor(arr, dtype=torch.int64)
   if kind == "b" or dt == "bool":
-    return torch.tensor(arr, dtype=torch.bool)
+    return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.bool_))
   # Floats compute in float64 (the reference); integers in their own dtype, as polygrad does.
   t = torch.tensor(arr, dtype=torch.float64 if dt in FLOATS else _torch_dtype(dt))
   if grad:
