@@ -115,6 +115,28 @@ void Session::unbind(const UOp* uop) {
   }
 }
 
+absl::Status Session::commit_nodes(DecodedNodes& decoded, std::vector<uint64_t>& added, Transfer& transfer) {
+  // Inline data becomes buffers the session holds: they must fit its quotas.
+  std::vector<BufferPtr> leaves;
+  for (const DecodedNode& n : decoded.nodes) {
+    if (n.leaf) leaves.push_back(n.leaf);
+  }
+  absl::StatusOr<Reservation> room = held_.reserve(leaves);
+  if (!room.ok()) return room.status();
+  for (DecodedNode& n : decoded.nodes) {
+    if (nodes_.contains(n.id)) continue;  // decode rejects redefinitions; keep the old entry regardless
+    added.push_back(n.id);
+    NodeEntry& e = nodes_[n.id];
+    e.lazy = std::move(n.uop);
+    if (n.leaf) {
+      e.realized = std::move(n.leaf);
+      bind(e.lazy, e.realized);
+    }
+  }
+  transfer.upload += decoded.inline_bytes;
+  return absl::OkStatus();
+}
+
 void Session::erase_node(uint64_t id) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
@@ -168,24 +190,8 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
         return absl::NotFoundError(absl::StrCat("release_nodes: node ", id, " is not defined in this session"));
       }
     }
-    // Inline data becomes buffers the session holds: they must fit its quotas.
-    std::vector<BufferPtr> leaves;
-    for (const DecodedNode& n : decoded->nodes) {
-      if (n.leaf) leaves.push_back(n.leaf);
-    }
-    absl::StatusOr<Reservation> room = held_.reserve(leaves);
-    if (!room.ok()) return room.status();
     // Everything checked: commit the nodes.
-    for (DecodedNode& n : decoded->nodes) {
-      added.push_back(n.id);
-      NodeEntry& e = nodes_[n.id];
-      e.lazy = std::move(n.uop);
-      if (n.leaf) {
-        e.realized = std::move(n.leaf);
-        bind(e.lazy, e.realized);
-      }
-    }
-    transfer.upload += decoded->inline_bytes;
+    if (absl::Status s = commit_nodes(*decoded, added, transfer); !s.ok()) return s;
     outputs.reserve(request.outputs_size());
     for (uint64_t id : request.outputs()) outputs.push_back(nodes_.at(id).current());
     if (quotas_ != nullptr) {

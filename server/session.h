@@ -139,6 +139,9 @@ class Session {
   void bind(const UOpRef& uop, const BufferPtr& buffer);
   void unbind(const UOp* uop);
   void erase_node(uint64_t id);
+  // Adds decoded nodes to the tables (mu_ held), after reserving quota room for their inline data;
+  // the ids added go to `added` so a failing request can erase them again.
+  absl::Status commit_nodes(DecodedNodes& decoded, std::vector<uint64_t>& added, Transfer& transfer);
   uint64_t new_handle(const BufferPtr& buffer, uint64_t node_id, bool from_node);
   // Decodes wire nodes against this session's tables (mu_ held); adds nothing.
   absl::StatusOr<DecodedNodes> decode(const google::protobuf::RepeatedPtrField<v1::Node>& nodes) const;

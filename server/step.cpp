@@ -142,17 +142,7 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
     }
     absl::StatusOr<DecodedNodes> decoded = decode(request.nodes());
     if (!decoded.ok()) return decoded.status();
-    for (DecodedNode& n : decoded->nodes) {
-      if (nodes_.contains(n.id)) continue;  // decode rejects redefinitions; keep the old entry regardless
-      added.push_back(n.id);
-      NodeEntry& e = nodes_[n.id];
-      e.lazy = std::move(n.uop);
-      if (n.leaf) {
-        e.realized = std::move(n.leaf);
-        bind(e.lazy, e.realized);
-      }
-    }
-    transfer.upload += decoded->inline_bytes;
+    if (absl::Status s = commit_nodes(*decoded, added, transfer); !s.ok()) return s;
     auto fail = [&](absl::Status s) {
       for (uint64_t id : added) erase_node(id);
       return s;
@@ -212,6 +202,12 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
       }
       spec.assigns.push_back(PlanAssign{*target, value});
       step->written_ids.insert((*target)->id());
+    }
+    if (quotas_ != nullptr) {
+      std::vector<UOpRef> roots = spec.outputs;
+      roots.insert(roots.end(), spec.materialize.begin(), spec.materialize.end());
+      for (const PlanAssign& a : spec.assigns) roots.push_back(a.value);
+      if (absl::Status s = quotas_->check_depth(roots); !s.ok()) return fail(s);
     }
     keep_alive.reserve(bindings_.size());
     for (const auto& [ptr, b] : bindings_) {

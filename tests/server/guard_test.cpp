@@ -30,9 +30,6 @@ namespace {
 using namespace polygrad::server::testing;  // NOLINT
 namespace fs = std::filesystem;
 
-#define EXPECT_CODE(status, code_) \
-  EXPECT_EQ((status).error_code(), grpc::StatusCode::code_) << (status).error_message()
-
 constexpr const char* kAlice = "alice-token-0123456789";
 constexpr const char* kBob = "bob-token-0123456789abc";
 constexpr const char* kAdmin = "admin-token-0123456789";

@@ -104,22 +104,11 @@ class ServerTest : public ::testing::Test {
   }
 
   std::string create_session() {
-    grpc::ClientContext ctx;
-    v1::CreateSessionRequest req;
-    v1::CreateSessionResponse resp;
-    grpc::Status s = stub_->CreateSession(&ctx, req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    EXPECT_EQ(resp.session_id().size(), 32u);
-    return resp.session_id();
+    std::string id = testing::create_session(*stub_);
+    EXPECT_EQ(id.size(), 32u);
+    return id;
   }
-
-  grpc::Status close_session(const std::string& id) {
-    grpc::ClientContext ctx;
-    v1::CloseSessionRequest req;
-    req.set_session_id(id);
-    v1::CloseSessionResponse resp;
-    return stub_->CloseSession(&ctx, req, &resp);
-  }
+  grpc::Status close_session(const std::string& id) { return testing::close_session(*stub_, id); }
 
   grpc::Status realize(const std::string& session, std::vector<v1::Node> nodes, std::vector<uint64_t> outputs,
                        v1::RealizeResponse* resp, bool want_data = true) {
@@ -201,9 +190,6 @@ bool eventually(Pred pred) {
   }
   return pred();
 }
-
-#define EXPECT_CODE(status, code_) \
-  EXPECT_EQ((status).error_code(), grpc::StatusCode::code_) << (status).error_message()
 
 // ---- correctness ----------------------------------------------------------------------------
 

@@ -19,9 +19,6 @@ namespace {
 using namespace polygrad::server::testing;  // NOLINT
 namespace fs = std::filesystem;
 
-#define EXPECT_CODE(status, code_) \
-  EXPECT_EQ((status).error_code(), grpc::StatusCode::code_) << (status).error_message()
-
 class StepTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -45,19 +42,8 @@ class StepTest : public ::testing::Test {
   }
   void SetUp() override { stub_ = make_stub(server_->tcp_address()); }
 
-  std::string create_session() {
-    grpc::ClientContext ctx;
-    v1::CreateSessionResponse resp;
-    EXPECT_TRUE(stub_->CreateSession(&ctx, v1::CreateSessionRequest(), &resp).ok());
-    return resp.session_id();
-  }
-  grpc::Status close_session(const std::string& id) {
-    grpc::ClientContext ctx;
-    v1::CloseSessionRequest req;
-    req.set_session_id(id);
-    v1::CloseSessionResponse resp;
-    return stub_->CloseSession(&ctx, req, &resp);
-  }
+  std::string create_session() { return testing::create_session(*stub_); }
+  grpc::Status close_session(const std::string& id) { return testing::close_session(*stub_, id); }
   grpc::Status realize(const std::string& sid, std::vector<v1::Node> nodes, std::vector<uint64_t> outputs,
                        v1::RealizeResponse* resp) {
     grpc::ClientContext ctx;

@@ -5,9 +5,14 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
 
 #include "polygrad/v1/polygrad.grpc.pb.h"
+
+// A gRPC status has the given code (grpc::StatusCode::code_); the message shows on failure.
+#define EXPECT_CODE(status, code_) \
+  EXPECT_EQ((status).error_code(), grpc::StatusCode::code_) << (status).error_message()
 
 namespace polygrad::server::testing {
 
@@ -75,6 +80,23 @@ inline v1::Node reshape(uint64_t id, uint64_t src, std::vector<int64_t> shape) {
   v1::Node n = op(id, v1::RESHAPE, {src});
   for (int64_t d : shape) n.mutable_shape()->add_dims(d);
   return n;
+}
+
+// A new session's id (empty, with a test failure, when CreateSession fails).
+inline std::string create_session(v1::Polygrad::Stub& stub) {
+  grpc::ClientContext ctx;
+  v1::CreateSessionResponse resp;
+  grpc::Status s = stub.CreateSession(&ctx, v1::CreateSessionRequest(), &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return resp.session_id();
+}
+
+inline grpc::Status close_session(v1::Polygrad::Stub& stub, const std::string& id) {
+  grpc::ClientContext ctx;
+  v1::CloseSessionRequest req;
+  req.set_session_id(id);
+  v1::CloseSessionResponse resp;
+  return stub.CloseSession(&ctx, req, &resp);
 }
 
 inline std::unique_ptr<v1::Polygrad::Stub> make_stub(const std::string& target) {
