@@ -413,6 +413,7 @@ TEST_F(StepTest, StepsInsideTheExecuteStream) {
   v1::StepAssign* a = cs->add_assigns();
   a->set_target_node(1);
   a->set_value(2);
+  const v1::CompileStepRequest compile = *cs;  // req.Clear() below frees *cs
   ASSERT_TRUE(stream->Write(req));
   ASSERT_TRUE(stream->Read(&resp));
   ASSERT_TRUE(resp.has_step_compiled()) << resp.DebugString();
@@ -447,7 +448,7 @@ TEST_F(StepTest, StepsInsideTheExecuteStream) {
   // A step alive when the stream drops goes with the stream's session.
   req.Clear();
   req.set_request_id(12);
-  *req.mutable_compile_step() = *cs;
+  *req.mutable_compile_step() = compile;
   req.mutable_compile_step()->clear_nodes();
   ASSERT_TRUE(stream->Write(req));
   ASSERT_TRUE(stream->Read(&resp));

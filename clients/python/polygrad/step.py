@@ -333,9 +333,13 @@ def _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids, opt
           scalars.append((opt, attr, value, st._node.id))
     scalar_ids = {nid for _, _, _, nid in scalars}
     baked = [n for n in todo if n.op == g.BUFFER and n.id >= first_new_id and n.id not in scalar_ids]
+    # Random numbers made on the device while traced have their seed and counter fixed in the
+    # graph, so the step draws the same numbers every run: as good as data baked in.
+    baked += [n for n in todo if n.op in (g.RAND, g.RANDN, g.RANDINT, g.DROPOUT) and n.id >= first_new_id]
     if baked:
-      warnings.warn(f"compile_step: fn made {len(baked)} tensor(s) from data while traced (e.g. Tensor.rand, "
-                    f"a Dropout mask); their values are baked into the step and are the same in every run",
+      warnings.warn(f"compile_step: fn made {len(baked)} tensor(s) from data or random numbers while traced "
+                    f"(e.g. Tensor.rand, a Dropout mask); their values are baked into the step and are the same "
+                    f"in every run",
                     stacklevel=3)
     for n in todo:
       if n.op == g.BUFFER and isinstance(n.arg, np.ndarray) and n.arg.nbytes > conn.max_inline_bytes:
