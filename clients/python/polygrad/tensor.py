@@ -1356,6 +1356,17 @@ class Tensor:
 
   # --- linear algebra ---------------------------------------------------------------------------
 
+  @staticmethod
+  def einsum(formula: str, *operands) -> "Tensor":
+    """numpy.einsum over Tensors ("ij,jk->ik", implicit output, "..."); see polygrad.einsum."""
+    from .einsum import einsum
+    return einsum(formula, *operands)
+
+  def rearrange(self, formula: str, **sizes: int) -> "Tensor":
+    """einops-style rearrange ("b (h w) c -> b h w c", h=2); see polygrad.einsum."""
+    from .einsum import rearrange
+    return rearrange(self, formula, **sizes)
+
   def dot(self, w: "Tensor", dtype: Optional[DTypeLike] = None) -> "Tensor":
     """numpy matmul semantics, computed by the daemon's MATMUL (which the client only types and
     shapes): 1-D operands are promoted and the added axis dropped, batch axes broadcast.

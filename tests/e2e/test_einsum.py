@@ -1,0 +1,76 @@
+"""Tensor.einsum and Tensor.rearrange against numpy (values) and PyTorch (gradients)."""
+import numpy as np
+import pytest
+
+from polygrad import Tensor
+
+torch = pytest.importorskip("torch", reason="gradients are compared with PyTorch (python3-torch)")
+
+EINSUM_CASES = [
+  ("ij,jk->ik", [(3, 4), (4, 5)]),
+  ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+  ("i,j->ij", [(3,), (4,)]),
+  ("ij->ji", [(3, 4)]),
+  ("ij->", [(3, 4)]),
+  ("ij,ij->i", [(3, 4), (3, 4)]),
+  ("ij,jk", [(3, 4), (4, 5)]),            # implicit output: ik
+  ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 2)]),
+  ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+  ("i,i,i->", [(4,), (4,), (4,)]),
+  ("ij,kj->ik", [(3, 1), (2, 4)]),        # size-1 broadcast along a shared letter
+]
+
+
+@pytest.mark.parametrize("formula,shapes", EINSUM_CASES, ids=[c[0] for c in EINSUM_CASES])
+def test_einsum_matches_numpy_and_torch_gradients(formula, shapes):
+  rng = np.random.default_rng(len(formula))
+  arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+  ts = [Tensor(a, requires_grad=True) for a in arrays]
+  got = Tensor.einsum(formula, *ts)
+  want = np.einsum(formula, *arrays)
+  np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+  w = rng.standard_normal(want.shape).astype(np.float32)
+  (got * Tensor(w)).sum().backward()
+  tt = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
+  (torch.einsum(formula, *tt) * torch.tensor(w, dtype=torch.float64)).sum().backward()
+  for t, r in zip(ts, tt):
+    np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("formula,shapes,error", [
+  ("ij,jk->ik", [(3, 4)], ValueError),             # operand count
+  ("ij->ik", [(3, 4)], ValueError),                # output letter not in inputs
+  ("ii->i", [(3, 3)], NotImplementedError),        # diagonal
+  ("ij,jk->ik", [(3, 4), (5, 6)], ValueError),     # j is 4 and 5
+  ("ijk->i", [(3, 4)], ValueError),                # rank
+])
+def test_einsum_errors_name_the_problem(formula, shapes, error):
+  with pytest.raises(error):
+    Tensor.einsum(formula, *[Tensor(np.zeros(s, np.float32)) for s in shapes])
+
+
+REARRANGE_CASES = [
+  ("b (h w) c -> b h w c", (2, 6, 3), {"h": 2}, lambda a: a.reshape(2, 2, 3, 3)),
+  ("b h w c -> b c h w", (2, 3, 4, 5), {}, lambda a: a.transpose(0, 3, 1, 2)),
+  ("b h w c -> b (h w c)", (2, 3, 4, 5), {}, lambda a: a.reshape(2, 60)),
+  ("(a b) c -> c b a", (6, 4), {"a": 3}, lambda a: a.reshape(3, 2, 4).transpose(2, 1, 0)),
+  ("a b -> b () a", (2, 3), {}, lambda a: a.T.reshape(3, 1, 2)),
+]
+
+
+@pytest.mark.parametrize("formula,shape,sizes,ref", REARRANGE_CASES, ids=[c[0] for c in REARRANGE_CASES])
+def test_rearrange_matches_numpy(formula, shape, sizes, ref):
+  a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+  np.testing.assert_array_equal(Tensor(a).rearrange(formula, **sizes).numpy(), ref(a))
+
+
+@pytest.mark.parametrize("formula,shape,sizes", [
+  ("b (h w) -> b h w", (2, 6), {}),                 # two unknowns in one group
+  ("b (h w) -> b h w", (2, 7), {"h": 2}),           # 7 does not split by 2
+  ("a b -> a", (2, 3), {}),                         # names differ
+  ("a b c -> a b c", (2, 3), {}),                   # rank
+  ("a b", (2, 3), {}),                              # no arrow
+])
+def test_rearrange_errors(formula, shape, sizes):
+  with pytest.raises(ValueError):
+    Tensor(np.zeros(shape, np.float32)).rearrange(formula, **sizes)
