@@ -16,28 +16,13 @@ from polygrad import nn
 from polygrad.errors import PolygradError
 from polygrad.nn import get_parameters
 
+from mlp_twin import MLP, torch_twin  # noqa: E402
+
 torch = pytest.importorskip("torch", reason="PyTorch (Debian's python3-torch) is the reference for these tests")
 
 pytestmark = pytest.mark.usefixtures("live_daemon")
 
 
-class MLP:
-  def __init__(self, n_in=6, hidden=32, n_out=3):
-    self.l1 = nn.Linear(n_in, hidden)
-    self.l2 = nn.Linear(hidden, n_out)
-
-  def __call__(self, x):
-    return self.l2(self.l1(x).tanh())
-
-
-def torch_twin(m: MLP):
-  t = torch.nn.Sequential(torch.nn.Linear(*m.l1.weight.shape[::-1]), torch.nn.Tanh(),
-                          torch.nn.Linear(*m.l2.weight.shape[::-1]))
-  with torch.no_grad():
-    for ours, theirs in ((m.l1, t[0]), (m.l2, t[2])):
-      theirs.weight.copy_(torch.tensor(ours.weight.numpy()))
-      theirs.bias.copy_(torch.tensor(ours.bias.numpy()))
-  return t
 
 
 def batches(seed, steps, batch=32, n_in=6, n_cls=3):
@@ -75,9 +60,9 @@ def test_mlp_compiled_matches_eager_and_pytorch(opt_name):
   make_ours, make_theirs = OPTIMIZERS[opt_name]
   data = batches(5, 50)
   Tensor.manual_seed(11)
-  mc = MLP()
+  mc = MLP(hidden=32)
   Tensor.manual_seed(11)
-  me = MLP()
+  me = MLP(hidden=32)
   tm = torch_twin(mc)
   optc, opte, topt = make_ours(get_parameters(mc)), make_ours(get_parameters(me)), make_theirs(tm.parameters())
 

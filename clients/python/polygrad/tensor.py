@@ -569,28 +569,25 @@ class Tensor:
   # DROPOUT) from Tensor.manual_seed's seed and a per-call counter; nothing travels as data.
 
   @staticmethod
-  def rand(*shape, dtype: Optional[DTypeLike] = None, requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
-    """Uniform in [0, 1), computed on the device."""
+  def _random_float(op: int, name: str, shape, dtype, requires_grad, kwargs) -> "Tensor":
     _require_device(kwargs.get("device"))
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     if not dtypes.is_float(dt):
-      raise TypeError(f"rand makes float tensors, got {dt.name}")
-    t = Tensor._random(g.RAND, shape, dt)
+      raise TypeError(f"{name} makes float tensors, got {dt.name}")
+    t = Tensor._random(op, shape, dt)
     if requires_grad is not None:
       t.requires_grad = requires_grad
     return t
 
   @staticmethod
+  def rand(*shape, dtype: Optional[DTypeLike] = None, requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
+    """Uniform in [0, 1), computed on the device."""
+    return Tensor._random_float(g.RAND, "rand", shape, dtype, requires_grad, kwargs)
+
+  @staticmethod
   def randn(*shape, dtype: Optional[DTypeLike] = None, requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
     """Standard normal, computed on the device."""
-    _require_device(kwargs.get("device"))
-    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-    if not dtypes.is_float(dt):
-      raise TypeError(f"randn makes float tensors, got {dt.name}")
-    t = Tensor._random(g.RANDN, shape, dt)
-    if requires_grad is not None:
-      t.requires_grad = requires_grad
-    return t
+    return Tensor._random_float(g.RANDN, "randn", shape, dtype, requires_grad, kwargs)
 
   @staticmethod
   def randint(*shape, low: int = 0, high: int = 10, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":

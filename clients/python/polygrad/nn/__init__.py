@@ -173,6 +173,18 @@ class GroupNorm:
     return x.group_norm(self.num_groups, self.weight, self.bias, self.eps)  # the daemon's GROUP_NORM
 
 
+def _conv_kernel(in_channels: int, out_channels: int, kernel_size, groups: int) -> Tuple[int, int]:
+  """The (KH, KW) of a 2-D (transposed) convolution layer, after checking its channels divide
+  into `groups`."""
+  if groups < 1 or in_channels % groups or out_channels % groups:
+    raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must be divisible by "
+                     f"groups {groups}")
+  kernel = _shape_tuple(kernel_size) * (2 if isinstance(kernel_size, int) else 1)
+  if len(kernel) != 2:
+    raise ValueError(f"kernel_size needs an int or 2 values, got {kernel_size!r}")
+  return kernel
+
+
 class Conv2d:
   """2-D convolution over (N, C, H, W) with weight (out, in/groups, KH, KW) and bias (out,), both
   drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in/groups * KH * KW (torch's
@@ -180,12 +192,7 @@ class Conv2d:
 
   def __init__(self, in_channels: int, out_channels: int, kernel_size: Union[int, Sequence[int]], stride=1,
                padding: Union[int, str, Sequence[int]] = 0, dilation=1, groups: int = 1, bias: bool = True):
-    if groups < 1 or in_channels % groups or out_channels % groups:
-      raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must be divisible by "
-                       f"groups {groups}")
-    self.kernel_size = _shape_tuple(kernel_size) * (2 if isinstance(kernel_size, int) else 1)
-    if len(self.kernel_size) != 2:
-      raise ValueError(f"kernel_size needs an int or 2 values, got {kernel_size!r}")
+    self.kernel_size = _conv_kernel(in_channels, out_channels, kernel_size, groups)
     self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
     self.stride, self.dilation = stride, dilation
     if isinstance(padding, str):
@@ -219,12 +226,7 @@ class ConvTranspose2d:
 
   def __init__(self, in_channels: int, out_channels: int, kernel_size: Union[int, Sequence[int]], stride=1,
                padding=0, output_padding=0, dilation=1, groups: int = 1, bias: bool = True):
-    if groups < 1 or in_channels % groups or out_channels % groups:
-      raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must be divisible by "
-                       f"groups {groups}")
-    self.kernel_size = _shape_tuple(kernel_size) * (2 if isinstance(kernel_size, int) else 1)
-    if len(self.kernel_size) != 2:
-      raise ValueError(f"kernel_size needs an int or 2 values, got {kernel_size!r}")
+    self.kernel_size = _conv_kernel(in_channels, out_channels, kernel_size, groups)
     self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
     self.stride, self.padding, self.output_padding, self.dilation = stride, padding, output_padding, dilation
     fan_in = out_channels // groups * self.kernel_size[0] * self.kernel_size[1]

@@ -1,0 +1,23 @@
+"""A small tanh MLP in polygrad and its PyTorch twin with the same weights: the reference pair
+of the optimizer and compiled-step loss-curve tests."""
+from polygrad import nn
+
+
+class MLP:
+  def __init__(self, n_in=6, hidden=16, n_out=3):
+    self.l1 = nn.Linear(n_in, hidden)
+    self.l2 = nn.Linear(hidden, n_out)
+
+  def __call__(self, x):
+    return self.l2(self.l1(x).tanh())
+
+
+def torch_twin(m: MLP):
+  import torch
+  t = torch.nn.Sequential(torch.nn.Linear(*m.l1.weight.shape[::-1]), torch.nn.Tanh(),
+                          torch.nn.Linear(*m.l2.weight.shape[::-1]))
+  with torch.no_grad():
+    for ours, theirs in ((m.l1, t[0]), (m.l2, t[2])):
+      theirs.weight.copy_(torch.tensor(ours.weight.numpy()))
+      theirs.bias.copy_(torch.tensor(ours.bias.numpy()))
+  return t
