@@ -102,8 +102,8 @@ std::vector<DeviceInfo> Engine::devices() const {
   return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}, DeviceInfo{"CUDA", false, detail}};
 }
 
-absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape) {
-  BufferPtr b = Buffer::allocate_host(dtype, shape);
+absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape, Buffer::Fill fill) {
+  BufferPtr b = Buffer::allocate_host(dtype, shape, fill);
   if (!b) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;

@@ -14,8 +14,11 @@ namespace polygrad {
 
 class Buffer {
  public:
-  // Host memory, 64-byte aligned, zero-filled. Returns null when the allocation fails.
-  static std::shared_ptr<Buffer> allocate_host(DType dtype, Shape shape);
+  // Host memory, 64-byte aligned (runtime/host_allocator.h), zero-filled unless `fill` is
+  // Fill::None — only for a caller that overwrites every byte before anyone reads it, since the
+  // memory may have held another session's data. Returns null when the allocation fails.
+  enum class Fill { Zero, None };
+  static std::shared_ptr<Buffer> allocate_host(DType dtype, Shape shape, Fill fill = Fill::Zero);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
