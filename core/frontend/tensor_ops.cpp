@@ -104,7 +104,7 @@ absl::StatusOr<UOpRef> arange(int64_t n, DType dtype) {
 
 absl::StatusOr<UOpRef> alu(Ops op, const std::vector<UOpRef>& src) {
   size_t arity = is_unary_alu(op) ? 1 : is_binary_alu(op) ? 2 : op == Ops::WHERE ? 3 : 0;
-  if (arity == 0 || op == Ops::CAST)
+  if (arity == 0 || op == Ops::CAST || op == Ops::BITCAST)
     return absl::InvalidArgumentError(absl::StrCat(op_name(op), " is not an elementwise op"));
   if (src.size() != arity)
     return absl::InvalidArgumentError(absl::StrCat(op_name(op), " takes ", arity, " sources, got ", src.size()));
@@ -139,6 +139,19 @@ absl::StatusOr<UOpRef> cast(const UOpRef& x, DType dtype) {
   if (auto s = check_dtype(dtype); !s.ok()) return s;
   if (x->dtype == dtype) return x;
   return uop(Ops::CAST, dtype, {x}, {}, x->shape);
+}
+
+absl::StatusOr<UOpRef> bitcast(const UOpRef& x, DType dtype) {
+  if (auto s = check_dtype(dtype); !s.ok()) return s;
+  if (x->dtype == dtype) return x;
+  size_t from = dtype_itemsize(x->dtype), to = dtype_itemsize(dtype);
+  if (from != to)
+    return absl::InvalidArgumentError(absl::StrCat("bitcast from ", dtype_name(x->dtype), " (", from, " bytes) to ",
+                                                   dtype_name(dtype), " (", to, " bytes): the itemsizes differ"));
+  // Converting between integers of one size keeps the bits (gcc, clang and NVRTC define the
+  // out-of-range signed case as two's complement wrapping), so only a float needs BITCAST.
+  if (!dtype_is_float(x->dtype) && !dtype_is_float(dtype)) return cast(x, dtype);
+  return uop(Ops::BITCAST, dtype, {x}, {}, x->shape);
 }
 
 absl::StatusOr<UOpRef> reduce(Ops op, const UOpRef& x, std::vector<int64_t> axes) {

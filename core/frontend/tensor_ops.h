@@ -26,6 +26,14 @@ absl::StatusOr<UOpRef> arange(int64_t n, DType dtype);
 // BOOL condition). CMPLT/CMPNE yield BOOL. FDIV, EXP2, LOG2, SQRT, RECIP, SIN need floats.
 absl::StatusOr<UOpRef> alu(Ops op, const std::vector<UOpRef>& src);
 absl::StatusOr<UOpRef> cast(const UOpRef& x, DType dtype);
+// Each element's bits read as `dtype` (torch's Tensor.view(dtype), tinygrad's bitcast), exact on
+// every bit pattern, NaN payloads included. Same itemsize: the shape is kept; to the same dtype it
+// is `x` itself. Between integers (bool, int8, uint8 among the 1-byte ones) it is the CAST, which
+// wraps; since a bool holds only 0 or 1, an int8/uint8 read as bool is `x != 0` (a nonzero byte
+// reads as true in torch too, but a round trip gives 1 where torch keeps the byte). Not
+// differentiable: no gradient passes it, as through a comparison. INVALID_ARGUMENT naming both
+// dtypes and itemsizes when the itemsizes differ.
+absl::StatusOr<UOpRef> bitcast(const UOpRef& x, DType dtype);
 
 // Reduction with ADD, MAX or MUL (product) over `axes` (any order, negative counts from the end); reduced
 // axes keep size 1.

@@ -40,6 +40,7 @@ ARGMAX, ARGMIN, TRIL, TRIU, GATHER = 126, 127, 128, 129, 130
 REDUCE_PROD, POW, RAND, RANDN, RANDINT, DROPOUT, CONV_TRANSPOSE2D = 131, 132, 133, 134, 135, 136, 137
 RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN, BATCHNORM_EVAL = 138, 139, 140, 141
 SCALED_DOT_PRODUCT_ATTENTION, SCALED_DOT_PRODUCT_ATTENTION_MASKED = 142, 143
+BITCAST = 144
 
 OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
 # Composite ops whose node carries a CompositeArg (the others take no argument).

@@ -919,6 +919,19 @@ class Tensor:
       return Tensor._const(self._node.arg, dt, self.shape)  # fold: a constant of the new dtype
     return Tensor._make(g.CAST, dt, self.shape, (self,))
 
+  def bitcast(self, dtype: DTypeLike) -> "Tensor":
+    """Each element's bits read as `dtype`, which must have the same itemsize (torch's
+    ``view(dtype)``, tinygrad's ``bitcast``); exact on every bit pattern, NaN payloads included.
+    Between integers it wraps like a cast; int8/uint8 read as bool is ``x != 0``. No gradient
+    passes it (as in torch), so the result does not require grad."""
+    dt = to_dtype(dtype)
+    if dt == self.dtype:
+      return self
+    if dt.itemsize != self.dtype.itemsize:
+      raise ValueError(f"bitcast from {self.dtype.name} ({self.dtype.itemsize} bytes) to {dt.name} "
+                       f"({dt.itemsize} bytes): the itemsizes differ")
+    return Tensor(g.GRAPH.node(g.BITCAST, dt, self.shape, (self._node,), None))
+
   def float(self) -> "Tensor":
     return self.cast(dtypes.float32)
 
