@@ -1,4 +1,5 @@
 #include "core/frontend/tensor_ops.h"
+#include "core/frontend/status_macros.h"
 #include "core/ir/wide_int.h"
 
 #include <algorithm>
@@ -141,13 +142,78 @@ absl::StatusOr<UOpRef> cast(const UOpRef& x, DType dtype) {
   return uop(Ops::CAST, dtype, {x}, {}, x->shape);
 }
 
+namespace {
+
+DType uint_of_size(size_t bytes) {
+  return bytes == 1 ? DType::UInt8 : bytes == 2 ? DType::UInt16 : bytes == 4 ? DType::UInt32 : DType::UInt64;
+}
+
+// The bytes of unsigned `u` regrouped along its last axis into unsigned `to` of another size,
+// in the little-endian order of the buffers: a wide element splits into r narrow ones, part k
+// being u / 256^(k*narrow) truncated to `to`; r narrow elements join into the sum of
+// part_k * 256^(k*narrow) (the parts' bits are disjoint, so the sum is exact).
+absl::StatusOr<UOpRef> regroup_bytes(const UOpRef& u, DType to) {
+  size_t from_size = dtype_itemsize(u->dtype), to_size = dtype_itemsize(to);
+  bool split = to_size < from_size;
+  DType wide = split ? u->dtype : to;
+  int64_t r = static_cast<int64_t>(split ? from_size / to_size : to_size / from_size);
+  int64_t narrow_bits = 8 * static_cast<int64_t>(split ? to_size : from_size);
+  // place[k] = 256^(k*narrow), at most 2^56.
+  PG_ASSIGN(k, arange(r, wide));
+  PG_ASSIGN(place, constant(int64_t{0}, wide, {r}));
+  for (int64_t i = 0; i < r; ++i) {
+    PG_ASSIGN(ki, constant(i, wide, {r}));
+    PG_ASSIGN(ne, alu(Ops::CMPNE, {k, ki}));
+    PG_ASSIGN(value, constant(int64_t{1} << (narrow_bits * i), wide, {r}));
+    PG_ASSIGN(next, alu(Ops::WHERE, {ne, place, value}));
+    place = next;
+  }
+  Shape outer(u->shape.begin(), u->shape.end() - 1);
+  int64_t last = u->shape.back();
+  Shape grouped = outer;
+  Shape lanes(u->shape.size() + 1, 1);  // place along a new last axis of the grouped shape
+  lanes.back() = r;
+  PG_ASSIGN(place_lanes, reshape(place, lanes));
+  if (split) {
+    grouped.insert(grouped.end(), {last, r});
+    Shape column = outer;
+    column.insert(column.end(), {last, 1});
+    PG_ASSIGN(col, reshape(u, column));
+    PG_ASSIGN(wide_lanes, expand(col, grouped));
+    PG_ASSIGN(divisor, expand(place_lanes, grouped));
+    PG_ASSIGN(shifted, alu(Ops::IDIV, {wide_lanes, divisor}));
+    PG_ASSIGN(parts, cast(shifted, to));
+    outer.push_back(last * r);
+    return reshape(parts, outer);
+  }
+  grouped.insert(grouped.end(), {last / r, r});
+  PG_ASSIGN(parts, reshape(u, grouped));
+  PG_ASSIGN(widened, cast(parts, to));
+  PG_ASSIGN(factor, expand(place_lanes, grouped));
+  PG_ASSIGN(placed, alu(Ops::MUL, {widened, factor}));
+  PG_ASSIGN(joined, reduce(Ops::ADD, placed, {static_cast<int64_t>(grouped.size()) - 1}));
+  outer.push_back(last / r);
+  return reshape(joined, outer);
+}
+
+}  // namespace
+
 absl::StatusOr<UOpRef> bitcast(const UOpRef& x, DType dtype) {
   if (auto s = check_dtype(dtype); !s.ok()) return s;
   if (x->dtype == dtype) return x;
   size_t from = dtype_itemsize(x->dtype), to = dtype_itemsize(dtype);
-  if (from != to)
-    return absl::InvalidArgumentError(absl::StrCat("bitcast from ", dtype_name(x->dtype), " (", from, " bytes) to ",
-                                                   dtype_name(dtype), " (", to, " bytes): the itemsizes differ"));
+  if (from != to) {
+    std::string what = absl::StrCat("bitcast from ", dtype_name(x->dtype), " (", from, " bytes) to ",
+                                    dtype_name(dtype), " (", to, " bytes)");
+    if (x->shape.empty())
+      return absl::InvalidArgumentError(absl::StrCat(what, " of a 0-d tensor: differing itemsizes need a last axis"));
+    if (to > from && x->shape.back() % static_cast<int64_t>(to / from) != 0)
+      return absl::InvalidArgumentError(absl::StrCat(what, ": the last axis (", x->shape.back(),
+                                                     ") must be a multiple of ", to / from));
+    PG_ASSIGN(u, bitcast(x, uint_of_size(from)));
+    PG_ASSIGN(regrouped, regroup_bytes(u, uint_of_size(to)));
+    return bitcast(regrouped, dtype);
+  }
   // Converting between integers of one size keeps the bits (gcc, clang and NVRTC define the
   // out-of-range signed case as two's complement wrapping), so only a float needs BITCAST.
   if (!dtype_is_float(x->dtype) && !dtype_is_float(dtype)) return cast(x, dtype);

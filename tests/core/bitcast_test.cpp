@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "core/frontend/gradient.h"
 #include "core/frontend/tensor_ops.h"
 #include "tests/core/realize_fixture.h"
@@ -115,14 +117,46 @@ TEST_F(BitcastTest, FrontendRules) {
   UOpRef i = *fe::buffer(2, DType::Int8, {4});
   EXPECT_EQ((*fe::bitcast(i, DType::UInt8))->op, Ops::CAST);
   EXPECT_EQ((*fe::bitcast(i, DType::Bool))->op, Ops::CAST);
-  // Differing itemsizes are refused, naming both dtypes and sizes.
-  auto bad = fe::bitcast(f, DType::Float16);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("float32 (4 bytes)"), std::string_view::npos) << bad.status();
-  EXPECT_NE(bad.status().message().find("float16 (2 bytes)"), std::string_view::npos) << bad.status();
+  // Differing itemsizes regroup the last axis.
+  EXPECT_EQ((*fe::bitcast(f, DType::Float16))->shape, (Shape{2, 6}));
+  EXPECT_EQ((*fe::bitcast(*fe::buffer(3, DType::Bool, {8}), DType::Int64))->shape, (Shape{1}));
+  // A 0-d tensor or a last axis that does not divide is refused, naming both dtypes and sizes.
+  for (auto [x, to, why] : {std::tuple{*fe::buffer(4, DType::Float32, {}), DType::Float16, "0-d"},
+                            std::tuple{f, DType::Float64, "must be a multiple of 2"}}) {
+    auto bad = fe::bitcast(x, to);
+    ASSERT_FALSE(bad.ok()) << why;
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find("float32 (4 bytes)"), std::string_view::npos) << bad.status();
+    EXPECT_NE(bad.status().message().find(absl::StrCat(dtype_name(to), " (", dtype_itemsize(to), " bytes)")),
+              std::string_view::npos)
+        << bad.status();
+    EXPECT_NE(bad.status().message().find(why), std::string_view::npos) << bad.status();
+  }
   EXPECT_FALSE(fe::bitcast(f, DType::Void).ok());
   EXPECT_FALSE(fe::alu(Ops::BITCAST, {f}).ok());  // not an elementwise op of its own
+}
+
+// Differing itemsizes: the bytes of the last axis regrouped, as memcpy sees them (little-endian).
+TEST_F(BitcastTest, DifferingItemsizesRegroupTheLastAxis) {
+  std::vector<uint32_t> f;
+  UOpRef x = random_and_special<uint32_t>(DType::Float32, f);  // shape {1000}
+  std::vector<uint8_t> bytes(4000);
+  std::memcpy(bytes.data(), f.data(), 4000);
+  EXPECT_EQ(run<uint8_t>(fe::bitcast(x, DType::UInt8), {4000}), bytes);
+  std::vector<uint16_t> halves(2000);
+  std::memcpy(halves.data(), f.data(), 4000);
+  EXPECT_EQ(run<uint16_t>(fe::bitcast(x, DType::Float16), {2000}), halves);
+  std::vector<uint64_t> doubles(500);
+  std::memcpy(doubles.data(), f.data(), 4000);
+  EXPECT_EQ(run<uint64_t>(fe::bitcast(x, DType::Float64), {500}), doubles);
+  // There and back, through a 2-D view whose last axis is not the buffer's.
+  auto t = fe::permute(*fe::reshape(x, {10, 100}), {1, 0});
+  std::vector<uint32_t> want(1000);
+  for (int64_t i = 0; i < 100; ++i)
+    for (int64_t j = 0; j < 10; ++j) want[i * 10 + j] = f[j * 100 + i];
+  EXPECT_EQ(run<uint32_t>(fe::bitcast(*fe::bitcast(*t, DType::BFloat16), DType::Int32), {100, 10}), want);
+  EXPECT_EQ(run<uint32_t>(fe::bitcast(*fe::bitcast(*t, DType::Int8), DType::UInt32), {100, 10}), want);
+  EXPECT_EQ(run<uint32_t>(fe::bitcast(*fe::bitcast(*t, DType::UInt64), DType::Float32), {100, 10}), want);
 }
 
 TEST_F(BitcastTest, BytesReadAsBoolAreNonzero) {

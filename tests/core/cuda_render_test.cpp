@@ -136,10 +136,10 @@ class Corpus {
     }
   }
 
-  // Every same-itemsize pair one way and there and back (pairs of integers are CASTs), and the
-  // 16-bit cases the renderer treats apart: bits read through a view (a gated load), a value
-  // used both as bits and as a number, bits computed on and stored as a 16-bit float, the abs
-  // via bits of each float type, and a bitcast inside a reduction.
+  // Every same-itemsize pair one way and there and back (pairs of integers are CASTs), the
+  // 16-bit cases the renderer treats apart (bits read through a view, i.e. a gated load; a value
+  // used both as bits and as a number; bits computed on and stored as a 16-bit float), the abs
+  // via bits of each float type, a bitcast inside a reduction, and differing itemsizes.
   void bitcasts() {
     for (DType from : kAllDTypes) {
       UOpRef x = leaf(from, {4, 3});
@@ -165,6 +165,14 @@ class Corpus {
       add(fe::bitcast(*alu(Ops::AND, {fe::bitcast(x, i), fe::constant(mask, i, {4, 3})}), f));
       add(fe::reduce(Ops::ADD, *fe::bitcast(leaf(i, {4, 3}), f), {1}));
     }
+    // Differing itemsizes: bytes split out of wider elements and joined into them, on views.
+    UOpRef w = leaf(DType::Float32, {4, 6});
+    add(fe::bitcast(w, DType::UInt8));
+    add(fe::bitcast(*fe::permute(w, {1, 0}), DType::BFloat16));
+    add(fe::bitcast(w, DType::Float64));
+    add(fe::bitcast(*fe::flip(leaf(DType::UInt8, {3, 8}), {1}), DType::Float32));
+    add(fe::bitcast(leaf(DType::Float16, {2, 8}), DType::Int64));
+    add(fe::bitcast(leaf(DType::Float64, {5, 2}), DType::Bool));
   }
 
   void movement() {

@@ -502,7 +502,8 @@ def decode(n: Node, wire_dtype: int, shape: Tuple[int, ...], data: bytes) -> np.
                         f"({dt.name}{list(shape)} needs {count * npdt.itemsize})")
   arr = np.frombuffer(data, dtype=npdt).reshape(shape)
   if dt == dtypes.bfloat16:
-    return (arr.astype(np.uint32) << 16).view(np.float32)
+    # 1-D while widening: numpy cannot change the itemsize of a 0-d array's view.
+    return (arr.reshape(-1).astype(np.uint32) << 16).view(np.float32).reshape(shape)
   return arr.astype(npdt.newbyteorder("="), copy=True)
 
 
