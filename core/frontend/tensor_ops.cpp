@@ -151,49 +151,53 @@ DType uint_of_size(size_t bytes) {
 // The bytes of unsigned `u` regrouped along its last axis into unsigned `to` of another size,
 // in the little-endian order of the buffers: a wide element splits into r narrow ones, part k
 // being u / 256^(k*narrow) truncated to `to`; r narrow elements join into the sum of
-// part_k * 256^(k*narrow) (the parts' bits are disjoint, so the sum is exact).
+// part_k * 256^(k*narrow) (the parts' bits are disjoint, so the sum is exact). Each part is its
+// own slice (PAD or SHRINK), so everything stays elementwise with constant divisors: one fused
+// kernel, no reduction.
 absl::StatusOr<UOpRef> regroup_bytes(const UOpRef& u, DType to) {
   size_t from_size = dtype_itemsize(u->dtype), to_size = dtype_itemsize(to);
   bool split = to_size < from_size;
   DType wide = split ? u->dtype : to;
   int64_t r = static_cast<int64_t>(split ? from_size / to_size : to_size / from_size);
   int64_t narrow_bits = 8 * static_cast<int64_t>(split ? to_size : from_size);
-  // place[k] = 256^(k*narrow), at most 2^56.
-  PG_ASSIGN(k, arange(r, wide));
-  PG_ASSIGN(place, constant(int64_t{0}, wide, {r}));
-  for (int64_t i = 0; i < r; ++i) {
-    PG_ASSIGN(ki, constant(i, wide, {r}));
-    PG_ASSIGN(ne, alu(Ops::CMPNE, {k, ki}));
-    PG_ASSIGN(value, constant(int64_t{1} << (narrow_bits * i), wide, {r}));
-    PG_ASSIGN(next, alu(Ops::WHERE, {ne, place, value}));
-    place = next;
-  }
-  Shape outer(u->shape.begin(), u->shape.end() - 1);
-  int64_t last = u->shape.back();
+  const Shape& shape = u->shape;
+  size_t rank = shape.size();
+  Shape outer(shape.begin(), shape.end() - 1);
+  int64_t last = shape.back();
   Shape grouped = outer;
-  Shape lanes(u->shape.size() + 1, 1);  // place along a new last axis of the grouped shape
-  lanes.back() = r;
-  PG_ASSIGN(place_lanes, reshape(place, lanes));
-  if (split) {
-    grouped.insert(grouped.end(), {last, r});
-    Shape column = outer;
-    column.insert(column.end(), {last, 1});
-    PG_ASSIGN(col, reshape(u, column));
-    PG_ASSIGN(wide_lanes, expand(col, grouped));
-    PG_ASSIGN(divisor, expand(place_lanes, grouped));
-    PG_ASSIGN(shifted, alu(Ops::IDIV, {wide_lanes, divisor}));
-    PG_ASSIGN(parts, cast(shifted, to));
-    outer.push_back(last * r);
-    return reshape(parts, outer);
-  }
-  grouped.insert(grouped.end(), {last / r, r});
+  grouped.insert(grouped.end(), {split ? last : last / r, split ? int64_t{1} : r});
+  Shape out = outer;
+  out.push_back(split ? last * r : last / r);
   PG_ASSIGN(parts, reshape(u, grouped));
-  PG_ASSIGN(widened, cast(parts, to));
-  PG_ASSIGN(factor, expand(place_lanes, grouped));
-  PG_ASSIGN(placed, alu(Ops::MUL, {widened, factor}));
-  PG_ASSIGN(joined, reduce(Ops::ADD, placed, {static_cast<int64_t>(grouped.size()) - 1}));
-  outer.push_back(last / r);
-  return reshape(joined, outer);
+  UOpRef sum;
+  for (int64_t k = 0; k < r; ++k) {
+    UOpRef term;
+    if (split) {
+      PG_ASSIGN(place, constant(int64_t{1} << (narrow_bits * k), wide, grouped));
+      PG_ASSIGN(shifted, alu(Ops::IDIV, {parts, place}));
+      PG_ASSIGN(part, cast(shifted, to));
+      Pairs widen(rank + 1, {0, 0});
+      widen.back() = {k, r - 1 - k};
+      PG_ASSIGN(lane, pad(part, widen));
+      term = lane;
+    } else {
+      Pairs slice;
+      for (int64_t d : grouped) slice.emplace_back(0, d);
+      slice.back() = {k, k + 1};
+      PG_ASSIGN(lane, shrink(parts, slice));
+      PG_ASSIGN(widened, cast(lane, to));
+      PG_ASSIGN(place, constant(int64_t{1} << (narrow_bits * k), wide, widened->shape));
+      PG_ASSIGN(placed, alu(Ops::MUL, {widened, place}));
+      term = placed;
+    }
+    if (!sum) {
+      sum = term;
+      continue;
+    }
+    PG_ASSIGN(next, alu(Ops::ADD, {sum, term}));
+    sum = next;
+  }
+  return reshape(sum, out);
 }
 
 }  // namespace
