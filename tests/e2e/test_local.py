@@ -189,6 +189,12 @@ def test_bitcast_shape_rule_raises_locally(shape, dst, why):
     Tensor(np.zeros(shape, np.float32)).bitcast(dst)
 
 
+def test_bitcast_goes_on_the_wire_with_its_dtype():
+  t = Tensor(np.zeros((2, 4), np.float32)).bitcast(dtypes.float16)
+  n = g.GRAPH._to_wire(pb, t._node)
+  assert (n.op, n.dtype, len(n.src)) == (pb.BITCAST, pb.FLOAT16, 1)
+
+
 def test_bitcast_result_does_not_require_grad():
   x = Tensor(np.zeros(3, np.float16), requires_grad=True)
   assert not x.bitcast(dtypes.bfloat16).requires_grad

@@ -698,8 +698,9 @@ _SPECIAL_BITS = {
 }
 BITCAST_PAIRS = [(a, b) for a in BITS_DTYPES for b in BITS_DTYPES if a != b and _SIZE[a] == _SIZE[b]]
 BITCAST_SHAPES = [(3, 4), (), (0, 3), (2, 3, 5), (1, 7), (1,), (6,)]
-# Pairs checked on every layout and shape by default; the others contiguously on the first three
-# shapes plus one non-contiguous layout (rotating), as for the table's secondary dtypes.
+# By default, pairs in BITCAST_PRIMARY are checked on every shape contiguously and on the first
+# three in every layout; the others contiguously on the first three shapes plus one
+# non-contiguous layout (rotating), as for the table's secondary dtypes. FULL: everything.
 BITCAST_PRIMARY = {("float32", "int32"), ("int32", "float32"), ("float16", "int16"), ("uint16", "float16"),
                    ("bfloat16", "uint16"), ("int16", "bfloat16"), ("float16", "bfloat16"),
                    ("float64", "uint64"), ("int64", "float64"), ("uint8", "bool"), ("bool", "int8")}
@@ -708,8 +709,10 @@ BITCAST_PRIMARY = {("float32", "int32"), ("int32", "float32"), ("float16", "int1
 def _bitcast_variants(pair):
   every = [(layout, shape) for layout in ALL_LAYOUTS for shape in BITCAST_SHAPES
            if _base_shape(shape, layout) is not None]
-  if FULL or pair in BITCAST_PRIMARY:
+  if FULL:
     return every
+  if pair in BITCAST_PRIMARY:
+    return [c for c in every if c[0] == "contiguous" or c[1] in BITCAST_SHAPES[:3]]
   others = [layout for layout in ALL_LAYOUTS if layout != "contiguous"]
   pick = others[BITCAST_PAIRS.index(pair) % len(others)]
   return [c for c in every if c[0] == "contiguous"][:3] + [next(c for c in every if c[0] == pick)]
