@@ -55,6 +55,7 @@ constexpr OpSpec kOpTable[] = {
     {v1::RECIPROCAL, Kind::Unary, Ops::RECIP, 1, kNoArg},
     {v1::SIN, Kind::Unary, Ops::SIN, 1, kNoArg},
     {v1::CAST, Kind::Cast, Ops::CAST, 1, kNoArg},
+    {v1::BITCAST, Kind::Cast, Ops::BITCAST, 1, kNoArg},
     {v1::ADD, Kind::Binary, Ops::ADD, 2, kNoArg},
     {v1::SUB, Kind::Binary, Ops::SUB, 2, kNoArg},
     {v1::MUL, Kind::Binary, Ops::MUL, 2, kNoArg},
@@ -175,7 +176,7 @@ class NodeDecoder {
       case Kind::Cast: {
         absl::StatusOr<DType> dt = required_dtype();
         if (!dt.ok()) return dt.status();
-        return frontend::cast(src_[0], *dt);
+        return spec_.core == Ops::BITCAST ? frontend::bitcast(src_[0], *dt) : frontend::cast(src_[0], *dt);
       }
       case Kind::Reduce: return frontend::reduce(spec_.core, src_[0], axes());
       case Kind::Reshape:

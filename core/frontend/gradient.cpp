@@ -93,6 +93,8 @@ std::vector<UOpRef> backward(Builder& b, const UOpRef& node, const UOpRef& g) {
     case Ops::RECIP: return {b.neg(b.mul(g, b.mul(node, node)))};
     case Ops::SIN: return {b.mul(g, b.op(Ops::SIN, {b.op(Ops::SUB, {b.c(M_PI / 2, s[0]), s[0]})}))};
     case Ops::CAST: return {dtype_is_float(s[0]->dtype) ? b.to(g, s[0]->dtype) : nullptr};
+    // Bits are not a differentiable function of a value (torch's view(dtype) is not either).
+    case Ops::BITCAST: return {nullptr};
     case Ops::WHERE: {
       UOpRef zero = b.c(0, g);
       return {nullptr, b.where(s[0], g, zero), b.where(s[0], zero, g)};

@@ -4,7 +4,8 @@
 //
 // Rules follow tinygrad: MAX (elementwise and reduce) splits the gradient equally among ties;
 // a product reduction's gradient is the product of the other elements, exact with zeros;
-// comparisons and casts to non-float types pass no gradient; EXPAND sums back, PAD shrinks back,
+// comparisons, casts to non-float types and bitcasts pass no gradient (so a target reached only
+// through a bitcast gets zeros); EXPAND sums back, PAD shrinks back,
 // SHRINK pads back, PERMUTE/FLIP/RESHAPE invert.
 #pragma once
 

@@ -1,4 +1,5 @@
 #include "core/frontend/tensor_ops.h"
+#include "core/frontend/status_macros.h"
 #include "core/ir/wide_int.h"
 
 #include <algorithm>
@@ -104,7 +105,7 @@ absl::StatusOr<UOpRef> arange(int64_t n, DType dtype) {
 
 absl::StatusOr<UOpRef> alu(Ops op, const std::vector<UOpRef>& src) {
   size_t arity = is_unary_alu(op) ? 1 : is_binary_alu(op) ? 2 : op == Ops::WHERE ? 3 : 0;
-  if (arity == 0 || op == Ops::CAST)
+  if (arity == 0 || op == Ops::CAST || op == Ops::BITCAST)
     return absl::InvalidArgumentError(absl::StrCat(op_name(op), " is not an elementwise op"));
   if (src.size() != arity)
     return absl::InvalidArgumentError(absl::StrCat(op_name(op), " takes ", arity, " sources, got ", src.size()));
@@ -139,6 +140,88 @@ absl::StatusOr<UOpRef> cast(const UOpRef& x, DType dtype) {
   if (auto s = check_dtype(dtype); !s.ok()) return s;
   if (x->dtype == dtype) return x;
   return uop(Ops::CAST, dtype, {x}, {}, x->shape);
+}
+
+namespace {
+
+DType uint_of_size(size_t bytes) {
+  return bytes == 1 ? DType::UInt8 : bytes == 2 ? DType::UInt16 : bytes == 4 ? DType::UInt32 : DType::UInt64;
+}
+
+// The bytes of unsigned `u` regrouped along its last axis into unsigned `to` of another size,
+// in the little-endian order of the buffers: a wide element splits into r narrow ones, part k
+// being u / 256^(k*narrow) truncated to `to`; r narrow elements join into the sum of
+// part_k * 256^(k*narrow) (the parts' bits are disjoint, so the sum is exact). Each part is its
+// own slice (PAD or SHRINK), so everything stays elementwise with constant divisors: one fused
+// kernel, no reduction.
+absl::StatusOr<UOpRef> regroup_bytes(const UOpRef& u, DType to) {
+  size_t from_size = dtype_itemsize(u->dtype), to_size = dtype_itemsize(to);
+  bool split = to_size < from_size;
+  DType wide = split ? u->dtype : to;
+  int64_t r = static_cast<int64_t>(split ? from_size / to_size : to_size / from_size);
+  int64_t narrow_bits = 8 * static_cast<int64_t>(split ? to_size : from_size);
+  const Shape& shape = u->shape;
+  size_t rank = shape.size();
+  Shape outer(shape.begin(), shape.end() - 1);
+  int64_t last = shape.back();
+  Shape grouped = outer;
+  grouped.insert(grouped.end(), {split ? last : last / r, split ? int64_t{1} : r});
+  Shape out = outer;
+  out.push_back(split ? last * r : last / r);
+  PG_ASSIGN(parts, reshape(u, grouped));
+  UOpRef sum;
+  for (int64_t k = 0; k < r; ++k) {
+    UOpRef term;
+    if (split) {
+      PG_ASSIGN(place, constant(int64_t{1} << (narrow_bits * k), wide, grouped));
+      PG_ASSIGN(shifted, alu(Ops::IDIV, {parts, place}));
+      PG_ASSIGN(part, cast(shifted, to));
+      Pairs widen(rank + 1, {0, 0});
+      widen.back() = {k, r - 1 - k};
+      PG_ASSIGN(lane, pad(part, widen));
+      term = lane;
+    } else {
+      Pairs slice;
+      for (int64_t d : grouped) slice.emplace_back(0, d);
+      slice.back() = {k, k + 1};
+      PG_ASSIGN(lane, shrink(parts, slice));
+      PG_ASSIGN(widened, cast(lane, to));
+      PG_ASSIGN(place, constant(int64_t{1} << (narrow_bits * k), wide, widened->shape));
+      PG_ASSIGN(placed, alu(Ops::MUL, {widened, place}));
+      term = placed;
+    }
+    if (!sum) {
+      sum = term;
+      continue;
+    }
+    PG_ASSIGN(next, alu(Ops::ADD, {sum, term}));
+    sum = next;
+  }
+  return reshape(sum, out);
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> bitcast(const UOpRef& x, DType dtype) {
+  if (auto s = check_dtype(dtype); !s.ok()) return s;
+  if (x->dtype == dtype) return x;
+  size_t from = dtype_itemsize(x->dtype), to = dtype_itemsize(dtype);
+  if (from != to) {
+    std::string what = absl::StrCat("bitcast from ", dtype_name(x->dtype), " (", from, " bytes) to ",
+                                    dtype_name(dtype), " (", to, " bytes)");
+    if (x->shape.empty())
+      return absl::InvalidArgumentError(absl::StrCat(what, " of a 0-d tensor: differing itemsizes need a last axis"));
+    if (to > from && x->shape.back() % static_cast<int64_t>(to / from) != 0)
+      return absl::InvalidArgumentError(absl::StrCat(what, ": the last axis (", x->shape.back(),
+                                                     ") must be a multiple of ", to / from));
+    PG_ASSIGN(u, bitcast(x, uint_of_size(from)));
+    PG_ASSIGN(regrouped, regroup_bytes(u, uint_of_size(to)));
+    return bitcast(regrouped, dtype);
+  }
+  // Converting between integers of one size keeps the bits (gcc, clang and NVRTC define the
+  // out-of-range signed case as two's complement wrapping), so only a float needs BITCAST.
+  if (!dtype_is_float(x->dtype) && !dtype_is_float(dtype)) return cast(x, dtype);
+  return uop(Ops::BITCAST, dtype, {x}, {}, x->shape);
 }
 
 absl::StatusOr<UOpRef> reduce(Ops op, const UOpRef& x, std::vector<int64_t> axes) {

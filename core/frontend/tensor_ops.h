@@ -26,6 +26,19 @@ absl::StatusOr<UOpRef> arange(int64_t n, DType dtype);
 // BOOL condition). CMPLT/CMPNE yield BOOL. FDIV, EXP2, LOG2, SQRT, RECIP, SIN need floats.
 absl::StatusOr<UOpRef> alu(Ops op, const std::vector<UOpRef>& src);
 absl::StatusOr<UOpRef> cast(const UOpRef& x, DType dtype);
+// Each element's bits read as `dtype` (torch's Tensor.view(dtype), tinygrad's bitcast), exact on
+// every bit pattern, NaN payloads included; but a float16/bfloat16 NaN that an op computed
+// (arithmetic, WHERE, MAX: 16-bit floats compute in float) arrives as some NaN, its payload
+// not kept, where torch's WHERE would keep it. Same itemsize: the shape is kept; to the same dtype it
+// is `x` itself. Between integers (bool, int8, uint8 among the 1-byte ones) it is the CAST, which
+// wraps; since a bool holds only 0 or 1, an int8/uint8 read as bool is `x != 0` (a nonzero byte
+// reads as true in torch too, but a round trip gives 1 where torch keeps the byte). Differing
+// itemsizes regroup the bytes of the last axis as torch does (little-endian): its size is
+// multiplied by from/to, or divided by to/from, which it must be a multiple of; any layout is
+// fine (torch needs a contiguous last axis). Not differentiable: no gradient passes it, as
+// through a comparison. INVALID_ARGUMENT naming both dtypes and itemsizes for a 0-d tensor with
+// differing itemsizes or a last axis that does not divide.
+absl::StatusOr<UOpRef> bitcast(const UOpRef& x, DType dtype);
 
 // Reduction with ADD, MAX or MUL (product) over `axes` (any order, negative counts from the end); reduced
 // axes keep size 1.

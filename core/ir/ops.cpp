@@ -17,7 +17,7 @@ const char* op_name(Ops op) {
 bool is_unary_alu(Ops op) {
   switch (op) {
     case Ops::NEG: case Ops::EXP2: case Ops::LOG2: case Ops::SQRT: case Ops::RECIP:
-    case Ops::SIN: case Ops::CAST: case Ops::NOT:
+    case Ops::SIN: case Ops::CAST: case Ops::BITCAST: case Ops::NOT:
       return true;
     default:
       return false;

@@ -11,8 +11,9 @@ namespace polygrad {
   /* sources: BUFFER (arg: buffer id) is tensor-level data; CONST (arg: value) any level; */ \
   /* ARANGE (shape [n]) is 0, 1, ..., n-1 in its dtype */                                  \
   X(BUFFER) X(CONST) X(ARANGE)                                                             \
-  /* unary ALU */                                                                          \
-  X(NEG) X(EXP2) X(LOG2) X(SQRT) X(RECIP) X(SIN) X(CAST) X(NOT)                            \
+  /* unary ALU; BITCAST reads a float's bits as a same-size type or the reverse (see */     \
+  /* frontend::bitcast: between integers it is a CAST) */                                  \
+  X(NEG) X(EXP2) X(LOG2) X(SQRT) X(RECIP) X(SIN) X(CAST) X(BITCAST) X(NOT)                 \
   /* binary ALU: FDIV is true division (floats), IDIV/MOD truncate (ints) */               \
   X(ADD) X(SUB) X(MUL) X(FDIV) X(IDIV) X(MOD) X(MAX) X(CMPLT) X(CMPNE) X(AND) X(OR) X(XOR) \
   /* ternary ALU */                                                                        \
@@ -37,7 +38,7 @@ const char* op_name(Ops op);
 
 bool is_unary_alu(Ops op);
 bool is_binary_alu(Ops op);
-bool is_alu(Ops op);          // unary, binary or ternary ALU, CAST included
+bool is_alu(Ops op);          // unary, binary or ternary ALU, CAST and BITCAST included
 bool is_movement(Ops op);     // RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP
 bool is_commutative(Ops op);  // ADD, MUL, MAX, CMPNE, AND, OR, XOR
 

@@ -44,6 +44,11 @@ static inline uint16_t pg_f2bf(float x) {
 }
 static inline float pg_rh(float x) { return pg_h2f(pg_f2h(x)); }
 static inline float pg_rbf(float x) { return pg_bf2f(pg_f2bf(x)); }
+/* BITCAST: a float's bits and back, by memcpy (a pointer cast would break strict aliasing). */
+static inline uint32_t pg_f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static inline float pg_u2f(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+static inline uint64_t pg_d2u(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
+static inline double pg_u2d(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
 )";
 
 class CRenderer final : public CStyleRenderer {

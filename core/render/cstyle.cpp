@@ -166,9 +166,7 @@ class CStyleRenderer::Emitter {
         }
         case Ops::STORE: {
           DType dt = n.src[0]->dtype;
-          std::string v = name(n.src[2]);
-          if (dt == DType::Float16) v = absl::StrCat("pg_f2h(", v, ")");
-          if (dt == DType::BFloat16) v = absl::StrCat("pg_f2bf(", v, ")");
+          std::string v = is_half(dt) ? half_bits(n.src[2]) : name(n.src[2]);
           line(absl::StrFormat("%s[%s] = %s;", name(n.src[0]), name(n.src[1]), v));
           continue;
         }
@@ -231,8 +229,42 @@ class CStyleRenderer::Emitter {
 
   absl::StatusOr<std::string> expression(const UOp& n) {
     auto e = raw_expression(n);
-    if (!e.ok() || !is_half(n.dtype) || n.op == Ops::LOAD) return e;
+    // A loaded or bitcast 16-bit value is a 16-bit value already.
+    if (!e.ok() || !is_half(n.dtype) || n.op == Ops::LOAD || n.op == Ops::BITCAST) return e;
     return round_to(n.dtype, *e);
+  }
+
+  // The bits of a 16-bit float node as a uint16_t expression. A loaded or bitcast value is
+  // taken from memory or from its integer source, so any bit pattern, a NaN's payload
+  // included, survives copies and bitcasts; only a computed value is converted from its float
+  // (pg_f2h gives every NaN the one quiet payload, as arithmetic would anyway).
+  std::string half_bits(const UOpRef& u) {
+    const UOp& n = *u;
+    if (n.op == Ops::LOAD) {
+      std::string v = absl::StrFormat("%s[%s]", name(n.src[0]), name(n.src[1]));
+      return n.src.size() == 3 ? absl::StrFormat("(%s ? %s : (uint16_t)0)", name(n.src[2]), v) : v;
+    }
+    if (n.op == Ops::BITCAST) {
+      const UOpRef& x = n.src[0];
+      return is_half(x->dtype) ? half_bits(x) : absl::StrCat("((uint16_t)", name(x), ")");
+    }
+    return absl::StrCat(n.dtype == DType::Float16 ? "pg_f2h(" : "pg_f2bf(", name(u), ")");
+  }
+
+  // x's bits read as dt, a type of the same size. The 4- and 8-byte helpers pg_f2u/pg_u2f and
+  // pg_d2u/pg_u2d are the target's (memcpy in C, the reinterpreting intrinsics in CUDA).
+  std::string bitcast(const UOpRef& x, DType dt) {
+    DType from = x->dtype;
+    if (is_half(from) || is_half(dt)) {
+      std::string bits = is_half(from) ? half_bits(x) : absl::StrCat("((uint16_t)", name(x), ")");
+      if (dt == DType::Float16) return absl::StrCat("pg_h2f(", bits, ")");
+      if (dt == DType::BFloat16) return absl::StrCat("pg_bf2f(", bits, ")");
+      return absl::StrFormat("((%s)%s)", t_.value_type(dt), bits);
+    }
+    bool wide = dtype_itemsize(dt) == 8;
+    if (dtype_is_float(dt))
+      return absl::StrFormat("%s((%s)%s)", wide ? "pg_u2d" : "pg_u2f", wide ? "uint64_t" : "uint32_t", name(x));
+    return absl::StrFormat("((%s)%s(%s))", t_.value_type(dt), wide ? "pg_d2u" : "pg_f2u", name(x));
   }
 
   absl::StatusOr<std::string> raw_expression(const UOp& n) {
@@ -261,6 +293,7 @@ class CStyleRenderer::Emitter {
       case Ops::SIN: return t_.math_call("sin", dt, a(0));
       case Ops::RECIP: return absl::StrFormat("((%s)1 / %s)", t_.value_type(dt), a(0));
       case Ops::CAST: return absl::StrFormat("((%s)%s)", t_.value_type(dt), a(0));
+      case Ops::BITCAST: return bitcast(n.src[0], dt);
       case Ops::ADD: return absl::StrFormat("(%s + %s)", a(0), a(1));
       case Ops::SUB: return absl::StrFormat("(%s - %s)", a(0), a(1));
       case Ops::MUL:
@@ -289,15 +322,21 @@ class CStyleRenderer::Emitter {
   }
 
   const CStyleRenderer& t_;
-  // Nodes every user of which renders without them (the scaling inside a natural exp or log):
-  // never emitted, since an unused variable is a warning NVRTC reports.
+  // Nodes every user of which renders without them (the scaling inside a natural exp or log; a
+  // 16-bit load or bitcast whose users all want its bits, see half_bits): never emitted, since
+  // an unused variable is a warning NVRTC reports.
   void skip_absorbed(const LinearKernel& k) {
     std::unordered_map<const UOp*, int> uses, absorbed_uses;
+    auto wants_bits = [&](const UOpRef& v) {
+      if (is_half(v->dtype) && (v->op == Ops::LOAD || v->op == Ops::BITCAST)) ++absorbed_uses[v.get()];
+    };
     for (const UOpRef& u : k.ops) {
       for (const UOpRef& s : u->src) ++uses[s.get()];
       bool negate = false;
       if (natural_exp_arg(*u, negate) != nullptr) ++absorbed_uses[u->src[0].get()];
       if (const UOpRef* l = natural_log_of(*u)) ++absorbed_uses[l->get()];
+      if (u->op == Ops::STORE) wants_bits(u->src[2]);
+      if (u->op == Ops::BITCAST && is_half(u->src[0]->dtype)) wants_bits(u->src[0]);
     }
     for (auto [n, count] : absorbed_uses)
       if (count == uses[n]) absorbed_.insert(n);

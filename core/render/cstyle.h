@@ -28,8 +28,9 @@ class CStyleRenderer {
 
  protected:
   // Everything before the kernel: includes or typedefs, the 16-bit float conversions
-  // pg_h2f/pg_f2h/pg_bf2f/pg_f2bf, the rounding helpers pg_rh/pg_rbf and the division helpers
-  // pg_idiv_<sfx>/pg_mod_<sfx> (see divmod_helpers).
+  // pg_h2f/pg_f2h/pg_bf2f/pg_f2bf, the rounding helpers pg_rh/pg_rbf, the exact bit
+  // reinterpretations pg_f2u/pg_u2f (float <-> uint32_t) and pg_d2u/pg_u2d (double <->
+  // uint64_t), and the division helpers pg_idiv_<sfx>/pg_mod_<sfx> (see divmod_helpers).
   virtual std::string prelude() const = 0;
   // The kernel's signature and opening lines, up to the first statement of its body; the
   // parameters must be bound to the names b0, b1, ... (b0 is the output, the others read-only).

@@ -29,6 +29,11 @@ __device__ __forceinline__ float pg_bf2f(uint16_t b) { return __uint_as_float((u
 __device__ __forceinline__ uint16_t pg_f2bf(float x) { uint16_t b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(x)); return b; }
 __device__ __forceinline__ float pg_rh(float x) { return pg_h2f(pg_f2h(x)); }
 __device__ __forceinline__ float pg_rbf(float x) { return pg_bf2f(pg_f2bf(x)); }
+/* BITCAST: a float's bits and back. */
+__device__ __forceinline__ uint32_t pg_f2u(float x) { return __float_as_uint(x); }
+__device__ __forceinline__ float pg_u2f(uint32_t u) { return __uint_as_float(u); }
+__device__ __forceinline__ uint64_t pg_d2u(double x) { return (uint64_t)__double_as_longlong(x); }
+__device__ __forceinline__ double pg_u2d(uint64_t u) { return __longlong_as_double((long long)u); }
 )";
 
 constexpr const char* kGlobalId = "(int64_t)blockIdx.x * blockDim.x + threadIdx.x";

@@ -43,6 +43,7 @@ class Corpus {
     elementwise();
     constants();
     casts();
+    bitcasts();
     movement();
     reductions();
     matmuls();
@@ -133,6 +134,45 @@ class Corpus {
         add(fe::cast(leaf(half, {4, 3}), from));
       }
     }
+  }
+
+  // Every same-itemsize pair one way and there and back (pairs of integers are CASTs), the
+  // 16-bit cases the renderer treats apart (bits read through a view, i.e. a gated load; a value
+  // used both as bits and as a number; bits computed on and stored as a 16-bit float), the abs
+  // via bits of each float type, a bitcast inside a reduction, and differing itemsizes.
+  void bitcasts() {
+    for (DType from : kAllDTypes) {
+      UOpRef x = leaf(from, {4, 3});
+      for (DType to : kAllDTypes) {
+        if (to == from || dtype_itemsize(to) != dtype_itemsize(from)) continue;
+        add(fe::bitcast(x, to));
+        add(fe::bitcast(*fe::bitcast(x, to), from));
+      }
+    }
+    for (DType half : {DType::Float16, DType::BFloat16}) {
+      UOpRef h = leaf(half, {4, 3}), i = leaf(DType::Int16, {4, 3});
+      add(fe::bitcast(*fe::pad(h, {{1, 1}, {0, 2}}), DType::UInt16));
+      add(alu(Ops::ADD, {fe::bitcast(h, DType::Int16), fe::cast(*alu(Ops::MUL, {h, h}), DType::Int16)}));
+      auto hi = fe::bitcast(i, half);
+      add(alu(Ops::ADD, {hi, hi}));
+      add(fe::bitcast(*alu(Ops::AND, {fe::bitcast(h, DType::Int16), fe::constant(int64_t{0x7fff}, DType::Int16, {4, 3})}),
+                      half));
+      add(fe::bitcast(*fe::flip(h, {0}), half == DType::Float16 ? DType::BFloat16 : DType::Float16));
+    }
+    for (auto [f, i] : {std::pair{DType::Float32, DType::Int32}, std::pair{DType::Float64, DType::Int64}}) {
+      UOpRef x = leaf(f, {4, 3});
+      int64_t mask = f == DType::Float32 ? 0x7fffffff : std::numeric_limits<int64_t>::max();
+      add(fe::bitcast(*alu(Ops::AND, {fe::bitcast(x, i), fe::constant(mask, i, {4, 3})}), f));
+      add(fe::reduce(Ops::ADD, *fe::bitcast(leaf(i, {4, 3}), f), {1}));
+    }
+    // Differing itemsizes: bytes split out of wider elements and joined into them, on views.
+    UOpRef w = leaf(DType::Float32, {4, 6});
+    add(fe::bitcast(w, DType::UInt8));
+    add(fe::bitcast(*fe::permute(w, {1, 0}), DType::BFloat16));
+    add(fe::bitcast(w, DType::Float64));
+    add(fe::bitcast(*fe::flip(leaf(DType::UInt8, {3, 8}), {1}), DType::Float32));
+    add(fe::bitcast(leaf(DType::Float16, {2, 8}), DType::Int64));
+    add(fe::bitcast(leaf(DType::Float64, {5, 2}), DType::Bool));
   }
 
   void movement() {

@@ -307,6 +307,23 @@ def test_detach_stops_the_gradient():
   assert v.grad.numpy().tolist() == [1.0, 1.0]
 
 
+def test_bitcast_passes_no_gradient(rng):
+  """As torch's view(dtype): the bits are not a differentiable function of x, so
+  d/dx sum(x * x.bitcast(int32).bitcast(float32)) is the second factor, not 2x."""
+  data = rng.uniform(-2, 2, (3, 4)).astype(np.float32)
+  x = Tensor(data, requires_grad=True)
+  y = x.bitcast(dtypes.int32).bitcast(dtypes.float32)
+  assert y.requires_grad is not True
+  (x * y).sum().backward()
+  tx = torch.tensor(data, requires_grad=True)
+  (tx * tx.view(torch.int32).view(torch.float32)).sum().backward()
+  np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+  # Through the bitcast alone, nothing arrives (torch: the result does not require grad).
+  w = Tensor(data, requires_grad=True)
+  loss = ((w.bitcast(dtypes.uint32).bitcast(dtypes.float32) + w) * 2).sum()
+  assert loss.gradient(w)[0].numpy().tolist() == [[2.0] * 4] * 3
+
+
 def test_detach_of_an_intermediate_used_twice(rng):
   x0 = rng.uniform(-1, 1, (3, 4)).astype(np.float32)
   x = Tensor(x0, requires_grad=True)

@@ -163,6 +163,43 @@ def test_mixed_tensor_dtypes_cast_explicitly():
   assert ops_of(c) == ["BUFFER", "BUFFER", "CAST", "ADD"]
 
 
+@pytest.mark.parametrize("src,dst,shape,out", [
+    ("float32", "int32", (2, 3), (2, 3)),
+    ("float16", "bfloat16", (), ()),
+    ("uint8", "bool", (0, 4), (0, 4)),
+    ("float32", "uint8", (2, 3), (2, 12)),
+    ("uint8", "float64", (4, 16), (4, 2)),
+    ("bool", "int16", (0, 2), (0, 1)),
+])
+def test_bitcast_node(src, dst, shape, out):
+  x = Tensor(np.zeros(shape, getattr(dtypes, src).np))
+  y = x.bitcast(getattr(dtypes, dst))
+  assert (y.dtype, y.shape) == (getattr(dtypes, dst), out)
+  assert ops_of(y) == ["BUFFER", "BITCAST"]
+  assert x.bitcast(x.dtype) is x
+
+
+@pytest.mark.parametrize("shape,dst,why", [
+    ((), dtypes.float16, "bitcast from float32 (4 bytes) to float16 (2 bytes) of a 0-d tensor"),
+    ((2, 3), dtypes.float64, "bitcast from float32 (4 bytes) to float64 (8 bytes): the last axis (3) must be a "
+                             "multiple of 2"),
+])
+def test_bitcast_shape_rule_raises_locally(shape, dst, why):
+  with pytest.raises(ValueError, match=__import__("re").escape(why)):
+    Tensor(np.zeros(shape, np.float32)).bitcast(dst)
+
+
+def test_bitcast_goes_on_the_wire_with_its_dtype():
+  t = Tensor(np.zeros((2, 4), np.float32)).bitcast(dtypes.float16)
+  n = g.GRAPH._to_wire(pb, t._node)
+  assert (n.op, n.dtype, len(n.src)) == (pb.BITCAST, pb.FLOAT16, 1)
+
+
+def test_bitcast_result_does_not_require_grad():
+  x = Tensor(np.zeros(3, np.float16), requires_grad=True)
+  assert not x.bitcast(dtypes.bfloat16).requires_grad
+
+
 @pytest.mark.parametrize("make", [lambda a: a / 2, lambda a: 2 / a, lambda a: a / a, lambda a: a.mean(),
                                   lambda a: a.exp(), lambda a: a.sqrt(), lambda a: a.sin()])
 def test_int_true_division_and_float_ops_give_float32(make):

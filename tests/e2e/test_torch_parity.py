@@ -679,6 +679,209 @@ def _fetch(pending, pack: bool):
   return out
 
 
+# --- bitcast: bit patterns, not values -----------------------------------------------------------
+# torch's x.view(dtype) is the reference for Tensor.bitcast over every same-itemsize pair of
+# polygrad's dtypes, on every layout. The inputs are random bit patterns with the special encodings
+# of the float of that size mixed in (signed zeros, infinities, subnormals, quiet and signaling
+# NaNs with payloads) and results are compared as bits, so a quieted NaN or a lost sign fails.
+# torch has no uint16/32/64: for those it reads the same bits as the signed type of that size.
+# Results are fetched unpacked: packing concatenates with additions, which would turn -0 into +0.
+
+BITS_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "float16", "bfloat16", "int32", "uint32", "float32",
+               "int64", "uint64", "float64")
+_SIZE = {dt: getattr(dtypes, dt).itemsize for dt in BITS_DTYPES}
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_SINT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+_SPECIAL_BITS = {
+    # float16 and bfloat16 zeros, infinities, subnormals, NaNs (quiet, signaling, with payloads)
+    2: [0x0000, 0x8000, 0x7C00, 0xFC00, 0x0001, 0x83FF, 0x7E00, 0xFE01, 0x7C01, 0x7D55, 0x7F80, 0xFF80, 0x7FC0,
+        0x7F81, 0xFFA5, 0x0040, 0x807F],
+    4: [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x00000001, 0x807FFFFF, 0x7FC00000, 0xFFC00001,
+        0x7F800001, 0xFFA5A5A5, 0x7F7FFFFF, 0x00800000],
+    8: [0, 1 << 63, 0x7FF0000000000000, 0xFFF0000000000000, 1, 0x800FFFFFFFFFFFFF, 0x7FF8000000000000,
+        0xFFF8000000000123, 0x7FF0000000000001, 0xFFF5A5A5A5A5A5A5],
+}
+BITCAST_PAIRS = [(a, b) for a in BITS_DTYPES for b in BITS_DTYPES if a != b and _SIZE[a] == _SIZE[b]]
+BITCAST_SHAPES = [(3, 4), (), (0, 3), (2, 3, 5), (1, 7), (1,), (6,)]
+# By default, pairs in BITCAST_PRIMARY are checked on every shape contiguously and on the first
+# three in every layout; the others contiguously on the first three shapes plus one
+# non-contiguous layout (rotating), as for the table's secondary dtypes. FULL: everything.
+BITCAST_PRIMARY = {("float32", "int32"), ("int32", "float32"), ("float16", "int16"), ("uint16", "float16"),
+                   ("bfloat16", "uint16"), ("int16", "bfloat16"), ("float16", "bfloat16"),
+                   ("float64", "uint64"), ("int64", "float64"), ("uint8", "bool"), ("bool", "int8")}
+
+
+def _bitcast_variants(pair):
+  every = [(layout, shape) for layout in ALL_LAYOUTS for shape in BITCAST_SHAPES
+           if _base_shape(shape, layout) is not None]
+  if FULL:
+    return every
+  if pair in BITCAST_PRIMARY:
+    return [c for c in every if c[0] == "contiguous" or c[1] in BITCAST_SHAPES[:3]]
+  others = [layout for layout in ALL_LAYOUTS if layout != "contiguous"]
+  pick = others[BITCAST_PAIRS.index(pair) % len(others)]
+  return [c for c in every if c[0] == "contiguous"][:3] + [next(c for c in every if c[0] == pick)]
+
+
+def _random_bits(rng, dt: str, shape) -> np.ndarray:
+  """Random patterns of dt's size as unsigned integers (bool: 0 or 1), 40% of them special."""
+  if dt == "bool":
+    return np.asarray(rng.random(shape) < 0.5).astype(np.uint8)
+  size = _SIZE[dt]
+  u = _UINT[size]
+  flat = rng.integers(0, np.iinfo(u).max, size=int(np.prod(shape)), dtype=u, endpoint=True)
+  if size > 1:
+    pick = rng.random(flat.size) < 0.4
+    flat[pick] = rng.choice(np.array(_SPECIAL_BITS[size], dtype=u), size=int(pick.sum()))
+  return flat.reshape(shape)
+
+
+def _pg_bits_leaf(bits: np.ndarray, dt: str) -> Tensor:
+  return Tensor.from_wire_array(bits.astype(np.bool_) if dt == "bool" else bits, getattr(dtypes, dt))
+
+
+def _th_type(dt: str):
+  return getattr(torch, dt, None) or getattr(torch, f"int{8 * _SIZE[dt]}")
+
+
+def _th_bits_leaf(bits: np.ndarray, dt: str):
+  if dt == "bool":
+    return torch.from_numpy(bits.astype(np.bool_))
+  return torch.from_numpy(np.array(bits, order="C").view(_SINT[_SIZE[dt]])).view(_th_type(dt))
+
+
+def _th_bits(t, dt: str) -> np.ndarray:
+  """A torch result's bits as unsigned integers; bool as nonzero bytes (see Tensor.bitcast)."""
+  t = t.contiguous()
+  if dt == "bool":
+    return (t.view(torch.uint8).numpy() != 0).astype(np.uint8)
+  return t.view(getattr(torch, f"int{8 * _SIZE[dt]}")).numpy().view(_UINT[_SIZE[dt]])
+
+
+def _pg_bits(arr: np.ndarray, dt: str) -> np.ndarray:
+  """A polygrad result's bits as unsigned integers (the client returns bfloat16 widened to float32)."""
+  if arr.size == 0:  # fetched as placeholders (nothing to realize)
+    return np.zeros(arr.shape, np.uint8 if dt == "bool" else _UINT[_SIZE[dt]])
+  arr = np.array(arr, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+  if dt == "bool":
+    return arr.astype(np.uint8)
+  if dt == "bfloat16":
+    return (arr.view(np.uint32) >> 16).astype(np.uint16)
+  return arr.view(_UINT[_SIZE[dt]])
+
+
+def _check_bits(got: np.ndarray, ref: np.ndarray, what: str, nan_dt: Optional[str] = None):
+  """Bitwise equality; with nan_dt, a NaN of that float dtype matches any NaN (arithmetic results)."""
+  assert got.shape == ref.shape, f"{what}: shape {got.shape} != torch's {ref.shape}"
+  if nan_dt is not None:
+    exp_mask, man_mask = {"float16": (0x7C00, 0x3FF), "bfloat16": (0x7F80, 0x7F),
+                          "float32": (0x7F800000, 0x7FFFFF)}[nan_dt]
+    nan = lambda b: ((b & exp_mask) == exp_mask) & ((b & man_mask) != 0)  # noqa: E731
+    both = nan(got) & nan(ref)
+    got, ref = np.where(both, 0, got), np.where(both, 0, ref)
+  bad = np.flatnonzero(got.reshape(-1) != ref.reshape(-1))
+  assert bad.size == 0, (f"{what}: {bad.size} of {got.size} differ, first at {bad[0]}: "
+                         f"{int(got.reshape(-1)[bad[0]]):#x} != torch's {int(ref.reshape(-1)[bad[0]]):#x}")
+
+
+def _realize_all(outs):
+  live = [t for t in outs if t.numel() > 0]
+  if live:
+    live[0].realize(*live[1:])
+  return [t.numpy() if t.numel() else np.zeros(t.shape) for t in outs]
+
+
+BITCAST_CASES = sum(len(_bitcast_variants(p)) for p in BITCAST_PAIRS)
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("src,dst", [pytest.param(a, b, id=f"bitcast-{a}-{b}") for a, b in BITCAST_PAIRS])
+def test_bitcast_parity(rng, src: str, dst: str):
+  cases = []
+  for layout, shape in _bitcast_variants((src, dst)):
+    bits = _random_bits(rng, src, _base_shape(shape, layout))
+    po = _view(_pg_bits_leaf(bits, src), shape, layout, False).bitcast(getattr(dtypes, dst))
+    to = _view(_th_bits_leaf(bits, src), shape, layout, True).view(_th_type(dst))
+    assert po.dtype == getattr(dtypes, dst) and po.shape == tuple(to.shape), f"{layout} {shape}: {po.dtype} {po.shape}"
+    cases.append((f"{src}->{dst} {layout} {shape}", po, _th_bits(to, dst)))
+  for (what, _, ref), got in zip(cases, _realize_all([po for _, po, _ in cases])):
+    _check_bits(_pg_bits(got, dst), ref, what)
+
+
+# Differing itemsizes: one pair per (from, to) size combination, floats first, on every layout (the
+# reference reads the view's contiguous copy: torch needs a contiguous last axis, polygrad not).
+BITCAST_RESIZE_PAIRS = [("uint8", "float16"), ("bool", "float32"), ("int8", "float64"), ("bfloat16", "uint8"),
+                        ("float16", "float32"), ("int16", "float64"), ("float32", "uint8"), ("float32", "bfloat16"),
+                        ("float32", "int64"), ("float64", "int8"), ("float64", "float16"), ("uint64", "float32"),
+                        ("float32", "bool")]
+BITCAST_RESIZE_SHAPES = [(3, 8), (16,), (0, 8), (2, 3, 8), (1, 16)]
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("src,dst", [pytest.param(a, b, id=f"bitcast-{a}-{b}") for a, b in BITCAST_RESIZE_PAIRS])
+def test_bitcast_resize_parity(rng, src: str, dst: str):
+  cases = []
+  every = [(layout, shape) for layout in ALL_LAYOUTS for shape in BITCAST_RESIZE_SHAPES
+           if _base_shape(shape, layout) is not None]
+  for layout, shape in every if FULL else [c for c in every if c[1] in BITCAST_RESIZE_SHAPES[:3]]:
+    bits = _random_bits(rng, src, _base_shape(shape, layout))
+    po = _view(_pg_bits_leaf(bits, src), shape, layout, False).bitcast(getattr(dtypes, dst))
+    # A fresh copy: torch's view checks the strides and offset even where contiguous() is a no-op.
+    tv = _view(_th_bits_leaf(bits, src), shape, layout, True).clone(memory_format=torch.contiguous_format)
+    to = tv.view(_th_type(dst))
+    assert po.dtype == getattr(dtypes, dst) and po.shape == tuple(to.shape), f"{layout} {shape}: {po.dtype} {po.shape}"
+    cases.append((f"{src}->{dst} {layout} {shape}", po, _th_bits(to, dst)))
+  for (what, _, ref), got in zip(cases, _realize_all([po for _, po, _ in cases])):
+    _check_bits(_pg_bits(got, dst), ref, what)
+
+
+def _bits_abs(t, dt):
+  """abs through the bits: clear the sign bit (the wire has no integer AND: the same by where)."""
+  b = t.bitcast(getattr(dtypes, f"int{8 * dt.itemsize}"))
+  return (b < 0).where(b - (-2 ** (8 * dt.itemsize - 1)), b).bitcast(dt)
+
+
+# Bitcasts inside fused elementwise chains and round trips: (name, input dtype, polygrad, torch,
+# result dtype, whether NaN results are arithmetic, so only NaN-ness must match).
+BITCAST_CHAINS = [
+    ("abs_via_bits", "float32", lambda x: _bits_abs(x, dtypes.float32),
+     lambda x: (x.view(torch.int32) & 0x7FFFFFFF).view(torch.float32), "float32", False),
+    ("abs_via_bits", "float16", lambda x: _bits_abs(x, dtypes.float16),
+     lambda x: (x.view(torch.int16) & 0x7FFF).view(torch.float16), "float16", False),
+    ("abs_via_bits", "bfloat16", lambda x: _bits_abs(x, dtypes.bfloat16),
+     lambda x: (x.view(torch.int16) & 0x7FFF).view(torch.bfloat16), "bfloat16", False),
+    ("neg_via_wrapping_add", "float32", lambda x: (x.bitcast(dtypes.uint32) + 2 ** 31).bitcast(dtypes.float32),
+     lambda x: (x.view(torch.int32) ^ torch.tensor(-2 ** 31, dtype=torch.int32)).view(torch.float32), "float32", False),
+    ("next_up_bits", "float32", lambda x: (x.bitcast(dtypes.int32) + 1).bitcast(dtypes.float32),
+     lambda x: (x.view(torch.int32) + 1).view(torch.float32), "float32", False),
+    ("round_trip", "float32", lambda x: x.bitcast(dtypes.int32).bitcast(dtypes.float32), lambda x: x, "float32", False),
+    ("round_trip", "float64", lambda x: x.bitcast(dtypes.uint64).bitcast(dtypes.float64), lambda x: x, "float64", False),
+    ("round_trip", "float16", lambda x: x.bitcast(dtypes.bfloat16).bitcast(dtypes.int16).bitcast(dtypes.float16),
+     lambda x: x, "float16", False),
+    ("round_trip", "bfloat16", lambda x: x.bitcast(dtypes.uint16).bitcast(dtypes.bfloat16), lambda x: x, "bfloat16",
+     False),
+    ("bits_then_math", "int16", lambda x: x.bitcast(dtypes.float16) * 2 + 1,
+     lambda x: x.view(torch.float16) * 2 + 1, "float16", True),
+    ("math_then_bits", "float32", lambda x: (x * 2).bitcast(dtypes.int32),
+     lambda x: (x * 2).view(torch.int32), "int32", True),
+]
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("name,src,pg_f,th_f,dst,arith", [pytest.param(*c, id=f"{c[0]}-{c[1]}") for c in BITCAST_CHAINS])
+def test_bitcast_chain(rng, name, src, pg_f, th_f, dst, arith):
+  cases = []
+  for layout, shape in (("contiguous", (5, 7)), ("permuted", (5, 7)), ("flipped", (4, 3)), ("contiguous", ())):
+    bits = _random_bits(rng, src, _base_shape(shape, layout))
+    po = pg_f(_view(_pg_bits_leaf(bits, src), shape, layout, False))
+    to = th_f(_view(_th_bits_leaf(bits, src), shape, layout, True))
+    cases.append((f"{name} {src} {layout} {shape}", po, _th_bits(to, dst)))
+  for (what, _, ref), got in zip(cases, _realize_all([po for _, po, _ in cases])):
+    # An arithmetic NaN's payload is the hardware's choice; math_then_bits reads it as int32.
+    _check_bits(_pg_bits(got, dst), ref, what, nan_dt=(src if dst.startswith("int") else dst) if arith else None)
+
+
 if __name__ == "__main__":
-  print(f"{len(OPS)} ops, {len(CASE_PARAMS)} tests, {CASES} cases")
+  print(f"{len(OPS)} ops, {len(CASE_PARAMS)} tests, {CASES} cases; "
+        f"bitcast: {len(BITCAST_PAIRS)} pairs, {BITCAST_CASES} cases, {len(BITCAST_CHAINS)} chains")
   sys.exit(0)

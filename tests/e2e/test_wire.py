@@ -164,7 +164,8 @@ def test_unknown_source_is_invalid_argument_with_node_id(raw):
 
 
 @pytest.mark.parametrize("case", ["shape_mismatch", "dtype_mismatch", "bad_reshape", "bad_permute",
-                                  "bad_shrink", "div_int", "stated_dtype_wrong", "forward_reference"])
+                                  "bad_shrink", "div_int", "stated_dtype_wrong", "forward_reference",
+                                  "bitcast_no_dtype", "bitcast_indivisible", "bitcast_0d"])
 def test_malformed_graphs_are_invalid_argument(raw, case):
   stub, sid = raw
   i32 = pb.Node(id=2, op=pb.CONST, dtype=pb.INT32, constant=pb.Constant(int_value=1, shape=[3]))
@@ -177,11 +178,17 @@ def test_malformed_graphs_are_invalid_argument(raw, case):
       "div_int": [i32, pb.Node(id=7, op=pb.DIV, src=[2, 2])],
       "stated_dtype_wrong": [const_node(1, 1.0, [3]), pb.Node(id=7, op=pb.CMPLT, dtype=pb.FLOAT32, src=[1, 1])],
       "forward_reference": [pb.Node(id=7, op=pb.NEG, src=[8]), const_node(8, 1.0, [3])],
+      "bitcast_no_dtype": [const_node(1, 1.0, [3]), pb.Node(id=7, op=pb.BITCAST, src=[1])],
+      "bitcast_indivisible": [const_node(1, 1.0, [3]), pb.Node(id=7, op=pb.BITCAST, dtype=pb.FLOAT64, src=[1])],
+      "bitcast_0d": [const_node(1, 1.0, []), pb.Node(id=7, op=pb.BITCAST, dtype=pb.UINT8, src=[1])],
   }[case]
   with pytest.raises(grpc.RpcError) as e:
     stub.Realize(pb.RealizeRequest(session_id=sid, nodes=nodes, outputs=[7]), timeout=30)
   assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
   assert "7" in e.value.details()
+  if case.startswith("bitcast_") and case != "bitcast_no_dtype":  # both dtypes and sizes named
+    assert "float32 (4 bytes)" in e.value.details() and " bytes)" in e.value.details().split("to ")[-1], \
+        e.value.details()
 
 
 def test_other_sessions_handle_is_not_found(daemon, raw):

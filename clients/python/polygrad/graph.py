@@ -40,6 +40,7 @@ ARGMAX, ARGMIN, TRIL, TRIU, GATHER = 126, 127, 128, 129, 130
 REDUCE_PROD, POW, RAND, RANDN, RANDINT, DROPOUT, CONV_TRANSPOSE2D = 131, 132, 133, 134, 135, 136, 137
 RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN, BATCHNORM_EVAL = 138, 139, 140, 141
 SCALED_DOT_PRODUCT_ATTENTION, SCALED_DOT_PRODUCT_ATTENTION_MASKED = 142, 143
+BITCAST = 144
 
 OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
 # Composite ops whose node carries a CompositeArg (the others take no argument).
@@ -501,7 +502,8 @@ def decode(n: Node, wire_dtype: int, shape: Tuple[int, ...], data: bytes) -> np.
                         f"({dt.name}{list(shape)} needs {count * npdt.itemsize})")
   arr = np.frombuffer(data, dtype=npdt).reshape(shape)
   if dt == dtypes.bfloat16:
-    return (arr.astype(np.uint32) << 16).view(np.float32)
+    # 1-D while widening: numpy cannot change the itemsize of a 0-d array's view.
+    return (arr.reshape(-1).astype(np.uint32) << 16).view(np.float32).reshape(shape)
   return arr.astype(npdt.newbyteorder("="), copy=True)
 
 

@@ -951,6 +951,26 @@ class Tensor:
       return Tensor._const(self._node.arg, dt, self.shape)  # fold: a constant of the new dtype
     return Tensor._make(g.CAST, dt, self.shape, (self,))
 
+  def bitcast(self, dtype: DTypeLike) -> "Tensor":
+    """Each element's bits read as `dtype` (torch's ``view(dtype)``, tinygrad's ``bitcast``),
+    exact on every bit pattern, NaN payloads included. Between integers it wraps like a cast;
+    int8/uint8 read as bool is ``x != 0``. A differing itemsize regroups the bytes of the last
+    axis (little-endian): its size is multiplied by the ratio, or divided by it, which it must be
+    a multiple of; any layout works. No gradient passes it (as in torch), so the result does not
+    require grad."""
+    dt = to_dtype(dtype)
+    if dt == self.dtype:
+      return self
+    shape, a, b = self.shape, self.dtype.itemsize, dt.itemsize
+    if a != b:
+      what = f"bitcast from {self.dtype.name} ({a} bytes) to {dt.name} ({b} bytes)"
+      if not shape:
+        raise ValueError(f"{what} of a 0-d tensor: differing itemsizes need a last axis")
+      if b > a and shape[-1] % (b // a):
+        raise ValueError(f"{what}: the last axis ({shape[-1]}) must be a multiple of {b // a}")
+      shape = shape[:-1] + (shape[-1] * a // b,)
+    return Tensor(g.GRAPH.node(g.BITCAST, dt, shape, (self._node,), None))
+
   def float(self) -> "Tensor":
     return self.cast(dtypes.float32)
 
