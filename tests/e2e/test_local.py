@@ -414,3 +414,23 @@ def test_error_mapping():
   e = from_rpc_error(Err(), "Realize")
   assert isinstance(e, polygrad.PolygradError) and isinstance(e, ValueError)
   assert "node 7 (ADD): shapes differ" in str(e) and e.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("op", [lambda x: x & x, lambda x: x | 1, lambda x: x ^ x, lambda x: ~x, lambda x: x.idiv(2),
+                                lambda x: x << 1, lambda x: x >> 1])
+def test_integer_only_ops_refuse_floats(op):
+  with pytest.raises(TypeError, match="integer"):
+    op(Tensor(np.ones(3, np.float32)))
+
+
+@pytest.mark.parametrize("shift", [-1, 32, 1.5, True])
+def test_shifts_take_a_shift_inside_the_dtype(shift):
+  with pytest.raises(ValueError, match=r"shift in \[0, 32\)"):
+    Tensor(np.ones(3, np.int32)) << shift
+
+
+def test_integer_division_and_bit_ops_build_the_wire_ops():
+  a, b = Tensor(np.arange(6, dtype=np.int32)), Tensor(np.full(6, 4, np.int32))
+  assert {"IDIV", "MOD"} <= set(ops_of(a // b)) and "MOD" in ops_of(a % b)
+  assert ops_of(a & b)[-1] == "AND" and ops_of(a | b)[-1] == "OR" and ops_of(a ^ b)[-1] == "XOR"
+  assert (a // b).dtype == dtypes.int32 and (a.cast(dtypes.uint8) // 3).dtype == dtypes.uint8

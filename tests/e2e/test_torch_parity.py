@@ -204,6 +204,11 @@ def _sdpa(q, k, v, mask, causal):
   return s.softmax(-1) @ v
 
 
+def _nonzero(b):
+  """b with zeros replaced by 1, in either library."""
+  return (b == 0).where(1, b) if isinstance(b, Tensor) else torch.where(b == 0, torch.ones_like(b), b)
+
+
 def _cross_entropy_th(p, x, y):
   return F.cross_entropy(x, y.long(), label_smoothing=p.get("ls", 0.0))
 
@@ -233,6 +238,23 @@ OPS: List[Op] = [
     _binary("logical_and", lambda a, b: a & b, lambda a, b: a & b, dts=("bool",), grad=False),
     _binary("logical_or", lambda a, b: a | b, lambda a, b: a | b, dts=("bool",), grad=False),
     _unary("logical_not", lambda x: x.logical_not(), lambda x: x.logical_not(), dts=("bool",) + FLOATS, grad=False),
+    # integer division (torch raises on a zero divisor, polygrad gives 0: divisors here are nonzero) and bits
+    _binary("floor_divide", lambda a, b: a // _nonzero(b), lambda a, b: torch.div(a, _nonzero(b), rounding_mode="floor"),
+            dts=INTS, grad=False),
+    _binary("remainder", lambda a, b: a % _nonzero(b), lambda a, b: torch.remainder(a, _nonzero(b)), dts=INTS,
+            grad=False),
+    _binary("fmod", lambda a, b: a.fmod(_nonzero(b)), lambda a, b: torch.fmod(a, _nonzero(b)), dts=INTS, grad=False),
+    _binary("idiv", lambda a, b: a.idiv(_nonzero(b)), lambda a, b: torch.div(a, _nonzero(b), rounding_mode="trunc"),
+            dts=INTS, grad=False),
+    _binary("floor_divide_float", lambda a, b: a // b, lambda a, b: torch.div(a, b, rounding_mode="floor"),
+            dts=("float32", "float64"), gen=_pos_gen(0.5, 2.0), grad=False),
+    _binary("remainder_float", lambda a, b: a % b, lambda a, b: torch.remainder(a, b), dts=("float32", "float64"),
+            gen=_pos_gen(0.5, 2.0), grad=False),
+    _binary("bitwise_and", lambda a, b: a & b, lambda a, b: a & b, dts=INTS, grad=False),
+    _binary("bitwise_or", lambda a, b: a | b, lambda a, b: a | b, dts=INTS, grad=False),
+    _binary("bitwise_xor", lambda a, b: a ^ b, lambda a, b: a ^ b, dts=INTS + ("bool",), grad=False),
+    _unary("bitwise_not", lambda x: ~x, lambda x: ~x, dts=INTS + ("bool",), grad=False),
+    _unary("shifts", lambda x: (x << 3) ^ (x >> 1), lambda x: (x << 3) ^ (x >> 1), dts=INTS, grad=False),
     Op("where", lambda p, c, a, b: c.where(a, b), lambda p, c, a, b: torch.where(c, a, b),
        [V((3, 4), (3, 4), (3, 4)), V((3, 1), (1, 4), (4,)), V((), (2, 3), ()), V((0, 2), (2,), (1, 2))],
        ALL_NUM, kinds="bxx"),

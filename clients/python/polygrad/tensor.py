@@ -1152,24 +1152,102 @@ class Tensor:
     return Tensor._make(g.CMPNE, dtypes.bool, b.shape, (b, Tensor._const(True, dtypes.bool, b.shape)))
 
   def __invert__(self) -> "Tensor":
-    if self.dtype != dtypes.bool:
-      raise TypeError("~ is only supported on bool tensors")
-    return self.logical_not()
+    return self.bitwise_not()
 
   def __and__(self, x) -> "Tensor":
-    if self.dtype != dtypes.bool:
-      raise TypeError("& is only supported on bool tensors")
     a, b = self._broadcasted(x)
-    return b.where(a, False)
+    return b.where(a, False) if a.dtype == dtypes.bool else a._int_binop(g.AND, "&", b)
 
   def __or__(self, x) -> "Tensor":
-    if self.dtype != dtypes.bool:
-      raise TypeError("| is only supported on bool tensors")
     a, b = self._broadcasted(x)
-    return b.where(True, a)
+    return b.where(True, a) if a.dtype == dtypes.bool else a._int_binop(g.OR, "|", b)
+
+  def __xor__(self, x) -> "Tensor":
+    a, b = self._broadcasted(x)
+    return a != b if a.dtype == dtypes.bool else a._int_binop(g.XOR, "^", b)
 
   __rand__ = __and__
   __ror__ = __or__
+  __rxor__ = __xor__
+  bitwise_and = __and__
+  bitwise_or = __or__
+  bitwise_xor = __xor__
+
+  def bitwise_not(self) -> "Tensor":
+    """~x: logical not of a bool, every bit flipped in an integer."""
+    if self.dtype == dtypes.bool:
+      return self.logical_not()
+    ones = dtypes.max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1
+    return self._int_binop(g.XOR, "~", Tensor._const(ones, self.dtype, self.shape))
+
+  def _int_binop(self, op: int, name: str, y: "Tensor") -> "Tensor":
+    """An integer-only ALU op on two tensors already broadcast to one dtype and shape."""
+    if not dtypes.is_int(self.dtype):
+      raise TypeError(f"{name} needs integer tensors, got {self.dtype.name}")
+    return Tensor._make(op, self.dtype, self.shape, (self, y))
+
+  def idiv(self, x, reverse: bool = False) -> "Tensor":
+    """Integer division truncating toward zero (C, tinygrad's idiv); x / 0 gives 0."""
+    a, b = self._broadcasted(x, reverse)
+    return a._int_binop(g.IDIV, "idiv", b)
+
+  def fmod(self, x, reverse: bool = False) -> "Tensor":
+    """Remainder with the dividend's sign (torch.fmod): a - trunc(a / b) * b; x % 0 gives 0 for integers."""
+    a, b = self._broadcasted(x, reverse)
+    if dtypes.is_float(a.dtype):
+      return a - (a / b).trunc() * b
+    return a._int_binop(g.MOD, "fmod", b)
+
+  def floor_divide(self, x, reverse: bool = False) -> "Tensor":
+    """a // b rounded toward negative infinity, as Python and torch do; integer x // 0 gives 0."""
+    a, b = self._broadcasted(x, reverse)
+    if dtypes.is_float(a.dtype):
+      return (a / b).floor()
+    q = a._int_binop(g.IDIV, "//", b)
+    if dtypes.is_unsigned(a.dtype):
+      return q
+    r = Tensor._make(g.MOD, a.dtype, a.shape, (a, b))
+    return q - ((r != 0) & ((r < 0) != (b < 0))).cast(a.dtype)
+
+  def remainder(self, x, reverse: bool = False) -> "Tensor":
+    """a % b with the divisor's sign, as Python and torch do; integer x % 0 gives 0."""
+    a, b = self._broadcasted(x, reverse)
+    if dtypes.is_float(a.dtype):
+      return a - (a / b).floor() * b
+    r = a._int_binop(g.MOD, "%", b)
+    if dtypes.is_unsigned(a.dtype):
+      return r
+    return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+
+  def lshift(self, n: int) -> "Tensor":
+    """x << n for an integer tensor: x * 2**n, wrapping."""
+    return self.mul(self._shift_amount(n, "<<"))
+
+  def rshift(self, n: int) -> "Tensor":
+    """x >> n for an integer tensor: arithmetic (floor) for signed types, as torch does."""
+    return self.floor_divide(self._shift_amount(n, ">>"))
+
+  def _shift_amount(self, n, name: str) -> "Tensor":
+    if not dtypes.is_int(self.dtype):
+      raise TypeError(f"{name} needs an integer tensor, got {self.dtype.name}")
+    n = _py_scalar(n)
+    bits = 8 * self.dtype.itemsize
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < bits:
+      raise ValueError(f"{name} takes a shift in [0, {bits}) for {self.dtype.name}, got {n!r}")
+    # 2**n wraps to the dtype like the product does (2**(bits-1) is the sign bit for signed types)
+    value = (1 << n) if dtypes.is_unsigned(self.dtype) or n < bits - 1 else dtypes.min(self.dtype)
+    return Tensor._const(value, self.dtype, self.shape)
+
+  __floordiv__ = floor_divide
+  __mod__ = remainder
+  __lshift__ = lshift
+  __rshift__ = rshift
+
+  def __rfloordiv__(self, x):
+    return self.floor_divide(x, True)
+
+  def __rmod__(self, x):
+    return self.remainder(x, True)
 
   def where(self, x, y) -> "Tensor":
     """self is the condition: where(cond, x, y) or cond.where(x, y); scalars allowed."""
