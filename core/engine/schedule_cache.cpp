@@ -1,0 +1,45 @@
+#include "core/engine/schedule_cache.h"
+
+#include <utility>
+
+#include "core/engine/realize_program.h"
+
+namespace polygrad {
+
+ScheduleCache::ScheduleCache(size_t max_entries) : max_entries_(max_entries) {}
+ScheduleCache::~ScheduleCache() = default;
+
+std::shared_ptr<const RealizeProgram> ScheduleCache::find(const RealizeKey& key) {
+  if (!enabled()) return nullptr;
+  std::lock_guard lock(mu_);
+  auto it = by_digest_.find(key.digest);
+  if (it == by_digest_.end() || it->second->structure != key.structure) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->program;
+}
+
+void ScheduleCache::insert(const RealizeKey& key, std::shared_ptr<const RealizeProgram> program) {
+  if (!enabled()) return;
+  std::shared_ptr<const RealizeProgram> evicted;  // released after the lock: it may hold many kernels
+  std::lock_guard lock(mu_);
+  if (auto it = by_digest_.find(key.digest); it != by_digest_.end()) {
+    it->second->structure = key.structure;
+    evicted = std::exchange(it->second->program, std::move(program));
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return;
+  }
+  lru_.push_front(Entry{key.digest, key.structure, std::move(program)});
+  by_digest_.emplace(key.digest, lru_.begin());
+  if (lru_.size() > max_entries_) {
+    evicted = std::move(lru_.back().program);
+    by_digest_.erase(lru_.back().digest);
+    lru_.pop_back();
+  }
+}
+
+size_t ScheduleCache::size() const {
+  std::lock_guard lock(mu_);
+  return lru_.size();
+}
+
+}  // namespace polygrad
