@@ -37,6 +37,9 @@ ABSL_FLAG(std::string, cache_dir, polygrad::server::default_cache_dir().string()
           "Kernel cache directory; empty keeps the cache in memory only.");
 ABSL_FLAG(uint64_t, cache_max_bytes, kDefaults.cache_max_bytes,
           "Most bytes of kernel-cache entries on disk; least recently used entries are evicted. 0: no cap.");
+ABSL_FLAG(uint64_t, schedule_cache_entries, kDefaults.schedule_cache_entries,
+          "Compiled realize programs kept in memory by graph structure, so a repeated graph over new "
+          "buffers skips scheduling and code generation; least recently used evicted. 0 disables it.");
 ABSL_FLAG(std::string, prewarm, "",
           "PrewarmManifest file (text format; binary if it ends in .pb) whose kernels are compiled at start. "
           "Health is NOT_SERVING until it finished.");
@@ -130,6 +133,7 @@ int main(int argc, char** argv) {
   o.insecure_allow_remote = absl::GetFlag(FLAGS_insecure_allow_remote);
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   o.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
+  o.schedule_cache_entries = absl::GetFlag(FLAGS_schedule_cache_entries);
   o.prewarm_file = absl::GetFlag(FLAGS_prewarm);
   o.blob_max_bytes = absl::GetFlag(FLAGS_blob_max_bytes);
   o.shm_max_bytes = absl::GetFlag(FLAGS_shm_max_bytes);
