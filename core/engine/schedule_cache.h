@@ -1,6 +1,7 @@
 // The schedule cache: compiled realize programs by request structure, in memory, least recently
-// used first out, bounded by entry count. Thread-safe; programs are immutable and shared, so a
-// hit runs without any lock held.
+// used first out, bounded by entry count (and, as a safeguard, by the bytes of the structures it
+// keeps to compare). Thread-safe; programs are immutable and shared, so a hit runs without any
+// lock held.
 #pragma once
 
 #include <cstddef>
@@ -18,8 +19,13 @@ struct RealizeProgram;
 
 class ScheduleCache {
  public:
-  // At most `max_entries` programs; 0 disables the cache (find misses, insert keeps nothing).
-  explicit ScheduleCache(size_t max_entries);
+  // Keys keep their full structure (~50 bytes a node) for the comparison on a hit; this bounds
+  // them together, so many entries of huge graphs cannot take unbounded memory.
+  static constexpr size_t kDefaultMaxStructureBytes = size_t{256} << 20;
+
+  // At most `max_entries` programs and `max_structure_bytes` of keys (a structure larger than
+  // that is not kept); max_entries 0 disables the cache (find misses, insert keeps nothing).
+  explicit ScheduleCache(size_t max_entries, size_t max_structure_bytes = kDefaultMaxStructureBytes);
   ~ScheduleCache();
 
   bool enabled() const { return max_entries_ > 0; }
@@ -38,7 +44,9 @@ class ScheduleCache {
     std::shared_ptr<const RealizeProgram> program;
   };
   const size_t max_entries_;
+  const size_t max_structure_bytes_;
   mutable std::mutex mu_;
+  size_t structure_bytes_ = 0;
   std::list<Entry> lru_;  // most recently used first
   std::unordered_map<std::string, std::list<Entry>::iterator> by_digest_;
 };

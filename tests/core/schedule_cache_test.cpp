@@ -317,6 +317,23 @@ TEST(ScheduleCacheLru, ADigestCollisionIsAMiss) {
   EXPECT_EQ(cache.find(b), nullptr);
 }
 
+TEST(ScheduleCacheLru, StructureBytesAreBoundedToo) {
+  ScheduleCache cache(100, 20);
+  auto program = std::make_shared<const RealizeProgram>();
+  RealizeKey a{.structure = "0123456789", .digest = "a"}, b{.structure = "abcdefghij", .digest = "b"};
+  RealizeKey c{.structure = "ABCDEFGHIJ", .digest = "c"}, huge{.structure = std::string(21, 'x'), .digest = "h"};
+  cache.insert(a, program);
+  cache.insert(b, program);
+  EXPECT_EQ(cache.size(), 2u);
+  cache.insert(c, program);  // 30 bytes: the least recently used goes
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.find(a), nullptr);
+  EXPECT_EQ(cache.find(c), program);
+  cache.insert(huge, program);  // larger than the whole bound: not kept, nothing evicted
+  EXPECT_EQ(cache.find(huge), nullptr);
+  EXPECT_EQ(cache.size(), 2u);
+}
+
 TEST(RealizeKeyTest, BoundNodesAreAbstractedToTypeShapeAndAliasing) {
   BufferPtr b1 = Buffer::allocate_host(DType::Float32, {3}), b2 = Buffer::allocate_host(DType::Float32, {3});
   UOpRef x = ok(fe::buffer(b1->id(), DType::Float32, {3})), y = ok(fe::buffer(b2->id(), DType::Float32, {3}));
