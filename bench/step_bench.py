@@ -3,7 +3,9 @@
 SGD lr 0.01) three ways: eager through the client (a Realize per step), compiled through the
 daemon (compile_step: one RunStep per step), and the same plan in-process without the daemon
 (build/core_step_bench). The last ratio is the service's overhead (issue 5 acceptance 6 asks
-for compiled/core >= 0.9).
+for compiled/core >= 0.9). The eager step is also timed in child processes against two fresh
+daemons, one with the schedule cache and one with --schedule-cache-entries=0, to show what
+skipping scheduling and code generation for a repeated graph is worth.
 
     POLYGRAD_DAEMON=build/polygradd /usr/bin/python3 bench/step_bench.py [--seconds 5]
 
@@ -13,6 +15,7 @@ and the best round is reported, since the machine may be shared.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -25,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "clients" / "python"))
 
 from polygrad import Tensor  # noqa: E402
+from polygrad.connection import EmbeddedDaemon  # noqa: E402
 from polygrad.nn import SGD, Linear, compile_step, get_parameters  # noqa: E402
 
 
@@ -39,10 +43,21 @@ def rate(fn, seconds: float) -> float:
       return n / dt
 
 
+def eager_in_child(address: str, seconds: float) -> float:
+  """Eager steps/s measured by a child process of this script against the daemon at `address`."""
+  out = subprocess.run([sys.executable, __file__, "--eager-only", f"--seconds={seconds}"], capture_output=True,
+                       text=True, timeout=600, env={**os.environ, "POLYGRAD_ADDRESS": address})
+  m = re.search(r"eager ([\d.]+) steps/s", out.stdout)
+  if not m:
+    raise RuntimeError(f"eager child failed: {out.stderr[-2000:]}")
+  return float(m.group(1))
+
+
 def main() -> int:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--seconds", type=float, default=4.0, help="per measurement")
   ap.add_argument("--rounds", type=int, default=3)
+  ap.add_argument("--eager-only", action="store_true", help="print the eager step rate only (used by the parent)")
   args = ap.parse_args()
 
   rng = np.random.default_rng(0)
@@ -63,6 +78,9 @@ def main() -> int:
     return loss
 
   eager_model, eager_opt = make()
+  if args.eager_only:
+    print(f"eager {rate(lambda: train_step(eager_model, eager_opt, xt, yt), args.seconds):.2f} steps/s")
+    return 0
   model, opt = make()
   t0 = time.perf_counter()
   step = compile_step(train_step, model, opt, xt, yt)
@@ -80,7 +98,14 @@ def main() -> int:
   core_bin = REPO / "build" / "core_step_bench"
   best = {"eager": 0.0, "compiled": 0.0, "compiled, x fed each step": 0.0, "core in-process": 0.0}
   core_line = ""
+  cached_daemon, uncached_daemon = EmbeddedDaemon(), EmbeddedDaemon(extra_args=["--schedule-cache-entries=0"])
+  best["eager, child, schedule cache"] = 0.0
+  best["eager, child, cache off"] = 0.0
   for _ in range(args.rounds):
+    best["eager, child, schedule cache"] = max(best["eager, child, schedule cache"],
+                                               eager_in_child(cached_daemon.address, args.seconds))
+    best["eager, child, cache off"] = max(best["eager, child, cache off"],
+                                          eager_in_child(uncached_daemon.address, args.seconds))
     best["eager"] = max(best["eager"], rate(eager, args.seconds))
     best["compiled"] = max(best["compiled"], rate(compiled, args.seconds))
     best["compiled, x fed each step"] = max(best["compiled, x fed each step"], rate(compiled_fed, args.seconds))
@@ -103,7 +128,11 @@ def main() -> int:
     print(f"  ({core_line})")
   else:
     print(f"  core in-process: {core_bin} not built (ninja -C build core_step_bench)")
+  print(f"  eager with / without the schedule cache = "
+        f"{best['eager, child, schedule cache'] / best['eager, child, cache off']:.2f}x")
   print(f"  compiled / eager = {best['compiled'] / best['eager']:.2f}x; tinygrad JIT mark on this machine: 202 steps/s")
+  cached_daemon.stop()
+  uncached_daemon.stop()
   return 0
 
 

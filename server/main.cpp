@@ -39,6 +39,9 @@ ABSL_FLAG(uint64_t, cache_max_bytes, kDefaults.cache_max_bytes,
           "Most bytes of kernel-cache entries on disk; least recently used entries are evicted. 0: no cap.");
 ABSL_FLAG(uint64_t, host_cache_bytes, kDefaults.host_cache_bytes,
           "Most bytes of freed large host buffers kept for reuse (new memory costs a page fault per 4 KiB); 0: none.");
+ABSL_FLAG(uint64_t, schedule_cache_entries, kDefaults.schedule_cache_entries,
+          "Compiled realize programs kept in memory by graph structure, so a repeated graph over new "
+          "buffers skips scheduling and code generation; least recently used evicted. 0 disables it.");
 ABSL_FLAG(std::string, prewarm, "",
           "PrewarmManifest file (text format; binary if it ends in .pb) whose kernels are compiled at start. "
           "Health is NOT_SERVING until it finished.");
@@ -133,6 +136,7 @@ int main(int argc, char** argv) {
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   o.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
   o.host_cache_bytes = absl::GetFlag(FLAGS_host_cache_bytes);
+  o.schedule_cache_entries = absl::GetFlag(FLAGS_schedule_cache_entries);
   o.prewarm_file = absl::GetFlag(FLAGS_prewarm);
   o.blob_max_bytes = absl::GetFlag(FLAGS_blob_max_bytes);
   o.shm_max_bytes = absl::GetFlag(FLAGS_shm_max_bytes);

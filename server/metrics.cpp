@@ -115,6 +115,9 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
                MetricType::Counter, static_cast<double>(c.cache_evictions)),
         single("polygradd_cache_discarded_total", "Corrupt or truncated kernel-cache entries found and removed.",
                MetricType::Counter, static_cast<double>(c.cache_discarded)),
+        single("polygradd_schedule_cache_entries",
+               "Compiled realize programs in the schedule cache (bounded by --schedule-cache-entries).",
+               MetricType::Gauge, static_cast<double>(c.schedule_cache_entries)),
         // Leak accounting: for every kind, created - released == live, and all three return to
         // their idle values when every client has gone.
         by_kind("polygradd_objects_created_total", "Objects created, by kind.",
@@ -157,6 +160,12 @@ Metrics::Metrics(std::string_view version)
   cache_memory_hit_ = &lookups.Add({{"result", "memory_hit"}});
   cache_disk_hit_ = &lookups.Add({{"result", "disk_hit"}});
   cache_miss_ = &lookups.Add({{"result", "miss"}});
+  auto& schedule_lookups = BuildCounter()
+                               .Name("polygradd_schedule_cache_lookups_total")
+                               .Help("Realize requests looked up in the schedule cache, by result.")
+                               .Register(*registry_);
+  schedule_hit_ = &schedule_lookups.Add({{"result", "hit"}});
+  schedule_miss_ = &schedule_lookups.Add({{"result", "miss"}});
   compile_seconds_ = &BuildHistogram()
                           .Name("polygradd_compile_duration_seconds")
                           .Help("Time to compile one kernel.")
@@ -244,6 +253,8 @@ void Metrics::on_cache_lookup(CacheResult result) {
     case CacheResult::Miss: cache_miss_->Increment(); break;
   }
 }
+
+void Metrics::on_schedule_cache_lookup(bool hit) { (hit ? schedule_hit_ : schedule_miss_)->Increment(); }
 
 void Metrics::on_compile(double seconds, bool ok) {
   compile_seconds_->Observe(seconds);

@@ -33,6 +33,7 @@ struct LiveCounts {
   uint64_t cache_entries = 0;
   uint64_t cache_evictions = 0;
   uint64_t cache_discarded = 0;
+  uint64_t schedule_cache_entries = 0;  // compiled realize programs in the engine's memory
 };
 
 class Metrics final : public EngineObserver {
@@ -62,6 +63,7 @@ class Metrics final : public EngineObserver {
 
   // EngineObserver.
   void on_cache_lookup(CacheResult result) override;
+  void on_schedule_cache_lookup(bool hit) override;
   void on_compile(double seconds, bool ok) override;
   void on_kernel(double seconds) override;
 
@@ -82,6 +84,8 @@ class Metrics final : public EngineObserver {
   prometheus::Counter* cache_memory_hit_;
   prometheus::Counter* cache_disk_hit_;
   prometheus::Counter* cache_miss_;
+  prometheus::Counter* schedule_hit_;
+  prometheus::Counter* schedule_miss_;
   prometheus::Histogram* compile_seconds_;
   prometheus::Counter* compile_failures_;
   prometheus::Histogram* kernel_seconds_;

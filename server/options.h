@@ -52,6 +52,7 @@ struct ServerOptions {
   std::filesystem::path cache_dir;             // kernel cache root; empty: memory only
   uint64_t cache_max_bytes = uint64_t{1} << 30;  // disk tier cap (LRU eviction); 0: no cap
   uint64_t host_cache_bytes = uint64_t{1} << 30;  // freed host blocks kept for reuse (runtime/host_allocator.h)
+  uint64_t schedule_cache_entries = 1024;      // compiled realize programs kept in memory (LRU); 0: off
   std::filesystem::path prewarm_file;          // PrewarmManifest compiled at start; empty: none
   uint64_t blob_max_bytes = uint64_t{2} << 30;  // content-addressed blobs kept in memory (LRU)
   uint64_t shm_max_bytes = uint64_t{8} << 30;   // shared-memory regions of all sessions together

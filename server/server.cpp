@@ -92,6 +92,7 @@ absl::Status Server::init() {
   EngineOptions eo;
   eo.cache_dir = options_.cache_dir;
   eo.cache_max_bytes = options_.cache_max_bytes;
+  eo.schedule_cache_entries = options_.schedule_cache_entries;
   eo.compiler = options_.compiler;
   eo.threads = options_.threads;
   eo.observer = metrics_.get();
@@ -212,6 +213,7 @@ void Server::add_cache_counts(LiveCounts& c) const {
   c.cache_entries = s.disk_entries;
   c.cache_evictions = s.evictions;
   c.cache_discarded = s.discarded;
+  c.schedule_cache_entries = engine_->schedule_cache_entries();
 }
 
 absl::Status Server::listen(grpc::ServerBuilder& builder) {

@@ -270,6 +270,7 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
   stats->set_kernels(result->stats.kernels);
   stats->set_compiled(result->stats.compiled);
   stats->set_cache_hits(result->stats.cache_hits);
+  stats->set_schedule_cache_hit(result->stats.schedule_cache_hit);
   stats->set_seconds(std::chrono::duration<double>(Clock::now() - start).count());
   return response;
 }

@@ -5,13 +5,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
-#include <unordered_set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/codegen/linearize.h"
 #include "core/engine/engine_impl.h"
 #include "core/engine/kernels_for.h"
+#include "core/engine/realize_key.h"
+#include "core/engine/realize_program.h"
 #include "core/render/c_renderer.h"
 #include "core/runtime/cuda/discovery.h"
 #include "core/schedule/schedule.h"
@@ -28,10 +29,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+absl::StatusOr<BufferPtr> allocate_host_buffer(DType dtype, const Shape& shape, Buffer::Fill fill) {
+  BufferPtr b = Buffer::allocate_host(dtype, shape, fill);
+  if (!b) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", n * static_cast<int64_t>(dtype_itemsize(dtype)),
+                                                     " bytes of host memory"));
+  }
+  return b;
+}
+
 Engine::Impl::Impl(EngineOptions opts, CpuCompiler cc)
     : options(std::move(opts)),
       compiler(std::move(cc)),
       cache(options.cache_dir, options.cache_max_bytes),
+      schedules(options.schedule_cache_entries),
       pool(std::max(1u, options.threads ? options.threads : std::thread::hardware_concurrency()) - 1),
       dump_kernels([] {
         const char* v = std::getenv("POLYGRAD_DUMP_KERNELS");
@@ -65,6 +78,27 @@ absl::StatusOr<CompiledKernel> Engine::Impl::build(const UOpRef& root,
   for (const UOpRef& u : linear.ops)
     if (u->op == Ops::RANGE) work *= std::max<int64_t>(1, u->src[0]->arg_int());
   return CompiledKernel{found->program, lowered->params, linear.outer_size, work};
+}
+
+absl::StatusOr<CompiledSchedule> Engine::Impl::compile(const std::vector<UOpRef>& roots,
+                                                       const std::function<bool(const UOp*)>& is_bound,
+                                                       const RealizeOptions& options, const char* what,
+                                                       RealizeStats& stats) {
+  auto sched = create_schedule(roots, is_bound);
+  if (!sched.ok()) return sched.status();
+  CompiledSchedule out{*std::move(sched), {}};
+  auto materialized = [&](const UOp* n) { return out.schedule.materialized.count(n) > 0; };
+  for (const ScheduleItem& item : out.schedule.items) {
+    if (options.should_stop && options.should_stop()) return absl::CancelledError(absl::StrCat(what, " cancelled before compiling"));
+    if (item.root->numel() == 0) {
+      out.kernels.push_back(CompiledKernel{nullptr, {item.root.get()}, 0, 0});
+      continue;
+    }
+    auto k = build(item.root, materialized, stats);
+    if (!k.ok()) return k.status();
+    out.kernels.push_back(std::move(*k));
+  }
+  return out;
 }
 
 void Engine::Impl::launch(const CompiledKernel& k, void* const* bufs) {
@@ -102,65 +136,44 @@ std::vector<DeviceInfo> Engine::devices() const {
   return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}, DeviceInfo{"CUDA", false, detail}};
 }
 
+size_t Engine::schedule_cache_entries() const { return impl_->schedules.size(); }
+
 absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape, Buffer::Fill fill) {
-  BufferPtr b = Buffer::allocate_host(dtype, shape, fill);
-  if (!b) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", n * static_cast<int64_t>(dtype_itemsize(dtype)),
-                                                     " bytes of host memory"));
-  }
-  return b;
+  return allocate_host_buffer(dtype, shape, fill);
 }
 
 absl::StatusOr<RealizeResult> Engine::realize(const std::vector<UOpRef>& outputs, const Bindings& bound,
                                               const RealizeOptions& options) {
-  auto is_bound = [&](const UOp* n) { return bound.count(n) > 0; };
-  auto sched = create_schedule(outputs, is_bound);
-  if (!sched.ok()) return sched.status();
-  auto materialized = [&](const UOp* n) { return sched->materialized.count(n) > 0; };
-  auto stopped = [&] { return options.should_stop && options.should_stop(); };
-
-  RealizeResult result;
-  std::vector<CompiledKernel> kernels;
-  for (const ScheduleItem& item : sched->items) {
-    if (stopped()) return absl::CancelledError("realize cancelled before compiling");
-    if (item.root->numel() == 0) {
-      kernels.push_back(CompiledKernel{nullptr, {item.root.get()}, 0, 0});
-      continue;
+  ScheduleCache& schedules = impl_->schedules;
+  RealizeKey key;
+  if (schedules.enabled()) {
+    key = realize_key(outputs, bound);
+    std::shared_ptr<const RealizeProgram> cached = schedules.find(key);
+    if (impl_->observer()) impl_->observer()->on_schedule_cache_lookup(cached != nullptr);
+    if (cached) {
+      absl::StatusOr<RealizeResult> result = run_program(*impl_, *cached, std::move(key.leaf_buffers), options);
+      if (result.ok()) {
+        result->stats.schedule_cache_hit = true;
+        result->stats.cache_hits = result->stats.kernels;
+      }
+      return result;
     }
-    auto k = impl_->build(item.root, materialized, result.stats);
-    if (!k.ok()) return k.status();
-    kernels.push_back(std::move(*k));
   }
 
-  // Buffers of this realize: bound inputs, then each kernel's output. An intermediate is freed
-  // after its last reader runs.
-  std::unordered_map<const UOp*, BufferPtr> buffers;
-  for (const auto& [node, buf] : bound) buffers.emplace(node, buf);
-  std::unordered_map<const UOp*, size_t> last_use;
-  for (size_t i = 0; i < kernels.size(); ++i)
-    for (const UOp* p : kernels[i].params) last_use[p] = i;
-  std::unordered_set<const UOp*> keep;
-  for (const UOpRef& o : sched->outputs) keep.insert(o.get());
-
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    if (stopped()) return absl::CancelledError("realize cancelled between kernels");
-    const CompiledKernel& k = kernels[i];
-    const UOp* out = k.params[0];
-    auto buf = allocate(out->dtype, out->shape);
-    if (!buf.ok()) return buf.status();
-    buffers[out] = *buf;
-    if (k.program) {
-      std::vector<void*> ptrs;
-      for (const UOp* p : k.params) ptrs.push_back(buffers.at(p)->data());
-      impl_->launch(k, ptrs.data());
-      ++result.stats.kernels;
-    }
-    for (const UOp* p : k.params)
-      if (last_use[p] == i && !keep.count(p) && !bound.count(p)) buffers.erase(p);
+  RealizeStats build_stats;
+  auto compiled = impl_->compile(outputs, [&](const UOp* n) { return bound.count(n) > 0; }, options, "realize", build_stats);
+  if (!compiled.ok()) return compiled.status();
+  std::vector<BufferPtr> leaf_buffers = std::move(key.leaf_buffers);
+  auto program = make_program(compiled->schedule, std::move(compiled->kernels), key.leaves, bound, leaf_buffers);
+  if (!program.ok()) return program.status();
+  auto shared = std::make_shared<const RealizeProgram>(*std::move(program));
+  // The graph may die once scheduling is done: the program keeps no node, only slots.
+  if (shared->cacheable) schedules.insert(key, shared);
+  absl::StatusOr<RealizeResult> result = run_program(*impl_, *shared, std::move(leaf_buffers), options);
+  if (result.ok()) {
+    result->stats.compiled = build_stats.compiled;
+    result->stats.cache_hits = build_stats.cache_hits;
   }
-  for (const UOpRef& o : sched->outputs) result.outputs.push_back(buffers.at(o.get()));
   return result;
 }
 

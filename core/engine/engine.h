@@ -27,6 +27,8 @@ class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
   virtual void on_cache_lookup(CacheResult result) {}
+  // A realize looked its structure up in the schedule cache (only while the cache is enabled).
+  virtual void on_schedule_cache_lookup(bool hit) {}
   virtual void on_compile(double seconds, bool ok) {}
   virtual void on_kernel(double seconds) {}
 };
@@ -38,6 +40,9 @@ struct EngineOptions {
   std::chrono::seconds compile_timeout{120};
   unsigned threads = 0;             // kernel worker threads; 0: hardware concurrency
   EngineObserver* observer = nullptr;
+  // Compiled realize programs kept by graph structure (core/engine/schedule_cache.h), least
+  // recently used evicted; 0 disables the schedule cache.
+  size_t schedule_cache_entries = 1024;
 };
 
 struct DeviceInfo {
@@ -47,9 +52,12 @@ struct DeviceInfo {
 };
 
 struct RealizeStats {
-  uint32_t kernels = 0;
-  uint32_t compiled = 0;
+  uint32_t kernels = 0;     // kernels launched
+  uint32_t compiled = 0;    // kernels compiled by this request
+  // Kernels this request did not compile: found in the kernel cache, or, with a schedule-cache
+  // hit, reused with the whole cached program (no kernel-cache lookup at all).
   uint32_t cache_hits = 0;
+  bool schedule_cache_hit = false;  // the request's structure was in the schedule cache
 };
 
 struct RealizeResult {
@@ -85,12 +93,17 @@ class Engine {
   absl::StatusOr<BufferPtr> allocate(DType dtype, Shape shape, Buffer::Fill fill = Buffer::Fill::Zero);
 
   // Computes `outputs`. Every BUFFER leaf reachable from them must be in `bound`
-  // (FAILED_PRECONDITION otherwise). An output that is itself bound returns that buffer.
+  // (FAILED_PRECONDITION otherwise). An output that is itself bound returns that buffer; every
+  // other output is a buffer allocated by this call. A request whose structure (RealizeKey:
+  // the graph with bound nodes abstracted to dtype, shape and aliasing) was realized before
+  // reuses that compiled program from the schedule cache with this request's buffers.
   absl::StatusOr<RealizeResult> realize(const std::vector<UOpRef>& outputs, const Bindings& bound,
                                         const RealizeOptions& options = {});
 
   // The kernel cache this engine compiles through: for stats, export, import and prewarm.
   KernelCache& kernel_cache();
+  // Programs in the schedule cache now.
+  size_t schedule_cache_entries() const;
   // Schedules, compiles and allocates `spec` once (core/engine/plan.h); the plan runs it many
   // times. Errors as for realize; INVALID_ARGUMENT for an assign whose value does not match its
   // target, or two assigns to one buffer. The engine must outlive the plan.

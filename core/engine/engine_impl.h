@@ -9,10 +9,12 @@
 #include "absl/status/statusor.h"
 #include "core/cache/kernel_cache.h"
 #include "core/engine/engine.h"
+#include "core/engine/schedule_cache.h"
 #include "core/ir/uop.h"
 #include "core/runtime/cpu/compiler.h"
 #include "core/runtime/program.h"
 #include "core/runtime/thread_pool.h"
+#include "core/schedule/schedule.h"
 
 namespace polygrad {
 
@@ -23,10 +25,21 @@ struct CompiledKernel {
   int64_t work;                    // iterations of all loops: for the threading decision
 };
 
+// A host buffer, zero-filled unless `fill` says otherwise (Buffer::allocate_host); RESOURCE_EXHAUSTED
+// naming the size when memory is not available.
+absl::StatusOr<BufferPtr> allocate_host_buffer(DType dtype, const Shape& shape, Buffer::Fill fill = Buffer::Fill::Zero);
+
+// A schedule and its kernels, compiled in execution order (kernels[i] computes items[i]).
+struct CompiledSchedule {
+  Schedule schedule;
+  std::vector<CompiledKernel> kernels;
+};
+
 struct Engine::Impl {
   EngineOptions options;
   CpuCompiler compiler;
   KernelCache cache;
+  ScheduleCache schedules;
   ThreadPool pool;
 
   Impl(EngineOptions opts, CpuCompiler cc);
@@ -36,6 +49,11 @@ struct Engine::Impl {
   // Lowers, renders, and compiles (or finds in the kernel cache) the kernel computing `root`.
   absl::StatusOr<CompiledKernel> build(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
                                        RealizeStats& stats);
+  // Schedules `roots` and builds every kernel (steps 1-6 of a realize). `what` names the caller
+  // in the CANCELLED message when `options.should_stop` fires before a compile.
+  absl::StatusOr<CompiledSchedule> compile(const std::vector<UOpRef>& roots,
+                                           const std::function<bool(const UOp*)>& is_bound,
+                                           const RealizeOptions& options, const char* what, RealizeStats& stats);
   // Runs a compiled kernel over `bufs` (one pointer per param), across the pool when it is big.
   void launch(const CompiledKernel& k, void* const* bufs);
 

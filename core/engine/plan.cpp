@@ -93,33 +93,22 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
   std::vector<UOpRef> roots = spec.outputs;
   for (const PlanAssign& a : spec.assigns) roots.push_back(a.value);
   roots.insert(roots.end(), spec.materialize.begin(), spec.materialize.end());
-  auto is_bound = [&](const UOp* n) { return spec.bound.count(n) > 0; };
-  auto sched = create_schedule(roots, is_bound);
-  if (!sched.ok()) return sched.status();
-  auto materialized = [&](const UOp* n) { return sched->materialized.count(n) > 0; };
-  auto stopped = [&] { return options.should_stop && options.should_stop(); };
+  RealizeStats build_stats;
+  auto compiled = impl_->compile(roots, [&](const UOp* n) { return spec.bound.count(n) > 0; }, options, "step compile",
+                                 build_stats);
+  if (!compiled.ok()) return compiled.status();
+  const Schedule& sched = compiled->schedule;
+  std::vector<CompiledKernel>& kernels = compiled->kernels;
 
   std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan());
   plan->engine_ = impl_.get();
-  RealizeStats build_stats;
-  std::vector<CompiledKernel> kernels;
-  for (const ScheduleItem& item : sched->items) {
-    if (stopped()) return absl::CancelledError("step compile cancelled before compiling");
-    if (item.root->numel() == 0) {
-      kernels.push_back(CompiledKernel{nullptr, {item.root.get()}, 0, 0});
-      continue;
-    }
-    auto k = impl_->build(item.root, materialized, build_stats);
-    if (!k.ok()) return k.status();
-    kernels.push_back(std::move(*k));
-  }
   plan->stats_.compiled = build_stats.compiled;
   plan->stats_.cache_hits = build_stats.cache_hits;
 
   // Values that outlive the kernels (outputs and assigned values) get buffers of their own; the
   // others share an arena, each buffer going back after its last reader.
   std::unordered_set<const UOp*> finals;
-  for (size_t i = 0; i < spec.outputs.size() + spec.assigns.size(); ++i) finals.insert(sched->outputs[i].get());
+  for (size_t i = 0; i < spec.outputs.size() + spec.assigns.size(); ++i) finals.insert(sched.outputs[i].get());
   std::unordered_map<const UOp*, size_t> last_use;
   for (size_t i = 0; i < kernels.size(); ++i)
     for (const UOp* p : kernels[i].params) last_use[p] = i;
@@ -166,10 +155,10 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
   // The graph goes when planning ends; launches need only the pointers.
   for (ExecutionPlan::Step& s : plan->steps_) s.kernel.params.clear();
 
-  for (size_t i = 0; i < spec.outputs.size(); ++i) plan->outputs_.push_back(buffers.at(sched->outputs[i].get()));
+  for (size_t i = 0; i < spec.outputs.size(); ++i) plan->outputs_.push_back(buffers.at(sched.outputs[i].get()));
   for (size_t i = 0; i < spec.assigns.size(); ++i) {
     const PlanAssign& a = spec.assigns[i];
-    BufferPtr value = buffers.at(sched->outputs[spec.outputs.size() + i].get());
+    BufferPtr value = buffers.at(sched.outputs[spec.outputs.size() + i].get());
     if (value.get() == a.target.get()) continue;  // assigned its own value: nothing to write
     if (targets.count(value.get())) {
       // The value is another target's buffer, which this run overwrites: read it first.

@@ -13,6 +13,7 @@
 #include <future>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -367,6 +368,50 @@ TEST_F(ServerTest, RealizedNodesStandForTheirBuffer) {
   std::vector<float> through_history = values_of<float>(resp.results(1).data());
   EXPECT_FLOAT_EQ(through_history[0], 0);
   EXPECT_FLOAT_EQ(through_history[1], 0);
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
+TEST_F(ServerTest, EagerStepsReuseTheScheduleWithFreshResults) {
+  // An eager loop p = 0.75 * p + x: each step sends new nodes of the same structure over a new
+  // inline x and the previous step's realized p, so the schedule cache answers from the second
+  // step on, and every step still gets a result buffer (and handle) of its own.
+  Server& server = SharedServer::server();
+  auto series = [&](const std::string& name) {
+    const std::string text = server.metrics().render();
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  const std::string hit_series = "polygradd_schedule_cache_lookups_total{result=\"hit\"}";
+  const double hits_before = series(hit_series);
+  const std::string sid = create_session();
+  v1::RealizeResponse resp;
+  std::vector<float> want{1, 2, 3};
+  ASSERT_TRUE(realize(sid, {inline_buffer(1, v1::FLOAT32, {3}, bytes_of(want))}, {1}, &resp).ok());
+  uint64_t p = 1, id = 2;
+  std::set<uint64_t> handles;
+  int hits = 0;
+  for (int step = 0; step < 4; ++step) {
+    const auto s = static_cast<float>(step);
+    const std::vector<float> x{s, s + 1, -s};
+    const uint64_t xid = id++, c = id++, scaled = id++, next = id++;
+    ASSERT_TRUE(realize(sid, {inline_buffer(xid, v1::FLOAT32, {3}, bytes_of(x)), float_const(c, 0.75, {3}),
+                              op(scaled, v1::MUL, {p, c}), op(next, v1::ADD, {scaled, xid})},
+                        {next}, &resp).ok());
+    std::vector<float> got = values_of<float>(resp.results(0).data());
+    for (size_t i = 0; i < 3; ++i) {
+      want[i] = 0.75f * want[i] + x[i];
+      EXPECT_FLOAT_EQ(got.at(i), want[i]) << "step " << step << " element " << i;
+    }
+    if (step > 0) {
+      EXPECT_TRUE(resp.stats().schedule_cache_hit()) << "step " << step;
+      EXPECT_EQ(resp.stats().compiled(), 0u);
+    }
+    hits += resp.stats().schedule_cache_hit() ? 1 : 0;
+    EXPECT_TRUE(handles.insert(resp.results(0).handle()).second) << "step " << step << " reused a result handle";
+    p = next;
+  }
+  EXPECT_EQ(series(hit_series) - hits_before, hits);
+  EXPECT_GE(series("polygradd_schedule_cache_entries"), 1.0);
   EXPECT_TRUE(close_session(sid).ok());
 }
 
