@@ -13,6 +13,8 @@ std::atomic<int64_t> g_live_count{0};
 std::atomic<int64_t> g_live_bytes{0};
 std::atomic<uint64_t> g_created{0};
 std::atomic<uint64_t> g_released{0};
+std::atomic<int64_t> g_device_count{0};
+std::atomic<int64_t> g_device_bytes{0};
 
 // Kernels use aligned vector loads; 64 bytes covers AVX-512.
 constexpr size_t kAlign = 64;
@@ -30,6 +32,18 @@ std::shared_ptr<Buffer> Buffer::allocate_host(DType dtype, Shape shape) {
   return std::shared_ptr<Buffer>(new Buffer(dtype, std::move(shape), numel, nbytes, data, "CPU"));
 }
 
+std::shared_ptr<Buffer> Buffer::adopt_device(DType dtype, Shape shape, void* data, std::string device,
+                                             std::function<void(void*)> release) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  size_t nbytes = static_cast<size_t>(numel) * dtype_itemsize(dtype);
+  auto b = std::shared_ptr<Buffer>(new Buffer(dtype, std::move(shape), numel, nbytes, data, std::move(device)));
+  b->release_ = std::move(release);
+  g_device_count.fetch_add(1);
+  g_device_bytes.fetch_add(static_cast<int64_t>(nbytes));
+  return b;
+}
+
 Buffer::Buffer(DType dtype, Shape shape, int64_t numel, size_t nbytes, void* data, std::string device)
     : id_(g_next_id.fetch_add(1)), dtype_(dtype), shape_(std::move(shape)), numel_(numel), nbytes_(nbytes),
       data_(data), device_(std::move(device)) {
@@ -39,7 +53,13 @@ Buffer::Buffer(DType dtype, Shape shape, int64_t numel, size_t nbytes, void* dat
 }
 
 Buffer::~Buffer() {
-  std::free(data_);
+  if (release_) {
+    release_(data_);
+    g_device_count.fetch_sub(1);
+    g_device_bytes.fetch_sub(static_cast<int64_t>(nbytes_));
+  } else {
+    std::free(data_);
+  }
   g_live_count.fetch_sub(1);
   g_live_bytes.fetch_sub(static_cast<int64_t>(nbytes_));
   g_released.fetch_add(1);
@@ -49,5 +69,7 @@ int64_t Buffer::live_count() { return g_live_count.load(); }
 int64_t Buffer::live_bytes() { return g_live_bytes.load(); }
 uint64_t Buffer::created_total() { return g_created.load(); }
 uint64_t Buffer::released_total() { return g_released.load(); }
+int64_t Buffer::live_device_count() { return g_device_count.load(); }
+int64_t Buffer::live_device_bytes() { return g_device_bytes.load(); }
 
 }  // namespace polygrad
