@@ -12,6 +12,8 @@
 #include "core/codegen/linearize.h"
 #include "core/engine/engine_impl.h"
 #include "core/engine/kernels_for.h"
+#include "core/engine/placed_realize.h"
+#include "core/engine/placement.h"
 #include "core/render/c_renderer.h"
 #include "core/runtime/cuda/discovery.h"
 #include "core/schedule/schedule.h"
@@ -95,11 +97,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
 KernelCache& Engine::kernel_cache() { return impl_->cache; }
 
 std::vector<DeviceInfo> Engine::devices() const {
-  // CUDA is listed even when absent, saying why. Kernels render and compile for it, but the
-  // engine cannot launch them yet, so it is never offered as available to clients.
+  // CUDA is listed even when absent, saying why.
   const CudaAvailability& cuda = cuda_availability();
-  std::string detail = cuda.available ? cuda.detail + "; executing kernels on CUDA is not implemented yet" : cuda.detail;
-  return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}, DeviceInfo{"CUDA", false, detail}};
+  return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}, DeviceInfo{"CUDA", cuda.available, cuda.detail}};
 }
 
 absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape) {
@@ -115,6 +115,9 @@ absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape) {
 
 absl::StatusOr<RealizeResult> Engine::realize(const std::vector<UOpRef>& outputs, const Bindings& bound,
                                               const RealizeOptions& options) {
+  // Transfers or device buffers: placed_realize.cpp splits the work by device (and calls back
+  // here for the CPU part, which then needs no placement).
+  if (needs_placement(outputs, bound)) return realize_placed(*this, *impl_, outputs, bound, options);
   auto is_bound = [&](const UOp* n) { return bound.count(n) > 0; };
   auto sched = create_schedule(outputs, is_bound);
   if (!sched.ok()) return sched.status();

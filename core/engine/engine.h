@@ -28,7 +28,9 @@ class EngineObserver {
   virtual ~EngineObserver() = default;
   virtual void on_cache_lookup(CacheResult result) {}
   virtual void on_compile(double seconds, bool ok) {}
-  virtual void on_kernel(double seconds) {}
+  virtual void on_kernel(double seconds) {}  // a CPU kernel
+  // A kernel on another device ("CUDA:0"), timed on that device.
+  virtual void on_device_kernel(const std::string& device, double seconds) { on_kernel(seconds); }
 };
 
 struct EngineOptions {
