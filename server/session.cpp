@@ -258,8 +258,10 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
     for (int64_t d : e.realized->shape()) r->add_shape(d);
     const uint64_t nbytes = e.realized->nbytes();
     if (request.want_data() && nbytes <= inline_budget) {
+      absl::StatusOr<BufferPtr> host = engine_.to_host(e.realized);  // device buffers: a host copy
+      if (!host.ok()) return host.status();
       r->set_has_data(true);
-      r->set_data(static_cast<const char*>(e.realized->data()), nbytes);
+      r->set_data(static_cast<const char*>((*host)->data()), nbytes);
       inline_budget -= nbytes;
       transfer.download += nbytes;
     }

@@ -28,6 +28,21 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Whether CUDA is enabled by `names` (empty: whenever it exists); FAILED_PRECONDITION naming the
+// device and the reason when a listed device cannot be used.
+absl::StatusOr<bool> enabled_devices(const std::vector<std::string>& names) {
+  if (names.empty()) return true;
+  bool cuda = false;
+  for (const std::string& n : names) {
+    auto code = device_code(n);
+    if (!code.ok()) return absl::InvalidArgumentError(absl::StrCat("device \"", n, "\": ", code.status().message()));
+    if (*code == kCpuDevice) continue;
+    if (absl::Status s = cuda_device_usable(*code); !s.ok()) return s;
+    cuda = true;
+  }
+  return cuda;
+}
+
 }  // namespace
 
 Engine::Impl::Impl(EngineOptions opts, CpuCompiler cc)
@@ -91,16 +106,32 @@ Engine::~Engine() = default;
 absl::StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
   auto cc = CpuCompiler::find(options.compiler, options.compile_timeout);
   if (!cc.ok()) return cc.status();
-  return std::unique_ptr<Engine>(new Engine(std::make_unique<Impl>(std::move(options), std::move(*cc))));
+  auto enabled = enabled_devices(options.devices);
+  if (!enabled.ok()) return enabled.status();
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(*cc));
+  impl->cuda_enabled = *enabled;
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
 KernelCache& Engine::kernel_cache() { return impl_->cache; }
 
 std::vector<DeviceInfo> Engine::devices() const {
-  // CUDA is listed even when absent, saying why.
+  // CUDA is listed even when absent or not enabled, saying why.
   const CudaAvailability& cuda = cuda_availability();
+  if (!impl_->cuda_enabled)
+    return {DeviceInfo{"CPU", true, impl_->compiler.version_line()},
+            DeviceInfo{"CUDA", false, absl::StrCat("not enabled (--devices); ", cuda.detail)}};
   return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}, DeviceInfo{"CUDA", cuda.available, cuda.detail}};
 }
+
+absl::Status Engine::check_device(int64_t code) const {
+  if (code == kCpuDevice) return absl::OkStatus();
+  const std::string name = device_name(code);
+  if (!impl_->cuda_enabled) return absl::FailedPreconditionError(absl::StrCat(name, " is not enabled (--devices)"));
+  return cuda_device_usable(code);
+}
+
+absl::StatusOr<BufferPtr> Engine::to_host(const BufferPtr& buffer) const { return host_copy(buffer); }
 
 absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape) {
   BufferPtr b = Buffer::allocate_host(dtype, shape);

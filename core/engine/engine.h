@@ -40,6 +40,10 @@ struct EngineOptions {
   std::chrono::seconds compile_timeout{120};
   unsigned threads = 0;             // kernel worker threads; 0: hardware concurrency
   EngineObserver* observer = nullptr;
+  // Devices tensors may be placed on ("cpu", "cuda:0"); empty: every device that exists. The
+  // CPU is always on (it runs the daemon's own work). Engine::create fails with the reason when a
+  // listed device does not exist or cannot be used.
+  std::vector<std::string> devices;
 };
 
 struct DeviceInfo {
@@ -81,6 +85,11 @@ class Engine {
   ~Engine();
 
   std::vector<DeviceInfo> devices() const;
+  // OK when tensors may be placed on device `code` (core/engine/placement.h); otherwise
+  // FAILED_PRECONDITION saying why ("CUDA:0 is not available: <reason>", or not enabled).
+  absl::Status check_device(int64_t code) const;
+  // `buffer` itself when it is in host memory, else a host copy of it (downloads, debugging).
+  absl::StatusOr<BufferPtr> to_host(const BufferPtr& buffer) const;
 
   // A zero-filled host buffer; RESOURCE_EXHAUSTED when memory is not available.
   absl::StatusOr<BufferPtr> allocate(DType dtype, Shape shape);

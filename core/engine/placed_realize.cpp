@@ -89,6 +89,15 @@ void unbound_copies(const UOpRef& node, const Bindings& bound, std::unordered_ma
 
 }  // namespace
 
+absl::Status cuda_device_usable(int64_t code) {
+  const CudaAvailability& cuda = cuda_availability();
+  if (!cuda.available) return absl::FailedPreconditionError(absl::StrCat(device_name(code), " is not available: ", cuda.detail));
+  if (code - 1 >= static_cast<int64_t>(cuda.devices.size()))
+    return absl::FailedPreconditionError(
+        absl::StrCat(device_name(code), " is not available: the driver sees ", cuda.devices.size(), " CUDA device(s)"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BufferPtr> host_copy(const BufferPtr& buffer) {
   if (buffer->on_host()) return buffer;
   auto code = buffer_device_code(*buffer);

@@ -14,6 +14,10 @@ namespace polygrad {
 absl::StatusOr<RealizeResult> realize_placed(Engine& engine, Engine::Impl& impl, const std::vector<UOpRef>& outputs,
                                              const Bindings& bound, const RealizeOptions& options);
 
+// OK when CUDA device `code` (placement.h) exists and CUDA is usable; FAILED_PRECONDITION
+// "CUDA:<k> is not available: <reason>" otherwise. Probes without creating a context.
+absl::Status cuda_device_usable(int64_t code);
+
 // A host buffer with `buffer`'s contents: `buffer` itself when it is in host memory, else a copy
 // downloaded from its device.
 absl::StatusOr<BufferPtr> host_copy(const BufferPtr& buffer);
