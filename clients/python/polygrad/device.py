@@ -87,5 +87,6 @@ class Device:
     if not info.available:
       raise PolygradDeviceError(f"device {name} is not available on polygradd at {conn.address}: "
                                 f"{info.detail or 'no reason given'}")
+    # tinygrad's spelling: the first device of a kind is just the kind ("CUDA").
     base, _, index = name.partition(":")
-    return f"{base}:{index or 0}"
+    return base if index in ("", "0") else name

@@ -255,7 +255,7 @@ class Tensor:
 
   @property
   def device(self) -> str:
-    """Where the tensor lives ('CPU', 'CUDA:0'): where its data was placed or copied to with
+    """Where the tensor lives ('CPU', 'CUDA', 'CUDA:1'): where its data was placed or copied to with
     to(); a tensor computed from others lives on theirs (constants follow their consumer)."""
     return self._node.device or "CPU"
 
