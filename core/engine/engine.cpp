@@ -148,7 +148,8 @@ absl::StatusOr<RealizeResult> Engine::realize(const std::vector<UOpRef>& outputs
                                               const RealizeOptions& options) {
   // Transfers or device buffers: placed_realize.cpp splits the work by device (and calls back
   // here for the CPU part, which then needs no placement).
-  if (needs_placement(outputs, bound)) return realize_placed(*this, *impl_, outputs, bound, options);
+  if (options.default_device != kCpuDevice || needs_placement(outputs, bound))
+    return realize_placed(*this, *impl_, outputs, bound, options);
   auto is_bound = [&](const UOp* n) { return bound.count(n) > 0; };
   auto sched = create_schedule(outputs, is_bound);
   if (!sched.ok()) return sched.status();

@@ -77,6 +77,9 @@ struct RealizeOptions {
   // Polled between kernels and before compiles; returning true abandons the realize with
   // CANCELLED (temporaries are freed).
   std::function<bool()> should_stop;
+  // Device code (core/engine/placement.h) of outputs that live on no device of their own
+  // (computed from constants and random ops only); 0: the CPU.
+  int64_t default_device = 0;
 };
 
 class Engine {

@@ -126,8 +126,11 @@ absl::StatusOr<RealizeResult> realize_placed(Engine& engine, Engine::Impl& impl,
   Streams streams;
   Bindings b = bound;
   // The devices where each group of nodes runs, once the COPYs below them are bound.
+  RealizeOptions on_cpu = options;
+  on_cpu.default_device = kCpuDevice;  // the CPU part needs no placement: no recursion back here
   auto run_on = [&](int64_t code, const std::vector<UOpRef>& outs) -> absl::StatusOr<RealizeResult> {
-    if (code == kCpuDevice || code == kAnyDevice) return engine.realize(outs, b, options);
+    if (code == kAnyDevice) code = options.default_device;
+    if (code == kCpuDevice) return engine.realize(outs, b, on_cpu);
     auto stream = streams.on(code);
     if (!stream.ok()) return stream.status();
     return realize_on_cuda(impl, **stream, outs, b, options);
@@ -155,7 +158,7 @@ absl::StatusOr<RealizeResult> realize_placed(Engine& engine, Engine::Impl& impl,
   std::map<int64_t, std::vector<size_t>> groups;
   for (size_t i = 0; i < outputs.size(); ++i) {
     int64_t d = placed->at(outputs[i].get());
-    groups[d == kAnyDevice ? kCpuDevice : d].push_back(i);
+    groups[d == kAnyDevice ? options.default_device : d].push_back(i);
   }
   result.outputs.resize(outputs.size());
   for (const auto& [code, idx] : groups) {

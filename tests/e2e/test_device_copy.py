@@ -78,6 +78,25 @@ def test_copy_to_unavailable_cuda_fails_with_the_daemons_reason(raw):
   assert "CUDA:0 is not available" in e.value.details() and cuda.detail in e.value.details()
 
 
+@pytest.mark.parametrize("device, code", [("cpu", None), ("", None), ("tpu", grpc.StatusCode.INVALID_ARGUMENT),
+                                          ("cuda", "unless-available")])
+def test_default_device_of_a_realize(raw, device, code):
+  """Outputs of constants alone are computed on the request's default_device."""
+  stub, sid = raw
+  if code == "unless-available":
+    code = None if cuda_entry(stub).available else grpc.StatusCode.FAILED_PRECONDITION
+  req = pb.RealizeRequest(session_id=sid, outputs=[1], want_data=True, default_device=device,
+                          nodes=[pb.Node(id=1, op=pb.CONST, dtype=pb.FLOAT32,
+                                         constant=pb.Constant(float_value=2.5, shape=[3]))])
+  if code is None:
+    r = stub.Realize(req, timeout=60)
+    assert np.frombuffer(r.results[0].data, np.float32).tolist() == [2.5, 2.5, 2.5]
+    return
+  with pytest.raises(grpc.RpcError) as e:
+    stub.Realize(req, timeout=60)
+  assert e.value.code() == code and "default_device" in e.value.details() or "CUDA:0" in e.value.details()
+
+
 def test_tensor_to_cuda_is_a_copy_node_or_the_reason():
   t = Tensor([1.0, 2.0, 3.0])
   if not Device.cuda_available():

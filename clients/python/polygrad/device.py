@@ -38,7 +38,8 @@ def canonicalize(device: str) -> str:
 
 
 class Device:
-  """tinygrad's Device: DEFAULT names where tensors are created; the daemon decides what exists."""
+  """tinygrad's Device: DEFAULT names where tensors made from data are placed (set it to 'CUDA'
+  to place new tensors there); the daemon decides what exists."""
 
   DEFAULT = "CPU"
 

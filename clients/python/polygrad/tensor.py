@@ -162,6 +162,9 @@ class Tensor:
     self._rg = None
     self.grad: Optional[Tensor] = None
     self._node = Tensor._node_of(data, dtype)
+    if device is None and not isinstance(data, (g.Node, Tensor)):
+      from .device import Device
+      device = None if Device.DEFAULT == "CPU" else Device.DEFAULT  # tinygrad's Device.DEFAULT
     if device is not None:
       target = _require_device(device)
       if target != self.device:  # data lands on the CPU first; an explicit COPY moves it
@@ -257,7 +260,10 @@ class Tensor:
   def device(self) -> str:
     """Where the tensor lives ('CPU', 'CUDA', 'CUDA:1'): where its data was placed or copied to with
     to(); a tensor computed from others lives on theirs (constants follow their consumer)."""
-    return self._node.device or "CPU"
+    if self._node.device is not None:
+      return self._node.device
+    from .device import Device
+    return Device.require(None) if Device.DEFAULT in ("CPU", "CPU:0") else Device.DEFAULT
 
   @property
   def node_id(self) -> int:
