@@ -14,6 +14,28 @@ cd "$root" || exit 1
 
 "$root/scripts/build" build || { echo "tests/gpu/run.sh: build failed"; exit 1; }
 
+# The daemon refuses --devices=cuda:0 at start without a usable GPU: say so once, in its words,
+# instead of one error per test.
+probe_dir=$(mktemp -d /tmp/polygrad-gpu-probe.XXXXXX)
+"$root/build/polygradd" --devices=cpu,cuda:0 --listen= --metrics-listen= --unix-socket="$probe_dir/d.sock" \
+  --cache-dir="$probe_dir/cache" >"$probe_dir/log" 2>&1 &
+probe=$!
+for _ in $(seq 600); do
+  [[ -S "$probe_dir/d.sock" ]] && break
+  kill -0 "$probe" 2>/dev/null || break
+  sleep 0.1
+done
+if [[ ! -S "$probe_dir/d.sock" ]]; then
+  wait "$probe" 2>/dev/null
+  echo "tests/gpu/run.sh: polygradd --devices=cpu,cuda:0 did not start, so there is no GPU run here:"
+  cat "$probe_dir/log"
+  rm -rf "$probe_dir"
+  exit 1
+fi
+kill "$probe" 2>/dev/null
+wait "$probe" 2>/dev/null
+rm -rf "$probe_dir"
+
 report=$(mktemp /tmp/polygrad-gpu-suite.XXXXXX.xml)
 trap 'rm -f "$report"' EXIT
 rc=0
