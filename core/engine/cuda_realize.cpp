@@ -73,6 +73,13 @@ absl::StatusOr<RealizeResult> realize_on_cuda(Engine::Impl& impl, CudaStream& st
   }
 
   std::unordered_map<const UOp*, BufferPtr> buffers;
+  std::vector<BufferPtr> retired;
+  // Destroyed before the two above (reverse order of declaration): on any return, queued work has
+  // finished before their blocks go back to the allocator.
+  struct SyncOnExit {
+    CudaStream& stream;
+    ~SyncOnExit() { (void)stream.synchronize(); }
+  } sync_on_exit{stream};
   for (const auto& [node, buf] : bound) buffers.emplace(node, buf);
   std::unordered_map<const UOp*, size_t> last_use;
   for (size_t i = 0; i < kernels.size(); ++i)
@@ -109,11 +116,17 @@ absl::StatusOr<RealizeResult> realize_on_cuda(Engine::Impl& impl, CudaStream& st
       }
       ++result.stats.kernels;
     }
-    // The stream orders any later use of a released block after this kernel.
+    // Intermediates read for the last time are kept until the stream has finished: the
+    // allocator is shared with other sessions' streams, which must not get a block this stream's
+    // queued kernels still read.
     for (const UOp* p : k.params)
-      if (last_use[p] == i && !keep.count(p) && !bound.count(p)) buffers.erase(p);
+      if (last_use[p] == i && !keep.count(p) && !bound.count(p)) {
+        retired.push_back(std::move(buffers.at(p)));
+        buffers.erase(p);
+      }
   }
   if (absl::Status s = stream.synchronize(); !s.ok()) return s;
+  retired.clear();
   for (const UOpRef& o : sched->outputs) result.outputs.push_back(buffers.at(o.get()));
   return result;
 }

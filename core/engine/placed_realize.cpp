@@ -65,6 +65,8 @@ absl::StatusOr<BufferPtr> transfer(const BufferPtr& src, int64_t to, Streams& st
   if (!dst.ok()) return dst.status();
   absl::Status s = host->on_host() ? dev.upload(host->data(), address(*dst), host->nbytes(), **stream)
                                    : dev.copy(address(host), address(*dst), host->nbytes(), **stream);
+  // Done before `src` can go back to the allocator, where another stream may take it.
+  if (s.ok()) s = (*stream)->synchronize();
   if (!s.ok()) return s;
   return dst;
 }
