@@ -150,3 +150,20 @@ def test_devices_flag(tmp_path):
   proc, _ = start(tmp_path / "bad", "--devices=cpu,tpu")
   out, _ = proc.communicate(timeout=60)
   assert proc.returncode != 0 and 'device "tpu"' in out
+
+
+def test_device_default_places_tensors_made_from_data():
+  old = Device.DEFAULT
+  Device.DEFAULT = "CUDA"
+  try:
+    assert Tensor.zeros(2).device == "CUDA"  # constants follow the default; nothing is sent yet
+    if not Device.cuda_available():
+      with pytest.raises(PolygradDeviceError, match="not available"):
+        Tensor([1.0, 2.0])
+      return
+    t = Tensor([1.0, 2.0])
+    assert t.device == "CUDA" and t._node.op == g.COPY
+    np.testing.assert_array_equal((t + Tensor.ones(2)).numpy(), [2.0, 3.0])
+  finally:
+    Device.DEFAULT = old
+  assert Tensor([1.0]).device == "CPU"

@@ -263,7 +263,8 @@ class Tensor:
     if self._node.device is not None:
       return self._node.device
     from .device import Device
-    return Device.require(None) if Device.DEFAULT in ("CPU", "CPU:0") else Device.DEFAULT
+    name = Device.canonicalize(Device.DEFAULT)  # constants and random ops follow Device.DEFAULT
+    return name[:-2] if name.endswith(":0") else name
 
   @property
   def node_id(self) -> int:
