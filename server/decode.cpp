@@ -417,7 +417,7 @@ class NodeDecoder {
                                                          absl::StrJoin(shape, ","), "] of ", av(dtype_name(*dt)),
                                                          " needs ", want));
         }
-        absl::StatusOr<BufferPtr> buf = engine_.allocate(*dt, shape);
+        absl::StatusOr<BufferPtr> buf = engine_.allocate(*dt, shape, Buffer::Fill::None);  // filled just below
         if (!buf.ok()) return buf.status();
         if (!data.empty()) std::memcpy((*buf)->data(), data.data(), data.size());
         if (*dt == DType::Bool) {  // only 0 and 1 are valid bools in generated code

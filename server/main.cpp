@@ -39,6 +39,8 @@ ABSL_FLAG(std::string, cache_dir, polygrad::server::default_cache_dir().string()
           "Kernel cache directory; empty keeps the cache in memory only.");
 ABSL_FLAG(uint64_t, cache_max_bytes, kDefaults.cache_max_bytes,
           "Most bytes of kernel-cache entries on disk; least recently used entries are evicted. 0: no cap.");
+ABSL_FLAG(uint64_t, host_cache_bytes, kDefaults.host_cache_bytes,
+          "Most bytes of freed large host buffers kept for reuse (new memory costs a page fault per 4 KiB); 0: none.");
 ABSL_FLAG(std::string, prewarm, "",
           "PrewarmManifest file (text format; binary if it ends in .pb) whose kernels are compiled at start. "
           "Health is NOT_SERVING until it finished.");
@@ -135,6 +137,7 @@ int main(int argc, char** argv) {
   o.insecure_allow_remote = absl::GetFlag(FLAGS_insecure_allow_remote);
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   o.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
+  o.host_cache_bytes = absl::GetFlag(FLAGS_host_cache_bytes);
   o.prewarm_file = absl::GetFlag(FLAGS_prewarm);
   o.blob_max_bytes = absl::GetFlag(FLAGS_blob_max_bytes);
   o.shm_max_bytes = absl::GetFlag(FLAGS_shm_max_bytes);

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/runtime/buffer.h"
+#include "core/runtime/host_allocator.h"
 #include "server/status.h"
 
 namespace polygrad::server {
@@ -105,6 +106,10 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
                static_cast<double>(Buffer::live_count())),
         single("polygradd_buffer_bytes", "Bytes held by live device buffers.", MetricType::Gauge,
                static_cast<double>(Buffer::live_bytes())),
+        single("polygradd_host_cache_bytes", "Bytes of freed host buffers kept for reuse (--host-cache-bytes).",
+               MetricType::Gauge, static_cast<double>(host_allocator_stats().cached_bytes)),
+        single("polygradd_host_cache_reuses_total", "Host buffer allocations answered from freed buffers.",
+               MetricType::Counter, static_cast<double>(host_allocator_stats().reuses)),
         single("polygradd_cache_size_bytes", "Bytes of kernel-cache entries on disk.", MetricType::Gauge,
                static_cast<double>(c.cache_bytes)),
         single("polygradd_cache_entries", "Kernel-cache entries on disk.", MetricType::Gauge,

@@ -52,6 +52,7 @@ struct ServerOptions {
   bool insecure_allow_remote = false;          // allow a non-loopback --listen without TLS
   std::filesystem::path cache_dir;             // kernel cache root; empty: memory only
   uint64_t cache_max_bytes = uint64_t{1} << 30;  // disk tier cap (LRU eviction); 0: no cap
+  uint64_t host_cache_bytes = uint64_t{1} << 30;  // freed host blocks kept for reuse (runtime/host_allocator.h)
   std::filesystem::path prewarm_file;          // PrewarmManifest compiled at start; empty: none
   uint64_t blob_max_bytes = uint64_t{2} << 30;  // content-addressed blobs kept in memory (LRU)
   uint64_t shm_max_bytes = uint64_t{8} << 30;   // shared-memory regions of all sessions together

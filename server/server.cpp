@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/cache/kernel_cache.h"
+#include "core/runtime/host_allocator.h"
 #include "server/admin.h"
 #include "server/blob_store.h"
 #include "server/shm.h"
@@ -87,6 +88,7 @@ Server::Server(ServerOptions options)
       metrics_(std::make_unique<Metrics>(version())) {}
 
 absl::Status Server::init() {
+  set_host_cache_limit(options_.host_cache_bytes);
   EngineOptions eo;
   eo.cache_dir = options_.cache_dir;
   eo.cache_max_bytes = options_.cache_max_bytes;

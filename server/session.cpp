@@ -323,7 +323,8 @@ absl::StatusOr<PendingUpload> Session::begin_upload(const v1::UploadHeader& head
     room = held_.reserve_bytes(1, nbytes);
   }
   if (!room.ok()) return room.status();
-  absl::StatusOr<BufferPtr> buf = engine_.allocate(*dt, std::move(shape));
+  // Not zeroed: finish_upload refuses a buffer unless every byte arrived.
+  absl::StatusOr<BufferPtr> buf = engine_.allocate(*dt, std::move(shape), Buffer::Fill::None);
   if (!buf.ok()) return buf.status();
   return PendingUpload(*std::move(buf), *std::move(room));
 }

@@ -75,7 +75,7 @@ absl::Status Session::privatize(uint64_t node_id) {
   if (!e.realized->on_host())
     return absl::UnimplementedError(absl::StrCat("node ", node_id, " is on ", e.realized->device(),
                                                  ": compiled steps run on the CPU only so far"));
-  absl::StatusOr<BufferPtr> copy = engine_.allocate(e.realized->dtype(), e.realized->shape());
+  absl::StatusOr<BufferPtr> copy = engine_.allocate(e.realized->dtype(), e.realized->shape(), Buffer::Fill::None);
   if (!copy.ok()) return copy.status();
   std::memcpy((*copy)->data(), e.realized->data(), e.realized->nbytes());
   absl::StatusOr<UOpRef> leaf = frontend::buffer((*copy)->id(), (*copy)->dtype(), (*copy)->shape());
@@ -340,7 +340,7 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
         inline_budget -= b.nbytes();
         transfer.download += b.nbytes();
       } else {
-        absl::StatusOr<BufferPtr> copy = engine_.allocate(b.dtype(), b.shape());
+        absl::StatusOr<BufferPtr> copy = engine_.allocate(b.dtype(), b.shape(), Buffer::Fill::None);
         if (!copy.ok()) return copy.status();
         std::memcpy((*copy)->data(), b.data(), b.nbytes());
         large.emplace_back(static_cast<int>(i), *std::move(copy));

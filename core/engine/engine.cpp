@@ -133,8 +133,8 @@ absl::Status Engine::check_device(int64_t code) const {
 
 absl::StatusOr<BufferPtr> Engine::to_host(const BufferPtr& buffer) const { return host_copy(buffer); }
 
-absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape) {
-  BufferPtr b = Buffer::allocate_host(dtype, shape);
+absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape, Buffer::Fill fill) {
+  BufferPtr b = Buffer::allocate_host(dtype, shape, fill);
   if (!b) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;

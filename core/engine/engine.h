@@ -94,8 +94,9 @@ class Engine {
   // `buffer` itself when it is in host memory, else a host copy of it (downloads, debugging).
   absl::StatusOr<BufferPtr> to_host(const BufferPtr& buffer) const;
 
-  // A zero-filled host buffer; RESOURCE_EXHAUSTED when memory is not available.
-  absl::StatusOr<BufferPtr> allocate(DType dtype, Shape shape);
+  // A host buffer, zero-filled unless `fill` is Fill::None (see Buffer::allocate_host: only
+  // for a caller that overwrites every byte); RESOURCE_EXHAUSTED when memory is not available.
+  absl::StatusOr<BufferPtr> allocate(DType dtype, Shape shape, Buffer::Fill fill = Buffer::Fill::Zero);
 
   // Computes `outputs`. Every BUFFER leaf reachable from them must be in `bound`
   // (FAILED_PRECONDITION otherwise). An output that is itself bound returns that buffer.

@@ -45,7 +45,7 @@ absl::StatusOr<BufferPtr> transfer(const BufferPtr& src, int64_t to, Streams& st
   if (!from.ok()) return from.status();
   if (to == kCpuDevice) {
     if (*from == kCpuDevice) {
-      BufferPtr b = Buffer::allocate_host(src->dtype(), src->shape());
+      BufferPtr b = Buffer::allocate_host(src->dtype(), src->shape(), Buffer::Fill::None);
       if (!b) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", src->nbytes(), " bytes of host memory"));
       std::memcpy(b->data(), src->data(), src->nbytes());
       return b;
@@ -108,7 +108,7 @@ absl::StatusOr<BufferPtr> host_copy(const BufferPtr& buffer) {
   if (!dev.ok()) return dev.status();
   auto stream = CudaStream::create(**dev);
   if (!stream.ok()) return stream.status();
-  BufferPtr host = Buffer::allocate_host(buffer->dtype(), buffer->shape());
+  BufferPtr host = Buffer::allocate_host(buffer->dtype(), buffer->shape(), Buffer::Fill::None);
   if (!host) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", buffer->nbytes(), " bytes of host memory"));
   if (absl::Status s = (*dev)->download(address(buffer), host->data(), buffer->nbytes(), **stream); !s.ok()) return s;
   return host;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <new>
 
+#include "core/runtime/host_allocator.h"
+
 namespace polygrad {
 namespace {
 
@@ -16,19 +18,18 @@ std::atomic<uint64_t> g_released{0};
 std::atomic<int64_t> g_device_count{0};
 std::atomic<int64_t> g_device_bytes{0};
 
-// Kernels use aligned vector loads; 64 bytes covers AVX-512.
-constexpr size_t kAlign = 64;
-
 }  // namespace
 
-std::shared_ptr<Buffer> Buffer::allocate_host(DType dtype, Shape shape) {
+std::shared_ptr<Buffer> Buffer::allocate_host(DType dtype, Shape shape, Fill fill) {
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   size_t nbytes = static_cast<size_t>(numel) * dtype_itemsize(dtype);
-  size_t rounded = (std::max<size_t>(nbytes, 1) + kAlign - 1) / kAlign * kAlign;
-  void* data = std::aligned_alloc(kAlign, rounded);
+  void* data = host_alloc(nbytes);
   if (data == nullptr) return nullptr;
-  std::memset(data, 0, rounded);
+  // The padding up to the alignment is always zeroed: vector loads may read it.
+  const size_t padded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
+  const size_t from = fill == Fill::Zero ? 0 : nbytes;
+  std::memset(static_cast<char*>(data) + from, 0, padded - from);
   return std::shared_ptr<Buffer>(new Buffer(dtype, std::move(shape), numel, nbytes, data, "CPU"));
 }
 
@@ -58,7 +59,7 @@ Buffer::~Buffer() {
     g_device_count.fetch_sub(1);
     g_device_bytes.fetch_sub(static_cast<int64_t>(nbytes_));
   } else {
-    std::free(data_);
+    host_free(data_, nbytes_);
   }
   g_live_count.fetch_sub(1);
   g_live_bytes.fetch_sub(static_cast<int64_t>(nbytes_));

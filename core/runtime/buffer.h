@@ -15,8 +15,11 @@ namespace polygrad {
 
 class Buffer {
  public:
-  // Host memory, 64-byte aligned, zero-filled. Returns null when the allocation fails.
-  static std::shared_ptr<Buffer> allocate_host(DType dtype, Shape shape);
+  // Host memory, 64-byte aligned (runtime/host_allocator.h), zero-filled unless `fill` is
+  // Fill::None — only for a caller that overwrites every byte before anyone reads it, since the
+  // memory may have held another session's data. Returns null when the allocation fails.
+  enum class Fill { Zero, None };
+  static std::shared_ptr<Buffer> allocate_host(DType dtype, Shape shape, Fill fill = Fill::Zero);
   // Memory of another device ("CUDA:0") at `data`, which only that device's runtime may
   // dereference; `release(data)` runs when the buffer dies (back to the device's allocator).
   static std::shared_ptr<Buffer> adopt_device(DType dtype, Shape shape, void* data, std::string device,

@@ -432,6 +432,11 @@ OPS: List[Op] = [
     Op("index_tensor", lambda p, x, i: x[p["at"](i)], lambda p, x, i: x[p["at"](i.long())],
        [V((5, 3), (4,), n=5, at=lambda i: i), V((2, 6, 3), (2, 2), n=6, at=lambda i: (slice(None), i)),
         V((3, 4), (3,), n=4, at=lambda i: (Ellipsis, i))], FLOATS + ("int32",), kinds="xi"),
+    Op("index_tensors", lambda p, x, i, j: x[p["at"](i, j)], lambda p, x, i, j: x[p["at"](i.long(), j.long())],
+       [V((5, 6, 3), (4,), (4,), n=5, at=lambda i, j: (i, j)),
+        V((2, 6, 5), (3, 1), (2,), n=5, at=lambda i, j: (slice(None), i, j)),
+        V((5, 3, 6), (2,), (2,), n=5, at=lambda i, j: (i, slice(None), j)),
+        V((5, 4, 6), (3,), (3,), n=4, at=lambda i, j: (i, 1, j))], FLOATS + ("int32",), kinds="xii"),
     Op("one_hot", lambda p, i: i.one_hot(p["n"]), lambda p, i: F.one_hot(i.long(), p["n"]),
        [V((5,), n=4), V((2, 3), n=6), V((0,), n=3)], ("int32", "int64"), grad=False, kinds="i"),
 ]

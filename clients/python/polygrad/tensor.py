@@ -825,10 +825,23 @@ class Tensor:
     return Tensor.cat(*[t.unsqueeze(d) for t in (tensor, *others)], dim=d)
 
   def __getitem__(self, idx) -> "Tensor":
-    if not isinstance(idx, tuple):
-      idx = (idx,)
+    idx = self._expand_ellipsis(idx if isinstance(idx, tuple) else (idx,))
     if any(isinstance(i, (Tensor, list, np.ndarray)) for i in idx):
       return self._index_with_tensor(idx)
+    x, axis, final = self, 0, []
+    for i in idx:
+      if i is None:
+        final.append(1)
+      elif isinstance(i, slice):
+        x, n = x._slice_axis(axis, i)
+        final.append(n)
+        axis += 1
+      else:
+        x = x._select(axis, i)
+    return x.reshape(tuple(final))
+
+  def _expand_ellipsis(self, idx: tuple) -> tuple:
+    """`idx` with its ellipsis (or an implied trailing one) replaced by full slices."""
     n_ell = sum(1 for i in idx if i is Ellipsis)
     if n_ell > 1:
       raise IndexError("an index can only have a single ellipsis")
@@ -838,63 +851,82 @@ class Tensor:
     if n_ell == 0:
       idx = idx + (Ellipsis,)
     pos = idx.index(Ellipsis)
-    idx = idx[:pos] + (slice(None),) * (self.ndim - n_real) + idx[pos + 1:]
-    x, axis, final = self, 0, []
-    for i in idx:
-      if i is None:
-        final.append(1)
-        continue
-      size = x.shape[axis]
-      if isinstance(i, slice):
-        x, n = x._slice_axis(axis, i)
-        final.append(n)
-        axis += 1
-        continue
-      i = _py_scalar(i)
-      if isinstance(i, bool) or not isinstance(i, int):
-        raise TypeError(f"unsupported index type {type(i).__name__}")
-      if not -size <= i < size:
-        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
-      i = i + size if i < 0 else i
-      pairs = [(0, s) for s in x.shape]
-      pairs[axis] = (i, i + 1)
-      x = x.shrink(pairs)
-      axis += 1
-    return x.reshape(tuple(final))
+    return idx[:pos] + (slice(None),) * (self.ndim - n_real) + idx[pos + 1:]
 
   def _index_with_tensor(self, idx: tuple) -> "Tensor":
-    """x[..., index, ...] for one integer index tensor (or list/array) on one axis, every other
-    entry a full slice or an ellipsis: the result has index's shape in place of that axis
-    (numpy/torch). Negative indices count from the end; others out of range select zeros. Built
-    as one_hot(index) @ x, so it is differentiable."""
-    pos = [k for k, i in enumerate(idx) if isinstance(i, (Tensor, list, np.ndarray))]
-    rest = [i for k, i in enumerate(idx) if k not in pos]
-    if len(pos) != 1 or any(not (i is Ellipsis or (isinstance(i, slice) and i == slice(None))) for i in rest):
-      raise NotImplementedError("tensor indexing takes one index tensor with only ':' and '...' beside it")
-    k = pos[0]
-    n_ell = sum(1 for i in idx if i is Ellipsis)
-    if n_ell > 1:
-      raise IndexError("an index can only have a single ellipsis")
-    if n_ell and idx.index(Ellipsis) < k:
-      axis = self.ndim - (len(idx) - k)
-    else:
-      axis = k
-    if not 0 <= axis < self.ndim:
-      raise IndexError(f"too many indices for a tensor of {self.ndim} dimensions")
-    index = idx[k] if isinstance(idx[k], Tensor) else Tensor(np.asarray(idx[k]))
+    """Advanced indexing as torch does it: integer index tensors (or lists/arrays), mixed with
+    ints, slices, None and an ellipsis. Ints drop their axis first (numpy would instead broadcast
+    them with the tensors, which moves the result axes when an int separates them from a slice).
+    The index tensors broadcast to one shape B; B replaces the indexed axes where they are
+    adjacent, and comes first when a slice separates them. Negative indices count from the end; an index
+    still out of range selects zeros (no error can come back from a lazy graph). Built as
+    one_hot(flat index) @ x over the indexed axes flattened, so it is differentiable."""
+    # Basic entries first (slices, None); the advanced ones keep their axis in the result `x`.
+    x = self if dtypes.is_float(self.dtype) or dtypes.is_int(self.dtype) else self.cast(dtypes.int32)
+    axis, adv = 0, []
+    for i in idx:
+      if i is None:
+        x = x.unsqueeze(axis)
+      elif isinstance(i, slice):
+        x, _ = x._slice_axis(axis, i)
+      elif isinstance(i, (Tensor, list, np.ndarray)):
+        adv.append((axis, self._index_tensor(i, x.shape[axis])))
+      else:  # an int drops its axis first, as in torch (numpy would broadcast it with the tensors)
+        x = x._select(axis, i)
+        continue
+      axis += 1
+    axes = [a for a, _ in adv]
+    sizes = [x.shape[a] for a in axes]
+    rest = [d for d in range(x.ndim) if d not in axes]
+    b_shape = broadcast_shape(*[t.shape for _, t in adv])
+    # One flat index over the indexed axes (row-major); -1 where any index is out of range.
+    flat, valid, stride = None, None, 1
+    for (_, t), n in reversed(list(zip(adv, sizes))):
+      term = t * stride if stride != 1 else t
+      flat = term if flat is None else flat + term
+      ok = (t >= 0) & (t < n)
+      valid = ok if valid is None else valid & ok
+      stride *= n
+    out_rest = tuple(x.shape[d] for d in rest)
+    adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
+    if stride == 0:  # an indexed axis is empty: every index is out of range
+      p = axes[0] if adjacent else 0
+      return Tensor.zeros(out_rest[:p] + b_shape + out_rest[p:], dtype=self.dtype)
+    flat = valid.where(flat, -1)._broadcast_to(b_shape)
+    moved = x.permute(axes + rest)
+    rows = moved.reshape(stride, -1)
+    picked = flat.reshape(-1).one_hot(stride).cast(rows.dtype) @ rows
+    out = picked.reshape(b_shape + out_rest)
+    nb = len(b_shape)
+    if adjacent:  # B goes where the indexed axes were
+      p = axes[0]
+      out = out.permute(list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, out.ndim)))
+    return out.cast(self.dtype)
+
+  def _select(self, axis: int, i) -> "Tensor":
+    """x[..., i, ...] for an int i on `axis`: that axis removed."""
+    size = self.shape[axis]
+    i = _py_scalar(i)
+    if isinstance(i, bool) or not isinstance(i, int):
+      raise TypeError(f"unsupported index type {type(i).__name__}")
+    if not -size <= i < size:
+      raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
+    i = i + size if i < 0 else i
+    pairs = [(0, s) for s in self.shape]
+    pairs[axis] = (i, i + 1)
+    return self.shrink(pairs).reshape(self.shape[:axis] + self.shape[axis + 1:])
+
+  @staticmethod
+  def _index_tensor(i, size: int) -> "Tensor":
+    """One index tensor (or list/array) as int32 with negative entries wrapped."""
+    index = i if isinstance(i, Tensor) else Tensor(np.asarray(i))
+    if index.dtype == dtypes.bool:
+      raise IndexError("boolean mask indexing gives a data-dependent shape, which a lazy graph cannot have; "
+                       "use mask.where(x, 0) or realize the mask and index with np.nonzero")
     if not dtypes.is_int(index.dtype):
       raise IndexError(f"tensor indices must be integers, got {index.dtype.name}")
-    n = self.shape[axis]
     index = index.cast(dtypes.int32)
-    index = (index < 0).where(index + n, index)
-    x = self if dtypes.is_float(self.dtype) or dtypes.is_int(self.dtype) else self.cast(dtypes.int32)
-    moved = x.permute([axis] + [d for d in range(self.ndim) if d != axis])
-    flat = moved.reshape(n, -1)
-    picked = index.reshape(-1).one_hot(n).cast(flat.dtype) @ flat
-    out = picked.reshape(index.shape + moved.shape[1:])
-    ni = index.ndim
-    order = list(range(ni, ni + axis)) + list(range(ni)) + list(range(ni + axis, out.ndim))
-    return out.permute(order).cast(self.dtype)
+    return (index < 0).where(index + size, index)
 
   def _slice_axis(self, axis: int, sl: slice) -> Tuple["Tensor", int]:
     size = self.shape[axis]

@@ -1,0 +1,35 @@
+// Host memory for buffers, with freed large blocks kept for reuse.
+//
+// Why: on Linux a large allocation is a fresh mmap, and its first touch costs a page fault per
+// 4 KiB page — measured here at ~0.35 GB/s, against ~16 GB/s for copying into memory already
+// touched. Training steps and repeated uploads allocate the same sizes again and again, so
+// keeping freed blocks (bounded, least recently freed dropped first) turns every repeated large
+// allocation into already-faulted memory. Small blocks go straight to malloc, which reuses them
+// well by itself.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace polygrad {
+
+struct HostAllocatorStats {
+  uint64_t cached_bytes = 0;   // freed blocks kept for reuse
+  uint64_t cached_blocks = 0;
+  uint64_t reuses = 0;         // allocations answered from the cache, since start
+};
+
+// 64-byte aligned memory of at least `bytes` (>= 1) bytes, NOT zeroed; null when the system has
+// none even after the cache was emptied. Thread-safe.
+void* host_alloc(size_t bytes);
+// Returns memory from host_alloc(bytes) with the same `bytes`.
+void host_free(void* data, size_t bytes);
+
+// The most bytes of freed blocks kept (default 1 GiB); 0 disables the cache. Shrinking it drops
+// blocks at once.
+void set_host_cache_limit(uint64_t bytes);
+// Drops every cached block (returns the memory to the system).
+void host_cache_trim();
+HostAllocatorStats host_allocator_stats();
+
+}  // namespace polygrad
