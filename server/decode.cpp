@@ -13,6 +13,7 @@
 #include "core/frontend/gradient.h"
 #include "core/frontend/random.h"
 #include "core/frontend/tensor_ops.h"
+#include "core/engine/placement.h"
 #include "server/status.h"
 
 namespace polygrad::server {
@@ -117,6 +118,7 @@ constexpr OpSpec kOpTable[] = {
     {v1::BATCHNORM_EVAL, Kind::Composite, Ops::SINK, 3, v1::Node::kComposite},
     {v1::SCALED_DOT_PRODUCT_ATTENTION, Kind::Composite, Ops::SINK, 3, v1::Node::kComposite},
     {v1::SCALED_DOT_PRODUCT_ATTENTION_MASKED, Kind::Composite, Ops::SINK, 4, v1::Node::kComposite},
+    {v1::COPY, Kind::Composite, Ops::COPY, 1, v1::Node::kComposite},
 };
 
 const OpSpec* find_op(v1::Op op) {
@@ -320,6 +322,13 @@ class NodeDecoder {
         return frontend::scaled_dot_product_attention(x, src_[1], src_[2], nullptr, c.causal());
       case v1::SCALED_DOT_PRODUCT_ATTENTION_MASKED:
         return frontend::scaled_dot_product_attention(x, src_[1], src_[2], src_[3], c.causal());
+      case v1::COPY: {
+        // The name is parsed to a code here and never used as text again.
+        absl::StatusOr<int64_t> code = device_code(c.device());
+        if (!code.ok()) return absl::InvalidArgumentError(absl::StrCat("COPY: ", code.status().message()));
+        if (absl::Status s = engine_.check_device(*code); !s.ok()) return s;
+        return frontend::copy(x, *code);
+      }
       default: return absl::InternalError("composite op without a builder");
     }
   }

@@ -9,6 +9,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
@@ -52,6 +54,9 @@ ABSL_FLAG(uint64_t, shm_max_bytes, kDefaults.shm_max_bytes,
 ABSL_FLAG(std::string, log_level, "info", "Log level: debug, info, warning or error.");
 ABSL_FLAG(std::string, log_format, "text", "Log format: text (key=value) or json (one object per line).");
 ABSL_FLAG(std::string, compiler, "", "C compiler for CPU kernels; empty picks clang, then gcc, then cc.");
+ABSL_FLAG(std::string, devices, "",
+          "Devices tensors may be placed on, comma-separated (cpu, cuda, cuda:0); empty: every device that exists. "
+          "Naming a device that cannot be used fails at start with the reason.");
 ABSL_FLAG(uint32_t, threads, 0, "Kernel worker threads; 0 uses every hardware thread.");
 ABSL_FLAG(uint32_t, workers, kDefaults.workers, "Realize requests run at the same time.");
 ABSL_FLAG(uint64_t, max_nodes_per_request, kLimits.max_nodes_per_request, "Most graph nodes in one request.");
@@ -141,6 +146,8 @@ int main(int argc, char** argv) {
   o.blob_max_bytes = absl::GetFlag(FLAGS_blob_max_bytes);
   o.shm_max_bytes = absl::GetFlag(FLAGS_shm_max_bytes);
   o.compiler = absl::GetFlag(FLAGS_compiler);
+  for (absl::string_view d : absl::StrSplit(absl::GetFlag(FLAGS_devices), ',', absl::SkipWhitespace()))
+    o.devices.emplace_back(absl::StripAsciiWhitespace(d));
   o.threads = absl::GetFlag(FLAGS_threads);
   o.workers = absl::GetFlag(FLAGS_workers);
   o.limits.max_nodes_per_request = absl::GetFlag(FLAGS_max_nodes_per_request);

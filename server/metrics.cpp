@@ -68,11 +68,14 @@ prometheus::MetricFamily by_kind(std::string name, std::string help,
   return f;
 }
 
-// Every buffer is host memory today ("CPU"); the label is there so a device backend adds a
-// series, not a new metric.
-prometheus::MetricFamily by_device(std::string name, std::string help, double cpu_value) {
+// Host buffers as "CPU"; buffers in GPU memory as "CUDA" (all GPUs together).
+prometheus::MetricFamily by_device(std::string name, std::string help, double cpu_value, double cuda_value) {
   prometheus::MetricFamily f = single(std::move(name), std::move(help), prometheus::MetricType::Gauge, cpu_value);
   f.metric.front().label.push_back({"device", "CPU"});
+  prometheus::ClientMetric cuda;
+  cuda.label.push_back({"device", "CUDA"});
+  cuda.gauge.value = cuda_value;
+  f.metric.push_back(std::move(cuda));
   return f;
 }
 
@@ -124,9 +127,12 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
                 {{"session", c.sessions_created}, {"buffer", Buffer::created_total()}}),
         by_kind("polygradd_objects_released_total", "Objects released, by kind.",
                 {{"session", c.sessions_closed}, {"buffer", Buffer::released_total()}}),
-        by_device("polygradd_device_buffers", "Live buffers, by device.", static_cast<double>(Buffer::live_count())),
+        by_device("polygradd_device_buffers", "Live buffers, by device.",
+                  static_cast<double>(Buffer::live_count() - Buffer::live_device_count()),
+                  static_cast<double>(Buffer::live_device_count())),
         by_device("polygradd_device_bytes", "Bytes of live buffers, by device.",
-                  static_cast<double>(Buffer::live_bytes())),
+                  static_cast<double>(Buffer::live_bytes() - Buffer::live_device_bytes()),
+                  static_cast<double>(Buffer::live_device_bytes())),
     };
   }
 
@@ -176,11 +182,11 @@ Metrics::Metrics(std::string_view version)
                            .Help("Kernel compiles that failed.")
                            .Register(*registry_)
                            .Add({});
-  kernel_seconds_ = &BuildHistogram()
-                         .Name("polygradd_kernel_duration_seconds")
-                         .Help("Time to run one kernel.")
-                         .Register(*registry_)
-                         .Add({}, kernel_buckets());
+  kernel_family_ = &BuildHistogram()
+                        .Name("polygradd_kernel_duration_seconds")
+                        .Help("Time to run one kernel, by device (GPU kernels timed with events on the GPU).")
+                        .Register(*registry_);
+  kernel_seconds_ = &kernel_family_->Add({{"device", "CPU"}}, kernel_buckets());
   auto& transfer = BuildCounter()
                        .Name("polygradd_transfer_bytes_total")
                        .Help("Tensor bytes moved between clients and the daemon, by direction.")
@@ -262,6 +268,10 @@ void Metrics::on_compile(double seconds, bool ok) {
 }
 
 void Metrics::on_kernel(double seconds) { kernel_seconds_->Observe(seconds); }
+void Metrics::on_device_kernel(const std::string& device, double seconds) {
+  // Family::Add returns the existing series for known labels; it locks, so any thread may call.
+  kernel_family_->Add({{"device", device}}, kernel_buckets()).Observe(seconds);
+}
 
 std::string Metrics::render() const {
   std::vector<prometheus::MetricFamily> families = registry_->Collect();

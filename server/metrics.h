@@ -66,6 +66,7 @@ class Metrics final : public EngineObserver {
   void on_schedule_cache_lookup(bool hit) override;
   void on_compile(double seconds, bool ok) override;
   void on_kernel(double seconds) override;
+  void on_device_kernel(const std::string& device, double seconds) override;
 
   // The exposition text a scrape would return.
   std::string render() const;
@@ -88,7 +89,8 @@ class Metrics final : public EngineObserver {
   prometheus::Counter* schedule_miss_;
   prometheus::Histogram* compile_seconds_;
   prometheus::Counter* compile_failures_;
-  prometheus::Histogram* kernel_seconds_;
+  prometheus::Family<prometheus::Histogram>* kernel_family_;
+  prometheus::Histogram* kernel_seconds_;  // the CPU's series
   prometheus::Counter* upload_bytes_;
   prometheus::Counter* download_bytes_;
   prometheus::Family<prometheus::Counter>* quota_rejections_;

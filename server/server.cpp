@@ -94,6 +94,7 @@ absl::Status Server::init() {
   eo.cache_max_bytes = options_.cache_max_bytes;
   eo.schedule_cache_entries = options_.schedule_cache_entries;
   eo.compiler = options_.compiler;
+  eo.devices = options_.devices;
   eo.threads = options_.threads;
   eo.observer = metrics_.get();
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::create(std::move(eo));

@@ -134,6 +134,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::DownloadChunk>
       return;
     }
     absl::StatusOr<BufferPtr> b = (*s)->buffer(request.handle());
+    if (b.ok()) b = deps_.engine.to_host(*b);  // a device buffer is sent from a host copy
     if (!b.ok()) {
       finish(b.status());
       return;
@@ -235,6 +236,7 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
       case v1::ExecuteRequest::kDownload: {
         absl::Status s = require_session();
         absl::StatusOr<BufferPtr> b = s.ok() ? session_->buffer(req.download().handle()) : s;
+        if (b.ok()) b = deps_.engine.to_host(*b);  // a device buffer is sent from a host copy
         if (b.ok()) {
           queue_.push_back(Outgoing{response(rid), *std::move(b), 0, chunk_size(req.download().chunk_bytes(), deps_.limits)});
         }

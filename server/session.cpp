@@ -1,5 +1,7 @@
 #include "server/session.h"
 
+#include "core/engine/placement.h"
+
 #include "core/frontend/tensor_ops.h"
 
 #include <cstring>
@@ -168,6 +170,14 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
                                                      Transfer& transfer) {
   BusyGuard busy(*this);
   const Clock::time_point start = Clock::now();
+  RealizeOptions options;
+  if (!request.default_device().empty()) {
+    // Parsed to a code here; the client's text goes no further.
+    absl::StatusOr<int64_t> code = device_code(request.default_device());
+    if (!code.ok()) return absl::InvalidArgumentError(absl::StrCat("default_device: ", code.status().message()));
+    if (absl::Status s = engine_.check_device(*code); !s.ok()) return s;
+    options.default_device = *code;
+  }
   std::vector<UOpRef> outputs;
   std::vector<UOpRef> keep_alive;  // the bound UOps, alive while the engine looks at them
   Bindings bound;
@@ -210,7 +220,6 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
 
   // The engine runs without the session lock: Release, Download and Close stay responsive,
   // and closing the session stops the realize between kernels.
-  RealizeOptions options;
   options.should_stop = [this, &should_stop] { return closed_.load() || (should_stop && should_stop()); };
   absl::StatusOr<RealizeResult> result = engine_.realize(outputs, bound, options);
   if (!result.ok()) {
@@ -258,8 +267,10 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
     for (int64_t d : e.realized->shape()) r->add_shape(d);
     const uint64_t nbytes = e.realized->nbytes();
     if (request.want_data() && nbytes <= inline_budget) {
+      absl::StatusOr<BufferPtr> host = engine_.to_host(e.realized);  // device buffers: a host copy
+      if (!host.ok()) return host.status();
       r->set_has_data(true);
-      r->set_data(static_cast<const char*>(e.realized->data()), nbytes);
+      r->set_data(static_cast<const char*>((*host)->data()), nbytes);
       inline_budget -= nbytes;
       transfer.download += nbytes;
     }

@@ -72,6 +72,9 @@ absl::Status Session::privatize(uint64_t node_id) {
     }
   }
   if (!other) return absl::OkStatus();
+  if (!e.realized->on_host())
+    return absl::UnimplementedError(absl::StrCat("node ", node_id, " is on ", e.realized->device(),
+                                                 ": compiled steps run on the CPU only so far"));
   absl::StatusOr<BufferPtr> copy = engine_.allocate(e.realized->dtype(), e.realized->shape(), Buffer::Fill::None);
   if (!copy.ok()) return copy.status();
   std::memcpy((*copy)->data(), e.realized->data(), e.realized->nbytes());

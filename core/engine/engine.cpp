@@ -13,6 +13,8 @@
 #include "core/engine/kernels_for.h"
 #include "core/engine/realize_key.h"
 #include "core/engine/realize_program.h"
+#include "core/engine/placed_realize.h"
+#include "core/engine/placement.h"
 #include "core/render/c_renderer.h"
 #include "core/runtime/cuda/discovery.h"
 #include "core/schedule/schedule.h"
@@ -25,6 +27,21 @@ constexpr int64_t kParallelThreshold = 1 << 15;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Whether CUDA is enabled by `names` (empty: whenever it exists); FAILED_PRECONDITION naming the
+// device and the reason when a listed device cannot be used.
+absl::StatusOr<bool> enabled_devices(const std::vector<std::string>& names) {
+  if (names.empty()) return true;
+  bool cuda = false;
+  for (const std::string& n : names) {
+    auto code = device_code(n);
+    if (!code.ok()) return absl::InvalidArgumentError(absl::StrCat("device \"", n, "\": ", code.status().message()));
+    if (*code == kCpuDevice) continue;
+    if (absl::Status s = cuda_device_usable(*code); !s.ok()) return s;
+    cuda = true;
+  }
+  return cuda;
 }
 
 }  // namespace
@@ -123,20 +140,33 @@ Engine::~Engine() = default;
 absl::StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
   auto cc = CpuCompiler::find(options.compiler, options.compile_timeout);
   if (!cc.ok()) return cc.status();
-  return std::unique_ptr<Engine>(new Engine(std::make_unique<Impl>(std::move(options), std::move(*cc))));
+  auto enabled = enabled_devices(options.devices);
+  if (!enabled.ok()) return enabled.status();
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(*cc));
+  impl->cuda_enabled = *enabled;
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
 KernelCache& Engine::kernel_cache() { return impl_->cache; }
 
 std::vector<DeviceInfo> Engine::devices() const {
-  // CUDA is listed even when absent, saying why. Kernels render and compile for it, but the
-  // engine cannot launch them yet, so it is never offered as available to clients.
+  // CUDA is listed even when absent or not enabled, saying why.
   const CudaAvailability& cuda = cuda_availability();
-  std::string detail = cuda.available ? cuda.detail + "; executing kernels on CUDA is not implemented yet" : cuda.detail;
-  return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}, DeviceInfo{"CUDA", false, detail}};
+  if (!impl_->cuda_enabled)
+    return {DeviceInfo{"CPU", true, impl_->compiler.version_line()},
+            DeviceInfo{"CUDA", false, absl::StrCat("not enabled (--devices); ", cuda.detail)}};
+  return {DeviceInfo{"CPU", true, impl_->compiler.version_line()}, DeviceInfo{"CUDA", cuda.available, cuda.detail}};
 }
 
 size_t Engine::schedule_cache_entries() const { return impl_->schedules.size(); }
+absl::Status Engine::check_device(int64_t code) const {
+  if (code == kCpuDevice) return absl::OkStatus();
+  const std::string name = device_name(code);
+  if (!impl_->cuda_enabled) return absl::FailedPreconditionError(absl::StrCat(name, " is not enabled (--devices)"));
+  return cuda_device_usable(code);
+}
+
+absl::StatusOr<BufferPtr> Engine::to_host(const BufferPtr& buffer) const { return host_copy(buffer); }
 
 absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape, Buffer::Fill fill) {
   return allocate_host_buffer(dtype, shape, fill);
@@ -144,6 +174,10 @@ absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape, Buffer::Fil
 
 absl::StatusOr<RealizeResult> Engine::realize(const std::vector<UOpRef>& outputs, const Bindings& bound,
                                               const RealizeOptions& options) {
+  // Transfers or device buffers: placed_realize.cpp splits the work by device (and calls back
+  // here for the CPU part, which then needs no placement).
+  if (options.default_device != kCpuDevice || needs_placement(outputs, bound))
+    return realize_placed(*this, *impl_, outputs, bound, options);
   ScheduleCache& schedules = impl_->schedules;
   RealizeKey key;
   if (schedules.enabled()) {

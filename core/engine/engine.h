@@ -30,7 +30,9 @@ class EngineObserver {
   // A realize looked its structure up in the schedule cache (only while the cache is enabled).
   virtual void on_schedule_cache_lookup(bool hit) {}
   virtual void on_compile(double seconds, bool ok) {}
-  virtual void on_kernel(double seconds) {}
+  virtual void on_kernel(double seconds) {}  // a CPU kernel
+  // A kernel on another device ("CUDA:0"), timed on that device.
+  virtual void on_device_kernel(const std::string& device, double seconds) { on_kernel(seconds); }
 };
 
 struct EngineOptions {
@@ -43,6 +45,10 @@ struct EngineOptions {
   // Compiled realize programs kept by graph structure (core/engine/schedule_cache.h), least
   // recently used evicted; 0 disables the schedule cache.
   size_t schedule_cache_entries = 1024;
+  // Devices tensors may be placed on ("cpu", "cuda:0"); empty: every device that exists. The
+  // CPU is always on (it runs the daemon's own work). Engine::create fails with the reason when a
+  // listed device does not exist or cannot be used.
+  std::vector<std::string> devices;
 };
 
 struct DeviceInfo {
@@ -79,6 +85,9 @@ struct RealizeOptions {
   // Polled between kernels and before compiles; returning true abandons the realize with
   // CANCELLED (temporaries are freed).
   std::function<bool()> should_stop;
+  // Device code (core/engine/placement.h) of outputs that live on no device of their own
+  // (computed from constants and random ops only); 0: the CPU.
+  int64_t default_device = 0;
 };
 
 class Engine {
@@ -87,6 +96,11 @@ class Engine {
   ~Engine();
 
   std::vector<DeviceInfo> devices() const;
+  // OK when tensors may be placed on device `code` (core/engine/placement.h); otherwise
+  // FAILED_PRECONDITION saying why ("CUDA:0 is not available: <reason>", or not enabled).
+  absl::Status check_device(int64_t code) const;
+  // `buffer` itself when it is in host memory, else a host copy of it (downloads, debugging).
+  absl::StatusOr<BufferPtr> to_host(const BufferPtr& buffer) const;
 
   // A host buffer, zero-filled unless `fill` is Fill::None (see Buffer::allocate_host: only
   // for a caller that overwrites every byte); RESOURCE_EXHAUSTED when memory is not available.

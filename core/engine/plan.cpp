@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/engine/engine_impl.h"
+#include "core/engine/placement.h"
 #include "core/schedule/schedule.h"
 
 namespace polygrad {
@@ -93,6 +94,10 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
   std::vector<UOpRef> roots = spec.outputs;
   for (const PlanAssign& a : spec.assigns) roots.push_back(a.value);
   roots.insert(roots.end(), spec.materialize.begin(), spec.materialize.end());
+  if (needs_placement(roots, spec.bound))
+    return absl::UnimplementedError(
+        "compiled steps run on the CPU only so far: this step reads a device buffer or has a COPY (Tensor.to); "
+        "run it without compiling, or keep its tensors on the CPU");
   RealizeStats build_stats;
   auto compiled = impl_->compile(roots, [&](const UOp* n) { return spec.bound.count(n) > 0; }, options, "step compile",
                                  build_stats);

@@ -130,6 +130,9 @@ std::vector<UOpRef> backward(Builder& b, const UOpRef& node, const UOpRef& g) {
       return {b.take(pad(g, ba))};
     }
     case Ops::FLIP: return {b.take(flip(g, n.arg_ints()))};
+    // Passed through on the result's device: a source on another device then meets it in a
+    // kernel, which the engine refuses naming that kernel's node (copy the source first).
+    case Ops::COPY: return {g};
     default:
       // Leaves, comparisons and integer/bool ops pass no gradient.
       return std::vector<UOpRef>(s.size(), nullptr);

@@ -329,4 +329,9 @@ absl::StatusOr<UOpRef> flip(const UOpRef& x, std::vector<int64_t> axes) {
   return uop(Ops::FLIP, x->dtype, {x}, *norm, x->shape);
 }
 
+absl::StatusOr<UOpRef> copy(const UOpRef& x, int64_t device_code) {
+  if (device_code < 0) return absl::InvalidArgumentError(absl::StrCat("copy: device code ", device_code, " is negative"));
+  return uop(Ops::COPY, x->dtype, {x}, device_code, x->shape);
+}
+
 }  // namespace polygrad::frontend

@@ -51,4 +51,8 @@ absl::StatusOr<UOpRef> pad(const UOpRef& x, const Pairs& before_after);
 absl::StatusOr<UOpRef> shrink(const UOpRef& x, const Pairs& begin_end);
 absl::StatusOr<UOpRef> flip(const UOpRef& x, std::vector<int64_t> axes);
 
+// `x`'s value on the device `device_code` (core/engine/placement.h: 0 is the CPU, k + 1 is
+// CUDA:k): a transfer the engine runs between kernels. INVALID_ARGUMENT for a negative code.
+absl::StatusOr<UOpRef> copy(const UOpRef& x, int64_t device_code);
+
 }  // namespace polygrad::frontend

@@ -20,6 +20,9 @@ namespace polygrad {
   X(WHERE)                                                                                 \
   /* tensor-level reduce (arg: ReduceArg) and movement ops (arg: their parameters) */      \
   X(REDUCE_AXIS) X(RESHAPE) X(PERMUTE) X(EXPAND) X(PAD) X(SHRINK) X(FLIP)                  \
+  /* COPY (arg: target device code, core/engine/placement.h): the source's value on another  \
+     device; realized as a transfer, never inside a kernel */                                \
+  X(COPY)                                                                                  \
   /* kernel-level: DEFINE_GLOBAL (arg: param index), RANGE (arg: id; src: end),            \
      LOAD (src: buf, index[, gate]), STORE (src: buf, index, value),                       \
      REDUCE (arg: ADD|MAX as int; src: value, ranges...), SINK (src: stores) */            \

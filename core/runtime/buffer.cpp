@@ -15,6 +15,8 @@ std::atomic<int64_t> g_live_count{0};
 std::atomic<int64_t> g_live_bytes{0};
 std::atomic<uint64_t> g_created{0};
 std::atomic<uint64_t> g_released{0};
+std::atomic<int64_t> g_device_count{0};
+std::atomic<int64_t> g_device_bytes{0};
 
 }  // namespace
 
@@ -31,6 +33,18 @@ std::shared_ptr<Buffer> Buffer::allocate_host(DType dtype, Shape shape, Fill fil
   return std::shared_ptr<Buffer>(new Buffer(dtype, std::move(shape), numel, nbytes, data, "CPU"));
 }
 
+std::shared_ptr<Buffer> Buffer::adopt_device(DType dtype, Shape shape, void* data, std::string device,
+                                             std::function<void(void*)> release) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  size_t nbytes = static_cast<size_t>(numel) * dtype_itemsize(dtype);
+  auto b = std::shared_ptr<Buffer>(new Buffer(dtype, std::move(shape), numel, nbytes, data, std::move(device)));
+  b->release_ = std::move(release);
+  g_device_count.fetch_add(1);
+  g_device_bytes.fetch_add(static_cast<int64_t>(nbytes));
+  return b;
+}
+
 Buffer::Buffer(DType dtype, Shape shape, int64_t numel, size_t nbytes, void* data, std::string device)
     : id_(g_next_id.fetch_add(1)), dtype_(dtype), shape_(std::move(shape)), numel_(numel), nbytes_(nbytes),
       data_(data), device_(std::move(device)) {
@@ -40,7 +54,13 @@ Buffer::Buffer(DType dtype, Shape shape, int64_t numel, size_t nbytes, void* dat
 }
 
 Buffer::~Buffer() {
-  host_free(data_, nbytes_);
+  if (release_) {
+    release_(data_);
+    g_device_count.fetch_sub(1);
+    g_device_bytes.fetch_sub(static_cast<int64_t>(nbytes_));
+  } else {
+    host_free(data_, nbytes_);
+  }
   g_live_count.fetch_sub(1);
   g_live_bytes.fetch_sub(static_cast<int64_t>(nbytes_));
   g_released.fetch_add(1);
@@ -50,5 +70,7 @@ int64_t Buffer::live_count() { return g_live_count.load(); }
 int64_t Buffer::live_bytes() { return g_live_bytes.load(); }
 uint64_t Buffer::created_total() { return g_created.load(); }
 uint64_t Buffer::released_total() { return g_released.load(); }
+int64_t Buffer::live_device_count() { return g_device_count.load(); }
+int64_t Buffer::live_device_bytes() { return g_device_bytes.load(); }
 
 }  // namespace polygrad

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -19,6 +20,10 @@ class Buffer {
   // memory may have held another session's data. Returns null when the allocation fails.
   enum class Fill { Zero, None };
   static std::shared_ptr<Buffer> allocate_host(DType dtype, Shape shape, Fill fill = Fill::Zero);
+  // Memory of another device ("CUDA:0") at `data`, which only that device's runtime may
+  // dereference; `release(data)` runs when the buffer dies (back to the device's allocator).
+  static std::shared_ptr<Buffer> adopt_device(DType dtype, Shape shape, void* data, std::string device,
+                                              std::function<void(void*)> release);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -30,13 +35,17 @@ class Buffer {
   size_t nbytes() const { return nbytes_; }
   void* data() { return data_; }
   const void* data() const { return data_; }
-  const std::string& device() const { return device_; }
+  const std::string& device() const { return device_; }  // "CPU", "CUDA:0"
+  bool on_host() const { return !release_; }              // data() is host memory
 
   // Process-wide accounting, for metrics and leak tests.
   static int64_t live_count();
   static int64_t live_bytes();
   static uint64_t created_total();
   static uint64_t released_total();
+  // Live buffers and bytes not in host memory (every device but the CPU, together).
+  static int64_t live_device_count();
+  static int64_t live_device_bytes();
 
  private:
   Buffer(DType dtype, Shape shape, int64_t numel, size_t nbytes, void* data, std::string device);
@@ -47,6 +56,7 @@ class Buffer {
   size_t nbytes_;
   void* data_;
   std::string device_;
+  std::function<void(void*)> release_;  // empty for host memory (freed with std::free)
 };
 
 using BufferPtr = std::shared_ptr<Buffer>;

@@ -1,7 +1,8 @@
 """End-to-end fixtures: a real polygradd on a private Unix socket, one per test session.
 
 The daemon is <repo>/build/polygradd (POLYGRAD_TEST_DAEMON overrides it with another build of
-polygradd, e.g. the sanitizer build). Tests that need it use the
+polygradd, e.g. the sanitizer build; POLYGRAD_DAEMON_ARGS adds flags, e.g. --devices=cpu,cuda:0).
+Tests that need it use the
 `daemon` fixture (modules mark themselves with it); without a binary they are skipped with the
 reason, while the pure-local tests (test_local.py) still run.
 """
@@ -50,7 +51,7 @@ class Daemon:
     self._log = open(self.log_path, "wb")
     self.proc = subprocess.Popen(
         [str(binary), "--listen=", f"--metrics-listen={metrics_listen}", f"--unix-socket={self.socket}",
-         f"--cache-dir={self.cache_dir}"],
+         f"--cache-dir={self.cache_dir}", *os.environ.get("POLYGRAD_DAEMON_ARGS", "").split()],
         stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
 
   def metrics_url(self, timeout: float = 5.0):

@@ -356,8 +356,11 @@ class Connection:
   def realize(self, nodes: List, outputs: Sequence[int], want_data: bool,
               release_nodes: Sequence[int] = ()):
     pb = self._pb
+    from .device import Device
+    # Results of constants and random ops alone are computed on Device.DEFAULT (tinygrad's rule).
+    default = "" if Device.DEFAULT in ("CPU", "CPU:0") else Device.DEFAULT
     req = pb.RealizeRequest(session_id=self.session_id, nodes=nodes, outputs=list(outputs),
-                            want_data=want_data, release_nodes=list(release_nodes))
+                            want_data=want_data, release_nodes=list(release_nodes), default_device=default)
     from .progress import Waiting
     with Waiting(f"realizing {len(nodes)} nodes"):
       return self._call("Realize", self.stub.Realize, req)

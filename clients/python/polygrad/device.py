@@ -1,8 +1,9 @@
 """Devices as the daemon reports them (GetInfo's device list).
 
-Every tensor lives on the daemon's CPU device: that is the only one that executes kernels today.
-Asking for another device checks the daemon's list and raises PolygradDeviceError quoting the
-daemon's reason (Device.detail) when it lacks the device or lists it as unavailable.
+Tensors live on the daemon's CPU unless moved with Tensor.to('cuda') (or made with
+device='cuda'), which the daemon runs as an explicit copy. Asking for a device checks the daemon's
+list and raises PolygradDeviceError quoting the daemon's reason (Device.detail) when it lacks the
+device or lists it as unavailable.
 """
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def canonicalize(device: str) -> str:
 
 
 class Device:
-  """tinygrad's Device: DEFAULT names where tensors are created; the daemon decides what exists."""
+  """tinygrad's Device: DEFAULT names where tensors made from data are placed (set it to 'CUDA'
+  to place new tensors there); the daemon decides what exists."""
 
   DEFAULT = "CPU"
 
@@ -86,7 +88,6 @@ class Device:
     if not info.available:
       raise PolygradDeviceError(f"device {name} is not available on polygradd at {conn.address}: "
                                 f"{info.detail or 'no reason given'}")
-    # The daemon lists it, but the protocol has no way yet to place a buffer or a kernel on a
-    # device other than the CPU, so a tensor there would be a label without substance.
-    raise PolygradDeviceError(f"polygradd at {conn.address} lists {info.name} as available "
-                              f"({info.detail}), but this client cannot place tensors on it yet")
+    # tinygrad's spelling: the first device of a kind is just the kind ("CUDA").
+    base, _, index = name.partition(":")
+    return base if index in ("", "0") else name

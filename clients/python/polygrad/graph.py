@@ -42,6 +42,7 @@ REDUCE_PROD, POW, RAND, RANDN, RANDINT, DROPOUT, CONV_TRANSPOSE2D = 131, 132, 13
 RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN, BATCHNORM_EVAL = 138, 139, 140, 141
 SCALED_DOT_PRODUCT_ATTENTION, SCALED_DOT_PRODUCT_ATTENTION_MASKED = 142, 143
 BITCAST = 144
+COPY = 145  # an explicit transfer to Composite.device
 
 OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
 # Composite ops whose node carries a CompositeArg (the others take no argument).
@@ -49,7 +50,7 @@ COMPOSITE_ARG_OPS = frozenset({SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYER
                                AVG_POOL2D, CUMSUM, ONE_HOT, ARGMAX, ARGMIN, TRIL, TRIU, GATHER, RAND, RANDN,
                                RANDINT, DROPOUT, CONV_TRANSPOSE2D, RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN,
                                BATCHNORM_EVAL, SCALED_DOT_PRODUCT_ATTENTION,
-                               SCALED_DOT_PRODUCT_ATTENTION_MASKED})
+                               SCALED_DOT_PRODUCT_ATTENTION_MASKED, COPY})
 
 # Queued releases beyond this go out in a Release call of their own before the next node is made.
 RELEASE_BATCH = 4096
@@ -83,6 +84,7 @@ class Composite:
   p: float = 0.0  # DROPOUT
   output_padding: Tuple[int, ...] = ()  # CONV_TRANSPOSE2D
   causal: bool = False  # SCALED_DOT_PRODUCT_ATTENTION*
+  device: str = ""  # COPY: the target device ("CPU", "CUDA:0")
 
 
 class Node:
@@ -90,7 +92,7 @@ class Node:
   constant, or for BUFFER a numpy array (until sent) or an upload handle (int)."""
 
   __slots__ = ("id", "op", "dtype", "shape", "src", "arg", "sent", "handle", "gen", "cache", "rg", "stop",
-               "keep", "__weakref__")
+               "keep", "device", "__weakref__")
 
   def __init__(self, nid: int, op: int, dtype: DType, shape: Tuple[int, ...], src: Tuple["Node", ...],
                arg: Any, rg: bool = False, stop: bool = False):
@@ -107,6 +109,14 @@ class Node:
     self.rg = rg  # computed from tensors that require grad
     self.stop = stop  # no gradient flows through this node (detach, Tensor.no_grad)
     self.keep: Tuple["Node", ...] = ()  # the sources of a realized rg node, for relazy()
+    # Where the daemon computes it (its placement rule): a COPY's target; else its sources'
+    # device; None for nodes without sources, which take their consumer's device.
+    if op == COPY:
+      self.device: Optional[str] = arg.device
+    elif op == BUFFER:
+      self.device = "CPU"  # uploads and inline data land in host memory
+    else:
+      self.device = next((s.device for s in src if s.device is not None), None)
 
   def __repr__(self) -> str:
     return (f"Node({self.id}, {OP_NAMES.get(self.op, self.op)}, {self.dtype.name}, {self.shape}, "
@@ -369,6 +379,7 @@ class Graph:
       c.p = a.p
       c.output_padding.extend(a.output_padding)
       c.causal = a.causal
+      c.device = a.device
     elif n.op == CONST:
       c = msg.constant
       c.shape.extend(n.shape)

@@ -159,11 +159,16 @@ class Tensor:
 
   def __init__(self, data: Any = None, dtype: Optional[DTypeLike] = None, device: Optional[str] = None,
                requires_grad: Optional[bool] = None):
-    if device is not None:
-      _require_device(device)
     self._rg = None
     self.grad: Optional[Tensor] = None
     self._node = Tensor._node_of(data, dtype)
+    if device is None and not isinstance(data, (g.Node, Tensor)):
+      from .device import Device
+      device = None if Device.DEFAULT == "CPU" else Device.DEFAULT  # tinygrad's Device.DEFAULT
+    if device is not None:
+      target = _require_device(device)
+      if target != self.device:  # data lands on the CPU first; an explicit COPY moves it
+        self._node = self.to(target)._node
     if requires_grad is not None:
       self.requires_grad = requires_grad
 
@@ -253,8 +258,13 @@ class Tensor:
 
   @property
   def device(self) -> str:
-    """Where the tensor lives: always 'CPU', the daemon's only executing device today."""
-    return "CPU"
+    """Where the tensor lives ('CPU', 'CUDA', 'CUDA:1'): where its data was placed or copied to with
+    to(); a tensor computed from others lives on theirs (constants follow their consumer)."""
+    if self._node.device is not None:
+      return self._node.device
+    from .device import Device
+    name = Device.canonicalize(Device.DEFAULT)  # constants and random ops follow Device.DEFAULT
+    return name[:-2] if name.endswith(":0") else name
 
   @property
   def node_id(self) -> int:
@@ -444,10 +454,14 @@ class Tensor:
     return _Training(False)
 
   def to(self, device: Optional[str] = None) -> "Tensor":
-    """This tensor on `device`: a no-op for the CPU; another device raises PolygradDeviceError
-    quoting the daemon's reason when it lacks the device or lists it as unavailable."""
-    _require_device(device)
-    return self
+    """This tensor on `device`: itself when it is there already, else an explicit COPY node (a
+    transfer the daemon runs between kernels; gradients pass through it). Raises
+    PolygradDeviceError quoting the daemon's reason when it lacks the device or lists it as
+    unavailable."""
+    target = _require_device(device)
+    if target == self.device:
+      return self
+    return Tensor._make(g.COPY, self.dtype, self.shape, (self,), g.Composite(device=target))
 
   def to_(self, device: Optional[str] = None) -> "Tensor":
     return self.to(device)
@@ -1990,8 +2004,8 @@ def _const_value(value, dt: DType):
   return float(value)
 
 
-def _require_device(device: Optional[str]) -> None:
-  """Raises unless tensors can live on `device` (None: the default); the CPU needs no round trip."""
-  if device is not None:
-    from .device import Device
-    Device.require(device)
+def _require_device(device: Optional[str]) -> str:
+  """The canonical name of `device` (None: the default) if tensors can live there, else raises;
+  the CPU needs no round trip."""
+  from .device import Device
+  return Device.require(device)

@@ -1,12 +1,16 @@
 // The CUDA driver API, loaded with dlopen("libcuda.so.1") (never linked: the toolkit's stub
-// library would make the binary fail to start on machines without a driver). For now it offers
-// discovery only; allocation, modules and launches come with GPU execution.
+// library would make the binary fail to start on machines without a driver): discovery here;
+// contexts, memory, streams, modules and launches through api() (runtime/cuda/device.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+
+namespace polygrad::cuda {
+struct DriverApi;
+}
 
 namespace polygrad {
 
@@ -15,6 +19,7 @@ struct CudaDeviceProps {
   std::string name;  // "NVIDIA H200"
   int cc_major = 0;  // compute capability: 9.0 is sm_90
   int cc_minor = 0;
+  int multiprocessors = 0;
   int arch() const { return cc_major * 10 + cc_minor; }
 };
 
@@ -32,12 +37,19 @@ class CudaDriver {
   absl::StatusOr<std::vector<CudaDeviceProps>> devices() const;
 
   struct Api;  // the entry points, resolved with dlsym
+  // The resolved entry points (driver_api.h), for runtime/cuda only.
+  const cuda::DriverApi& api() const;
+
+  // OK for CUDA_SUCCESS; else "<what> failed: CUDA_ERROR_<NAME> (<n>): <description>" as
+  // RESOURCE_EXHAUSTED for CUDA_ERROR_OUT_OF_MEMORY and INTERNAL for anything else.
+  absl::Status check(const char* what, int result) const;
 
  private:
   CudaDriver() = default;
   static absl::StatusOr<const CudaDriver*> load();
   // A failed call as a status: "<what>: CUDA_ERROR_...: <the driver's description>".
   absl::Status error(const char* what, int result) const;
+  absl::Status status(const char* what, int result, absl::StatusCode code) const;
 
   const Api* api_ = nullptr;
   int version_ = 0;
