@@ -165,6 +165,21 @@ def live_daemon(daemon):
 
 
 @pytest.fixture
+def raw(daemon):
+  """A raw gRPC stub and a fresh session of its own (not the client's), closed after the test."""
+  import grpc
+  from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
+  ch = grpc.insecure_channel(daemon.address)
+  stub = pb_grpc.PolygradStub(ch)
+  sid = stub.CreateSession(pb.CreateSessionRequest(), timeout=10).session_id
+  yield stub, sid
+  try:
+    stub.CloseSession(pb.CloseSessionRequest(session_id=sid), timeout=10)
+  finally:
+    ch.close()
+
+
+@pytest.fixture
 def rng(request):
   """A generator seeded from the test's name, so each case has its own reproducible data."""
   seed = zlib.crc32(request.node.nodeid.encode())

@@ -18,16 +18,6 @@ from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
 pytestmark = pytest.mark.usefixtures("live_daemon")
 
 
-@pytest.fixture
-def raw(daemon):
-  ch = grpc.insecure_channel(daemon.address)
-  stub = pb_grpc.PolygradStub(ch)
-  sid = stub.CreateSession(pb.CreateSessionRequest(), timeout=10).session_id
-  yield stub, sid
-  stub.CloseSession(pb.CloseSessionRequest(session_id=sid), timeout=10)
-  ch.close()
-
-
 def cuda_entry(stub):
   return next(d for d in stub.GetInfo(pb.GetInfoRequest(), timeout=10).devices if d.name == "CUDA")
 

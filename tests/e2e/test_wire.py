@@ -14,22 +14,9 @@ from conftest import PY_CLIENT, assert_close, daemon_binary
 import polygrad
 from polygrad import Tensor, dtypes
 from polygrad import graph as g
-from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
+from polygrad.v1 import polygrad_pb2 as pb
 
 pytestmark = pytest.mark.usefixtures("live_daemon")
-
-
-@pytest.fixture
-def raw(daemon):
-  """A raw stub and a fresh session of its own (not the client's)."""
-  ch = grpc.insecure_channel(daemon.address)
-  stub = pb_grpc.PolygradStub(ch)
-  sid = stub.CreateSession(pb.CreateSessionRequest(), timeout=10).session_id
-  yield stub, sid
-  try:
-    stub.CloseSession(pb.CloseSessionRequest(session_id=sid), timeout=10)
-  finally:
-    ch.close()
 
 
 def const_node(nid, value, shape):
