@@ -44,6 +44,11 @@ constexpr int kMaxFusedHeight = 256;
 // The MLP's relu-backward feeding dW1 = dh.T @ x (7 ops, recomputed 49 times) measured 4x
 // slower fused.
 constexpr int kMaxRecomputedAlu = 3;
+// A padded value is computed in the kernel that reads it through the padding (a cat is a sum of
+// padded parts). Past this many ALU ops it gets a buffer of its own instead: a cat of many large
+// expressions otherwise becomes one kernel holding all of them, whose C took clang over two
+// minutes (126 float16 pow gradients packed into one tensor).
+constexpr int kMaxPaddedAlu = 32;
 
 // The inner chunk length for a reduction of `r` elements: a divisor near sqrt(r), at least 256,
 // or 0 when r has none worth using.
@@ -175,6 +180,8 @@ absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
       sched.materialized.insert(n);
       r = Reach{n, false, false};
     }
+    if (n->op == Ops::PAD && !is_bound(n->src[0].get()) && alu_ops[n->src[0].get()] > kMaxPaddedAlu)
+      forced.insert(n->src[0].get());
     for (const UOpRef& s : n->src) {
       Reach& sr = reach[s.get()];
       if (sr.root == nullptr && !sr.many_roots) {

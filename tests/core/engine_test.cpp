@@ -276,6 +276,38 @@ TEST_F(EngineTest, ExpensiveMatmulOperandGetsItsOwnKernel) {
     }
 }
 
+// cat(a', b') is pad(a') + pad(b'). Parts of a few ops stay fused into the one kernel; parts of
+// more than 32 ALU ops each get a kernel of their own, so a cat of many large expressions does
+// not become one kernel holding all of them (which took clang minutes to compile).
+TEST_F(EngineTest, LargePaddedPartsOfACatGetTheirOwnKernels) {
+  const int64_t N = 8;
+  std::vector<float> av, bv;
+  UOpRef a = input({N}, av), b = input({N}, bv);
+  auto chain = [&](UOpRef x, int ops) {  // x*1.5 + 0.25, repeated: 2 ALU ops per round
+    for (int i = 0; i < ops / 2; ++i)
+      x = ok(fe::alu(Ops::ADD, {ok(fe::alu(Ops::MUL, {x, ok(fe::constant(1.5, DType::Float32, {N}))})),
+                                ok(fe::constant(0.25, DType::Float32, {N}))}));
+    return x;
+  };
+  auto cat = [&](const UOpRef& x, const UOpRef& y) {
+    return ok(fe::alu(Ops::ADD, {ok(fe::pad(x, {{0, N}})), ok(fe::pad(y, {{N, 0}}))}));
+  };
+  auto expect = [&](const std::vector<float>& got, int ops) {
+    for (int64_t i = 0; i < 2 * N; ++i) {
+      double v = i < N ? av[i] : bv[i - N];
+      for (int k = 0; k < ops / 2; ++k) v = v * 1.5 + 0.25;
+      ASSERT_NEAR(got[i], v, 1e-3 * std::max(1.0, std::abs(v))) << i;
+    }
+  };
+  RealizeStats small, large;
+  auto got_small = run(cat(chain(a, 4), chain(b, 4)), &small);
+  auto got_large = run(cat(chain(a, 40), chain(b, 40)), &large);
+  EXPECT_EQ(small.kernels, 1u);
+  EXPECT_EQ(large.kernels, 3u);
+  expect(got_small, 4);
+  expect(got_large, 40);
+}
+
 TEST_F(EngineTest, SecondRealizeHitsTheKernelCache) {
   std::vector<float> a;
   UOpRef x = input({64}, a);
