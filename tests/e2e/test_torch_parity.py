@@ -301,7 +301,7 @@ OPS: List[Op] = [
     _unary("elu", lambda x: x.elu(), F.elu if torch else None),
     _unary("softplus", lambda x: x.softplus(), F.softplus if torch else None),
     _unary("mish", lambda x: x.mish(), F.mish if torch else None),
-    _unary("hardtanh", lambda x: x.hardtanh(), F.hardtanh if torch else None),
+    _unary("hardtanh", lambda x: x.hardtanh(), F.hardtanh if torch else None, gen=_away_from(-1.0, 1.0)),
     # torch's own hardsigmoid backward multiplies by a float32 1/6: the formula is the reference
     _unary("hardsigmoid", lambda x: x.hardsigmoid(), lambda x: (x / 6 + 0.5).clamp(0, 1), domain=(-4.0, 4.0)),
     _unary("hardswish", lambda x: x.hardswish(), F.hardswish if torch else None, domain=(-4.0, 4.0)),
@@ -566,7 +566,7 @@ def _th_leaf(arr: np.ndarray, kind: str, dt: str, grad: bool):
   if kind == "i":
     return torch.tensor(arr, dtype=torch.int64)
   if kind == "b" or dt == "bool":
-    return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.bool_))
+    return torch.from_numpy(np.array(arr, dtype=np.bool_))  # np.array keeps 0-d; ascontiguousarray makes it 1-d
   # Floats compute in float64 (the reference); integers in their own dtype, as polygrad does.
   t = torch.tensor(arr, dtype=torch.float64 if dt in FLOATS else _torch_dtype(dt))
   if grad:
