@@ -1220,8 +1220,7 @@ class Tensor:
     q = a._int_binop(g.IDIV, "//", b)
     if dtypes.is_unsigned(a.dtype):
       return q
-    r = Tensor._make(g.MOD, a.dtype, a.shape, (a, b))
-    return q - ((r != 0) & ((r < 0) != (b < 0))).cast(a.dtype)
+    return q - Tensor._make(g.MOD, a.dtype, a.shape, (a, b))._off_floor(b).cast(a.dtype)
 
   def remainder(self, x, reverse: bool = False) -> "Tensor":
     """a % b with the divisor's sign, as Python and torch do; integer x % 0 gives 0."""
@@ -1229,9 +1228,12 @@ class Tensor:
     if dtypes.is_float(a.dtype):
       return a - (a / b).floor() * b
     r = a._int_binop(g.MOD, "%", b)
-    if dtypes.is_unsigned(a.dtype):
-      return r
-    return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+    return r if dtypes.is_unsigned(a.dtype) else r._off_floor(b).where(r + b, r)
+
+  def _off_floor(self, b: "Tensor") -> "Tensor":
+    """For a truncating remainder `self` of a divisor b: where the truncated quotient is one
+    above the floored one (a nonzero remainder whose sign differs from b's)."""
+    return (self != 0) & ((self < 0) != (b < 0))
 
   def lshift(self, n: int) -> "Tensor":
     """x << n for an integer tensor: x * 2**n, wrapping."""
