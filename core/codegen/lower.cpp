@@ -1,5 +1,7 @@
 #include "core/codegen/lower.h"
 
+#include <algorithm>
+
 #include <map>
 #include <unordered_map>
 
@@ -36,11 +38,19 @@ UOpRef linear_index(const std::vector<UOpRef>& idx, const Shape& shape) {
 
 class Lowerer {
  public:
-  Lowerer(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized)
-      : root_(root), is_materialized_(is_materialized) {}
+  Lowerer(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized, bool flat_output)
+      : root_(root), is_materialized_(is_materialized), flat_output_(flat_output) {}
 
   absl::StatusOr<KernelAst> run() {
     const Shape& shape = root_->shape;
+    if (flat_output_ && std::count_if(shape.begin(), shape.end(), [](int64_t d) { return d != 1; }) > 1) {
+      UOpRef flat = range(0, root_->numel());
+      next_range_ = 1;
+      UOpRef out = param(root_.get());
+      UOpRef value = lower_flat(root_, flat, nullptr, 0);
+      if (!status_.ok()) return status_;
+      return KernelAst{uop(Ops::SINK, DType::Void, {uop(Ops::STORE, DType::Void, {out, flat, value})}), params_};
+    }
     std::vector<UOpRef> idx;
     for (size_t i = 0; i < shape.size(); ++i)
       idx.push_back(shape[i] == 1 ? const_int(0) : range(static_cast<int64_t>(i), shape[i]));
@@ -196,6 +206,7 @@ class Lowerer {
 
   UOpRef root_;
   const std::function<bool(const UOp*)>& is_materialized_;
+  const bool flat_output_;
   std::vector<const UOp*> params_;
   std::unordered_map<const UOp*, int64_t> param_index_;
   std::map<std::vector<const UOp*>, UOpRef> memo_;
@@ -206,8 +217,9 @@ class Lowerer {
 
 }  // namespace
 
-absl::StatusOr<KernelAst> lower_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized) {
-  return Lowerer(root, is_materialized).run();
+absl::StatusOr<KernelAst> lower_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized,
+                                       bool flat_output) {
+  return Lowerer(root, is_materialized, flat_output).run();
 }
 
 }  // namespace polygrad

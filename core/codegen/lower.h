@@ -19,7 +19,10 @@ struct KernelAst {
 };
 
 // `root` is computed (not loaded) even though it is materialized; every other materialized node
-// it reaches is loaded from a parameter.
-absl::StatusOr<KernelAst> lower_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized);
+// it reaches is loaded from a parameter. The kernel loops over the root's axes (sizes 1 need no
+// loop), or with `flat_output` over one range of all its elements, split into axes only where a
+// node needs them (one outer loop holding all the output parallelism, for a GPU).
+absl::StatusOr<KernelAst> lower_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized,
+                                       bool flat_output = false);
 
 }  // namespace polygrad

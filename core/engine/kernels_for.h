@@ -21,9 +21,16 @@ struct LoweredKernel {
 absl::StatusOr<LoweredKernel> lower_to_linear(const UOpRef& root,
                                               const std::function<bool(const UOp*)>& materialized);
 
-// create_schedule, then lower_to_linear for every kernel with at least one element, in
-// execution order. `is_bound` as for create_schedule (every BUFFER leaf must be bound).
+// The same for a CUDA kernel: every output element in one outer loop (the grid's threads, or
+// warps for reductions: render/cuda_renderer.h), and no register tiles — a GPU's parallelism is
+// its threads, and a tile per thread would leave all but a few idle.
+absl::StatusOr<LoweredKernel> lower_for_cuda(const UOpRef& root, const std::function<bool(const UOp*)>& materialized);
+
+// create_schedule, then lower_to_linear (lower_for_cuda when `cuda`) for every kernel with at
+// least one element, in execution order. `is_bound` as for create_schedule (every BUFFER leaf
+// must be bound).
 absl::StatusOr<std::vector<LinearKernel>> kernels_for(const std::vector<UOpRef>& outputs,
-                                                      const std::function<bool(const UOp*)>& is_bound);
+                                                      const std::function<bool(const UOp*)>& is_bound,
+                                                      bool cuda = false);
 
 }  // namespace polygrad

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace polygrad {
 namespace {
@@ -83,10 +84,12 @@ std::string CStyleRenderer::math_call(const char* fn, DType dt, const std::strin
   return absl::StrCat(fn, "f(", x, ")");
 }
 
+// Division that never traps: x / 0 is 0, and x / -1 negates in unsigned arithmetic, so INT_MIN / -1
+// wraps to INT_MIN without signed overflow (undefined in C and CUDA; NVRTC has no -fwrapv).
 std::string CStyleRenderer::divmod_helpers(const char* q) {
   return absl::StrFormat(
       R"(#define PG_SIGNED_DIVMOD(T, N) \
-  %s T pg_idiv_##N(T a, T b) { return b == 0 ? (T)0 : (b == (T)-1 ? (T)(0 - a) : (T)(a / b)); } \
+  %s T pg_idiv_##N(T a, T b) { return b == 0 ? (T)0 : (b == (T)-1 ? (T)(0ull - (unsigned long long)a) : (T)(a / b)); } \
   %s T pg_mod_##N(T a, T b) { return (b == 0 || b == (T)-1) ? (T)0 : (T)(a %% b); }
 #define PG_UNSIGNED_DIVMOD(T, N) \
   %s T pg_idiv_##N(T a, T b) { return b == 0 ? (T)0 : (T)(a / b); } \
@@ -107,6 +110,12 @@ class CStyleRenderer::Emitter {
     int indent = 1;
     auto line = [&](const std::string& s) { absl::StrAppend(&body, std::string(2 * indent, ' '), s, "\n"); };
     skip_absorbed(k);
+    const std::vector<int64_t> lanes = t_.lane_ranges(k);
+    const bool warp = !lanes.empty();
+    std::string pending_acc;  // the accumulator whose first loop opens next
+    // Per open loop: the accumulator its lanes combine when it closes ("" for other loops).
+    std::vector<std::pair<std::string, const UOp*>> open_loops;
+    const UOp* pending_reduce = nullptr;
     for (const UOpRef& u : k.ops) {
       const UOp& n = *u;
       if (absorbed_.count(&n)) continue;
@@ -117,8 +126,14 @@ class CStyleRenderer::Emitter {
         case Ops::RANGE: {
           std::string r = absl::StrCat("r", n.arg_int());
           names_[&n] = r;
+          const bool lane = warp && std::find(lanes.begin(), lanes.end(), n.arg_int()) != lanes.end();
+          open_loops.emplace_back(lane ? pending_acc : std::string(), lane ? pending_reduce : nullptr);
+          pending_acc.clear();
+          pending_reduce = nullptr;
           if (n.arg_int() == k.outer_range_id)
-            line(t_.outer_loop(r, name(n.src[0])));
+            line(warp ? t_.warp_outer_loop(r, name(n.src[0])) : t_.outer_loop(r, name(n.src[0])));
+          else if (lane)
+            line(t_.lane_loop(r, name(n.src[0])));
           else {
             if (std::binary_search(k.upcast_ranges.begin(), k.upcast_ranges.end(), n.arg_int()))
               line(t_.unroll_pragma(n.src[0]->arg_int()));
@@ -127,10 +142,18 @@ class CStyleRenderer::Emitter {
           ++indent;
           continue;
         }
-        case Ops::END_RANGE:
+        case Ops::END_RANGE: {
           --indent;
           line("}");
+          auto [acc, red] = open_loops.back();
+          open_loops.pop_back();
+          if (red != nullptr)
+            for (absl::string_view l : absl::StrSplit(t_.warp_combine(acc, static_cast<Ops>(red->arg_int()),
+                                                                       t_.value_type(red->dtype)),
+                                                       '\n'))
+              line(std::string(l));
           continue;
+        }
         case Ops::DEFINE_ACC: {
           // A scalar, or an array with one slot per combination of its upcast lanes.
           std::string a = absl::StrCat("acc", n.arg_int());
@@ -139,6 +162,8 @@ class CStyleRenderer::Emitter {
           if (n.src.size() == 1) {
             line(absl::StrFormat("%s %s = %s;", t_.value_type(n.dtype), a, init));
             names_[&n] = names_[&red] = a;
+            pending_acc = a;
+            pending_reduce = &red;
             continue;
           }
           int64_t slots = 1;
@@ -167,7 +192,7 @@ class CStyleRenderer::Emitter {
         case Ops::STORE: {
           DType dt = n.src[0]->dtype;
           std::string v = is_half(dt) ? half_bits(n.src[2]) : name(n.src[2]);
-          line(absl::StrFormat("%s[%s] = %s;", name(n.src[0]), name(n.src[1]), v));
+          line(absl::StrFormat("%s%s[%s] = %s;", warp ? t_.lane_store_guard() : "", name(n.src[0]), name(n.src[1]), v));
           continue;
         }
         default:

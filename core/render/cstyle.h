@@ -8,7 +8,9 @@
 // every thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/codegen/linearize.h"
@@ -47,6 +49,17 @@ class CStyleRenderer {
   // A math function of a float value, in the precision of `dt` (default: C99's fnf for float
   // and half types, fn for float64).
   virtual std::string math_call(const char* fn, DType dt, const std::string& x) const;
+
+  // Cooperative reductions, for targets with warps (the default has none). `lane_ranges` lists the
+  // reduction loops whose iterations the lanes of a warp share: when it is not empty, each outer
+  // iteration is computed by one warp, the outer loop header is `warp_outer_loop`, each listed
+  // loop's header is `lane_loop`, `warp_combine` follows the loop (after it every lane holds the
+  // whole result), and stores are prefixed with `lane_store_guard` (one lane writes).
+  virtual std::vector<int64_t> lane_ranges(const LinearKernel&) const { return {}; }
+  virtual std::string warp_outer_loop(const std::string& r, const std::string& end) const { return outer_loop(r, end); }
+  virtual std::string lane_loop(const std::string& r, const std::string& end) const { return ""; }
+  virtual std::string warp_combine(const std::string& acc, Ops op, const std::string& type) const { return ""; }
+  virtual std::string lane_store_guard() const { return ""; }
 
   // The integer division and modulo helpers for every integer type, each function declared with
   // `qualifiers` ("static inline" in C). Division by zero yields 0 and MIN / -1 wraps.

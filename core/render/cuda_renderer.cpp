@@ -1,5 +1,7 @@
 #include "core/render/cuda_renderer.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/render/c_renderer.h"
@@ -37,6 +39,11 @@ __device__ __forceinline__ double pg_u2d(uint64_t u) { return __longlong_as_doub
 )";
 
 constexpr const char* kGlobalId = "(int64_t)blockIdx.x * blockDim.x + threadIdx.x";
+// A reduction loop shorter than this keeps one thread per outer iteration: lanes would idle.
+constexpr int64_t kMinLaneTrip = 64;
+// With more outer iterations than this, a thread each is parallelism enough (an H100 runs ~270k
+// threads at once) and keeps reads along the output axis coalesced.
+constexpr int64_t kMaxWarpIterations = int64_t{1} << 15;
 
 class CudaRenderer final : public CStyleRenderer {
  protected:
@@ -49,8 +56,13 @@ class CudaRenderer final : public CStyleRenderer {
     for (size_t i = 0; i < k.params.size(); ++i)
       absl::StrAppendFormat(&out, "%s%s* __restrict__ b%d, ", i == 0 ? "" : "const ", storage_type(k.params[i]), i);
     absl::StrAppend(&out, "int64_t n) {\n");
-    // Without an outer loop the kernel is one thread's work.
-    if (k.outer_range_id < 0) absl::StrAppend(&out, "  if (", kGlobalId, " >= n) return;\n");
+    if (!lane_ranges(k).empty())
+      absl::StrAppendFormat(&out, "  const int pg_lane = threadIdx.x %% %d;\n  const int64_t pg_warp = (%s) / %d;\n", kWarpLanes,
+                            kGlobalId, kWarpLanes);
+    // Without an outer loop the kernel is one thread's work, or one warp's.
+    if (k.outer_range_id < 0)
+      absl::StrAppend(&out, lane_ranges(k).empty() ? absl::StrCat("  if (", kGlobalId, " >= n) return;\n")
+                                                   : "  if (pg_warp != 0) return;\n");
     return out;
   }
 
@@ -60,10 +72,69 @@ class CudaRenderer final : public CStyleRenderer {
   }
   std::string unroll_pragma(int64_t trip_count) const override { return absl::StrFormat("#pragma unroll %d", trip_count); }
 
+  std::vector<int64_t> lane_ranges(const LinearKernel& k) const override { return cuda_lane_ranges(k); }
+  std::string warp_outer_loop(const std::string& r, const std::string&) const override {
+    return absl::StrFormat("for (int64_t %s = pg_warp; %s < n; %s += (int64_t)gridDim.x * blockDim.x / %d) {", r, r, r,
+                           kWarpLanes);
+  }
+  std::string lane_loop(const std::string& r, const std::string& end) const override {
+    return absl::StrFormat("for (int64_t %s = pg_lane; %s < %s; %s += %d) {", r, r, end, r, kWarpLanes);
+  }
+  // A tree over the lanes (lane i takes lane i + d's partial), then lane 0's total to every lane:
+  // a butterfly would leave each lane a total summed in its own order, and lanes that store or
+  // branch on the result must agree bit for bit. Types narrower than 32 bits travel as int.
+  std::string warp_combine(const std::string& acc, Ops op, const std::string& type) const override {
+    const bool narrow = type == "bool" || type == "int8_t" || type == "uint8_t" || type == "int16_t" || type == "uint16_t";
+    const std::string wire = narrow ? "int" : type;
+    const std::string other = absl::StrFormat("(%s)__shfl_down_sync(0xffffffffu, (%s)%s, d)", type, wire, acc);
+    std::string combine;
+    if (op == Ops::ADD) combine = absl::StrFormat("%s = %s + %s;", acc, acc, other);
+    else if (op == Ops::MUL) combine = absl::StrFormat("%s = %s * %s;", acc, acc, other);
+    else combine = absl::StrFormat("{ const %s o = %s; %s = o > %s ? o : %s; }", type, other, acc, acc, acc);
+    return absl::StrFormat("for (int d = %d; d > 0; d /= 2) %s\n%s = (%s)__shfl_sync(0xffffffffu, (%s)%s, 0);",
+                           kWarpLanes / 2, combine, acc, type, wire, acc);
+  }
+  std::string lane_store_guard() const override { return "if (pg_lane == 0) "; }
+
   const char* scalar_type(DType dt) const override { return dt == DType::Bool ? "bool" : dtype_c_type(dt); }
 };
 
 }  // namespace
+
+std::vector<int64_t> cuda_lane_ranges(const LinearKernel& k) {
+  if (!k.upcast_ranges.empty() || k.outer_size > kMaxWarpIterations) return {};
+  std::vector<int64_t> lanes;
+  bool pending = false;     // a scalar accumulator was just defined: its first loop is next
+  int lane_depth = 0;       // open loops at or inside a lane loop
+  bool worthwhile = false;
+  for (const UOpRef& u : k.ops) {
+    const UOp& n = *u;
+    if (n.op == Ops::DEFINE_ACC) {
+      // An accumulator inside a lane loop would need its own combine per lane iteration, and an
+      // array accumulator belongs to upcast lanes: such kernels keep one thread per iteration.
+      if (lane_depth > 0 || n.src.size() != 1) return {};
+      pending = true;
+    } else if (n.op == Ops::RANGE) {
+      if (n.arg_int() == k.outer_range_id) {
+        if (pending) return {};  // a reduction outside the outer loop: every lane would run it whole
+      } else if (lane_depth > 0) {
+        ++lane_depth;
+      } else if (pending) {
+        lanes.push_back(n.arg_int());
+        lane_depth = 1;
+        const UOp& trip = *n.src[0];
+        if (trip.op != Ops::CONST || trip.arg_int() >= kMinLaneTrip) worthwhile = true;
+      }
+      pending = false;
+    } else if (n.op == Ops::END_RANGE) {
+      if (lane_depth > 0) --lane_depth;
+    }
+  }
+  if (!worthwhile) return {};
+  return lanes;
+}
+
+int cuda_threads_per_iteration(const LinearKernel& kernel) { return cuda_lane_ranges(kernel).empty() ? 1 : kWarpLanes; }
 
 absl::StatusOr<std::string> render_cuda(const LinearKernel& kernel) {
   static const CudaRenderer renderer;

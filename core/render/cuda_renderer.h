@@ -4,13 +4,15 @@
 // with bi the device pointer of DEFINE_GLOBAL i (b0 the output) and n the trip count of the
 // kernel's outer loop (LinearKernel::outer_size, 1 when it has none). The outer loop is spread
 // over the grid, grid-stride, so any launch shape is correct; every other loop runs inside its
-// thread, with upcast lanes and array accumulators in registers as in C. The op table is the
+// thread (or its warp, below), with upcast lanes and array accumulators in registers as in C. The op table is the
 // C-family base's (cstyle.h): the same expressions, constants, trap-free division and 16-bit
 // floats stored as bits, so a kernel computes what the CPU's does. The source needs no header
 // (NVRTC has no system headers); every name in it is the renderer's own.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/codegen/linearize.h"
@@ -18,5 +20,17 @@
 namespace polygrad {
 
 absl::StatusOr<std::string> render_cuda(const LinearKernel& kernel);
+
+// Reductions: a kernel whose reductions sit in its outer loop (not inside an upcast tile or
+// another reduction), with one at least 64 long and at most 2^15 outer iterations (beyond that,
+// a thread per iteration already fills the GPU), is rendered with one warp per outer iteration
+// (a kernel without an outer loop, e.g. the last stage of a full sum: one warp in all):
+// the lanes share each reduction's first loop (lane i takes iterations i, i + 32, ...), combine
+// their partial results with warp shuffles, and lane 0 stores. It must be launched with
+// cuda_threads_per_iteration(kernel) threads per outer iteration (32 then, else 1); any grid is
+// still correct (grid-stride over warps). The lane loops' range ids, empty for the other kernels.
+inline constexpr int kWarpLanes = 32;
+std::vector<int64_t> cuda_lane_ranges(const LinearKernel& kernel);
+int cuda_threads_per_iteration(const LinearKernel& kernel);
 
 }  // namespace polygrad
