@@ -4,7 +4,8 @@
     /usr/bin/python3 bench/gpu_bench.py [--repeat N]
 
 Workloads: a 4096x4096 float32 matmul, and one training step (forward, backward, SGD update) of
-the bench's 784-256-10 ReLU MLP on a batch of 128, run eagerly. Inputs and parameters are on the
+the bench's 784-256-10 ReLU MLP on a batch of 128, run eagerly and as a compiled step (against the
+same eager PyTorch step). Inputs and parameters are on the
 GPU before timing starts; a polygrad time covers sending the graph, scheduling, running the
 kernels and waiting for them (a realize returns when its stream is done); a PyTorch time ends
 with torch.cuda.synchronize(). The first run (compiles, or loads from the kernel cache) is not
@@ -77,8 +78,8 @@ def matmul(rng, repeat):
   return out
 
 
-def mlp_step(rng, repeat):
-  from polygrad.nn import SGD, Linear, get_parameters
+def mlp_step(rng, repeat, compiled=False):
+  from polygrad.nn import SGD, Linear, compile_step, get_parameters
   x = rng.random((128, 784), dtype=np.float32)
   y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 128)]
   out = {}
@@ -92,13 +93,22 @@ def mlp_step(rng, repeat):
         p.realize()
       px, py = Tensor(x).realize(), Tensor(y).realize()
 
-      def step():
+      def train(xb, yb):
         opt.zero_grad()
-        loss = -(l2(l1(px).relu()).log_softmax(-1) * py).sum(1).mean()
+        loss = -(l2(l1(xb).relu()).log_softmax(-1) * yb).sum(1).mean()
         loss.backward()
         opt.step()
-        l2.weight.realize()
-      out["polygrad"] = timed(step, repeat)
+        return loss
+
+      if compiled:
+        # One plan on the GPU: a run launches its kernels on the session's stream and waits.
+        run = compile_step(train, px, py)
+        out["polygrad"] = timed(lambda: run.run(), repeat)
+      else:
+        def step():
+          train(px, py)
+          l2.weight.realize()
+        out["polygrad"] = timed(step, repeat)
     finally:
       Device.DEFAULT = old
   if torch_cuda_reason() is None:
@@ -129,7 +139,9 @@ def main():
     return 0
   rng = np.random.default_rng(0)
   print(f"{'workload':36} {'polygrad':>12} {'torch':>12} {'ratio':>8}")
-  for name, fn in (("matmul 4096^2 float32", matmul), ("MLP 784-256-10 b128 SGD step", mlp_step)):
+  workloads = (("matmul 4096^2 float32", matmul), ("MLP 784-256-10 b128 SGD step", mlp_step),
+               ("same step, compile_step", lambda rng, n: mlp_step(rng, n, compiled=True)))
+  for name, fn in workloads:
     r = fn(rng, args.repeat)
     pg, th = r.get("polygrad"), r.get("torch")
     fmt = lambda t: f"{t * 1e3:10.2f}ms" if t is not None else f"{'-':>12}"  # noqa: E731

@@ -68,14 +68,19 @@ prometheus::MetricFamily by_kind(std::string name, std::string help,
   return f;
 }
 
-// Host buffers as "CPU"; buffers in GPU memory as "CUDA" (all GPUs together).
-prometheus::MetricFamily by_device(std::string name, std::string help, double cpu_value, double cuda_value) {
-  prometheus::MetricFamily f = single(std::move(name), std::move(help), prometheus::MetricType::Gauge, cpu_value);
-  f.metric.front().label.push_back({"device", "CPU"});
-  prometheus::ClientMetric cuda;
-  cuda.label.push_back({"device", "CUDA"});
-  cuda.gauge.value = cuda_value;
-  f.metric.push_back(std::move(cuda));
+// One series per device ("CPU", "CUDA:0", ...): Buffer::live_by_device().
+prometheus::MetricFamily by_device(std::string name, std::string help, const std::vector<Buffer::DeviceUsage>& usage,
+                                   int64_t Buffer::DeviceUsage::*field) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = prometheus::MetricType::Gauge;
+  for (const Buffer::DeviceUsage& u : usage) {
+    prometheus::ClientMetric m;
+    m.label.push_back({"device", u.device});
+    m.gauge.value = static_cast<double>(u.*field);
+    f.metric.push_back(std::move(m));
+  }
   return f;
 }
 
@@ -95,6 +100,7 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
       std::lock_guard lock(mu_);
       if (source_) c = source_();
     }
+    const std::vector<Buffer::DeviceUsage> usage = Buffer::live_by_device();
     using prometheus::MetricType;
     return {
         single("polygradd_sessions", "Live sessions.", MetricType::Gauge, static_cast<double>(c.sessions)),
@@ -127,12 +133,8 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
                 {{"session", c.sessions_created}, {"buffer", Buffer::created_total()}}),
         by_kind("polygradd_objects_released_total", "Objects released, by kind.",
                 {{"session", c.sessions_closed}, {"buffer", Buffer::released_total()}}),
-        by_device("polygradd_device_buffers", "Live buffers, by device.",
-                  static_cast<double>(Buffer::live_count() - Buffer::live_device_count()),
-                  static_cast<double>(Buffer::live_device_count())),
-        by_device("polygradd_device_bytes", "Bytes of live buffers, by device.",
-                  static_cast<double>(Buffer::live_bytes() - Buffer::live_device_bytes()),
-                  static_cast<double>(Buffer::live_device_bytes())),
+        by_device("polygradd_device_buffers", "Live buffers, by device.", usage, &Buffer::DeviceUsage::count),
+        by_device("polygradd_device_bytes", "Bytes of live buffers, by device.", usage, &Buffer::DeviceUsage::bytes),
     };
   }
 

@@ -171,6 +171,7 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
   BusyGuard busy(*this);
   const Clock::time_point start = Clock::now();
   RealizeOptions options;
+  options.streams = streams_;
   if (!request.default_device().empty()) {
     // Parsed to a code here; the client's text goes no further.
     absl::StatusOr<int64_t> code = device_code(request.default_device());
@@ -267,7 +268,7 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
     for (int64_t d : e.realized->shape()) r->add_shape(d);
     const uint64_t nbytes = e.realized->nbytes();
     if (request.want_data() && nbytes <= inline_budget) {
-      absl::StatusOr<BufferPtr> host = engine_.to_host(e.realized);  // device buffers: a host copy
+      absl::StatusOr<BufferPtr> host = engine_.to_host(e.realized, streams_.get());  // device buffers: a host copy
       if (!host.ok()) return host.status();
       r->set_has_data(true);
       r->set_data(static_cast<const char*>((*host)->data()), nbytes);

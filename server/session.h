@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "core/engine/device_streams.h"
 #include "core/engine/engine.h"
 #include "polygrad/v1/polygrad.pb.h"
 #include "server/decode.h"
@@ -157,6 +158,8 @@ class Session {
   Engine& engine_;
   const Limits& limits_;
   const Quotas* quotas_;
+  // The session's GPU streams: its realizes, steps and transfers queue in order on them.
+  const std::shared_ptr<DeviceStreams> streams_ = std::make_shared<DeviceStreams>();
 
   std::atomic<bool> closed_{false};
   std::atomic<int> attached_{0};

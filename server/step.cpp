@@ -1,5 +1,4 @@
 // Session's compiled-step calls: CompileStep, RunStep, ReleaseStep (see server/session.h).
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -35,10 +34,8 @@ std::string describe(const Buffer& b) {
   return absl::StrCat(dtype_name(b.dtype()), "[", absl::StrJoin(b.shape(), ","), "]");
 }
 
-void normalize_bools(Buffer& buf) {
-  if (buf.dtype() != DType::Bool) return;
-  auto* p = static_cast<unsigned char*>(buf.data());
-  for (size_t i = 0; i < buf.nbytes(); ++i) p[i] = p[i] != 0;
+void normalize_bools(std::string& bytes) {
+  for (char& c : bytes) c = c != 0;
 }
 
 }  // namespace
@@ -72,12 +69,8 @@ absl::Status Session::privatize(uint64_t node_id) {
     }
   }
   if (!other) return absl::OkStatus();
-  if (!e.realized->on_host())
-    return absl::UnimplementedError(absl::StrCat("node ", node_id, " is on ", e.realized->device(),
-                                                 ": compiled steps run on the CPU only so far"));
-  absl::StatusOr<BufferPtr> copy = engine_.allocate(e.realized->dtype(), e.realized->shape(), Buffer::Fill::None);
+  absl::StatusOr<BufferPtr> copy = engine_.clone(e.realized, streams_.get());
   if (!copy.ok()) return copy.status();
-  std::memcpy((*copy)->data(), e.realized->data(), e.realized->nbytes());
   absl::StatusOr<UOpRef> leaf = frontend::buffer((*copy)->id(), (*copy)->dtype(), (*copy)->shape());
   if (!leaf.ok()) return leaf.status();
   if (e.lazy->op == Ops::BUFFER) {
@@ -221,6 +214,7 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
 
   RealizeOptions options;
   options.should_stop = [this, &should_stop] { return closed_.load() || (should_stop && should_stop()); };
+  options.streams = streams_;
   absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = engine_.plan(spec, options);
   std::lock_guard lock(mu_);
   if (!plan.ok()) {
@@ -315,12 +309,16 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
     std::lock_guard run_lock(step_run_mu_);
     for (const Feed& f : feeds) {
       if (f.from) {
-        if (f.from.get() != f.into) std::memcpy(f.into->data(), f.from->data(), f.into->nbytes());
+        if (f.from.get() != f.into)
+          if (absl::Status s = engine_.copy(*f.into, *f.from, streams_.get()); !s.ok()) return s;
+      } else if (f.into->dtype() == DType::Bool) {
+        std::string bools(f.bytes);  // a client's bool bytes may be any nonzero value
+        normalize_bools(bools);
+        if (absl::Status s = engine_.write(*f.into, bools.data(), bools.size(), streams_.get()); !s.ok()) return s;
       } else {
-        std::memcpy(f.into->data(), f.bytes.data(), f.bytes.size());
-        transfer.upload += f.bytes.size();
+        if (absl::Status s = engine_.write(*f.into, f.bytes.data(), f.bytes.size(), streams_.get()); !s.ok()) return s;
       }
-      normalize_bools(*f.into);
+      if (!f.from) transfer.upload += f.bytes.size();
     }
     absl::Status ran =
         step->plan->run([this, &should_stop] { return closed_.load() || (should_stop && should_stop()); });
@@ -329,6 +327,10 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
     const std::vector<BufferPtr>& outs = step->plan->outputs();
     for (size_t i = 0; i < outs.size(); ++i) {
       const Buffer& b = *outs[i];
+      // A GPU output is read through a host copy, which is new (the plan overwrites its output
+      // buffers on every run) and so can be handed out as it is.
+      absl::StatusOr<BufferPtr> host = request.want_data() ? engine_.to_host(outs[i], streams_.get()) : outs[i];
+      if (!host.ok()) return host.status();
       v1::TensorResult* r = response.add_outputs();
       r->set_node_id(step->output_ids[i]);
       r->set_dtype(to_wire(b.dtype()));
@@ -336,13 +338,14 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
       if (!request.want_data()) continue;
       if (b.nbytes() <= inline_budget) {
         r->set_has_data(true);
-        r->set_data(static_cast<const char*>(b.data()), b.nbytes());
+        r->set_data(static_cast<const char*>((*host)->data()), b.nbytes());
         inline_budget -= b.nbytes();
         transfer.download += b.nbytes();
+      } else if (*host != outs[i]) {
+        large.emplace_back(static_cast<int>(i), *std::move(host));
       } else {
-        absl::StatusOr<BufferPtr> copy = engine_.allocate(b.dtype(), b.shape(), Buffer::Fill::None);
+        absl::StatusOr<BufferPtr> copy = engine_.clone(outs[i], streams_.get());
         if (!copy.ok()) return copy.status();
-        std::memcpy((*copy)->data(), b.data(), b.nbytes());
         large.emplace_back(static_cast<int>(i), *std::move(copy));
       }
     }

@@ -1,12 +1,12 @@
 #include "core/engine/cuda_realize.h"
 
-#include <unordered_map>
-#include <unordered_set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/engine/engine_impl.h"
 #include "core/engine/kernels_for.h"
+#include "core/engine/realize_key.h"
+#include "core/engine/realize_program.h"
 #include "core/render/cuda_renderer.h"
 #include "core/runtime/cuda/cubin.h"
 #include "core/runtime/cuda/nvrtc.h"
@@ -15,17 +15,11 @@
 namespace polygrad {
 namespace {
 
-struct CudaKernel {
-  std::shared_ptr<const CudaProgram> program;  // null: no elements, nothing to launch
-  std::vector<const UOp*> params;
-  int64_t outer_size = 0;
-};
-
 absl::StatusOr<CudaKernel> build(Engine::Impl& impl, CudaDevice& dev, const UOpRef& root,
                                  const std::function<bool(const UOp*)>& materialized, RealizeStats& stats) {
   auto nvrtc = Nvrtc::get();
   if (!nvrtc.ok()) return nvrtc.status();
-  auto lowered = lower_to_linear(root, materialized);
+  auto lowered = lower_for_cuda(root, materialized);
   if (!lowered.ok()) return lowered.status();
   auto source = render_cuda(lowered->linear);
   if (!source.ok()) return source.status();
@@ -45,89 +39,86 @@ absl::StatusOr<CudaKernel> build(Engine::Impl& impl, CudaDevice& dev, const UOpR
   if (found->result == CacheResult::Miss) ++stats.compiled;
   else ++stats.cache_hits;
   return CudaKernel{std::static_pointer_cast<const CudaProgram>(found->program), lowered->params,
-                    lowered->linear.outer_size};
+                    lowered->linear.outer_size, cuda_threads_per_iteration(lowered->linear)};
 }
 
 }  // namespace
 
+absl::StatusOr<CudaSchedule> compile_for_cuda(Engine::Impl& impl, CudaDevice& dev, const std::vector<UOpRef>& roots,
+                                              const std::function<bool(const UOp*)>& is_bound,
+                                              const RealizeOptions& options, const char* what, RealizeStats& stats) {
+  auto sched = create_schedule(roots, is_bound);
+  if (!sched.ok()) return sched.status();
+  auto materialized = [&](const UOp* n) { return sched->materialized.count(n) > 0; };
+  CudaSchedule out;
+  for (const ScheduleItem& item : sched->items) {
+    if (options.should_stop && options.should_stop())
+      return absl::CancelledError(absl::StrCat(what, " cancelled before compiling"));
+    if (item.root->numel() == 0) {
+      out.kernels.push_back(CudaKernel{nullptr, {item.root.get()}, 0});
+      continue;
+    }
+    auto k = build(impl, dev, item.root, materialized, stats);
+    if (!k.ok()) return k.status();
+    out.kernels.push_back(std::move(*k));
+  }
+  out.schedule = *std::move(sched);
+  return out;
+}
+
+absl::Status KernelTimes::launch(const CudaKernel& k, const void* const* args, size_t nargs) {
+  if (impl_.observer()) {
+    auto t = CudaDevice::Timer::start(stream_);
+    if (!t.ok()) return t.status();
+    timers_.push_back(std::move(*t));
+  }
+  if (absl::Status s = k.program->run(stream_, args, nargs, k.outer_size, k.threads_per_iteration); !s.ok()) return s;
+  return impl_.observer() ? timers_.back()->record_end() : absl::OkStatus();
+}
+
+absl::Status KernelTimes::report() {
+  for (const auto& t : timers_) {
+    auto secs = t->seconds();
+    if (!secs.ok()) return secs.status();
+    impl_.observer()->on_device_kernel(stream_.device().name(), *secs);
+  }
+  timers_.clear();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RealizeResult> realize_on_cuda(Engine::Impl& impl, CudaStream& stream, const std::vector<UOpRef>& outputs,
                                               const Bindings& bound, const RealizeOptions& options) {
   CudaDevice& dev = stream.device();
-  auto is_bound = [&](const UOp* n) { return bound.count(n) > 0; };
-  auto sched = create_schedule(outputs, is_bound);
-  if (!sched.ok()) return sched.status();
-  auto materialized = [&](const UOp* n) { return sched->materialized.count(n) > 0; };
-  auto stopped = [&] { return options.should_stop && options.should_stop(); };
-
-  RealizeResult result;
-  std::vector<CudaKernel> kernels;
-  for (const ScheduleItem& item : sched->items) {
-    if (stopped()) return absl::CancelledError("realize cancelled before compiling");
-    if (item.root->numel() == 0) {
-      kernels.push_back(CudaKernel{nullptr, {item.root.get()}, 0});
-      continue;
+  // As on the CPU (engine.cpp): the same structure on the same GPU reuses its program.
+  ScheduleCache& schedules = impl.schedules;
+  RealizeKey key;
+  if (schedules.enabled()) {
+    key = realize_key(outputs, bound, dev.name());
+    std::shared_ptr<const RealizeProgram> cached = schedules.find(key);
+    if (impl.observer()) impl.observer()->on_schedule_cache_lookup(cached != nullptr);
+    if (cached) {
+      auto result = run_program(impl, *cached, std::move(key.leaf_buffers), options, &stream);
+      if (result.ok()) {
+        result->stats.schedule_cache_hit = true;
+        result->stats.cache_hits = result->stats.kernels;
+      }
+      return result;
     }
-    auto k = build(impl, dev, item.root, materialized, result.stats);
-    if (!k.ok()) return k.status();
-    kernels.push_back(std::move(*k));
   }
-
-  std::unordered_map<const UOp*, BufferPtr> buffers;
-  std::vector<BufferPtr> retired;
-  // Destroyed before the two above (reverse order of declaration): on any return, queued work has
-  // finished before their blocks go back to the allocator.
-  struct SyncOnExit {
-    CudaStream& stream;
-    ~SyncOnExit() { (void)stream.synchronize(); }
-  } sync_on_exit{stream};
-  for (const auto& [node, buf] : bound) buffers.emplace(node, buf);
-  std::unordered_map<const UOp*, size_t> last_use;
-  for (size_t i = 0; i < kernels.size(); ++i)
-    for (const UOp* p : kernels[i].params) last_use[p] = i;
-  std::unordered_set<const UOp*> keep;
-  for (const UOpRef& o : sched->outputs) keep.insert(o.get());
-
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    if (stopped()) return absl::CancelledError("realize cancelled between kernels");
-    const CudaKernel& k = kernels[i];
-    const UOp* out = k.params[0];
-    auto buf = dev.allocate(out->dtype, out->shape, stream);
-    if (!buf.ok()) return buf.status();
-    buffers[out] = *buf;
-    if (k.program) {
-      std::vector<const void*> ptrs;
-      for (const UOp* p : k.params) {
-        const BufferPtr& b = buffers.at(p);
-        if (b->device() != dev.name())  // placement keeps this from happening; never launch on it
-          return absl::InternalError(absl::StrCat("a ", dev.name(), " kernel was given a ", b->device(), " buffer"));
-        ptrs.push_back(b->data());
-      }
-      std::unique_ptr<CudaDevice::Timer> timer;
-      if (impl.observer()) {
-        auto t = CudaDevice::Timer::start(stream);
-        if (!t.ok()) return t.status();
-        timer = std::move(*t);
-      }
-      if (absl::Status s = k.program->run(stream, ptrs.data(), ptrs.size(), k.outer_size); !s.ok()) return s;
-      if (timer) {
-        auto secs = timer->stop();
-        if (!secs.ok()) return secs.status();
-        impl.observer()->on_device_kernel(dev.name(), *secs);
-      }
-      ++result.stats.kernels;
-    }
-    // Intermediates read for the last time are kept until the stream has finished: the
-    // allocator is shared with other sessions' streams, which must not get a block this stream's
-    // queued kernels still read.
-    for (const UOp* p : k.params)
-      if (last_use[p] == i && !keep.count(p) && !bound.count(p)) {
-        retired.push_back(std::move(buffers.at(p)));
-        buffers.erase(p);
-      }
+  RealizeStats build_stats;
+  auto compiled = compile_for_cuda(impl, dev, outputs, [&](const UOp* n) { return bound.count(n) > 0; }, options,
+                                   "realize", build_stats);
+  if (!compiled.ok()) return compiled.status();
+  std::vector<BufferPtr> leaf_buffers = std::move(key.leaf_buffers);
+  auto program = make_program(compiled->schedule, std::move(compiled->kernels), key.leaves, bound, leaf_buffers);
+  if (!program.ok()) return program.status();
+  auto shared = std::make_shared<const RealizeProgram>(*std::move(program));
+  if (shared->cacheable && schedules.enabled()) schedules.insert(key, shared);
+  auto result = run_program(impl, *shared, std::move(leaf_buffers), options, &stream);
+  if (result.ok()) {
+    result->stats.compiled = build_stats.compiled;
+    result->stats.cache_hits = build_stats.cache_hits;
   }
-  if (absl::Status s = stream.synchronize(); !s.ok()) return s;
-  retired.clear();
-  for (const UOpRef& o : sched->outputs) result.outputs.push_back(buffers.at(o.get()));
   return result;
 }
 

@@ -15,6 +15,7 @@
 #include "core/engine/realize_program.h"
 #include "core/engine/placed_realize.h"
 #include "core/engine/placement.h"
+#include "core/engine/transfers.h"
 #include "core/render/c_renderer.h"
 #include "core/runtime/cuda/discovery.h"
 #include "core/schedule/schedule.h"
@@ -166,7 +167,33 @@ absl::Status Engine::check_device(int64_t code) const {
   return cuda_device_usable(code);
 }
 
-absl::StatusOr<BufferPtr> Engine::to_host(const BufferPtr& buffer) const { return host_copy(buffer); }
+namespace {
+// `streams`, or a set for one call when the caller has none.
+template <typename F>
+auto with_streams(DeviceStreams* streams, F&& f) {
+  if (streams) return f(*streams);
+  DeviceStreams own;
+  return f(own);
+}
+}  // namespace
+
+absl::StatusOr<BufferPtr> Engine::to_host(const BufferPtr& buffer, DeviceStreams* streams) const {
+  return with_streams(streams, [&](DeviceStreams& s) { return host_copy(buffer, s); });
+}
+
+absl::StatusOr<BufferPtr> Engine::clone(const BufferPtr& buffer, DeviceStreams* streams) const {
+  auto code = buffer_device_code(*buffer);
+  if (!code.ok()) return code.status();
+  return with_streams(streams, [&](DeviceStreams& s) { return transfer(buffer, *code, s); });
+}
+
+absl::Status Engine::write(Buffer& dst, const void* from, size_t bytes, DeviceStreams* streams) const {
+  return with_streams(streams, [&](DeviceStreams& s) { return write_bytes(dst, from, bytes, s); });
+}
+
+absl::Status Engine::copy(Buffer& dst, const Buffer& src, DeviceStreams* streams) const {
+  return with_streams(streams, [&](DeviceStreams& s) { return copy_contents(dst, src, s); });
+}
 
 absl::StatusOr<BufferPtr> Engine::allocate(DType dtype, Shape shape, Buffer::Fill fill) {
   return allocate_host_buffer(dtype, shape, fill);

@@ -17,6 +17,7 @@
 
 namespace polygrad {
 
+class DeviceStreams;
 class KernelCache;
 
 // Where a kernel-cache lookup was answered.
@@ -88,6 +89,9 @@ struct RealizeOptions {
   // Device code (core/engine/placement.h) of outputs that live on no device of their own
   // (computed from constants and random ops only); 0: the CPU.
   int64_t default_device = 0;
+  // The GPU streams to queue work on (a client session's, core/engine/device_streams.h), kept
+  // by a compiled plan for its runs; empty: streams of this call's own.
+  std::shared_ptr<DeviceStreams> streams;
 };
 
 class Engine {
@@ -99,8 +103,16 @@ class Engine {
   // OK when tensors may be placed on device `code` (core/engine/placement.h); otherwise
   // FAILED_PRECONDITION saying why ("CUDA:0 is not available: <reason>", or not enabled).
   absl::Status check_device(int64_t code) const;
+  // Contents across devices. Each returns when the bytes have arrived; `streams` (a session's)
+  // orders the transfer after that session's queued work, null uses a stream of its own.
   // `buffer` itself when it is in host memory, else a host copy of it (downloads, debugging).
-  absl::StatusOr<BufferPtr> to_host(const BufferPtr& buffer) const;
+  absl::StatusOr<BufferPtr> to_host(const BufferPtr& buffer, DeviceStreams* streams = nullptr) const;
+  // A new buffer on `buffer`'s device with its contents.
+  absl::StatusOr<BufferPtr> clone(const BufferPtr& buffer, DeviceStreams* streams = nullptr) const;
+  // `bytes` bytes of host memory over all of `dst` (INTERNAL when the sizes differ).
+  absl::Status write(Buffer& dst, const void* from, size_t bytes, DeviceStreams* streams = nullptr) const;
+  // `src` over `dst` (the same size; any two devices).
+  absl::Status copy(Buffer& dst, const Buffer& src, DeviceStreams* streams = nullptr) const;
 
   // A host buffer, zero-filled unless `fill` is Fill::None (see Buffer::allocate_host: only
   // for a caller that overwrites every byte); RESOURCE_EXHAUSTED when memory is not available.

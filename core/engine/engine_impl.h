@@ -57,8 +57,8 @@ struct Engine::Impl {
   // Runs a compiled kernel over `bufs` (one pointer per param), across the pool when it is big.
   void launch(const CompiledKernel& k, void* const* bufs);
 
-  const bool dump_kernels;
-  bool cuda_enabled = true;  // EngineOptions::devices named CUDA, or named nothing  // POLYGRAD_DUMP_KERNELS=1 prints every rendered kernel to stderr
+  const bool dump_kernels;    // POLYGRAD_DUMP_KERNELS=1 prints every rendered kernel to stderr
+  bool cuda_enabled = true;  // EngineOptions::devices named CUDA, or named nothing
 };
 
 }  // namespace polygrad

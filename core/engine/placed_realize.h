@@ -18,8 +18,4 @@ absl::StatusOr<RealizeResult> realize_placed(Engine& engine, Engine::Impl& impl,
 // "CUDA:<k> is not available: <reason>" otherwise. Probes without creating a context.
 absl::Status cuda_device_usable(int64_t code);
 
-// A host buffer with `buffer`'s contents: `buffer` itself when it is in host memory, else a copy
-// downloaded from its device.
-absl::StatusOr<BufferPtr> host_copy(const BufferPtr& buffer);
-
 }  // namespace polygrad

@@ -32,11 +32,12 @@ std::vector<const UOp*> post_order(const std::vector<UOpRef>& outputs, const Bin
   return order;
 }
 
-std::string describe(const UOp& n) {
-  return absl::StrCat(op_name(n.op), " ", dtype_name(n.dtype), "[", absl::StrJoin(n.shape, ","), "]");
-}
 
 }  // namespace
+
+std::string describe_node(const UOp& n) {
+  return absl::StrCat(op_name(n.op), " ", dtype_name(n.dtype), "[", absl::StrJoin(n.shape, ","), "]");
+}
 
 std::string device_name(int64_t code) {
   if (code == kCpuDevice) return "CPU";
@@ -97,7 +98,7 @@ absl::StatusOr<std::unordered_map<const UOp*, int64_t>> place(const std::vector<
         int64_t sd = device.at(s.get());
         if (sd == kAnyDevice) continue;
         if (d != kAnyDevice && d != sd)
-          return absl::InvalidArgumentError(absl::StrCat("node ", describe(*n), " reads tensors on ", device_name(d), " and ",
+          return absl::InvalidArgumentError(absl::StrCat("node ", describe_node(*n), " reads tensors on ", device_name(d), " and ",
                                                          device_name(sd),
                                                          ": a kernel runs on one device; copy one input (Tensor.to)"));
         d = sd;

@@ -27,6 +27,9 @@ absl::StatusOr<int64_t> device_code(std::string_view name);
 // The code of a buffer's device (Buffer::device()).
 absl::StatusOr<int64_t> buffer_device_code(const Buffer& b);
 
+// "ADD float32[2,3]": a node for error messages.
+std::string describe_node(const UOp& n);
+
 // True when the graph under `outputs` (stopping at bound nodes) has a COPY or reads a buffer
 // not in host memory: only then does a realize need placement; everything else is CPU-only.
 bool needs_placement(const std::vector<UOpRef>& outputs, const Bindings& bound);

@@ -7,8 +7,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/engine/buffer_arena.h"
+#include "core/engine/cuda_realize.h"
+#include "core/engine/device_streams.h"
 #include "core/engine/engine_impl.h"
 #include "core/engine/placement.h"
+#include "core/engine/transfers.h"
 #include "core/schedule/schedule.h"
 
 namespace polygrad {
@@ -18,48 +22,50 @@ std::string describe(DType dtype, const Shape& shape) {
   return absl::StrCat(dtype_name(dtype), "[", absl::StrJoin(shape, ","), "]");
 }
 
-absl::StatusOr<BufferPtr> fresh(DType dtype, const Shape& shape) {
-  BufferPtr b = Buffer::allocate_host(dtype, shape);
-  if (!b) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a ", describe(dtype, shape), " buffer"));
-  return b;
-}
-
-// Intermediate buffers, shared between values whose lifetimes do not overlap. Kernels see only
-// pointers, so a buffer is reused for any value that fits in it.
-class Arena {
- public:
-  absl::StatusOr<BufferPtr> take(DType dtype, const Shape& shape) {
-    const size_t need = static_cast<size_t>(shape_numel(shape)) * dtype_itemsize(dtype);
-    auto best = free_.end();
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if ((*it)->nbytes() >= need && (best == free_.end() || (*it)->nbytes() < (*best)->nbytes())) best = it;
-    }
-    if (best != free_.end()) {
-      BufferPtr b = *best;
-      free_.erase(best);
-      return b;
-    }
-    absl::StatusOr<BufferPtr> b = fresh(dtype, shape);
-    if (b.ok()) all_.push_back(*b);
-    return b;
-  }
-  void give_back(BufferPtr b) { free_.push_back(std::move(b)); }
-  const std::vector<BufferPtr>& all() const { return all_; }
-
- private:
-  static int64_t shape_numel(const Shape& shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    return n;
-  }
-  std::vector<BufferPtr> all_;
-  std::vector<BufferPtr> free_;
+// Where a step runs: the one device of every node it computes (constants and random numbers
+// alone: the default device), and its COPY nodes, each of which must read a tensor with a buffer
+// (a transfer before every run). A COPY of a computed value, or kernels on two devices, is
+// UNIMPLEMENTED: a plan has one stream and one allocator.
+struct PlanPlace {
+  int64_t device = kCpuDevice;
+  std::vector<const UOp*> copies;
 };
+
+absl::StatusOr<PlanPlace> plan_place(const std::vector<UOpRef>& roots, const Bindings& bound,
+                                     const RealizeOptions& options) {
+  if (options.default_device == kCpuDevice && !needs_placement(roots, bound)) return PlanPlace{};
+  auto placed = place(roots, bound);
+  if (!placed.ok()) return placed.status();
+  PlanPlace out;
+  int64_t device = kAnyDevice;
+  const UOp* first = nullptr;
+  for (const auto& [node, code] : *placed) {
+    if (bound.count(node)) continue;  // read where it is (a kernel's sources share its device)
+    if (node->op == Ops::COPY) {
+      if (!bound.count(node->src[0].get()))
+        return absl::UnimplementedError(absl::StrCat(
+            "compiled steps move only tensors that have a buffer between devices: node ", describe_node(*node),
+            " copies a computed ", describe_node(*node->src[0]), " to ", device_name(code),
+            "; realize it before compiling, or compute it on ", device_name(code)));
+      out.copies.push_back(node);
+    }
+    if (code == kAnyDevice || code == device) continue;
+    if (device != kAnyDevice)
+      return absl::UnimplementedError(absl::StrCat("a compiled step runs on one device: node ", describe_node(*first),
+                                                   " is on ", device_name(device), " and node ", describe_node(*node),
+                                                   " on ", device_name(code)));
+    device = code;
+    first = node;
+  }
+  out.device = device == kAnyDevice ? options.default_device : device;
+  return out;
+}
 
 }  // namespace
 
 struct ExecutionPlan::Step {
-  CompiledKernel kernel;
+  CompiledKernel kernel;  // on the CPU
+  CudaKernel cuda;        // on a GPU
   std::vector<void*> args;
 };
 
@@ -67,6 +73,11 @@ ExecutionPlan::~ExecutionPlan() = default;
 
 absl::Status ExecutionPlan::run(const std::function<bool()>& should_stop) {
   std::lock_guard lock(run_mu_);
+  // Each transfer returns when its bytes have arrived (GPU plans: queued on the plan's stream,
+  // so before its kernels either way).
+  for (const Transfer& t : transfers_)
+    if (absl::Status s = copy_contents(*t.to, *t.from, *streams_); !s.ok()) return s;
+  if (stream_) return run_on_gpu(should_stop);
   for (const Copy& c : snapshots_) std::memcpy(c.to, c.from, c.bytes);
   for (const Step& s : steps_) {
     if (should_stop && should_stop()) return absl::CancelledError("step cancelled between kernels");
@@ -74,6 +85,33 @@ absl::Status ExecutionPlan::run(const std::function<bool()>& should_stop) {
   }
   for (const Copy& c : copies_) std::memcpy(c.to, c.from, c.bytes);
   return absl::OkStatus();
+}
+
+absl::Status ExecutionPlan::run_on_gpu(const std::function<bool()>& should_stop) {
+  CudaStream& stream = *stream_;
+  CudaDevice& dev = stream.device();
+  auto address = [](const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
+  KernelTimes times(*engine_, stream);
+  // Everything is queued, then waited for once; on an early return, the queued work still
+  // finishes before the caller may touch a buffer.
+  auto finish = [&](absl::Status s) {
+    absl::Status synced = stream.synchronize();
+    if (s.ok()) s = synced;
+    if (s.ok()) s = times.report();
+    return s;
+  };
+  for (const Copy& c : snapshots_)
+    if (absl::Status s = dev.copy(address(c.from), address(c.to), c.bytes, stream); !s.ok()) return finish(s);
+  for (const Step& s : steps_) {
+    if (should_stop && should_stop()) {
+      (void)finish(absl::OkStatus());
+      return absl::CancelledError("step cancelled between kernels");
+    }
+    if (absl::Status st = times.launch(s.cuda, s.args.data(), s.args.size()); !st.ok()) return finish(st);
+  }
+  for (const Copy& c : copies_)
+    if (absl::Status s = dev.copy(address(c.from), address(c.to), c.bytes, stream); !s.ok()) return finish(s);
+  return finish(absl::OkStatus());
 }
 
 absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec, const RealizeOptions& options) {
@@ -94,19 +132,72 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
   std::vector<UOpRef> roots = spec.outputs;
   for (const PlanAssign& a : spec.assigns) roots.push_back(a.value);
   roots.insert(roots.end(), spec.materialize.begin(), spec.materialize.end());
-  if (needs_placement(roots, spec.bound))
-    return absl::UnimplementedError(
-        "compiled steps run on the CPU only so far: this step reads a device buffer or has a COPY (Tensor.to); "
-        "run it without compiling, or keep its tensors on the CPU");
-  RealizeStats build_stats;
-  auto compiled = impl_->compile(roots, [&](const UOp* n) { return spec.bound.count(n) > 0; }, options, "step compile",
-                                 build_stats);
-  if (!compiled.ok()) return compiled.status();
-  const Schedule& sched = compiled->schedule;
-  std::vector<CompiledKernel>& kernels = compiled->kernels;
-
+  auto where = plan_place(roots, spec.bound, options);
+  if (!where.ok()) return where.status();
+  const int64_t device = where->device;
   std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan());
   plan->engine_ = impl_.get();
+  plan->device_ = device_name(device);
+  for (size_t i = 0; i < spec.assigns.size(); ++i)
+    if (spec.assigns[i].target->device() != plan->device_)
+      return absl::InvalidArgumentError(absl::StrCat("assign ", i, ": the target buffer is on ",
+                                                     spec.assigns[i].target->device(), " but the step runs on ",
+                                                     plan->device_));
+
+  // The spec's buffers, and each COPY's destination (filled before every run).
+  Bindings bound = spec.bound;
+  // The kernels, in order, as (output and parameters, launchable or not) on the plan's device.
+  auto is_bound = [&](const UOp* n) { return bound.count(n) > 0; };
+  RealizeStats build_stats;
+  Schedule sched;
+  std::vector<ExecutionPlan::Step> built;
+  std::vector<std::vector<const UOp*>> params;
+  CudaDevice* gpu = nullptr;
+  // Transfers read and write across devices through the session's streams.
+  if (device != kCpuDevice || !where->copies.empty())
+    plan->streams_ = options.streams ? options.streams : std::make_shared<DeviceStreams>();
+  auto fresh = [&](DType dtype, const Shape& shape) -> absl::StatusOr<BufferPtr> {
+    if (!gpu) return allocate_host_buffer(dtype, shape);
+    return gpu->allocate(dtype, shape, *plan->stream_);
+  };
+  std::vector<BufferPtr> transfer_ends;  // kept by the plan
+  auto add_transfers = [&]() -> absl::Status {
+    for (const UOp* c : where->copies) {
+      absl::StatusOr<BufferPtr> to = fresh(c->dtype, c->shape);
+      if (!to.ok()) return to.status();
+      const BufferPtr& from = bound.at(c->src[0].get());
+      plan->transfers_.push_back(ExecutionPlan::Transfer{from.get(), to->get()});
+      transfer_ends.push_back(from);
+      transfer_ends.push_back(*to);
+      bound[c] = *to;
+    }
+    return absl::OkStatus();
+  };
+  if (device == kCpuDevice) {
+    if (absl::Status s = add_transfers(); !s.ok()) return s;
+    auto compiled = impl_->compile(roots, is_bound, options, "step compile", build_stats);
+    if (!compiled.ok()) return compiled.status();
+    sched = std::move(compiled->schedule);
+    for (CompiledKernel& k : compiled->kernels) {
+      params.push_back(k.params);
+      built.push_back(ExecutionPlan::Step{std::move(k), {}, {}});
+    }
+  } else {
+    if (absl::Status s = check_device(device); !s.ok()) return s;
+    auto stream = plan->streams_->on(device);
+    if (!stream.ok()) return stream.status();
+    plan->stream_ = *stream;
+    gpu = &plan->stream_->device();
+    if (absl::Status s = add_transfers(); !s.ok()) return s;
+    auto compiled = compile_for_cuda(*impl_, *gpu, roots, is_bound, options, "step compile", build_stats);
+    if (!compiled.ok()) return compiled.status();
+    sched = std::move(compiled->schedule);
+    for (CudaKernel& k : compiled->kernels) {
+      params.push_back(k.params);
+      built.push_back(ExecutionPlan::Step{CompiledKernel{nullptr, {}, 0, 0}, std::move(k), {}});
+    }
+  }
+  auto launchable = [&](size_t i) { return gpu ? built[i].cuda.program != nullptr : built[i].kernel.program != nullptr; };
   plan->stats_.compiled = build_stats.compiled;
   plan->stats_.cache_hits = build_stats.cache_hits;
 
@@ -115,29 +206,28 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
   std::unordered_set<const UOp*> finals;
   for (size_t i = 0; i < spec.outputs.size() + spec.assigns.size(); ++i) finals.insert(sched.outputs[i].get());
   std::unordered_map<const UOp*, size_t> last_use;
-  for (size_t i = 0; i < kernels.size(); ++i)
-    for (const UOp* p : kernels[i].params) last_use[p] = i;
+  for (size_t i = 0; i < params.size(); ++i)
+    for (const UOp* p : params[i]) last_use[p] = i;
 
   std::unordered_map<const UOp*, BufferPtr> buffers;
-  for (const auto& [node, buf] : spec.bound) buffers.emplace(node, buf);
-  Arena arena;
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    const UOp* out = kernels[i].params[0];
-    absl::StatusOr<BufferPtr> buf = finals.count(out) || !kernels[i].program ? fresh(out->dtype, out->shape)
-                                                                            : arena.take(out->dtype, out->shape);
+  for (const auto& [node, buf] : bound) buffers.emplace(node, buf);
+  BufferArena arena(fresh);
+  for (size_t i = 0; i < built.size(); ++i) {
+    const UOp* out = params[i][0];
+    const bool own = finals.count(out) || !launchable(i);
+    absl::StatusOr<BufferPtr> buf = own ? fresh(out->dtype, out->shape) : arena.take(out->dtype, out->shape);
     if (!buf.ok()) return buf.status();
     buffers[out] = *buf;
-    if (finals.count(out) || !kernels[i].program) plan->held_.push_back(*buf);
-    const std::vector<const UOp*> params = kernels[i].params;
-    if (kernels[i].program) {
-      ExecutionPlan::Step step{std::move(kernels[i]), {}};
-      for (const UOp* p : params) step.args.push_back(buffers.at(p)->data());
+    if (own) plan->held_.push_back(*buf);
+    if (launchable(i)) {
+      ExecutionPlan::Step step = std::move(built[i]);
+      for (const UOp* p : params[i]) step.args.push_back(buffers.at(p)->data());
       plan->steps_.push_back(std::move(step));
     }
     // Sources read here for the last time return to the arena for the next kernels.
-    for (size_t j = 1; j < params.size(); ++j) {
-      const UOp* p = params[j];
-      if (last_use[p] == i && !finals.count(p) && !spec.bound.count(p) && p != out) arena.give_back(buffers.at(p));
+    for (size_t j = 1; j < params[i].size(); ++j) {
+      const UOp* p = params[i][j];
+      if (last_use[p] == i && !finals.count(p) && !bound.count(p) && p != out) arena.give_back(buffers.at(p));
     }
   }
   for (const BufferPtr& b : arena.all()) {
@@ -148,17 +238,22 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
   plan->stats_.kernels = static_cast<uint32_t>(plan->steps_.size());
   // Of the bound buffers, the plan keeps those its kernels, outputs and assigns use.
   std::unordered_set<const Buffer*> used;
-  for (const ExecutionPlan::Step& s : plan->steps_)
-    for (const UOp* p : s.kernel.params)
-      if (auto it = spec.bound.find(p); it != spec.bound.end() && used.insert(it->second.get()).second)
+  for (size_t i = 0; i < built.size(); ++i)
+    for (const UOp* p : params[i])
+      if (auto it = bound.find(p); it != bound.end() && used.insert(it->second.get()).second)
         plan->held_.push_back(it->second);
   for (const UOp* r : finals)
-    if (auto it = spec.bound.find(r); it != spec.bound.end() && used.insert(it->second.get()).second)
+    if (auto it = bound.find(r); it != bound.end() && used.insert(it->second.get()).second)
       plan->held_.push_back(it->second);
   for (const PlanAssign& a : spec.assigns)
     if (used.insert(a.target.get()).second) plan->held_.push_back(a.target);
+  for (const BufferPtr& b : transfer_ends)
+    if (used.insert(b.get()).second) plan->held_.push_back(b);
   // The graph goes when planning ends; launches need only the pointers.
-  for (ExecutionPlan::Step& s : plan->steps_) s.kernel.params.clear();
+  for (ExecutionPlan::Step& s : plan->steps_) {
+    s.kernel.params.clear();
+    s.cuda.params.clear();
+  }
 
   for (size_t i = 0; i < spec.outputs.size(); ++i) plan->outputs_.push_back(buffers.at(sched.outputs[i].get()));
   for (size_t i = 0; i < spec.assigns.size(); ++i) {
@@ -167,7 +262,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
     if (value.get() == a.target.get()) continue;  // assigned its own value: nothing to write
     if (targets.count(value.get())) {
       // The value is another target's buffer, which this run overwrites: read it first.
-      absl::StatusOr<BufferPtr> snap = fresh(value->dtype(), value->shape());
+      absl::StatusOr<BufferPtr> snap = fresh(value->dtype(), value->shape());  // on the plan's device
       if (!snap.ok()) return snap.status();
       plan->held_.push_back(*snap);
       plan->snapshots_.push_back(ExecutionPlan::Copy{value->data(), (*snap)->data(), value->nbytes()});

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,7 +18,8 @@
 
 namespace polygrad {
 
-struct CompiledKernel;
+class CudaStream;
+class DeviceStreams;
 
 // After each run, `target` holds the value `value` had during that run (an in-place update of a
 // parameter or optimizer state). The value must have the target's dtype and shape.
@@ -53,7 +55,8 @@ class ExecutionPlan {
   // Launches every kernel in order, then writes each assign's value into its target. Every
   // kernel reads the targets' values from before the run: updates are written to temporaries and
   // copied at the end. `should_stop` is polled between kernels; stopping returns CANCELLED with
-  // no target changed. Concurrent calls are serialized.
+  // no target changed. Concurrent calls are serialized. A plan on a GPU queues everything on
+  // its stream (the planning session's) and returns when the GPU has finished.
   absl::Status run(const std::function<bool()>& should_stop = {});
 
   // One buffer per PlanSpec output, the same buffers on every run (overwritten by each run). An
@@ -62,6 +65,8 @@ class ExecutionPlan {
   // Every buffer the plan keeps alive (bound inputs and targets included), for accounting.
   const std::vector<BufferPtr>& buffers() const { return held_; }
   const PlanStats& stats() const { return stats_; }
+  // Where the kernels run ("CPU", "CUDA:0"); every buffer above lives there.
+  const std::string& device() const { return device_; }
 
  private:
   friend class Engine;
@@ -71,10 +76,19 @@ class ExecutionPlan {
     void* to;
     size_t bytes;
   };
+  struct Transfer {  // a COPY node of the step: a bound buffer into the plan's, across devices
+    const Buffer* from;
+    Buffer* to;
+  };
   ExecutionPlan() = default;
+  absl::Status run_on_gpu(const std::function<bool()>& should_stop);
 
   Engine::Impl* engine_ = nullptr;
+  std::string device_ = "CPU";
+  std::shared_ptr<DeviceStreams> streams_;  // keeps stream_ alive
+  CudaStream* stream_ = nullptr;            // null: the kernels run on the CPU
   std::vector<Step> steps_;
+  std::vector<Transfer> transfers_;  // first of all
   std::vector<Copy> snapshots_;  // before the kernels: assigned values that are other targets
   std::vector<Copy> copies_;     // after the kernels: values into their targets
   std::vector<BufferPtr> outputs_;

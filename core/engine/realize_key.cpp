@@ -46,12 +46,18 @@ class Writer {
 
 constexpr uint8_t kLeafTag = 'L';
 constexpr uint8_t kNodeTag = 'N';
+constexpr uint8_t kDeviceTag = 'D';
 
 }  // namespace
 
-RealizeKey realize_key(const std::vector<UOpRef>& outputs, const Bindings& bound) {
+RealizeKey realize_key(const std::vector<UOpRef>& outputs, const Bindings& bound, std::string_view device) {
   RealizeKey key;
   Writer w(key.structure);
+  if (!device.empty()) {  // a GPU program runs its own kernels: never the CPU's, nor another GPU's
+    w.put<uint8_t>(kDeviceTag);
+    w.put<uint32_t>(static_cast<uint32_t>(device.size()));
+    key.structure.append(device);
+  }
   std::unordered_map<const UOp*, uint32_t> index;  // position in the post-order
   std::unordered_map<const Buffer*, uint32_t> first_leaf_of;
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/engine/engine.h"
@@ -23,8 +24,9 @@ struct RealizeKey {
   std::vector<BufferPtr> leaf_buffers;  // their buffers, in the same order
 };
 
-// The key of realizing `outputs` with `bound`. Bound nodes must be keys of `bound` as for
+// The key of realizing `outputs` with `bound` on `device` (empty: the CPU; "CUDA:0": that GPU,
+// whose keys never equal another device's). Bound nodes must be keys of `bound` as for
 // Engine::realize; an unbound BUFFER leaf is kept as an ordinary node (scheduling rejects it).
-RealizeKey realize_key(const std::vector<UOpRef>& outputs, const Bindings& bound);
+RealizeKey realize_key(const std::vector<UOpRef>& outputs, const Bindings& bound, std::string_view device = {});
 
 }  // namespace polygrad

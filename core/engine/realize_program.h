@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/engine/cuda_realize.h"
 #include "core/engine/engine.h"
 #include "core/engine/engine_impl.h"
 #include "core/ir/uop.h"
@@ -21,7 +22,8 @@ namespace polygrad {
 
 struct RealizeProgram {
   struct Launch {
-    CompiledKernel kernel;          // params cleared: a program holds no graph
+    CompiledKernel kernel;          // on the CPU; params cleared: a program holds no graph
+    CudaKernel cuda;                // on a GPU (a program is for one device; the other is empty)
     std::vector<uint32_t> args;     // slot of each kernel argument; args[0] is this launch's output
     DType dtype;                    // of the output
     Shape shape;
@@ -37,17 +39,24 @@ struct RealizeProgram {
   bool cacheable = true;
 };
 
-// The program of `sched` (its items compiled, in order, into `kernels`). `key_leaves` are the
-// bound nodes of the request's key, which take the first slots; `leaf_buffers` holds their
-// buffers on entry and gets the buffers of bound nodes outside the key appended.
+// The program of `sched` (its items compiled, in order, into `kernels`, for the CPU or for one
+// GPU). `key_leaves` are the bound nodes of the request's key, which take the first slots;
+// `leaf_buffers` holds their buffers on entry and gets the buffers of bound nodes outside the
+// key appended.
 absl::StatusOr<RealizeProgram> make_program(const Schedule& sched, std::vector<CompiledKernel> kernels,
+                                            const std::vector<const UOp*>& key_leaves, const Bindings& bound,
+                                            std::vector<BufferPtr>& leaf_buffers);
+absl::StatusOr<RealizeProgram> make_program(const Schedule& sched, std::vector<CudaKernel> kernels,
                                             const std::vector<const UOp*>& key_leaves, const Bindings& bound,
                                             std::vector<BufferPtr>& leaf_buffers);
 
 // Runs `program` over `leaf_buffers` (one per leaf slot): allocates each launch's output,
 // launches, frees intermediates after their last reader. `should_stop` is polled between
 // launches (CANCELLED); a failed allocation is RESOURCE_EXHAUSTED. Fills stats.kernels.
+// A GPU program (made from CudaKernels) runs on `stream`: its intermediates share blocks in
+// stream order, and it returns when the stream has finished.
 absl::StatusOr<RealizeResult> run_program(Engine::Impl& engine, const RealizeProgram& program,
-                                          std::vector<BufferPtr> leaf_buffers, const RealizeOptions& options);
+                                          std::vector<BufferPtr> leaf_buffers, const RealizeOptions& options,
+                                          CudaStream* stream = nullptr);
 
 }  // namespace polygrad

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 
 #include "core/runtime/host_allocator.h"
@@ -17,6 +19,20 @@ std::atomic<uint64_t> g_created{0};
 std::atomic<uint64_t> g_released{0};
 std::atomic<int64_t> g_device_count{0};
 std::atomic<int64_t> g_device_bytes{0};
+
+// Per device (not the CPU): adopt and release only, so a mutex costs nothing next to them.
+std::mutex g_per_device_mu;
+std::map<std::string, std::pair<int64_t, int64_t>>& per_device() {
+  static auto* m = new std::map<std::string, std::pair<int64_t, int64_t>>();  // outlives static buffers
+  return *m;
+}
+
+void count_device(const std::string& device, int64_t count, int64_t bytes) {
+  std::lock_guard lock(g_per_device_mu);
+  auto& [c, b] = per_device()[device];
+  c += count;
+  b += bytes;
+}
 
 }  // namespace
 
@@ -42,6 +58,7 @@ std::shared_ptr<Buffer> Buffer::adopt_device(DType dtype, Shape shape, void* dat
   b->release_ = std::move(release);
   g_device_count.fetch_add(1);
   g_device_bytes.fetch_add(static_cast<int64_t>(nbytes));
+  count_device(b->device_, 1, static_cast<int64_t>(nbytes));
   return b;
 }
 
@@ -58,6 +75,7 @@ Buffer::~Buffer() {
     release_(data_);
     g_device_count.fetch_sub(1);
     g_device_bytes.fetch_sub(static_cast<int64_t>(nbytes_));
+    count_device(device_, -1, -static_cast<int64_t>(nbytes_));
   } else {
     host_free(data_, nbytes_);
   }
@@ -72,5 +90,12 @@ uint64_t Buffer::created_total() { return g_created.load(); }
 uint64_t Buffer::released_total() { return g_released.load(); }
 int64_t Buffer::live_device_count() { return g_device_count.load(); }
 int64_t Buffer::live_device_bytes() { return g_device_bytes.load(); }
+
+std::vector<Buffer::DeviceUsage> Buffer::live_by_device() {
+  std::vector<DeviceUsage> out{{"CPU", live_count() - live_device_count(), live_bytes() - live_device_bytes()}};
+  std::lock_guard lock(g_per_device_mu);
+  for (const auto& [device, usage] : per_device()) out.push_back({device, usage.first, usage.second});
+  return out;
+}
 
 }  // namespace polygrad

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/ir/uop.h"
 
@@ -46,6 +47,14 @@ class Buffer {
   // Live buffers and bytes not in host memory (every device but the CPU, together).
   static int64_t live_device_count();
   static int64_t live_device_bytes();
+  // Live buffers and bytes per device: "CPU" first, then every other device that has held a
+  // buffer in this process (kept at zero after its last buffer goes, so a series never vanishes).
+  struct DeviceUsage {
+    std::string device;
+    int64_t count;
+    int64_t bytes;
+  };
+  static std::vector<DeviceUsage> live_by_device();
 
  private:
   Buffer(DType dtype, Shape shape, int64_t numel, size_t nbytes, void* data, std::string device);

@@ -351,5 +351,21 @@ TEST(RealizeKeyTest, BoundNodesAreAbstractedToTypeShapeAndAliasing) {
   EXPECT_NE(key(realized, y, {{x.get(), b1}, {y.get(), b2}}).structure, distinct.structure) << "an unbound node";
 }
 
+// A GPU's programs are its own: the same structure on the CPU, on CUDA:0 and on CUDA:1 is three
+// keys (their kernels and launches differ), and the same GPU twice is one.
+TEST(RealizeKeyTest, TheDeviceIsPartOfTheKey) {
+  BufferPtr b = Buffer::allocate_host(DType::Float32, {3});
+  UOpRef x = ok(fe::buffer(b->id(), DType::Float32, {3}));
+  const std::vector<UOpRef> out{ok(fe::alu(Ops::NEG, {x}))};
+  const Bindings bound{{x.get(), b}};
+  RealizeKey cpu = realize_key(out, bound), gpu0 = realize_key(out, bound, "CUDA:0");
+  RealizeKey gpu1 = realize_key(out, bound, "CUDA:1");
+  EXPECT_NE(cpu.structure, gpu0.structure);
+  EXPECT_NE(cpu.digest, gpu0.digest);
+  EXPECT_NE(gpu0.structure, gpu1.structure);
+  EXPECT_EQ(realize_key(out, bound, "CUDA:0").structure, gpu0.structure);
+  EXPECT_EQ(gpu0.leaves, cpu.leaves);
+}
+
 }  // namespace
 }  // namespace polygrad

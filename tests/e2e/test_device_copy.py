@@ -46,6 +46,25 @@ def test_copy_to_cpu_on_the_wire_is_a_transfer(raw):
   assert r.stats.kernels == 1  # the multiply; the copy is a transfer, not a kernel
 
 
+def test_a_compiled_step_transfers_its_inputs_on_every_run(raw):
+  # A COPY of a tensor with a buffer is a transfer before each run, so a fed input reaches the
+  # kernels; a COPY of a computed value is UNIMPLEMENTED (a step has one device), naming it.
+  stub, sid = raw
+  a = np.arange(6, dtype=np.float32)
+  nodes = [data_node(1, a), copy_node(2, 1, "cpu"), pb.Node(id=3, op=pb.MUL, src=[2, 2])]
+  step = stub.CompileStep(pb.CompileStepRequest(session_id=sid, nodes=nodes, inputs=[1], outputs=[3]), timeout=60)
+  for k in range(3):
+    x = a + k
+    r = stub.RunStep(pb.RunStepRequest(session_id=sid, step_id=step.step_id, want_data=True,
+                                       inputs=[pb.StepInput(node_id=1, data=x.tobytes())]), timeout=60)
+    np.testing.assert_array_equal(np.frombuffer(r.outputs[0].data, np.float32), x * x)
+  computed = [pb.Node(id=4, op=pb.NEG, src=[1]), copy_node(5, 4, "cpu"), pb.Node(id=6, op=pb.MUL, src=[5, 5])]
+  with pytest.raises(grpc.RpcError) as e:
+    stub.CompileStep(pb.CompileStepRequest(session_id=sid, nodes=computed, outputs=[6]), timeout=60)
+  assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+  assert "node COPY float32[6] copies a computed NEG float32[6] to CPU" in e.value.details()
+
+
 @pytest.mark.parametrize("device", ["tpu", "cuda:x", "", "../cpu", "cuda:0:1"])
 def test_copy_to_a_malformed_device_is_invalid_argument(raw, device):
   stub, sid = raw

@@ -322,15 +322,19 @@ def _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids, opt
       raise NotImplementedError("compile_step: detach() / Tensor.no_grad values inside a compiled step are "
                                 "not supported yet")
     # Optimizer scalars that change per step become inputs of the step (realized BUFFER nodes:
-    # sent before the trace, or sent now with inline data).
+    # sent before the trace, or sent now with inline data). A scalar on a GPU is a COPY of such a
+    # buffer: the buffer is the input, and the step transfers it before every run.
     from .nn.optim import _Scalar
     scalars = []
     todo_ids = {n.id for n in todo}
     for opt in optimizers:
       for attr, value in vars(opt).items():
         st = value._t if isinstance(value, _Scalar) else None
-        if st is not None and st._node.op == g.BUFFER and (st._node.sent or st._node.id in todo_ids):
-          scalars.append((opt, attr, value, st._node.id))
+        node = st._node if st is not None else None
+        if node is not None and node.op == g.COPY and node.src[0].op == g.BUFFER:
+          node = node.src[0]
+        if node is not None and node.op == g.BUFFER and (node.sent or node.id in todo_ids):
+          scalars.append((opt, attr, value, node.id))
     scalar_ids = {nid for _, _, _, nid in scalars}
     baked = [n for n in todo if n.op == g.BUFFER and n.id >= first_new_id and n.id not in scalar_ids]
     # Random numbers made on the device while traced have their seed and counter fixed in the

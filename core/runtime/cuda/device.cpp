@@ -192,7 +192,8 @@ CudaProgram::~CudaProgram() {
   if (device_.make_current().ok()) device_.driver().api().cuModuleUnload(static_cast<CUmodule>(module_));
 }
 
-absl::Status CudaProgram::run(const CudaStream& stream, const void* const* args, size_t nargs, int64_t n) const {
+absl::Status CudaProgram::run(const CudaStream& stream, const void* const* args, size_t nargs, int64_t n,
+                              int threads_per_iteration) const {
   if (nparams_ != 0 && nargs != nparams_)
     return absl::InternalError(absl::StrCat("kernel takes ", nparams_, " buffers, launched with ", nargs));
   if (absl::Status s = device_.make_current(); !s.ok()) return s;
@@ -205,7 +206,7 @@ absl::Status CudaProgram::run(const CudaStream& stream, const void* const* args,
   }
   int64_t count = n;
   params[nargs] = &count;
-  const LaunchDims d = launch_dims(n, device_.props().multiprocessors);
+  const LaunchDims d = launch_dims(n * threads_per_iteration, device_.props().multiprocessors);
   return device_.driver().check(
       "cuLaunchKernel", device_.driver().api().cuLaunchKernel(static_cast<CUfunction>(function_), d.grid, 1, 1, d.block, 1,
                                                               1, 0, stream.handle(), params.data(), nullptr));
@@ -244,13 +245,16 @@ CudaDevice::Timer::~Timer() {
   if (end_ != nullptr) d.driver().api().cuEventDestroy(static_cast<CUevent>(end_));
 }
 
-absl::StatusOr<double> CudaDevice::Timer::stop() {
+absl::Status CudaDevice::Timer::record_end() {
+  CudaDevice& d = stream_.device();
+  if (absl::Status s = d.make_current(); !s.ok()) return s;
+  return d.driver().check("cuEventRecord", d.driver().api().cuEventRecord(static_cast<CUevent>(end_), stream_.handle()));
+}
+
+absl::StatusOr<double> CudaDevice::Timer::seconds() const {
   CudaDevice& d = stream_.device();
   const DriverApi& f = d.driver().api();
   if (absl::Status s = d.make_current(); !s.ok()) return s;
-  if (absl::Status s = d.driver().check("cuEventRecord", f.cuEventRecord(static_cast<CUevent>(end_), stream_.handle()));
-      !s.ok())
-    return s;
   if (absl::Status s = d.driver().check("cuEventSynchronize", f.cuEventSynchronize(static_cast<CUevent>(end_))); !s.ok())
     return s;
   float ms = 0;

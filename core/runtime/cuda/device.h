@@ -60,8 +60,10 @@ class CudaProgram final : public Program {
  public:
   ~CudaProgram() override;
   // Queues the kernel on `stream` over device pointers `args` (DEFINE_GLOBAL order) for `n`
-  // outer iterations. Returns when queued; errors of the run show at the next synchronize.
-  absl::Status run(const CudaStream& stream, const void* const* args, size_t nargs, int64_t n) const;
+  // outer iterations, with `threads_per_iteration` threads each (render/cuda_renderer.h: 32 for a
+  // warp-reduction kernel). Returns when queued; errors of the run show at the next synchronize.
+  absl::Status run(const CudaStream& stream, const void* const* args, size_t nargs, int64_t n,
+                   int threads_per_iteration = 1) const;
   // Program's host-side entry: runs [0, end) on a stream of its own and waits. `start` must be 0
   // (a GPU kernel is never split across host threads). Errors are reported on stderr; the
   // engine's CUDA path calls run() instead and gets them as statuses.
@@ -103,13 +105,18 @@ class CudaDevice {
   // CUBIN bytes (runtime/cuda/cubin.h checks them) as a launchable kernel.
   absl::StatusOr<ProgramPtr> load(const std::string& cubin, size_t nparams);
 
-  // Kernel time: the milliseconds between two events recorded on `stream` around queued work.
+  // Kernel time: the time between two events recorded on `stream` around queued work. Neither
+  // end waits, so timing does not serialize the launches between them.
   class Timer {
    public:
+    // Records the start now (in stream order).
     static absl::StatusOr<std::unique_ptr<Timer>> start(const CudaStream& stream);
     ~Timer();
-    // Records the end, waits for it, and returns seconds elapsed on the GPU.
-    absl::StatusOr<double> stop();
+    // Records the end now (in stream order); returns without waiting.
+    absl::Status record_end();
+    // Seconds the GPU spent between the two events; waits for the end event. Call after
+    // record_end, typically once the stream has been synchronized anyway.
+    absl::StatusOr<double> seconds() const;
 
    private:
     Timer(const CudaStream& stream) : stream_(stream) {}

@@ -31,10 +31,11 @@ def _dedup(xs: Iterable[Tensor]) -> List[Tensor]:
 
 
 class _Scalar:
-  """A float that reaches the graph as a 0-d float32 buffer, re-sent only when it changes."""
+  """A float that reaches the graph as a 0-d float32 buffer, re-sent only when it changes, on the
+  device of the parameters it updates (a kernel reads one device)."""
 
-  def __init__(self, value: float):
-    self.value, self._t = float(value), None
+  def __init__(self, value: float, device: str = "CPU"):
+    self.value, self._t, self.device = float(value), None, device
 
   def set(self, value: float) -> None:
     if float(value) != self.value:
@@ -42,7 +43,7 @@ class _Scalar:
 
   def tensor(self) -> Tensor:
     if self._t is None or (self._t._node.sent and self._t._node.gen != _graph_gen()):
-      self._t = Tensor(np.float32(self.value))
+      self._t = Tensor(np.float32(self.value), device=self.device)
     return self._t
 
 
@@ -64,7 +65,12 @@ class Optimizer:
     self.buffers: List[Tensor] = _dedup(x for x in params if not x.requires_grad)
     if not self.params:
       raise ValueError("optimizer got no parameters that require grad")
-    self._lr = _Scalar(lr)
+    devices = sorted({x.device for x in self.params})
+    if len(devices) > 1:
+      raise ValueError(f"optimizer parameters live on {' and '.join(devices)}: move them to one device (Tensor.to) "
+                       f"before making the optimizer")
+    self.device = devices[0]  # where its scalars and state live
+    self._lr = _Scalar(lr, self.device)
     self.steps = 0  # steps taken (torch's `step` state)
 
   @property
@@ -147,7 +153,7 @@ class Adam(Optimizer):
     self.eps, self.wd = eps, weight_decay
     self.m = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
     self.v = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
-    self._step_size, self._bc2_sqrt, self._decay = _Scalar(0), _Scalar(0), _Scalar(1)
+    self._step_size, self._bc2_sqrt, self._decay = (_Scalar(v, self.device) for v in (0, 0, 1))
 
   def _step(self) -> List[Tensor]:
     k = self.steps
@@ -197,7 +203,7 @@ class LAMB(Optimizer):
     self.b1, self.b2, self.eps, self.wd = b1, b2, eps, weight_decay
     self.m = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
     self.v = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
-    self._inv_bc1, self._inv_bc2 = _Scalar(1), _Scalar(1)
+    self._inv_bc1, self._inv_bc2 = _Scalar(1, self.device), _Scalar(1, self.device)
 
   def _step(self) -> List[Tensor]:
     k = self.steps
