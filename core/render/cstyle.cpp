@@ -112,6 +112,7 @@ class CStyleRenderer::Emitter {
     skip_absorbed(k);
     const std::vector<int64_t> lanes = t_.lane_ranges(k);
     const bool warp = !lanes.empty();
+    const int group = warp ? t_.group_lanes(k) : 1;
     std::string pending_acc;  // the accumulator whose first loop opens next
     // Per open loop: the accumulator its lanes combine when it closes ("" for other loops).
     std::vector<std::pair<std::string, const UOp*>> open_loops;
@@ -131,9 +132,9 @@ class CStyleRenderer::Emitter {
           pending_acc.clear();
           pending_reduce = nullptr;
           if (n.arg_int() == k.outer_range_id)
-            line(warp ? t_.warp_outer_loop(r, name(n.src[0])) : t_.outer_loop(r, name(n.src[0])));
+            line(warp ? t_.group_outer_loop(r, name(n.src[0]), group) : t_.outer_loop(r, name(n.src[0])));
           else if (lane)
-            line(t_.lane_loop(r, name(n.src[0])));
+            line(t_.lane_loop(r, name(n.src[0]), group));
           else {
             if (std::binary_search(k.upcast_ranges.begin(), k.upcast_ranges.end(), n.arg_int()))
               line(t_.unroll_pragma(n.src[0]->arg_int()));
@@ -148,8 +149,8 @@ class CStyleRenderer::Emitter {
           auto [acc, red] = open_loops.back();
           open_loops.pop_back();
           if (red != nullptr)
-            for (absl::string_view l : absl::StrSplit(t_.warp_combine(acc, static_cast<Ops>(red->arg_int()),
-                                                                       t_.value_type(red->dtype)),
+            for (absl::string_view l : absl::StrSplit(t_.group_combine(acc, static_cast<Ops>(red->arg_int()),
+                                                                        t_.value_type(red->dtype), group),
                                                        '\n'))
               line(std::string(l));
           continue;

@@ -51,14 +51,20 @@ class CStyleRenderer {
   virtual std::string math_call(const char* fn, DType dt, const std::string& x) const;
 
   // Cooperative reductions, for targets with warps (the default has none). `lane_ranges` lists the
-  // reduction loops whose iterations the lanes of a warp share: when it is not empty, each outer
-  // iteration is computed by one warp, the outer loop header is `warp_outer_loop`, each listed
-  // loop's header is `lane_loop`, `warp_combine` follows the loop (after it every lane holds the
-  // whole result), and stores are prefixed with `lane_store_guard` (one lane writes).
+  // reduction loops whose iterations the `group_lanes` threads of a group (a warp, or a block of
+  // warps) share: when it is not empty, each outer iteration is computed by one group, the outer
+  // loop header is `group_outer_loop`, each listed loop's header is `lane_loop`, `group_combine`
+  // follows the loop (after it every lane holds the whole result, bit for bit the same), and stores
+  // are prefixed with `lane_store_guard` (one lane writes).
   virtual std::vector<int64_t> lane_ranges(const LinearKernel&) const { return {}; }
-  virtual std::string warp_outer_loop(const std::string& r, const std::string& end) const { return outer_loop(r, end); }
-  virtual std::string lane_loop(const std::string& r, const std::string& end) const { return ""; }
-  virtual std::string warp_combine(const std::string& acc, Ops op, const std::string& type) const { return ""; }
+  virtual int group_lanes(const LinearKernel&) const { return 1; }
+  virtual std::string group_outer_loop(const std::string& r, const std::string& end, int lanes) const {
+    return outer_loop(r, end);
+  }
+  virtual std::string lane_loop(const std::string& r, const std::string& end, int lanes) const { return ""; }
+  virtual std::string group_combine(const std::string& acc, Ops op, const std::string& type, int lanes) const {
+    return "";
+  }
   virtual std::string lane_store_guard() const { return ""; }
 
   // The integer division and modulo helpers for every integer type, each function declared with

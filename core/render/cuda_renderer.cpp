@@ -44,6 +44,11 @@ constexpr int64_t kMinLaneTrip = 64;
 // With more outer iterations than this, a thread each is parallelism enough (an H100 runs ~270k
 // threads at once) and keeps reads along the output axis coalesced.
 constexpr int64_t kMaxWarpIterations = int64_t{1} << 15;
+// A block per outer iteration when there are at most this many (a block each still fills the GPU:
+// 1024 x 256 threads) and a reduction loop of at least kMinBlockTrip (8 or more per thread): with
+// a warp each, few outputs with long reductions would leave most of the GPU idle.
+constexpr int64_t kMaxBlockIterations = 1024;
+constexpr int64_t kMinBlockTrip = 2048;
 
 class CudaRenderer final : public CStyleRenderer {
  protected:
@@ -56,13 +61,14 @@ class CudaRenderer final : public CStyleRenderer {
     for (size_t i = 0; i < k.params.size(); ++i)
       absl::StrAppendFormat(&out, "%s%s* __restrict__ b%d, ", i == 0 ? "" : "const ", storage_type(k.params[i]), i);
     absl::StrAppend(&out, "int64_t n) {\n");
-    if (!lane_ranges(k).empty())
-      absl::StrAppendFormat(&out, "  const int pg_lane = threadIdx.x %% %d;\n  const int64_t pg_warp = (%s) / %d;\n", kWarpLanes,
-                            kGlobalId, kWarpLanes);
-    // Without an outer loop the kernel is one thread's work, or one warp's.
+    const int lanes = group_lanes(k);
+    if (lanes > 1)
+      absl::StrAppendFormat(&out, "  const int pg_lane = threadIdx.x %% %d;\n  const int64_t pg_group = (%s) / %d;\n", lanes,
+                            kGlobalId, lanes);
+    // Without an outer loop the kernel is one thread's work, or one group's.
     if (k.outer_range_id < 0)
-      absl::StrAppend(&out, lane_ranges(k).empty() ? absl::StrCat("  if (", kGlobalId, " >= n) return;\n")
-                                                   : "  if (pg_warp != 0) return;\n");
+      absl::StrAppend(&out, lanes == 1 ? absl::StrCat("  if (", kGlobalId, " >= n) return;\n")
+                                       : "  if (pg_group != 0) return;\n");
     return out;
   }
 
@@ -73,26 +79,38 @@ class CudaRenderer final : public CStyleRenderer {
   std::string unroll_pragma(int64_t trip_count) const override { return absl::StrFormat("#pragma unroll %d", trip_count); }
 
   std::vector<int64_t> lane_ranges(const LinearKernel& k) const override { return cuda_lane_ranges(k); }
-  std::string warp_outer_loop(const std::string& r, const std::string&) const override {
-    return absl::StrFormat("for (int64_t %s = pg_warp; %s < n; %s += (int64_t)gridDim.x * blockDim.x / %d) {", r, r, r,
-                           kWarpLanes);
+  int group_lanes(const LinearKernel& k) const override { return cuda_threads_per_iteration(k); }
+  std::string group_outer_loop(const std::string& r, const std::string&, int lanes) const override {
+    return absl::StrFormat("for (int64_t %s = pg_group; %s < n; %s += (int64_t)gridDim.x * blockDim.x / %d) {", r, r, r,
+                           lanes);
   }
-  std::string lane_loop(const std::string& r, const std::string& end) const override {
-    return absl::StrFormat("for (int64_t %s = pg_lane; %s < %s; %s += %d) {", r, r, end, r, kWarpLanes);
+  std::string lane_loop(const std::string& r, const std::string& end, int lanes) const override {
+    return absl::StrFormat("for (int64_t %s = pg_lane; %s < %s; %s += %d) {", r, r, end, r, lanes);
   }
-  // A tree over the lanes (lane i takes lane i + d's partial), then lane 0's total to every lane:
-  // a butterfly would leave each lane a total summed in its own order, and lanes that store or
-  // branch on the result must agree bit for bit. Types narrower than 32 bits travel as int.
-  std::string warp_combine(const std::string& acc, Ops op, const std::string& type) const override {
+  // A tree over the lanes of each warp (lane i takes lane i + d's partial). For a warp group, lane
+  // 0's total then goes to every lane: a butterfly would leave each lane a total summed in its own
+  // order, and lanes that store or branch on the result must agree bit for bit. For a block group,
+  // each warp's lane 0 puts its total in shared memory and every thread combines the warps' totals
+  // in the same order; the second barrier keeps the next combine from overwriting them early.
+  // Types narrower than 32 bits travel through shuffles as int.
+  std::string group_combine(const std::string& acc, Ops op, const std::string& type, int lanes) const override {
     const bool narrow = type == "bool" || type == "int8_t" || type == "uint8_t" || type == "int16_t" || type == "uint16_t";
     const std::string wire = narrow ? "int" : type;
-    const std::string other = absl::StrFormat("(%s)__shfl_down_sync(0xffffffffu, (%s)%s, d)", type, wire, acc);
-    std::string combine;
-    if (op == Ops::ADD) combine = absl::StrFormat("%s = %s + %s;", acc, acc, other);
-    else if (op == Ops::MUL) combine = absl::StrFormat("%s = %s * %s;", acc, acc, other);
-    else combine = absl::StrFormat("{ const %s o = %s; %s = o > %s ? o : %s; }", type, other, acc, acc, acc);
-    return absl::StrFormat("for (int d = %d; d > 0; d /= 2) %s\n%s = (%s)__shfl_sync(0xffffffffu, (%s)%s, 0);",
-                           kWarpLanes / 2, combine, acc, type, wire, acc);
+    auto combine = [&](const std::string& other) {
+      if (op == Ops::ADD) return absl::StrFormat("%s = %s + %s;", acc, acc, other);
+      if (op == Ops::MUL) return absl::StrFormat("%s = %s * %s;", acc, acc, other);
+      return absl::StrFormat("{ const %s o = %s; %s = o > %s ? o : %s; }", type, other, acc, acc, acc);
+    };
+    std::string out = absl::StrFormat(
+        "for (int d = %d; d > 0; d /= 2) %s\n", kWarpLanes / 2,
+        combine(absl::StrFormat("(%s)__shfl_down_sync(0xffffffffu, (%s)%s, d)", type, wire, acc)));
+    if (lanes == kWarpLanes)
+      return absl::StrCat(out, absl::StrFormat("%s = (%s)__shfl_sync(0xffffffffu, (%s)%s, 0);", acc, type, wire, acc));
+    const int warps = lanes / kWarpLanes;
+    return absl::StrCat(out, absl::StrFormat("{\n  __shared__ %s pg_part[%d];\n  if (pg_lane %% %d == 0) pg_part[pg_lane / %d] = %s;\n"
+                                             "  __syncthreads();\n  %s = pg_part[0];\n  for (int w = 1; w < %d; ++w) %s\n"
+                                             "  __syncthreads();\n}",
+                                             type, warps, kWarpLanes, kWarpLanes, acc, acc, warps, combine("pg_part[w]")));
   }
   std::string lane_store_guard() const override { return "if (pg_lane == 0) "; }
 
@@ -101,12 +119,20 @@ class CudaRenderer final : public CStyleRenderer {
 
 }  // namespace
 
-std::vector<int64_t> cuda_lane_ranges(const LinearKernel& k) {
+namespace {
+
+// The lane loops of `k` and the longest constant trip count among them (-1 when one is not a
+// constant), or no loops when the kernel keeps a thread per outer iteration.
+struct LaneLoops {
+  std::vector<int64_t> ranges;
+  int64_t longest = 0;
+};
+
+LaneLoops lane_loops(const LinearKernel& k) {
   if (!k.upcast_ranges.empty() || k.outer_size > kMaxWarpIterations) return {};
-  std::vector<int64_t> lanes;
+  LaneLoops out;
   bool pending = false;     // a scalar accumulator was just defined: its first loop is next
   int lane_depth = 0;       // open loops at or inside a lane loop
-  bool worthwhile = false;
   for (const UOpRef& u : k.ops) {
     const UOp& n = *u;
     if (n.op == Ops::DEFINE_ACC) {
@@ -120,21 +146,30 @@ std::vector<int64_t> cuda_lane_ranges(const LinearKernel& k) {
       } else if (lane_depth > 0) {
         ++lane_depth;
       } else if (pending) {
-        lanes.push_back(n.arg_int());
+        out.ranges.push_back(n.arg_int());
         lane_depth = 1;
         const UOp& trip = *n.src[0];
-        if (trip.op != Ops::CONST || trip.arg_int() >= kMinLaneTrip) worthwhile = true;
+        if (out.longest >= 0) out.longest = trip.op == Ops::CONST ? std::max(out.longest, trip.arg_int()) : -1;
       }
       pending = false;
     } else if (n.op == Ops::END_RANGE) {
       if (lane_depth > 0) --lane_depth;
     }
   }
-  if (!worthwhile) return {};
-  return lanes;
+  if (out.longest >= 0 && out.longest < kMinLaneTrip) return {};
+  return out;
 }
 
-int cuda_threads_per_iteration(const LinearKernel& kernel) { return cuda_lane_ranges(kernel).empty() ? 1 : kWarpLanes; }
+}  // namespace
+
+std::vector<int64_t> cuda_lane_ranges(const LinearKernel& k) { return lane_loops(k).ranges; }
+
+int cuda_threads_per_iteration(const LinearKernel& k) {
+  const LaneLoops loops = lane_loops(k);
+  if (loops.ranges.empty()) return 1;
+  const bool long_loop = loops.longest < 0 || loops.longest >= kMinBlockTrip;
+  return k.outer_size <= kMaxBlockIterations && long_loop ? kBlockLanes : kWarpLanes;
+}
 
 absl::StatusOr<std::string> render_cuda(const LinearKernel& kernel) {
   static const CudaRenderer renderer;

@@ -23,13 +23,19 @@ absl::StatusOr<std::string> render_cuda(const LinearKernel& kernel);
 
 // Reductions: a kernel whose reductions sit in its outer loop (not inside an upcast tile or
 // another reduction), with one at least 64 long and at most 2^15 outer iterations (beyond that,
-// a thread per iteration already fills the GPU), is rendered with one warp per outer iteration
-// (a kernel without an outer loop, e.g. the last stage of a full sum: one warp in all):
-// the lanes share each reduction's first loop (lane i takes iterations i, i + 32, ...), combine
-// their partial results with warp shuffles, and lane 0 stores. It must be launched with
-// cuda_threads_per_iteration(kernel) threads per outer iteration (32 then, else 1); any grid is
-// still correct (grid-stride over warps). The lane loops' range ids, empty for the other kernels.
+// a thread per iteration already fills the GPU), is rendered with one group of lanes per outer
+// iteration (a kernel without an outer loop, e.g. the last stage of a full sum: one group in all):
+// the lanes share each reduction's first loop (lane i takes iterations i, i + G, ...), combine
+// their partial results with warp shuffles — and, for a block, through shared memory between
+// two __syncthreads — after which every lane holds the same total, and lane 0 stores. The group
+// is a warp (G = 32), or a whole block (G = kBlockLanes = 256) when there are at most 1024 outer
+// iterations and a reduction of at least 2048 (or of a length known only at run time). It must be
+// launched with cuda_threads_per_iteration(kernel) = G threads per outer iteration (1 for the
+// other kernels), and a block kernel with blocks of exactly kBlockLanes threads (launch_dims'
+// block): its barriers span the block. Any grid is still correct (grid-stride over groups).
+// cuda_lane_ranges: the lane loops' range ids, empty for the other kernels.
 inline constexpr int kWarpLanes = 32;
+inline constexpr int kBlockLanes = 256;
 std::vector<int64_t> cuda_lane_ranges(const LinearKernel& kernel);
 int cuda_threads_per_iteration(const LinearKernel& kernel);
 

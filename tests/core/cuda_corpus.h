@@ -208,6 +208,9 @@ class Corpus {
     for (DType dt : {DType::Float32, DType::Float16, DType::Int32, DType::Float64}) {
       add(fe::reduce(Ops::ADD, leaf(dt, {1 << 16}), {0}));
       add(fe::reduce(Ops::MAX, leaf(dt, {2, 256, 256}), {1, 2}));
+      // Few outputs, long rows: a block per output on a GPU.
+      add(fe::reduce(Ops::ADD, leaf(dt, {6, 4096}), {1}));
+      add(fe::reduce(Ops::MAX, leaf(dt, {6, 4096}), {1}));
     }
     add(fe::sum(leaf(DType::Float32, {300, 700}), {0}, false));
   }

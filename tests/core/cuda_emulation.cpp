@@ -158,16 +158,31 @@ inline void* pg_fiber_stack(char* base, size_t size) {
   return sp;
 }
 // Runs every thread of the current block to its end; false (b.error says why) when it cannot.
-inline bool pg_run_block(PgBlock& b) {
+// Round robin: each pass runs every runnable thread, first to last, until it waits, then lets go
+// the barriers all of whose threads have arrived. Eager: the warps are taken last to first, and a
+// warp whose last lane reaches a shuffle goes on at once, so each warp runs as far ahead of the
+// ones below it as its barriers allow — and warp 0, whose lane 0 stores, comes last. A kernel
+// whose result differs between the two reads shared memory another warp has not finished with
+// (or not yet written): a missing __syncthreads.
+inline bool pg_run_block(PgBlock& b, bool eager) {
   const unsigned n = (unsigned)b.state.size();
   for (unsigned t = 0; t < n; ++t) b.state[t] = kRunnable;
   for (;;) {
-    for (unsigned t = 0; t < n; ++t)
-      if (b.state[t] == kRunnable) {
-        b.current = t;
-        threadIdx = dim3{t, 0, 0};
-        pg_switch(&b.main_sp, b.sp[t]);
-      }
+    for (unsigned i = 0; i < n; ++i) {
+      // Eager: warps from the last, the lanes of each in order.
+      const unsigned t = !eager ? i : (n - 1 - i) / 32 * 32 + i % 32;
+      if (t >= n || b.state[t] != kRunnable) continue;
+      b.current = t;
+      threadIdx = dim3{t, 0, 0};
+      pg_switch(&b.main_sp, b.sp[t]);
+      if (!eager || b.state[t] != kAtShuffle || b.error) continue;
+      const unsigned w = t - t % 32;
+      bool all = w + 32 <= n;
+      for (unsigned l = w; all && l < w + 32; ++l) all = b.state[l] == kAtShuffle;
+      if (!all) continue;
+      for (unsigned l = w; l < w + 32; ++l) b.state[l] = kRunnable;
+      i = (n - 1 - w) / 32 * 32 - 1;  // this warp again, from its first lane
+    }
     if (b.error) return false;
     // Nothing is runnable now: let go every barrier all of whose threads have arrived.
     bool done = true, released = false, all_at_sync = true;
@@ -202,8 +217,9 @@ inline bool pg_run_block(PgBlock& b) {
 )pg";
 
 // The launch: every block, and in it every thread one after another, or as fibers when the
-// kernel cooperates. A kernel parameter of any pointer type is bound from a void* by PgArg. An
-// emulation error goes back in call[4] (a message in the shared object's static storage).
+// kernel cooperates (call[5]: the eager schedule). A kernel parameter of any pointer type is bound
+// from a void* by PgArg. An emulation error goes back in call[4] (a message in the shared
+// object's static storage).
 constexpr const char* kDriver = R"pg(
 struct PgArg {
   void* p;
@@ -228,7 +244,7 @@ template <class F> void pg_emulate(::int64_t* call, bool cooperative, F&& body) 
   pg_block = &block;
   for (unsigned b = 0; b < gridDim.x; ++b) {
     blockIdx = dim3{b, 0, 0};
-    if (!pg_run_block(block)) {
+    if (!pg_run_block(block, call[5] != 0)) {
       call[4] = (::int64_t)(std::intptr_t)block.error;
       break;
     }
@@ -236,7 +252,7 @@ template <class F> void pg_emulate(::int64_t* call, bool cooperative, F&& body) 
   pg_block = nullptr;
 }
 }  // namespace pg_cuda
-/* args[0]: {kernel, n, grid, block, error out}; args + 1: the kernel's buffers. */
+/* args[0]: {kernel, n, grid, block, error out, eager}; args + 1: the kernel's buffers. */
 extern "C" void pg_kernel(void** args, ::int64_t, ::int64_t) {
   ::int64_t* call = static_cast<::int64_t*>(args[0]);
   void** b = args + 1;
@@ -592,9 +608,9 @@ absl::StatusOr<KernelSet> KernelSet::cpu(const std::vector<std::string>& sources
 }
 
 absl::Status KernelSet::launch(size_t kernel, const std::vector<void*>& bufs, int64_t n, unsigned grid,
-                               unsigned block) const {
+                               unsigned block, bool eager) const {
   const Slot& s = slots_.at(kernel);
-  int64_t call[5] = {s.local, n, grid, block, 0};
+  int64_t call[6] = {s.local, n, grid, block, 0, eager};
   std::vector<void*> args{call};
   args.insert(args.end(), bufs.begin(), bufs.end());
   // The CPU dispatcher reads only call[0] and runs [0, n); the emulation ignores start and end.
@@ -606,8 +622,9 @@ absl::Status KernelSet::launch(size_t kernel, const std::vector<void*>& bufs, in
 }
 
 std::vector<LaunchDims> launch_shapes(int64_t n, int threads_per_iteration) {
-  if (threads_per_iteration > 1)
-    return {launch_dims(n * threads_per_iteration, 132), LaunchDims{2, 2 * static_cast<unsigned>(threads_per_iteration)}};
+  const unsigned lanes = static_cast<unsigned>(threads_per_iteration);
+  if (lanes >= kBlockLanes) return {launch_dims(n * lanes, 132), LaunchDims{2, lanes}};
+  if (lanes > 1) return {launch_dims(n * lanes, 132), LaunchDims{2, 2 * lanes}};
   return {launch_dims(n, 132), LaunchDims{2, 3}};
 }
 
@@ -681,29 +698,43 @@ std::vector<std::string> compare(const std::vector<KernelCase>& cases, const Ker
       mismatches.push_back(absl::StrFormat("kernel %d on the CPU: %s", k, s.ToString()));
       continue;
     }
+    const bool cooperative = c.threads_per_iteration > 1;
     for (LaunchDims dims : launch_shapes(c.cuda_linear.outer_size, c.threads_per_iteration)) {
-      std::vector<uint8_t> got(out_bytes, 0xa5);
-      std::vector<void*> args;
-      for (size_t a : c.cuda_args) args.push_back(a == 0 ? got.data() : bufs[a]);
-      if (absl::Status s = emulated.launch(k, args, c.cuda_linear.outer_size, dims.grid, dims.block); !s.ok()) {
-        mismatches.push_back(absl::StrFormat("kernel %d (grid %d x %d): %s\n--- CUDA source ---\n%s", k, dims.grid,
-                                             dims.block, s.ToString(), c.cuda_source));
-        continue;
-      }
-      if (got == want) continue;
-      size_t size = dtype_itemsize(out_dt), first = 0, count = 0;
-      for (size_t i = c.numel[0]; i-- > 0;)
-        if (!agree(out_dt, want.data() + i * size, got.data() + i * size, c.reassociates)) {
-          first = i;
-          ++count;
+      std::vector<uint8_t> round_robin;  // a cooperative kernel's result under the first schedule
+      for (bool eager : {false, true}) {
+        if (eager && !cooperative) continue;
+        const char* schedule = !cooperative ? "" : eager ? ", eager schedule" : ", round-robin schedule";
+        std::vector<uint8_t> got(out_bytes, 0xa5);
+        std::vector<void*> args;
+        for (size_t a : c.cuda_args) args.push_back(a == 0 ? got.data() : bufs[a]);
+        if (absl::Status s = emulated.launch(k, args, c.cuda_linear.outer_size, dims.grid, dims.block, eager); !s.ok()) {
+          mismatches.push_back(absl::StrFormat("kernel %d (grid %d x %d%s): %s\n--- CUDA source ---\n%s", k, dims.grid,
+                                               dims.block, schedule, s.ToString(), c.cuda_source));
+          continue;
         }
-      if (count == 0) continue;
-      mismatches.push_back(absl::StrFormat(
-          "kernel %d (%s output, %d elements, n=%d, grid %d x %d%s): %d elements differ; first at %d: CPU %s, "
-          "emulated CUDA %s\n--- CUDA source ---\n%s\n--- C source (the CPU path's) ---\n%s",
-          k, dtype_name(out_dt), c.numel[0], c.cuda_linear.outer_size, dims.grid, dims.block,
-          c.reassociates ? ", reassociated" : "", count, first, format_element(out_dt, want.data() + first * size),
-          format_element(out_dt, got.data() + first * size), c.cuda_source, c.c_source.substr(c.c_source.find(kCEntry))));
+        if (!eager) round_robin = got;
+        if (eager && !round_robin.empty() && got != round_robin) {
+          mismatches.push_back(absl::StrFormat(
+              "kernel %d (grid %d x %d): the result depends on the order the threads run in (a missing "
+              "__syncthreads?)\n--- CUDA source ---\n%s",
+              k, dims.grid, dims.block, c.cuda_source));
+          continue;
+        }
+        if (got == want) continue;
+        size_t size = dtype_itemsize(out_dt), first = 0, count = 0;
+        for (size_t i = c.numel[0]; i-- > 0;)
+          if (!agree(out_dt, want.data() + i * size, got.data() + i * size, c.reassociates)) {
+            first = i;
+            ++count;
+          }
+        if (count == 0) continue;
+        mismatches.push_back(absl::StrFormat(
+            "kernel %d (%s output, %d elements, n=%d, grid %d x %d%s%s): %d elements differ; first at %d: CPU %s, "
+            "emulated CUDA %s\n--- CUDA source ---\n%s\n--- C source (the CPU path's) ---\n%s",
+            k, dtype_name(out_dt), c.numel[0], c.cuda_linear.outer_size, dims.grid, dims.block, schedule,
+            c.reassociates ? ", reassociated" : "", count, first, format_element(out_dt, want.data() + first * size),
+            format_element(out_dt, got.data() + first * size), c.cuda_source, c.c_source.substr(c.c_source.find(kCEntry))));
+      }
     }
   }
   return mismatches;

@@ -71,10 +71,11 @@ class KernelSet {
   static absl::StatusOr<KernelSet> cpu(const std::vector<std::string>& sources, size_t units);
 
   // CPU kernels: runs the outer loop [0, n) at once. Emulated CUDA kernels: launches `grid`
-  // blocks of `block` threads with trip count `n`. OK, or what kept the emulation from running
-  // the launch (a shuffle not every lane reaches, a barrier nobody passes) as INTERNAL.
+  // blocks of `block` threads with trip count `n`; a cooperative kernel's threads run round robin,
+  // or with `eager` each warp as far ahead as its barriers allow. OK, or what kept the emulation
+  // from running the launch (a shuffle not every lane reaches, a barrier nobody passes) as INTERNAL.
   absl::Status launch(size_t kernel, const std::vector<void*>& bufs, int64_t n, unsigned grid = 0,
-                      unsigned block = 0) const;
+                      unsigned block = 0, bool eager = false) const;
 
   size_t size() const { return slots_.size(); }
 
@@ -88,13 +89,15 @@ class KernelSet {
 };
 
 // The launch shapes a kernel with trip count `n` is emulated with: what CudaProgram::run launches
-// on a GPU with 132 multiprocessors (an H100), and a small grid — 2 blocks of 3 threads, or for a
-// kernel with a warp per iteration 2 blocks of 2 warps — so the outer loop of every kernel with
-// more than 6 (4) iterations takes the grid-stride path. The kernels promise to be correct
-// under any launch shape (whole warps for a warp kernel).
+// on a GPU with 132 multiprocessors (an H100), and a small grid — 2 blocks of 3 threads; for a
+// kernel with a warp per iteration 2 blocks of 2 warps; for a block per iteration 2 blocks — so
+// the outer loop of every kernel with more than a few iterations takes the grid-stride path. The
+// kernels promise to be correct under any launch shape (whole warps for a warp kernel, blocks of
+// kBlockLanes for a block kernel).
 std::vector<LaunchDims> launch_shapes(int64_t n, int threads_per_iteration = 1);
 
-// Runs every case on the CPU path and emulated, on the same deterministic random inputs, and
+// Runs every case on the CPU path and emulated (a cooperative kernel under both schedules), on
+// the same deterministic random inputs, and
 // compares the outputs bit for bit (the outputs start filled with different bytes, so an element
 // one side leaves unwritten differs too) — except the float outputs of a case that reassociates,
 // which must agree in NaN-ness and infinities and otherwise within |got - want| <= tol * (1 +

@@ -49,6 +49,14 @@ struct Compiled {
 };
 
 // Both sides compile at once: with few cores the compilers are most of the test's time.
+// The messages about kernel `k`.
+size_t count_for(const std::vector<std::string>& mismatches, size_t k) {
+  const std::string prefix = "kernel " + std::to_string(k) + " ";
+  size_t n = 0;
+  for (const std::string& m : mismatches) n += m.rfind(prefix, 0) == 0;
+  return n;
+}
+
 Compiled compile(const std::vector<emu::KernelCase>& cases, size_t units) {
   Compiled out;
   std::thread cpu([&] { out.cpu = emu::KernelSet::cpu(sources(cases, false), units); });
@@ -65,7 +73,7 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
   for (const std::string& e : corpus.errors) ADD_FAILURE() << "corpus graph rejected: " << e;
   std::vector<emu::KernelCase> cases;
   std::set<std::string> seen;
-  size_t strided = 0, warps = 0, warps_exact = 0, reassociated = 0;
+  size_t strided = 0, warps = 0, warps_exact = 0, blocks = 0, reassociated = 0;
   for (const auto& g : corpus.graphs) {
     auto ks = emu::kernel_cases(g);
     ASSERT_TRUE(ks.ok()) << ks.status();
@@ -73,8 +81,9 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
       if (!seen.insert(k.cuda_source).second) continue;
       LaunchDims small = emu::launch_shapes(k.cuda_linear.outer_size, k.threads_per_iteration).back();
       if (k.cuda_linear.outer_size * k.threads_per_iteration > int64_t{small.grid} * small.block) ++strided;
-      warps += k.threads_per_iteration > 1;
-      warps_exact += k.threads_per_iteration > 1 && !k.reassociates;
+      warps += k.threads_per_iteration == kWarpLanes;
+      blocks += k.threads_per_iteration == kBlockLanes;
+      warps_exact += k.threads_per_iteration == kWarpLanes && !k.reassociates;
       reassociated += k.reassociates;
       cases.push_back(std::move(k));
     }
@@ -83,6 +92,7 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
   EXPECT_GT(strided, 0u) << "no kernel takes the grid-stride path";
   EXPECT_GT(warps, 20u) << "too few kernels with a warp per output";
   EXPECT_GT(warps_exact, 0u) << "every warp kernel is compared within a tolerance: none bit for bit";
+  EXPECT_GT(blocks, 0u) << "no kernel with a block per output";
   EXPECT_LT(reassociated * 4, cases.size()) << "most kernels must be compared bit for bit";
 
   auto t0 = std::chrono::steady_clock::now();
@@ -98,9 +108,9 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
     ADD_FAILURE() << (i < 3 || std::getenv("POLYGRAD_EMU_VERBOSE") ? mismatches[i] : mismatches[i].substr(0, mismatches[i].find('\n')));
   EXPECT_EQ(mismatches.size(), 0u) << "of " << cases.size() * 2 << " launches";
   std::printf("[ info ] %zu distinct CUDA kernels emulated on the host (%zu through the grid-stride loop, %zu with a "
-              "warp per output, %zu of those bit for bit) and compared with the CPU path (%zu that sum floats in "
+              "warp per output, %zu of those bit for bit, %zu with a block per output) and compared with the CPU path (%zu that sum floats in "
               "another order within a tolerance, the rest bit for bit): compiled in %.1f s, ran in %.1f s\n",
-              cases.size(), strided, warps, warps_exact, reassociated, std::chrono::duration<double>(t1 - t0).count(),
+              cases.size(), strided, warps, warps_exact, blocks, reassociated, std::chrono::duration<double>(t1 - t0).count(),
               std::chrono::duration<double>(t2 - t1).count());
 }
 
@@ -174,12 +184,51 @@ TEST(CudaEmulation, CatchesAWrongWarpKernel) {
   ASSERT_TRUE(compiled.cpu.ok()) << compiled.cpu.status();
   ASSERT_TRUE(compiled.emulated.ok()) << compiled.emulated.status();
   std::vector<std::string> mismatches = emu::compare(cases, *compiled.cpu, *compiled.emulated);
-  // Each wrong kernel fails under both launch shapes; the right one under neither.
-  ASSERT_EQ(mismatches.size(), 6u);
-  EXPECT_EQ(mismatches[0].rfind("kernel 1 ", 0), 0u) << mismatches[0];
-  EXPECT_EQ(mismatches[2].rfind("kernel 2 ", 0), 0u) << mismatches[2];
-  EXPECT_EQ(mismatches[4].rfind("kernel 3 ", 0), 0u) << mismatches[4];
-  EXPECT_NE(mismatches[4].find("not every lane of the warp reaches"), std::string::npos) << mismatches[4];
+  // Each wrong kernel fails under both launch shapes and both schedules; the right one never.
+  EXPECT_EQ(count_for(mismatches, 0), 0u);
+  for (size_t k = 1; k <= 3; ++k) EXPECT_EQ(count_for(mismatches, k), 4u) << "kernel " << k;
+  ASSERT_EQ(mismatches.size(), 12u);
+  EXPECT_NE(mismatches[8].find("not every lane of the warp reaches"), std::string::npos) << mismatches[8];
+}
+
+// A few outputs with long reductions take a block each: the warps' totals meet in shared memory
+// between two barriers. A kernel without the second barrier computes the right sums under one
+// thread schedule and wrong ones under the other — caught as a schedule-dependent result — and
+// one that drops a warp's total is wrong under both.
+TEST(CudaEmulation, CatchesAWrongBlockKernel) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the emulation switches between lane stacks with x86-64 assembly";
+#endif
+  UOpRef x = *fe::buffer(1, DType::Int32, {6, 4096});
+  auto ks = emu::kernel_cases({*fe::reduce(Ops::ADD, x, {1})});
+  ASSERT_TRUE(ks.ok()) << ks.status();
+  ASSERT_EQ(ks->size(), 1u);
+  const emu::KernelCase& right = (*ks)[0];
+  ASSERT_EQ(right.threads_per_iteration, kBlockLanes) << right.cuda_source;
+
+  const std::pair<const char*, const char*> perturbations[] = {
+      {"__syncthreads();\n    }", "\n    }"},             // the barrier after the partials are read
+      {"for (int w = 1; w < 8;", "for (int w = 1; w < 7;"},  // the last warp's total dropped
+  };
+  std::vector<emu::KernelCase> cases{right};
+  for (auto [from, to] : perturbations) {
+    emu::KernelCase wrong = right;
+    size_t at = wrong.cuda_source.find(from);
+    ASSERT_NE(at, std::string::npos) << from << " is not in\n" << right.cuda_source;
+    wrong.cuda_source.replace(at, std::strlen(from), to);
+    cases.push_back(std::move(wrong));
+  }
+  Compiled compiled = compile(cases, 1);
+  ASSERT_TRUE(compiled.cpu.ok()) << compiled.cpu.status();
+  ASSERT_TRUE(compiled.emulated.ok()) << compiled.emulated.status();
+  std::vector<std::string> mismatches = emu::compare(cases, *compiled.cpu, *compiled.emulated);
+  EXPECT_EQ(count_for(mismatches, 0), 0u);
+  // Without the barrier: the small grid (each block takes several outputs) depends on the schedule.
+  EXPECT_GE(count_for(mismatches, 1), 1u);
+  bool schedule = false;
+  for (const std::string& m : mismatches) schedule = schedule || m.find("depends on the order the threads run in") != std::string::npos;
+  EXPECT_TRUE(schedule);
+  EXPECT_EQ(count_for(mismatches, 2), 4u);
 }
 
 // A float row sum takes a warp per row too; its lanes add in another order than the CPU's loop,

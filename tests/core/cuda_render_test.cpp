@@ -17,6 +17,7 @@
 #include "core/frontend/composites.h"
 #include "core/frontend/tensor_ops.h"
 #include "core/render/cuda_renderer.h"
+#include "core/runtime/cuda/device.h"
 #include "core/runtime/cuda/driver.h"
 #include "core/runtime/cuda/nvrtc.h"
 #include "tests/core/cuda_corpus.h"
@@ -168,7 +169,7 @@ TEST(CudaRender, WarpPerOutputReductions) {
     ASSERT_EQ(ks->size(), 1u);
     EXPECT_EQ(cuda_threads_per_iteration((*ks)[0]), kWarpLanes);
     std::string src = *render_cuda((*ks)[0]);
-    for (const char* want : {"const int pg_lane = threadIdx.x % 32;", "r0 = pg_warp; r0 < n;", "= pg_lane; r",
+    for (const char* want : {"const int pg_lane = threadIdx.x % 32;", "r0 = pg_group; r0 < n;", "= pg_lane; r",
                              "__shfl_down_sync(0xffffffffu, ", "__shfl_sync(0xffffffffu, ", "if (pg_lane == 0) b0["})
       EXPECT_NE(src.find(want), std::string::npos) << want << "\n" << src;
     // On the CPU the same graph keeps its tiles and one thread per output.
@@ -188,6 +189,28 @@ TEST(CudaRender, WarpPerOutputReductions) {
       EXPECT_EQ(render_cuda(k)->find("__shfl"), std::string::npos);
     }
   }
+}
+
+// Few outputs with long reductions get a block each (warps combined through shared memory);
+// the launch geometry's block is exactly such a group, as the block's barriers require.
+TEST(CudaRender, BlockPerOutputReductions) {
+  EXPECT_EQ(launch_dims(int64_t{6} * kBlockLanes, 132).block, static_cast<unsigned>(kBlockLanes));
+  UOpRef x = *fe::buffer(1, DType::Float32, {16, 8192});
+  for (const UOpRef& rows : {*fe::sum(x, {1}, false), *fe::max(x, {1}, false)}) {
+    auto ks = kernels_for({rows}, is_buffer, /*cuda=*/true);
+    ASSERT_TRUE(ks.ok()) << ks.status();
+    ASSERT_EQ(ks->size(), 1u);
+    EXPECT_EQ(cuda_threads_per_iteration((*ks)[0]), kBlockLanes);
+    std::string src = *render_cuda((*ks)[0]);
+    for (const char* want : {"const int pg_lane = threadIdx.x % 256;", "r0 = pg_group; r0 < n;", "+= 256) {",
+                             "__shfl_down_sync(0xffffffffu, ", "__shared__ float pg_part[8];", "__syncthreads();",
+                             "if (pg_lane == 0) b0["})
+      EXPECT_NE(src.find(want), std::string::npos) << want << "\n" << src;
+  }
+  // Many outputs keep a warp each, however long the reduction.
+  auto many = kernels_for({*fe::sum(*fe::buffer(2, DType::Float32, {2048, 4096}), {1}, false)}, is_buffer, true);
+  ASSERT_TRUE(many.ok()) << many.status();
+  for (const LinearKernel& k : *many) EXPECT_NE(cuda_threads_per_iteration(k), kBlockLanes);
 }
 
 // The device list names CUDA whether or not it can be used, and says why not.
