@@ -38,11 +38,20 @@ UOpRef linear_index(const std::vector<UOpRef>& idx, const Shape& shape) {
 
 class Lowerer {
  public:
-  Lowerer(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized, bool flat_output)
-      : root_(root), is_materialized_(is_materialized), flat_output_(flat_output) {}
+  Lowerer(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized, bool flat_output,
+          int64_t output_tile)
+      : root_(root), is_materialized_(is_materialized), flat_output_(flat_output), output_tile_(output_tile) {}
 
   absl::StatusOr<KernelAst> run() {
     const Shape& shape = root_->shape;
+    if (flat_output_ && output_tile_ > 0) {
+      std::vector<size_t> long_axes;
+      for (size_t i = 0; i < shape.size(); ++i)
+        if (shape[i] != 1) long_axes.push_back(i);
+      if (long_axes.size() >= 2 && shape[long_axes.back()] % output_tile_ == 0 &&
+          shape[long_axes[long_axes.size() - 2]] % output_tile_ == 0)
+        return tiled(long_axes[long_axes.size() - 2], long_axes.back());
+    }
     if (flat_output_ && std::count_if(shape.begin(), shape.end(), [](int64_t d) { return d != 1; }) > 1) {
       UOpRef flat = range(0, root_->numel());
       next_range_ = 1;
@@ -64,6 +73,35 @@ class Lowerer {
 
  private:
   UOpRef range(int64_t id, int64_t end) { return uop(Ops::RANGE, kIndexDType, {const_int(end)}, id); }
+
+  // The output in tiles over axes `rows` and `cols` (run() checked they divide): range 0 numbers
+  // the tiles, columns fastest (neighbouring threads take neighbouring tiles along a row), then
+  // rows, then the other axes last to first; ranges 1 and 2 are the tile's row and column.
+  absl::StatusOr<KernelAst> tiled(size_t rows, size_t cols) {
+    const Shape& shape = root_->shape;
+    const int64_t t = output_tile_;
+    UOpRef tile = range(0, root_->numel() / (t * t));
+    UOpRef row = range(1, t), col = range(2, t);
+    next_range_ = 3;
+    auto split = [&](UOpRef& rest, int64_t size, bool last) {
+      UOpRef here = last ? rest : uop(Ops::MOD, kIndexDType, {rest, const_int(size)});
+      if (!last) rest = uop(Ops::IDIV, kIndexDType, {rest, const_int(size)});
+      return here;
+    };
+    std::vector<size_t> others;
+    for (size_t i = shape.size(); i-- > 0;)
+      if (i != rows && i != cols && shape[i] != 1) others.push_back(i);
+    std::vector<UOpRef> idx(shape.size(), const_int(0));
+    UOpRef rest = tile;
+    idx[cols] = add(mul(split(rest, shape[cols] / t, false), t), col);
+    idx[rows] = add(mul(split(rest, shape[rows] / t, others.empty()), t), row);
+    for (size_t k = 0; k < others.size(); ++k) idx[others[k]] = split(rest, shape[others[k]], k + 1 == others.size());
+    UOpRef out = param(root_.get());
+    UOpRef value = lower(root_, idx, nullptr, 0);
+    if (!status_.ok()) return status_;
+    UOpRef store = uop(Ops::STORE, DType::Void, {out, linear_index(idx, shape), value});
+    return KernelAst{uop(Ops::SINK, DType::Void, {store}), params_, {1, 2}};
+  }
 
   UOpRef param(const UOp* node) {
     auto [it, fresh] = param_index_.emplace(node, static_cast<int64_t>(params_.size()));
@@ -207,6 +245,7 @@ class Lowerer {
   UOpRef root_;
   const std::function<bool(const UOp*)>& is_materialized_;
   const bool flat_output_;
+  const int64_t output_tile_;
   std::vector<const UOp*> params_;
   std::unordered_map<const UOp*, int64_t> param_index_;
   std::map<std::vector<const UOp*>, UOpRef> memo_;
@@ -218,8 +257,8 @@ class Lowerer {
 }  // namespace
 
 absl::StatusOr<KernelAst> lower_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized,
-                                       bool flat_output) {
-  return Lowerer(root, is_materialized, flat_output).run();
+                                       bool flat_output, int64_t output_tile) {
+  return Lowerer(root, is_materialized, flat_output, output_tile).run();
 }
 
 }  // namespace polygrad

@@ -22,8 +22,9 @@ absl::StatusOr<LoweredKernel> lower_to_linear(const UOpRef& root,
                                               const std::function<bool(const UOp*)>& materialized);
 
 // The same for a CUDA kernel: every output element in one outer loop (the grid's threads, or
-// warps for reductions: render/cuda_renderer.h), and no register tiles — a GPU's parallelism is
-// its threads, and a tile per thread would leave all but a few idle.
+// warps or blocks for reductions: render/cuda_renderer.h) — a GPU's parallelism is its threads.
+// Only a reducing kernel with 2^20 outputs or more (a big matmul or convolution) whose last two
+// long axes divide by 4 gets register tiles: an outer iteration per 4 x 4 tile of those axes.
 absl::StatusOr<LoweredKernel> lower_for_cuda(const UOpRef& root, const std::function<bool(const UOp*)>& materialized);
 
 // create_schedule, then lower_to_linear (lower_for_cuda when `cuda`) for every kernel with at

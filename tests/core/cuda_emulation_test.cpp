@@ -73,7 +73,7 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
   for (const std::string& e : corpus.errors) ADD_FAILURE() << "corpus graph rejected: " << e;
   std::vector<emu::KernelCase> cases;
   std::set<std::string> seen;
-  size_t strided = 0, warps = 0, warps_exact = 0, blocks = 0, reassociated = 0;
+  size_t strided = 0, warps = 0, warps_exact = 0, blocks = 0, tiled = 0, reassociated = 0;
   for (const auto& g : corpus.graphs) {
     auto ks = emu::kernel_cases(g);
     ASSERT_TRUE(ks.ok()) << ks.status();
@@ -83,6 +83,7 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
       if (k.cuda_linear.outer_size * k.threads_per_iteration > int64_t{small.grid} * small.block) ++strided;
       warps += k.threads_per_iteration == kWarpLanes;
       blocks += k.threads_per_iteration == kBlockLanes;
+      tiled += !k.cuda_linear.upcast_ranges.empty();
       warps_exact += k.threads_per_iteration == kWarpLanes && !k.reassociates;
       reassociated += k.reassociates;
       cases.push_back(std::move(k));
@@ -93,6 +94,7 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
   EXPECT_GT(warps, 20u) << "too few kernels with a warp per output";
   EXPECT_GT(warps_exact, 0u) << "every warp kernel is compared within a tolerance: none bit for bit";
   EXPECT_GT(blocks, 0u) << "no kernel with a block per output";
+  EXPECT_GT(tiled, 0u) << "no kernel with register tiles";
   EXPECT_LT(reassociated * 4, cases.size()) << "most kernels must be compared bit for bit";
 
   auto t0 = std::chrono::steady_clock::now();
@@ -108,9 +110,9 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
     ADD_FAILURE() << (i < 3 || std::getenv("POLYGRAD_EMU_VERBOSE") ? mismatches[i] : mismatches[i].substr(0, mismatches[i].find('\n')));
   EXPECT_EQ(mismatches.size(), 0u) << "of " << cases.size() * 2 << " launches";
   std::printf("[ info ] %zu distinct CUDA kernels emulated on the host (%zu through the grid-stride loop, %zu with a "
-              "warp per output, %zu of those bit for bit, %zu with a block per output) and compared with the CPU path (%zu that sum floats in "
+              "warp per output, %zu of those bit for bit, %zu with a block per output, %zu with register tiles) and compared with the CPU path (%zu that sum floats in "
               "another order within a tolerance, the rest bit for bit): compiled in %.1f s, ran in %.1f s\n",
-              cases.size(), strided, warps, warps_exact, blocks, reassociated, std::chrono::duration<double>(t1 - t0).count(),
+              cases.size(), strided, warps, warps_exact, blocks, tiled, reassociated, std::chrono::duration<double>(t1 - t0).count(),
               std::chrono::duration<double>(t2 - t1).count());
 }
 

@@ -146,7 +146,7 @@ TEST(CudaRender, KernelShape) {
       << src;
   EXPECT_EQ(src.find("#include"), std::string::npos) << src;
   // A kernel without an outer loop (a full reduction) runs in one thread, or, reducing enough
-  // elements, in one warp.
+  // elements, in one warp (tests below: or one block).
   auto total = kernels_for({*fe::sum(*fe::buffer(4, DType::Float32, {4, 8}), {}, false)}, is_buffer);
   ASSERT_TRUE(total.ok());
   EXPECT_NE(render_cuda(total->back())->find("if ((int64_t)blockIdx.x * blockDim.x + threadIdx.x >= n) return;"),
@@ -155,7 +155,7 @@ TEST(CudaRender, KernelShape) {
   ASSERT_TRUE(big.ok());
   ASSERT_EQ(big->size(), 2u);  // chunks, then their partial sums
   for (const LinearKernel& k : *big) EXPECT_EQ(cuda_threads_per_iteration(k), kWarpLanes);
-  EXPECT_NE(render_cuda(big->back())->find("if (pg_warp != 0) return;"), std::string::npos);
+  EXPECT_NE(render_cuda(big->back())->find("if (pg_group != 0) return;"), std::string::npos);
 }
 
 // Reductions into few outputs get a warp per output on CUDA: lanes share the reduction loop,
@@ -211,6 +211,36 @@ TEST(CudaRender, BlockPerOutputReductions) {
   auto many = kernels_for({*fe::sum(*fe::buffer(2, DType::Float32, {2048, 4096}), {1}, false)}, is_buffer, true);
   ASSERT_TRUE(many.ok()) << many.status();
   for (const LinearKernel& k : *many) EXPECT_NE(cuda_threads_per_iteration(k), kBlockLanes);
+}
+
+// Reducing kernels with 2^20 outputs or more compute a 4 x 4 register tile per thread, over the
+// last two long axes; smaller ones, and big kernels that do not reduce, keep a thread per output.
+TEST(CudaRender, BigMatmulsGetRegisterTiles) {
+  UOpRef a = *fe::buffer(1, DType::Float32, {1024, 64}), b = *fe::buffer(2, DType::Float32, {64, 1024});
+  UOpRef batched = *fe::matmul(*fe::buffer(3, DType::Float32, {4, 512, 64}), *fe::buffer(4, DType::Float32, {64, 512}));
+  for (const UOpRef& g : {*fe::matmul(a, b), batched}) {
+    auto ks = kernels_for({g}, is_buffer, /*cuda=*/true);
+    ASSERT_TRUE(ks.ok()) << ks.status();
+    ASSERT_EQ(ks->size(), 1u);
+    const LinearKernel& k = (*ks)[0];
+    EXPECT_EQ(k.upcast_ranges.size(), 2u);
+    EXPECT_EQ(k.outer_size, g->numel() / 16) << "an outer iteration per 4 x 4 tile";
+    EXPECT_EQ(cuda_threads_per_iteration(k), 1);
+    std::string src = *render_cuda(k);
+    for (const char* want : {"float acc0[16];", "#pragma unroll 4"})
+      EXPECT_NE(src.find(want), std::string::npos) << want << "\n" << src;
+  }
+  UOpRef small = *fe::matmul(*fe::buffer(5, DType::Float32, {256, 64}), *fe::buffer(6, DType::Float32, {64, 256}));
+  UOpRef odd = *fe::matmul(*fe::buffer(7, DType::Float32, {1026, 64}), *fe::buffer(8, DType::Float32, {64, 1026}));
+  UOpRef elementwise = *fe::alu(Ops::ADD, {*fe::buffer(9, DType::Float32, {1024, 1024}), *fe::buffer(10, DType::Float32, {1024, 1024})});
+  for (const UOpRef& g : {small, odd, elementwise}) {
+    auto ks = kernels_for({g}, is_buffer, /*cuda=*/true);
+    ASSERT_TRUE(ks.ok()) << ks.status();
+    for (const LinearKernel& k : *ks) {
+      EXPECT_TRUE(k.upcast_ranges.empty());
+      EXPECT_EQ(k.outer_size, g->numel());
+    }
+  }
 }
 
 // The device list names CUDA whether or not it can be used, and says why not.
