@@ -75,14 +75,20 @@ class Lowerer {
   UOpRef range(int64_t id, int64_t end) { return uop(Ops::RANGE, kIndexDType, {const_int(end)}, id); }
 
   // The output in tiles over axes `rows` and `cols` (run() checked they divide): range 0 numbers
-  // the tiles, columns fastest (neighbouring threads take neighbouring tiles along a row), then
-  // rows, then the other axes last to first; ranges 1 and 2 are the tile's row and column.
+  // the tiles, then the other axes last to first; ranges 1 and 2 are the tile's row and column.
+  // Within one position of the other axes, tiles go columns fastest — and when both tile counts
+  // divide by kSquare, each run of kSquare^2 consecutive tile numbers is a kSquare x kSquare square
+  // of tiles (columns fastest inside it too): the threads of a GPU block of that many then share
+  // kSquare rows and kSquare columns of tiles, so each operand element they load is used by
+  // kSquare of them, where a strip of tiles along one row would share only its rows.
   absl::StatusOr<KernelAst> tiled(size_t rows, size_t cols) {
+    constexpr int64_t kSquare = 16;
     const Shape& shape = root_->shape;
-    const int64_t t = output_tile_;
+    const int64_t t = output_tile_, tile_rows = shape[rows] / t, tile_cols = shape[cols] / t;
     UOpRef tile = range(0, root_->numel() / (t * t));
     UOpRef row = range(1, t), col = range(2, t);
     next_range_ = 3;
+    // The next digit of `rest` in base `size` (all of it when `last`), and `rest` without it.
     auto split = [&](UOpRef& rest, int64_t size, bool last) {
       UOpRef here = last ? rest : uop(Ops::MOD, kIndexDType, {rest, const_int(size)});
       if (!last) rest = uop(Ops::IDIV, kIndexDType, {rest, const_int(size)});
@@ -91,10 +97,20 @@ class Lowerer {
     std::vector<size_t> others;
     for (size_t i = shape.size(); i-- > 0;)
       if (i != rows && i != cols && shape[i] != 1) others.push_back(i);
+    UOpRef rest = tile, tile_row, tile_col;
+    if (tile_rows % kSquare == 0 && tile_cols % kSquare == 0) {
+      UOpRef in_col = split(rest, kSquare, false), in_row = split(rest, kSquare, false);
+      UOpRef square_col = split(rest, tile_cols / kSquare, false);
+      UOpRef square_row = split(rest, tile_rows / kSquare, others.empty());
+      tile_col = add(mul(square_col, kSquare), in_col);
+      tile_row = add(mul(square_row, kSquare), in_row);
+    } else {
+      tile_col = split(rest, tile_cols, false);
+      tile_row = split(rest, tile_rows, others.empty());
+    }
     std::vector<UOpRef> idx(shape.size(), const_int(0));
-    UOpRef rest = tile;
-    idx[cols] = add(mul(split(rest, shape[cols] / t, false), t), col);
-    idx[rows] = add(mul(split(rest, shape[rows] / t, others.empty()), t), row);
+    idx[cols] = add(mul(tile_col, t), col);
+    idx[rows] = add(mul(tile_row, t), row);
     for (size_t k = 0; k < others.size(); ++k) idx[others[k]] = split(rest, shape[others[k]], k + 1 == others.size());
     UOpRef out = param(root_.get());
     UOpRef value = lower(root_, idx, nullptr, 0);

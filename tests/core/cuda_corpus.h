@@ -223,14 +223,16 @@ class Corpus {
     for (const auto& [a, b] : shapes) add(fe::matmul(leaf(DType::Float32, a), leaf(DType::Float32, b)));
     for (DType dt : {DType::Float16, DType::BFloat16, DType::Float64, DType::Int32, DType::Int8})
       for (size_t i : {1, 4, 6, 9, 10}) add(fe::matmul(leaf(dt, shapes[i].first), leaf(dt, shapes[i].second)));
-    // 2^20 outputs: register tiles on a GPU (a 4 x 4 tile per thread), also batched, transposed,
-    // in 16 bits and with a fused epilogue.
+    // 2^20 outputs: register tiles on a GPU (a 4 x 4 tile per thread, 16 x 16 tiles per block),
+    // also batched, transposed, in 16 bits and with a fused epilogue.
     UOpRef a = leaf(DType::Float32, {1024, 48}), b = leaf(DType::Float32, {48, 1024});
     add(fe::matmul(a, b));
     add(fe::matmul(leaf(DType::Float32, {4, 512, 24}), leaf(DType::Float32, {24, 512})));
     add(fe::matmul(a, *fe::permute(leaf(DType::Float32, {1024, 48}), {1, 0})));
     add(fe::matmul(leaf(DType::Float16, {1024, 32}), leaf(DType::Float16, {32, 1024})));
     add(fe::relu(*fe::matmul(a, b)));
+    // 257 rows of tiles: numbered along rows, not in 16 x 16 squares.
+    add(fe::matmul(leaf(DType::Float32, {1028, 16}), leaf(DType::Float32, {16, 1024})));
   }
 
   void composites() {
