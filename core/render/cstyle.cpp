@@ -119,7 +119,7 @@ class CStyleRenderer::Emitter {
     const UOp* pending_reduce = nullptr;
     for (const UOpRef& u : k.ops) {
       const UOp& n = *u;
-      if (absorbed_.count(&n)) continue;
+      if (absorbed_.count(&n) || skipped_.count(static_cast<size_t>(&u - k.ops.data()))) continue;
       switch (n.op) {
         case Ops::CONST:
         case Ops::DEFINE_GLOBAL:
@@ -131,6 +131,9 @@ class CStyleRenderer::Emitter {
           open_loops.emplace_back(lane ? pending_acc : std::string(), lane ? pending_reduce : nullptr);
           pending_acc.clear();
           pending_reduce = nullptr;
+          if (!lane && n.arg_int() != k.outer_range_id &&
+              std::binary_search(k.upcast_ranges.begin(), k.upcast_ranges.end(), n.arg_int()))
+            for (const std::string& l : vector_loads(k, static_cast<size_t>(&u - k.ops.data()))) line(l);
           if (n.arg_int() == k.outer_range_id)
             line(warp ? t_.group_outer_loop(r, name(n.src[0]), group) : t_.outer_loop(r, name(n.src[0])));
           else if (lane)
@@ -298,7 +301,8 @@ class CStyleRenderer::Emitter {
     auto a = [&](size_t i) { return name(n.src[i]); };
     switch (n.op) {
       case Ops::LOAD: {
-        std::string v = absl::StrFormat("%s[%s]", a(0), a(1));
+        auto vec = vector_lane_.find(&n);
+        std::string v = vec != vector_lane_.end() ? vec->second : absl::StrFormat("%s[%s]", a(0), a(1));
         if (dt == DType::Float16) v = absl::StrCat("pg_h2f(", v, ")");
         if (dt == DType::BFloat16) v = absl::StrCat("pg_bf2f(", v, ")");
         if (n.src.size() == 3) return absl::StrFormat("(%s ? %s : (%s)0)", a(2), v, t_.value_type(dt));
@@ -351,6 +355,100 @@ class CStyleRenderer::Emitter {
   // Nodes every user of which renders without them (the scaling inside a natural exp or log; a
   // 16-bit load or bitcast whose users all want its bits, see half_bits): never emitted, since
   // an unused variable is a warning NVRTC reports.
+  // The vector loads to emit before the upcast loop that k.ops[at] opens: each load inside it
+  // (not in a nested loop) that reads the loop variable + base, base a multiple of the trip count
+  // already computed, with 8 or 16 bytes for all lanes, becomes one load here; inside the loop
+  // each lane reads its element of that value (vector_lane_). A RANGE node opens one loop per
+  // place it is used, so the position, not the node, says which loop.
+  std::vector<std::string> vector_loads(const LinearKernel& k, size_t at) {
+    std::vector<std::string> out;
+    const UOp* r = k.ops[at].get();
+    if (r->src[0]->op != Ops::CONST || t_.vector_load(16, "p").empty()) return out;
+    const int64_t trip = r->src[0]->arg_int();
+    if (trip != 2 && trip != 4) return out;
+    // The loop's ops, where each node is emitted in it, and how many of its ops read it.
+    size_t end = at + 1;
+    std::unordered_map<const UOp*, size_t> where;
+    std::unordered_map<const UOp*, int> readers;
+    for (int depth = 0; end < k.ops.size(); ++end) {
+      const UOp& n = *k.ops[end];
+      if (n.op == Ops::RANGE) ++depth;
+      if (n.op == Ops::END_RANGE && depth-- == 0) break;
+      where.emplace(&n, end);
+      for (const UOpRef& s : n.src) ++readers[s.get()];
+    }
+    int depth = 0;
+    for (size_t i = at + 1; i < end; ++i) {
+      const UOp& n = *k.ops[i];
+      if (n.op == Ops::RANGE) ++depth;
+      if (n.op == Ops::END_RANGE) --depth;
+      if (depth != 0 || n.op != Ops::LOAD || n.src.size() != 2 || absorbed_.count(&n)) continue;
+      const size_t bytes = static_cast<size_t>(trip) * dtype_itemsize(n.dtype);
+      if (bytes != 8 && bytes != 16) continue;
+      std::vector<const UOp*> terms;
+      add_terms(n.src[1].get(), terms);
+      bool lane = false, ready = true;
+      std::string base;
+      for (const UOp* t : terms) {
+        if (t == r && !lane) {
+          lane = true;
+          continue;
+        }
+        // Computed before the loop (so independent of it), and keeping the alignment.
+        ready = ready && t != r && (t->op == Ops::CONST || t->op == Ops::RANGE || names_.count(t)) &&
+                multiple_of(*t, trip);
+        if (ready) base = base.empty() ? plain_name(*t) : absl::StrCat(base, " + ", plain_name(*t));
+      }
+      if (!lane || !ready) continue;
+      const std::string v = absl::StrCat("pg_vec", next_vec_++);
+      const std::string load = t_.vector_load(bytes, absl::StrCat(plain_name(*n.src[0]), " + ", base.empty() ? "0" : base));
+      if (load.empty()) return {};
+      out.push_back(absl::StrFormat("const auto %s = %s;", v, load));
+      vector_lane_[&n] = absl::StrFormat("((const %s*)&%s)[r%d]", t_.storage_type(n.dtype), v, r->arg_int());
+      // The scalar index is no longer read here (an unread variable is a warning).
+      drop_reader(n.src[1].get(), where, readers);
+    }
+    return out;
+  }
+
+  // The summands of an index expression: through ADDs not computed yet (a computed one is a
+  // named value, itself a summand).
+  void add_terms(const UOp* u, std::vector<const UOp*>& out) const {
+    if (u->op == Ops::ADD && !dtype_is_float(u->dtype) && !names_.count(u)) {
+      for (const UOpRef& s : u->src) add_terms(s.get(), out);
+      return;
+    }
+    out.push_back(u);
+  }
+
+  // One reader of `u` fewer in the loop whose ops `where` places; the emission of a node in it
+  // that nobody there reads any more is skipped, and its sources lose it as a reader.
+  void drop_reader(const UOp* u, const std::unordered_map<const UOp*, size_t>& where,
+                   std::unordered_map<const UOp*, int>& readers) {
+    if (u->op == Ops::RANGE || u->op == Ops::DEFINE_ACC || u->op == Ops::LOAD) return;  // loops, state, memory
+    auto at = where.find(u);
+    if (at == where.end() || --readers[u] > 0) return;
+    skipped_.insert(at->second);
+    for (const UOpRef& s : u->src) drop_reader(s.get(), where, readers);
+  }
+
+  // Whether index expression `u` is always a multiple of `m`.
+  static bool multiple_of(const UOp& u, int64_t m) {
+    switch (u.op) {
+      case Ops::CONST: return !dtype_is_float(u.dtype) && u.arg_int() % m == 0;
+      case Ops::MUL: return multiple_of(*u.src[0], m) || multiple_of(*u.src[1], m);
+      case Ops::ADD: return multiple_of(*u.src[0], m) && multiple_of(*u.src[1], m);
+      default: return false;
+    }
+  }
+
+  std::string plain_name(const UOp& u) {
+    if (u.op == Ops::CONST) return render_const(u);
+    if (u.op == Ops::RANGE) return absl::StrCat("r", u.arg_int());
+    if (u.op == Ops::DEFINE_GLOBAL) return absl::StrCat("b", u.arg_int());
+    return names_.at(&u);
+  }
+
   void skip_absorbed(const LinearKernel& k) {
     std::unordered_map<const UOp*, int> uses, absorbed_uses;
     auto wants_bits = [&](const UOpRef& v) {
@@ -370,7 +468,11 @@ class CStyleRenderer::Emitter {
 
   std::unordered_set<const UOp*> absorbed_;
   std::unordered_map<const UOp*, std::string> names_;
+  // A load that reads its lane of a vector load emitted before its loop: the element's expression.
+  std::unordered_map<const UOp*, std::string> vector_lane_;
+  std::unordered_set<size_t> skipped_;  // positions in the kernel's ops not to emit
   int next_var_ = 0;
+  int next_vec_ = 0;
 };
 
 absl::StatusOr<std::string> CStyleRenderer::render(const LinearKernel& kernel) const {

@@ -67,6 +67,13 @@ class CStyleRenderer {
   }
   virtual std::string lane_store_guard() const { return ""; }
 
+  // Vector loads, for targets that have them (the default has none): an expression loading
+  // `bytes` bytes (8 or 16) from `address`, which is aligned to `bytes`, as a value whose
+  // elements `element_type` pointers can index; empty when the target cannot. The emitter uses
+  // it for a load inside an unrolled upcast loop of 2 or 4 whose index is the loop variable plus
+  // a multiple of the trip count (buffers start aligned to more than 16 bytes).
+  virtual std::string vector_load(size_t bytes, const std::string& address) const { return ""; }
+
   // The integer division and modulo helpers for every integer type, each function declared with
   // `qualifiers` ("static inline" in C). Division by zero yields 0 and MIN / -1 wraps.
   static std::string divmod_helpers(const char* qualifiers);

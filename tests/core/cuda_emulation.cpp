@@ -34,6 +34,25 @@ constexpr const char* kPtxH2F =
 constexpr const char* kPtxF2H =
     "__device__ __forceinline__ uint16_t pg_f2h(float x) { uint16_t h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : "
     "\"f\"(x)); return h; }\n";
+// The vector loads, which the emulation checks for alignment (x86 would load misaligned data
+// where a GPU faults).
+constexpr const char* kLoad16 =
+    "__device__ __forceinline__ pg_v16 pg_load16(const void* p) { return *(const pg_v16*)p; }\n";
+constexpr const char* kLoad8 =
+    "__device__ __forceinline__ pg_v8 pg_load8(const void* p) { return *(const pg_v8*)p; }\n";
+constexpr const char* kHostLoads = R"pg(inline pg_v16 pg_load16(const void* p) {
+  if ((std::uintptr_t)p % 16 != 0) pg_error = "a 16-byte vector load from an address not aligned to 16";
+  pg_v16 v;
+  std::memcpy(&v, p, 16);
+  return v;
+}
+inline pg_v8 pg_load8(const void* p) {
+  if ((std::uintptr_t)p % 8 != 0) pg_error = "an 8-byte vector load from an address not aligned to 8";
+  pg_v8 v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+)pg";
 constexpr const char* kPtxF2BF =
     "__device__ __forceinline__ uint16_t pg_f2bf(float x) { uint16_t b; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(b) "
     ": \"f\"(x)); return b; }\n";
@@ -64,6 +83,7 @@ constexpr const char* kShim = R"pg(#include <cstdint>
 namespace pg_cuda {
 struct dim3 { unsigned x, y, z; };
 static thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+static thread_local const char* pg_error;  // a check that failed in this launch (pg_load16, ...)
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
@@ -228,13 +248,15 @@ struct PgArg {
 template <class F> void pg_emulate(::int64_t* call, bool cooperative, F&& body) {
   gridDim = dim3{(unsigned)call[2], 1, 1};
   blockDim = dim3{(unsigned)call[3], 1, 1};
+  pg_error = nullptr;
   if (!cooperative) {
-    for (unsigned b = 0; b < gridDim.x; ++b)
+    for (unsigned b = 0; b < gridDim.x && !pg_error; ++b)
       for (unsigned t = 0; t < blockDim.x; ++t) {
         blockIdx = dim3{b, 0, 0};
         threadIdx = dim3{t, 0, 0};
         body();
       }
+    if (pg_error) call[4] = (::int64_t)(std::intptr_t)pg_error;
     return;
   }
   PgBlock block(blockDim.x);
@@ -244,8 +266,8 @@ template <class F> void pg_emulate(::int64_t* call, bool cooperative, F&& body) 
   pg_block = &block;
   for (unsigned b = 0; b < gridDim.x; ++b) {
     blockIdx = dim3{b, 0, 0};
-    if (!pg_run_block(block, call[5] != 0)) {
-      call[4] = (::int64_t)(std::intptr_t)block.error;
+    if (!pg_run_block(block, call[5] != 0) || pg_error) {
+      call[4] = (::int64_t)(std::intptr_t)(block.error ? block.error : pg_error);
       break;
     }
   }
@@ -528,13 +550,14 @@ absl::StatusOr<std::string> host_cuda_prelude(const std::string& cuda_source) {
   const auto& conversions = c_half_conversions();
   if (!conversions.ok()) return conversions.status();
   std::string prelude = parts->first;
-  for (const char* line : {kPtxH2F, kPtxF2H, kPtxF2BF}) {
+  for (const char* line : {kPtxH2F, kPtxF2H, kPtxF2BF, kLoad16, kLoad8}) {
     size_t at = prelude.find(line);
     if (at == std::string::npos)
       return absl::FailedPreconditionError(
           absl::StrCat("the CUDA prelude changed: this line is no longer in it, update the emulation:\n", line));
-    // The C versions of all three go where the first was; the others are dropped.
-    prelude.replace(at, std::strlen(line), line == kPtxH2F ? *conversions : "");
+    // The C versions of the three conversions go where the first was, the checked loads where
+    // the first load was; the others are dropped.
+    prelude.replace(at, std::strlen(line), line == kPtxH2F ? *conversions : line == kLoad16 ? kHostLoads : "");
   }
   if (prelude.find("asm") != std::string::npos)
     return absl::FailedPreconditionError("the CUDA prelude has inline assembly the emulation does not replace");

@@ -49,6 +49,13 @@ struct Compiled {
 };
 
 // Both sides compile at once: with few cores the compilers are most of the test's time.
+// The emulation's shim switches between lane stacks with x86-64 assembly.
+#if defined(__x86_64__)
+#define SKIP_UNLESS_X86_64() (void)0
+#else
+#define SKIP_UNLESS_X86_64() GTEST_SKIP() << "the emulation switches between lane stacks with x86-64 assembly"
+#endif
+
 // The messages about kernel `k`.
 size_t count_for(const std::vector<std::string>& mismatches, size_t k) {
   const std::string prefix = "kernel " + std::to_string(k) + " ";
@@ -66,9 +73,7 @@ Compiled compile(const std::vector<emu::KernelCase>& cases, size_t units) {
 }
 
 TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
-#if !defined(__x86_64__)
-  GTEST_SKIP() << "the emulation switches between lane stacks with x86-64 assembly";
-#endif
+  SKIP_UNLESS_X86_64();
   test_corpus::Corpus corpus;
   for (const std::string& e : corpus.errors) ADD_FAILURE() << "corpus graph rejected: " << e;
   std::vector<emu::KernelCase> cases;
@@ -119,6 +124,7 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
 // The comparison can fail: a kernel computing a wrong value, one leaving an element unwritten,
 // and one whose grid-stride step skips work are each caught, while the kernel as rendered passes.
 TEST(CudaEmulation, CatchesAWrongKernel) {
+  SKIP_UNLESS_X86_64();
   UOpRef a = *fe::buffer(1, DType::Float32, {100, 100}), b = *fe::buffer(2, DType::Float32, {100, 100});
   auto ks = emu::kernel_cases({*fe::alu(Ops::ADD, {a, b})});
   ASSERT_TRUE(ks.ok()) << ks.status();
@@ -158,9 +164,7 @@ TEST(CudaEmulation, CatchesAWrongKernel) {
 // wrong combine tree or lane stride gives wrong sums, and a lane that leaves before a shuffle
 // stops the emulation with the reason instead of reading a value no lane wrote.
 TEST(CudaEmulation, CatchesAWrongWarpKernel) {
-#if !defined(__x86_64__)
-  GTEST_SKIP() << "the emulation switches between lane stacks with x86-64 assembly";
-#endif
+  SKIP_UNLESS_X86_64();
   UOpRef x = *fe::buffer(1, DType::Int32, {40, 200});
   auto ks = emu::kernel_cases({*fe::reduce(Ops::ADD, x, {1})});
   ASSERT_TRUE(ks.ok()) << ks.status();
@@ -198,9 +202,7 @@ TEST(CudaEmulation, CatchesAWrongWarpKernel) {
 // thread schedule and wrong ones under the other — caught as a schedule-dependent result — and
 // one that drops a warp's total is wrong under both.
 TEST(CudaEmulation, CatchesAWrongBlockKernel) {
-#if !defined(__x86_64__)
-  GTEST_SKIP() << "the emulation switches between lane stacks with x86-64 assembly";
-#endif
+  SKIP_UNLESS_X86_64();
   UOpRef x = *fe::buffer(1, DType::Int32, {6, 4096});
   auto ks = emu::kernel_cases({*fe::reduce(Ops::ADD, x, {1})});
   ASSERT_TRUE(ks.ok()) << ks.status();
@@ -236,9 +238,7 @@ TEST(CudaEmulation, CatchesAWrongBlockKernel) {
 // A float row sum takes a warp per row too; its lanes add in another order than the CPU's loop,
 // so it is compared within the tolerance — and passes.
 TEST(CudaEmulation, FloatWarpSumsAgreeWithinTheTolerance) {
-#if !defined(__x86_64__)
-  GTEST_SKIP() << "the emulation switches between lane stacks with x86-64 assembly";
-#endif
+  SKIP_UNLESS_X86_64();
   UOpRef x = *fe::buffer(1, DType::Float32, {40, 200});
   auto ks = emu::kernel_cases({*fe::reduce(Ops::ADD, x, {1})});
   ASSERT_TRUE(ks.ok()) << ks.status();
@@ -250,6 +250,29 @@ TEST(CudaEmulation, FloatWarpSumsAgreeWithinTheTolerance) {
   ASSERT_TRUE(compiled.emulated.ok()) << compiled.emulated.status();
   std::vector<std::string> mismatches = emu::compare(*ks, *compiled.cpu, *compiled.emulated);
   EXPECT_TRUE(mismatches.empty()) << mismatches[0];
+}
+
+// A vector load from an address that is not aligned to its size faults on a GPU; x86 would load
+// it anyway, so the emulation checks every vector load's alignment and stops with the reason.
+TEST(CudaEmulation, CatchesAMisalignedVectorLoad) {
+  SKIP_UNLESS_X86_64();
+  UOpRef a = *fe::buffer(1, DType::Float32, {1024, 8}), b = *fe::buffer(2, DType::Float32, {8, 1028});
+  auto ks = emu::kernel_cases({*fe::matmul(a, *fe::shrink(b, {{0, 8}, {0, 1024}}))});
+  ASSERT_TRUE(ks.ok()) << ks.status();
+  ASSERT_EQ(ks->size(), 1u);
+  emu::KernelCase wrong = (*ks)[0];
+  const std::string from = "pg_load16(b2 + ";
+  size_t at = wrong.cuda_source.find(from);
+  ASSERT_NE(at, std::string::npos) << wrong.cuda_source;
+  wrong.cuda_source.replace(at, from.size(), "pg_load16(b2 + 1 + ");
+  std::vector<emu::KernelCase> cases{(*ks)[0], wrong};
+  Compiled compiled = compile(cases, 1);
+  ASSERT_TRUE(compiled.cpu.ok()) << compiled.cpu.status();
+  ASSERT_TRUE(compiled.emulated.ok()) << compiled.emulated.status();
+  std::vector<std::string> mismatches = emu::compare(cases, *compiled.cpu, *compiled.emulated);
+  EXPECT_EQ(count_for(mismatches, 0), 0u);
+  ASSERT_EQ(count_for(mismatches, 1), 2u);
+  for (const std::string& m : mismatches) EXPECT_NE(m.find("not aligned to 16"), std::string::npos) << m;
 }
 
 // A prelude the emulation does not know is an error, not a silently different kernel.

@@ -243,6 +243,31 @@ TEST(CudaRender, BigMatmulsGetRegisterTiles) {
   }
 }
 
+// Inside a register tile, a lane loop's loads of consecutive elements from an offset that is a
+// multiple of the lanes become one aligned vector load before the loop; a transposed operand
+// (its lanes are a row apart) and a view starting one element in (misaligned) keep scalar loads.
+TEST(CudaRender, RegisterTilesLoadVectors) {
+  auto render = [](const UOpRef& g) {
+    auto ks = kernels_for({g}, is_buffer, /*cuda=*/true);
+    EXPECT_TRUE(ks.ok()) << ks.status();
+    EXPECT_EQ(ks->size(), 1u);
+    EXPECT_FALSE((*ks)[0].upcast_ranges.empty());
+    return *render_cuda((*ks)[0]);
+  };
+  UOpRef a = *fe::buffer(1, DType::Float32, {1024, 16});
+  std::string f32 = render(*fe::matmul(a, *fe::buffer(2, DType::Float32, {16, 1024})));
+  EXPECT_NE(f32.find("const auto pg_vec0 = pg_load16(b2 + "), std::string::npos) << f32;
+  EXPECT_NE(f32.find("= ((const float*)&pg_vec0)[r2];"), std::string::npos) << f32;
+  std::string f16 = render(*fe::matmul(*fe::buffer(3, DType::Float16, {1024, 16}), *fe::buffer(4, DType::Float16, {16, 1024})));
+  EXPECT_NE(f16.find("pg_load8(b2 + "), std::string::npos) << f16;
+  EXPECT_NE(f16.find("pg_h2f(((const uint16_t*)&pg_vec0)[r2])"), std::string::npos) << f16;
+  std::string transposed = render(*fe::matmul(a, *fe::permute(*fe::buffer(5, DType::Float32, {1024, 16}), {1, 0})));
+  EXPECT_EQ(transposed.find("pg_load"), transposed.find("pg_load16(const void")) << transposed;
+  std::string offset = render(*fe::matmul(a, *fe::shrink(*fe::buffer(6, DType::Float32, {16, 1028}), {{0, 16}, {1, 1025}})));
+  EXPECT_EQ(offset.find("pg_load16(b"), std::string::npos) << offset;
+  EXPECT_EQ(offset.find("pg_load8(b"), std::string::npos) << offset;
+}
+
 // The device list names CUDA whether or not it can be used, and says why not.
 TEST(CudaDevice, ListedWithTheReason) {
   auto engine = Engine::create({.threads = 1});
