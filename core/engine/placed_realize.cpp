@@ -9,6 +9,7 @@
 #include "core/engine/engine_impl.h"
 #include "core/engine/placement.h"
 #include "core/engine/transfers.h"
+#include "core/frontend/tensor_ops.h"
 #include "core/runtime/cuda/discovery.h"
 
 namespace polygrad {
@@ -80,10 +81,19 @@ absl::StatusOr<RealizeResult> realize_placed(Engine& engine, Engine::Impl& impl,
     const UOpRef& src = c->src[0];
     auto where = place({src}, b);
     if (!where.ok()) return where.status();
-    auto r = run_on(where->at(src.get()), {src});
+    const int64_t from = where->at(src.get());
+    auto r = run_on(from, {src});
     if (!r.ok()) return r.status();
     add_stats(r->stats);
-    auto moved = transfer(r->outputs[0], c->arg_int(), *streams);
+    // A copy back to a source's device: where that source lives (nowhere in particular: stay).
+    int64_t to = c->arg_int();
+    if (to == frontend::kCopyToSourceDevice) {
+      auto target = place({c}, b);
+      if (!target.ok()) return target.status();
+      to = target->at(c.get());
+      if (to == kAnyDevice) to = from == kAnyDevice ? options.default_device : from;
+    }
+    auto moved = transfer(r->outputs[0], to, *streams);
     if (!moved.ok()) return moved.status();
     b[c.get()] = *moved;  // c is kept alive by `outputs`
   }

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/frontend/tensor_ops.h"
 
 namespace polygrad {
 namespace {
@@ -71,6 +72,12 @@ absl::StatusOr<int64_t> buffer_device_code(const Buffer& b) {
   return device_code(b.device());
 }
 
+int64_t copy_target(const UOp& copy, const std::unordered_map<const UOp*, int64_t>& placed) {
+  if (copy.arg_int() != frontend::kCopyToSourceDevice) return copy.arg_int();
+  auto it = placed.find(copy.src[1].get());
+  return it == placed.end() ? kAnyDevice : it->second;
+}
+
 bool needs_placement(const std::vector<UOpRef>& outputs, const Bindings& bound) {
   for (const UOp* n : post_order(outputs, bound)) {
     if (auto it = bound.find(n); it != bound.end()) {
@@ -92,7 +99,7 @@ absl::StatusOr<std::unordered_map<const UOp*, int64_t>> place(const std::vector<
       if (!code.ok()) return code.status();
       d = *code;
     } else if (n->op == Ops::COPY) {
-      d = n->arg_int();
+      d = copy_target(*n, device);
     } else {
       for (const UOpRef& s : n->src) {
         int64_t sd = device.at(s.get());

@@ -1,5 +1,6 @@
 // Which device each tensor lives on. A BUFFER leaf (or any bound node) lives where its buffer
-// is; COPY moves its source to the device in its arg; a node without sources (constants, arange,
+// is; COPY moves its source to the device in its arg (with frontend::kCopyToSourceDevice: to
+// where its second source lives, how gradients return through a COPY); a node without sources (constants, arange,
 // random) lives wherever its consumer does; every other node lives on its sources' device, and
 // sources on two different devices are refused (the client must copy one of them).
 #pragma once
@@ -26,6 +27,10 @@ std::string device_name(int64_t code);
 absl::StatusOr<int64_t> device_code(std::string_view name);
 // The code of a buffer's device (Buffer::device()).
 absl::StatusOr<int64_t> buffer_device_code(const Buffer& b);
+
+// Where COPY node `copy` moves its source, given the devices placed so far (its second source's
+// for a copy back to a source's device; kAnyDevice when that one has none).
+int64_t copy_target(const UOp& copy, const std::unordered_map<const UOp*, int64_t>& placed);
 
 // "ADD float32[2,3]": a node for error messages.
 std::string describe_node(const UOp& n);

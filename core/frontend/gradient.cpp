@@ -130,9 +130,13 @@ std::vector<UOpRef> backward(Builder& b, const UOpRef& node, const UOpRef& g) {
       return {b.take(pad(g, ba))};
     }
     case Ops::FLIP: return {b.take(flip(g, n.arg_ints()))};
-    // Passed through on the result's device: a source on another device then meets it in a
-    // kernel, which the engine refuses naming that kernel's node (copy the source first).
-    case Ops::COPY: return {g};
+    // Back to where the source lives (a COPY back to the CPU of a tensor moved to a GPU); a copy
+    // back's device reference passes no gradient.
+    case Ops::COPY: {
+      std::vector<UOpRef> out{copy_to_device_of(g, s[0])};
+      if (s.size() == 2) out.push_back(nullptr);
+      return out;
+    }
     default:
       // Leaves, comparisons and integer/bool ops pass no gradient.
       return std::vector<UOpRef>(s.size(), nullptr);

@@ -334,4 +334,8 @@ absl::StatusOr<UOpRef> copy(const UOpRef& x, int64_t device_code) {
   return uop(Ops::COPY, x->dtype, {x}, device_code, x->shape);
 }
 
+UOpRef copy_to_device_of(const UOpRef& x, const UOpRef& like) {
+  return uop(Ops::COPY, x->dtype, {x, like}, kCopyToSourceDevice, x->shape);
+}
+
 }  // namespace polygrad::frontend

@@ -54,5 +54,10 @@ absl::StatusOr<UOpRef> flip(const UOpRef& x, std::vector<int64_t> axes);
 // `x`'s value on the device `device_code` (core/engine/placement.h: 0 is the CPU, k + 1 is
 // CUDA:k): a transfer the engine runs between kernels. INVALID_ARGUMENT for a negative code.
 absl::StatusOr<UOpRef> copy(const UOpRef& x, int64_t device_code);
+// `x`'s value on the device where `like` lives, which placement resolves (COPY with the code
+// kCopyToSourceDevice and `like` as a second source that only names the device): how a gradient
+// returns through a COPY to its source's device.
+inline constexpr int64_t kCopyToSourceDevice = -2;
+UOpRef copy_to_device_of(const UOpRef& x, const UOpRef& like);
 
 }  // namespace polygrad::frontend

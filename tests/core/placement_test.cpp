@@ -121,6 +121,36 @@ TEST_F(PlacementTest, CopyToTheCpuIsATransferBetweenKernels) {
   }
 }
 
+// A gradient returns through a COPY to the device its source lives on: the gradient of x moved
+// to CUDA:0 is a copy back to x's device (the CPU), so the update of x reads one device. Placement
+// decides that without a GPU; on the CPU alone the same graph runs and gives the plain gradient.
+TEST_F(PlacementTest, GradientsReturnThroughACopyToTheSourceDevice) {
+  std::vector<float> a;
+  UOpRef x = host_leaf({2, 3}, a);
+  UOpRef on_gpu = *fe::copy(x, 1);
+  auto grads = fe::gradient(*fe::sum(*fe::alu(Ops::MUL, {on_gpu, on_gpu}), {}, false), {x});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  const UOpRef& gx = (*grads)[0];
+  ASSERT_EQ(gx->op, Ops::COPY);
+  EXPECT_EQ(gx->arg_int(), fe::kCopyToSourceDevice);
+  auto placed = place({gx, *fe::alu(Ops::SUB, {x, gx})}, bound_);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(placed->at(gx.get()), kCpuDevice);
+  EXPECT_EQ(placed->at(gx->src[0].get()), 1) << "the gradient itself is computed on CUDA:0";
+  EXPECT_EQ(copy_target(*gx, *placed), kCpuDevice);
+  // A copy back from a node with no device of its own stays where its consumer is.
+  std::unordered_map<const UOp*, int64_t> nowhere{{x.get(), kAnyDevice}};
+  EXPECT_EQ(copy_target(*gx, nowhere), kAnyDevice);
+
+  // Moved to the CPU instead: the whole graph runs here, the copy back is a transfer.
+  auto cpu_grads = fe::gradient(*fe::sum(*fe::alu(Ops::MUL, {*fe::copy(x, kCpuDevice), x}), {}, false), {x});
+  ASSERT_TRUE(cpu_grads.ok()) << cpu_grads.status();
+  auto r = engine_->realize({(*cpu_grads)[0]}, bound_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<float> got = read(r->outputs[0]);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(got[i], 2 * a[i]);
+}
+
 TEST_F(PlacementTest, CopyToCudaWithoutCudaFailsWithTheReason) {
   if (cuda_availability().available) GTEST_SKIP() << "CUDA is available here";
   std::vector<float> a;

@@ -46,6 +46,18 @@ def test_copy_to_cpu_on_the_wire_is_a_transfer(raw):
   assert r.stats.kernels == 1  # the multiply; the copy is a transfer, not a kernel
 
 
+def test_gradients_return_through_a_copy_to_the_source_device():
+  # The gradient of a tensor moved with .to() is copied back to the tensor's device (a COPY in
+  # the daemon's gradient graph), so it can update the tensor there. On the CPU alone the copy is
+  # a transfer and the gradient is the plain one; on a GPU (tests/gpu) it crosses devices.
+  a = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+  x = Tensor(a, requires_grad=True)
+  moved = x.to("cpu")
+  (moved * moved * x).sum().backward()
+  assert x.grad.device == x.device == "CPU"
+  np.testing.assert_allclose(x.grad.numpy(), 3 * a * a, rtol=1e-6)
+
+
 def test_a_compiled_step_transfers_its_inputs_on_every_run(raw):
   # A COPY of a tensor with a buffer is a transfer before each run, so a fed input reaches the
   # kernels; a COPY of a computed value is UNIMPLEMENTED (a step has one device), naming it.
