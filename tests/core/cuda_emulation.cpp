@@ -157,7 +157,9 @@ template <class T> T pg_shuffle(unsigned mask, T v, unsigned src_lane, bool rela
   return out;
 }
 template <class T> T __shfl_down_sync(unsigned mask, T v, unsigned delta) { return pg_shuffle(mask, v, delta, true); }
-template <class T> T __shfl_sync(unsigned mask, T v, int src_lane) { return pg_shuffle(mask, v, (unsigned)src_lane, false); }
+template <class T> T __shfl_sync(unsigned mask, T v, int src_lane) {
+  return pg_shuffle(mask, v, (unsigned)src_lane, false);
+}
 
 // A fiber runs the kernel body once per block: when it has finished one, the scheduler resumes it
 // for the next.
@@ -564,6 +566,14 @@ absl::StatusOr<std::string> host_cuda_prelude(const std::string& cuda_source) {
   return prelude;
 }
 
+KernelSet::KernelSet(std::vector<ProgramPtr> programs, size_t kernels) : programs_(std::move(programs)) {
+  // build_units gave unit u the kernels [kernels * u / n, kernels * (u + 1) / n).
+  const size_t n = programs_.size();
+  for (size_t u = 0; u < n; ++u)
+    for (size_t i = kernels * u / n; i < kernels * (u + 1) / n; ++i)
+      slots_.push_back({u, static_cast<int64_t>(i - kernels * u / n)});
+}
+
 absl::StatusOr<KernelSet> KernelSet::emulated_cuda(const std::vector<std::string>& sources, size_t units) {
   if (sources.empty()) return absl::InvalidArgumentError("no kernels");
   auto host_prelude = host_cuda_prelude(sources[0]);
@@ -592,13 +602,7 @@ absl::StatusOr<KernelSet> KernelSet::emulated_cuda(const std::vector<std::string
   };
   auto programs = build_units(sources.size(), units, make_unit, compile_cxx);
   if (!programs.ok()) return programs.status();
-  KernelSet set;
-  set.programs_ = std::move(*programs);
-  size_t n = set.programs_.size();
-  for (size_t u = 0; u < n; ++u)
-    for (size_t i = sources.size() * u / n; i < sources.size() * (u + 1) / n; ++i)
-      set.slots_.push_back({u, static_cast<int64_t>(i - sources.size() * u / n)});
-  return set;
+  return KernelSet(std::move(*programs), sources.size());
 }
 
 absl::StatusOr<KernelSet> KernelSet::cpu(const std::vector<std::string>& sources, size_t units) {
@@ -621,13 +625,7 @@ absl::StatusOr<KernelSet> KernelSet::cpu(const std::vector<std::string>& sources
   };
   auto programs = build_units(sources.size(), units, make_unit, compile_c);
   if (!programs.ok()) return programs.status();
-  KernelSet set;
-  set.programs_ = std::move(*programs);
-  size_t n = set.programs_.size();
-  for (size_t u = 0; u < n; ++u)
-    for (size_t i = sources.size() * u / n; i < sources.size() * (u + 1) / n; ++i)
-      set.slots_.push_back({u, static_cast<int64_t>(i - sources.size() * u / n)});
-  return set;
+  return KernelSet(std::move(*programs), sources.size());
 }
 
 absl::Status KernelSet::launch(size_t kernel, const std::vector<void*>& bufs, int64_t n, unsigned grid,
@@ -695,7 +693,10 @@ bool agree(DType dt, const uint8_t* want, const uint8_t* got, bool reassociates)
   const double w = value(want), g = value(got);
   if (std::isnan(w) || std::isnan(g)) return std::isnan(w) && std::isnan(g);
   if (std::isinf(w) || std::isinf(g)) return w == g;
-  const double tol = dt == DType::Float16 ? 0x1p-3 : dt == DType::BFloat16 ? 0x1p0 : dt == DType::Float32 ? 0x1p-15 : 0x1p-44;
+  const double tol = dt == DType::Float16    ? 0x1p-3
+                     : dt == DType::BFloat16 ? 0x1p0
+                     : dt == DType::Float32  ? 0x1p-15
+                                             : 0x1p-44;
   return std::fabs(g - w) <= tol * (1 + std::fabs(w));
 }
 
@@ -730,7 +731,8 @@ std::vector<std::string> compare(const std::vector<KernelCase>& cases, const Ker
         std::vector<uint8_t> got(out_bytes, 0xa5);
         std::vector<void*> args;
         for (size_t a : c.cuda_args) args.push_back(a == 0 ? got.data() : bufs[a]);
-        if (absl::Status s = emulated.launch(k, args, c.cuda_linear.outer_size, dims.grid, dims.block, eager); !s.ok()) {
+        absl::Status s = emulated.launch(k, args, c.cuda_linear.outer_size, dims.grid, dims.block, eager);
+        if (!s.ok()) {
           mismatches.push_back(absl::StrFormat("kernel %d (grid %d x %d%s): %s\n--- CUDA source ---\n%s", k, dims.grid,
                                                dims.block, schedule, s.ToString(), c.cuda_source));
           continue;
@@ -756,7 +758,8 @@ std::vector<std::string> compare(const std::vector<KernelCase>& cases, const Ker
             "emulated CUDA %s\n--- CUDA source ---\n%s\n--- C source (the CPU path's) ---\n%s",
             k, dtype_name(out_dt), c.numel[0], c.cuda_linear.outer_size, dims.grid, dims.block, schedule,
             c.reassociates ? ", reassociated" : "", count, first, format_element(out_dt, want.data() + first * size),
-            format_element(out_dt, got.data() + first * size), c.cuda_source, c.c_source.substr(c.c_source.find(kCEntry))));
+            format_element(out_dt, got.data() + first * size), c.cuda_source,
+            c.c_source.substr(c.c_source.find(kCEntry))));
       }
     }
   }

@@ -80,6 +80,8 @@ class KernelSet {
   size_t size() const { return slots_.size(); }
 
  private:
+  // `kernels` kernels compiled into `programs`, split among them as build_units splits them.
+  KernelSet(std::vector<ProgramPtr> programs, size_t kernels);
   struct Slot {
     size_t program;
     int64_t local;

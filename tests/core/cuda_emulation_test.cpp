@@ -64,6 +64,37 @@ size_t count_for(const std::vector<std::string>& mismatches, size_t k) {
   return n;
 }
 
+Compiled compile(const std::vector<emu::KernelCase>& cases, size_t units);
+
+// `right`, then a copy of it per perturbation (the first occurrence of `from` after `after` in its
+// CUDA source replaced by `to`), compiled and compared: the mismatch messages, "kernel k ..." for
+// case k.
+struct Perturbation {
+  const char* from;
+  const char* to;
+  const char* after = "pg_kernel(";  // the kernel, not the prelude
+};
+std::vector<std::string> compare_perturbed(const emu::KernelCase& right,
+                                           const std::vector<Perturbation>& perturbations) {
+  std::vector<emu::KernelCase> cases{right};
+  for (auto [from, to, after] : perturbations) {
+    emu::KernelCase wrong = right;
+    size_t at = wrong.cuda_source.find(from, wrong.cuda_source.find(after));
+    if (at == std::string::npos) {
+      ADD_FAILURE() << from << " is not in\n" << right.cuda_source;
+      return {};
+    }
+    wrong.cuda_source.replace(at, std::strlen(from), to);
+    cases.push_back(std::move(wrong));
+  }
+  Compiled compiled = compile(cases, 1);
+  if (!compiled.cpu.ok() || !compiled.emulated.ok()) {
+    ADD_FAILURE() << compiled.cpu.status() << " / " << compiled.emulated.status();
+    return {};
+  }
+  return emu::compare(cases, *compiled.cpu, *compiled.emulated);
+}
+
 Compiled compile(const std::vector<emu::KernelCase>& cases, size_t units) {
   Compiled out;
   std::thread cpu([&] { out.cpu = emu::KernelSet::cpu(sources(cases, false), units); });
@@ -112,12 +143,15 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
 
   // Every mismatch in one line, the first few with their source.
   for (size_t i = 0; i < mismatches.size(); ++i)
-    ADD_FAILURE() << (i < 3 || std::getenv("POLYGRAD_EMU_VERBOSE") ? mismatches[i] : mismatches[i].substr(0, mismatches[i].find('\n')));
+    ADD_FAILURE() << (i < 3 || std::getenv("POLYGRAD_EMU_VERBOSE") ? mismatches[i]
+                                                                    : mismatches[i].substr(0, mismatches[i].find('\n')));
   EXPECT_EQ(mismatches.size(), 0u) << "of " << cases.size() * 2 << " launches";
   std::printf("[ info ] %zu distinct CUDA kernels emulated on the host (%zu through the grid-stride loop, %zu with a "
-              "warp per output, %zu of those bit for bit, %zu with a block per output, %zu with register tiles) and compared with the CPU path (%zu that sum floats in "
-              "another order within a tolerance, the rest bit for bit): compiled in %.1f s, ran in %.1f s\n",
-              cases.size(), strided, warps, warps_exact, blocks, tiled, reassociated, std::chrono::duration<double>(t1 - t0).count(),
+              "warp per output, %zu of those bit for bit, %zu with a block per output, %zu with register tiles) and "
+              "compared with the CPU path (%zu that sum floats in another order within a tolerance, the rest bit for "
+              "bit): compiled in %.1f s, ran in %.1f s\n",
+              cases.size(), strided, warps, warps_exact, blocks, tiled, reassociated,
+              std::chrono::duration<double>(t1 - t0).count(),
               std::chrono::duration<double>(t2 - t1).count());
 }
 
@@ -133,25 +167,11 @@ TEST(CudaEmulation, CatchesAWrongKernel) {
   LaunchDims small = emu::launch_shapes(right.cuda_linear.outer_size).back();
   ASSERT_GT(right.cuda_linear.outer_size, int64_t{small.grid} * small.block) << "the grid-stride path is not exercised";
 
-  const std::pair<const char*, const char*> perturbations[] = {
-      {" + ", " - "},                                                      // a wrong value
+  std::vector<std::string> mismatches = compare_perturbed(right, {
+      {" + ", " - ", "const float v"},  // a wrong value (the addition after the loop header's)
       {" < n; ", " < n - 1; "},                                            // the last element unwritten
       {"r0 += (int64_t)gridDim.x * blockDim.x", "r0 += (int64_t)gridDim.x * blockDim.x * 2"},  // a wrong stride
-  };
-  std::vector<emu::KernelCase> cases{right};
-  for (auto [from, to] : perturbations) {
-    emu::KernelCase wrong = right;
-    // In the body; the value's addition comes after the loop header's.
-    const char* after = std::strcmp(from, " + ") == 0 ? "const float v" : "pg_kernel(";
-    size_t at = wrong.cuda_source.find(from, wrong.cuda_source.find(after));
-    ASSERT_NE(at, std::string::npos) << from << " is not in\n" << right.cuda_source;
-    wrong.cuda_source.replace(at, std::strlen(from), to);
-    cases.push_back(std::move(wrong));
-  }
-  Compiled compiled = compile(cases, 1);
-  ASSERT_TRUE(compiled.cpu.ok()) << compiled.cpu.status();
-  ASSERT_TRUE(compiled.emulated.ok()) << compiled.emulated.status();
-  std::vector<std::string> mismatches = emu::compare(cases, *compiled.cpu, *compiled.emulated);
+  });
   // The right kernel: no message. The wrong value and the unwritten element: one per launch
   // shape. The wrong stride: only where the grid is smaller than the trip count.
   ASSERT_EQ(mismatches.size(), 5u);
@@ -173,23 +193,11 @@ TEST(CudaEmulation, CatchesAWrongWarpKernel) {
   ASSERT_EQ(right.threads_per_iteration, kWarpLanes) << right.cuda_source;
   EXPECT_FALSE(right.reassociates);  // integer sums: compared bit for bit
 
-  const std::pair<const char*, const char*> perturbations[] = {
+  std::vector<std::string> mismatches = compare_perturbed(right, {
       {"int d = 16;", "int d = 8;"},                                       // half the lanes never added
       {"+= 32) {", "+= 16) {"},                                            // lanes overlap
       {"for (int d = 16;", "if (pg_lane == 7) return;\n    for (int d = 16;"},  // a lane leaves early
-  };
-  std::vector<emu::KernelCase> cases{right};
-  for (auto [from, to] : perturbations) {
-    emu::KernelCase wrong = right;
-    size_t at = wrong.cuda_source.find(from);
-    ASSERT_NE(at, std::string::npos) << from << " is not in\n" << right.cuda_source;
-    wrong.cuda_source.replace(at, std::strlen(from), to);
-    cases.push_back(std::move(wrong));
-  }
-  Compiled compiled = compile(cases, 1);
-  ASSERT_TRUE(compiled.cpu.ok()) << compiled.cpu.status();
-  ASSERT_TRUE(compiled.emulated.ok()) << compiled.emulated.status();
-  std::vector<std::string> mismatches = emu::compare(cases, *compiled.cpu, *compiled.emulated);
+  });
   // Each wrong kernel fails under both launch shapes and both schedules; the right one never.
   EXPECT_EQ(count_for(mismatches, 0), 0u);
   for (size_t k = 1; k <= 3; ++k) EXPECT_EQ(count_for(mismatches, k), 4u) << "kernel " << k;
@@ -210,27 +218,16 @@ TEST(CudaEmulation, CatchesAWrongBlockKernel) {
   const emu::KernelCase& right = (*ks)[0];
   ASSERT_EQ(right.threads_per_iteration, kBlockLanes) << right.cuda_source;
 
-  const std::pair<const char*, const char*> perturbations[] = {
+  std::vector<std::string> mismatches = compare_perturbed(right, {
       {"__syncthreads();\n    }", "\n    }"},             // the barrier after the partials are read
       {"for (int w = 1; w < 8;", "for (int w = 1; w < 7;"},  // the last warp's total dropped
-  };
-  std::vector<emu::KernelCase> cases{right};
-  for (auto [from, to] : perturbations) {
-    emu::KernelCase wrong = right;
-    size_t at = wrong.cuda_source.find(from);
-    ASSERT_NE(at, std::string::npos) << from << " is not in\n" << right.cuda_source;
-    wrong.cuda_source.replace(at, std::strlen(from), to);
-    cases.push_back(std::move(wrong));
-  }
-  Compiled compiled = compile(cases, 1);
-  ASSERT_TRUE(compiled.cpu.ok()) << compiled.cpu.status();
-  ASSERT_TRUE(compiled.emulated.ok()) << compiled.emulated.status();
-  std::vector<std::string> mismatches = emu::compare(cases, *compiled.cpu, *compiled.emulated);
+  });
   EXPECT_EQ(count_for(mismatches, 0), 0u);
   // Without the barrier: the small grid (each block takes several outputs) depends on the schedule.
   EXPECT_GE(count_for(mismatches, 1), 1u);
   bool schedule = false;
-  for (const std::string& m : mismatches) schedule = schedule || m.find("depends on the order the threads run in") != std::string::npos;
+  for (const std::string& m : mismatches)
+    schedule = schedule || m.find("depends on the order the threads run in") != std::string::npos;
   EXPECT_TRUE(schedule);
   EXPECT_EQ(count_for(mismatches, 2), 4u);
 }
@@ -260,16 +257,7 @@ TEST(CudaEmulation, CatchesAMisalignedVectorLoad) {
   auto ks = emu::kernel_cases({*fe::matmul(a, *fe::shrink(b, {{0, 8}, {0, 1024}}))});
   ASSERT_TRUE(ks.ok()) << ks.status();
   ASSERT_EQ(ks->size(), 1u);
-  emu::KernelCase wrong = (*ks)[0];
-  const std::string from = "pg_load16(b2 + ";
-  size_t at = wrong.cuda_source.find(from);
-  ASSERT_NE(at, std::string::npos) << wrong.cuda_source;
-  wrong.cuda_source.replace(at, from.size(), "pg_load16(b2 + 1 + ");
-  std::vector<emu::KernelCase> cases{(*ks)[0], wrong};
-  Compiled compiled = compile(cases, 1);
-  ASSERT_TRUE(compiled.cpu.ok()) << compiled.cpu.status();
-  ASSERT_TRUE(compiled.emulated.ok()) << compiled.emulated.status();
-  std::vector<std::string> mismatches = emu::compare(cases, *compiled.cpu, *compiled.emulated);
+  std::vector<std::string> mismatches = compare_perturbed((*ks)[0], {{"pg_load16(b2 + ", "pg_load16(b2 + 1 + "}});
   EXPECT_EQ(count_for(mismatches, 0), 0u);
   ASSERT_EQ(count_for(mismatches, 1), 2u);
   for (const std::string& m : mismatches) EXPECT_NE(m.find("not aligned to 16"), std::string::npos) << m;

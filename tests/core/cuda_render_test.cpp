@@ -232,7 +232,8 @@ TEST(CudaRender, BigMatmulsGetRegisterTiles) {
   }
   UOpRef small = *fe::matmul(*fe::buffer(5, DType::Float32, {256, 64}), *fe::buffer(6, DType::Float32, {64, 256}));
   UOpRef odd = *fe::matmul(*fe::buffer(7, DType::Float32, {1026, 64}), *fe::buffer(8, DType::Float32, {64, 1026}));
-  UOpRef elementwise = *fe::alu(Ops::ADD, {*fe::buffer(9, DType::Float32, {1024, 1024}), *fe::buffer(10, DType::Float32, {1024, 1024})});
+  UOpRef elementwise =
+      *fe::alu(Ops::ADD, {*fe::buffer(9, DType::Float32, {1024, 1024}), *fe::buffer(10, DType::Float32, {1024, 1024})});
   for (const UOpRef& g : {small, odd, elementwise}) {
     auto ks = kernels_for({g}, is_buffer, /*cuda=*/true);
     ASSERT_TRUE(ks.ok()) << ks.status();
@@ -258,7 +259,8 @@ TEST(CudaRender, RegisterTilesLoadVectors) {
   std::string f32 = render(*fe::matmul(a, *fe::buffer(2, DType::Float32, {16, 1024})));
   EXPECT_NE(f32.find("const auto pg_vec0 = pg_load16(b2 + "), std::string::npos) << f32;
   EXPECT_NE(f32.find("= ((const float*)&pg_vec0)[r2];"), std::string::npos) << f32;
-  std::string f16 = render(*fe::matmul(*fe::buffer(3, DType::Float16, {1024, 16}), *fe::buffer(4, DType::Float16, {16, 1024})));
+  std::string f16 =
+      render(*fe::matmul(*fe::buffer(3, DType::Float16, {1024, 16}), *fe::buffer(4, DType::Float16, {16, 1024})));
   EXPECT_NE(f16.find("pg_load8(b2 + "), std::string::npos) << f16;
   EXPECT_NE(f16.find("pg_h2f(((const uint16_t*)&pg_vec0)[r2])"), std::string::npos) << f16;
   std::string transposed = render(*fe::matmul(a, *fe::permute(*fe::buffer(5, DType::Float32, {1024, 16}), {1, 0})));
