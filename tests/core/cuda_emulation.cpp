@@ -519,7 +519,10 @@ absl::StatusOr<std::vector<KernelCase>> kernel_cases(const std::vector<UOpRef>& 
     auto g = lower_for_cuda(item.root, materialized);
     if (!g.ok()) return g.status();
     KernelCase c;
-    for (const UOp* p : k->params) c.numel.push_back(p->numel());
+    for (const UOp* p : k->params) {
+      c.numel.push_back(p->numel());
+      c.dtypes.push_back(p->dtype);
+    }
     for (const UOp* p : g->params) {
       auto at = std::find(k->params.begin(), k->params.end(), p);
       if (at == k->params.end()) return absl::InternalError("the two lowerings read different buffers");
@@ -707,7 +710,7 @@ std::vector<std::string> compare(const std::vector<KernelCase>& cases, const Ker
   std::vector<std::string> mismatches;
   for (size_t k = 0; k < cases.size(); ++k) {
     const KernelCase& c = cases[k];
-    const std::vector<DType>& params = c.linear.params;
+    const std::vector<DType>& params = c.dtypes;
     std::vector<std::vector<uint8_t>> inputs(params.size());
     std::vector<void*> bufs(params.size());
     for (size_t p = 1; p < params.size(); ++p) {

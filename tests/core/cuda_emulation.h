@@ -41,7 +41,10 @@ namespace polygrad::cuda_emulation {
 struct KernelCase {
   LinearKernel linear;             // lower_to_linear: the CPU path's kernel
   LinearKernel cuda_linear;        // lower_for_cuda: the GPU's
-  std::vector<int64_t> numel;      // elements of the CPU kernel's DEFINE_GLOBAL i; 0 is the output
+  // The lowered CPU kernel's parameters (0 is the output): elements and dtypes. Symbolic
+  // rewriting can drop a load, so the linear kernels may declare fewer.
+  std::vector<int64_t> numel;
+  std::vector<DType> dtypes;
   std::vector<size_t> cuda_args;   // the CUDA kernel's DEFINE_GLOBAL i is the CPU kernel's cuda_args[i]
   int threads_per_iteration = 1;   // cuda_threads_per_iteration(cuda_linear): 32 for a warp per output
   // The CUDA kernel adds or multiplies floating-point values in another order than the CPU's (a

@@ -114,6 +114,8 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
     auto ks = emu::kernel_cases(g);
     ASSERT_TRUE(ks.ok()) << ks.status();
     for (auto& k : *ks) {
+      // The launch passes every lowered buffer, then n: the kernel must declare each of them.
+      EXPECT_EQ(k.cuda_linear.params.size(), k.cuda_args.size()) << k.cuda_source;
       if (!seen.insert(k.cuda_source).second) continue;
       LaunchDims small = emu::launch_shapes(k.cuda_linear.outer_size, k.threads_per_iteration).back();
       if (k.cuda_linear.outer_size * k.threads_per_iteration > int64_t{small.grid} * small.block) ++strided;
