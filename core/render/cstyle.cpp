@@ -363,7 +363,7 @@ class CStyleRenderer::Emitter {
   std::vector<std::string> vector_loads(const LinearKernel& k, size_t at) {
     std::vector<std::string> out;
     const UOp* r = k.ops[at].get();
-    if (r->src[0]->op != Ops::CONST || t_.vector_load(16, "p").empty()) return out;
+    if (r->src[0]->op != Ops::CONST || !t_.has_vector_loads()) return out;
     const int64_t trip = r->src[0]->arg_int();
     if (trip != 2 && trip != 4) return out;
     // The loop's ops, where each node is emitted in it, and how many of its ops read it.

@@ -67,11 +67,12 @@ class CStyleRenderer {
   }
   virtual std::string lane_store_guard() const { return ""; }
 
-  // Vector loads, for targets that have them (the default has none): an expression loading
+  // Vector loads, for targets that have them (has_vector_loads; the default has none): an expression loading
   // `bytes` bytes (8 or 16) from `address`, which is aligned to `bytes`, as a value whose
   // elements `element_type` pointers can index; empty when the target cannot. The emitter uses
   // it for a load inside an unrolled upcast loop of 2 or 4 whose index is the loop variable plus
   // a multiple of the trip count (buffers start aligned to more than 16 bytes).
+  virtual bool has_vector_loads() const { return false; }
   virtual std::string vector_load(size_t bytes, const std::string& address) const { return ""; }
 
   // The integer division and modulo helpers for every integer type, each function declared with

@@ -117,6 +117,7 @@ class CudaRenderer final : public CStyleRenderer {
                                              "  __syncthreads();\n}",
                                              type, warps, kWarpLanes, kWarpLanes, acc, acc, warps, combine("pg_part[w]")));
   }
+  bool has_vector_loads() const override { return true; }
   std::string vector_load(size_t bytes, const std::string& address) const override {
     if (bytes == 16) return absl::StrCat("pg_load16(", address, ")");
     if (bytes == 8) return absl::StrCat("pg_load8(", address, ")");

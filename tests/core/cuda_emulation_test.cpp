@@ -21,9 +21,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "core/frontend/tensor_ops.h"
 #include "core/render/cuda_renderer.h"
@@ -55,6 +57,16 @@ struct Compiled {
 #else
 #define SKIP_UNLESS_X86_64() GTEST_SKIP() << "the emulation switches between lane stacks with x86-64 assembly"
 #endif
+
+// The graph's one kernel as a case (a failure, and nullopt, when it has another number of them).
+std::optional<emu::KernelCase> single_case(const UOpRef& graph) {
+  auto ks = emu::kernel_cases({graph});
+  if (!ks.ok() || ks->size() != 1) {
+    ADD_FAILURE() << (ks.ok() ? absl::StrCat(ks->size(), " kernels") : ks.status().ToString());
+    return std::nullopt;
+  }
+  return std::move((*ks)[0]);
+}
 
 // The messages about kernel `k`.
 size_t count_for(const std::vector<std::string>& mismatches, size_t k) {
@@ -162,10 +174,9 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
 TEST(CudaEmulation, CatchesAWrongKernel) {
   SKIP_UNLESS_X86_64();
   UOpRef a = *fe::buffer(1, DType::Float32, {100, 100}), b = *fe::buffer(2, DType::Float32, {100, 100});
-  auto ks = emu::kernel_cases({*fe::alu(Ops::ADD, {a, b})});
-  ASSERT_TRUE(ks.ok()) << ks.status();
-  ASSERT_EQ(ks->size(), 1u);
-  const emu::KernelCase& right = (*ks)[0];
+  std::optional<emu::KernelCase> found = single_case(*fe::alu(Ops::ADD, {a, b}));
+  ASSERT_TRUE(found);
+  const emu::KernelCase& right = *found;
   LaunchDims small = emu::launch_shapes(right.cuda_linear.outer_size).back();
   ASSERT_GT(right.cuda_linear.outer_size, int64_t{small.grid} * small.block) << "the grid-stride path is not exercised";
 
@@ -188,10 +199,9 @@ TEST(CudaEmulation, CatchesAWrongKernel) {
 TEST(CudaEmulation, CatchesAWrongWarpKernel) {
   SKIP_UNLESS_X86_64();
   UOpRef x = *fe::buffer(1, DType::Int32, {40, 200});
-  auto ks = emu::kernel_cases({*fe::reduce(Ops::ADD, x, {1})});
-  ASSERT_TRUE(ks.ok()) << ks.status();
-  ASSERT_EQ(ks->size(), 1u);
-  const emu::KernelCase& right = (*ks)[0];
+  std::optional<emu::KernelCase> found = single_case(*fe::reduce(Ops::ADD, x, {1}));
+  ASSERT_TRUE(found);
+  const emu::KernelCase& right = *found;
   ASSERT_EQ(right.threads_per_iteration, kWarpLanes) << right.cuda_source;
   EXPECT_FALSE(right.reassociates);  // integer sums: compared bit for bit
 
@@ -214,10 +224,9 @@ TEST(CudaEmulation, CatchesAWrongWarpKernel) {
 TEST(CudaEmulation, CatchesAWrongBlockKernel) {
   SKIP_UNLESS_X86_64();
   UOpRef x = *fe::buffer(1, DType::Int32, {6, 4096});
-  auto ks = emu::kernel_cases({*fe::reduce(Ops::ADD, x, {1})});
-  ASSERT_TRUE(ks.ok()) << ks.status();
-  ASSERT_EQ(ks->size(), 1u);
-  const emu::KernelCase& right = (*ks)[0];
+  std::optional<emu::KernelCase> found = single_case(*fe::reduce(Ops::ADD, x, {1}));
+  ASSERT_TRUE(found);
+  const emu::KernelCase& right = *found;
   ASSERT_EQ(right.threads_per_iteration, kBlockLanes) << right.cuda_source;
 
   std::vector<std::string> mismatches = compare_perturbed(right, {
@@ -239,15 +248,15 @@ TEST(CudaEmulation, CatchesAWrongBlockKernel) {
 TEST(CudaEmulation, FloatWarpSumsAgreeWithinTheTolerance) {
   SKIP_UNLESS_X86_64();
   UOpRef x = *fe::buffer(1, DType::Float32, {40, 200});
-  auto ks = emu::kernel_cases({*fe::reduce(Ops::ADD, x, {1})});
-  ASSERT_TRUE(ks.ok()) << ks.status();
-  ASSERT_EQ(ks->size(), 1u);
-  EXPECT_EQ((*ks)[0].threads_per_iteration, kWarpLanes);
-  EXPECT_TRUE((*ks)[0].reassociates);
-  Compiled compiled = compile(*ks, 1);
+  std::optional<emu::KernelCase> c = single_case(*fe::reduce(Ops::ADD, x, {1}));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->threads_per_iteration, kWarpLanes);
+  EXPECT_TRUE(c->reassociates);
+  std::vector<emu::KernelCase> cases{*c};
+  Compiled compiled = compile(cases, 1);
   ASSERT_TRUE(compiled.cpu.ok()) << compiled.cpu.status();
   ASSERT_TRUE(compiled.emulated.ok()) << compiled.emulated.status();
-  std::vector<std::string> mismatches = emu::compare(*ks, *compiled.cpu, *compiled.emulated);
+  std::vector<std::string> mismatches = emu::compare(cases, *compiled.cpu, *compiled.emulated);
   EXPECT_TRUE(mismatches.empty()) << mismatches[0];
 }
 
@@ -256,10 +265,9 @@ TEST(CudaEmulation, FloatWarpSumsAgreeWithinTheTolerance) {
 TEST(CudaEmulation, CatchesAMisalignedVectorLoad) {
   SKIP_UNLESS_X86_64();
   UOpRef a = *fe::buffer(1, DType::Float32, {1024, 8}), b = *fe::buffer(2, DType::Float32, {8, 1028});
-  auto ks = emu::kernel_cases({*fe::matmul(a, *fe::shrink(b, {{0, 8}, {0, 1024}}))});
-  ASSERT_TRUE(ks.ok()) << ks.status();
-  ASSERT_EQ(ks->size(), 1u);
-  std::vector<std::string> mismatches = compare_perturbed((*ks)[0], {{"pg_load16(b2 + ", "pg_load16(b2 + 1 + "}});
+  std::optional<emu::KernelCase> right = single_case(*fe::matmul(a, *fe::shrink(b, {{0, 8}, {0, 1024}})));
+  ASSERT_TRUE(right);
+  std::vector<std::string> mismatches = compare_perturbed(*right, {{"pg_load16(b2 + ", "pg_load16(b2 + 1 + "}});
   EXPECT_EQ(count_for(mismatches, 0), 0u);
   ASSERT_EQ(count_for(mismatches, 1), 2u);
   for (const std::string& m : mismatches) EXPECT_NE(m.find("not aligned to 16"), std::string::npos) << m;

@@ -158,17 +158,25 @@ TEST(CudaRender, KernelShape) {
   EXPECT_NE(render_cuda(big->back())->find("if (pg_group != 0) return;"), std::string::npos);
 }
 
+// The graph's one kernel, lowered the GPU's way (a failure, and an empty kernel, otherwise).
+LinearKernel single_cuda_kernel(const UOpRef& graph) {
+  auto ks = kernels_for({graph}, is_buffer, /*cuda=*/true);
+  if (!ks.ok() || ks->size() != 1) {
+    ADD_FAILURE() << (ks.ok() ? absl::StrCat(ks->size(), " kernels") : ks.status().ToString());
+    return {};
+  }
+  return (*ks)[0];
+}
+
 // Reductions into few outputs get a warp per output on CUDA: lanes share the reduction loop,
 // combine by shuffles, and one lane stores. Short reductions and kernels with many outputs keep
 // a thread per output.
 TEST(CudaRender, WarpPerOutputReductions) {
   UOpRef x = *fe::buffer(1, DType::Float32, {256, 1024}), h = *fe::buffer(2, DType::Float16, {256, 1024});
   for (const UOpRef& rows : {*fe::sum(x, {1}, false), *fe::max(x, {1}, false), *fe::sum(h, {1}, false)}) {
-    auto ks = kernels_for({rows}, is_buffer, /*cuda=*/true);
-    ASSERT_TRUE(ks.ok()) << ks.status();
-    ASSERT_EQ(ks->size(), 1u);
-    EXPECT_EQ(cuda_threads_per_iteration((*ks)[0]), kWarpLanes);
-    std::string src = *render_cuda((*ks)[0]);
+    const LinearKernel k = single_cuda_kernel(rows);
+    EXPECT_EQ(cuda_threads_per_iteration(k), kWarpLanes);
+    std::string src = *render_cuda(k);
     for (const char* want : {"const int pg_lane = threadIdx.x % 32;", "r0 = pg_group; r0 < n;", "= pg_lane; r",
                              "__shfl_down_sync(0xffffffffu, ", "__shfl_sync(0xffffffffu, ", "if (pg_lane == 0) b0["})
       EXPECT_NE(src.find(want), std::string::npos) << want << "\n" << src;
@@ -197,11 +205,9 @@ TEST(CudaRender, BlockPerOutputReductions) {
   EXPECT_EQ(launch_dims(int64_t{6} * kBlockLanes, 132).block, static_cast<unsigned>(kBlockLanes));
   UOpRef x = *fe::buffer(1, DType::Float32, {16, 8192});
   for (const UOpRef& rows : {*fe::sum(x, {1}, false), *fe::max(x, {1}, false)}) {
-    auto ks = kernels_for({rows}, is_buffer, /*cuda=*/true);
-    ASSERT_TRUE(ks.ok()) << ks.status();
-    ASSERT_EQ(ks->size(), 1u);
-    EXPECT_EQ(cuda_threads_per_iteration((*ks)[0]), kBlockLanes);
-    std::string src = *render_cuda((*ks)[0]);
+    const LinearKernel k = single_cuda_kernel(rows);
+    EXPECT_EQ(cuda_threads_per_iteration(k), kBlockLanes);
+    std::string src = *render_cuda(k);
     for (const char* want : {"const int pg_lane = threadIdx.x % 256;", "r0 = pg_group; r0 < n;", "+= 256) {",
                              "__shfl_down_sync(0xffffffffu, ", "__shared__ float pg_part[8];", "__syncthreads();",
                              "if (pg_lane == 0) b0["})
@@ -219,10 +225,7 @@ TEST(CudaRender, BigMatmulsGetRegisterTiles) {
   UOpRef a = *fe::buffer(1, DType::Float32, {1024, 64}), b = *fe::buffer(2, DType::Float32, {64, 1024});
   UOpRef batched = *fe::matmul(*fe::buffer(3, DType::Float32, {4, 512, 64}), *fe::buffer(4, DType::Float32, {64, 512}));
   for (const UOpRef& g : {*fe::matmul(a, b), batched}) {
-    auto ks = kernels_for({g}, is_buffer, /*cuda=*/true);
-    ASSERT_TRUE(ks.ok()) << ks.status();
-    ASSERT_EQ(ks->size(), 1u);
-    const LinearKernel& k = (*ks)[0];
+    const LinearKernel k = single_cuda_kernel(g);
     EXPECT_EQ(k.upcast_ranges.size(), 2u);
     EXPECT_EQ(k.outer_size, g->numel() / 16) << "an outer iteration per 4 x 4 tile";
     EXPECT_EQ(cuda_threads_per_iteration(k), 1);
@@ -249,11 +252,9 @@ TEST(CudaRender, BigMatmulsGetRegisterTiles) {
 // (its lanes are a row apart) and a view starting one element in (misaligned) keep scalar loads.
 TEST(CudaRender, RegisterTilesLoadVectors) {
   auto render = [](const UOpRef& g) {
-    auto ks = kernels_for({g}, is_buffer, /*cuda=*/true);
-    EXPECT_TRUE(ks.ok()) << ks.status();
-    EXPECT_EQ(ks->size(), 1u);
-    EXPECT_FALSE((*ks)[0].upcast_ranges.empty());
-    return *render_cuda((*ks)[0]);
+    const LinearKernel k = single_cuda_kernel(g);
+    EXPECT_FALSE(k.upcast_ranges.empty());
+    return *render_cuda(k);
   };
   UOpRef a = *fe::buffer(1, DType::Float32, {1024, 16});
   std::string f32 = render(*fe::matmul(a, *fe::buffer(2, DType::Float32, {16, 1024})));
