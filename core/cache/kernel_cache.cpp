@@ -220,6 +220,12 @@ size_t KernelCache::memory_entries() const {
   return memory_.size();
 }
 
+ProgramPtr KernelCache::in_memory(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = memory_.find(key);
+  return it == memory_.end() ? nullptr : it->second;
+}
+
 absl::StatusOr<KernelCache::Found> KernelCache::get_or_build(const std::string& key, const Compile& compile,
                                                              const Load& load) {
   std::promise<absl::StatusOr<Found>> promise;

@@ -51,6 +51,8 @@ class KernelCache {
     CacheResult result;
   };
   absl::StatusOr<Found> get_or_build(const std::string& key, const Compile& compile, const Load& load);
+  // The loaded program for `key` if this process already has it, else null; never builds.
+  ProgramPtr in_memory(const std::string& key) const;
 
   std::filesystem::path entry_path(const std::string& key) const;
   size_t memory_entries() const;

@@ -17,6 +17,7 @@
 #include "core/engine/placement.h"
 #include "core/engine/transfers.h"
 #include "core/render/c_renderer.h"
+#include "core/runtime/concurrent_jobs.h"
 #include "core/runtime/cuda/discovery.h"
 #include "core/schedule/schedule.h"
 
@@ -64,38 +65,36 @@ Engine::Impl::Impl(EngineOptions opts, CpuCompiler cc)
       cache(options.cache_dir, options.cache_max_bytes),
       schedules(options.schedule_cache_entries),
       pool(std::max(1u, options.threads ? options.threads : std::thread::hardware_concurrency()) - 1),
+      compile_slots(std::clamp(std::thread::hardware_concurrency(), 1u, 1024u)),
+      compile_threads(std::clamp(std::thread::hardware_concurrency(), 1u, 1024u)),
       dump_kernels([] {
         const char* v = std::getenv("POLYGRAD_DUMP_KERNELS");
         return v != nullptr && *v != '\0' && *v != '0';
       }()) {}
 
-absl::StatusOr<CompiledKernel> Engine::Impl::build(const UOpRef& root,
-                                                   const std::function<bool(const UOp*)>& materialized,
-                                                   RealizeStats& stats) {
+absl::StatusOr<Engine::Impl::KernelSource> Engine::Impl::render(
+    const UOpRef& root, const std::function<bool(const UOp*)>& materialized) const {
   auto lowered = lower_to_linear(root, materialized);
   if (!lowered.ok()) return lowered.status();
-  const LinearKernel& linear = lowered->linear;
-  auto source = render_c(linear);
+  auto source = render_c(lowered->linear);
   if (!source.ok()) return source.status();
   if (dump_kernels) std::fprintf(stderr, "polygrad kernel:\n%s\n", source->c_str());
   std::string key = KernelCache::key("CPU", compiler.identity(), *source);
-  auto found = cache.get_or_build(
-      key,
+  return KernelSource{*std::move(lowered), *std::move(source), std::move(key)};
+}
+
+absl::StatusOr<KernelCache::Found> Engine::Impl::program_for(const KernelSource& k) {
+  return cache.get_or_build(
+      k.key,
       [&]() -> absl::StatusOr<std::string> {
+        compile_slots.acquire();
         auto t0 = std::chrono::steady_clock::now();
-        auto bytes = compiler.compile(*source);
+        auto bytes = compiler.compile(k.source);
+        compile_slots.release();
         if (observer()) observer()->on_compile(seconds_since(t0), bytes.ok());
         return bytes;
       },
       CpuCompiler::load);
-  if (!found.ok()) return found.status();
-  if (observer()) observer()->on_cache_lookup(found->result);
-  if (found->result == CacheResult::Miss) ++stats.compiled;
-  else ++stats.cache_hits;
-  int64_t work = 1;
-  for (const UOpRef& u : linear.ops)
-    if (u->op == Ops::RANGE) work *= std::max<int64_t>(1, u->src[0]->arg_int());
-  return CompiledKernel{found->program, lowered->params, linear.outer_size, work};
 }
 
 absl::StatusOr<CompiledSchedule> Engine::Impl::compile(const std::vector<UOpRef>& roots,
@@ -106,15 +105,42 @@ absl::StatusOr<CompiledSchedule> Engine::Impl::compile(const std::vector<UOpRef>
   if (!sched.ok()) return sched.status();
   CompiledSchedule out{*std::move(sched), {}};
   auto materialized = [&](const UOp* n) { return out.schedule.materialized.count(n) > 0; };
-  for (const ScheduleItem& item : out.schedule.items) {
+  const size_t n = out.schedule.items.size();
+  std::vector<KernelSource> sources(n);
+  std::vector<KernelCache::Found> found(n);
+  std::vector<size_t> to_build;  // not in memory: read from disk or compiled, side by side
+  for (size_t i = 0; i < n; ++i) {
+    const UOpRef& root = out.schedule.items[i].root;
+    if (root->numel() == 0) continue;
+    auto k = render(root, materialized);
+    if (!k.ok()) return k.status();
+    sources[i] = *std::move(k);
+    if (ProgramPtr p = cache.in_memory(sources[i].key)) found[i] = {std::move(p), CacheResult::MemoryHit};
+    else to_build.push_back(i);
+  }
+  if (options.should_stop && options.should_stop()) return absl::CancelledError(absl::StrCat(what, " cancelled before compiling"));
+  absl::Status built = run_concurrently(to_build.size(), compile_threads, [&](size_t j) -> absl::Status {
     if (options.should_stop && options.should_stop()) return absl::CancelledError(absl::StrCat(what, " cancelled before compiling"));
-    if (item.root->numel() == 0) {
-      out.kernels.push_back(CompiledKernel{nullptr, {item.root.get()}, 0, 0});
+    auto f = program_for(sources[to_build[j]]);
+    if (!f.ok()) return f.status();
+    found[to_build[j]] = *std::move(f);
+    return absl::OkStatus();
+  });
+  if (!built.ok()) return built;
+  for (size_t i = 0; i < n; ++i) {
+    if (!found[i].program) {  // no elements: nothing to launch
+      out.kernels.push_back(CompiledKernel{nullptr, {out.schedule.items[i].root.get()}, 0, 0});
       continue;
     }
-    auto k = build(item.root, materialized, stats);
-    if (!k.ok()) return k.status();
-    out.kernels.push_back(std::move(*k));
+    if (observer()) observer()->on_cache_lookup(found[i].result);
+    if (found[i].result == CacheResult::Miss) ++stats.compiled;
+    else ++stats.cache_hits;
+    const LinearKernel& linear = sources[i].lowered.linear;
+    int64_t work = 1;
+    for (const UOpRef& u : linear.ops)
+      if (u->op == Ops::RANGE) work *= std::max<int64_t>(1, u->src[0]->arg_int());
+    out.kernels.push_back(CompiledKernel{std::move(found[i].program), std::move(sources[i].lowered.params),
+                                        linear.outer_size, work});
   }
   return out;
 }

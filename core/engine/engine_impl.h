@@ -4,11 +4,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <semaphore>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/cache/kernel_cache.h"
 #include "core/engine/engine.h"
+#include "core/engine/kernels_for.h"
 #include "core/engine/schedule_cache.h"
 #include "core/ir/uop.h"
 #include "core/runtime/cpu/compiler.h"
@@ -46,9 +49,16 @@ struct Engine::Impl {
 
   EngineObserver* observer() const { return options.observer; }
 
-  // Lowers, renders, and compiles (or finds in the kernel cache) the kernel computing `root`.
-  absl::StatusOr<CompiledKernel> build(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
-                                       RealizeStats& stats);
+  // A kernel lowered and rendered, not yet built: `key` names its binary in the kernel cache.
+  struct KernelSource {
+    LoweredKernel lowered;
+    std::string source;
+    std::string key;
+  };
+  absl::StatusOr<KernelSource> render(const UOpRef& root, const std::function<bool(const UOp*)>& materialized) const;
+  // The program for `k` from the kernel cache, or compiled now. Safe from several threads; at
+  // most `compile_slots`' count of compiles run at once in this engine.
+  absl::StatusOr<KernelCache::Found> program_for(const KernelSource& k);
   // Schedules `roots` and builds every kernel (steps 1-6 of a realize). `what` names the caller
   // in the CANCELLED message when `options.should_stop` fires before a compile.
   absl::StatusOr<CompiledSchedule> compile(const std::vector<UOpRef>& roots,
@@ -57,6 +67,9 @@ struct Engine::Impl {
   // Runs a compiled kernel over `bufs` (one pointer per param), across the pool when it is big.
   void launch(const CompiledKernel& k, void* const* bufs);
 
+  // One compiler process per hardware thread at most, across all sessions' realizes.
+  std::counting_semaphore<1024> compile_slots;
+  const unsigned compile_threads;
   const bool dump_kernels;    // POLYGRAD_DUMP_KERNELS=1 prints every rendered kernel to stderr
   bool cuda_enabled = true;  // EngineOptions::devices named CUDA, or named nothing
 };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -108,6 +109,34 @@ TEST_F(KernelCacheTest, ConcurrentRequestsCompileOnce) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok, 8);
   EXPECT_EQ(compiles_, 1);
+}
+
+// Kernels call libm (and libmvec where clang vectorises through it), so whatever links them,
+// the compiler driver or its linker run directly, must link those in; the identity says which.
+TEST_F(KernelCacheTest, CompiledKernelsLinkTheMathLibraries) {
+  const char* source = R"(#include <math.h>
+#include <stdint.h>
+void pg_kernel(void** bufs, int64_t start, int64_t end) {
+  float* out = (float*)bufs[0];
+  for (int64_t i = start; i < end; i++) out[i] = expf(out[i]) + sinf(out[i]) + logf(1.0f + out[i] * out[i]);
+})";
+  auto bytes = compiler_->compile(source);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  auto program = CpuCompiler::load(*bytes);
+  ASSERT_TRUE(program.ok()) << program.status();
+  std::vector<float> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) / 250.0f - 2.0f;
+  std::vector<float> in = v;
+  void* bufs[1] = {v.data()};
+  (*program)->launch(bufs, 0, static_cast<int64_t>(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    float want = std::exp(in[i]) + std::sin(in[i]) + std::log(1.0f + in[i] * in[i]);
+    EXPECT_NEAR(v[i], want, 1e-5f * (1.0f + std::abs(want))) << "x = " << in[i];
+  }
+  const std::string& id = compiler_->identity();
+  EXPECT_TRUE(id.find("linked by the compiler") != std::string::npos || id.find(" ld") != std::string::npos ||
+              id.find("LLD") != std::string::npos)
+      << "the identity does not say how kernels are linked:\n" << id;
 }
 
 TEST_F(KernelCacheTest, KeysDependOnEveryPart) {

@@ -17,7 +17,7 @@ class CpuCompiler {
   static absl::StatusOr<CpuCompiler> find(const std::string& preferred, std::chrono::seconds timeout);
 
   // Everything that changes the generated binary besides the source: the compiler's identity
-  // and version, its flags, and the host CPU (code is built for it with -march=native).
+  // and version, its flags, the linker, and the host CPU (code is built for it with -march=native).
   const std::string& identity() const { return identity_; }
   const std::string& version_line() const { return version_; }
 
@@ -29,11 +29,16 @@ class CpuCompiler {
   static absl::StatusOr<ProgramPtr> load(const std::string& shared_object);
 
  private:
+  static bool runs_exp(const std::string& shared_object);
+
   std::string path_;
   std::string version_;
   std::string identity_;
   std::vector<std::string> flags_;
   std::vector<std::string> libs_;  // after the source: -lm, and -lmvec when vector math is used
+  // The compiler's own linker, run directly on the object file; empty: the compiler links.
+  std::string linker_;
+  std::string linker_version_;
   std::chrono::seconds timeout_{120};
 };
 
