@@ -19,6 +19,9 @@ struct LinearKernel {
   int64_t outer_range_id = -1;    // the loop a runtime may split across threads (-1: none)
   int64_t outer_size = 1;         // its trip count
   std::vector<int64_t> upcast_ranges;  // range ids of the upcast lanes (constant, small trip counts)
+  // A register-tiled kernel whose tiles go in squares (KernelAst::tile_square): tiles per side of
+  // a square, whose tile_square^2 tiles are consecutive outer iterations; 0 otherwise.
+  int64_t tile_square = 0;
 };
 
 absl::StatusOr<LinearKernel> linearize(const UOpRef& sink, const std::vector<int64_t>& upcast_ranges = {});

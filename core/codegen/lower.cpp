@@ -98,7 +98,8 @@ class Lowerer {
     for (size_t i = shape.size(); i-- > 0;)
       if (i != rows && i != cols && shape[i] != 1) others.push_back(i);
     UOpRef rest = tile, tile_row, tile_col;
-    if (tile_rows % kSquare == 0 && tile_cols % kSquare == 0) {
+    const bool squares = tile_rows % kSquare == 0 && tile_cols % kSquare == 0;
+    if (squares) {
       UOpRef in_col = split(rest, kSquare, false), in_row = split(rest, kSquare, false);
       UOpRef square_col = split(rest, tile_cols / kSquare, false);
       UOpRef square_row = split(rest, tile_rows / kSquare, others.empty());
@@ -116,7 +117,7 @@ class Lowerer {
     UOpRef value = lower(root_, idx, nullptr, 0);
     if (!status_.ok()) return status_;
     UOpRef store = uop(Ops::STORE, DType::Void, {out, linear_index(idx, shape), value});
-    return KernelAst{uop(Ops::SINK, DType::Void, {store}), params_, {1, 2}};
+    return KernelAst{uop(Ops::SINK, DType::Void, {store}), params_, {1, 2}, squares ? kSquare : 0};
   }
 
   UOpRef param(const UOp* node) {

@@ -19,6 +19,9 @@ struct KernelAst {
   // With an output tile: the ids of the tile's two lane ranges, for the linearizer to place
   // innermost (register tiles); empty otherwise.
   std::vector<int64_t> tile_ranges;
+  // With an output tile: when each run of tile_square^2 consecutive iterations of range 0 is a
+  // tile_square x tile_square square of tiles, columns fastest (see Lowerer::tiled); else 0.
+  int64_t tile_square = 0;
 };
 
 // `root` is computed (not loaded) even though it is materialized; every other materialized node

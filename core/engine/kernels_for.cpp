@@ -41,6 +41,7 @@ absl::StatusOr<LoweredKernel> lower(const UOpRef& root, const std::function<bool
   Upcast tiled = for_gpu ? Upcast{sink, ast->tile_ranges} : apply_upcasts(sink);
   auto linear = linearize(tiled.sink, tiled.upcast_ranges);
   if (!linear.ok()) return linear.status();
+  linear->tile_square = ast->tile_square;
   // A GPU launch passes every lowered parameter, then n, by position: the kernel must declare
   // them all, even one whose load symbolic rewriting removed (the linear kernel lists only the
   // DEFINE_GLOBALs still present). The CPU's kernels index an array and need no such care.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <variant>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "core/render/operand_staging.h"
 
 namespace polygrad {
 namespace {
@@ -111,6 +113,8 @@ class CStyleRenderer::Emitter {
     auto line = [&](const std::string& s) { absl::StrAppend(&body, std::string(2 * indent, ' '), s, "\n"); };
     skip_absorbed(k);
     const std::vector<int64_t> lanes = t_.lane_ranges(k);
+    if (lanes.empty()) plan_staging_for(k);
+    int staged_loop_depth = -1;  // open_loops' size inside the staged reduction loop
     const bool warp = !lanes.empty();
     const int group = warp ? t_.group_lanes(k) : 1;
     std::string pending_acc;  // the accumulator whose first loop opens next
@@ -134,7 +138,12 @@ class CStyleRenderer::Emitter {
           if (!lane && n.arg_int() != k.outer_range_id &&
               std::binary_search(k.upcast_ranges.begin(), k.upcast_ranges.end(), n.arg_int()))
             for (const std::string& l : vector_loads(k, static_cast<size_t>(&u - k.ops.data()))) line(l);
-          if (n.arg_int() == k.outer_range_id)
+          if (staging_ && static_cast<size_t>(&u - k.ops.data()) == staging_->loop_at) {
+            for (const std::string& l : staged_chunk_open(k)) line(l);
+            ++indent;
+            staged_loop_depth = static_cast<int>(open_loops.size());
+            line(absl::StrFormat("for (int64_t %s = pg_k; %s < pg_k + %d; %s++) {", r, r, staging_->chunk, r));
+          } else if (n.arg_int() == k.outer_range_id)
             line(warp ? t_.group_outer_loop(r, name(n.src[0]), group) : t_.outer_loop(r, name(n.src[0])));
           else if (lane)
             line(t_.lane_loop(r, name(n.src[0]), group));
@@ -149,6 +158,11 @@ class CStyleRenderer::Emitter {
         case Ops::END_RANGE: {
           --indent;
           line("}");
+          if (static_cast<int>(open_loops.size()) == staged_loop_depth) {  // and the chunk loop around it
+            --indent;
+            line("}");
+            staged_loop_depth = -1;
+          }
           auto [acc, red] = open_loops.back();
           open_loops.pop_back();
           if (red != nullptr)
@@ -302,7 +316,10 @@ class CStyleRenderer::Emitter {
     switch (n.op) {
       case Ops::LOAD: {
         auto vec = vector_lane_.find(&n);
-        std::string v = vec != vector_lane_.end() ? vec->second : absl::StrFormat("%s[%s]", a(0), a(1));
+        auto staged = staged_element_.find(&n);
+        std::string v = vec != vector_lane_.end()       ? vec->second
+                        : staged != staged_element_.end() ? staged->second
+                                                          : absl::StrFormat("%s[%s]", a(0), a(1));
         if (dt == DType::Float16) v = absl::StrCat("pg_h2f(", v, ")");
         if (dt == DType::BFloat16) v = absl::StrCat("pg_bf2f(", v, ")");
         if (n.src.size() == 3) return absl::StrFormat("(%s ? %s : (%s)0)", a(2), v, t_.value_type(dt));
@@ -385,6 +402,16 @@ class CStyleRenderer::Emitter {
       if (depth != 0 || n.op != Ops::LOAD || n.src.size() != 2 || absorbed_.count(&n)) continue;
       const size_t bytes = static_cast<size_t>(trip) * dtype_itemsize(n.dtype);
       if (bytes != 8 && bytes != 16) continue;
+      if (staged_element_.count(&n)) {
+        // A staged load by column: the tile's columns are consecutive in shared memory, from an
+        // offset that is a multiple of the tile (the array is aligned to 16 bytes).
+        auto base = staged_vector_base_.find(&n);
+        if (base == staged_vector_base_.end() || r->arg_int() != staging_->col_id || trip != staging_->tile) continue;
+        const std::string v = absl::StrCat("pg_vec", next_vec_++);
+        out.push_back(absl::StrFormat("const auto %s = %s;", v, t_.vector_load(bytes, base->second)));
+        vector_lane_[&n] = absl::StrFormat("((const %s*)&%s)[r%d]", t_.storage_type(n.dtype), v, r->arg_int());
+        continue;
+      }
       std::vector<const UOp*> terms;
       add_terms(n.src[1].get(), terms);
       bool lane = false, ready = true;
@@ -449,6 +476,106 @@ class CStyleRenderer::Emitter {
     return names_.at(&u);
   }
 
+  // Plans the operand staging of `k` when the target has shared memory and blocks of one square
+  // of tiles: the element each staged load reads from shared memory, and its index computation,
+  // which nothing reads any more, skipped.
+  void plan_staging_for(const LinearKernel& k) {
+    if (t_.block_threads() <= 0) return;
+    staging_ = plan_staging(k);
+    if (!staging_ || staging_->square * staging_->square != t_.block_threads()) {
+      staging_.reset();
+      return;
+    }
+    const StagingPlan& p = *staging_;
+    const int64_t side = p.square * p.tile;  // rows (or columns) of the square
+    const std::string outer = absl::StrCat("r", p.outer_id), chunk_pos = absl::StrFormat("(r%d - pg_k)", p.reduce_id);
+    for (size_t i = 0; i < p.loads.size(); ++i) {
+      const StagedLoad& l = p.loads[i];
+      staged_element_[l.load] =
+          l.by_row ? absl::StrFormat("pg_s%d[((%s %% %d) / %d * %d + r%d) * %d + %s]", i, outer, p.square * p.square,
+                                     p.square, p.tile, p.row_id, p.chunk, chunk_pos)
+                   : absl::StrFormat("pg_s%d[%s * %d + (%s %% %d) * %d + r%d]", i, chunk_pos, side, outer, p.square,
+                                     p.tile, p.col_id);
+      if (!l.by_row)
+        staged_vector_base_[l.load] =
+            absl::StrFormat("pg_s%d + %s * %d + (%s %% %d) * %d", i, chunk_pos, side, outer, p.square, p.tile);
+    }
+    skip_unread_index_math(k);
+  }
+
+  // Skips the emission of integer index arithmetic that no emitted op reads any more (a staged
+  // load no longer reads its global index): an unread variable is a warning NVRTC reports. An op
+  // at position p is read by the ops after it in its loop; repeated until nothing changes.
+  void skip_unread_index_math(const LinearKernel& k) {
+    auto index_math = [](const UOp& n) {
+      return !dtype_is_float(n.dtype) && (n.op == Ops::ADD || n.op == Ops::SUB || n.op == Ops::MUL ||
+                                          n.op == Ops::IDIV || n.op == Ops::MOD);
+    };
+    auto reads = [&](size_t q, const UOp* u) {
+      const UOp& r = *k.ops[q];
+      for (size_t i = 0; i < r.src.size(); ++i)
+        if (r.src[i].get() == u && !(i == 1 && staged_element_.count(&r))) return true;
+      return false;
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t p = 0; p < k.ops.size(); ++p) {
+        if (skipped_.count(p) || !index_math(*k.ops[p])) continue;
+        bool read = false;
+        for (size_t q = p + 1, depth = 0; q < k.ops.size() && !read; ++q) {
+          if (k.ops[q]->op == Ops::END_RANGE && depth-- == 0) break;
+          if (k.ops[q]->op == Ops::RANGE) ++depth;
+          read = !skipped_.count(q) && reads(q, k.ops[p].get());
+        }
+        if (!read) changed = skipped_.insert(p).second;
+      }
+    }
+  }
+
+  // Opens the chunk loop around the staged reduction loop: every thread of the block helps fill
+  // each staged operand's chunk, between two barriers (the first keeps a fill from overwriting
+  // what slower threads still read of the previous chunk, the second lets no thread read before
+  // the fill is complete). Thread e of the fill takes chunk element e, e + block_threads, ...
+  std::vector<std::string> staged_chunk_open(const LinearKernel& k) {
+    const StagingPlan& p = *staging_;
+    const int64_t side = p.square * p.tile, elements = side * p.chunk, block = p.square * p.square;
+    std::vector<std::string> out;
+    for (size_t i = 0; i < p.loads.size(); ++i)
+      out.push_back(t_.shared_array(t_.storage_type(p.loads[i].load->dtype), absl::StrCat("pg_s", i), elements));
+    out.push_back(absl::StrFormat("for (int64_t pg_k = 0; pg_k < %d; pg_k += %d) {", p.trip, p.chunk));
+    out.push_back(absl::StrCat("  ", t_.block_barrier()));
+    const std::string base = absl::StrFormat("r%d / %d * %d", p.outer_id, block, block);
+    for (size_t i = 0; i < p.loads.size(); ++i) {
+      const StagedLoad& l = p.loads[i];
+      // pg_q: the row (or column) in the square, pg_c: the position in the chunk.
+      out.push_back(absl::StrFormat("  for (int64_t pg_e = %s; pg_e < %d; pg_e += %d) {", t_.thread_in_block(),
+                                    elements, block));
+      out.push_back(l.chunk_fastest ? absl::StrFormat("    const int64_t pg_q = pg_e / %d, pg_c = pg_e %% %d;", p.chunk, p.chunk)
+                                    : absl::StrFormat("    const int64_t pg_q = pg_e %% %d, pg_c = pg_e / %d;", side, side));
+      // The index of the first tile of the row (or column) of tiles holding pg_q: the load's
+      // value is the same for all of them (plan_staging checked).
+      std::unordered_map<int64_t, std::string> ranges{
+          {p.outer_id, absl::StrFormat("(%s + pg_q / %d%s)", base, p.tile, l.by_row ? absl::StrCat(" * ", p.square) : "")},
+          {l.by_row ? p.row_id : p.col_id, absl::StrFormat("(pg_q %% %d)", p.tile)},
+          {p.reduce_id, "(pg_k + pg_c)"}};
+      out.push_back(absl::StrFormat("    pg_s%d[%s] = %s[%s];", i, l.by_row ? absl::StrFormat("pg_q * %d + pg_c", p.chunk)
+                                                                          : absl::StrFormat("pg_c * %d + pg_q", side),
+                                    plain_name(*l.load->src[0]), inline_index(*l.load->src[1], ranges)));
+      out.push_back("  }");
+    }
+    out.push_back(absl::StrCat("  ", t_.block_barrier()));
+    return out;
+  }
+
+  // An index expression (the node kinds plan_staging accepts) written out whole, its ranges
+  // replaced by `ranges`.
+  std::string inline_index(const UOp& u, const std::unordered_map<int64_t, std::string>& ranges) const {
+    if (u.op == Ops::CONST) return render_const(u);
+    if (u.op == Ops::RANGE) return ranges.at(u.arg_int());
+    const char* op = u.op == Ops::ADD ? "+" : u.op == Ops::SUB ? "-" : u.op == Ops::MUL ? "*" : u.op == Ops::IDIV ? "/" : "%";
+    return absl::StrFormat("(%s %s %s)", inline_index(*u.src[0], ranges), op, inline_index(*u.src[1], ranges));
+  }
+
   void skip_absorbed(const LinearKernel& k) {
     std::unordered_map<const UOp*, int> uses, absorbed_uses;
     auto wants_bits = [&](const UOpRef& v) {
@@ -471,6 +598,11 @@ class CStyleRenderer::Emitter {
   // A load that reads its lane of a vector load emitted before its loop: the element's expression.
   std::unordered_map<const UOp*, std::string> vector_lane_;
   std::unordered_set<size_t> skipped_;  // positions in the kernel's ops not to emit
+  std::optional<StagingPlan> staging_;
+  // A staged load: the expression reading this thread's element from shared memory.
+  std::unordered_map<const UOp*, std::string> staged_element_;
+  // A staged load by column: the address of its tile's first column in shared memory.
+  std::unordered_map<const UOp*, std::string> staged_vector_base_;
   int next_var_ = 0;
   int next_vec_ = 0;
 };

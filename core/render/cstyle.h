@@ -75,6 +75,18 @@ class CStyleRenderer {
   virtual bool has_vector_loads() const { return false; }
   virtual std::string vector_load(size_t bytes, const std::string& address) const { return ""; }
 
+  // Block-shared memory, for targets that have it (the default has none): the threads of a block
+  // (0: no shared memory), a shared array's declaration, the barrier every thread of a block must
+  // reach, and the thread's index in its block. With it, the loads of a register-tiled kernel that
+  // tiles in squares of `block_threads` tiles are staged through shared memory a chunk of the
+  // reduction at a time (core/render/operand_staging.h).
+  virtual int block_threads() const { return 0; }
+  virtual std::string shared_array(const std::string& type, const std::string& name, int64_t elements) const {
+    return "";
+  }
+  virtual std::string block_barrier() const { return ""; }
+  virtual std::string thread_in_block() const { return ""; }
+
   // The integer division and modulo helpers for every integer type, each function declared with
   // `qualifiers` ("static inline" in C). Division by zero yields 0 and MIN / -1 wraps.
   static std::string divmod_helpers(const char* qualifiers);

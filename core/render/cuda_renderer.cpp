@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "core/render/c_renderer.h"
 #include "core/render/cstyle.h"
+#include "core/render/operand_staging.h"
 
 namespace polygrad {
 namespace {
@@ -124,6 +125,13 @@ class CudaRenderer final : public CStyleRenderer {
     return "";
   }
   std::string lane_store_guard() const override { return "if (pg_lane == 0) "; }
+  int block_threads() const override { return kBlockLanes; }
+  std::string shared_array(const std::string& type, const std::string& name, int64_t elements) const override {
+    // Aligned for the 16-byte vector reads a tile's lanes may make of it.
+    return absl::StrFormat("__shared__ __align__(16) %s %s[%d];", type, name, elements);
+  }
+  std::string block_barrier() const override { return "__syncthreads();"; }
+  std::string thread_in_block() const override { return "(int64_t)threadIdx.x"; }
 
   const char* scalar_type(DType dt) const override { return dt == DType::Bool ? "bool" : dtype_c_type(dt); }
 };
@@ -180,6 +188,12 @@ int cuda_threads_per_iteration(const LinearKernel& k) {
   if (loops.ranges.empty()) return 1;
   const bool long_loop = loops.longest < 0 || loops.longest >= kMinBlockTrip;
   return k.outer_size <= kMaxBlockIterations && long_loop ? kBlockLanes : kWarpLanes;
+}
+
+bool cuda_stages_operands(const LinearKernel& k) {
+  if (!cuda_lane_ranges(k).empty()) return false;
+  auto plan = plan_staging(k);
+  return plan && plan->square * plan->square == kBlockLanes;
 }
 
 absl::StatusOr<std::string> render_cuda(const LinearKernel& kernel) {

@@ -21,6 +21,13 @@ namespace polygrad {
 
 absl::StatusOr<std::string> render_cuda(const LinearKernel& kernel);
 
+// Shared-memory staging: a register-tiled kernel whose tiles go in 16 x 16 squares (a block's
+// kBlockLanes threads compute one square per outer iteration) stages the loads that follow the
+// tile's row or its column through __shared__ memory, 16 reduction iterations at a time
+// (core/render/operand_staging.h). Such a kernel must be launched with blocks of exactly
+// kBlockLanes threads, as launch_dims does; true for those kernels.
+bool cuda_stages_operands(const LinearKernel& k);
+
 // Reductions: a kernel whose reductions sit in its outer loop (not inside an upcast tile or
 // another reduction), with one at least 64 long and at most 2^15 outer iterations (beyond that,
 // a thread per iteration already fills the GPU), is rendered with one group of lanes per outer

@@ -80,6 +80,7 @@ constexpr const char* kShim = R"pg(#include <cstdint>
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static thread_local
+#define __align__(n) __attribute__((aligned(n)))
 namespace pg_cuda {
 struct dim3 { unsigned x, y, z; };
 static thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
@@ -531,6 +532,7 @@ absl::StatusOr<std::vector<KernelCase>> kernel_cases(const std::vector<UOpRef>& 
     if (c.cuda_args.size() != k->params.size() || c.cuda_args[0] != 0)
       return absl::InternalError("the two lowerings have different parameters");
     c.threads_per_iteration = cuda_threads_per_iteration(g->linear);
+    c.staged = cuda_stages_operands(g->linear);
     // A float sum or product is reordered when a warp's lanes share it, or when the CPU kernel
     // splits it into lane accumulators combined at the end (an upcast reduction axis: more
     // accumulators than the GPU's kernel, which has one per reduction).
@@ -645,9 +647,10 @@ absl::Status KernelSet::launch(size_t kernel, const std::vector<void*>& bufs, in
   return absl::OkStatus();
 }
 
-std::vector<LaunchDims> launch_shapes(int64_t n, int threads_per_iteration) {
+std::vector<LaunchDims> launch_shapes(int64_t n, int threads_per_iteration, bool whole_blocks) {
   const unsigned lanes = static_cast<unsigned>(threads_per_iteration);
   if (lanes >= kBlockLanes) return {launch_dims(n * lanes, 132), LaunchDims{2, lanes}};
+  if (whole_blocks) return {launch_dims(n, 132), LaunchDims{2, kBlockLanes}};
   if (lanes > 1) return {launch_dims(n * lanes, 132), LaunchDims{2, 2 * lanes}};
   return {launch_dims(n, 132), LaunchDims{2, 3}};
 }
@@ -725,8 +728,8 @@ std::vector<std::string> compare(const std::vector<KernelCase>& cases, const Ker
       mismatches.push_back(absl::StrFormat("kernel %d on the CPU: %s", k, s.ToString()));
       continue;
     }
-    const bool cooperative = c.threads_per_iteration > 1;
-    for (LaunchDims dims : launch_shapes(c.cuda_linear.outer_size, c.threads_per_iteration)) {
+    const bool cooperative = c.threads_per_iteration > 1 || c.staged;
+    for (LaunchDims dims : launch_shapes(c.cuda_linear.outer_size, c.threads_per_iteration, c.staged)) {
       std::vector<uint8_t> round_robin;  // a cooperative kernel's result under the first schedule
       for (bool eager : {false, true}) {
         if (eager && !cooperative) continue;

@@ -47,6 +47,7 @@ struct KernelCase {
   std::vector<DType> dtypes;
   std::vector<size_t> cuda_args;   // the CUDA kernel's DEFINE_GLOBAL i is the CPU kernel's cuda_args[i]
   int threads_per_iteration = 1;   // cuda_threads_per_iteration(cuda_linear): 32 for a warp per output
+  bool staged = false;             // cuda_stages_operands(cuda_linear): blocks of kBlockLanes threads share tiles' operands
   // The CUDA kernel adds or multiplies floating-point values in another order than the CPU's (a
   // warp's lanes each take part of a reduction, or the CPU kernel splits one into upcast lanes):
   // its float output is compared within a tolerance.
@@ -95,11 +96,12 @@ class KernelSet {
 
 // The launch shapes a kernel with trip count `n` is emulated with: what CudaProgram::run launches
 // on a GPU with 132 multiprocessors (an H100), and a small grid — 2 blocks of 3 threads; for a
-// kernel with a warp per iteration 2 blocks of 2 warps; for a block per iteration 2 blocks — so
-// the outer loop of every kernel with more than a few iterations takes the grid-stride path. The
-// kernels promise to be correct under any launch shape (whole warps for a warp kernel, blocks of
-// kBlockLanes for a block kernel).
-std::vector<LaunchDims> launch_shapes(int64_t n, int threads_per_iteration = 1);
+// kernel with a warp per iteration 2 blocks of 2 warps; for a block per iteration, or one that
+// stages operands in shared memory (`whole_blocks`), 2 blocks — so the outer loop of every kernel
+// with more than a few iterations takes the grid-stride path. The kernels promise to be correct
+// under any launch shape (whole warps for a warp kernel, blocks of kBlockLanes for a block kernel
+// or a staging one).
+std::vector<LaunchDims> launch_shapes(int64_t n, int threads_per_iteration = 1, bool whole_blocks = false);
 
 // Runs every case on the CPU path and emulated (a cooperative kernel under both schedules), on
 // the same deterministic random inputs, and

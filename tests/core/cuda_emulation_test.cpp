@@ -121,7 +121,7 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
   for (const std::string& e : corpus.errors) ADD_FAILURE() << "corpus graph rejected: " << e;
   std::vector<emu::KernelCase> cases;
   std::set<std::string> seen;
-  size_t strided = 0, warps = 0, warps_exact = 0, blocks = 0, tiled = 0, reassociated = 0;
+  size_t strided = 0, warps = 0, warps_exact = 0, blocks = 0, tiled = 0, staged = 0, reassociated = 0;
   for (const auto& g : corpus.graphs) {
     auto ks = emu::kernel_cases(g);
     ASSERT_TRUE(ks.ok()) << ks.status();
@@ -129,11 +129,12 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
       // The launch passes every lowered buffer, then n: the kernel must declare each of them.
       EXPECT_EQ(k.cuda_linear.params.size(), k.cuda_args.size()) << k.cuda_source;
       if (!seen.insert(k.cuda_source).second) continue;
-      LaunchDims small = emu::launch_shapes(k.cuda_linear.outer_size, k.threads_per_iteration).back();
+      LaunchDims small = emu::launch_shapes(k.cuda_linear.outer_size, k.threads_per_iteration, k.staged).back();
       if (k.cuda_linear.outer_size * k.threads_per_iteration > int64_t{small.grid} * small.block) ++strided;
       warps += k.threads_per_iteration == kWarpLanes;
       blocks += k.threads_per_iteration == kBlockLanes;
       tiled += !k.cuda_linear.upcast_ranges.empty();
+      staged += k.staged;
       warps_exact += k.threads_per_iteration == kWarpLanes && !k.reassociates;
       reassociated += k.reassociates;
       cases.push_back(std::move(k));
@@ -145,6 +146,7 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
   EXPECT_GT(warps_exact, 0u) << "every warp kernel is compared within a tolerance: none bit for bit";
   EXPECT_GT(blocks, 0u) << "no kernel with a block per output";
   EXPECT_GT(tiled, 0u) << "no kernel with register tiles";
+  EXPECT_GT(staged, 0u) << "no kernel staging operands in shared memory";
   EXPECT_LT(reassociated * 4, cases.size()) << "most kernels must be compared bit for bit";
 
   auto t0 = std::chrono::steady_clock::now();
@@ -161,10 +163,10 @@ TEST(CudaEmulation, EveryCorpusKernelComputesWhatTheCpuComputes) {
                                                                     : mismatches[i].substr(0, mismatches[i].find('\n')));
   EXPECT_EQ(mismatches.size(), 0u) << "of " << cases.size() * 2 << " launches";
   std::printf("[ info ] %zu distinct CUDA kernels emulated on the host (%zu through the grid-stride loop, %zu with a "
-              "warp per output, %zu of those bit for bit, %zu with a block per output, %zu with register tiles) and "
+              "warp per output, %zu of those bit for bit, %zu with a block per output, %zu with register tiles, %zu of those staging operands in shared memory) and "
               "compared with the CPU path (%zu that sum floats in another order within a tolerance, the rest bit for "
               "bit): compiled in %.1f s, ran in %.1f s\n",
-              cases.size(), strided, warps, warps_exact, blocks, tiled, reassociated,
+              cases.size(), strided, warps, warps_exact, blocks, tiled, staged, reassociated,
               std::chrono::duration<double>(t1 - t0).count(),
               std::chrono::duration<double>(t2 - t1).count());
 }
@@ -241,6 +243,34 @@ TEST(CudaEmulation, CatchesAWrongBlockKernel) {
     schedule = schedule || m.find("depends on the order the threads run in") != std::string::npos;
   EXPECT_TRUE(schedule);
   EXPECT_EQ(count_for(mismatches, 2), 4u);
+}
+
+// A big matmul stages both operands through shared memory, 16 reduction steps at a time. A kernel
+// without the barrier before a fill (a fast thread overwrites what slow ones still read) or after
+// it (a thread reads before the fill is complete) gives a result that depends on the thread
+// schedule; one whose fill puts a value in the wrong place is wrong under both.
+TEST(CudaEmulation, CatchesAWrongStagedKernel) {
+  SKIP_UNLESS_X86_64();
+  UOpRef a = *fe::buffer(1, DType::Int32, {1024, 32}), b = *fe::buffer(2, DType::Int32, {32, 1024});
+  std::optional<emu::KernelCase> found = single_case(*fe::matmul(a, b));
+  ASSERT_TRUE(found);
+  const emu::KernelCase& right = *found;
+  ASSERT_TRUE(right.staged) << right.cuda_source;
+
+  std::vector<std::string> mismatches = compare_perturbed(right, {
+      {"__syncthreads();\n      for (int64_t pg_e", "\n      for (int64_t pg_e"},  // the barrier before the fills
+      {"__syncthreads();\n      for (int64_t r", "\n      for (int64_t r"},         // the barrier after them
+      {"pg_s1[pg_c * 64 + pg_q]", "pg_s1[pg_c * 64 + (pg_q ^ 1)]"},                   // columns swapped in pairs
+  });
+  EXPECT_EQ(count_for(mismatches, 0), 0u) << (mismatches.empty() ? "" : mismatches[0]);
+  for (size_t k = 1; k <= 2; ++k) {
+    bool schedule = false;
+    for (const std::string& m : mismatches)
+      schedule = schedule || (m.rfind(absl::StrCat("kernel ", k, " "), 0) == 0 &&
+                              m.find("depends on the order the threads run in") != std::string::npos);
+    EXPECT_TRUE(schedule) << "kernel " << k << " without a barrier was not caught";
+  }
+  EXPECT_GE(count_for(mismatches, 3), 2u);
 }
 
 // A float row sum takes a warp per row too; its lanes add in another order than the CPU's loop,

@@ -247,26 +247,59 @@ TEST(CudaRender, BigMatmulsGetRegisterTiles) {
   }
 }
 
-// Inside a register tile, a lane loop's loads of consecutive elements from an offset that is a
-// multiple of the lanes become one aligned vector load before the loop; a transposed operand
+// Register tiles in 16 x 16 squares stage both matmul operands through shared memory, a chunk of
+// 16 reduction steps at a time between two barriers, and read them there; a kernel whose tiles
+// are not in squares, or whose reduction is not a multiple of the chunk, reads global memory.
+TEST(CudaRender, SquareTilesStageOperandsInSharedMemory) {
+  UOpRef a = *fe::buffer(1, DType::Float32, {1024, 64}), b = *fe::buffer(2, DType::Float32, {64, 1024});
+  const LinearKernel k = single_cuda_kernel(*fe::matmul(a, b));
+  ASSERT_TRUE(cuda_stages_operands(k));
+  std::string src = *render_cuda(k);
+  for (const char* want : {"__shared__ __align__(16) float pg_s0[1024];", "__shared__ __align__(16) float pg_s1[1024];",
+                           "for (int64_t pg_k = 0; pg_k < 64; pg_k += 16) {", "= pg_s0[",
+                           // a tile's 4 consecutive columns: one 16-byte read of shared memory
+                           "const auto pg_vec0 = pg_load16(pg_s1 + "})
+    EXPECT_NE(src.find(want), std::string::npos) << want << "\n" << src;
+  size_t barriers = 0;
+  for (size_t at = src.find("__syncthreads();"); at != std::string::npos; at = src.find("__syncthreads();", at + 1))
+    ++barriers;
+  EXPECT_EQ(barriers, 2u) << src;
+  // Global memory is read only by the fills.
+  const std::string body = src.substr(src.find("for (int64_t r3 = pg_k;"));
+  EXPECT_EQ(body.find("b1["), std::string::npos) << body;
+  EXPECT_EQ(body.find("b2["), std::string::npos) << body;
+
+  UOpRef odd = *fe::matmul(*fe::buffer(3, DType::Float32, {1032, 64}), *fe::buffer(4, DType::Float32, {64, 1032}));
+  UOpRef short_k = *fe::matmul(*fe::buffer(5, DType::Float32, {1024, 24}), *fe::buffer(6, DType::Float32, {24, 1024}));
+  for (const UOpRef& g : {odd, short_k}) {
+    const LinearKernel plain = single_cuda_kernel(g);
+    EXPECT_FALSE(plain.upcast_ranges.empty());
+    EXPECT_FALSE(cuda_stages_operands(plain));
+    EXPECT_EQ(render_cuda(plain)->find("__shared__"), std::string::npos);
+  }
+}
+
+// Inside a register tile that does not stage its operands, a lane loop's loads of consecutive
+// elements from an offset that is a multiple of the lanes become one aligned vector load before the loop; a transposed operand
 // (its lanes are a row apart) and a view starting one element in (misaligned) keep scalar loads.
 TEST(CudaRender, RegisterTilesLoadVectors) {
   auto render = [](const UOpRef& g) {
     const LinearKernel k = single_cuda_kernel(g);
     EXPECT_FALSE(k.upcast_ranges.empty());
+    EXPECT_FALSE(cuda_stages_operands(k)) << "a reduction of 8 is shorter than a staged chunk";
     return *render_cuda(k);
   };
-  UOpRef a = *fe::buffer(1, DType::Float32, {1024, 16});
-  std::string f32 = render(*fe::matmul(a, *fe::buffer(2, DType::Float32, {16, 1024})));
+  UOpRef a = *fe::buffer(1, DType::Float32, {1024, 8});
+  std::string f32 = render(*fe::matmul(a, *fe::buffer(2, DType::Float32, {8, 1024})));
   EXPECT_NE(f32.find("const auto pg_vec0 = pg_load16(b2 + "), std::string::npos) << f32;
   EXPECT_NE(f32.find("= ((const float*)&pg_vec0)[r2];"), std::string::npos) << f32;
   std::string f16 =
-      render(*fe::matmul(*fe::buffer(3, DType::Float16, {1024, 16}), *fe::buffer(4, DType::Float16, {16, 1024})));
+      render(*fe::matmul(*fe::buffer(3, DType::Float16, {1024, 8}), *fe::buffer(4, DType::Float16, {8, 1024})));
   EXPECT_NE(f16.find("pg_load8(b2 + "), std::string::npos) << f16;
   EXPECT_NE(f16.find("pg_h2f(((const uint16_t*)&pg_vec0)[r2])"), std::string::npos) << f16;
-  std::string transposed = render(*fe::matmul(a, *fe::permute(*fe::buffer(5, DType::Float32, {1024, 16}), {1, 0})));
+  std::string transposed = render(*fe::matmul(a, *fe::permute(*fe::buffer(5, DType::Float32, {1024, 8}), {1, 0})));
   EXPECT_EQ(transposed.find("pg_load"), transposed.find("pg_load16(const void")) << transposed;
-  std::string offset = render(*fe::matmul(a, *fe::shrink(*fe::buffer(6, DType::Float32, {16, 1028}), {{0, 16}, {1, 1025}})));
+  std::string offset = render(*fe::matmul(a, *fe::shrink(*fe::buffer(6, DType::Float32, {8, 1028}), {{0, 8}, {1, 1025}})));
   EXPECT_EQ(offset.find("pg_load16(b"), std::string::npos) << offset;
   EXPECT_EQ(offset.find("pg_load8(b"), std::string::npos) << offset;
 }
