@@ -139,10 +139,13 @@ class CStyleRenderer::Emitter {
               std::binary_search(k.upcast_ranges.begin(), k.upcast_ranges.end(), n.arg_int()))
             for (const std::string& l : vector_loads(k, static_cast<size_t>(&u - k.ops.data()))) line(l);
           if (staging_ && static_cast<size_t>(&u - k.ops.data()) == staging_->loop_at) {
-            for (const std::string& l : staged_chunk_open(k)) line(l);
+            for (const std::string& l : staged_chunk_open()) line(l);
             ++indent;
             staged_loop_depth = static_cast<int>(open_loops.size());
-            line(absl::StrFormat("for (int64_t %s = pg_k; %s < pg_k + %d; %s++) {", r, r, staging_->chunk, r));
+            line(staging_->trip % staging_->chunk == 0
+                     ? absl::StrFormat("for (int64_t %s = pg_k; %s < pg_k + %d; %s++) {", r, r, staging_->chunk, r)
+                     : absl::StrFormat("for (int64_t %s = pg_k; %s < pg_k + %d && %s < %d; %s++) {", r, r,
+                                       staging_->chunk, r, staging_->trip, r));
           } else if (n.arg_int() == k.outer_range_id)
             line(warp ? t_.group_outer_loop(r, name(n.src[0]), group) : t_.outer_loop(r, name(n.src[0])));
           else if (lane)
@@ -536,7 +539,7 @@ class CStyleRenderer::Emitter {
   // each staged operand's chunk, between two barriers (the first keeps a fill from overwriting
   // what slower threads still read of the previous chunk, the second lets no thread read before
   // the fill is complete). Thread e of the fill takes chunk element e, e + block_threads, ...
-  std::vector<std::string> staged_chunk_open(const LinearKernel& k) {
+  std::vector<std::string> staged_chunk_open() {
     const StagingPlan& p = *staging_;
     const int64_t side = p.square * p.tile, elements = side * p.chunk, block = p.square * p.square;
     std::vector<std::string> out;
@@ -558,7 +561,10 @@ class CStyleRenderer::Emitter {
           {p.outer_id, absl::StrFormat("(%s + pg_q / %d%s)", base, p.tile, l.by_row ? absl::StrCat(" * ", p.square) : "")},
           {l.by_row ? p.row_id : p.col_id, absl::StrFormat("(pg_q %% %d)", p.tile)},
           {p.reduce_id, "(pg_k + pg_c)"}};
-      out.push_back(absl::StrFormat("    pg_s%d[%s] = %s[%s];", i, l.by_row ? absl::StrFormat("pg_q * %d + pg_c", p.chunk)
+      // A last chunk shorter than the others fills only its part.
+      const std::string guard =
+          p.trip % p.chunk == 0 ? "" : absl::StrFormat("if (pg_k + pg_c < %d) ", p.trip);
+      out.push_back(absl::StrFormat("    %spg_s%d[%s] = %s[%s];", guard, i, l.by_row ? absl::StrFormat("pg_q * %d + pg_c", p.chunk)
                                                                           : absl::StrFormat("pg_c * %d + pg_q", side),
                                     plain_name(*l.load->src[0]), inline_index(*l.load->src[1], ranges)));
       out.push_back("  }");

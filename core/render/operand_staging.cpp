@@ -94,7 +94,7 @@ std::optional<StagingPlan> plan_staging(const LinearKernel& k) {
     }
     end = i;
   }
-  if (end == 0 || plan.trip <= 0 || plan.trip % plan.chunk != 0) return std::nullopt;
+  if (end == 0 || plan.trip < plan.chunk) return std::nullopt;
   for (size_t i = plan.loop_at + 1; i < end; ++i) {
     const UOp& n = *k.ops[i];
     if (n.op == Ops::RANGE && n.arg_int() == plan.row_id && n.src[0]->op == Ops::CONST) plan.tile = n.src[0]->arg_int();

@@ -29,7 +29,7 @@ struct StagedLoad {
 
 struct StagingPlan {
   size_t loop_at;          // position in LinearKernel::ops of the reduction loop's RANGE
-  int64_t trip;            // its trip count, a multiple of `chunk`
+  int64_t trip;            // its trip count, at least `chunk` (the last chunk may be shorter)
   int64_t chunk;           // reduction iterations staged at once
   int64_t tile;            // outputs per tile side (the lane loops' trip count)
   int64_t square;          // tiles per square side
@@ -42,7 +42,7 @@ struct StagingPlan {
 inline constexpr int64_t kStageChunk = 16;
 
 // The plan for `k`, or nothing when no load can be staged: the kernel is not tiled in squares,
-// its reduction loop's trip count is not a constant multiple of kStageChunk, or no load in the
+// its reduction loop's trip count is not a constant of at least kStageChunk, or no load in the
 // loop depends on the reduction and on exactly one of the row or the column, through integer
 // index arithmetic by constants whose value is the same for every tile of the square's row
 // (or column).

@@ -248,8 +248,9 @@ TEST(CudaRender, BigMatmulsGetRegisterTiles) {
 }
 
 // Register tiles in 16 x 16 squares stage both matmul operands through shared memory, a chunk of
-// 16 reduction steps at a time between two barriers, and read them there; a kernel whose tiles
-// are not in squares, or whose reduction is not a multiple of the chunk, reads global memory.
+// 16 reduction steps at a time between two barriers (a last chunk of a reduction that is not a
+// multiple of 16 is shorter), and read them there; a kernel whose tiles are not in squares, or
+// whose reduction is shorter than a chunk, reads global memory.
 TEST(CudaRender, SquareTilesStageOperandsInSharedMemory) {
   UOpRef a = *fe::buffer(1, DType::Float32, {1024, 64}), b = *fe::buffer(2, DType::Float32, {64, 1024});
   const LinearKernel k = single_cuda_kernel(*fe::matmul(a, b));
@@ -270,7 +271,15 @@ TEST(CudaRender, SquareTilesStageOperandsInSharedMemory) {
   EXPECT_EQ(body.find("b2["), std::string::npos) << body;
 
   UOpRef odd = *fe::matmul(*fe::buffer(3, DType::Float32, {1032, 64}), *fe::buffer(4, DType::Float32, {64, 1032}));
-  UOpRef short_k = *fe::matmul(*fe::buffer(5, DType::Float32, {1024, 24}), *fe::buffer(6, DType::Float32, {24, 1024}));
+  const LinearKernel partial =
+      single_cuda_kernel(*fe::matmul(*fe::buffer(7, DType::Float32, {1024, 24}), *fe::buffer(8, DType::Float32, {24, 1024})));
+  ASSERT_TRUE(cuda_stages_operands(partial));
+  src = *render_cuda(partial);
+  for (const char* want : {"for (int64_t pg_k = 0; pg_k < 24; pg_k += 16) {", "if (pg_k + pg_c < 24) pg_s0[",
+                           "r3 < pg_k + 16 && r3 < 24;"})
+    EXPECT_NE(src.find(want), std::string::npos) << want << "\n" << src;
+
+  UOpRef short_k = *fe::matmul(*fe::buffer(5, DType::Float32, {1024, 8}), *fe::buffer(6, DType::Float32, {8, 1024}));
   for (const UOpRef& g : {odd, short_k}) {
     const LinearKernel plain = single_cuda_kernel(g);
     EXPECT_FALSE(plain.upcast_ranges.empty());
