@@ -65,8 +65,8 @@ Engine::Impl::Impl(EngineOptions opts, CpuCompiler cc)
       cache(options.cache_dir, options.cache_max_bytes),
       schedules(options.schedule_cache_entries),
       pool(std::max(1u, options.threads ? options.threads : std::thread::hardware_concurrency()) - 1),
-      compile_slots(std::clamp(std::thread::hardware_concurrency(), 1u, 1024u)),
       compile_threads(std::clamp(std::thread::hardware_concurrency(), 1u, 1024u)),
+      compile_slots(compile_threads),
       dump_kernels([] {
         const char* v = std::getenv("POLYGRAD_DUMP_KERNELS");
         return v != nullptr && *v != '\0' && *v != '0';

@@ -57,7 +57,7 @@ struct Engine::Impl {
   };
   absl::StatusOr<KernelSource> render(const UOpRef& root, const std::function<bool(const UOp*)>& materialized) const;
   // The program for `k` from the kernel cache, or compiled now. Safe from several threads; at
-  // most `compile_slots`' count of compiles run at once in this engine.
+  // most `compile_threads` compiles run at once in this engine.
   absl::StatusOr<KernelCache::Found> program_for(const KernelSource& k);
   // Schedules `roots` and builds every kernel (steps 1-6 of a realize). `what` names the caller
   // in the CANCELLED message when `options.should_stop` fires before a compile.
@@ -68,8 +68,8 @@ struct Engine::Impl {
   void launch(const CompiledKernel& k, void* const* bufs);
 
   // One compiler process per hardware thread at most, across all sessions' realizes.
-  std::counting_semaphore<1024> compile_slots;
   const unsigned compile_threads;
+  std::counting_semaphore<1024> compile_slots;
   const bool dump_kernels;    // POLYGRAD_DUMP_KERNELS=1 prints every rendered kernel to stderr
   bool cuda_enabled = true;  // EngineOptions::devices named CUDA, or named nothing
 };

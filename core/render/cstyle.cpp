@@ -484,24 +484,21 @@ class CStyleRenderer::Emitter {
   // which nothing reads any more, skipped.
   void plan_staging_for(const LinearKernel& k) {
     if (t_.block_threads() <= 0) return;
-    staging_ = plan_staging(k);
-    if (!staging_ || staging_->square * staging_->square != t_.block_threads()) {
-      staging_.reset();
-      return;
-    }
+    staging_ = plan_staging(k, t_.block_threads());
+    if (!staging_) return;
     const StagingPlan& p = *staging_;
     const int64_t side = p.square * p.tile;  // rows (or columns) of the square
     const std::string outer = absl::StrCat("r", p.outer_id), chunk_pos = absl::StrFormat("(r%d - pg_k)", p.reduce_id);
     for (size_t i = 0; i < p.loads.size(); ++i) {
       const StagedLoad& l = p.loads[i];
-      staged_element_[l.load] =
-          l.by_row ? absl::StrFormat("pg_s%d[((%s %% %d) / %d * %d + r%d) * %d + %s]", i, outer, p.square * p.square,
-                                     p.square, p.tile, p.row_id, p.chunk, chunk_pos)
-                   : absl::StrFormat("pg_s%d[%s * %d + (%s %% %d) * %d + r%d]", i, chunk_pos, side, outer, p.square,
-                                     p.tile, p.col_id);
-      if (!l.by_row)
+      if (l.by_row) {
+        staged_element_[l.load] = absl::StrFormat("pg_s%d[((%s %% %d) / %d * %d + r%d) * %d + %s]", i, outer,
+                                                  p.square * p.square, p.square, p.tile, p.row_id, p.chunk, chunk_pos);
+      } else {  // the tile's columns are consecutive from its first: a vector read can take them
         staged_vector_base_[l.load] =
             absl::StrFormat("pg_s%d + %s * %d + (%s %% %d) * %d", i, chunk_pos, side, outer, p.square, p.tile);
+        staged_element_[l.load] = absl::StrFormat("(%s)[r%d]", staged_vector_base_[l.load], p.col_id);
+      }
     }
     skip_unread_index_math(k);
   }

@@ -191,9 +191,7 @@ int cuda_threads_per_iteration(const LinearKernel& k) {
 }
 
 bool cuda_stages_operands(const LinearKernel& k) {
-  if (!cuda_lane_ranges(k).empty()) return false;
-  auto plan = plan_staging(k);
-  return plan && plan->square * plan->square == kBlockLanes;
+  return cuda_lane_ranges(k).empty() && plan_staging(k, kBlockLanes).has_value();
 }
 
 absl::StatusOr<std::string> render_cuda(const LinearKernel& kernel) {

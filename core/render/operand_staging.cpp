@@ -1,6 +1,7 @@
 #include "core/render/operand_staging.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 namespace polygrad {
@@ -46,8 +47,7 @@ bool square_invariant(const UOp& u, int64_t outer_id, int64_t square, bool by_ro
   return true;
 }
 
-}  // namespace
-
+// The value of an index expression index_ranges accepted, with each RANGE id given by `range`.
 std::optional<int64_t> evaluate_index(const UOp& u, const std::function<int64_t(int64_t)>& range) {
   if (u.op == Ops::CONST) return u.arg_int();
   if (u.op == Ops::RANGE) return range(u.arg_int());
@@ -64,8 +64,12 @@ std::optional<int64_t> evaluate_index(const UOp& u, const std::function<int64_t(
   }
 }
 
-std::optional<StagingPlan> plan_staging(const LinearKernel& k) {
-  if (k.tile_square <= 0 || k.upcast_ranges.size() != 2 || k.outer_range_id < 0) return std::nullopt;
+}  // namespace
+
+std::optional<StagingPlan> plan_staging(const LinearKernel& k, int64_t block_threads) {
+  if (k.tile_square <= 0 || k.tile_square * k.tile_square != block_threads || k.upcast_ranges.size() != 2 ||
+      k.outer_range_id < 0)
+    return std::nullopt;
   StagingPlan plan{};
   plan.square = k.tile_square;
   plan.outer_id = k.outer_range_id;

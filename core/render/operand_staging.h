@@ -11,7 +11,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <vector>
 
@@ -41,15 +40,12 @@ struct StagingPlan {
 // square^2 elements per operand (4 for the CUDA shapes).
 inline constexpr int64_t kStageChunk = 16;
 
-// The plan for `k`, or nothing when no load can be staged: the kernel is not tiled in squares,
+// The plan for `k` on blocks of `block_threads` threads, or nothing when no load can be staged:
+// the kernel is not tiled in squares of `block_threads` tiles,
 // its reduction loop's trip count is not a constant of at least kStageChunk, or no load in the
 // loop depends on the reduction and on exactly one of the row or the column, through integer
 // index arithmetic by constants whose value is the same for every tile of the square's row
 // (or column).
-std::optional<StagingPlan> plan_staging(const LinearKernel& k);
-
-// The value of an integer index expression of ADD, SUB, MUL, IDIV, MOD, CONST and RANGE nodes,
-// with each RANGE id given by `range`; nothing for any other node, or a division by zero.
-std::optional<int64_t> evaluate_index(const UOp& u, const std::function<int64_t(int64_t)>& range);
+std::optional<StagingPlan> plan_staging(const LinearKernel& k, int64_t block_threads);
 
 }  // namespace polygrad
