@@ -118,9 +118,14 @@ absl::StatusOr<CompiledSchedule> Engine::Impl::compile(const std::vector<UOpRef>
     if (ProgramPtr p = cache.in_memory(sources[i].key)) found[i] = {std::move(p), CacheResult::MemoryHit};
     else to_build.push_back(i);
   }
-  if (options.should_stop && options.should_stop()) return absl::CancelledError(absl::StrCat(what, " cancelled before compiling"));
+  // Checked before any build (even with nothing to build, as a realize always was) and before each.
+  auto cancelled = [&] {
+    return options.should_stop && options.should_stop() ? absl::CancelledError(absl::StrCat(what, " cancelled before compiling"))
+                                                        : absl::OkStatus();
+  };
+  if (absl::Status s = cancelled(); !s.ok()) return s;
   absl::Status built = run_concurrently(to_build.size(), compile_threads, [&](size_t j) -> absl::Status {
-    if (options.should_stop && options.should_stop()) return absl::CancelledError(absl::StrCat(what, " cancelled before compiling"));
+    if (absl::Status s = cancelled(); !s.ok()) return s;
     auto f = program_for(sources[to_build[j]]);
     if (!f.ok()) return f.status();
     found[to_build[j]] = *std::move(f);

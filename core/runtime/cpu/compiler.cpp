@@ -112,7 +112,7 @@ absl::StatusOr<CpuCompiler> CpuCompiler::find(const std::string& preferred, std:
     }
     // Linking through the compiler driver costs a second driver start (about 130 ms of clang's
     // 300 ms per kernel); the linker it names, run directly, links a kernel in about 15 ms.
-    // Kept only if it links and the result loads.
+    // Kept only if the probe kernel links, loads and computes exp right with it.
     if (auto ld = run_process({cc, "-print-prog-name=ld"}, std::chrono::seconds(20)); ld.ok() && ld->exit_code == 0) {
       CpuCompiler probe = c;
       probe.linker_ = std::string(absl::StripAsciiWhitespace(ld->output));
