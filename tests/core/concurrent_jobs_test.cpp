@@ -4,7 +4,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
+#include <condition_variable>
+#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,15 +14,31 @@
 namespace polygrad {
 namespace {
 
+// How long a job waits for another to reach it before the test gives up. Only a run_concurrently
+// that never runs two jobs at once reaches it; when it does overlap them, the wait ends at once.
+constexpr auto kMeetLimit = std::chrono::seconds(120);
+
 TEST(ConcurrentJobs, EveryJobRunsOnceWithinTheThreadLimit) {
   for (unsigned threads : {1u, 2u, 3u, 8u}) {
     for (size_t n : {size_t{0}, size_t{1}, size_t{5}, size_t{40}}) {
       std::vector<std::atomic<int>> runs(n);
       std::atomic<int> running{0}, most{0};
+      // With several threads, jobs 0 and 1 each wait until both are running: an event, not a
+      // sleep, shows that jobs overlap.
+      const bool meet = threads > 1 && n >= 2;
+      std::mutex mu;
+      std::condition_variable cv;
+      int arrived = 0;
+      bool met = true;
       absl::Status s = run_concurrently(n, threads, [&](size_t i) {
         int now = running.fetch_add(1) + 1;
         for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {}
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // long enough for the others to start
+        if (meet && i < 2) {
+          std::unique_lock lock(mu);
+          ++arrived;
+          cv.notify_all();
+          if (!cv.wait_for(lock, kMeetLimit, [&] { return arrived == 2; })) met = false;
+        }
         runs[i].fetch_add(1);
         running.fetch_sub(1);
         return absl::OkStatus();
@@ -29,8 +46,9 @@ TEST(ConcurrentJobs, EveryJobRunsOnceWithinTheThreadLimit) {
       ASSERT_TRUE(s.ok()) << s;
       for (size_t i = 0; i < n; ++i) EXPECT_EQ(runs[i].load(), 1) << "job " << i << " of " << n << ", " << threads << " threads";
       EXPECT_LE(most.load(), static_cast<int>(threads));
-      if (n >= 5 && threads > 1) {
-        EXPECT_GT(most.load(), 1) << n << " sleeping jobs on " << threads << " threads never overlapped";
+      if (meet) {
+        EXPECT_TRUE(met) << "jobs 0 and 1 of " << n << " on " << threads << " threads never ran at once";
+        EXPECT_GE(most.load(), 2);
       }
     }
   }
@@ -45,19 +63,26 @@ TEST(ConcurrentJobs, AFailureStopsJobsNotYetStartedAndTheLowestIndexWins) {
   EXPECT_EQ(s, absl::InvalidArgumentError("job 3"));
   EXPECT_EQ(ran.load(), 4);  // one thread: jobs 4..9 were never started
 
-  // Several threads: whichever fails first in time, the error reported is the lowest failed index's.
+  // Several threads, and the lowest index fails last in time: job 0 waits until job 2 has failed.
+  // The error reported is still job 0's.
   for (int round = 0; round < 20; ++round) {
-    std::vector<std::atomic<bool>> failed(6);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool two_failed = false;
     s = run_concurrently(6, 3, [&](size_t i) {
       if (i % 2 == 1) return absl::OkStatus();
-      std::this_thread::sleep_for(std::chrono::milliseconds(i == 0 ? 5 : 0));  // the lowest fails last
-      failed[i] = true;
+      if (i == 0) {
+        std::unique_lock lock(mu);
+        EXPECT_TRUE(cv.wait_for(lock, kMeetLimit, [&] { return two_failed; })) << "jobs 0 and 2 never ran at once";
+      }
+      if (i == 2) {
+        std::lock_guard lock(mu);
+        two_failed = true;
+        cv.notify_all();
+      }
       return absl::InternalError(absl::StrCat("job ", i));
     });
-    size_t lowest = 0;
-    while (lowest < failed.size() && !failed[lowest]) ++lowest;
-    ASSERT_LT(lowest, failed.size());
-    EXPECT_EQ(s, absl::InternalError(absl::StrCat("job ", lowest)));
+    EXPECT_EQ(s, absl::InternalError("job 0"));
   }
 }
 

@@ -13,6 +13,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -36,13 +37,69 @@ def _ensure_stubs() -> None:
 _ensure_stubs()
 
 
+# The bound on waiting for something that takes milliseconds on an idle machine: a daemon creating
+# its socket or writing a log line, a closed session's files going away. It is more than 100x what
+# the slowest of these takes on a 2-core machine with both cores saturated, so only a real fault
+# reaches it, and a condition that already holds costs nothing.
+WAIT_LIMIT = 120.0
+
+
+def wait_until(condition, what: str, timeout: float = WAIT_LIMIT, alive=None):
+  """Polls `condition()` until it returns something true, and returns that. Fails naming `what`
+  after `timeout` seconds, or at once when `alive` (a Popen) has exited. The polling interval
+  only sets how soon the wait notices; no result depends on it."""
+  deadline = time.monotonic() + timeout
+  while True:
+    value = condition()
+    if value:
+      return value
+    if alive is not None and alive.poll() is not None:
+      raise AssertionError(f"{what}: the process exited with {alive.returncode} first")
+    if time.monotonic() > deadline:
+      raise AssertionError(f"{what}: not within {timeout:.0f} s")
+    time.sleep(0.02)
+
+
+class HeldCompiler:
+  """tests/tools/held-compiler in a gate directory of its own: pass `path` as polygradd's
+  --compiler, then `hold()` to make every later compile wait, `wait_held()` to know that one is
+  waiting (so the realize that needs it is in flight), and `release()` to let them all run. The
+  gate starts open, so the daemon's compiler probe at start-up runs through. With `after` (a
+  path, e.g. the daemon's socket), the gate holds only compiles that start once that path
+  exists, so a test can hold from before the daemon starts and still let its probe run."""
+
+  def __init__(self, workdir: Path, after: Optional[Path] = None):
+    self.gate = workdir / "compiler-gate"
+    self.gate.mkdir()
+    self.path = self.gate / "cc"
+    self.path.symlink_to(REPO / "tests" / "tools" / "held-compiler")
+    if after is not None:
+      self.hold_after(after)
+    self.release()
+
+  def hold_after(self, path: Path) -> None:
+    (self.gate / "after").symlink_to(path)
+
+  def hold(self) -> None:
+    (self.gate / "open").unlink(missing_ok=True)
+
+  def release(self) -> None:
+    (self.gate / "open").touch()
+
+  def held(self) -> list:
+    return sorted(self.gate.glob("held.*"))
+
+  def wait_held(self, alive=None) -> None:
+    wait_until(self.held, "a compile waiting at the held compiler's gate", alive=alive)
+
+
 def daemon_binary() -> Path:
   override = os.environ.get("POLYGRAD_TEST_DAEMON")
   return Path(override).resolve() if override else REPO / "build" / "polygradd"
 
 
 class Daemon:
-  def __init__(self, binary: Path, workdir: Path, metrics_listen: str = ""):
+  def __init__(self, binary: Path, workdir: Path, metrics_listen: str = "", *extra_args: str):
     self.binary = binary
     self.socket = workdir / "d.sock"
     self.cache_dir = workdir / "cache"
@@ -51,34 +108,28 @@ class Daemon:
     self._log = open(self.log_path, "wb")
     self.proc = subprocess.Popen(
         [str(binary), "--listen=", f"--metrics-listen={metrics_listen}", f"--unix-socket={self.socket}",
-         f"--cache-dir={self.cache_dir}", *os.environ.get("POLYGRAD_DAEMON_ARGS", "").split()],
+         f"--cache-dir={self.cache_dir}", *os.environ.get("POLYGRAD_DAEMON_ARGS", "").split(), *extra_args],
         stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
 
-  def metrics_url(self, timeout: float = 5.0):
+  def metrics_url(self):
     """The /metrics URL the daemon logs at start (it picks the port for `127.0.0.1:0`), or None."""
     import re
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-      m = re.search(r'metrics="?(http://[^"\s]+)', self.log_path.read_text(errors="replace"))
-      if m:
-        return m.group(1)
-      time.sleep(0.05)
-    return None
+    line = wait_until(lambda: re.search(r"^\S+ info listening .*$", self.log_path.read_text(errors="replace"), re.M),
+                      "polygradd's listening line", alive=self.proc)
+    m = re.search(r'metrics="?(http://[^"\s]+)', line.group(0))
+    return m.group(1) if m else None
 
   def log_tail(self) -> str:
     return self.log_path.read_text(errors="replace")[-4000:]
 
-  def wait_ready(self, timeout: float = 60.0) -> None:
+  def wait_ready(self) -> None:
     import grpc
-    deadline = time.monotonic() + timeout
-    while not self.socket.exists():
-      if self.proc.poll() is not None:
-        raise RuntimeError(f"{self.binary} exited with {self.proc.returncode}:\n{self.log_tail()}")
-      if time.monotonic() > deadline:
-        raise RuntimeError(f"{self.binary} did not create {self.socket}:\n{self.log_tail()}")
-      time.sleep(0.02)
+    try:
+      wait_until(self.socket.exists, f"{self.binary} creating {self.socket}", alive=self.proc)
+    except AssertionError as e:
+      raise RuntimeError(f"{e}:\n{self.log_tail()}") from None
     with grpc.insecure_channel(self.address) as ch:
-      grpc.channel_ready_future(ch).result(timeout=max(1.0, deadline - time.monotonic()))
+      grpc.channel_ready_future(ch).result(timeout=WAIT_LIMIT)
 
   def stop(self) -> None:
     if self.proc.poll() is None:

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 import os
-import time
 
-from conftest import daemon_binary
+from conftest import daemon_binary, wait_until
 from polygrad import Device, PolygradDeviceError, Tensor
 from polygrad import graph as g
 from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
@@ -147,11 +146,7 @@ def test_devices_flag(tmp_path):
   # --devices cpu: CUDA is listed, not enabled, with the reason the operator chose.
   proc, sock = start(tmp_path / "cpu", "--devices=cpu")
   try:
-    deadline = time.monotonic() + 60
-    while not sock.exists():
-      assert proc.poll() is None, proc.stdout.read()
-      assert time.monotonic() < deadline
-      time.sleep(0.02)
+    wait_until(sock.exists, "polygradd creating its socket", alive=proc)
     with grpc.insecure_channel(f"unix:{sock}") as ch:
       cuda = cuda_entry(pb_grpc.PolygradStub(ch))
     assert not cuda.available and "not enabled (--devices)" in cuda.detail

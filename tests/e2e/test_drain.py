@@ -1,15 +1,17 @@
 """The real binary drains on SIGTERM: a realize already running finishes and answers, new calls
-are refused, the daemon exits 0 and removes its socket."""
+are refused, the daemon exits 0 and removes its socket.
+
+The realize is held in flight by the test, not by a guess at how long compiling takes: the daemon
+compiles through tests/tools/held-compiler, whose gate the test keeps closed until the signal has
+been delivered and new calls are refused."""
 import signal
-import subprocess
 import threading
-import time
 
 import grpc
 import numpy as np
 import pytest
 
-from conftest import daemon_binary
+from conftest import Daemon, HeldCompiler, WAIT_LIMIT, daemon_binary, wait_until
 
 from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
 
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.skipif(not daemon_binary().exists(), reason=f"no daemon
 
 
 def _many_kernels(k):
-  """k reductions of one input, each with its own constant: k kernels to compile (seconds)."""
+  """k reductions of one input, each with its own constant: k kernels to compile."""
   nodes = [pb.Node(id=1, op=pb.BUFFER, dtype=pb.FLOAT32,
                    buffer={"shape": [64], "data": np.ones(64, np.float32).tobytes()})]
   outputs = []
@@ -31,47 +33,50 @@ def _many_kernels(k):
   return nodes, outputs
 
 
-def test_sigterm_lets_the_running_realize_finish(tmp_path):
-  sock = tmp_path / "d.sock"
-  log = open(tmp_path / "d.log", "wb")
-  proc = subprocess.Popen([str(daemon_binary()), "--listen=", "--metrics-listen=", f"--unix-socket={sock}",
-                           f"--cache-dir={tmp_path / 'cache'}", "--shutdown-grace=120s"],
-                          stdout=subprocess.DEVNULL, stderr=log)
+def _refused(stub) -> bool:
   try:
-    deadline = time.monotonic() + 30
-    while not sock.exists():
-      assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "d.log").read_text()
-      time.sleep(0.02)
-    channel = grpc.insecure_channel(f"unix:{sock}")
+    stub.CreateSession(pb.CreateSessionRequest(), timeout=WAIT_LIMIT)
+  except grpc.RpcError:
+    return True
+  return False
+
+
+def test_sigterm_lets_the_running_realize_finish(tmp_path):
+  cc = HeldCompiler(tmp_path)
+  d = Daemon(daemon_binary(), tmp_path, "", f"--compiler={cc.path}", "--shutdown-grace=600s")
+  try:
+    d.wait_ready()
+    channel = grpc.insecure_channel(d.address)
     stub = pb_grpc.PolygradStub(channel)
-    sid = stub.CreateSession(pb.CreateSessionRequest(), timeout=30).session_id
+    sid = stub.CreateSession(pb.CreateSessionRequest(), timeout=WAIT_LIMIT).session_id
     nodes, outputs = _many_kernels(12)
     result = {}
 
     def run():
       try:
         result["response"] = stub.Realize(pb.RealizeRequest(session_id=sid, nodes=nodes, outputs=outputs,
-                                                            want_data=True), timeout=120)
+                                                            want_data=True), timeout=600)
       except grpc.RpcError as e:
         result["error"] = e
 
+    cc.hold()
     worker = threading.Thread(target=run)
     worker.start()
-    # Twelve cold compiles take seconds: the realize is still running when the signal arrives.
-    time.sleep(0.5)
+    cc.wait_held(alive=d.proc)  # a kernel is compiling: the realize is in flight until the gate opens
+    d.proc.send_signal(signal.SIGTERM)
+    # Draining: new work is refused while the held realize still runs.
+    wait_until(lambda: _refused(stub), "a new session refused after SIGTERM", alive=d.proc)
     assert worker.is_alive(), result
-    proc.send_signal(signal.SIGTERM)
-    worker.join(timeout=150)
+    cc.release()
+    worker.join(timeout=600)
+    assert not worker.is_alive(), "the held realize never answered"
     assert "error" not in result, result.get("error")
     got = [np.frombuffer(r.data, np.float32)[0] for r in result["response"].results]
     assert got == [64 * (i + 0.125) for i in range(12)]
-    with pytest.raises(grpc.RpcError):
-      stub.CreateSession(pb.CreateSessionRequest(), timeout=5)
-    assert proc.wait(timeout=60) == 0
-    assert not sock.exists()
-    text = (tmp_path / "d.log").read_text()
+    assert d.proc.wait(timeout=WAIT_LIMIT) == 0
+    assert not d.socket.exists()
+    text = d.log_path.read_text()
     assert "signal received" in text and text.index("signal received") < text.rindex("session closed")
   finally:
-    if proc.poll() is None:
-      proc.kill()
-      proc.wait()
+    cc.release()
+    d.stop()

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import daemon_binary
+from conftest import HeldCompiler, WAIT_LIMIT, daemon_binary, wait_until
 
 from polygrad.v1 import admin_pb2, polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
 from polygrad import admin as admin_client
@@ -34,7 +33,7 @@ WIDTH = 16
 class CacheDaemon:
   """polygradd on tmp/<name>.sock with the given cache directory and /metrics on a free port."""
 
-  def __init__(self, tmp: Path, name: str, cache_dir: Path, *extra: str):
+  def __init__(self, tmp: Path, name: str, cache_dir: Path, *extra: str, held: "HeldCompiler | None" = None):
     binary = daemon_binary()
     if not binary.exists():
       pytest.skip(f"no daemon binary at {binary}")
@@ -45,23 +44,18 @@ class CacheDaemon:
     self.log_path = tmp / f"{name}.log"
     self.address = f"unix:{self.socket}"
     self._log = open(self.log_path, "wb")
+    if held is not None:  # compiles held from the moment the daemon listens: its probe runs first
+      held.hold_after(self.socket)
+      extra = (*extra, f"--compiler={held.path}")
     self.proc = subprocess.Popen(
         [str(binary), "--listen=", "--metrics-listen=127.0.0.1:0", f"--unix-socket={self.socket}",
          f"--cache-dir={cache_dir}", *extra], stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while not self.socket.exists():
-      assert self.proc.poll() is None, f"polygradd exited: {self.log_path.read_text()}"
-      assert time.monotonic() < deadline, "polygradd did not create its socket"
-      time.sleep(0.02)
+    try:
+      wait_until(self.socket.exists, "polygradd creating its socket", alive=self.proc)
+    except AssertionError as e:
+      raise AssertionError(f"{e}: {self.log_path.read_text()[-3000:]}") from None
     self.channel = grpc.insecure_channel(self.address, options=[("grpc.max_receive_message_length", -1)])
-    ready = grpc.channel_ready_future(self.channel)
-    while True:
-      try:
-        ready.result(timeout=0.5)
-        break
-      except grpc.FutureTimeoutError:
-        assert self.proc.poll() is None, f"polygradd exited: {self.log_path.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, "polygradd is not answering"
+    grpc.channel_ready_future(self.channel).result(timeout=WAIT_LIMIT)
     self.stub = pb_grpc.PolygradStub(self.channel)
 
   def metric(self, name: str) -> float:
@@ -246,15 +240,17 @@ def test_prewarm_flag_holds_readiness_until_every_kernel_is_cached(tmp_path):
   from google.protobuf import text_format
   manifest = tmp_path / "manifest.txtpb"
   manifest.write_text(text_format.MessageToString(prewarm_manifest(range(1000, 1012))))
-  d = CacheDaemon(tmp_path, "pw", tmp_path / "pw-cache", f"--prewarm={manifest}")
+  # The prewarm's compiles are held until the test has seen the daemon not ready: readiness is
+  # checked while the prewarm is certainly running, however fast the machine compiles.
+  cc = HeldCompiler(tmp_path)
+  cc.hold()
+  d = CacheDaemon(tmp_path, "pw", tmp_path / "pw-cache", f"--prewarm={manifest}", held=cc)
   try:
-    seen = []
-    deadline = time.monotonic() + 120
-    while not seen or seen[-1] != 1:
-      seen.append(d.health())
-      assert time.monotonic() < deadline, f"never SERVING: {d.log_path.read_text()[-2000:]}"
-      time.sleep(0.05)
-    assert 2 in seen, "health was never NOT_SERVING while the prewarm ran"
+    assert d.health() == 2, "SERVING while the prewarm's first compile is held"
+    cc.wait_held(alive=d.proc)
+    assert d.health() == 2, "SERVING while a prewarm compile is held"
+    cc.release()
+    wait_until(lambda: d.health() == 1, "SERVING after the prewarm", alive=d.proc)
     assert "prewarm finished" in d.log_path.read_text()
     assert realize_all(d, range(1000, 1012), threads=1) == (12, 0, 12)
     # The RPC form reports what it did: everything is cached now.
@@ -267,6 +263,7 @@ def test_prewarm_flag_holds_readiness_until_every_kernel_is_cached(tmp_path):
         adm.prewarm(bad, timeout=60)
       assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "prewarm graph 0 (k1)" in e.value.details()
   finally:
+    cc.release()
     d.stop()
 
 

@@ -3,13 +3,12 @@ address-space limit so the failure is real and harmless, answers RESOURCE_EXHAUS
 serving the same session."""
 import resource
 import subprocess
-import time
 
 import grpc
 import numpy as np
 import pytest
 
-from conftest import daemon_binary
+from conftest import daemon_binary, wait_until
 
 from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
 
@@ -30,10 +29,7 @@ def test_failed_allocation_fails_only_that_request(tmp_path):
                            f"--cache-dir={tmp_path / 'cache'}", "--threads=2"],
                           stdout=subprocess.DEVNULL, stderr=open(log, "wb"), preexec_fn=_limit_address_space)
   try:
-    deadline = time.monotonic() + 30
-    while not sock.exists():
-      assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-      time.sleep(0.02)
+    wait_until(sock.exists, f"polygradd creating its socket ({log})", alive=proc)
     stub = pb_grpc.PolygradStub(grpc.insecure_channel(f"unix:{sock}"))
     sid = stub.CreateSession(pb.CreateSessionRequest(), timeout=30).session_id
 

@@ -3,13 +3,11 @@ openssl in a temporary directory): POLYGRAD_TOKEN / token=, POLYGRAD_TLS_CA, POL
 import re
 import shutil
 import subprocess
-import time
-from pathlib import Path
 
 import grpc
 import pytest
 
-from conftest import daemon_binary
+from conftest import daemon_binary, wait_until
 
 from polygrad.connection import Connection
 from polygrad.errors import PolygradError
@@ -51,14 +49,9 @@ def start_daemon(tmp_path):
                              f"--cache-dir={tmp_path / 'cache'}", f"--tokens-file={tmp_path / 'tokens'}", *flags],
                             stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
     procs.append(proc)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-      m = re.search(r"listening grpc=(\S*)", log.read_text(errors="replace"))
-      if m:
-        return m.group(1), f"unix:{sock}"
-      assert proc.poll() is None, log.read_text()
-      time.sleep(0.05)
-    raise AssertionError(log.read_text())
+    m = wait_until(lambda: re.search(r"listening grpc=(\S*)", log.read_text(errors="replace")),
+                   f"polygradd's listening line in {log}", alive=proc)
+    return m.group(1), f"unix:{sock}"
 
   yield start
   for p in procs:

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from polygrad.connection import Connection
-from polygrad.errors import PolygradError
 from polygrad.v1 import polygrad_pb2 as pb
 
+from conftest import wait_until
 from test_kernel_cache import CacheDaemon
 
 pytestmark = pytest.mark.usefixtures("live_daemon")
@@ -125,10 +125,8 @@ def test_shared_memory_regions_belong_to_their_session_and_are_checked(conn, liv
 def test_shared_memory_is_refused_over_tcp(tmp_path):
   d = CacheDaemon(tmp_path, "tcp", tmp_path / "cache", "--listen=127.0.0.1:0")
   try:
-    deadline = time.monotonic() + 30
-    while not (m := re.search(r"grpc=(127\.0\.0\.1:\d+)", d.log_path.read_text())):
-      assert time.monotonic() < deadline
-      time.sleep(0.05)
+    m = wait_until(lambda: re.search(r"grpc=(127\.0\.0\.1:\d+)", d.log_path.read_text()),
+                   "the daemon's TCP address in its log", alive=d.proc)
     c = Connection(address=m.group(1))
     try:
       assert not c.use_shm
@@ -194,9 +192,7 @@ def test_a_sessions_regions_are_freed_when_it_closes(tmp_path):
       assert os.readlink(r.path).startswith("/memfd:polygrad-shm")
       paths.append(r.path)
     c.close()  # CloseSession: its regions are unmapped and their files closed
-    deadline = time.monotonic() + 10
-    while any(os.path.lexists(p) and os.readlink(p).startswith("/memfd:polygrad-shm") for p in paths):
-      assert time.monotonic() < deadline, "shared memory of a closed session is still open in the daemon"
-      time.sleep(0.05)
+    wait_until(lambda: not any(os.path.lexists(p) and os.readlink(p).startswith("/memfd:polygrad-shm") for p in paths),
+               "the shared memory of a closed session closed in the daemon")
   finally:
     d.stop()

@@ -20,7 +20,9 @@ probe_dir=$(mktemp -d /tmp/polygrad-gpu-probe.XXXXXX)
 "$root/build/polygradd" --devices=cpu,cuda:0 --listen= --metrics-listen= --unix-socket="$probe_dir/d.sock" \
   --cache-dir="$probe_dir/cache" >"$probe_dir/log" 2>&1 &
 probe=$!
-for _ in $(seq 600); do
+# Waits for the socket or the daemon's exit; the 120 s bound is for a start that hangs, far past
+# the seconds CUDA's initialisation takes.
+for _ in $(seq 1200); do
   [[ -S "$probe_dir/d.sock" ]] && break
   kill -0 "$probe" 2>/dev/null || break
   sleep 0.1

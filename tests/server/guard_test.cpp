@@ -54,15 +54,6 @@ struct Logs {
   }
 };
 
-template <typename Pred>
-bool eventually(Pred pred, int seconds = 10) {
-  for (int i = 0; i < seconds * 100; ++i) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
-
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream s;
@@ -107,11 +98,12 @@ class GuardTest : public ::testing::Test {
     stub_ = v1::Polygrad::NewStub(channel_);
   }
 
-  // A context carrying `token` (none when null).
+  // A context carrying `token` (none when null). Its deadline only stops a hung call: 600 s is
+  // far past any request here, which takes seconds at most on a loaded machine.
   static std::unique_ptr<grpc::ClientContext> as(const char* token) {
     auto ctx = std::make_unique<grpc::ClientContext>();
     if (token != nullptr) ctx->AddMetadata("authorization", std::string("Bearer ") + token);
-    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(600));
     return ctx;
   }
 
@@ -146,7 +138,7 @@ class GuardTest : public ::testing::Test {
   }
   grpc::Status realize(const char* token, const std::string& session, std::vector<v1::Node> nodes,
                        std::vector<uint64_t> outputs, v1::RealizeResponse* resp,
-                       std::chrono::milliseconds deadline = std::chrono::seconds(60)) {
+                       std::chrono::milliseconds deadline = std::chrono::seconds(600)) {
     auto ctx = as(token);
     ctx->set_deadline(std::chrono::system_clock::now() + deadline);
     v1::RealizeRequest req;
@@ -707,7 +699,10 @@ TEST_F(GuardTest, RequestsInFlightLimit) {
 // ---- deadlines, cancellation and drain -------------------------------------------------------
 
 TEST_F(GuardTest, DeadlineStopsAManyKernelRealizeAndFreesItsTemporaries) {
-  start(options());
+  HeldCompiler cc(dir_);
+  ServerOptions o = options();
+  o.compiler = cc.path();
+  start(std::move(o));
   std::string id;
   ASSERT_TRUE(create(kAlice, &id).ok());
   // One output per kernel: the graph below really is `k` kernels.
@@ -723,8 +718,11 @@ TEST_F(GuardTest, DeadlineStopsAManyKernelRealizeAndFreesItsTemporaries) {
   ASSERT_TRUE(create(kAlice, &big).ok());
   std::vector<uint64_t> outputs;
   std::vector<v1::Node> nodes = many_kernels(400, &outputs);
+  // Compiles are held until the deadline has passed: it passes during the realize on any machine.
+  cc.hold();
   grpc::Status s = realize(kAlice, big, nodes, outputs, &rr, std::chrono::milliseconds(300));
   EXPECT_CODE(s, DEADLINE_EXCEEDED);
+  cc.release();
   // The server stopped: far fewer than 400 kernels were built.
   ASSERT_TRUE(eventually([&] { return server_->quotas().in_flight() == 0; }));
   const std::string text = server_->metrics().render();
@@ -740,7 +738,10 @@ TEST_F(GuardTest, DeadlineStopsAManyKernelRealizeAndFreesItsTemporaries) {
 }
 
 TEST_F(GuardTest, ClientCancelStopsTheRealize) {
-  start(options());
+  HeldCompiler cc(dir_);
+  ServerOptions o = options();
+  o.compiler = cc.path();
+  start(std::move(o));
   std::string id;
   ASSERT_TRUE(create(kAlice, &id).ok());
   const int64_t baseline = Buffer::live_count();
@@ -750,14 +751,16 @@ TEST_F(GuardTest, ClientCancelStopsTheRealize) {
   for (v1::Node& n : many_kernels(400, &outputs, 0.25)) *req.add_nodes() = std::move(n);
   for (uint64_t o : outputs) req.add_outputs(o);
   auto ctx = as(kAlice);
+  // Cancelled while a kernel compile is held: the realize is in flight however fast the machine.
+  cc.hold();
   std::thread canceller([&] {
-    eventually([&] { return server_->quotas().in_flight() == 1; });
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_TRUE(eventually([&] { return cc.held(); }));
     ctx->TryCancel();
   });
   v1::RealizeResponse rr;
   grpc::Status s = stub_->Realize(ctx.get(), req, &rr);
   canceller.join();
+  cc.release();
   EXPECT_CODE(s, CANCELLED);
   ASSERT_TRUE(eventually([&] { return server_->quotas().in_flight() == 0; }));
   EXPECT_EQ(Buffer::live_count(), baseline);
@@ -765,16 +768,28 @@ TEST_F(GuardTest, ClientCancelStopsTheRealize) {
 }
 
 TEST_F(GuardTest, DrainLetsInFlightWorkFinishAndRefusesNewWork) {
-  start(options());
+  HeldCompiler cc(dir_);
+  ServerOptions o = options();
+  o.compiler = cc.path();
+  start(std::move(o));
   std::string id;
   ASSERT_TRUE(create(kAlice, &id).ok());
   std::vector<uint64_t> outputs;
   std::vector<v1::Node> nodes = many_kernels(24, &outputs, 0.75);
   v1::RealizeResponse rr;
+  // The realize is held at its first compile until the drain has begun and refuses new work.
+  cc.hold();
   std::future<grpc::Status> running =
       std::async(std::launch::async, [&] { return realize(kAlice, id, nodes, outputs, &rr); });
-  ASSERT_TRUE(eventually([&] { return server_->quotas().in_flight() == 1; }));
-  server_->shutdown(std::chrono::seconds(60));
+  ASSERT_TRUE(eventually([&] { return cc.held(); }));
+  std::thread opener([&] {
+    std::string refused;
+    EXPECT_TRUE(eventually([&] { return !create(kBob, &refused).ok(); }));
+    EXPECT_EQ(running.wait_for(std::chrono::seconds(0)), std::future_status::timeout);  // still held
+    cc.release();
+  });
+  server_->shutdown(std::chrono::seconds(600));
+  opener.join();
   grpc::Status s = running.get();
   EXPECT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(rr.results_size(), 24);
@@ -869,7 +884,7 @@ TEST_F(GuardTest, ThousandSessionsLeaveNothingBehind) {
   EXPECT_EQ(failures.load(), 0);
   for (auto& m : modes) EXPECT_GT(m.load(), 100);
 
-  ASSERT_TRUE(eventually([&] { return server_->sessions().live() == 0; }, 30)) << server_->sessions().live();
+  ASSERT_TRUE(eventually([&] { return server_->sessions().live() == 0; })) << server_->sessions().live();
   ASSERT_TRUE(eventually([&] { return Buffer::live_count() == live_buffers; }))
       << Buffer::live_count() << " buffers live, " << live_buffers << " before";
   EXPECT_EQ(Buffer::live_bytes(), live_bytes);

@@ -357,7 +357,7 @@ TEST_F(StepTest, ConcurrentRunsUseTheirOwnInputs) {
 }
 
 TEST_F(StepTest, ClosingTheSessionFreesItsSteps) {
-  for (int i = 0; i < 50 && server_->sessions().live() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(eventually([&] { return server_->sessions().live() == 0; }));  // earlier tests' sessions
   const int64_t baseline = Buffer::live_count();
   const std::string sid = create_session();
   const uint64_t step = sgd_like_step(sid);
@@ -455,8 +455,7 @@ TEST_F(StepTest, StepsInsideTheExecuteStream) {
   ASSERT_TRUE(resp.has_step_compiled()) << resp.DebugString();
   stream->WritesDone();
   ASSERT_TRUE(stream->Finish().ok());
-  for (int i = 0; i < 200 && Buffer::live_count() != baseline; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(Buffer::live_count(), baseline);
+  EXPECT_TRUE(eventually([&] { return Buffer::live_count() == baseline; })) << Buffer::live_count() << " vs " << baseline;
 }
 
 }  // namespace

@@ -1,8 +1,13 @@
 // Helpers for the server tests: building wire nodes and talking to an in-process daemon.
 #pragma once
 
+#include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -104,5 +109,56 @@ inline std::unique_ptr<v1::Polygrad::Stub> make_stub(const std::string& target) 
   args.SetMaxReceiveMessageSize(64 << 20);
   return v1::Polygrad::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
 }
+
+// The bound on waiting for something that takes milliseconds on an idle machine (a session
+// closing, buffers being freed, a request leaving the in-flight count). It is more than 100x what
+// these take with both cores saturated under the sanitizers, so only a real fault reaches it, and
+// a condition that already holds costs nothing.
+inline constexpr std::chrono::seconds kWaitLimit{120};
+
+// True as soon as `pred()` holds; false when it still does not after `limit`. The polling
+// interval only sets how soon the wait notices; no result depends on it.
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::seconds limit = kWaitLimit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return pred();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// tests/tools/held-compiler behind a gate directory of its own, for tests that need a realize
+// held in flight by an event they control rather than by a guess at how long compiling takes.
+// Give path() as ServerOptions::compiler; the gate starts open, so the compiler probe at start-up
+// runs. hold() makes every later compile wait, held() says one is waiting (so the request that
+// needs it is in flight), release() lets them all run; the destructor releases too.
+class HeldCompiler {
+ public:
+  explicit HeldCompiler(const std::filesystem::path& dir) : gate_(dir / "compiler-gate") {
+    std::filesystem::create_directories(gate_);
+    std::filesystem::create_symlink(std::filesystem::path(POLYGRAD_TEST_TOOLS_DIR) / "held-compiler", gate_ / "cc");
+    release();
+  }
+  ~HeldCompiler() { release(); }
+  HeldCompiler(const HeldCompiler&) = delete;
+  HeldCompiler& operator=(const HeldCompiler&) = delete;
+
+  std::string path() const { return (gate_ / "cc").string(); }
+  void hold() {
+    std::error_code ec;
+    std::filesystem::remove(gate_ / "open", ec);
+  }
+  void release() { std::ofstream(gate_ / "open").flush(); }
+  bool held() const {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(gate_, ec))
+      if (e.path().filename().string().rfind("held.", 0) == 0) return true;
+    return false;
+  }
+
+ private:
+  std::filesystem::path gate_;
+};
 
 }  // namespace polygrad::server::testing

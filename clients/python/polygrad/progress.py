@@ -125,7 +125,9 @@ class Waiting:
 
   def _run(self, delay: float) -> None:
     start = time.monotonic()
-    if self._stop.wait(delay):
+    # A delay of 0 draws the line whatever the call's length: waiting on the event first would let
+    # a call that answers before this thread runs draw nothing.
+    if delay > 0 and self._stop.wait(delay):
       return
     drawn = False
     while True:
