@@ -242,7 +242,10 @@ P.index = function index(...idx) {
 
 // Per-axis ranges, axes kept: t.slice([0, 2], null, [1, null, -1]) is t[0:2, :, 1::-1].
 P.slice = function slice(...specs) {
-  return this.index(...specs.map((s) => (s === null || s === undefined ? ':' : s)));
+  return this.index(...specs.map((s) => {
+    if (s === null || s === undefined) return ':';
+    return Array.isArray(s) ? { start: s[0] ?? null, stop: s[1] ?? null, step: s[2] ?? null } : s;
+  }));
 };
 
 P._expandEllipsis = function _expandEllipsis(idx) {
