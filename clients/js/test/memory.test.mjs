@@ -32,7 +32,7 @@ async function settle(nodes) {
   return [await gauge(daemon.metricsUrl, 'polygradd_buffers'), await gauge(daemon.metricsUrl, 'polygradd_buffer_bytes')];
 }
 
-test('10,000 eager iterations run in flat daemon memory', async () => {
+test('10,000 eager iterations run in flat daemon memory', async (t) => {
   const w = Tensor.from(new Float32Array(256).fill(0.5));
   await w.realize();
   const iteration = async (i) => {
@@ -45,12 +45,17 @@ test('10,000 eager iterations run in flat daemon memory', async () => {
   assert.ok(base[0] >= 1, 'w holds a buffer');
   let sum = 0;
   let peak = 0;
+  const firstId = graphStats().nextId;
   for (let i = 0; i < 10000; i++) {
     sum += await iteration(i);
-    if (i % 1000 === 999) peak = Math.max(peak, graphStats().sentLive);
+    if (i % 100 === 99) peak = Math.max(peak, graphStats().sentLive);
   }
+  const made = graphStats().nextId - firstId;
   assert.equal(sum, 10000 * 256 + 0.5 * 256 * [...Array(10000).keys()].reduce((a, i) => a + (i % 7), 0));
+  t.diagnostic(`at most ${peak} of the loop's ${made} nodes alive on the daemon at once`);
   const end = await settle(1);
   assert.deepEqual(end, base, `live buffers and bytes at the start ${base}, after 10,000 iterations ${end}`);
-  assert.ok(peak < 10000, `the daemon knew ${peak} nodes of this client at once: releases did not keep up`);
+  // Without a forced collection the garbage collector decides when nodes go; what it takes during
+  // the loop must be released during the loop, not pile up until the end.
+  assert.ok(peak < made / 2, `the daemon knew ${peak} of the loop's ${made} nodes at once: releases did not keep up`);
 });
