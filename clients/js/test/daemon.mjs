@@ -22,12 +22,12 @@ async function until(what, cond, ms) {
   }
 }
 
-export async function startDaemon({ args = [], metrics = false } = {}) {
+export async function startDaemon({ args = [], metrics = false, listen = '' } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-js-test-'));
   const socket = path.join(dir, 'd.sock');
   const logPath = path.join(dir, 'polygradd.log');
   const log = fs.openSync(logPath, 'w');
-  const proc = spawn(daemonBinary(), ['--listen=', `--metrics-listen=${metrics ? '127.0.0.1:0' : ''}`,
+  const proc = spawn(daemonBinary(), [`--listen=${listen}`, `--metrics-listen=${metrics ? '127.0.0.1:0' : ''}`,
     `--unix-socket=${socket}`, `--cache-dir=${path.join(dir, 'cache')}`, ...args], { stdio: ['ignore', log, log] });
   fs.closeSync(log);
   let exited = null;
@@ -44,8 +44,15 @@ export async function startDaemon({ args = [], metrics = false } = {}) {
       return m && m[1];
     }, 10000);
   }
+  let tcp = null;
+  if (listen) {
+    tcp = await until('the gRPC address in the log', () => {
+      const m = logText().match(/listening grpc=(\S+)/);
+      return m && m[1];
+    }, 10000);
+  }
   return {
-    address: `unix:${socket}`, dir, metricsUrl, logText,
+    address: `unix:${socket}`, tcp, dir, metricsUrl, logText,
     async stop() {
       if (exited === null) {
         const gone = new Promise((r) => proc.once('exit', r));
