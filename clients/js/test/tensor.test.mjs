@@ -168,3 +168,14 @@ test('dispose releases the node at once; later use names the disposal', async ()
   assert.equal(graphStats().sentLive, sent - 1);
   await assert.rejects(t.add(1).data(), /disposed/);
 });
+
+test('tensors past the inline limit travel by the chunked Upload and Download streams', async () => {
+  const n = 3 * (1 << 20); // 12 MiB of float32: several chunks each way
+  const host = new Float32Array(n);
+  for (let i = 0; i < n; i++) host[i] = (i % 1000) / 8;
+  const t = Tensor.from(host);
+  const out = await t.add(1).data();
+  assert.equal(out.length, n);
+  for (const i of [0, 1, 999, 1000, 1 << 20, n - 1]) assert.equal(out[i], host[i] + 1);
+  assert.deepEqual(await t.index('0:4').data(), host.slice(0, 4));
+});
