@@ -69,17 +69,20 @@ function pythonLosses() {
   });
 }
 
-function assertSame(js, py, what) {
+function assertSame(t, js, py, what) {
   assert.equal(js.length, STEPS);
   assert.equal(py.length, STEPS);
+  let worst = 0;
   for (let i = 0; i < STEPS; i++) {
     const rel = Math.abs(js[i] - py[i]) / Math.max(Math.abs(py[i]), 1e-30);
+    worst = Math.max(worst, rel);
     assert.ok(rel <= 1e-6, `${what} step ${i}: JS ${js[i]} vs Python ${py[i]} (relative ${rel})`);
   }
+  t.diagnostic(`${what}: largest relative difference ${worst}, loss ${js[0]} -> ${js[STEPS - 1]}`);
   assert.ok(js[STEPS - 1] < js[0], `${what}: the loss went down (${js[0]} → ${js[STEPS - 1]})`);
 }
 
-test('MLP losses from JS equal the Python client\'s, eager and with compileStep', async () => {
+test('MLP losses from JS equal the Python client\'s, eager and with compileStep', async (t) => {
   const py = pythonLosses();
   const batch = await batches();
 
@@ -118,7 +121,7 @@ test('MLP losses from JS equal the Python client\'s, eager and with compileStep'
   await step.release();
 
   const ref = await py;
-  assertSame(eager, ref.eager, 'eager');
-  assertSame(compiled, ref.compiled, 'compiled');
-  assertSame(compiled, eager, 'compiled vs eager');
+  assertSame(t, eager, ref.eager, 'eager');
+  assertSame(t, compiled, ref.compiled, 'compiled');
+  assertSame(t, compiled, eager, 'compiled vs eager');
 });
