@@ -32,6 +32,7 @@ export async function startDaemon({ args = [], metrics = false, listen = '' } = 
   fs.closeSync(log);
   let exited = null;
   proc.on('exit', (code) => { exited = code; });
+  proc.on('error', (e) => { exited = `${e.code || e.message} (cannot start ${daemonBinary()})`; });
   const logText = () => fs.readFileSync(logPath, 'utf8');
   await until('the daemon socket', () => {
     if (exited !== null) throw new Error(`polygradd exited with ${exited}:\n${logText()}`);
