@@ -1,0 +1,409 @@
+// Types of the polygrad package: the JavaScript client of polygradd.
+
+export declare class DType {
+  readonly priority: number;
+  readonly itemsize: number;
+  readonly name: DTypeName;
+  /** 'b' bool, 'i' signed integer, 'u' unsigned integer, 'f' float */
+  readonly kind: 'b' | 'i' | 'u' | 'f';
+  /** the polygrad.v1.DType enum value */
+  readonly wire: number;
+}
+
+export type DTypeName = 'bool' | 'int8' | 'uint8' | 'int16' | 'uint16' | 'int32' | 'uint32' | 'int64' | 'uint64'
+  | 'float16' | 'bfloat16' | 'float32' | 'float64';
+export type DTypeLike = DType | DTypeName;
+
+export declare const dtypes: {
+  readonly bool: DType; readonly int8: DType; readonly uint8: DType; readonly int16: DType; readonly uint16: DType;
+  readonly int32: DType; readonly uint32: DType; readonly int64: DType; readonly uint64: DType;
+  readonly float16: DType; readonly bfloat16: DType; readonly float32: DType; readonly float64: DType;
+  readonly char: DType; readonly uchar: DType; readonly short: DType; readonly ushort: DType; readonly int: DType;
+  readonly uint: DType; readonly long: DType; readonly ulong: DType; readonly half: DType; readonly float: DType;
+  readonly double: DType;
+  readonly defaultFloat: DType;
+  readonly defaultInt: DType;
+  readonly all: readonly DType[];
+  isFloat(dt: DType): boolean;
+  isInt(dt: DType): boolean;
+  isUnsigned(dt: DType): boolean;
+  isBool(dt: DType): boolean;
+  fromWire(value: number): DType;
+  min(dt: DType): number | bigint | boolean;
+  max(dt: DType): number | bigint | boolean;
+};
+
+/** What data() resolves to: the dtype's TypedArray (float16/bfloat16 as their bits in a Uint16Array, bool as 0/1 bytes). */
+export type TensorData = Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array
+  | Uint32Array | BigInt64Array | BigUint64Array;
+export type Scalar = number | boolean | bigint;
+export type NestedArray = Scalar | NestedArray[];
+export type TensorLike = Tensor | Scalar | NestedArray | TensorData;
+export type Shape = number[];
+
+export interface CreateOptions {
+  dtype?: DTypeLike;
+  shape?: Shape;
+  device?: string;
+  requiresGrad?: boolean;
+}
+export interface FactoryOptions {
+  dtype?: DTypeLike;
+  device?: string;
+  requiresGrad?: boolean;
+}
+export interface ReduceOptions {
+  axis?: number | number[] | null;
+  keepdim?: boolean;
+}
+export interface SumOptions extends ReduceOptions {
+  dtype?: DTypeLike;
+}
+export interface VarOptions extends ReduceOptions {
+  correction?: number;
+}
+export interface Conv2dOptions {
+  groups?: number;
+  stride?: number | [number, number];
+  dilation?: number | [number, number];
+  /** a number, [h, w], or [left, right, top, bottom] */
+  padding?: number | number[];
+}
+export interface PoolOptions {
+  stride?: number | [number, number] | null;
+  dilation?: number | [number, number];
+  padding?: number | number[];
+}
+/** A slice: 'start:stop:step' (parts may be empty) or { start, stop, step }. */
+export type SliceSpec = string | { start?: number | null; stop?: number | null; step?: number | null };
+/** One index entry: a number selects, a slice slices, null adds an axis, '...' is an ellipsis, integer arrays/tensors index. */
+export type IndexSpec = number | SliceSpec | null | '...' | Tensor | number[] | Int32Array;
+
+export declare class Tensor {
+  /** Tensor.training switches dropout and BatchNorm statistics on. */
+  static training: boolean;
+
+  static from(data: TensorLike, options?: CreateOptions): Tensor;
+  static zeros(...shape: Array<number | Shape | FactoryOptions>): Tensor;
+  static ones(...shape: Array<number | Shape | FactoryOptions>): Tensor;
+  static empty(...shape: Array<number | Shape | FactoryOptions>): Tensor;
+  static full(shape: Shape | number, fillValue: Scalar, options?: FactoryOptions): Tensor;
+  static arange(...args: Array<number | FactoryOptions>): Tensor;
+  static linspace(start: number, stop: number, steps: number, options?: FactoryOptions): Tensor;
+  static eye(n: number, m?: number | FactoryOptions, options?: FactoryOptions): Tensor;
+  static rand(...shape: Array<number | Shape | FactoryOptions>): Tensor;
+  static randn(...shape: Array<number | Shape | FactoryOptions>): Tensor;
+  static randint(...shape: Array<number | Shape | (FactoryOptions & { low?: number; high?: number })>): Tensor;
+  static uniform(...shape: Array<number | Shape | (FactoryOptions & { low?: number; high?: number })>): Tensor;
+  static scaledUniform(...shape: Array<number | Shape | FactoryOptions>): Tensor;
+  static glorotUniform(...shape: Array<number | Shape | FactoryOptions>): Tensor;
+  static kaimingUniform(...shape: Array<number | Shape | (FactoryOptions & { a?: number })>): Tensor;
+  /** Seeds rand/randn/randint/dropout (the daemon's generator: the same seed gives the same numbers as Python) and the initializers. */
+  static manualSeed(seed?: number | bigint): void;
+  static cat(tensors: Tensor[], options?: { axis?: number }): Tensor;
+  static stack(tensors: Tensor[], options?: { axis?: number }): Tensor;
+  static where(cond: Tensor, x: Tensor | Scalar, y: Tensor | Scalar): Tensor;
+  /** Realizes several tensors in one request. */
+  static realize(...tensors: Tensor[]): Promise<void>;
+  /** Runs fn with gradient tracking off (until its promise settles, for an async fn). */
+  static noGrad<T>(fn: () => T): T;
+  static readonly isNoGrad: boolean;
+
+  readonly shape: Shape;
+  readonly dtype: DType;
+  readonly device: string;
+  readonly ndim: number;
+  readonly nodeId: number;
+  readonly isRealized: boolean;
+  readonly T: Tensor;
+  requiresGrad: boolean | null;
+  grad: Tensor | null;
+  numel(): number;
+  elementSize(): number;
+  nbytes(): number;
+  size(): Shape;
+  size(dim: number): number;
+  toString(): string;
+
+  realize(...others: Tensor[]): Promise<this>;
+  data(): Promise<TensorData>;
+  array(): Promise<any>;
+  item(): Promise<number | bigint | boolean>;
+  /** Releases the daemon's node and buffer now rather than when garbage collected. */
+  dispose(): Promise<void>;
+  [Symbol.dispose](): void;
+
+  requiresGrad_(value?: boolean): this;
+  backward(options?: { gradient?: Tensor }): this;
+  gradient(targets: Tensor[], options?: { gradient?: Tensor }): Tensor[];
+  detach(): Tensor;
+  clone(): Tensor;
+  assign(x: TensorLike): this;
+
+  fullLike(value: Scalar, options?: FactoryOptions): Tensor;
+  zerosLike(options?: FactoryOptions): Tensor;
+  onesLike(options?: FactoryOptions): Tensor;
+  randLike(options?: FactoryOptions): Tensor;
+  randnLike(options?: FactoryOptions): Tensor;
+
+  cast(dtype: DTypeLike): Tensor;
+  bitcast(dtype: DTypeLike): Tensor;
+  float(): Tensor;
+  half(): Tensor;
+  int(): Tensor;
+  bool(): Tensor;
+  double(): Tensor;
+  to(device: string): Tensor;
+  cpu(): Tensor;
+  cuda(): Tensor;
+
+  add(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  sub(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  mul(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  div(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  pow(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  neg(): Tensor;
+  maximum(x: Tensor | Scalar): Tensor;
+  minimum(x: Tensor | Scalar): Tensor;
+  clamp(min?: Tensor | Scalar | null, max?: Tensor | Scalar | null): Tensor;
+  clip(min?: Tensor | Scalar | null, max?: Tensor | Scalar | null): Tensor;
+  idiv(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  fmod(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  floorDivide(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  remainder(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  mod(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  lshift(n: number): Tensor;
+  rshift(n: number): Tensor;
+  bitwiseAnd(x: Tensor | Scalar): Tensor;
+  bitwiseOr(x: Tensor | Scalar): Tensor;
+  bitwiseXor(x: Tensor | Scalar): Tensor;
+  bitwiseNot(): Tensor;
+  logicalNot(): Tensor;
+  logicalAnd(x: Tensor | Scalar): Tensor;
+  logicalOr(x: Tensor | Scalar): Tensor;
+  lt(x: Tensor | Scalar): Tensor;
+  le(x: Tensor | Scalar): Tensor;
+  gt(x: Tensor | Scalar): Tensor;
+  ge(x: Tensor | Scalar): Tensor;
+  eq(x: Tensor | Scalar): Tensor;
+  ne(x: Tensor | Scalar): Tensor;
+  /** this is the condition */
+  where(x: Tensor | Scalar, y: Tensor | Scalar): Tensor;
+
+  exp(): Tensor; exp2(): Tensor; log(): Tensor; log2(): Tensor; sqrt(): Tensor; rsqrt(): Tensor;
+  reciprocal(): Tensor; sin(): Tensor; cos(): Tensor; tan(): Tensor; abs(): Tensor; sign(): Tensor;
+  square(): Tensor; trunc(): Tensor; floor(): Tensor; ceil(): Tensor; round(): Tensor;
+  isnan(): Tensor; isinf(detectPositive?: boolean, detectNegative?: boolean): Tensor;
+  relu(): Tensor; relu6(): Tensor; sigmoid(): Tensor; tanh(): Tensor; gelu(): Tensor; quickGelu(): Tensor;
+  silu(): Tensor; swish(): Tensor; mish(): Tensor; elu(alpha?: number): Tensor; softplus(beta?: number): Tensor;
+  logsigmoid(): Tensor; leakyRelu(negSlope?: number): Tensor; hardtanh(minVal?: number, maxVal?: number): Tensor;
+  hardsigmoid(alpha?: number, beta?: number): Tensor; hardswish(): Tensor;
+
+  sum(options?: SumOptions): Tensor;
+  sum(axis?: number | number[] | null, keepdim?: boolean): Tensor;
+  prod(options?: SumOptions): Tensor;
+  prod(axis?: number | number[] | null, keepdim?: boolean): Tensor;
+  max(options?: ReduceOptions): Tensor;
+  max(axis?: number | number[] | null, keepdim?: boolean): Tensor;
+  min(options?: ReduceOptions): Tensor;
+  min(axis?: number | number[] | null, keepdim?: boolean): Tensor;
+  mean(options?: ReduceOptions): Tensor;
+  mean(axis?: number | number[] | null, keepdim?: boolean): Tensor;
+  var(options?: VarOptions): Tensor;
+  var(axis?: number | number[] | null, keepdim?: boolean, correction?: number): Tensor;
+  std(options?: VarOptions): Tensor;
+  std(axis?: number | number[] | null, keepdim?: boolean, correction?: number): Tensor;
+  logsumexp(options?: ReduceOptions): Tensor;
+  logsumexp(axis?: number | number[] | null, keepdim?: boolean): Tensor;
+  argmax(options?: { axis?: number | null; keepdim?: boolean }): Tensor;
+  argmax(axis?: number | null, keepdim?: boolean): Tensor;
+  argmin(options?: { axis?: number | null; keepdim?: boolean }): Tensor;
+  argmin(axis?: number | null, keepdim?: boolean): Tensor;
+  cumsum(axis?: number | { axis?: number }): Tensor;
+  softmax(axis?: number | { axis?: number; dtype?: DTypeLike }): Tensor;
+  logSoftmax(axis?: number | { axis?: number; dtype?: DTypeLike }): Tensor;
+  layernorm(axis?: number | number[] | { axis?: number | number[]; eps?: number }, eps?: number): Tensor;
+
+  reshape(...shape: Array<number | null> | [Array<number | null>]): Tensor;
+  view(...shape: Array<number | null> | [Array<number | null>]): Tensor;
+  permute(...order: number[] | [number[]]): Tensor;
+  transpose(dim0?: number, dim1?: number): Tensor;
+  expand(...shape: number[] | [number[]]): Tensor;
+  /** one [before, after] pair (or null) per axis, or a flat torch-style list (last axis first) */
+  pad(padding: Array<[number, number] | null> | number[], options?: { value?: Scalar }): Tensor;
+  shrink(pairs: Array<[number, number] | null>): Tensor;
+  flip(...axes: number[] | [number[]]): Tensor;
+  squeeze(dim?: number): Tensor;
+  unsqueeze(dim: number): Tensor;
+  flatten(startDim?: number, endDim?: number): Tensor;
+  unflatten(dim: number, sizes: number[]): Tensor;
+  repeat(...repeats: number[] | [number[]]): Tensor;
+  cat(...others: Array<Tensor | { axis?: number }>): Tensor;
+  split(sizes: number | number[], options?: { axis?: number }): Tensor[];
+  chunk(chunks: number, options?: { axis?: number }): Tensor[];
+  /** numpy/torch indexing: t.index(0, '1:3', null, '...', indexTensor) */
+  index(...idx: IndexSpec[]): Tensor;
+  /** per-axis ranges, axes kept: t.slice([0, 2], null, [1, null, -1]) */
+  slice(...specs: Array<[number | null, (number | null)?, (number | null)?] | SliceSpec | null>): Tensor;
+
+  matmul(w: Tensor | NestedArray, options?: { dtype?: DTypeLike }): Tensor;
+  dot(w: Tensor | NestedArray, options?: { dtype?: DTypeLike }): Tensor;
+  linear(weight: Tensor, bias?: Tensor | null): Tensor;
+  sequential(layers: Array<((x: Tensor) => Tensor) | { forward(x: Tensor): Tensor }>): Tensor;
+  conv2d(weight: Tensor, bias?: Tensor | null, options?: Conv2dOptions): Tensor;
+  convTranspose2d(weight: Tensor, bias?: Tensor | null, options?: Conv2dOptions & { outputPadding?: number | [number, number] }): Tensor;
+  maxPool2d(kernelSize?: number | [number, number], options?: PoolOptions): Tensor;
+  avgPool2d(kernelSize?: number | [number, number], options?: PoolOptions): Tensor;
+  tril(diagonal?: number): Tensor;
+  triu(diagonal?: number): Tensor;
+  gather(dim: number, index: Tensor | NestedArray): Tensor;
+  oneHot(numClasses: number): Tensor;
+  crossEntropy(y: Tensor | NestedArray, options?: { reduction?: 'mean' | 'sum' | 'none'; labelSmoothing?: number; axis?: number }): Tensor;
+  sparseCategoricalCrossentropy(y: Tensor, options?: { ignoreIndex?: number; labelSmoothing?: number; reduction?: 'mean' | 'sum' | 'none' }): Tensor;
+  binaryCrossentropy(y: Tensor, options?: { reduction?: 'mean' | 'sum' | 'none' }): Tensor;
+  binaryCrossentropyLogits(y: Tensor, options?: { reduction?: 'mean' | 'sum' | 'none'; posWeight?: Tensor | number }): Tensor;
+  dropout(p?: number): Tensor;
+  rmsNorm(axis?: number | number[], eps?: number): Tensor;
+  groupNorm(numGroups: number, weight?: Tensor | null, bias?: Tensor | null, eps?: number): Tensor;
+  batchNorm(options?: { runningMean?: Tensor | null; runningVar?: Tensor | null; weight?: Tensor | null; bias?: Tensor | null; training?: boolean; eps?: number }): Tensor;
+  scaledDotProductAttention(key: Tensor, value: Tensor, options?: { attnMask?: Tensor | null; isCausal?: boolean }): Tensor;
+}
+
+export interface Layer {
+  forward(x: Tensor): Tensor;
+}
+
+export declare namespace nn {
+  class Linear implements Layer {
+    constructor(inFeatures: number, outFeatures: number, options?: { bias?: boolean });
+    weight: Tensor;
+    bias: Tensor | null;
+    forward(x: Tensor): Tensor;
+  }
+  class Conv2d implements Layer {
+    constructor(inChannels: number, outChannels: number, kernelSize: number | [number, number],
+      options?: { stride?: number | [number, number]; padding?: number | number[] | 'valid' | 'same'; dilation?: number | [number, number]; groups?: number; bias?: boolean });
+    weight: Tensor;
+    bias: Tensor | null;
+    forward(x: Tensor): Tensor;
+  }
+  class LayerNorm implements Layer {
+    constructor(normalizedShape: number | number[], options?: { eps?: number; elementwiseAffine?: boolean });
+    weight: Tensor | null;
+    bias: Tensor | null;
+    forward(x: Tensor): Tensor;
+  }
+  class RMSNorm implements Layer {
+    constructor(dim: number, options?: { eps?: number; elementwiseAffine?: boolean });
+    weight: Tensor | null;
+    forward(x: Tensor): Tensor;
+  }
+  class Embedding implements Layer {
+    constructor(vocabSize: number, embedSize: number);
+    weight: Tensor;
+    forward(idx: Tensor | NestedArray): Tensor;
+  }
+  class Dropout implements Layer {
+    constructor(p?: number);
+    forward(x: Tensor): Tensor;
+  }
+  class BatchNorm implements Layer {
+    constructor(size: number, options?: { eps?: number; affine?: boolean; trackRunningStats?: boolean; momentum?: number });
+    forward(x: Tensor): Tensor;
+  }
+  class BatchNorm2d extends BatchNorm {}
+  class GroupNorm implements Layer {
+    constructor(numGroups: number, numChannels: number, options?: { eps?: number; affine?: boolean });
+    forward(x: Tensor): Tensor;
+  }
+  class Optimizer {
+    params: Tensor[];
+    lr: number;
+    steps: number;
+    zeroGrad(): void;
+    /** Updates every parameter with a gradient, in one Realize request. */
+    step(): Promise<void>;
+    stateTensors(): Record<string, Tensor>;
+  }
+  class SGD extends Optimizer {
+    constructor(params: Iterable<Tensor>, options?: { lr?: number; momentum?: number; weightDecay?: number; nesterov?: boolean });
+  }
+  class Adam extends Optimizer {
+    constructor(params: Iterable<Tensor>, options?: { lr?: number; betas?: [number, number]; eps?: number; weightDecay?: number });
+  }
+  class AdamW extends Adam {}
+  function getParameters(model: unknown): Tensor[];
+  function getStateDict(model: unknown): Record<string, Tensor>;
+  function loadStateDict(model: unknown, stateDict: Record<string, Tensor | TensorData | NestedArray>,
+    options?: { strict?: boolean; realize?: boolean }): Promise<string[]>;
+  function safeSave(tensors: Record<string, Tensor>, path: string, options?: { metadata?: Record<string, string> }): Promise<string[]>;
+  function safeLoad(path: string): Record<string, Tensor>;
+}
+
+export declare class CompiledStep {
+  readonly stepId: string;
+  readonly nKernels: number;
+  readonly nIntermediates: number;
+  readonly intermediateBytes: number;
+  readonly compileSeconds: number;
+  readonly runs: number;
+  readonly inputNames: string[];
+  setInput(nameOrTensor: string | Tensor, data: Tensor | TensorData | NestedArray): Promise<void>;
+  /** One RunStep message: new input data by fn's parameter names. */
+  run(inputs?: Record<string, Tensor | TensorData | NestedArray>): Promise<this>;
+  outputs(): Promise<TensorData[]>;
+  lossValue(): Promise<number>;
+  release(): Promise<void>;
+}
+
+/** Traces fn(...args) once into a step the daemon compiles; Tensor arguments are the per-run inputs. */
+export declare function compileStep<A extends unknown[]>(
+  fn: (...args: A) => Tensor | Tensor[] | void | Promise<Tensor | Tensor[] | void>, ...args: A): Promise<CompiledStep>;
+
+export interface ConnectOptions {
+  /** 'host:port' or 'unix:/path'; default POLYGRAD_ADDRESS, else a private embedded daemon */
+  address?: string;
+  /** default POLYGRAD_TOKEN */
+  token?: string;
+  /** a PEM file or its contents; default POLYGRAD_TLS_CA */
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  /** seconds; default POLYGRAD_CONNECT_TIMEOUT or 30 */
+  connectTimeout?: number;
+}
+
+export interface Connection {
+  readonly address: string;
+  readonly sessionId: string;
+  readonly info: { version: string; devices: Array<{ name: string; available: boolean; detail: string }>; [k: string]: unknown };
+  readonly device: string;
+  download(handle: string): Promise<{ dtype: number; shape: number[]; data: Uint8Array }>;
+  release(nodeIds?: number[], handles?: string[]): Promise<unknown>;
+}
+
+export declare function connect(options?: ConnectOptions): Promise<Connection>;
+export declare function close(): Promise<void>;
+export declare function graphStats(): { liveNodes: number; sentLive: number; pendingRelease: number; pendingHandles: number; nextId: number; requests: number };
+export declare function flushReleases(): Promise<void>;
+
+export declare class PolygradError extends Error {
+  /** the gRPC status name ('INVALID_ARGUMENT', ...), or null for an error found by the client */
+  readonly code: string | null;
+  /** the daemon's message */
+  readonly details: string;
+}
+export declare class PolygradConnectionError extends PolygradError {}
+export declare class PolygradInvalidArgument extends PolygradError {}
+export declare class PolygradNotFound extends PolygradError {}
+export declare class PolygradResourceExhausted extends PolygradError {}
+export declare class PolygradUnauthenticated extends PolygradError {}
+export declare class PolygradPermissionDenied extends PolygradError {}
+export declare class PolygradTimeout extends PolygradError {}
+export declare class PolygradUnimplemented extends PolygradError {}
+
+declare const polygrad: {
+  Tensor: typeof Tensor; dtypes: typeof dtypes; nn: typeof nn; compileStep: typeof compileStep; connect: typeof connect;
+  close: typeof close; PolygradError: typeof PolygradError;
+};
+export default polygrad;

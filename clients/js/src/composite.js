@@ -1,0 +1,26 @@
+'use strict';
+// The argument of composite ops (polygrad.v1.CompositeArg); each op reads its own fields.
+const FIELDS = {
+  axes: [], keepdim: false, eps: 0, correction: 0, normalized_axes: 0, kernel: [], stride: [], padding: [],
+  dilation: [], groups: 0, n: 0, diagonal: 0, seed: '0', counter: '0', shape: [], low: 0, high: 0, p: 0,
+  output_padding: [], causal: false, device: '',
+};
+
+class Composite {
+  constructor(fields = {}) {
+    for (const k of Object.keys(fields)) if (!(k in FIELDS)) throw new TypeError(`unknown composite field ${k}`);
+    Object.assign(this, FIELDS, fields);
+    Object.freeze(this);
+  }
+
+  wire() {
+    const out = {};
+    for (const k of Object.keys(FIELDS)) {
+      const v = this[k];
+      out[k] = typeof v === 'bigint' ? v.toString() : (k === 'low' || k === 'high') ? String(v) : v;
+    }
+    return out;
+  }
+}
+
+module.exports = { Composite };

@@ -1,0 +1,254 @@
+'use strict';
+// The connection to polygradd: an address from connect({ address }) or POLYGRAD_ADDRESS
+// (`host:port` or `unix:/path`), else a private embedded daemon that stops when the process exits.
+// POLYGRAD_TOKEN / { token } is sent as `authorization: Bearer <token>` on every call;
+// POLYGRAD_TLS_CA / { tlsCa } (a PEM file or its contents) makes a TCP address use TLS.
+const fs = require('fs');
+const net = require('net');
+const grpc = require('@grpc/grpc-js');
+const { load } = require('./proto');
+const { EmbeddedDaemon } = require('./daemon');
+const { PolygradConnectionError, PolygradError, fromGrpcError } = require('./errors');
+
+const CHUNK_BYTES = 1 << 20;
+const DEFAULT_MAX_INLINE_BYTES = 1 << 20;
+const CHANNEL_OPTIONS = {
+  'grpc.max_receive_message_length': -1,
+  'grpc.max_send_message_length': -1,
+  'grpc.initial_reconnect_backoff_ms': 100,
+  'grpc.max_reconnect_backoff_ms': 1000,
+};
+
+function envSeconds(name, dflt) {
+  const v = Number(process.env[name]);
+  return Number.isFinite(v) && process.env[name] !== undefined && process.env[name] !== '' ? v : dflt;
+}
+
+// Why nothing listens at `address` (no socket file, refused, unknown host), or null when a plain
+// connect succeeds: it names the cause that gRPC's own retrying hides.
+function probeAddress(address, timeoutMs = 1000) {
+  return new Promise((resolve) => {
+    let opts;
+    if (address.startsWith('unix:')) {
+      let p = address.slice(5);
+      if (p.startsWith('//')) p = p.slice(2);
+      if (!fs.existsSync(p)) return resolve(`no socket file at ${p}`);
+      opts = { path: p };
+    } else {
+      const target = address.includes('///') ? address.split('///')[1] : address;
+      const at = target.lastIndexOf(':');
+      const port = Number(target.slice(at + 1));
+      if (at < 0 || !Number.isInteger(port)) return resolve(null);
+      opts = { host: target.slice(0, at).replace(/^\[|\]$/g, '') || 'localhost', port };
+    }
+    const sock = net.connect(opts);
+    const done = (why) => { sock.destroy(); resolve(why); };
+    sock.setTimeout(timeoutMs, () => done(null)); // slow, not refused: the connect timeout decides
+    sock.on('connect', () => done(null));
+    sock.on('error', (e) => done(opts.path ? `cannot connect to ${opts.path}: ${e.code || e.message}`
+      : e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN' ? `cannot resolve host ${opts.host}: ${e.code}`
+        : `cannot connect to ${opts.host}:${opts.port}: ${e.code || e.message}`));
+  });
+}
+
+function readPem(value, what) {
+  if (!value) return null;
+  if (value.includes('-----BEGIN')) return Buffer.from(value);
+  try {
+    return fs.readFileSync(value);
+  } catch (e) {
+    throw new PolygradConnectionError(`cannot read ${what}=${value}: ${e.message}`);
+  }
+}
+
+class Connection {
+  // Use Connection.open(); the constructor only records settings.
+  constructor() {
+    this.daemon = null;
+    this.sessionId = '';
+    this.client = null;
+    this.keepalive = null;
+  }
+
+  static async open({ address, token, tlsCa, tlsCert, tlsKey, connectTimeout } = {}) {
+    const c = new Connection();
+    const timeout = connectTimeout !== undefined ? connectTimeout : envSeconds('POLYGRAD_CONNECT_TIMEOUT', 30);
+    const deadline = Date.now() + timeout * 1000;
+    address = address || process.env.POLYGRAD_ADDRESS || null;
+    if (!address) {
+      c.daemon = new EmbeddedDaemon();
+      address = c.daemon.address;
+    }
+    c.address = address;
+    token = token || process.env.POLYGRAD_TOKEN || null;
+    c.metadata = new grpc.Metadata();
+    if (token) c.metadata.set('authorization', `Bearer ${token}`);
+    const options = { ...CHANNEL_OPTIONS };
+    let creds = grpc.credentials.createInsecure();
+    const ca = address.startsWith('unix:') ? null : readPem(tlsCa || process.env.POLYGRAD_TLS_CA, 'POLYGRAD_TLS_CA');
+    if (ca) {
+      creds = grpc.credentials.createSsl(ca, readPem(tlsKey || process.env.POLYGRAD_TLS_KEY, 'POLYGRAD_TLS_KEY'),
+        readPem(tlsCert || process.env.POLYGRAD_TLS_CERT, 'POLYGRAD_TLS_CERT'));
+      if (process.env.POLYGRAD_TLS_SERVER_NAME) options['grpc.ssl_target_name_override'] = process.env.POLYGRAD_TLS_SERVER_NAME;
+    }
+    const { Polygrad } = load();
+    try {
+      if (c.daemon) await c.daemon.waitForSocket(deadline);
+      c.client = new Polygrad(address, creds, options);
+      await c._waitReady(deadline);
+      c.info = await c.unary('GetInfo', {});
+      c.maxInlineBytes = Number(c.info.max_inline_bytes) || DEFAULT_MAX_INLINE_BYTES;
+      c.maxNodesPerRequest = Number(c.info.max_nodes_per_request) || 0;
+      c.chunkBytes = Number(c.info.chunk_bytes) || CHUNK_BYTES;
+      c.sessionId = (await c.unary('CreateSession', {})).session_id;
+    } catch (e) {
+      if (c.client) c.client.close();
+      if (c.daemon) c.daemon.stopNow();
+      throw e;
+    }
+    // The daemon expires idle sessions; a live process keeps its lease with an empty Release.
+    const interval = envSeconds('POLYGRAD_KEEPALIVE', 60);
+    if (interval > 0) {
+      c.keepalive = setInterval(() => {
+        c.client.Release({ session_id: c.sessionId }, c.metadata, () => {});
+      }, interval * 1000);
+      c.keepalive.unref();
+    }
+    return c;
+  }
+
+  async _waitReady(deadline) {
+    const grace = envSeconds('POLYGRAD_CONNECT_GRACE', 2) * 1000;
+    let firstFailure = null;
+    for (;;) {
+      const step = Math.min(Date.now() + 250, deadline);
+      const err = await new Promise((resolve) => this.client.waitForReady(step, resolve));
+      if (!err) return;
+      if (this.daemon && this.daemon.exited()) {
+        throw new PolygradConnectionError(`cannot reach polygradd at ${this.address} (${this.daemon.exitReason()})`);
+      }
+      const reason = this.daemon ? null : await probeAddress(this.address);
+      const now = Date.now();
+      firstFailure = reason ? (firstFailure || now) : null;
+      if (reason && now - firstFailure >= grace) {
+        const e = new PolygradConnectionError(`cannot reach polygradd at ${this.address} (${reason})`);
+        e.cause = reason;
+        throw e;
+      }
+      if (now >= deadline) {
+        const why = reason || (this.daemon ? `log: ${this.daemon.logTail()}`
+          : 'a connection opens but no gRPC answer came: TLS, or not a polygradd?');
+        throw new PolygradConnectionError(`cannot reach polygradd at ${this.address} (not ready within the connect timeout; ${why})`);
+      }
+    }
+  }
+
+  get device() {
+    const d = (this.info.devices || []).find((x) => x.available);
+    return d ? d.name : 'CPU';
+  }
+
+  unary(method, request, options = {}) {
+    return new Promise((resolve, reject) => {
+      this.client[method](request, this.metadata, options, (err, resp) => {
+        if (err) reject(fromGrpcError(err, method, this.address));
+        else resolve(resp);
+      });
+    });
+  }
+
+  realize(nodes, outputs, wantData, releaseNodes = []) {
+    return this.unary('Realize', {
+      session_id: this.sessionId, nodes, outputs, want_data: wantData, release_nodes: releaseNodes,
+    });
+  }
+
+  release(nodeIds = [], handles = []) {
+    return this.unary('Release', { session_id: this.sessionId, node_ids: nodeIds, handles });
+  }
+
+  // Sends `bytes` in chunks (the header in the first); resolves to the new handle.
+  upload(wireDtype, shape, bytes) {
+    return new Promise((resolve, reject) => {
+      const call = this.client.Upload(this.metadata, (err, resp) => {
+        if (err) return reject(fromGrpcError(err, 'Upload', this.address));
+        if (Number(resp.bytes) && Number(resp.bytes) !== bytes.length) {
+          return reject(new PolygradError(`Upload: daemon stored ${resp.bytes} bytes, sent ${bytes.length}`));
+        }
+        resolve(resp.handle);
+      });
+      const header = { session_id: this.sessionId, dtype: wireDtype, shape };
+      if (bytes.length === 0) call.write({ header, data: Buffer.alloc(0), last: true });
+      for (let off = 0; off < bytes.length; off += this.chunkBytes) {
+        const end = Math.min(bytes.length, off + this.chunkBytes);
+        const msg = { data: bytes.subarray(off, end), last: end === bytes.length };
+        if (off === 0) msg.header = header;
+        call.write(msg);
+      }
+      call.end();
+    });
+  }
+
+  // Resolves to { dtype, shape, data } of a buffer, fetched in chunks.
+  download(handle) {
+    return new Promise((resolve, reject) => {
+      const call = this.client.Download({ session_id: this.sessionId, handle, chunk_bytes: 0 }, this.metadata);
+      const parts = [];
+      let got = 0;
+      let head = null;
+      call.on('data', (msg) => {
+        if (!head) head = { dtype: msg.dtype, shape: msg.shape.map(Number) };
+        if (Number(msg.offset) !== got) {
+          call.cancel();
+          reject(new PolygradError(`Download: chunk at offset ${msg.offset}, expected ${got}`));
+          return;
+        }
+        parts.push(msg.data);
+        got += msg.data.length;
+      });
+      call.on('error', (err) => reject(fromGrpcError(err, 'Download', this.address)));
+      call.on('end', () => resolve({ dtype: head ? head.dtype : 0, shape: head ? head.shape : [], data: Buffer.concat(parts) }));
+    });
+  }
+
+  compileStep(nodes, inputs, outputs, assigns, materialize) {
+    return this.unary('CompileStep', {
+      session_id: this.sessionId, nodes, inputs, outputs,
+      assigns: assigns.map(([t, v]) => ({ target_node: t, value: v })), materialize,
+    });
+  }
+
+  // `inputs`: [nodeId, Buffer | handle string] pairs.
+  runStep(stepId, inputs, wantData = true) {
+    return this.unary('RunStep', {
+      session_id: this.sessionId, step_id: stepId, want_data: wantData,
+      inputs: inputs.map(([n, v]) => (Buffer.isBuffer(v) ? { node_id: n, data: v } : { node_id: n, handle: v })),
+    });
+  }
+
+  releaseStep(stepId) {
+    return this.unary('ReleaseStep', { session_id: this.sessionId, step_id: stepId });
+  }
+
+  async close() {
+    if (this.keepalive) clearInterval(this.keepalive);
+    this.keepalive = null;
+    try {
+      if (this.sessionId) await this.unary('CloseSession', { session_id: this.sessionId }, { deadline: Date.now() + 5000 });
+    } catch { /* the session goes with the daemon or expires */ }
+    this.sessionId = '';
+    if (this.client) this.client.close();
+    if (this.daemon) await this.daemon.stop();
+    this.daemon = null;
+  }
+
+  // For process.on('exit'): no I/O can complete there, so only the embedded daemon is stopped.
+  closeNow() {
+    if (this.keepalive) clearInterval(this.keepalive);
+    this.sessionId = '';
+    if (this.daemon) this.daemon.stopNow();
+    this.daemon = null;
+  }
+}
+
+module.exports = { Connection, probeAddress };

@@ -1,0 +1,52 @@
+'use strict';
+// Errors keep the daemon's gRPC status name (.code) and its message (.details), which names the
+// node and op that failed.
+const { status } = require('@grpc/grpc-js');
+
+class PolygradError extends Error {
+  constructor(message, code = null, details = '') {
+    super(message);
+    this.name = this.constructor.name;
+    this.code = code; // 'INVALID_ARGUMENT', 'NOT_FOUND', ... or null for client-side errors
+    this.details = details || message;
+  }
+}
+class PolygradConnectionError extends PolygradError {}
+class PolygradInvalidArgument extends PolygradError {}
+class PolygradNotFound extends PolygradError {}
+class PolygradResourceExhausted extends PolygradError {}
+class PolygradUnauthenticated extends PolygradError {}
+class PolygradPermissionDenied extends PolygradError {}
+class PolygradTimeout extends PolygradError {}
+class PolygradUnimplemented extends PolygradError {}
+
+const BY_CODE = {
+  INVALID_ARGUMENT: PolygradInvalidArgument,
+  FAILED_PRECONDITION: PolygradInvalidArgument,
+  OUT_OF_RANGE: PolygradInvalidArgument,
+  NOT_FOUND: PolygradNotFound,
+  RESOURCE_EXHAUSTED: PolygradResourceExhausted,
+  UNAUTHENTICATED: PolygradUnauthenticated,
+  PERMISSION_DENIED: PolygradPermissionDenied,
+  DEADLINE_EXCEEDED: PolygradTimeout,
+  UNIMPLEMENTED: PolygradUnimplemented,
+  UNAVAILABLE: PolygradConnectionError,
+};
+
+const CODE_NAMES = Object.fromEntries(Object.entries(status).map(([k, v]) => [v, k]));
+
+// The PolygradError subclass for a grpc-js ServiceError from call `what`.
+function fromGrpcError(err, what, address = '') {
+  const name = CODE_NAMES[err.code] || 'UNKNOWN';
+  const details = err.details || err.message || String(err);
+  const Cls = BY_CODE[name] || PolygradError;
+  const msg = Cls === PolygradConnectionError
+    ? `cannot reach polygradd at ${address} (${what}: ${name}: ${details})`
+    : `${what} failed: ${name}: ${details}`;
+  return new Cls(msg, name, details);
+}
+
+module.exports = {
+  PolygradError, PolygradConnectionError, PolygradInvalidArgument, PolygradNotFound, PolygradResourceExhausted,
+  PolygradUnauthenticated, PolygradPermissionDenied, PolygradTimeout, PolygradUnimplemented, fromGrpcError,
+};

@@ -1,0 +1,6 @@
+'use strict';
+const layers = require('./layers');
+const optim = require('./optim');
+const state = require('./state');
+
+module.exports = { ...layers, SGD: optim.SGD, Adam: optim.Adam, AdamW: optim.AdamW, Optimizer: optim.Optimizer, ...state };

@@ -1,0 +1,320 @@
+'use strict';
+// Elementwise ops: casts, broadcasting binary ops with tinygrad's dtype promotion, comparisons,
+// integer and bitwise ops, unary math and activations (the Python client's rules exactly).
+const { OPS } = require('../ops');
+const { GRAPH } = require('../graph');
+const { Composite } = require('../composite');
+const { dtypes, toDType, leastUpperDType, leastUpperFloat } = require('../dtype');
+const { broadcastShape, sameShape, resolveExpand } = require('../shape');
+const { Tensor, isScalar, dtypeFromPy } = require('../tensor');
+
+const P = Tensor.prototype;
+const isFloat = (dt) => dt.kind === 'f';
+const isInt = (dt) => dt.kind === 'i' || dt.kind === 'u';
+
+P.cast = function cast(dtype) {
+  const dt = toDType(dtype);
+  if (dt === this.dtype) return this;
+  const n = this._node;
+  if (n.op === OPS.CONST && !n.sent && (dt.kind === 'f' || Number.isFinite(Number(n.arg)))) {
+    return Tensor._const(n.arg, dt, n.shape); // fold: a constant of the new dtype
+  }
+  return Tensor._make(OPS.CAST, dt, n.shape, [this]);
+};
+
+// Each element's bits read as `dtype` (torch's view(dtype)); a differing itemsize regroups the
+// bytes of the last axis. No gradient passes it.
+P.bitcast = function bitcast(dtype) {
+  const dt = toDType(dtype);
+  if (dt === this.dtype) return this;
+  let shape = this.shape;
+  const a = this.dtype.itemsize;
+  const b = dt.itemsize;
+  if (a !== b) {
+    const what = `bitcast from ${this.dtype.name} (${a} bytes) to ${dt.name} (${b} bytes)`;
+    if (!shape.length) throw new RangeError(`${what} of a 0-d tensor: differing itemsizes need a last axis`);
+    if (b > a && shape[shape.length - 1] % (b / a)) throw new RangeError(`${what}: the last axis (${shape[shape.length - 1]}) must be a multiple of ${b / a}`);
+    shape = [...shape.slice(0, -1), (shape[shape.length - 1] * a) / b];
+  }
+  return new Tensor(GRAPH.node(OPS.BITCAST, dt, shape, [this._node], null));
+};
+
+P.float = function float() { return this.cast(dtypes.float32); };
+P.half = function half() { return this.cast(dtypes.float16); };
+P.int = function int() { return this.cast(dtypes.int32); };
+P.bool = function bool() { return this.cast(dtypes.bool); };
+P.double = function double() { return this.cast(dtypes.float64); };
+
+P._float = function _float() { return this.cast(leastUpperFloat(this.dtype)); };
+
+// This tensor on `device`: itself when it is there, else an explicit COPY node.
+P.to = function to(device) {
+  const target = canonicalDevice(device);
+  if (target === this.device) return this;
+  return Tensor._make(OPS.COPY, this.dtype, this.shape, [this], new Composite({ device: target }));
+};
+P.cpu = function cpu() { return this.to('CPU'); };
+P.cuda = function cuda() { return this.to('CUDA'); };
+
+function canonicalDevice(device) {
+  const d = String(device || 'CPU').toUpperCase();
+  return d.endsWith(':0') ? d.slice(0, -2) : d;
+}
+
+// A non-Tensor operand as a Tensor, with tinygrad's scalar dtype rule.
+P._operand = function _operand(y) {
+  if (y instanceof Tensor) return y;
+  if (isScalar(y)) {
+    const intLike = typeof y === 'bigint' || (typeof y === 'number' && Number.isInteger(y));
+    const ydt = isFloat(this.dtype) || (isInt(this.dtype) && intLike) ? this.dtype : dtypeFromPy(y);
+    return Tensor._const(y, ydt, this._node.shape);
+  }
+  if (Array.isArray(y) || ArrayBuffer.isView(y)) return Tensor.from(y);
+  throw new TypeError(`unsupported operand ${String(y)} for a Tensor op`);
+};
+
+P._broadcastTo = function _broadcastTo(shape) {
+  if (sameShape(this._node.shape, shape)) return this;
+  let x = this;
+  if (x.ndim < shape.length) x = x.reshape([...Array(shape.length - x.ndim).fill(1), ...x._node.shape]);
+  resolveExpand(x._node.shape, shape);
+  if (sameShape(x._node.shape, shape)) return x;
+  return Tensor._make(OPS.EXPAND, x.dtype, shape, [x], [...shape]);
+};
+
+P._broadcasted = function _broadcasted(y, reverse = false, matchDtype = true) {
+  let x = this;
+  y = this._operand(y);
+  if (matchDtype && x.dtype !== y.dtype) {
+    const out = leastUpperDType(x.dtype, y.dtype);
+    x = x.cast(out);
+    y = y.cast(out);
+  }
+  if (reverse) [x, y] = [y, x];
+  const shape = broadcastShape(x._node.shape, y._node.shape);
+  return [x._broadcastTo(shape), y._broadcastTo(shape)];
+};
+
+P._binop = function _binop(op, y, reverse = false) {
+  const [a, b] = this._broadcasted(y, reverse);
+  return Tensor._make(op, a.dtype, a._node.shape, [a, b]);
+};
+
+P._unop = function _unop(op) {
+  return Tensor._make(op, this.dtype, this._node.shape, [this]);
+};
+
+P.add = function add(x, reverse = false) { return this._binop(OPS.ADD, x, reverse); };
+P.sub = function sub(x, reverse = false) { return this._binop(OPS.SUB, x, reverse); };
+P.mul = function mul(x, reverse = false) { return this._binop(OPS.MUL, x, reverse); };
+
+// True division; integer operands divide in float32 (tinygrad).
+P.div = function div(x, reverse = false) {
+  let [a, b] = this._broadcasted(x, reverse);
+  a = a._float();
+  b = b._float();
+  return Tensor._make(OPS.DIV, a.dtype, a._node.shape, [a, b]);
+};
+
+P.maximum = function maximum(x) { return this._binop(OPS.MAX, x); };
+
+P.minimum = function minimum(x) {
+  const [a, b] = this._broadcasted(x);
+  return Tensor._make(OPS.MAX, a.dtype, a._node.shape, [a._inverse(), b._inverse()])._inverse();
+};
+
+// An order-reversing map of the dtype onto itself: -x, max-x (unsigned), not x (bool).
+P._inverse = function _inverse() {
+  if (this.dtype === dtypes.bool) return this.logicalNot();
+  if (this.dtype.kind === 'u') {
+    return Tensor._make(OPS.SUB, this.dtype, this._node.shape, [Tensor._const(dtypes.max(this.dtype), this.dtype, this._node.shape), this]);
+  }
+  return this._unop(OPS.NEG);
+};
+
+P.neg = function neg() {
+  return this.dtype === dtypes.bool ? this.logicalNot() : this._unop(OPS.NEG);
+};
+
+P.pow = function pow(x, reverse = false) {
+  if (!reverse && typeof x === 'number' && Number.isInteger(x) && Math.abs(x) <= 64) {
+    // Integer powers by repeated multiplication, as the Python client (which sees ints and
+    // integral floats alike here: a float exponent only promotes the base to float first).
+    let n = x;
+    let base = this;
+    if (n < 0) { base = base._float().reciprocal(); n = -n; }
+    let out = n === 0 ? base.onesLike() : null;
+    let sq = base;
+    while (n) {
+      if (n & 1) out = out === null ? sq : out.mul(sq);
+      n >>= 1;
+      if (n) sq = sq.mul(sq);
+    }
+    return out;
+  }
+  let [a, b] = this._broadcasted(x, reverse);
+  a = a._float();
+  b = b._float();
+  return Tensor._make(OPS.POW, a.dtype, a._node.shape, [a, b]);
+};
+
+P.trunc = function trunc() {
+  if (!isFloat(this.dtype)) return this;
+  return this.cast(dtypes.int64).cast(this.dtype);
+};
+P.floor = function floor() { const t = this.trunc(); return this.lt(t).where(t.sub(1), t); };
+P.ceil = function ceil() { const t = this.trunc(); return this.gt(t).where(t.add(1), t); };
+
+// Round half to even (numpy, torch, tinygrad).
+P.round = function round() {
+  if (!isFloat(this.dtype)) return this;
+  const lo = this.floor();
+  const frac = this.sub(lo);
+  const half = lo.mul(0.5);
+  const odd = half.trunc().ne(half);
+  return frac.gt(0.5).where(lo.add(1), frac.lt(0.5).where(lo, odd.where(lo.add(1), lo)));
+};
+
+// --- comparisons (bool results) ---------------------------------------------------------------
+
+P.lt = function lt(x) { const [a, b] = this._broadcasted(x); return Tensor._make(OPS.CMPLT, dtypes.bool, a._node.shape, [a, b]); };
+P.gt = function gt(x) { const [a, b] = this._broadcasted(x, true); return Tensor._make(OPS.CMPLT, dtypes.bool, a._node.shape, [a, b]); };
+P.ne = function ne(x) { const [a, b] = this._broadcasted(x); return Tensor._make(OPS.CMPNE, dtypes.bool, a._node.shape, [a, b]); };
+P.eq = function eq(x) { return this.ne(x).logicalNot(); };
+P.ge = function ge(x) { return this.lt(x).logicalNot(); };
+P.le = function le(x) { return this.gt(x).logicalNot(); };
+
+P.logicalNot = function logicalNot() {
+  const b = this.cast(dtypes.bool);
+  return Tensor._make(OPS.CMPNE, dtypes.bool, b._node.shape, [b, Tensor._const(true, dtypes.bool, b._node.shape)]);
+};
+
+P.bitwiseAnd = function bitwiseAnd(x) {
+  const [a, b] = this._broadcasted(x);
+  return a.dtype === dtypes.bool ? b.where(a, false) : a._intBinop(OPS.AND, '&', b);
+};
+P.bitwiseOr = function bitwiseOr(x) {
+  const [a, b] = this._broadcasted(x);
+  return a.dtype === dtypes.bool ? b.where(true, a) : a._intBinop(OPS.OR, '|', b);
+};
+P.bitwiseXor = function bitwiseXor(x) {
+  const [a, b] = this._broadcasted(x);
+  return a.dtype === dtypes.bool ? a.ne(b) : a._intBinop(OPS.XOR, '^', b);
+};
+P.logicalAnd = P.bitwiseAnd;
+P.logicalOr = P.bitwiseOr;
+
+P.bitwiseNot = function bitwiseNot() {
+  if (this.dtype === dtypes.bool) return this.logicalNot();
+  const ones = this.dtype.kind === 'u' ? dtypes.max(this.dtype) : -1;
+  return this._intBinop(OPS.XOR, '~', Tensor._const(ones, this.dtype, this._node.shape));
+};
+
+P._intBinop = function _intBinop(op, name, y) {
+  if (!isInt(this.dtype)) throw new TypeError(`${name} needs integer tensors, got ${this.dtype.name}`);
+  return Tensor._make(op, this.dtype, this._node.shape, [this, y]);
+};
+
+// Integer division truncating toward zero; x / 0 gives 0.
+P.idiv = function idiv(x, reverse = false) { const [a, b] = this._broadcasted(x, reverse); return a._intBinop(OPS.IDIV, 'idiv', b); };
+
+// Remainder with the dividend's sign (torch.fmod).
+P.fmod = function fmod(x, reverse = false) {
+  const [a, b] = this._broadcasted(x, reverse);
+  if (isFloat(a.dtype)) return a.sub(a.div(b).trunc().mul(b));
+  return a._intBinop(OPS.MOD, 'fmod', b);
+};
+
+// Division rounded toward negative infinity (Python's //).
+P.floorDivide = function floorDivide(x, reverse = false) {
+  const [a, b] = this._broadcasted(x, reverse);
+  if (isFloat(a.dtype)) return a.div(b).floor();
+  const q = a._intBinop(OPS.IDIV, '//', b);
+  if (a.dtype.kind === 'u') return q;
+  return q.sub(Tensor._make(OPS.MOD, a.dtype, a._node.shape, [a, b])._offFloor(b).cast(a.dtype));
+};
+
+// a % b with the divisor's sign (Python's %).
+P.remainder = function remainder(x, reverse = false) {
+  const [a, b] = this._broadcasted(x, reverse);
+  if (isFloat(a.dtype)) return a.sub(a.div(b).floor().mul(b));
+  const r = a._intBinop(OPS.MOD, '%', b);
+  return a.dtype.kind === 'u' ? r : r._offFloor(b).where(r.add(b), r);
+};
+P.mod = P.remainder;
+
+P._offFloor = function _offFloor(b) {
+  return this.ne(0).bitwiseAnd(this.lt(0).ne(b.lt(0)));
+};
+
+P._shiftAmount = function _shiftAmount(n, name) {
+  if (!isInt(this.dtype)) throw new TypeError(`${name} needs an integer tensor, got ${this.dtype.name}`);
+  const bits = 8 * this.dtype.itemsize;
+  if (!Number.isInteger(n) || n < 0 || n >= bits) throw new RangeError(`${name} takes a shift in [0, ${bits}) for ${this.dtype.name}, got ${n}`);
+  const value = this.dtype.kind === 'u' || n < bits - 1 ? 2n ** BigInt(n) : dtypes.min(this.dtype);
+  return Tensor._const(value, this.dtype, this._node.shape);
+};
+P.lshift = function lshift(n) { return this.mul(this._shiftAmount(n, '<<')); };
+P.rshift = function rshift(n) { return this.floorDivide(this._shiftAmount(n, '>>')); };
+
+// this is the condition: cond.where(x, y); scalars allowed.
+P.where = function where(x, y) {
+  if (x instanceof Tensor) [x, y] = x._broadcasted(y);
+  else if (y instanceof Tensor) [y, x] = y._broadcasted(x);
+  let cond;
+  [cond, x] = this._broadcasted(x, false, false);
+  [cond, y] = cond._broadcasted(y, false, false);
+  [x, y] = x._broadcasted(y);
+  const shape = broadcastShape(cond._node.shape, x._node.shape);
+  cond = cond.cast(dtypes.bool)._broadcastTo(shape);
+  return Tensor._make(OPS.WHERE, x.dtype, shape, [cond, x._broadcastTo(shape), y._broadcastTo(shape)]);
+};
+Tensor.where = (cond, x, y) => cond.where(x, y);
+
+// --- unary math and activations ---------------------------------------------------------------
+
+const floatUnary = { exp2: OPS.EXP2, log2: OPS.LOG2, exp: OPS.EXP, log: OPS.LOG, sqrt: OPS.SQRT,
+  reciprocal: OPS.RECIPROCAL, sin: OPS.SIN, sigmoid: OPS.SIGMOID, tanh: OPS.TANH, silu: OPS.SILU, gelu: OPS.GELU };
+for (const [name, op] of Object.entries(floatUnary)) {
+  P[name] = function unary() { return this._float()._unop(op); };
+}
+P.swish = P.silu;
+P.rsqrt = function rsqrt() { return this.sqrt().reciprocal(); };
+P.cos = function cos() { return this._float().sub(Math.PI / 2, true).sin(); };
+P.tan = function tan() { return this.sin().div(this.cos()); };
+
+P.relu = function relu() {
+  if (this.dtype === dtypes.bool || this.dtype.kind === 'u') return this;
+  return this._unop(OPS.RELU);
+};
+P.relu6 = function relu6() { return this.relu().minimum(6); };
+P.leakyRelu = function leakyRelu(negSlope = 0.01) { return this.lt(0).where(this.mul(negSlope), this); };
+P.elu = function elu(alpha = 1.0) { return this.relu().sub(this.exp().sub(1, true).relu().mul(alpha, true)); };
+P.softplus = function softplus(beta = 1.0) { return this.mul(beta).exp().add(1, true).log().mul(1 / beta); };
+P.logsigmoid = function logsigmoid() { return this.neg().softplus().neg(); };
+P.abs = function abs() {
+  if (this.dtype === dtypes.bool || this.dtype.kind === 'u') return this;
+  return this.maximum(this.neg());
+};
+P.sign = function sign() {
+  return this.ne(0).where(this.lt(0).where(this.fullLike(-1), this.fullLike(1)), this.fullLike(0));
+};
+P.square = function square() { return this.mul(this); };
+P.clip = function clip(min, max) {
+  if ((min === undefined || min === null) && (max === undefined || max === null)) throw new TypeError('clip needs min or max');
+  const x = min === undefined || min === null ? this : this.maximum(min);
+  return max === undefined || max === null ? x : x.minimum(max);
+};
+P.clamp = P.clip;
+P.isnan = function isnan() { return this.ne(this); };
+P.isinf = function isinf(detectPositive = true, detectNegative = true) {
+  const pos = detectPositive ? this.eq(Infinity) : this.zerosLike({ dtype: dtypes.bool });
+  return detectNegative ? pos.bitwiseOr(this.eq(-Infinity)) : pos;
+};
+P.quickGelu = function quickGelu() { return this.mul(this.mul(1.702).sigmoid()); };
+P.mish = function mish() { return this.mul(this.softplus().tanh()); };
+P.hardtanh = function hardtanh(minVal = -1, maxVal = 1) { return this.clip(minVal, maxVal); };
+P.hardsigmoid = function hardsigmoid(alpha = 1 / 6, beta = 0.5) {
+  return this.mul(alpha, true).add(beta).relu().sub(this.mul(alpha, true).add(beta).sub(1).relu());
+};
+P.hardswish = function hardswish() { return this.mul(this.add(3).relu6()).mul(1 / 6); };

@@ -1,0 +1,360 @@
+'use strict';
+// Movement ops (no data copied: the daemon changes how the source is indexed), concatenation and
+// indexing: t.index(...) with numpy's index forms, t.slice(...) for per-axis ranges.
+const { OPS } = require('../ops');
+const { dtypes, leastUpperDType } = require('../dtype');
+const { prod, sameShape, broadcastShape, normalizeAxis, normalizeAxes, resolveReshape, checkPermutation,
+  resolveExpand, normalizePairs, asShape } = require('../shape');
+const { Tensor, splitOptions } = require('../tensor');
+
+const P = Tensor.prototype;
+
+// f(2, 3) and f([2, 3]) alike.
+function listArg(args) {
+  return args.length === 1 && Array.isArray(args[0]) ? [...args[0]] : args;
+}
+
+P.reshape = function reshape(...shape) {
+  const nw = resolveReshape(this._node.shape, listArg(shape));
+  if (sameShape(nw, this._node.shape)) return this;
+  return Tensor._make(OPS.RESHAPE, this.dtype, nw, [this], nw);
+};
+P.view = P.reshape;
+
+P.permute = function permute(...order) {
+  const o = checkPermutation(listArg(order), this.ndim);
+  if (o.every((a, i) => a === i)) return this;
+  return Tensor._make(OPS.PERMUTE, this.dtype, o.map((i) => this._node.shape[i]), [this], o);
+};
+
+P.transpose = function transpose(dim0 = -2, dim1 = -1) {
+  const order = [...Array(this.ndim).keys()];
+  const a = normalizeAxis(dim0, this.ndim);
+  const b = normalizeAxis(dim1, this.ndim);
+  [order[a], order[b]] = [order[b], order[a]];
+  return this.permute(order);
+};
+Object.defineProperty(P, 'T', { get() { return this.ndim >= 2 ? this.transpose() : this; } });
+
+P.expand = function expand(...shape) {
+  return this._broadcastTo(resolveExpand(this._node.shape, listArg(shape)));
+};
+
+// padding: one [before, after] pair (or null) per axis, or a flat torch-style list (last axis
+// first). Negative amounts shrink. { value } fills (default 0).
+P.pad = function pad(padding, { value = 0, mode = 'constant' } = {}) {
+  if (mode !== 'constant') throw new Error(`pad mode '${mode}' (only 'constant')`);
+  let pads = [...padding];
+  if (pads.length && pads.every((p) => typeof p === 'number')) {
+    if (pads.length % 2 || pads.length > 2 * this.ndim) throw new RangeError(`pad: flat padding needs an even count ≤ 2*ndim, got ${pads.length}`);
+    const flat = [];
+    for (let i = 0; i < pads.length; i += 2) flat.push([pads[i], pads[i + 1]]);
+    flat.reverse();
+    pads = [...Array(this.ndim - flat.length).fill([0, 0]), ...flat];
+  }
+  let pairs = normalizePairs(pads, this._node.shape, 'pad', () => [0, 0]);
+  let x = this;
+  if (pairs.some(([b, a]) => b < 0 || a < 0)) {
+    const shr = pairs.map(([b, a], i) => {
+      const s = this._node.shape[i];
+      const lo = Math.max(0, -b);
+      const hi = s - Math.max(0, -a);
+      if (lo > hi) throw new RangeError(`pad: [${padding}] removes more than the whole axis of size ${s}`);
+      return [lo, hi];
+    });
+    x = x.shrink(shr);
+    pairs = pairs.map(([b, a]) => [Math.max(0, b), Math.max(0, a)]);
+  }
+  if (pairs.every(([b, a]) => b === 0 && a === 0)) return x;
+  const shape = x._node.shape.map((s, i) => s + pairs[i][0] + pairs[i][1]);
+  let out = Tensor._make(OPS.PAD, x.dtype, shape, [x], pairs);
+  if (value !== 0) {
+    const mask = Tensor._make(OPS.PAD, dtypes.bool, shape, [Tensor._const(true, dtypes.bool, x._node.shape)], pairs);
+    out = mask.where(out, value);
+  }
+  return out;
+};
+
+// One [begin, end] pair (or null: the whole axis) per axis.
+P.shrink = function shrink(arg) {
+  const pairs = normalizePairs(arg, this._node.shape, 'shrink', (s) => [0, s]);
+  pairs.forEach(([b, e], i) => {
+    const s = this._node.shape[i];
+    if (!(b >= 0 && b <= e && e <= s)) throw new RangeError(`shrink: [${b}, ${e}] is out of range for an axis of size ${s}`);
+  });
+  if (pairs.every(([b, e], i) => b === 0 && e === this._node.shape[i])) return this;
+  return Tensor._make(OPS.SHRINK, this.dtype, pairs.map(([b, e]) => e - b), [this], pairs);
+};
+
+P.flip = function flip(...axis) {
+  const axes = normalizeAxes(listArg(axis), this.ndim);
+  if (!axes.length) return this;
+  return Tensor._make(OPS.FLIP, this.dtype, this._node.shape, [this], axes);
+};
+
+P.squeeze = function squeeze(dim) {
+  const s = this._node.shape;
+  if (dim === undefined || dim === null) return this.reshape(s.filter((x) => x !== 1));
+  const d = normalizeAxis(dim, this.ndim);
+  if (this.ndim === 0 || s[d] !== 1) return this;
+  return this.reshape([...s.slice(0, d), ...s.slice(d + 1)]);
+};
+
+P.unsqueeze = function unsqueeze(dim) {
+  const d = normalizeAxis(dim, this.ndim + 1);
+  const s = this._node.shape;
+  return this.reshape([...s.slice(0, d), 1, ...s.slice(d)]);
+};
+
+P.flatten = function flatten(startDim = 0, endDim = -1) {
+  if (this.ndim === 0) return this.reshape([1]);
+  const s = this._node.shape;
+  const a = normalizeAxis(startDim, this.ndim);
+  const e = normalizeAxis(endDim, this.ndim);
+  return this.reshape([...s.slice(0, a), prod(s.slice(a, e + 1)), ...s.slice(e + 1)]);
+};
+
+P.unflatten = function unflatten(dim, sizes) {
+  const d = normalizeAxis(dim, this.ndim);
+  const s = this._node.shape;
+  return this.reshape([...s.slice(0, d), ...sizes, ...s.slice(d + 1)]);
+};
+
+P.repeat = function repeat(...repeats) {
+  const reps = asShape(listArg(repeats));
+  if (reps.length < this.ndim) throw new RangeError(`repeat: need at least ${this.ndim} repeat counts, got ${reps.length}`);
+  const base = [...Array(reps.length - this.ndim).fill(1), ...this._node.shape];
+  const x = this.reshape(base.flatMap((s) => [1, s]));
+  return x.expand(base.flatMap((s, i) => [reps[i], s])).reshape(base.map((s, i) => reps[i] * s));
+};
+
+// Tensor.cat([a, b], { axis }) or a.cat(b, { axis }).
+P.cat = function cat(...args) {
+  const [others, o] = splitOptions(args);
+  const tensors = [this, ...others.flat()];
+  const dim = o.axis !== undefined ? o.axis : (o.dim !== undefined ? o.dim : 0);
+  const d = normalizeAxis(dim, this.ndim);
+  for (const t of tensors) {
+    if (t.ndim !== this.ndim || t._node.shape.some((s, i) => i !== d && s !== this._node.shape[i])) {
+      throw new RangeError(`cat: shapes ${tensors.map((x) => `[${x._node.shape}]`).join(', ')} differ outside axis ${d}`);
+    }
+  }
+  const dt = leastUpperDType(...tensors.map((t) => t.dtype));
+  const total = tensors.reduce((acc, t) => acc + t._node.shape[d], 0);
+  let out = null;
+  let off = 0;
+  for (const t of tensors) {
+    const pads = Array(this.ndim).fill([0, 0]);
+    pads[d] = [off, total - off - t._node.shape[d]];
+    const p = t.cast(dt).pad(pads);
+    out = out === null ? p : out.add(p);
+    off += t._node.shape[d];
+  }
+  return out;
+};
+Tensor.cat = (tensors, o = {}) => tensors[0].cat(...tensors.slice(1), o);
+
+Tensor.stack = (tensors, o = {}) => {
+  const dim = o.axis !== undefined ? o.axis : (o.dim !== undefined ? o.dim : 0);
+  const d = normalizeAxis(dim, tensors[0].ndim + 1);
+  const us = tensors.map((t) => t.unsqueeze(d));
+  return us[0].cat(...us.slice(1), { axis: d });
+};
+
+// Pieces of `sizes` along axis (a number: pieces of that size, the last one smaller).
+P.split = function split(sizes, { axis = 0 } = {}) {
+  const d = normalizeAxis(axis, this.ndim);
+  const n = this._node.shape[d];
+  if (typeof sizes === 'number') {
+    if (sizes <= 0) throw new RangeError('split size must be positive');
+    const out = [];
+    for (let i = 0; i < n; i += sizes) out.push(Math.min(sizes, n - i));
+    sizes = out.length ? out : [0];
+  }
+  if (sizes.reduce((a, b) => a + b, 0) !== n) throw new RangeError(`split sizes [${sizes}] do not add up to ${n}`);
+  let off = 0;
+  return sizes.map((sz) => {
+    const pairs = this._node.shape.map((s) => [0, s]);
+    pairs[d] = [off, off + sz];
+    off += sz;
+    return this.shrink(pairs);
+  });
+};
+
+P.chunk = function chunk(chunks, { axis = 0 } = {}) {
+  const n = this._node.shape[normalizeAxis(axis, this.ndim)];
+  return this.split(Math.max(1, Math.ceil(n / chunks)), { axis });
+};
+
+// --- indexing ----------------------------------------------------------------------------------
+
+// A Python slice from 'a:b:c' (parts may be empty), { start, stop, step } or [start, stop, step].
+function parseSlice(s) {
+  if (typeof s === 'string') {
+    const parts = s.split(':');
+    if (parts.length < 2 || parts.length > 3) throw new TypeError(`not a slice: '${s}'`);
+    const num = (p) => (p.trim() === '' ? null : Number(p));
+    return { start: num(parts[0]), stop: num(parts[1]), step: parts.length === 3 ? num(parts[2]) : null };
+  }
+  if (Array.isArray(s)) return { start: s[0] ?? null, stop: s[1] ?? null, step: s[2] ?? null };
+  return { start: s.start ?? null, stop: s.stop ?? null, step: s.step ?? null };
+}
+
+// Python's slice.indices(size).
+function sliceIndices({ start, stop, step }, size) {
+  step = step === null ? 1 : step;
+  if (step === 0) throw new RangeError('slice step cannot be zero');
+  const lower = step < 0 ? -1 : 0;
+  const upper = step < 0 ? size - 1 : size;
+  const clamp = (v, dflt) => {
+    if (v === null) return dflt;
+    if (v < 0) return Math.max(v + size, lower);
+    return Math.min(v, upper);
+  };
+  return [clamp(start, step < 0 ? upper : lower), clamp(stop, step < 0 ? lower : upper), step];
+}
+
+const isSliceSpec = (i) => typeof i === 'string' && i !== '...' || (i !== null && typeof i === 'object'
+  && !Array.isArray(i) && !(i instanceof Tensor) && !ArrayBuffer.isView(i));
+const isAdvanced = (i) => i instanceof Tensor || Array.isArray(i) || ArrayBuffer.isView(i);
+
+// numpy/torch indexing: a number selects (dropping the axis), 'a:b:c' or { start, stop, step }
+// slices, null adds an axis, '...' is an ellipsis, a Tensor or array of integers indexes (advanced).
+P.index = function index(...idx) {
+  idx = this._expandEllipsis(idx);
+  if (idx.some(isAdvanced)) return this._indexWithTensor(idx);
+  let x = this;
+  let axis = 0;
+  const final = [];
+  for (const i of idx) {
+    if (i === null) final.push(1);
+    else if (isSliceSpec(i)) {
+      let n;
+      [x, n] = x._sliceAxis(axis, parseSlice(i));
+      final.push(n);
+      axis += 1;
+    } else {
+      x = x._select(axis, i);
+    }
+  }
+  return x.reshape(final);
+};
+
+// Per-axis ranges, axes kept: t.slice([0, 2], null, [1, null, -1]) is t[0:2, :, 1::-1].
+P.slice = function slice(...specs) {
+  return this.index(...specs.map((s) => {
+    if (s === null || s === undefined) return ':';
+    return Array.isArray(s) ? { start: s[0] ?? null, stop: s[1] ?? null, step: s[2] ?? null } : s;
+  }));
+};
+
+P._expandEllipsis = function _expandEllipsis(idx) {
+  const nEll = idx.filter((i) => i === '...').length;
+  if (nEll > 1) throw new RangeError('an index can only have a single ellipsis');
+  const nReal = idx.filter((i) => i !== null && i !== '...').length;
+  if (nReal > this.ndim) throw new RangeError(`too many indices for a tensor of ${this.ndim} dimensions`);
+  if (nEll === 0) idx = [...idx, '...'];
+  const pos = idx.indexOf('...');
+  return [...idx.slice(0, pos), ...Array(this.ndim - nReal).fill(':'), ...idx.slice(pos + 1)];
+};
+
+P._select = function _select(axis, i) {
+  const size = this._node.shape[axis];
+  if (typeof i !== 'number' || !Number.isInteger(i)) throw new TypeError(`unsupported index ${String(i)}`);
+  if (i < -size || i >= size) throw new RangeError(`index ${i} is out of bounds for axis ${axis} with size ${size}`);
+  if (i < 0) i += size;
+  const pairs = this._node.shape.map((s) => [0, s]);
+  pairs[axis] = [i, i + 1];
+  const s = this._node.shape;
+  return this.shrink(pairs).reshape([...s.slice(0, axis), ...s.slice(axis + 1)]);
+};
+
+P._sliceAxis = function _sliceAxis(axis, sl) {
+  const size = this._node.shape[axis];
+  let [start, stop, step] = sliceIndices(sl, size);
+  let x = this;
+  if (step < 0) {
+    x = x.flip(axis);
+    [start, stop, step] = [size - 1 - start, size - 1 - stop, -step];
+  }
+  const n = Math.max(0, Math.ceil((stop - start) / step));
+  let pairs = x._node.shape.map((s) => [0, s]);
+  if (n === 0) {
+    pairs[axis] = [0, 0];
+    return [x.shrink(pairs), 0];
+  }
+  if (step === 1) {
+    pairs[axis] = [start, start + n];
+    return [x.shrink(pairs), n];
+  }
+  const end = Math.min(size, start + n * step);
+  pairs[axis] = [start, end];
+  x = x.shrink(pairs);
+  const pads = Array(x.ndim).fill([0, 0]);
+  pads[axis] = [0, n * step - (end - start)];
+  x = x.pad(pads);
+  const s = x._node.shape;
+  x = x.reshape([...s.slice(0, axis), n, step, ...s.slice(axis + 1)]);
+  pairs = x._node.shape.map((v) => [0, v]);
+  pairs[axis + 1] = [0, 1];
+  x = x.shrink(pairs);
+  const s2 = x._node.shape;
+  return [x.reshape([...s2.slice(0, axis), n, ...s2.slice(axis + 2)]), n];
+};
+
+function indexTensor(i, size) {
+  let index = i instanceof Tensor ? i : Tensor.from(i);
+  if (index.dtype === dtypes.bool) {
+    throw new RangeError('boolean mask indexing gives a data-dependent shape, which a lazy graph cannot have; use mask.where(x, 0)');
+  }
+  if (!(index.dtype.kind === 'i' || index.dtype.kind === 'u')) throw new TypeError(`tensor indices must be integers, got ${index.dtype.name}`);
+  index = index.cast(dtypes.int32);
+  return index.lt(0).where(index.add(size), index);
+}
+
+// Advanced indexing as torch does it, built as oneHot(flat index) @ x, so it is differentiable.
+P._indexWithTensor = function _indexWithTensor(idx) {
+  let x = this.dtype.kind === 'f' || this.dtype.kind === 'i' || this.dtype.kind === 'u' ? this : this.cast(dtypes.int32);
+  let axis = 0;
+  const adv = [];
+  for (const i of idx) {
+    if (i === null) x = x.unsqueeze(axis);
+    else if (isSliceSpec(i)) [x] = x._sliceAxis(axis, parseSlice(i));
+    else if (isAdvanced(i)) adv.push([axis, indexTensor(i, x._node.shape[axis])]);
+    else { x = x._select(axis, i); continue; }
+    axis += 1;
+  }
+  const axes = adv.map(([a]) => a);
+  const sizes = axes.map((a) => x._node.shape[a]);
+  const rest = [...Array(x.ndim).keys()].filter((d) => !axes.includes(d));
+  const bShape = broadcastShape(...adv.map(([, t]) => t._node.shape));
+  let flat = null;
+  let valid = null;
+  let stride = 1;
+  for (let k = adv.length - 1; k >= 0; k--) {
+    const t = adv[k][1];
+    const n = sizes[k];
+    const term = stride !== 1 ? t.mul(stride) : t;
+    flat = flat === null ? term : flat.add(term);
+    const ok = t.ge(0).bitwiseAnd(t.lt(n));
+    valid = valid === null ? ok : valid.bitwiseAnd(ok);
+    stride *= n;
+  }
+  const outRest = rest.map((d) => x._node.shape[d]);
+  const adjacent = axes.every((a, k) => a === axes[0] + k);
+  if (stride === 0) {
+    const p = adjacent ? axes[0] : 0;
+    return Tensor.zeros([...outRest.slice(0, p), ...bShape, ...outRest.slice(p)], { dtype: this.dtype });
+  }
+  flat = valid.where(flat, -1)._broadcastTo(bShape);
+  const rows = x.permute([...axes, ...rest]).reshape([stride, -1]);
+  const picked = flat.reshape([-1]).oneHot(stride).cast(rows.dtype).matmul(rows);
+  let out = picked.reshape([...bShape, ...outRest]);
+  const nb = bShape.length;
+  if (adjacent) {
+    const p = axes[0];
+    const range = (a, b) => [...Array(Math.max(0, b - a)).keys()].map((v) => v + a);
+    out = out.permute([...range(nb, nb + p), ...range(0, nb), ...range(nb + p, out.ndim)]);
+  }
+  return out.cast(this.dtype);
+};

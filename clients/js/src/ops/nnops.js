@@ -1,0 +1,311 @@
+'use strict';
+// Linear algebra, convolution and pooling, index ops, losses, normalization and attention: the
+// daemon's composites, typed and shaped here.
+const { OPS, OP_NAMES } = require('../ops');
+const { Composite } = require('../composite');
+const { dtypes, leastUpperDType, leastUpperFloat, sumAccDType, toDType } = require('../dtype');
+const { broadcastShape, normalizeAxis, normalizeAxes, sameShape } = require('../shape');
+const { Tensor } = require('../tensor');
+const { axisOf } = require('./reduce');
+
+const P = Tensor.prototype;
+const asTensor = (x) => (x instanceof Tensor ? x : Tensor.from(x));
+
+// numpy matmul's result shape. A mismatch is left for the daemon to reject, so the error carries
+// its message naming the node (the shape given here is then only provisional).
+function matmulShape(sa, sb) {
+  if (!sa.length || !sb.length) throw new RangeError(`matmul: both tensors need to be at least 1D, got ${sa.length}D and ${sb.length}D`);
+  const a = sa.length === 1 ? [1, ...sa] : sa;
+  const b = sb.length === 1 ? [...sb, 1] : sb;
+  let batch;
+  try {
+    batch = broadcastShape(a.slice(0, -2), b.slice(0, -2));
+  } catch {
+    batch = a.slice(0, -2);
+  }
+  return [...batch, ...(sa.length > 1 ? [a[a.length - 2]] : []), ...(sb.length > 1 ? [b[b.length - 1]] : [])];
+}
+
+// numpy matmul semantics by the daemon's MATMUL; small types accumulate wider and are cast back.
+P.matmul = function matmul(w, { dtype } = {}) {
+  w = asTensor(w);
+  const shape = matmulShape(this._node.shape, w._node.shape);
+  const outDt = dtype ? toDType(dtype) : leastUpperDType(this.dtype, w.dtype);
+  const acc = sumAccDType(outDt);
+  return Tensor._make(OPS.MATMUL, acc, shape, [this.cast(acc), w.cast(acc)]).cast(outDt);
+};
+P.dot = P.matmul;
+
+P.linear = function linear(weight, bias) {
+  const x = weight.ndim === 1 ? this.mul(weight) : this.matmul(weight);
+  return bias ? x.add(bias) : x;
+};
+
+P.sequential = function sequential(layers) {
+  return layers.reduce((x, f) => (typeof f === 'function' ? f(x) : f.forward(x)), this);
+};
+
+// --- convolution and pooling ---------------------------------------------------------------------
+
+function ints(v, what) {
+  const out = typeof v === 'number' ? [v] : [...v];
+  if (!out.every((x) => Number.isInteger(x))) throw new RangeError(`${what} must be an integer or a list of integers, got ${v}`);
+  return out;
+}
+
+function pair(v, what, low) {
+  let out = ints(v, what);
+  if (out.length === 1 && typeof v === 'number') out = [out[0], out[0]];
+  if (out.length !== 2) throw new RangeError(`${what} needs an integer or 2 values, got ${v}`);
+  if (out.some((x) => x < low)) throw new RangeError(`${what} values must be >= ${low}, got ${v}`);
+  return out;
+}
+
+// The wire's (top, bottom, left, right) from a number, [h, w], or tinygrad's [left, right, top, bottom].
+function padding4(padding) {
+  let p = ints(padding, 'padding');
+  if (p.length === 1 && typeof padding === 'number') p = [p[0], p[0]];
+  let out;
+  if (p.length === 2) out = [p[0], p[0], p[1], p[1]];
+  else if (p.length === 4) out = [p[2], p[3], p[0], p[1]];
+  else throw new RangeError(`padding needs an integer, [h, w] or [left, right, top, bottom], got ${padding}`);
+  if (out.some((x) => x < 0)) throw new RangeError(`padding must be >= 0, got ${padding}`);
+  return out;
+}
+
+function windowOut(hw, k, stride, dil, pad4, what) {
+  return [0, 1].map((i) => {
+    const span = dil[i] * (k[i] - 1) + 1;
+    const padded = hw[i] + pad4[2 * i] + pad4[2 * i + 1];
+    if (padded < span) throw new RangeError(`${what}: a window of ${span} (kernel ${k[i]}, dilation ${dil[i]}) does not fit ${'HW'[i]} = ${hw[i]} padded to ${padded}`);
+    return Math.floor((padded - span) / stride[i]) + 1;
+  });
+}
+
+// 2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, KH, KW), as torch and tinygrad.
+P.conv2d = function conv2d(weight, bias = null, { groups = 1, stride = 1, dilation = 1, padding = 0 } = {}) {
+  weight = asTensor(weight);
+  const st = pair(stride, 'stride', 1);
+  const dil = pair(dilation, 'dilation', 1);
+  const pad4 = padding4(padding);
+  if (!Number.isInteger(groups) || groups < 1) throw new RangeError(`conv2d: groups must be an integer >= 1, got ${groups}`);
+  const sx = this._node.shape;
+  const sw = weight._node.shape;
+  if (sx.length !== 4 || sw.length !== 4) throw new RangeError(`conv2d takes input (N, C, H, W) and weight (O, C/groups, KH, KW), got [${sx}] and [${sw}]`);
+  if (sw[1] * groups !== sx[1] || sw[0] % groups) {
+    throw new RangeError(`conv2d: weight [${sw}] with groups=${groups} does not fit input [${sx}] (need C = groups * weight.shape[1] and O divisible by groups)`);
+  }
+  if (sw[2] < 1 || sw[3] < 1) throw new RangeError(`conv2d: empty kernel [${sw}]`);
+  const shape = [sx[0], sw[0], ...windowOut(sx.slice(2), sw.slice(2), st, dil, pad4, 'conv2d')];
+  if (bias) {
+    bias = asTensor(bias);
+    if (!sameShape(bias._node.shape, [sw[0]])) throw new RangeError(`conv2d: bias must have shape [${sw[0]}], got [${bias._node.shape}]`);
+  }
+  const out = leastUpperFloat(leastUpperDType(this.dtype, weight.dtype));
+  const acc = sumAccDType(out);
+  const arg = new Composite({ stride: st, padding: pad4, dilation: dil, groups });
+  const y = Tensor._make(OPS.CONV2D, acc, shape, [this.cast(acc), weight.cast(acc)], arg).cast(out);
+  return bias ? y.add(bias.reshape([1, -1, 1, 1])) : y;
+};
+
+// The transposed 2-D convolution (torch's conv_transpose2d), weight (Cin, Cout/groups, KH, KW).
+P.convTranspose2d = function convTranspose2d(weight, bias = null, { groups = 1, stride = 1, dilation = 1, padding = 0, outputPadding = 0 } = {}) {
+  weight = asTensor(weight);
+  const st = pair(stride, 'stride', 1);
+  const dil = pair(dilation, 'dilation', 1);
+  const pad = pair(padding, 'padding', 0);
+  const opad = pair(outputPadding, 'outputPadding', 0);
+  if (this.ndim !== 4 || weight.ndim !== 4) throw new RangeError(`convTranspose2d takes (N, Cin, H, W) and (Cin, Cout/groups, KH, KW), got [${this._node.shape}] and [${weight._node.shape}]`);
+  const [n, cin, h, w] = this._node.shape;
+  const ws = weight._node.shape;
+  if (ws[0] !== cin || cin % groups) throw new RangeError(`convTranspose2d: weight [${ws}] does not fit ${cin} input channels in ${groups} groups`);
+  for (let i = 0; i < 2; i++) {
+    if (opad[i] >= st[i] && opad[i] >= dil[i]) throw new RangeError(`convTranspose2d: outputPadding [${opad}] must be smaller than stride or dilation`);
+  }
+  const hw = [h, w].map((v, i) => (v - 1) * st[i] - 2 * pad[i] + dil[i] * (ws[2 + i] - 1) + opad[i] + 1);
+  if (hw.some((v) => v <= 0)) throw new RangeError(`convTranspose2d: padding [${pad}] leaves no output for input [${this._node.shape}]`);
+  const cout = ws[1] * groups;
+  if (bias) bias = asTensor(bias);
+  const out = leastUpperFloat(leastUpperDType(this.dtype, weight.dtype));
+  const acc = sumAccDType(out);
+  const arg = new Composite({ stride: st, padding: pad, dilation: dil, groups, output_padding: opad });
+  const y = Tensor._make(OPS.CONV_TRANSPOSE2D, acc, [n, cout, ...hw], [this.cast(acc), weight.cast(acc)], arg).cast(out);
+  return bias ? y.add(bias.reshape([1, -1, 1, 1])) : y;
+};
+
+P._pool = function _pool(op, kernelSize, { stride = null, dilation = 1, padding = 0 } = {}) {
+  const k = pair(kernelSize, 'kernelSize', 1);
+  const st = stride === null || stride === undefined ? k : pair(stride, 'stride', 1);
+  const dil = pair(dilation, 'dilation', 1);
+  const pad4 = padding4(padding);
+  const name = OP_NAMES[op].toLowerCase();
+  if (this.ndim < 2) throw new RangeError(`${name} needs a tensor of at least 2 axes, got shape [${this._node.shape}]`);
+  const hw = windowOut(this._node.shape.slice(-2), k, st, dil, pad4, name);
+  return [[...this._node.shape.slice(0, -2), ...hw], new Composite({ kernel: k, stride: st, padding: pad4, dilation: dil })];
+};
+
+// Max over 2-D windows of the last two axes (stride defaults to the kernel; padding never wins).
+P.maxPool2d = function maxPool2d(kernelSize = [2, 2], opts = {}) {
+  const [shape, arg] = this._pool(OPS.MAX_POOL2D, kernelSize, opts);
+  return Tensor._make(OPS.MAX_POOL2D, this.dtype, shape, [this], arg);
+};
+
+// Mean over 2-D windows of the last two axes; padded zeros count.
+P.avgPool2d = function avgPool2d(kernelSize = [2, 2], opts = {}) {
+  const [shape, arg] = this._pool(OPS.AVG_POOL2D, kernelSize, opts);
+  const [x, out] = this._accFloat();
+  return Tensor._make(OPS.AVG_POOL2D, x.dtype, shape, [x], arg).cast(out);
+};
+
+// --- index ops -----------------------------------------------------------------------------------
+
+P._triangle = function _triangle(op, diagonal) {
+  if (this.ndim < 2) throw new RangeError(`${OP_NAMES[op].toLowerCase()} needs at least 2 axes, got shape [${this._node.shape}]`);
+  if (!Number.isInteger(diagonal)) throw new RangeError(`diagonal must be an integer, got ${diagonal}`);
+  return Tensor._make(op, this.dtype, this._node.shape, [this], new Composite({ diagonal }));
+};
+P.tril = function tril(diagonal = 0) { return this._triangle(OPS.TRIL, diagonal); };
+P.triu = function triu(diagonal = 0) { return this._triangle(OPS.TRIU, diagonal); };
+
+// out[..., i, ...] = this[..., index[..., i, ...], ...] along axis (torch.gather).
+P.gather = function gather(dim, index) {
+  index = asTensor(index);
+  if (!(index.dtype.kind === 'i' || index.dtype.kind === 'u')) throw new TypeError(`gather needs an integer index, got ${index.dtype.name}`);
+  if (this.ndim === 0) throw new RangeError('gather needs a tensor of at least 1 axis');
+  const ax = axisOf(dim, this.ndim, 'gather');
+  if (index.ndim !== this.ndim) throw new RangeError(`gather: index has ${index.ndim} axes, the input ${this.ndim}`);
+  const is = index._node.shape;
+  const s = this._node.shape;
+  is.forEach((a, i) => {
+    if (i !== ax && a > s[i]) throw new RangeError(`gather: index size ${a} on axis ${i} exceeds the input's ${s[i]} (index [${is}], input [${s}])`);
+  });
+  let x = this;
+  if (is.some((a, i) => i !== ax && a !== s[i])) x = this.shrink(is.map((v, i) => (i === ax ? [0, s[i]] : [0, v])));
+  if (s[ax] === 0 && is[ax] > 0) throw new RangeError(`gather from an empty axis ${ax}`);
+  return Tensor._make(OPS.GATHER, this.dtype, is, [x, index], new Composite({ axes: [ax] }));
+};
+
+// One-hot along a new last axis, in the indices' dtype; indices outside [0, n) give zeros.
+P.oneHot = function oneHot(numClasses) {
+  if (!(this.dtype.kind === 'i' || this.dtype.kind === 'u')) throw new TypeError(`oneHot needs an integer tensor, got ${this.dtype.name}`);
+  if (!Number.isInteger(numClasses) || numClasses < 1) throw new RangeError(`oneHot needs numClasses >= 1, got ${numClasses}`);
+  return Tensor._make(OPS.ONE_HOT, this.dtype, [...this._node.shape, numClasses], [this], new Composite({ n: numClasses }));
+};
+
+// --- losses --------------------------------------------------------------------------------------
+
+P._doReduction = function _doReduction(reduction) {
+  if (reduction === 'mean') return this.mean();
+  if (reduction === 'sum') return this.sum();
+  if (reduction === 'none') return this;
+  throw new RangeError(`reduction must be 'mean', 'sum' or 'none', got '${reduction}'`);
+};
+
+// Cross entropy of logits with class indices or class probabilities Y; the class axis is 1 (torch),
+// or -1 for a 1-D input, unless axis is given.
+P.crossEntropy = function crossEntropy(Y, { reduction = 'mean', labelSmoothing = 0, axis } = {}) {
+  if (!(labelSmoothing >= 0 && labelSmoothing <= 1)) throw new RangeError('labelSmoothing must be in [0, 1]');
+  const ax = normalizeAxis(axis !== undefined ? axis : (this.ndim >= 2 ? 1 : -1), this.ndim);
+  const nCls = this._node.shape[ax];
+  Y = asTensor(Y);
+  if (Y.ndim < this.ndim) {
+    Y = Y.oneHot(nCls);
+    if (ax !== this.ndim - 1) {
+      const r = (a, b) => [...Array(Math.max(0, b - a)).keys()].map((v) => v + a);
+      Y = Y.permute([...r(0, ax), Y.ndim - 1, ...r(ax, Y.ndim - 1)]);
+    }
+  }
+  Y = Y.cast(leastUpperFloat(this.dtype));
+  if (labelSmoothing) Y = Y.mul(1 - labelSmoothing, true).add(labelSmoothing / nCls);
+  return this.logSoftmax(ax).mul(Y).sum(ax).neg()._doReduction(reduction);
+};
+
+P.sparseCategoricalCrossentropy = function sparseCategoricalCrossentropy(Y, { ignoreIndex = -1, labelSmoothing = 0, reduction = 'mean' } = {}) {
+  const logProbs = this.logSoftmax(-1);
+  const mask = ignoreIndex !== -1 ? Y.ne(ignoreIndex) : Y.onesLike({ dtype: dtypes.bool });
+  const y = Y.oneHot(this._node.shape[this.ndim - 1]).cast(logProbs.dtype).mul(mask.unsqueeze(-1).cast(logProbs.dtype));
+  const maskf = mask.cast(logProbs.dtype);
+  const smoothing = logProbs.mean(-1).mul(maskf).mul(labelSmoothing, true);
+  const unreduced = logProbs.mul(y).sum(-1).mul(1 - labelSmoothing, true).add(smoothing);
+  if (reduction === 'mean') return unreduced.sum().div(maskf.sum()).neg();
+  return reduction === 'sum' ? unreduced.sum().neg() : unreduced._doReduction(reduction).neg();
+};
+
+P.binaryCrossentropy = function binaryCrossentropy(Y, { reduction = 'mean' } = {}) {
+  return Y.neg().mul(this.log()).sub(Y.sub(1, true).mul(this.sub(1, true).log()))._doReduction(reduction);
+};
+
+P.binaryCrossentropyLogits = function binaryCrossentropyLogits(Y, { reduction = 'mean', posWeight } = {}) {
+  const w = posWeight === undefined ? 1 : posWeight;
+  const a = Y.mul(w, true).mul(this.logsigmoid());
+  return a.add(Y.sub(1, true).mul(this.neg().logsigmoid())).neg()._doReduction(reduction);
+};
+
+// Zeros elements with probability p and scales the rest by 1/(1-p), only while Tensor.training.
+P.dropout = function dropout(p = 0.5) {
+  if (!(p >= 0 && p <= 1)) throw new RangeError(`dropout probability must be in [0, 1], got ${p}`);
+  if (!Tensor.training || p === 0) return this;
+  const x = this._float();
+  const [seed, counter] = Tensor._randomKey();
+  return Tensor._make(OPS.DROPOUT, x.dtype, x._node.shape, [x], new Composite({ seed, counter, p: Number(p) }));
+};
+
+// --- normalization and attention -------------------------------------------------------------------
+
+P.rmsNorm = function rmsNorm(axis = -1, eps = 1e-6) {
+  const axes = normalizeAxes(axis, this.ndim);
+  if (!axes.length || !axes.every((a, i) => a === this.ndim - axes.length + i)) {
+    throw new RangeError(`rmsNorm normalizes over the last axes, got axis=${axis} for shape [${this._node.shape}]`);
+  }
+  return this._composite(OPS.RMS_NORM, this._node.shape, new Composite({ normalized_axes: axes.length, eps: Number(eps) }));
+};
+
+P._channelAffine = function _channelAffine(weight, bias) {
+  const shape = [1, -1, ...Array(this.ndim - 2).fill(1)];
+  const y = weight ? this.mul(weight.reshape(shape)) : this;
+  return bias ? y.add(bias.reshape(shape)) : y;
+};
+
+P.groupNorm = function groupNorm(numGroups, weight = null, bias = null, eps = 1e-5) {
+  if (this.ndim < 2) throw new RangeError(`groupNorm needs (N, C, ...), got shape [${this._node.shape}]`);
+  if (!Number.isInteger(numGroups) || numGroups < 1 || this._node.shape[1] % numGroups) {
+    throw new RangeError(`groupNorm: ${this._node.shape[1]} channels do not split into ${numGroups} groups`);
+  }
+  return this._composite(OPS.GROUP_NORM, this._node.shape, new Composite({ groups: numGroups, eps: Number(eps) }))._channelAffine(weight, bias);
+};
+
+P.batchNorm = function batchNorm({ runningMean = null, runningVar = null, weight = null, bias = null, training = false, eps = 1e-5 } = {}) {
+  if (this.ndim < 2) throw new RangeError(`batchNorm needs (N, C, ...), got shape [${this._node.shape}]`);
+  const [x, out] = this._accFloat();
+  let y;
+  if (training || !runningMean || !runningVar) {
+    y = Tensor._make(OPS.BATCHNORM_TRAIN, x.dtype, x._node.shape, [x], new Composite({ eps: Number(eps) }));
+  } else {
+    y = Tensor._make(OPS.BATCHNORM_EVAL, x.dtype, x._node.shape, [x, runningMean.cast(x.dtype), runningVar.cast(x.dtype)],
+      new Composite({ eps: Number(eps) }));
+  }
+  return y.cast(out)._channelAffine(weight, bias);
+};
+
+// softmax(q k^T / sqrt(d) + mask) v, batch axes broadcasting (the daemon's SDPA).
+P.scaledDotProductAttention = function scaledDotProductAttention(key, value, { attnMask = null, isCausal = false } = {}) {
+  const q = this;
+  const k = key;
+  const v = value;
+  if (q.ndim < 2 || k.ndim < 2 || v.ndim < 2) throw new RangeError('scaledDotProductAttention needs q, k, v of rank >= 2');
+  const qs = q._node.shape;
+  const ks = k._node.shape;
+  const vs = v._node.shape;
+  const batch = broadcastShape(broadcastShape(qs.slice(0, -2), ks.slice(0, -2)), vs.slice(0, -2));
+  const dt = leastUpperFloat(leastUpperDType(q.dtype, k.dtype, v.dtype));
+  const acc = sumAccDType(dt);
+  const src = [q.cast(acc), k.cast(acc), v.cast(acc)];
+  let op = OPS.SCALED_DOT_PRODUCT_ATTENTION;
+  if (attnMask) {
+    attnMask = asTensor(attnMask);
+    src.push(attnMask.dtype === dtypes.bool ? attnMask : attnMask.cast(acc));
+    op = OPS.SCALED_DOT_PRODUCT_ATTENTION_MASKED;
+  }
+  const outShape = [...batch, qs[qs.length - 2], vs[vs.length - 1]];
+  return Tensor._make(op, acc, outShape, src, new Composite({ causal: Boolean(isCausal) })).cast(dt);
+};

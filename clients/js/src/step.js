@@ -1,0 +1,267 @@
+'use strict';
+// Compiled training steps: trace fn(...args) once, then run it with one RunStep message per step.
+//
+//   const step = await compileStep(trainStep, model, opt, x, y);
+//   await step.run({ x: xb, y: yb });   // new data for the inputs, by argument position name
+//   await step.lossValue();
+//
+// Tracing calls fn once with realizes (an optimizer step) deferred: the graph it builds becomes one
+// CompileStep request. The tensors of every non-Tensor argument (models, optimizers) are the step's
+// state: one that fn rebinds is an in-place assign, so after each run `model.weight` stands for the
+// daemon buffer holding the trained values. Tensor arguments are the per-run inputs, named by the
+// parameter names of fn (or arg0, arg1, ...). Optimizer scalars that change per step are fed as
+// inputs each run.
+const { OPS } = require('./ops');
+const { GRAPH, checkedDecode } = require('./graph');
+const { Tensor } = require('./tensor');
+const { PolygradError } = require('./errors');
+const { encode, bytesOf, elementReader, flatten } = require('./data');
+const { prod } = require('./shape');
+const session = require('./session');
+const { getParameters } = require('./nn/state');
+const { Optimizer, Scalar } = require('./nn/optim');
+
+// fn's parameter names, so run({ x, y }) can name inputs; arg<i> where they cannot be read.
+function paramNames(fn, count) {
+  const src = Function.prototype.toString.call(fn);
+  const m = src.match(/^[^(]*\(([^)]*)\)/) || src.match(/^\s*(?:async\s+)?([A-Za-z_$][\w$]*)\s*=>/);
+  const names = m ? m[1].split(',').map((s) => s.replace(/=.*$/, '').trim()).filter(Boolean) : [];
+  return [...Array(count).keys()].map((i) => (names[i] && /^[A-Za-z_$][\w$]*$/.test(names[i]) ? names[i] : `arg${i}`));
+}
+
+function optimizersIn(obj, seen = new Set()) {
+  if (obj instanceof Optimizer) return [obj];
+  if (obj === null || typeof obj !== 'object' || seen.has(obj) || obj instanceof Tensor) return [];
+  seen.add(obj);
+  const vals = Array.isArray(obj) ? obj : Object.values(obj);
+  return vals.flatMap((v) => optimizersIn(v, seen));
+}
+
+class CompiledStep {
+  constructor(conn, resp, inputs, outputs, targets, scalars, firstK) {
+    this._conn = conn;
+    this.stepId = resp.step_id;
+    const st = resp.stats || {};
+    this.nKernels = Number(st.kernels || 0);
+    this.nIntermediates = Number(st.intermediates || 0);
+    this.intermediateBytes = Number(st.intermediate_bytes || 0);
+    this.compileSeconds = Number(st.seconds || 0);
+    this._inputs = inputs; // name -> [tensor, node]
+    this._outputs = outputs;
+    this._targets = targets;
+    this._scalars = scalars; // [optimizer, field, node id]
+    this._sentScalar = new Map();
+    this._k = firstK;
+    this._pending = new Map();
+    this._values = null;
+    this.runs = 0;
+    this._gen = GRAPH.gen;
+    this._released = false;
+  }
+
+  get inputNames() { return Object.keys(this._inputs); }
+
+  // New data for an input (by argument name or tensor) for the next run: a TypedArray or nested
+  // array of the input's shape, or a Tensor of its dtype and shape.
+  async setInput(nameOrTensor, data) {
+    let entry;
+    if (typeof nameOrTensor === 'string') {
+      entry = this._inputs[nameOrTensor];
+      if (!entry) throw new RangeError(`compileStep: '${nameOrTensor}' is not an input of this step (inputs: ${this.inputNames.join(', ') || 'none'})`);
+    } else {
+      entry = Object.values(this._inputs).find(([t]) => t === nameOrTensor);
+      if (!entry) throw new RangeError('compileStep: that tensor is not an input of this step');
+    }
+    const [, node] = entry;
+    if (data instanceof Tensor) {
+      if (data.dtype !== node.dtype || data.ndim !== node.shape.length || data.shape.some((s, i) => s !== node.shape[i])) {
+        throw new RangeError(`input: got ${data.dtype.name}[${data.shape}], the step takes ${node.dtype.name}[${node.shape}]`);
+      }
+      await data.realize();
+      this._pending.set(node.id, data);
+      return;
+    }
+    const flat = ArrayBuffer.isView(data) ? data : flatten(data).flat;
+    if (flat.length !== prod(node.shape)) throw new RangeError(`input: got ${flat.length} elements, the step takes [${node.shape}]`);
+    const typed = ArrayBuffer.isView(data) && data.constructor === node.dtype.ArrayType ? data : encode(flat, node.dtype);
+    this._pending.set(node.id, Buffer.from(bytesOf(typed)));
+  }
+
+  // Runs the step once after feeding `inputs` ({ name: data }).
+  async run(inputs = {}) {
+    for (const [name, value] of Object.entries(inputs)) await this.setInput(name, value);
+    if (GRAPH.gen !== this._gen || this._released) throw new PolygradError('compileStep: this step was released or belongs to a closed session');
+    const feeds = [];
+    for (const [nid, v] of this._pending) feeds.push([nid, v instanceof Tensor ? v._node.handle : v]);
+    for (const [opt, field, nid] of this._scalars) {
+      const value = scalarsOf(opt, this._k)[field];
+      if (value !== undefined && this._sentScalar.get(nid) !== value) {
+        feeds.push([nid, Buffer.from(new Float32Array([value]).buffer)]);
+        this._sentScalar.set(nid, value);
+      }
+    }
+    const resp = await this._conn.runStep(this.stepId, feeds, true);
+    this._pending.clear();
+    this.runs += 1;
+    for (const opt of new Set(this._scalars.map(([o]) => o))) opt.steps = this._k;
+    this._k += 1;
+    // The daemon changed these buffers in place: results cached on their nodes are stale.
+    for (const n of this._targets) n.cache = null;
+    for (const [, n] of Object.values(this._inputs)) n.cache = null;
+    const values = [];
+    for (let i = 0; i < this._outputs.length; i++) {
+      const n = this._outputs[i];
+      const r = resp.outputs[i];
+      let data = r.data;
+      if (!r.has_data) {
+        data = (await this._conn.download(r.handle)).data;
+        await this._conn.release([], [r.handle]);
+      }
+      values.push(checkedDecode(n, r.dtype, r.shape.map(Number), data));
+    }
+    this._values = values;
+    return this;
+  }
+
+  // What fn returned, as TypedArrays, from the last run.
+  async outputs() {
+    if (!this._values) throw new Error('compileStep: run() the step before reading its outputs');
+    return this._values.map((v) => v.slice());
+  }
+
+  // The first output of the last run (e.g. the loss) as a number.
+  async lossValue() {
+    if (!this._values) throw new Error('compileStep: run() the step before reading lossValue()');
+    if (!this._values.length) throw new Error('compileStep: fn returned no tensor');
+    const v = this._values[0];
+    if (v.length !== 1) throw new RangeError(`lossValue() needs a one-element output, fn returned ${v.length} elements`);
+    return Number(elementReader(v, this._outputs[0].dtype)(0));
+  }
+
+  // Frees the step on the daemon now (it also goes with the session).
+  async release() {
+    if (this._released) return;
+    this._released = true;
+    if (this._gen === GRAPH.gen && this._conn.sessionId) await this._conn.releaseStep(this.stepId);
+  }
+}
+
+function scalarsOf(opt, k) {
+  return typeof opt.scalarsFor === 'function' ? opt.scalarsFor(k) : { _lr: opt.lr };
+}
+
+async function compileStep(fn, ...args) {
+  const conn = await session.get();
+  const names = paramNames(fn, args.length);
+  const inputs = {};
+  const others = [];
+  args.forEach((a, i) => { if (a instanceof Tensor) inputs[names[i]] = a; else others.push(a); });
+  const inputSet = new Set(Object.values(inputs));
+  const state = getParameters(others).filter((t) => !inputSet.has(t));
+  const optimizers = [...new Set(others.flatMap((o) => optimizersIn(o)))];
+  const everything = [...Object.values(inputs), ...state];
+  if (everything.length) await Tensor.realize(...everything);
+  const inputNodes = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, t._node]));
+  const ids = Object.values(inputNodes).map((n) => n.id);
+  if (new Set(ids).size !== ids.length) throw new RangeError('compileStep: two inputs are the same tensor; pass distinct tensors');
+  const before = state.map((t) => [t, t._node]);
+  const grads = state.map((t) => [t, t.grad]);
+  const firstSteps = new Map(optimizers.map((o) => [o, o.steps]));
+  let traced;
+  try {
+    traced = await traceAndCompile(conn, fn, args, before, inputNodes, ids, optimizers);
+  } catch (e) {
+    for (const [t, g] of grads) t.grad = g; // a failed trace leaves the model as it was
+    throw e;
+  } finally {
+    for (const [t, old] of before) { // state tensors stand for their buffers, which every run updates
+      t._node = old;
+      old.cache = null;
+    }
+    for (const o of optimizers) o.steps = firstSteps.get(o);
+  }
+  const firstK = optimizers.length ? Math.min(...firstSteps.values()) + 1 : 1;
+  const { resp, outs, assigns, scalars } = traced;
+  const ins = Object.fromEntries(Object.keys(inputs).map((k) => [k, [inputs[k], inputNodes[k]]]));
+  return new CompiledStep(conn, resp, ins, outs.map((t) => t._node), assigns.map(([old]) => old), scalars, firstK);
+}
+
+async function traceAndCompile(conn, fn, args, before, inputNodes, ids, optimizers) {
+  const firstNewId = GRAPH.nextId;
+  const deferred = [];
+  GRAPH.tracing = deferred;
+  let result;
+  try {
+    result = await fn(...args);
+  } finally {
+    GRAPH.tracing = null;
+  }
+  let outs;
+  if (result === undefined || result === null) outs = [];
+  else if (result instanceof Tensor) outs = [result];
+  else if (Array.isArray(result) && result.every((r) => r instanceof Tensor)) outs = result;
+  else throw new TypeError('compileStep: fn must return a Tensor, an array of Tensors or nothing');
+
+  const assigns = before.filter(([t, old]) => t._node !== old).map(([t, old]) => [old, t._node]);
+  for (const [old, nw] of assigns) {
+    if (old.dtype !== nw.dtype || old.shape.some((s, i) => s !== nw.shape[i])) {
+      throw new RangeError(`compileStep: fn changed a state tensor from ${old.dtype.name}[${old.shape}] to ${nw.dtype.name}[${nw.shape}]`);
+    }
+    if (Object.values(inputNodes).includes(old)) throw new RangeError('compileStep: fn assigns to an input tensor');
+  }
+  const roots = [...outs.map((t) => t._node), ...assigns.map(([, v]) => v)];
+  return GRAPH._serial(async () => {
+    const todo = roots.length ? GRAPH.unsent(roots) : [];
+    if (todo.some((n) => n.src.some((s) => s.stop && !s.handle))) {
+      throw new PolygradError('compileStep: detach() / Tensor.noGrad values inside a compiled step are not supported yet');
+    }
+    // Optimizer scalars that change per step become inputs of the step.
+    const todoIds = new Set(todo.map((n) => n.id));
+    const scalars = [];
+    for (const opt of optimizers) {
+      for (const [field, value] of Object.entries(opt)) {
+        if (!(value instanceof Scalar) || !value.t) continue;
+        let node = value.t._node;
+        if (node.op === OPS.COPY && node.src[0] && node.src[0].op === OPS.BUFFER) node = node.src[0];
+        if (node.op === OPS.BUFFER && (node.sent || todoIds.has(node.id))) scalars.push([opt, field, node.id]);
+      }
+    }
+    const scalarIds = new Set(scalars.map(([, , id]) => id));
+    const baked = todo.filter((n) => n.id >= firstNewId && ((n.op === OPS.BUFFER && !scalarIds.has(n.id))
+      || [OPS.RAND, OPS.RANDN, OPS.RANDINT, OPS.DROPOUT].includes(n.op)));
+    if (baked.length) {
+      process.emitWarning(`compileStep: fn made ${baked.length} tensor(s) from data or random numbers while traced; ` +
+        'their values are baked into the step and are the same in every run');
+    }
+    for (const n of todo) {
+      if (n.op === OPS.BUFFER && ArrayBuffer.isView(n.arg) && n.arg.byteLength > conn.maxInlineBytes) {
+        const h = await conn.upload(n.dtype.wire, n.shape, bytesOf(n.arg));
+        n.arg = h;
+        GRAPH.uploads.set(n.id, h);
+      }
+    }
+    const wire = todo.map((n) => GRAPH.toWire(n));
+    const limit = conn.maxNodesPerRequest || wire.length || 1;
+    let start = 0;
+    while (wire.length - start > limit) {
+      await conn.realize(wire.slice(start, start + limit), [], false);
+      for (const n of todo.slice(start, start + limit)) GRAPH._markSent(n);
+      start += limit;
+    }
+    // What fn realized (an optimizer step: gradients, new state) gets its own kernels, as eagerly.
+    const sentOrTodo = new Set([...todoIds, ...deferred.filter((n) => n.sent).map((n) => n.id)]);
+    const materialize = [...new Set(deferred.filter((n) => sentOrTodo.has(n.id)).map((n) => n.id))];
+    const resp = await conn.compileStep(wire.slice(start), [...ids, ...[...scalarIds].sort((a, b) => a - b)],
+      outs.map((t) => t._node.id), assigns.map(([old, nw]) => [old.id, nw.id]), materialize);
+    for (const n of todo.slice(start)) GRAPH._markSent(n);
+    const handles = [];
+    for (const n of todo) {
+      const h = GRAPH.uploads.get(n.id);
+      if (h !== undefined) { GRAPH.uploads.delete(n.id); handles.push(h); }
+    }
+    if (handles.length) await conn.release([], handles);
+    return { resp, outs, assigns, scalars };
+  });
+}
+
+module.exports = { compileStep, CompiledStep };

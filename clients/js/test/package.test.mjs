@@ -1,0 +1,93 @@
+// The package itself: both entries, the op table against the .proto, and a packed package that
+// carries its own copy of the wire contract. No daemon is needed.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import * as esm from '../index.mjs';
+import { REPO } from './daemon.mjs';
+
+const require = createRequire(import.meta.url);
+const PKG = path.join(REPO, 'clients', 'js');
+
+test('the ES module and CommonJS entries export the same objects', () => {
+  const cjs = require('polygrad');
+  for (const name of ['Tensor', 'nn', 'dtypes', 'connect', 'compileStep', 'PolygradError', 'PolygradConnectionError',
+    'PolygradInvalidArgument', 'PolygradNotFound', 'PolygradResourceExhausted', 'PolygradUnauthenticated']) {
+    assert.ok(esm[name], `ESM exports ${name}`);
+    assert.equal(esm[name], cjs[name], `${name} is one object in both entries`);
+  }
+  assert.equal(typeof esm.nn.Linear, 'function');
+  assert.equal(typeof esm.nn.safeSave, 'function');
+});
+
+test('op and dtype numbers match proto/polygrad/v1/polygrad.proto', () => {
+  const { OPS } = require('../src/ops');
+  const proto = fs.readFileSync(path.join(REPO, 'proto', 'polygrad', 'v1', 'polygrad.proto'), 'utf8');
+  const body = (name) => proto.match(new RegExp(`enum ${name} \\{([\\s\\S]*?)\\}`))[1];
+  const entries = (name) => Object.fromEntries([...body(name).matchAll(/^\s*([A-Z0-9_]+) = (\d+);/gm)].map((m) => [m[1], Number(m[2])]));
+  const ops = entries('Op');
+  delete ops.OP_UNSPECIFIED;
+  assert.deepEqual(OPS, ops, 'every wire op, with its number');
+  const dts = entries('DType');
+  for (const dt of esm.dtypes.all) assert.equal(dts[dt.name.toUpperCase()], dt.wire, dt.name);
+  assert.equal(esm.dtypes.all.length, Object.keys(dts).length - 1);
+});
+
+test('every wire op has a Tensor method that builds it', () => {
+  const { OPS } = require('../src/ops');
+  const { Tensor } = esm;
+  const x = Tensor.rand(2, 3, 4, 4);
+  const f = Tensor.rand(4, 4);
+  const i = Tensor.from([[1, 2], [3, 4]]);
+  Tensor.training = true;
+  const built = [
+    x.neg(), x.exp2(), x.log2(), x.sqrt(), x.reciprocal(), x.sin(), x.cast('float16'), x.bitcast('int32'),
+    x.add(x), x.sub(1), x.mul(2), x.div(3), x.maximum(0), x.lt(1), x.ne(1), x.lt(0).where(x, 0), i.idiv(2), i.fmod(3),
+    i.bitwiseAnd(1), i.bitwiseOr(1), i.bitwiseXor(1), x.sum(1), x.max(1), x.reshape(-1), x.permute(3, 2, 1, 0),
+    f.reshape(1, 4, 4).expand(2, 4, 4), f.pad([[1, 1], null]), f.shrink([[1, 2], null]), f.flip(0),
+    f.sum().gradient([f])[0], f.matmul(f), f.softmax(-1), f.logSoftmax(-1), f.logsumexp(1), f.mean(0), f.var(0),
+    f.layernorm(-1), f.exp(), f.log(), f.relu(), f.sigmoid(), f.tanh(), f.gelu(), f.silu(), Tensor.arange(3),
+    x.conv2d(Tensor.rand(2, 3, 3, 3)), x.maxPool2d(2), x.avgPool2d(2), f.cumsum(0), i.oneHot(5), f.argmax(0),
+    f.argmin(0), f.tril(), f.triu(), f.gather(0, i), f.prod(0), f.pow(f), Tensor.randn(2), Tensor.randint(2),
+    f.dropout(0.5), x.convTranspose2d(Tensor.rand(3, 2, 3, 3)), f.rmsNorm(), x.groupNorm(1),
+    x.batchNorm({ training: true }), x.batchNorm({ runningMean: Tensor.zeros(3), runningVar: Tensor.ones(3) }),
+    f.reshape(1, 4, 4).scaledDotProductAttention(f.reshape(1, 4, 4), f.reshape(1, 4, 4)),
+    f.reshape(1, 4, 4).scaledDotProductAttention(f.reshape(1, 4, 4), f.reshape(1, 4, 4), { attnMask: f.gt(0) }),
+    f.to('CUDA'),
+  ];
+  Tensor.training = false;
+  const made = new Set(built.flatMap((t) => {
+    const out = [];
+    const stack = [t._node];
+    const s = new Set();
+    while (stack.length) {
+      const n = stack.pop();
+      if (s.has(n.id)) continue;
+      s.add(n.id);
+      out.push(n.op);
+      stack.push(...n.src);
+    }
+    return out;
+  }));
+  const missing = Object.entries(OPS).filter(([, v]) => !made.has(v)).map(([k]) => k);
+  assert.deepEqual(missing, [], 'every wire op is reachable from the public API');
+});
+
+test('a packed package is self-contained: it carries the .proto files', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-pack-'));
+  try {
+    const out = execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: PKG, encoding: 'utf8' });
+    const files = JSON.parse(out)[0].files.map((f) => f.path);
+    for (const f of ['index.mjs', 'index.d.ts', 'src/index.js', 'proto/polygrad/v1/polygrad.proto', 'package.json']) {
+      assert.ok(files.includes(f), `the packed package has ${f}`);
+    }
+    assert.ok(!files.some((f) => f.startsWith('test/')), 'tests stay out of the package');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+    fs.rmSync(path.join(PKG, 'proto'), { recursive: true, force: true });
+  }
+});

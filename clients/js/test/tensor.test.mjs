@@ -1,0 +1,181 @@
+// Tensors against a daemon of this file's own: creation, reading, dtypes, broadcasting, reductions,
+// movement, indexing, autograd and disposal.
+import test, { before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Tensor, dtypes, connect, close, graphStats } from '../index.mjs';
+import { startDaemon } from './daemon.mjs';
+
+let daemon;
+before(async () => {
+  daemon = await startDaemon();
+  await connect({ address: daemon.address });
+});
+after(async () => {
+  await close();
+  await daemon.stop();
+});
+
+const close6 = (a, b) => assert.ok(Math.abs(a - b) <= 1e-6 * Math.max(1, Math.abs(b)), `${a} != ${b}`);
+
+test('creation from numbers, nested arrays and TypedArrays, read back as the dtype\'s TypedArray', async () => {
+  const a = Tensor.from([[1, 2, 3], [4, 5, 6]]);
+  assert.equal(a.dtype, dtypes.int32);
+  assert.deepEqual(a.shape, [2, 3]);
+  assert.equal(a.ndim, 2);
+  assert.equal(a.numel(), 6);
+  assert.deepEqual(await a.data(), new Int32Array([1, 2, 3, 4, 5, 6]));
+  assert.deepEqual(await a.array(), [[1, 2, 3], [4, 5, 6]]);
+  const f = Tensor.from(new Float32Array([0.5, 1.5, 2.5, 3.5]), { shape: [2, 2] });
+  assert.equal(f.dtype, dtypes.float32);
+  assert.deepEqual(await f.data(), new Float32Array([0.5, 1.5, 2.5, 3.5]));
+  assert.equal(await Tensor.from(2.5).item(), 2.5);
+  assert.equal(Tensor.from(7).dtype, dtypes.int32);
+  assert.equal(Tensor.from(true).dtype, dtypes.bool);
+  assert.deepEqual(await Tensor.from([true, false]).data(), new Uint8Array([1, 0]));
+  assert.deepEqual(await Tensor.from([1, -2], { dtype: 'int64' }).data(), new BigInt64Array([1n, -2n]));
+  assert.equal(await Tensor.from([5n], { dtype: 'int64' }).sum().item(), 5n);
+  // float16 comes back as its bits; array() decodes them
+  const h = Tensor.from([1.5, -2, 65504], { dtype: dtypes.float16 });
+  assert.deepEqual(await h.data(), new Uint16Array([0x3e00, 0xc000, 0x7bff]));
+  assert.deepEqual(await h.array(), [1.5, -2, 65504]);
+  assert.deepEqual(await Tensor.from([1, 3], { dtype: 'bfloat16' }).mul(1.5).array(), [1.5, 4.5]);
+  assert.throws(() => Tensor.from([[1, 2], [3]]), /ragged/);
+});
+
+test('creation functions: zeros, ones, full, arange, linspace, eye, empty', async () => {
+  assert.deepEqual(await Tensor.zeros(2, 2).data(), new Float32Array(4));
+  assert.deepEqual(await Tensor.ones([3], { dtype: 'int32' }).data(), new Int32Array([1, 1, 1]));
+  assert.deepEqual(await Tensor.full([2], 7).data(), new Int32Array([7, 7]));
+  assert.deepEqual(await Tensor.arange(5).data(), new Int32Array([0, 1, 2, 3, 4]));
+  assert.deepEqual(await Tensor.arange(1, 2, 0.25).data(), new Float32Array([1, 1.25, 1.5, 1.75]));
+  assert.deepEqual(await Tensor.linspace(0, 1, 5).data(), new Float32Array([0, 0.25, 0.5, 0.75, 1]));
+  assert.deepEqual(await Tensor.eye(2).array(), [[1, 0], [0, 1]]);
+  assert.deepEqual(Tensor.empty(3, 4).shape, [3, 4]);
+});
+
+test('seeded random numbers repeat and stay in range', async () => {
+  Tensor.manualSeed(42);
+  const a = await Tensor.rand(100).data();
+  const n = await Tensor.randn(1000).data();
+  const r = await Tensor.randint(50, { low: 3, high: 6 }).data();
+  Tensor.manualSeed(42);
+  assert.deepEqual(await Tensor.rand(100).data(), a);
+  assert.ok(a.every((v) => v >= 0 && v < 1));
+  const mean = n.reduce((x, y) => x + y, 0) / n.length;
+  assert.ok(Math.abs(mean) < 0.2, `randn mean ${mean}`);
+  assert.ok(r.every((v) => v >= 3 && v < 6));
+});
+
+test('broadcasting and dtype promotion follow the Python client', async () => {
+  const i = Tensor.from([1, 2, 3]);
+  const f = Tensor.from([[0.5], [1.5]]);
+  const s = i.add(f);
+  assert.equal(s.dtype, dtypes.float32);
+  assert.deepEqual(s.shape, [2, 3]);
+  assert.deepEqual(await s.array(), [[1.5, 2.5, 3.5], [2.5, 3.5, 4.5]]);
+  assert.equal(i.add(2).dtype, dtypes.int32);
+  assert.equal(i.add(2.5).dtype, dtypes.float32);
+  assert.equal(i.div(2).dtype, dtypes.float32);
+  assert.equal(Tensor.from([1], { dtype: 'uint8' }).add(Tensor.from([1], { dtype: 'int8' })).dtype, dtypes.int16);
+  assert.equal(Tensor.from([1], { dtype: 'float16' }).mul(Tensor.from([1], { dtype: 'int64' })).dtype, dtypes.float16);
+  assert.deepEqual(await i.lt(2).data(), new Uint8Array([1, 0, 0]));
+  assert.equal(i.lt(2).dtype, dtypes.bool);
+  assert.deepEqual(await i.eq(2).array(), [false, true, false]);
+  assert.deepEqual(await i.ge(2).where(i, -1).data(), new Int32Array([-1, 2, 3]));
+  assert.deepEqual(await Tensor.from([-7, 7]).floorDivide(2).data(), new Int32Array([-4, 3]));
+  assert.deepEqual(await Tensor.from([-7, 7]).remainder(3).data(), new Int32Array([2, 1]));
+  assert.deepEqual(await Tensor.from([-1.5, 0.5]).relu().data(), new Float32Array([0, 0.5]));
+  assert.deepEqual(await Tensor.from([1, 5, 9]).clamp(2, 6).data(), new Int32Array([2, 5, 6]));
+  assert.deepEqual(await Tensor.from([2, 3], { dtype: 'float32' }).pow(2).data(), new Float32Array([4, 9]));
+  close6(await Tensor.from(1.0).exp().item(), Math.E);
+});
+
+test('reductions with { axis, keepdim }', async () => {
+  const x = Tensor.from([[1, 2, 3], [4, 5, 6]], { dtype: 'float32' });
+  assert.deepEqual(await x.sum().data(), new Float32Array([21]));
+  assert.deepEqual(await x.sum({ axis: 1 }).data(), new Float32Array([6, 15]));
+  assert.deepEqual(x.sum({ axis: 0, keepdim: true }).shape, [1, 3]);
+  assert.deepEqual(await x.max({ axis: 0 }).data(), new Float32Array([4, 5, 6]));
+  assert.deepEqual(await x.min(1).data(), new Float32Array([1, 4]));
+  assert.deepEqual(await x.mean({ axis: 1 }).data(), new Float32Array([2, 5]));
+  assert.deepEqual(await x.var({ axis: 1 }).data(), new Float32Array([1, 1]));
+  assert.deepEqual(await x.argmax({ axis: 1 }).data(), new Int32Array([2, 2]));
+  assert.equal(x.argmax().dtype, dtypes.int32);
+  close6((await x.logsumexp({ axis: 1 }).data())[0], Math.log(Math.exp(1) + Math.exp(2) + Math.exp(3)));
+  const sm = await x.softmax(-1).sum({ axis: 1 }).data();
+  close6(sm[0], 1);
+  assert.equal(Tensor.from([1, 2], { dtype: 'int8' }).sum().dtype, dtypes.int32);
+});
+
+test('movement, concatenation and indexing', async () => {
+  const x = Tensor.arange(6).reshape(2, 3);
+  assert.deepEqual(await x.transpose().array(), [[0, 3], [1, 4], [2, 5]]);
+  assert.deepEqual(await x.permute(1, 0).reshape([-1]).data(), new Int32Array([0, 3, 1, 4, 2, 5]));
+  assert.deepEqual(await x.flip(1).array(), [[2, 1, 0], [5, 4, 3]]);
+  assert.deepEqual(await x.pad([[0, 0], [1, 0]]).array(), [[0, 0, 1, 2], [0, 3, 4, 5]]);
+  assert.deepEqual(await x.shrink([null, [1, 3]]).array(), [[1, 2], [4, 5]]);
+  assert.deepEqual(x.unsqueeze(0).shape, [1, 2, 3]);
+  assert.deepEqual(x.unsqueeze(0).squeeze().shape, [2, 3]);
+  assert.deepEqual(x.reshape(1, 2, 3).flatten().shape, [6]);
+  assert.deepEqual(await x.expand(2, 2, 3).sum().item(), 30);
+  assert.deepEqual(await Tensor.cat([x, x], { axis: 0 }).shape, [4, 3]);
+  assert.deepEqual(await Tensor.stack([x, x], { axis: 1 }).array(), [[[0, 1, 2], [0, 1, 2]], [[3, 4, 5], [3, 4, 5]]]);
+  assert.deepEqual(await x.index(1).data(), new Int32Array([3, 4, 5]));
+  assert.deepEqual(await x.index('...', '::-1').array(), [[2, 1, 0], [5, 4, 3]]);
+  assert.deepEqual(await x.index(null, 0, '1:').array(), [[1, 2]]);
+  assert.deepEqual(await x.slice([0, 1], [0, 3, 2]).array(), [[0, 2]]);
+  assert.deepEqual(await x.index([1, 0]).array(), [[3, 4, 5], [0, 1, 2]]);
+  assert.deepEqual(await x.index(':', Tensor.from([2, -3])).array(), [[2, 0], [5, 3]]);
+  assert.throws(() => x.reshape(4, 2), /cannot reshape/);
+});
+
+test('matmul, conv2d, pooling and cross entropy shapes are local and match the daemon', async () => {
+  const a = Tensor.ones(2, 3);
+  const b = Tensor.ones(3, 4);
+  assert.deepEqual(await a.matmul(b).array(), [[3, 3, 3, 3], [3, 3, 3, 3]]);
+  const img = Tensor.ones(1, 1, 4, 4);
+  const w = Tensor.ones(2, 1, 3, 3);
+  const y = img.conv2d(w, null, { padding: 1 });
+  assert.deepEqual(y.shape, [1, 2, 4, 4]);
+  assert.equal((await y.data())[5], 9);
+  assert.deepEqual(img.maxPool2d(2).shape, [1, 1, 2, 2]);
+  assert.deepEqual(await img.avgPool2d([2, 2]).data(), new Float32Array([1, 1, 1, 1]));
+  const loss = Tensor.zeros(4, 3).crossEntropy(Tensor.from([0, 1, 2, 0]));
+  close6(await loss.item(), Math.log(3));
+  assert.deepEqual(await Tensor.from([0, 2]).oneHot(3).array(), [[1, 0, 0], [0, 0, 1]]);
+});
+
+test('autograd: backward, grad, detach and noGrad', async () => {
+  const x = Tensor.from([1, 2, 3], { dtype: 'float32', requiresGrad: true });
+  assert.equal(x.requiresGrad, true);
+  const y = x.mul(x).sum();
+  y.backward();
+  assert.deepEqual(await x.grad.data(), new Float32Array([2, 4, 6]));
+  const z = Tensor.from([1, 2], { dtype: 'float32', requiresGrad: true });
+  const l = z.mul(z.detach()).sum();
+  l.backward();
+  assert.deepEqual(await z.grad.data(), new Float32Array([1, 2]));
+  const n = Tensor.noGrad(() => z.mul(2));
+  assert.equal(n.requiresGrad, null);
+  assert.throws(() => Tensor.from([1, 2]).requiresGrad = true, /only float tensors/);
+});
+
+test('dispose releases the node at once; later use names the disposal', async () => {
+  const t = Tensor.from([1, 2, 3]).add(1);
+  await t.realize();
+  const sent = graphStats().sentLive;
+  await t.dispose();
+  assert.equal(graphStats().sentLive, sent - 1);
+  await assert.rejects(t.add(1).data(), /disposed/);
+});
+
+test('tensors past the inline limit travel by the chunked Upload and Download streams', async () => {
+  const n = 3 * (1 << 20); // 12 MiB of float32: several chunks each way
+  const host = new Float32Array(n);
+  for (let i = 0; i < n; i++) host[i] = (i % 1000) / 8;
+  const t = Tensor.from(host);
+  const out = await t.add(1).data();
+  assert.equal(out.length, n);
+  for (const i of [0, 1, 999, 1000, 1 << 20, n - 1]) assert.equal(out[i], host[i] + 1);
+  assert.deepEqual(await t.index('0:4').data(), host.slice(0, 4));
+});
