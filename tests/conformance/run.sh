@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Runs the cross-client conformance corpus (tests/conformance/cases.json) from every client against
+# ONE daemon this script starts, so the clients' bytes can be compared: Python first (it writes
+# <out>/python.json), then JavaScript (it compares its bytes with python.json). Both runners run
+# even when the first fails; the exit status is 1 when either failed.
+#
+#   tests/conformance/run.sh
+#
+# Environment:
+#   POLYGRAD_TEST_DAEMON       the polygradd binary (default: <repo>/build/polygradd)
+#   POLYGRAD_CONFORMANCE_OUT   where the results go (default: a temp dir, removed afterwards)
+#   POLYGRAD_DAEMON_ARGS       extra daemon flags (e.g. --devices=cpu,cuda:0)
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root" || exit 1
+daemon=${POLYGRAD_TEST_DAEMON:-$root/build/polygradd}
+if [[ ! -x $daemon ]]; then
+  echo "conformance: no daemon binary at $daemon (build it first: scripts/build build)"
+  exit 1
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/polygrad-conformance.XXXXXX")
+out=${POLYGRAD_CONFORMANCE_OUT:-$work/out}
+mkdir -p "$out"
+daemon_pid=
+
+stop_daemon() {
+  if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then
+    kill -TERM "$daemon_pid"
+    # polygradd drains and exits on SIGTERM; a daemon that hangs must not hang the suite.
+    for _ in $(seq 150); do
+      kill -0 "$daemon_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$daemon_pid" 2>/dev/null
+    wait "$daemon_pid" 2>/dev/null
+  fi
+  daemon_pid=
+}
+
+cleanup() {
+  stop_daemon
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+socket=$work/d.sock
+# An empty cache: the Python run compiles every kernel, and the JavaScript run of the same graphs
+# must then find them (the same bytes come from the same kernels).
+# shellcheck disable=SC2086  # POLYGRAD_DAEMON_ARGS is a list of flags
+"$daemon" --listen= --metrics-listen= --unix-socket="$socket" --cache-dir="$work/cache" \
+  ${POLYGRAD_DAEMON_ARGS:-} >"$work/polygradd.log" 2>&1 &
+daemon_pid=$!
+
+# Ready when the socket exists (the daemon creates it once it serves); give up if it exits.
+for _ in $(seq 600); do
+  [[ -S $socket ]] && break
+  if ! kill -0 "$daemon_pid" 2>/dev/null; then
+    echo "conformance: $daemon exited before serving:"
+    cat "$work/polygradd.log"
+    exit 1
+  fi
+  sleep 0.1
+done
+if [[ ! -S $socket ]]; then
+  echo "conformance: $daemon did not create $socket within 60 s:"
+  cat "$work/polygradd.log"
+  exit 1
+fi
+
+export POLYGRAD_ADDRESS=unix:$socket
+export POLYGRAD_CONFORMANCE_OUT=$out
+unset POLYGRAD_TOKEN POLYGRAD_TLS_CA
+
+rc=0
+echo "conformance: python client (daemon $daemon, results in $out)"
+PYTHONPATH="$root/clients/python${PYTHONPATH:+:$PYTHONPATH}" \
+  /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/conformance/test_conformance_python.py || rc=1
+
+echo "conformance: javascript client"
+if [[ ! -f clients/js/package.json ]]; then
+  echo "conformance: clients/js does not exist: the JavaScript half cannot run"
+  rc=1
+else
+  if [[ ! -d clients/js/node_modules ]]; then
+    (cd clients/js && npm ci --no-audit --no-fund) || rc=1
+  fi
+  node --test tests/conformance/conformance.test.mjs || rc=1
+fi
+
+if ! kill -0 "$daemon_pid" 2>/dev/null; then
+  echo "conformance: the daemon died during the run:"
+  rc=1
+fi
+if [[ $rc -ne 0 ]]; then
+  echo "---- polygradd log (last 60 lines) ----"
+  tail -n 60 "$work/polygradd.log"
+fi
+exit "$rc"
