@@ -10,6 +10,7 @@
 #   POLYGRAD_TEST_DAEMON       the polygradd binary (default: <repo>/build/polygradd)
 #   POLYGRAD_CONFORMANCE_OUT   where the results go (default: a temp dir, removed afterwards)
 #   POLYGRAD_DAEMON_ARGS       extra daemon flags (e.g. --devices=cpu,cuda:0)
+#   POLYGRAD_JS_CLIENT         the JavaScript package's directory (default: <repo>/clients/js)
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -25,7 +26,9 @@ out=${POLYGRAD_CONFORMANCE_OUT:-$work/out}
 mkdir -p "$out"
 daemon_pid=
 
-stop_daemon() {
+# Runs from the EXIT trap (shellcheck cannot see that).
+# shellcheck disable=SC2317
+cleanup() {
   if [[ -n $daemon_pid ]] && kill -0 "$daemon_pid" 2>/dev/null; then
     kill -TERM "$daemon_pid"
     # polygradd drains and exits on SIGTERM; a daemon that hangs must not hang the suite.
@@ -36,19 +39,13 @@ stop_daemon() {
     kill -KILL "$daemon_pid" 2>/dev/null
     wait "$daemon_pid" 2>/dev/null
   fi
-  daemon_pid=
-}
-
-cleanup() {
-  stop_daemon
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 socket=$work/d.sock
-# An empty cache: the Python run compiles every kernel, and the JavaScript run of the same graphs
-# must then find them (the same bytes come from the same kernels).
+# A kernel cache of its own in the temp dir, so the run neither depends on nor fills the user's.
 # shellcheck disable=SC2086  # POLYGRAD_DAEMON_ARGS is a list of flags
 "$daemon" --listen= --metrics-listen= --unix-socket="$socket" --cache-dir="$work/cache" \
   ${POLYGRAD_DAEMON_ARGS:-} >"$work/polygradd.log" 2>&1 &
@@ -77,17 +74,22 @@ unset POLYGRAD_TOKEN POLYGRAD_TLS_CA
 rc=0
 echo "conformance: python client (daemon $daemon, results in $out)"
 PYTHONPATH="$root/clients/python${PYTHONPATH:+:$PYTHONPATH}" \
-  /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/conformance/test_conformance_python.py || rc=1
+  /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider tests/conformance/test_conformance_python.py || rc=1
 
-echo "conformance: javascript client"
-if [[ ! -f clients/js/package.json ]]; then
-  echo "conformance: clients/js does not exist: the JavaScript half cannot run"
+js_dir=${POLYGRAD_JS_CLIENT:-$root/clients/js}
+echo "conformance: javascript client ($js_dir)"
+if [[ ! -f $js_dir/package.json ]]; then
+  echo "conformance: $js_dir/package.json does not exist: the JavaScript half cannot run"
+  rc=1
+elif ! command -v node >/dev/null; then
+  echo "conformance: node is not installed (scripts/install-deps --test installs it)"
   rc=1
 else
-  if [[ ! -d clients/js/node_modules ]]; then
-    (cd clients/js && npm ci --no-audit --no-fund) || rc=1
+  if [[ ! -d $js_dir/node_modules ]]; then
+    (cd "$js_dir" && npm ci --no-audit --no-fund) || rc=1
   fi
-  node --test tests/conformance/conformance.test.mjs || rc=1
+  # The dot reporter: one character per case, then each failure in full.
+  POLYGRAD_JS_CLIENT=$js_dir node --test --test-reporter=dot tests/conformance/conformance.test.mjs || rc=1
 fi
 
 if ! kill -0 "$daemon_pid" 2>/dev/null; then
