@@ -128,7 +128,13 @@ const BUILD = {
     }
   }),
   ...Object.fromEntries(['neg', 'exp2', 'log2', 'sqrt', 'reciprocal', 'sin', 'cos', 'exp', 'log', 'relu', 'sigmoid',
-    'tanh', 'gelu', 'silu', 'softplus', 'abs', 'bitwiseNot', 'logicalNot'].map((m) => [m, (xs) => xs[0][m]()])),
+    'tanh', 'gelu', 'silu', 'softplus', 'abs', 'bitwiseNot', 'logicalNot', 'trunc', 'floor', 'ceil', 'round', 'sign',
+    'square', 'rsqrt', 'tan', 'relu6', 'logsigmoid', 'mish', 'hardsigmoid', 'hardswish', 'isnan', 'isinf', 'quickGelu',
+  ].map((m) => [m, (xs) => xs[0][m]()])),
+  elu: (xs, a) => xs[0].elu(a.alpha),
+  hardtanh: (xs, a) => xs[0].hardtanh(a.min, a.max),
+  lshift: (xs, a) => xs[0].lshift(a.n),
+  rshift: (xs, a) => xs[0].rshift(a.n),
   leakyRelu: (xs, a) => xs[0].leakyRelu(a.slope),
   ...Object.fromEntries(['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'lt', 'le', 'gt', 'ge', 'eq', 'ne',
     'idiv', 'fmod', 'remainder', 'floorDivide', 'bitwiseAnd', 'bitwiseOr', 'bitwiseXor'].map((m) => [m, binary(m)])),
@@ -150,6 +156,10 @@ const BUILD = {
   squeeze: (xs, a) => xs[0].squeeze(a.dim),
   unsqueeze: (xs, a) => xs[0].unsqueeze(a.dim),
   flatten: (xs, a) => xs[0].flatten(a.start ?? 0, a.end ?? -1),
+  repeat: (xs, a) => xs[0].repeat(a.repeats),
+  unflatten: (xs, a) => xs[0].unflatten(a.dim, a.sizes),
+  split: (xs, a) => xs[0].split(a.sizes, { axis: a.dim })[a.piece],
+  chunk: (xs, a) => xs[0].chunk(a.chunks, { axis: a.dim })[a.piece],
   cat: (xs, a) => Tensor.cat(xs, { dim: a.dim }),
   stack: (xs, a) => Tensor.stack(xs, { dim: a.dim }),
   index: (xs, a) => xs[0].index(...a.index.map((e) => indexEntry(e, xs))),
@@ -162,6 +172,11 @@ const BUILD = {
   batchNorm: (xs, a) => xs[0].batchNorm({ runningMean: xs[1] ?? null, runningVar: xs[2] ?? null, weight: xs[3] ?? null,
     bias: xs[4] ?? null, training: a.training, eps: a.eps }),
   crossEntropy: (xs, a) => xs[0].crossEntropy(xs[1], { reduction: a.reduction ?? 'mean', labelSmoothing: a.labelSmoothing ?? 0 }),
+  sparseCategoricalCrossentropy: (xs, a) => xs[0].sparseCategoricalCrossentropy(xs[1], { ignoreIndex: a.ignoreIndex ?? -1,
+    labelSmoothing: a.labelSmoothing ?? 0, reduction: a.reduction ?? 'mean' }),
+  binaryCrossentropy: (xs, a) => xs[0].binaryCrossentropy(xs[1], { reduction: a.reduction ?? 'mean' }),
+  binaryCrossentropyLogits: (xs, a) => xs[0].binaryCrossentropyLogits(xs[1], { reduction: a.reduction ?? 'mean' }),
+  linear: (xs) => xs[0].linear(xs[1], xs[2] ?? null),
   oneHot: (xs, a) => xs[0].oneHot(a.n),
   tril: (xs, a) => xs[0].tril(a.diagonal ?? 0),
   triu: (xs, a) => xs[0].triu(a.diagonal ?? 0),
@@ -187,6 +202,13 @@ const BUILD = {
     return a.back ? y.to('CPU') : y;
   },
 };
+
+// The case's op on its inputs, then each `then` step on the previous result.
+function build(c, xs) {
+  let t = BUILD[c.op](xs, c.args);
+  for (const step of c.then ?? []) t = BUILD[step.op]([t], step.args);
+  return t;
+}
 
 // ---- the wire op enum, from the proto text (the same check as the Python runner's) ----------------
 
@@ -237,7 +259,8 @@ test('every wire op has a case, and every corpus op a JavaScript builder', () =>
   const covered = new Set(CASES.flatMap((c) => c.wire));
   const missing = [...WIRE.values()].filter((op) => !covered.has(op));
   assert.deepEqual(missing, [], `wire ops without a conformance case: ${missing}`);
-  const unbuilt = [...new Set(CASES.map((c) => c.op))].filter((op) => !(op in BUILD));
+  const ops = new Set(CASES.flatMap((c) => [c.op, ...(c.then ?? []).map((s) => s.op)]));
+  const unbuilt = [...ops].filter((op) => !(op in BUILD));
   assert.deepEqual(unbuilt, [], `corpus ops without a builder in conformance.test.mjs: ${unbuilt}`);
   assert.ok(CASES.length >= 150, `${CASES.length} cases`);
 });
@@ -278,7 +301,7 @@ describe('cases', () => {
       let bytes;
       try {
         const xs = c.inputs.map(makeInput);
-        x = BUILD[c.op](xs, c.args);
+        x = build(c, xs);
         sent = wireOpsIn(x);
         await x.realize();
         down = await conn.download(x._node.handle);

@@ -80,6 +80,8 @@ def load_cases() -> List[dict]:
   cases = doc["cases"]
   for c in cases:
     c["args"] = normalize_numbers(c["args"])
+    for step in c.get("then", []):
+      step["args"] = normalize_numbers(step["args"])
   return cases
 
 

@@ -70,9 +70,11 @@ def inp(dtype: str, shape, kind: str = "default", lo=None, hi=None, div=None) ->
   return g
 
 
-def case(cid: str, op: str, wire, inputs=(), args=None, requires=None) -> None:
+def case(cid: str, op: str, wire, inputs=(), args=None, requires=None, then=None) -> None:
   c = {"id": cid, "op": op, "wire": sorted(set([wire] if isinstance(wire, str) else wire)),
        "inputs": list(inputs), "args": args or {}}
+  if then:
+    c["then"] = [{"op": o, "args": a} for o, a in then]
   if requires:
     c["requires"] = requires
   assert cid not in {x["id"] for x in cases}, cid
@@ -106,6 +108,7 @@ case("arange/float-step", "arange", "ARANGE", args={"start": 0, "stop": 2.5, "st
 case("arange/neg-step-f64", "arange", "ARANGE", args={"start": 5, "stop": -3, "step": -2, "dtype": "float64"})
 case("arange/u8", "arange", "ARANGE", args={"start": 0, "stop": 10, "dtype": "uint8"})
 case("linspace/f32", "linspace", "BUFFER", args={"start": 0, "stop": 1, "steps": 5})
+case("linspace/f32-inexact", "linspace", "BUFFER", args={"start": 0, "stop": 1, "steps": 7})
 case("linspace/f64", "linspace", "BUFFER", args={"start": -2, "stop": 2, "steps": 9, "dtype": "float64"})
 case("eye/square", "eye", "BUFFER", args={"n": 3})
 case("eye/rect-i32", "eye", "BUFFER", args={"n": 2, "m": 4, "dtype": "int32"})
@@ -362,6 +365,56 @@ case("sdpa/bool-mask", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTIO
      [inp("float32", (2, 3, 4)), inp("float32", (2, 5, 4)), inp("float32", (2, 5, 2)), inp("bool", (3, 5))])
 case("sdpa/float-mask-f16", "scaledDotProductAttention", ["SCALED_DOT_PRODUCT_ATTENTION_MASKED", "CAST"],
      [inp("float16", (3, 4)), inp("float16", (3, 4)), inp("float16", (3, 4)), inp("float16", (3, 3), "unit")])
+
+# ---- ops the clients compose themselves from wire ops (where their rules drift most easily) ------
+case("trunc/f32", "trunc", "CAST", [inp("float32", (8,))])
+case("floor/f32", "floor", ["CAST", "CMPLT", "WHERE"], [inp("float32", (8,))])
+case("ceil/f64", "ceil", ["CAST", "CMPLT", "WHERE"], [inp("float64", (8,))])
+case("round/f32-half-even", "round", ["CAST", "WHERE"], [inp("float32", (12,), lo=-12, hi=12, div=2)])
+case("round/f16", "round", ["CAST", "WHERE"], [inp("float16", (8,))])
+case("floor/i32", "floor", "CMPLT", [inp("int32", (6,))])
+case("sign/f32", "sign", ["CMPNE", "WHERE"], [inp("float32", (8,), "small")])
+case("sign/i8", "sign", ["CMPNE", "WHERE"], [inp("int8", (8,), "small")])
+case("square/i16", "square", "MUL", [inp("int16", (6,), "small")])
+case("rsqrt/f32", "rsqrt", ["SQRT", "RECIPROCAL"], [inp("float32", (6,), "pos")])
+case("tan/f32", "tan", ["SIN", "DIV"], [inp("float32", (6,), "unit")])
+case("elu/f32", "elu", ["EXP", "RELU"], [inp("float32", (8,))], {"alpha": 0.5})
+case("relu6/f32", "relu6", ["RELU", "MAX"], [inp("float32", (8,), lo=-32, hi=40, div=4)])
+case("logsigmoid/f32", "logsigmoid", ["EXP", "LOG"], [inp("float32", (8,))])
+case("quickGelu/f32", "quickGelu", "SIGMOID", [inp("float32", (8,))])
+case("mish/f32", "mish", ["TANH", "LOG"], [inp("float32", (8,))])
+case("hardtanh/f32", "hardtanh", "MAX", [inp("float32", (8,))], {"min": -0.5, "max": 1.5})
+case("hardsigmoid/f32", "hardsigmoid", "RELU", [inp("float32", (8,))])
+case("hardswish/f32", "hardswish", ["RELU", "MAX"], [inp("float32", (8,))])
+case("lshift/i32", "lshift", "MUL", [inp("int32", (6,))], {"n": 3})
+case("lshift/u8-bits", "lshift", "MUL", [inp("uint8", (6,), "bits")], {"n": 5})
+case("rshift/i32", "rshift", ["IDIV", "MOD"], [inp("int32", (6,))], {"n": 2})
+case("rshift/i8-bits", "rshift", ["IDIV", "MOD"], [inp("int8", (6,), "bits")], {"n": 7})
+case("repeat/f32", "repeat", ["EXPAND", "RESHAPE"], [inp("float32", (2, 3))], {"repeats": [2, 1, 3]})
+case("unflatten/i32", "unflatten", "RESHAPE", [inp("int32", (2, 6))], {"dim": 1, "sizes": [2, 3]})
+case("split/f32-piece1", "split", "SHRINK", [inp("float32", (2, 5))], {"sizes": [1, 3, 1], "dim": 1, "piece": 1})
+case("chunk/i16-piece1", "chunk", "SHRINK", [inp("int16", (5, 2))], {"chunks": 2, "dim": 0, "piece": 1})
+case("linear/f32", "linear", ["MATMUL", "ADD"], [inp("float32", (3, 4)), inp("float32", (4, 2)), inp("float32", (2,))])
+case("linear/f16-no-bias", "linear", ["MATMUL", "CAST"], [inp("float16", (3, 4)), inp("float16", (4, 2))])
+case("sparseCategoricalCrossentropy/f32", "sparseCategoricalCrossentropy", ["LOG_SOFTMAX", "ONE_HOT"],
+     [inp("float32", (4, 5)), inp("int32", (4,), lo=0, hi=4)], {"ignoreIndex": 2})
+case("binaryCrossentropy/f32", "binaryCrossentropy", ["LOG", "MEAN"],
+     [inp("float32", (2, 3), lo=1, hi=7, div=8), inp("float32", (2, 3), lo=0, hi=4, div=4)])
+case("binaryCrossentropyLogits/sum", "binaryCrossentropyLogits", ["LOG", "REDUCE_SUM"],
+     [inp("float32", (2, 3)), inp("float32", (2, 3), lo=0, hi=4, div=4)], {"reduction": "sum"})
+# Chains (`then`): each step applies to the previous result. Dividing by zeros makes inf and nan,
+# which the generator never produces directly.
+case("isnan/div-by-zero", "div", ["DIV", "CMPNE"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],
+     then=[("isnan", {})])
+case("isinf/div-by-zero", "div", ["DIV", "CMPNE"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],
+     then=[("isinf", {})])
+case("div/f16-by-zero", "div", "DIV", [inp("float16", (8,), "small"), inp("float16", (8,), lo=-1, hi=1, div=1)])
+case("chain/matmul-relu-sum", "matmul", ["MATMUL", "RELU", "REDUCE_SUM"], [inp("float32", (3, 4)), inp("float32", (4, 5))],
+     then=[("relu", {}), ("sum", {"axis": 0})])
+case("chain/cast-cumsum-flip", "cast", ["CAST", "CUMSUM", "FLIP"], [inp("uint8", (2, 5), "small")], {"dtype": "int16"},
+     then=[("cumsum", {"axis": 1}), ("flip", {"axis": 0})])
+case("chain/permute-reshape-max", "permute", ["PERMUTE", "RESHAPE", "REDUCE_MAX"], [inp("bfloat16", (2, 3, 4))],
+     {"order": [2, 0, 1]}, then=[("reshape", {"shape": [4, 6]}), ("max", {"axis": 1})])
 
 # ---- autograd: the gradient of sum(op(inputs)) with respect to input `wrt` -------------------
 GRADS = [

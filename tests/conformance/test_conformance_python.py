@@ -102,7 +102,13 @@ BUILD = {
     "dropout": _seeded(_dropout),
     **{name: (lambda m: lambda xs, a: getattr(xs[0], m)())(name)
        for name in ["neg", "exp2", "log2", "sqrt", "reciprocal", "sin", "cos", "exp", "log", "relu", "sigmoid",
-                    "tanh", "gelu", "silu", "softplus", "abs"]},
+                    "tanh", "gelu", "silu", "softplus", "abs", "trunc", "floor", "ceil", "round", "sign", "square",
+                    "rsqrt", "tan", "relu6", "logsigmoid", "mish", "hardsigmoid", "hardswish", "isnan", "isinf"]},
+    "quickGelu": lambda xs, a: xs[0].quick_gelu(),
+    "elu": lambda xs, a: xs[0].elu(a["alpha"]),
+    "hardtanh": lambda xs, a: xs[0].hardtanh(a["min"], a["max"]),
+    "lshift": lambda xs, a: xs[0].lshift(a["n"]),
+    "rshift": lambda xs, a: xs[0].rshift(a["n"]),
     "leakyRelu": lambda xs, a: xs[0].leaky_relu(a["slope"]),
     **{name: _binary(m) for name, m in [
         ("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"), ("pow", "pow"), ("maximum", "maximum"),
@@ -136,6 +142,10 @@ BUILD = {
     "squeeze": lambda xs, a: xs[0].squeeze(a.get("dim")),
     "unsqueeze": lambda xs, a: xs[0].unsqueeze(a["dim"]),
     "flatten": lambda xs, a: xs[0].flatten(a.get("start", 0), a.get("end", -1)),
+    "repeat": lambda xs, a: xs[0].repeat(tuple(a["repeats"])),
+    "unflatten": lambda xs, a: xs[0].unflatten(a["dim"], tuple(a["sizes"])),
+    "split": lambda xs, a: xs[0].split(a["sizes"], a["dim"])[a["piece"]],
+    "chunk": lambda xs, a: xs[0].chunk(a["chunks"], a["dim"])[a["piece"]],
     "cat": lambda xs, a: xs[0].cat(*xs[1:], dim=a["dim"]),
     "stack": lambda xs, a: Tensor.stack(*xs, dim=a["dim"]),
     "index": lambda xs, a: xs[0][tuple(_index_entry(e, xs) for e in a["index"])],
@@ -148,6 +158,12 @@ BUILD = {
     "batchNorm": lambda xs, a: xs[0].batch_norm(*xs[1:5], training=a["training"], eps=a["eps"]),
     "crossEntropy": lambda xs, a: xs[0].cross_entropy(xs[1], reduction=a.get("reduction", "mean"),
                                                       label_smoothing=a.get("labelSmoothing", 0.0)),
+    "sparseCategoricalCrossentropy": lambda xs, a: xs[0].sparse_categorical_crossentropy(
+        xs[1], ignore_index=a.get("ignoreIndex", -1), label_smoothing=a.get("labelSmoothing", 0.0),
+        reduction=a.get("reduction", "mean")),
+    "binaryCrossentropy": lambda xs, a: xs[0].binary_crossentropy(xs[1], reduction=a.get("reduction", "mean")),
+    "binaryCrossentropyLogits": lambda xs, a: xs[0].binary_crossentropy_logits(xs[1], reduction=a.get("reduction", "mean")),
+    "linear": lambda xs, a: xs[0].linear(xs[1], xs[2] if len(xs) > 2 else None),
     "oneHot": lambda xs, a: xs[0].one_hot(a["n"]),
     "tril": lambda xs, a: xs[0].tril(a.get("diagonal", 0)),
     "triu": lambda xs, a: xs[0].triu(a.get("diagonal", 0)),
@@ -167,6 +183,14 @@ BUILD = {
     "grad": _grad,
     "to": _to,
 }
+
+
+def build(case: dict, xs) -> Tensor:
+  """The case's op on its inputs, then each `then` step on the previous result."""
+  t = BUILD[case["op"]](xs, case["args"])
+  for step in case.get("then", []):
+    t = BUILD[step["op"]]([t], step["args"])
+  return t
 
 
 def make_input(spec: dict) -> Tensor:
@@ -243,7 +267,8 @@ def test_corpus_covers_every_dtype_and_has_enough_cases():
 
 
 def test_every_corpus_op_has_a_python_builder():
-  assert not {c["op"] for c in CASES} - set(BUILD), "ops without a builder here"
+  ops = {c["op"] for c in CASES} | {s["op"] for c in CASES for s in c.get("then", [])}
+  assert not ops - set(BUILD), "ops without a builder here"
 
 
 # ---- the cases -----------------------------------------------------------------------------------
@@ -257,7 +282,7 @@ def test_case(case, results):
   results[cid] = {"status": "error", "error": "did not finish"}
   try:
     xs = [make_input(s) for s in case["inputs"]]
-    t = BUILD[case["op"]](xs, case["args"])
+    t = build(case, xs)
     sent = wire_ops_in(t)
     t.realize()
     # The daemon's own account of the buffer: Download answers with its dtype and shape.
