@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve().parent
+PY_CLIENT = HERE.parents[1] / "clients" / "python"
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parents[1] / "clients" / "python"))
+sys.path.insert(0, str(PY_CLIENT))
 
 import corpus  # noqa: E402
 
-PY_CLIENT = HERE.parents[1] / "clients" / "python"
 if not (PY_CLIENT / "polygrad" / "v1" / "polygrad_pb2_grpc.py").exists():
   # The cmake build generates the client's stubs; a checkout that has not built generates them the
   # same way (as tests/e2e/conftest.py does).
@@ -276,16 +276,22 @@ def test_every_corpus_op_has_a_python_builder():
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_case(case, results):
   cid = case["id"]
-  if case.get("requires") == "CUDA" and not Device.cuda_available():
-    results[cid] = {"status": "skipped", "reason": "the daemon has no available CUDA device"}
-    pytest.skip("the daemon has no available CUDA device")
+  need = case.get("requires")
+  if need:
+    info = Device.find(need)
+    if info is None or not info.available:
+      reason = f"the daemon has no available {need} device" + (f" ({info.detail})" if info and info.detail else "")
+      results[cid] = {"status": "skipped", "reason": reason}
+      pytest.skip(reason)
   results[cid] = {"status": "error", "error": "did not finish"}
   try:
     xs = [make_input(s) for s in case["inputs"]]
     t = build(case, xs)
     sent = wire_ops_in(t)
     t.realize()
-    # The daemon's own account of the buffer: Download answers with its dtype and shape.
+    # The daemon's own account of the buffer: Download answers with its dtype and shape. The
+    # handle (like the graph walk above) is the one thing taken from inside the Tensor: the public
+    # API reads values, not the daemon's metadata.
     wdt, wshape, wdata = get_connection().download(t._node.handle)
     data = public_bytes(t)
   except Exception as e:
