@@ -82,7 +82,7 @@ if [[ ! -f $js_dir/package.json ]]; then
   echo "conformance: $js_dir/package.json does not exist: the JavaScript half cannot run"
   rc=1
 elif ! command -v node >/dev/null; then
-  echo "conformance: node is not installed (scripts/install-deps --test installs it)"
+  echo "conformance: node is not installed (Debian: apt-get install nodejs npm)"
   rc=1
 else
   if [[ ! -d $js_dir/node_modules ]]; then
@@ -93,7 +93,7 @@ else
 fi
 
 if ! kill -0 "$daemon_pid" 2>/dev/null; then
-  echo "conformance: the daemon died during the run:"
+  echo "conformance: the daemon exited during the run (its log follows)"
   rc=1
 fi
 if [[ $rc -ne 0 ]]; then
