@@ -1,0 +1,464 @@
+#!/usr/bin/env python3
+"""Writes tests/conformance/cases.json, the cross-client conformance corpus (see README.md).
+
+The corpus is data; this script only saves typing it by hand. cases.json is committed, and
+test_conformance_python.py fails when it differs from what this script writes, so the two
+cannot drift:
+
+    /usr/bin/python3 tests/conformance/gen_cases.py          # rewrite cases.json
+    /usr/bin/python3 tests/conformance/gen_cases.py --check  # exit 1 if cases.json is stale
+
+Rules the cases keep, because every client must read them identically:
+- Input values are integers lo..hi (divided by `div`, a power of two, for float dtypes), small
+  enough to be exact in the dtype (float16: |v| <= 2048, bfloat16: |v| <= 256), or raw bits of an
+  integer dtype. No float conversion that could round differently in another language.
+- A number in `args` is an int when it is integral and a float otherwise: JavaScript has one
+  number type, so a case never relies on 2 and 2.0 being different.
+- Every number in the file is a safe integer for JavaScript (|x| < 2^53) or a float with few
+  binary digits.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "cases.json"
+
+FLOATS = ["float32", "float16", "bfloat16", "float64"]
+SINTS = ["int8", "int16", "int32", "int64"]
+UINTS = ["uint8", "uint16", "uint32", "uint64"]
+INTS = SINTS + UINTS
+ALL = FLOATS + INTS + ["bool"]
+
+# Integer ranges per dtype for 'default' inputs: well inside the dtype, so sums stay exact.
+INT_RANGE = {
+    "int8": (-100, 100), "int16": (-1000, 1000), "int32": (-100000, 100000), "int64": (-1000000, 1000000),
+    "uint8": (0, 200), "uint16": (0, 60000), "uint32": (0, 100000), "uint64": (0, 1000000), "bool": (0, 1),
+}
+
+cases: list = []
+_seed = [0]
+
+
+def inp(dtype: str, shape, kind: str = "default", lo=None, hi=None, div=None) -> dict:
+  """One input tensor: its dtype, shape and generator parameters (seeds are handed out in order)."""
+  _seed[0] += 1
+  g = {"dtype": dtype, "shape": list(shape), "seed": _seed[0]}
+  if kind == "bits":
+    assert dtype in INTS, "raw bits only for integer dtypes (float bits could be NaN payloads)"
+    g["bits"] = True
+    return g
+  if lo is None:
+    if dtype in FLOATS:
+      lo, hi, div = {"default": (-16, 16, 4), "pos": (1, 32, 4), "unit": (-8, 8, 8),
+                     "small": (-4, 4, 2), "int": (-50, 50, 1)}[kind]
+    elif kind == "small":
+      lo, hi = (0, 9) if dtype in UINTS else (-9, 9)
+    elif kind == "pos":
+      lo, hi = 1, 9
+    else:
+      lo, hi = INT_RANGE[dtype]
+  g["lo"], g["hi"] = lo, hi
+  if dtype in FLOATS:
+    g["div"] = div or 1
+    limit = 256 if dtype == "bfloat16" else 2048
+    assert max(abs(lo), abs(hi)) <= limit, f"{lo}..{hi} is not exact in {dtype}"
+  else:
+    assert div is None
+  return g
+
+
+def case(cid: str, op: str, wire, inputs=(), args=None, requires=None, then=None) -> None:
+  c = {"id": cid, "op": op, "wire": sorted(set([wire] if isinstance(wire, str) else wire)),
+       "inputs": list(inputs), "args": args or {}}
+  if then:
+    c["then"] = [{"op": o, "args": a} for o, a in then]
+  if requires:
+    c["requires"] = requires
+  assert cid not in {x["id"] for x in cases}, cid
+  cases.append(c)
+
+
+def short(dt: str) -> str:
+  return {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "bool": "bool"}.get(
+      dt, dt.replace("uint", "u").replace("int", "i"))
+
+
+# ---- creation (no inputs) ----------------------------------------------------------------------
+case("from/f32", "from", "BUFFER", [inp("float32", (2, 3))])
+for dt in ["float16", "bfloat16", "float64", "int8", "int16", "int64", "uint8", "uint16", "uint32", "uint64", "bool"]:
+  case(f"from/{short(dt)}", "from", "BUFFER", [inp(dt, (3, 2), "bits" if dt in INTS else "default")])
+case("from/f32-0d", "from", "BUFFER", [inp("float32", ())])
+case("full/f32", "full", "CONST", args={"shape": [2, 3], "value": 1.5, "dtype": "float32"})
+case("full/i64-neg", "full", "CONST", args={"shape": [4], "value": -7, "dtype": "int64"})
+case("full/u8", "full", "CONST", args={"shape": [2, 2], "value": 200, "dtype": "uint8"})
+case("full/bool", "full", "CONST", args={"shape": [3], "value": True, "dtype": "bool"})
+case("full/bf16", "full", "CONST", args={"shape": [2, 2], "value": -0.75, "dtype": "bfloat16"})
+case("full/inferred-int", "full", "CONST", args={"shape": [2], "value": 3})
+case("full/inferred-float", "full", "CONST", args={"shape": [2], "value": 2.5})
+case("zeros/f16", "zeros", "CONST", args={"shape": [2, 3], "dtype": "float16"})
+case("zeros/default", "zeros", "CONST", args={"shape": [3]})
+case("ones/i32", "ones", "CONST", args={"shape": [3, 1], "dtype": "int32"})
+case("ones/f64", "ones", "CONST", args={"shape": [2], "dtype": "float64"})
+case("arange/int", "arange", "ARANGE", args={"start": 0, "stop": 7})
+case("arange/int-step", "arange", "ARANGE", args={"start": 2, "stop": 20, "step": 3})
+case("arange/float-step", "arange", "ARANGE", args={"start": 0, "stop": 2.5, "step": 0.5})
+case("arange/neg-step-f64", "arange", "ARANGE", args={"start": 5, "stop": -3, "step": -2, "dtype": "float64"})
+case("arange/u8", "arange", "ARANGE", args={"start": 0, "stop": 10, "dtype": "uint8"})
+case("linspace/f32", "linspace", "BUFFER", args={"start": 0, "stop": 1, "steps": 5})
+case("linspace/f32-inexact", "linspace", "BUFFER", args={"start": 0, "stop": 1, "steps": 7})
+case("linspace/f64", "linspace", "BUFFER", args={"start": -2, "stop": 2, "steps": 9, "dtype": "float64"})
+case("eye/square", "eye", "BUFFER", args={"n": 3})
+case("eye/rect-i32", "eye", "BUFFER", args={"n": 2, "m": 4, "dtype": "int32"})
+# The daemon's generator (threefry2x32 from (seed, counter)); manualSeed resets the counter.
+case("rand/f32", "rand", "RAND", args={"seed": 42, "shape": [3, 4]})
+case("rand/f16", "rand", "RAND", args={"seed": 7, "shape": [5], "dtype": "float16"})
+case("randn/f32", "randn", "RANDN", args={"seed": 42, "shape": [2, 3]})
+case("randn/f64", "randn", "RANDN", args={"seed": 3, "shape": [4], "dtype": "float64"})
+case("randint/i32", "randint", "RANDINT", args={"seed": 11, "shape": [6], "low": -5, "high": 5})
+case("randint/u8", "randint", "RANDINT", args={"seed": 12, "shape": [2, 3], "low": 0, "high": 200, "dtype": "uint8"})
+case("dropout/f32", "dropout", "DROPOUT", [inp("float32", (4, 5))], {"seed": 5, "p": 0.25})
+
+# ---- elementwise unary -------------------------------------------------------------------------
+UNARY = {"neg": "NEG", "exp2": "EXP2", "log2": "LOG2", "sqrt": "SQRT", "reciprocal": "RECIPROCAL", "sin": "SIN",
+         "cos": "SIN", "exp": "EXP", "log": "LOG", "relu": "RELU", "sigmoid": "SIGMOID", "tanh": "TANH",
+         "gelu": "GELU", "silu": "SILU"}
+POSITIVE = {"log2", "sqrt", "reciprocal", "log"}
+for name, wire in UNARY.items():
+  for dt in FLOATS:
+    case(f"{name}/{short(dt)}", name, wire, [inp(dt, (2, 3), "pos" if name in POSITIVE else "default")])
+# Integer inputs: the float ops compute in the default float, neg and relu keep the dtype.
+case("exp/i32", "exp", "EXP", [inp("int32", (5,), "small")])
+case("sqrt/u8", "sqrt", "SQRT", [inp("uint8", (5,))])
+case("sigmoid/i8", "sigmoid", "SIGMOID", [inp("int8", (5,), "small")])
+case("log/i64", "log", "LOG", [inp("int64", (4,), "pos")])
+case("neg/i16", "neg", "NEG", [inp("int16", (5,))])
+case("neg/i64-bits", "neg", "NEG", [inp("int64", (5,), "bits")])
+case("neg/i8-bits", "neg", "NEG", [inp("int8", (8,), "bits")])
+case("relu/i32", "relu", "RELU", [inp("int32", (6,))])
+case("softplus/f32", "softplus", ["EXP", "LOG"], [inp("float32", (2, 3))])
+case("leakyRelu/f32", "leakyRelu", ["CMPLT", "WHERE"], [inp("float32", (2, 4))], {"slope": 0.125})
+case("abs/f32", "abs", ["MAX", "NEG"], [inp("float32", (6,))])
+case("abs/i8", "abs", ["MAX", "NEG"], [inp("int8", (6,))])
+
+# ---- elementwise binary ------------------------------------------------------------------------
+for dt in FLOATS + INTS:
+  case(f"add/{short(dt)}", "add", "ADD", [inp(dt, (2, 3)), inp(dt, (2, 3))])
+case("add/i32-bits-wrap", "add", "ADD", [inp("int32", (6,), "bits"), inp("int32", (6,), "bits")])
+case("add/u8-bits-wrap", "add", "ADD", [inp("uint8", (6,), "bits"), inp("uint8", (6,), "bits")])
+case("add/broadcast", "add", ["ADD", "EXPAND", "RESHAPE"], [inp("float32", (2, 1, 3)), inp("float32", (4, 1))])
+# Promotion (tinygrad's lattice), computed locally by each client: every pair of distinct dtypes,
+# with small values that every dtype of the pair holds exactly.
+for i, a in enumerate(ALL):
+  for b in ALL[i + 1:]:
+    case(f"add/promote-{short(a)}-{short(b)}", "add", ["ADD", "CAST"], [inp(a, (4,), "small"), inp(b, (4,), "small")])
+# A Python/JavaScript scalar operand: an int keeps an integer tensor's dtype, a float makes it the
+# default float, a bool promotes like a bool tensor; float tensors keep their dtype for all three.
+for dt in ALL:
+  for kind, v in [("int", 3), ("float", 2.5), ("bool", True)]:
+    if dt == "bool" and kind == "bool":
+      continue  # bool + bool has no ADD on the wire
+    case(f"add/scalar-{kind}-{short(dt)}", "add", ["ADD", "CONST"], [inp(dt, (4,), "small")], {"scalar": v})
+case("add/scalar-big-u8", "add", ["ADD", "CONST"], [inp("uint8", (4,))], {"scalar": 100})
+for dt in ["float32", "int32", "uint8", "bfloat16"]:
+  case(f"sub/{short(dt)}", "sub", "SUB", [inp(dt, (2, 3)), inp(dt, (2, 3))])
+case("sub/scalar-f64", "sub", ["SUB", "CONST"], [inp("float64", (3,))], {"scalar": 0.5})
+for dt, kind in [("float32", "default"), ("bfloat16", "default"), ("float16", "default"), ("int16", "bits"),
+                 ("uint32", "bits"), ("int64", "bits"), ("int8", "small"), ("float64", "default")]:
+  case(f"mul/{short(dt)}", "mul", "MUL", [inp(dt, (2, 3), kind), inp(dt, (2, 3), kind)])
+case("mul/scalar-f32", "mul", ["MUL", "CONST"], [inp("float32", (5,))], {"scalar": -1.25})
+for dt in FLOATS:
+  case(f"div/{short(dt)}", "div", "DIV", [inp(dt, (2, 3)), inp(dt, (2, 3), "pos")])
+case("div/i32-true", "div", ["DIV", "CAST"], [inp("int32", (5,)), inp("int32", (5,), "pos")])
+case("div/u8-scalar", "div", ["DIV", "CAST", "CONST"], [inp("uint8", (5,))], {"scalar": 4})
+case("pow/f32-tensor", "pow", "POW", [inp("float32", (2, 3), "pos"), inp("float32", (2, 3), "unit")])
+case("pow/f16-tensor", "pow", "POW", [inp("float16", (2, 3), "pos"), inp("float16", (2, 3), "unit")])
+case("pow/f32-neg-base", "pow", "POW", [inp("float32", (6,), "small"), inp("float32", (6,), "int", -3, 3, 1)])
+case("pow/scalar-half", "pow", ["POW", "CONST"], [inp("float32", (5,), "pos")], {"scalar": 0.5})
+case("pow/scalar-int-square", "pow", "MUL", [inp("float32", (5,))], {"scalar": 2})
+case("pow/scalar-int-cube-i32", "pow", "MUL", [inp("int32", (5,), "small")], {"scalar": 3})
+case("pow/scalar-neg-int", "pow", ["RECIPROCAL", "MUL"], [inp("float32", (5,), "pos")], {"scalar": -2})
+for dt in ["float32", "int8", "uint8", "bfloat16", "bool", "int64"]:
+  case(f"maximum/{short(dt)}", "maximum", "MAX", [inp(dt, (2, 3)), inp(dt, (2, 3))])
+for dt in ["float32", "int8", "uint8", "bool", "float16"]:
+  case(f"minimum/{short(dt)}", "minimum", "MAX", [inp(dt, (2, 3)), inp(dt, (2, 3))])
+case("maximum/scalar-f32", "maximum", ["MAX", "CONST"], [inp("float32", (5,))], {"scalar": 0.5})
+case("clamp/f32", "clamp", "MAX", [inp("float32", (6,))], {"min": -1.5, "max": 2.25})
+case("clamp/i32", "clamp", "MAX", [inp("int32", (6,), "small")], {"min": -3, "max": 4})
+for name, wire in [("lt", "CMPLT"), ("le", "CMPLT"), ("gt", "CMPLT"), ("ge", "CMPLT"), ("eq", "CMPNE"), ("ne", "CMPNE")]:
+  for dt in ["float32", "int32", "uint8"]:
+    case(f"{name}/{short(dt)}", name, wire, [inp(dt, (2, 3), "small"), inp(dt, (2, 3), "small")])
+case("lt/f16-scalar", "lt", ["CMPLT", "CONST"], [inp("float16", (5,))], {"scalar": 0.5})
+case("eq/bool", "eq", "CMPNE", [inp("bool", (6,)), inp("bool", (6,))])
+case("ne/bf16", "ne", "CMPNE", [inp("bfloat16", (6,), "small"), inp("bfloat16", (6,), "small")])
+case("gt/i64-bits", "gt", "CMPLT", [inp("int64", (6,), "bits"), inp("int64", (6,), "bits")])
+case("where/f32", "where", "WHERE", [inp("bool", (2, 3)), inp("float32", (2, 3)), inp("float32", (2, 3))])
+case("where/i8-broadcast", "where", ["WHERE", "EXPAND"], [inp("bool", (2, 1)), inp("int8", (2, 3)), inp("int8", (1, 3))])
+case("where/scalars", "where", ["WHERE", "CONST"], [inp("bool", (5,))], {"x": 1.5, "y": -0.5})
+case("where/promote", "where", ["WHERE", "CAST"], [inp("bool", (4,)), inp("int32", (4,)), inp("float16", (4,))])
+# Integer division and remainders (x / 0 and x % 0 give 0 on the wire).
+for dt in ["int32", "int8", "uint16", "int64"]:
+  case(f"idiv/{short(dt)}", "idiv", "IDIV", [inp(dt, (8,)), inp(dt, (8,), "small")])
+for dt in ["int32", "uint8"]:
+  case(f"fmod/{short(dt)}", "fmod", "MOD", [inp(dt, (8,)), inp(dt, (8,), "small")])
+case("fmod/f32", "fmod", ["DIV", "CAST"], [inp("float32", (6,)), inp("float32", (6,), "pos")])
+case("remainder/i16", "remainder", ["MOD", "WHERE"], [inp("int16", (8,)), inp("int16", (8,), "small")])
+case("floorDivide/i32", "floorDivide", ["IDIV", "MOD"], [inp("int32", (8,)), inp("int32", (8,), "small")])
+for name, wire in [("bitwiseAnd", "AND"), ("bitwiseOr", "OR"), ("bitwiseXor", "XOR")]:
+  case(f"{name}/i32-bits", name, wire, [inp("int32", (6,), "bits"), inp("int32", (6,), "bits")])
+  case(f"{name}/u8-bits", name, wire, [inp("uint8", (6,), "bits"), inp("uint8", (6,), "bits")])
+case("bitwiseXor/i64-bits", "bitwiseXor", "XOR", [inp("int64", (6,), "bits"), inp("int64", (6,), "bits")])
+case("bitwiseAnd/bool", "bitwiseAnd", "WHERE", [inp("bool", (6,)), inp("bool", (6,))])
+case("bitwiseOr/bool", "bitwiseOr", "WHERE", [inp("bool", (6,)), inp("bool", (6,))])
+case("bitwiseNot/u16-bits", "bitwiseNot", "XOR", [inp("uint16", (6,), "bits")])
+case("bitwiseNot/i8-bits", "bitwiseNot", "XOR", [inp("int8", (6,), "bits")])
+case("logicalNot/bool", "logicalNot", "CMPNE", [inp("bool", (6,))])
+
+# ---- dtype ---------------------------------------------------------------------------------------
+for src, dst, kind in [("float32", "float16", "default"), ("float32", "bfloat16", "default"), ("float32", "int32", "default"),
+                       ("float32", "uint8", "pos"), ("int32", "float32", "default"), ("int64", "int32", "bits"),
+                       ("int32", "bool", "small"), ("bool", "float32", "default"), ("float16", "float64", "default"),
+                       ("bfloat16", "float32", "default"), ("uint8", "int8", "bits"), ("int8", "uint32", "bits"),
+                       ("float64", "float32", "default"), ("int16", "float16", "small"), ("uint32", "int64", "bits"),
+                       ("float64", "int64", "int"), ("bool", "uint16", "default"), ("int8", "bfloat16", "small")]:
+  case(f"cast/{short(src)}-{short(dst)}", "cast", "CAST", [inp(src, (2, 3), kind)], {"dtype": dst})
+for src, dst, shape, kind in [("float32", "int32", (2, 3), "default"), ("float32", "uint8", (2, 2), "default"),
+                              ("int32", "uint32", (5,), "bits"), ("uint8", "int16", (2, 4), "bits"),
+                              ("int16", "float16", (2, 3), "small"), ("uint8", "bool", (6,), "small"),
+                              ("int64", "float64", (3,), "small"), ("uint16", "bfloat16", (4,), "small")]:
+  case(f"bitcast/{short(src)}-{short(dst)}", "bitcast", "BITCAST", [inp(src, shape, kind)], {"dtype": dst})
+
+# ---- reductions ----------------------------------------------------------------------------------
+for dt in ALL:
+  case(f"sum/{short(dt)}-all", "sum", "REDUCE_SUM", [inp(dt, (3, 4))])
+case("sum/f32-axis1-keepdim", "sum", "REDUCE_SUM", [inp("float32", (3, 4))], {"axis": 1, "keepdim": True})
+case("sum/f32-axes02", "sum", "REDUCE_SUM", [inp("float32", (2, 3, 4))], {"axis": [0, 2]})
+case("sum/i8-axis-neg", "sum", "REDUCE_SUM", [inp("int8", (3, 4))], {"axis": -1})
+case("sum/u32-bits-axis0", "sum", "REDUCE_SUM", [inp("uint32", (3, 4), "bits")], {"axis": 0})
+for dt in ["float32", "int16", "uint8", "bool", "bfloat16"]:
+  case(f"max/{short(dt)}-axis0", "max", "REDUCE_MAX", [inp(dt, (3, 4))], {"axis": 0})
+case("max/f64-all", "max", "REDUCE_MAX", [inp("float64", (3, 4))])
+for dt in ["float32", "int32", "uint16", "bool"]:
+  case(f"min/{short(dt)}-axis1", "min", "REDUCE_MAX", [inp(dt, (3, 4))], {"axis": 1, "keepdim": True})
+for dt in ["float32", "float16", "int32", "bfloat16"]:
+  case(f"mean/{short(dt)}", "mean", "MEAN", [inp(dt, (3, 4))], {"axis": 1})
+case("mean/f32-all", "mean", "MEAN", [inp("float32", (2, 3, 4))])
+case("var/f32", "var", "VAR", [inp("float32", (3, 4))], {"axis": 1})
+case("var/f64-biased-keepdim", "var", "VAR", [inp("float64", (3, 4))], {"axis": 0, "keepdim": True, "correction": 0})
+case("var/f16-all", "var", "VAR", [inp("float16", (3, 4))])
+case("std/f32", "std", ["VAR", "SQRT"], [inp("float32", (3, 4))], {"axis": 0})
+case("std/i32", "std", ["VAR", "SQRT"], [inp("int32", (3, 4), "small")], {"axis": 1})
+case("logsumexp/f32", "logsumexp", "LOGSUMEXP", [inp("float32", (3, 4))], {"axis": 1})
+case("logsumexp/f32-keepdim", "logsumexp", "LOGSUMEXP", [inp("float32", (3, 4))], {"axis": 0, "keepdim": True})
+case("logsumexp/bf16", "logsumexp", "LOGSUMEXP", [inp("bfloat16", (3, 4))], {"axis": -1})
+case("argmax/f32", "argmax", "ARGMAX", [inp("float32", (3, 4), "small")], {"axis": 1})
+case("argmax/i8-all", "argmax", "ARGMAX", [inp("int8", (3, 4), "small")])
+case("argmax/u8-keepdim", "argmax", "ARGMAX", [inp("uint8", (3, 4), "small")], {"axis": 0, "keepdim": True})
+case("argmin/f16", "argmin", "ARGMIN", [inp("float16", (3, 4), "small")], {"axis": 0})
+case("argmin/i64-all", "argmin", "ARGMIN", [inp("int64", (3, 4), "small")])
+for dt in ["float32", "int32", "float16", "uint8"]:
+  case(f"prod/{short(dt)}", "prod", "REDUCE_PROD", [inp(dt, (3, 4), "small")], {"axis": 1})
+case("prod/i64-all", "prod", "REDUCE_PROD", [inp("int64", (2, 3), "small")])
+for dt, ax in [("float32", 0), ("int32", 1), ("float16", -1), ("uint8", 1), ("bool", 0), ("float64", 1)]:
+  case(f"cumsum/{short(dt)}-axis{ax}", "cumsum", "CUMSUM", [inp(dt, (3, 4), "small")], {"axis": ax})
+
+# ---- movement ------------------------------------------------------------------------------------
+case("reshape/f32", "reshape", "RESHAPE", [inp("float32", (2, 6))], {"shape": [3, 4]})
+case("reshape/i16-infer", "reshape", "RESHAPE", [inp("int16", (2, 3, 4))], {"shape": [4, -1]})
+case("reshape/bool-0d", "reshape", "RESHAPE", [inp("bool", (1, 1))], {"shape": []})
+case("permute/f32", "permute", "PERMUTE", [inp("float32", (2, 3, 4))], {"order": [2, 0, 1]})
+case("permute/u8", "permute", "PERMUTE", [inp("uint8", (2, 3, 4))], {"order": [1, 2, 0]})
+case("transpose/f16", "transpose", "PERMUTE", [inp("float16", (2, 3))], {"dim0": 0, "dim1": 1})
+case("transpose/i64-3d", "transpose", "PERMUTE", [inp("int64", (2, 3, 4), "bits")], {"dim0": -1, "dim1": 0})
+case("expand/f32", "expand", "EXPAND", [inp("float32", (3, 1))], {"shape": [3, 4]})
+case("expand/i32-newaxis", "expand", ["EXPAND", "RESHAPE"], [inp("int32", (1, 3))], {"shape": [2, 4, 3]})
+case("pad/f32", "pad", "PAD", [inp("float32", (2, 3))], {"padding": [[1, 0], [2, 1]]})
+case("pad/i8-value", "pad", ["PAD", "WHERE"], [inp("int8", (2, 3))], {"padding": [[0, 1], [1, 1]], "value": 7})
+case("pad/bf16-negative", "pad", ["PAD", "SHRINK"], [inp("bfloat16", (3, 4))], {"padding": [[-1, 1], [0, -2]]})
+case("shrink/f32", "shrink", "SHRINK", [inp("float32", (4, 5))], {"arg": [[1, 3], [0, 4]]})
+case("shrink/u32", "shrink", "SHRINK", [inp("uint32", (4, 5), "bits")], {"arg": [[0, 4], [2, 3]]})
+case("flip/f32", "flip", "FLIP", [inp("float32", (2, 3))], {"axis": 1})
+case("flip/i16-both", "flip", "FLIP", [inp("int16", (2, 3))], {"axis": [0, 1]})
+case("squeeze/f32", "squeeze", "RESHAPE", [inp("float32", (2, 1, 3))], {"dim": 1})
+case("squeeze/all", "squeeze", "RESHAPE", [inp("int32", (1, 3, 1))])
+case("unsqueeze/f64", "unsqueeze", "RESHAPE", [inp("float64", (2, 3))], {"dim": -1})
+case("flatten/f32", "flatten", "RESHAPE", [inp("float32", (2, 3, 4))])
+case("flatten/start1", "flatten", "RESHAPE", [inp("uint8", (2, 3, 4))], {"start": 1})
+case("cat/f32", "cat", ["PAD", "ADD"], [inp("float32", (2, 3)), inp("float32", (1, 3))], {"dim": 0})
+case("cat/i32-3way-dim1", "cat", ["PAD", "ADD"], [inp("int32", (2, 1)), inp("int32", (2, 2)), inp("int32", (2, 3))], {"dim": 1})
+case("cat/promote", "cat", ["PAD", "CAST"], [inp("int8", (2,)), inp("float16", (3,))], {"dim": 0})
+case("stack/f32", "stack", ["PAD", "RESHAPE"], [inp("float32", (2, 3)), inp("float32", (2, 3))], {"dim": 0})
+case("stack/bf16-dim1", "stack", ["PAD", "RESHAPE"], [inp("bfloat16", (2, 3)), inp("bfloat16", (2, 3))], {"dim": 1})
+# Indexing: an entry is an int, null (a new axis), "..." or {"slice": [start, stop, step]} (nulls
+# for the defaults), or {"tensor": k} (advanced indexing by input k).
+case("index/int-row", "index", ["SHRINK", "RESHAPE"], [inp("float32", (3, 4))], {"index": [1]})
+case("index/slice-step", "index", ["SHRINK", "PAD"], [inp("float32", (3, 6))], {"index": [{"slice": [None, None, None]}, {"slice": [1, None, 2]}]})
+case("index/neg-step", "index", "FLIP", [inp("int32", (5,))], {"index": [{"slice": [None, None, -1]}]})
+case("index/newaxis-ellipsis", "index", "RESHAPE", [inp("uint8", (2, 3, 4))], {"index": ["...", None, -1]})
+case("index/tensor", "index", ["ONE_HOT", "MATMUL"], [inp("float32", (4, 3)), inp("int32", (5,), lo=-4, hi=3)], {"index": [{"tensor": 1}]})
+
+# ---- linear algebra, nn ops ----------------------------------------------------------------------
+case("matmul/f32-2d", "matmul", "MATMUL", [inp("float32", (3, 4)), inp("float32", (4, 5))])
+case("matmul/f32-vec-mat", "matmul", "MATMUL", [inp("float32", (4,)), inp("float32", (4, 2))])
+case("matmul/f32-batch-broadcast", "matmul", "MATMUL", [inp("float32", (2, 1, 3, 4)), inp("float32", (3, 4, 2))])
+case("matmul/f16", "matmul", ["MATMUL", "CAST"], [inp("float16", (3, 4)), inp("float16", (4, 3))])
+case("matmul/bf16", "matmul", ["MATMUL", "CAST"], [inp("bfloat16", (2, 5)), inp("bfloat16", (5, 3))])
+case("matmul/i32", "matmul", "MATMUL", [inp("int32", (3, 4), "small"), inp("int32", (4, 2), "small")])
+case("matmul/i8-acc", "matmul", ["MATMUL", "CAST"], [inp("int8", (3, 4)), inp("int8", (4, 2))])
+case("matmul/f64-mat-vec", "matmul", "MATMUL", [inp("float64", (3, 4)), inp("float64", (4,))])
+case("softmax/f32", "softmax", "SOFTMAX", [inp("float32", (3, 5))], {"axis": -1})
+case("softmax/f32-axis0", "softmax", "SOFTMAX", [inp("float32", (3, 5))], {"axis": 0})
+case("softmax/f16", "softmax", ["SOFTMAX", "CAST"], [inp("float16", (2, 4))], {"axis": 1})
+case("softmax/i32", "softmax", ["SOFTMAX", "CAST"], [inp("int32", (2, 4), "small")], {"axis": 1})
+case("logSoftmax/f32", "logSoftmax", "LOG_SOFTMAX", [inp("float32", (3, 5))], {"axis": 1})
+case("logSoftmax/bf16", "logSoftmax", ["LOG_SOFTMAX", "CAST"], [inp("bfloat16", (3, 5))], {"axis": -1})
+case("layernorm/f32", "layernorm", "LAYERNORM", [inp("float32", (3, 8))], {"axis": -1, "eps": 0.00001})
+case("layernorm/f32-2axes", "layernorm", "LAYERNORM", [inp("float32", (2, 3, 4))], {"axis": [1, 2], "eps": 0.001})
+case("layernorm/f64-inner", "layernorm", ["LAYERNORM", "PERMUTE"], [inp("float64", (3, 4, 2))], {"axis": 1, "eps": 0.00001})
+case("rmsNorm/f32", "rmsNorm", "RMS_NORM", [inp("float32", (3, 8))], {"axis": -1, "eps": 0.000001})
+case("rmsNorm/f16", "rmsNorm", ["RMS_NORM", "CAST"], [inp("float16", (2, 6))], {"axis": -1, "eps": 0.0001})
+case("groupNorm/f32", "groupNorm", "GROUP_NORM", [inp("float32", (2, 4, 3, 3))], {"groups": 2, "eps": 0.00001})
+case("groupNorm/affine", "groupNorm", ["GROUP_NORM", "MUL", "ADD"],
+     [inp("float32", (2, 6, 4)), inp("float32", (6,)), inp("float32", (6,))], {"groups": 3, "eps": 0.00001})
+case("batchNorm/train", "batchNorm", "BATCHNORM_TRAIN", [inp("float32", (4, 3, 2, 2))], {"training": True, "eps": 0.00001})
+case("batchNorm/eval", "batchNorm", "BATCHNORM_EVAL",
+     [inp("float32", (4, 3, 2)), inp("float32", (3,)), inp("float32", (3,), "pos")], {"training": False, "eps": 0.00001})
+case("batchNorm/eval-affine-f16", "batchNorm", ["BATCHNORM_EVAL", "MUL", "ADD", "CAST"],
+     [inp("float16", (2, 3, 2)), inp("float16", (3,)), inp("float16", (3,), "pos"), inp("float16", (3,)), inp("float16", (3,))],
+     {"training": False, "eps": 0.001})
+case("crossEntropy/indices", "crossEntropy", ["LOG_SOFTMAX", "ONE_HOT", "MEAN"],
+     [inp("float32", (4, 5)), inp("int32", (4,), lo=0, hi=4)])
+case("crossEntropy/sum-smoothing", "crossEntropy", ["LOG_SOFTMAX", "ONE_HOT", "REDUCE_SUM"],
+     [inp("float32", (3, 4)), inp("int64", (3,), lo=0, hi=3)], {"reduction": "sum", "labelSmoothing": 0.125})
+case("crossEntropy/probs", "crossEntropy", ["LOG_SOFTMAX", "MEAN"],
+     [inp("float32", (2, 3)), inp("float32", (2, 3), lo=0, hi=4, div=4)])
+case("oneHot/i32", "oneHot", "ONE_HOT", [inp("int32", (2, 3), lo=-1, hi=5)], {"n": 5})
+case("oneHot/u8", "oneHot", "ONE_HOT", [inp("uint8", (4,), lo=0, hi=3)], {"n": 3})
+case("tril/f32", "tril", "TRIL", [inp("float32", (4, 4))])
+case("tril/i32-diag1", "tril", "TRIL", [inp("int32", (2, 3, 4))], {"diagonal": 1})
+case("triu/f16-diag-neg", "triu", "TRIU", [inp("float16", (4, 3))], {"diagonal": -1})
+case("triu/bool", "triu", "TRIU", [inp("bool", (3, 3))])
+case("gather/f32-axis1", "gather", "GATHER", [inp("float32", (3, 4)), inp("int32", (3, 2), lo=0, hi=3)], {"dim": 1})
+case("gather/i16-axis0", "gather", "GATHER", [inp("int16", (3, 4)), inp("int64", (2, 4), lo=0, hi=2)], {"dim": 0})
+case("conv2d/f32", "conv2d", "CONV2D", [inp("float32", (2, 3, 6, 6)), inp("float32", (4, 3, 3, 3))])
+case("conv2d/stride-pad-bias", "conv2d", ["CONV2D", "ADD"],
+     [inp("float32", (1, 2, 7, 7)), inp("float32", (3, 2, 3, 3)), inp("float32", (3,))], {"stride": 2, "padding": 1})
+case("conv2d/groups-dilation", "conv2d", "CONV2D", [inp("float32", (1, 4, 8, 8)), inp("float32", (4, 2, 3, 3))],
+     {"groups": 2, "dilation": 2})
+case("conv2d/f16", "conv2d", ["CONV2D", "CAST"], [inp("float16", (1, 2, 5, 5)), inp("float16", (2, 2, 2, 2))],
+     {"padding": [1, 0]})
+case("conv2d/bf16", "conv2d", ["CONV2D", "CAST"], [inp("bfloat16", (1, 1, 4, 4)), inp("bfloat16", (2, 1, 3, 3))])
+case("convTranspose2d/f32", "convTranspose2d", "CONV_TRANSPOSE2D", [inp("float32", (1, 2, 3, 3)), inp("float32", (2, 3, 3, 3))])
+case("convTranspose2d/stride-outpad", "convTranspose2d", "CONV_TRANSPOSE2D",
+     [inp("float32", (1, 2, 3, 3)), inp("float32", (2, 2, 2, 2))], {"stride": 2, "padding": 1, "outputPadding": 1})
+case("maxPool2d/f32", "maxPool2d", "MAX_POOL2D", [inp("float32", (1, 2, 4, 4))])
+case("maxPool2d/k3-s1-pad", "maxPool2d", "MAX_POOL2D", [inp("float32", (2, 1, 5, 5))], {"kernel": 3, "stride": 1, "padding": 1})
+case("maxPool2d/i32", "maxPool2d", "MAX_POOL2D", [inp("int32", (1, 1, 4, 6))], {"kernel": [2, 3]})
+case("maxPool2d/bf16-dilation", "maxPool2d", "MAX_POOL2D", [inp("bfloat16", (1, 1, 6, 6))], {"kernel": 2, "dilation": 2})
+case("avgPool2d/f32", "avgPool2d", "AVG_POOL2D", [inp("float32", (1, 2, 4, 4))])
+case("avgPool2d/pad-stride", "avgPool2d", "AVG_POOL2D", [inp("float32", (1, 1, 5, 5))], {"kernel": 3, "stride": 2, "padding": 1})
+case("avgPool2d/f16", "avgPool2d", ["AVG_POOL2D", "CAST"], [inp("float16", (1, 1, 4, 4))], {"kernel": 2})
+case("sdpa/f32", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTION",
+     [inp("float32", (2, 3, 4)), inp("float32", (2, 5, 4)), inp("float32", (2, 5, 6))])
+case("sdpa/causal", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTION",
+     [inp("float32", (1, 4, 4)), inp("float32", (1, 4, 4)), inp("float32", (1, 4, 3))], {"causal": True})
+case("sdpa/bool-mask", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTION_MASKED",
+     [inp("float32", (2, 3, 4)), inp("float32", (2, 5, 4)), inp("float32", (2, 5, 2)), inp("bool", (3, 5))])
+case("sdpa/float-mask-f16", "scaledDotProductAttention", ["SCALED_DOT_PRODUCT_ATTENTION_MASKED", "CAST"],
+     [inp("float16", (3, 4)), inp("float16", (3, 4)), inp("float16", (3, 4)), inp("float16", (3, 3), "unit")])
+
+# ---- ops the clients compose themselves from wire ops (where their rules drift most easily) ------
+case("trunc/f32", "trunc", "CAST", [inp("float32", (8,))])
+case("floor/f32", "floor", ["CAST", "CMPLT", "WHERE"], [inp("float32", (8,))])
+case("ceil/f64", "ceil", ["CAST", "CMPLT", "WHERE"], [inp("float64", (8,))])
+case("round/f32-half-even", "round", ["CAST", "WHERE"], [inp("float32", (12,), lo=-12, hi=12, div=2)])
+case("round/f16", "round", ["CAST", "WHERE"], [inp("float16", (8,))])
+case("floor/i32", "floor", "CMPLT", [inp("int32", (6,))])
+case("sign/f32", "sign", ["CMPNE", "WHERE"], [inp("float32", (8,), "small")])
+case("sign/i8", "sign", ["CMPNE", "WHERE"], [inp("int8", (8,), "small")])
+case("square/i16", "square", "MUL", [inp("int16", (6,), "small")])
+case("rsqrt/f32", "rsqrt", ["SQRT", "RECIPROCAL"], [inp("float32", (6,), "pos")])
+case("tan/f32", "tan", ["SIN", "DIV"], [inp("float32", (6,), "unit")])
+case("elu/f32", "elu", ["EXP", "RELU"], [inp("float32", (8,))], {"alpha": 0.5})
+case("relu6/f32", "relu6", ["RELU", "MAX"], [inp("float32", (8,), lo=-32, hi=40, div=4)])
+case("logsigmoid/f32", "logsigmoid", ["EXP", "LOG"], [inp("float32", (8,))])
+case("quickGelu/f32", "quickGelu", "SIGMOID", [inp("float32", (8,))])
+case("mish/f32", "mish", ["TANH", "LOG"], [inp("float32", (8,))])
+case("hardtanh/f32", "hardtanh", "MAX", [inp("float32", (8,))], {"min": -0.5, "max": 1.5})
+case("hardsigmoid/f32", "hardsigmoid", "RELU", [inp("float32", (8,))])
+case("hardswish/f32", "hardswish", ["RELU", "MAX"], [inp("float32", (8,))])
+case("lshift/i32", "lshift", "MUL", [inp("int32", (6,))], {"n": 3})
+case("lshift/u8-bits", "lshift", "MUL", [inp("uint8", (6,), "bits")], {"n": 5})
+case("rshift/i32", "rshift", ["IDIV", "MOD"], [inp("int32", (6,))], {"n": 2})
+case("rshift/i8-bits", "rshift", ["IDIV", "MOD"], [inp("int8", (6,), "bits")], {"n": 7})
+case("repeat/f32", "repeat", ["EXPAND", "RESHAPE"], [inp("float32", (2, 3))], {"repeats": [2, 1, 3]})
+case("unflatten/i32", "unflatten", "RESHAPE", [inp("int32", (2, 6))], {"dim": 1, "sizes": [2, 3]})
+case("split/f32-piece1", "split", "SHRINK", [inp("float32", (2, 5))], {"sizes": [1, 3, 1], "dim": 1, "piece": 1})
+case("chunk/i16-piece1", "chunk", "SHRINK", [inp("int16", (5, 2))], {"chunks": 2, "dim": 0, "piece": 1})
+case("linear/f32", "linear", ["MATMUL", "ADD"], [inp("float32", (3, 4)), inp("float32", (4, 2)), inp("float32", (2,))])
+case("linear/f16-no-bias", "linear", ["MATMUL", "CAST"], [inp("float16", (3, 4)), inp("float16", (4, 2))])
+case("sparseCategoricalCrossentropy/f32", "sparseCategoricalCrossentropy", ["LOG_SOFTMAX", "ONE_HOT"],
+     [inp("float32", (4, 5)), inp("int32", (4,), lo=0, hi=4)], {"ignoreIndex": 2})
+case("binaryCrossentropy/f32", "binaryCrossentropy", ["LOG", "MEAN"],
+     [inp("float32", (2, 3), lo=1, hi=7, div=8), inp("float32", (2, 3), lo=0, hi=4, div=4)])
+case("binaryCrossentropyLogits/sum", "binaryCrossentropyLogits", ["LOG", "REDUCE_SUM"],
+     [inp("float32", (2, 3)), inp("float32", (2, 3), lo=0, hi=4, div=4)], {"reduction": "sum"})
+# Chains (`then`): each step applies to the previous result. Dividing by zeros makes inf and nan,
+# which the generator never produces directly.
+case("isnan/div-by-zero", "div", ["DIV", "CMPNE"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],
+     then=[("isnan", {})])
+case("isinf/div-by-zero", "div", ["DIV", "CMPNE"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],
+     then=[("isinf", {})])
+case("div/f16-by-zero", "div", "DIV", [inp("float16", (8,), "small"), inp("float16", (8,), lo=-1, hi=1, div=1)])
+case("chain/matmul-relu-sum", "matmul", ["MATMUL", "RELU", "REDUCE_SUM"], [inp("float32", (3, 4)), inp("float32", (4, 5))],
+     then=[("relu", {}), ("sum", {"axis": 0})])
+case("chain/cast-cumsum-flip", "cast", ["CAST", "CUMSUM", "FLIP"], [inp("uint8", (2, 5), "small")], {"dtype": "int16"},
+     then=[("cumsum", {"axis": 1}), ("flip", {"axis": 0})])
+case("chain/permute-reshape-max", "permute", ["PERMUTE", "RESHAPE", "REDUCE_MAX"], [inp("bfloat16", (2, 3, 4))],
+     {"order": [2, 0, 1]}, then=[("reshape", {"shape": [4, 6]}), ("max", {"axis": 1})])
+
+# ---- autograd: the gradient of sum(op(inputs)) with respect to input `wrt` -------------------
+GRADS = [
+    ("tanh", [inp("float32", (2, 3))], {}, 0),
+    ("mul", [inp("float32", (2, 3)), inp("float32", (2, 3))], {}, 1),
+    ("matmul", [inp("float32", (3, 4)), inp("float32", (4, 2))], {}, 0),
+    ("logSoftmax", [inp("float32", (2, 5))], {"axis": 1}, 0),
+    ("layernorm", [inp("float32", (2, 6))], {"axis": -1, "eps": 0.00001}, 0),
+    ("conv2d", [inp("float32", (1, 2, 5, 5)), inp("float32", (3, 2, 3, 3))], {}, 1),
+    ("maxPool2d", [inp("float32", (1, 1, 4, 4))], {}, 0),
+    ("crossEntropy", [inp("float32", (4, 5)), inp("int32", (4,), lo=0, hi=4)], {}, 0),
+    ("div", [inp("float32", (2, 3)), inp("float32", (2, 3), "pos")], {}, 1),
+    ("gelu", [inp("float16", (2, 3))], {}, 0),
+    ("sum", [inp("float32", (3, 4))], {"axis": 1}, 0),
+    ("sdpa", [inp("float32", (1, 3, 4)), inp("float32", (1, 3, 4)), inp("float32", (1, 3, 2))], {"causal": True}, 2),
+]
+for of, ins, a, wrt in GRADS:
+  op = "scaledDotProductAttention" if of == "sdpa" else of
+  case(f"grad/{of}", "grad", "GRADIENT", ins, {"of": op, "args": a, "wrt": wrt})
+
+# ---- devices: COPY needs a second device; the case is skipped where the daemon has no CUDA -------
+case("to/cuda", "to", "COPY", [inp("float32", (2, 3))], {"device": "CUDA"}, requires="CUDA")
+case("to/cuda-and-back", "to", "COPY", [inp("int32", (4,))], {"device": "CUDA", "back": True}, requires="CUDA")
+
+
+def render() -> str:
+  """One case per line, so a diff of the corpus reads case by case."""
+  head = {"version": 1, "generator": "splitmix64",
+          "comment": "Cross-client conformance corpus; see tests/conformance/README.md. Written by gen_cases.py."}
+  lines = ["{", *(f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()), '  "cases": [']
+  lines += [f"    {json.dumps(c, separators=(', ', ': '))}," for c in cases]
+  lines[-1] = lines[-1].rstrip(",")
+  lines += ["  ]", "}"]
+  return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+  text = render()
+  if "--check" in sys.argv[1:]:
+    if OUT.read_text() != text:
+      sys.exit(f"{OUT} is stale: run {Path(__file__).name}")
+    sys.exit(0)
+  OUT.write_text(text)
+  print(f"wrote {len(cases)} cases to {OUT}")
