@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/bounded.h"
 #include "server/status.h"
 
 namespace polygrad::server {
@@ -97,7 +98,7 @@ std::string Logger::format(LogLevel level, std::string_view timestamp, std::stri
       line += ",\"";
       append_json_escaped(line, f.key);
       line += "\":\"";
-      append_json_escaped(line, f.value);
+      append_json_escaped(line, bounded(f.value, kMaxMessageBytes));
       line += '"';
     }
     line += "}\n";
@@ -108,7 +109,7 @@ std::string Logger::format(LogLevel level, std::string_view timestamp, std::stri
   append_text_value(line, event);
   for (const LogField& f : fields) {
     absl::StrAppend(&line, " ", av(f.key), "=");
-    append_text_value(line, f.value);
+    append_text_value(line, bounded(f.value, kMaxMessageBytes));
   }
   line += '\n';
   return line;

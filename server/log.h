@@ -33,6 +33,8 @@ class Logger {
                   LogSink sink = {});
 
   bool enabled(LogLevel level) const { return level >= level_; }
+  // One line per event. Each field's value is cut to kMaxMessageBytes (server/bounded.h): fields
+  // may carry client-supplied text.
   void log(LogLevel level, std::string_view event, std::initializer_list<LogField> fields = {}) const;
 
   void debug(std::string_view event, std::initializer_list<LogField> fields = {}) const {

@@ -21,9 +21,13 @@ using SessionPtr = std::shared_ptr<Session>;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+// A download's chunks are at least 64 KiB (or the default chunk, if smaller): a client asking
+// for 1-byte chunks would otherwise cost the daemon a message per byte.
+constexpr uint64_t kMinChunkBytes = 64 << 10;
+
 uint64_t chunk_size(uint64_t requested, const Limits& limits) {
   if (requested == 0) return limits.chunk_bytes;
-  return std::min(requested, limits.max_message_bytes);
+  return std::clamp(requested, std::min(kMinChunkBytes, limits.chunk_bytes), limits.max_message_bytes);
 }
 
 // Fills `c` with the bytes of `buf` from `offset`; the first chunk carries dtype and shape.

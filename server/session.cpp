@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "server/bounded.h"
 #include "server/status.h"
 
 namespace polygrad::server {
@@ -314,7 +315,11 @@ absl::StatusOr<PendingUpload> Session::begin_upload(const v1::UploadHeader& head
   BusyGuard busy(*this);
   if (absl::Status s = check_open(); !s.ok()) return s;
   std::optional<DType> dt = from_wire(header.dtype());
-  if (!dt) return absl::InvalidArgumentError("upload header: dtype is required");
+  if (!dt) {
+    return absl::InvalidArgumentError(header.dtype() == v1::DTYPE_UNSPECIFIED
+                                          ? std::string("upload header: dtype is required")
+                                          : absl::StrCat("upload header: unknown dtype ", static_cast<int>(header.dtype())));
+  }
   Shape shape(header.shape().begin(), header.shape().end());
   if (absl::Status s = check_shape(shape, limits_, "upload shape"); !s.ok()) return s;
   uint64_t nbytes = dtype_itemsize(*dt);
@@ -452,7 +457,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::find(std::string_view i
     auto it = sessions_.find(absl::string_view(id.data(), id.size()));
     if (it != sessions_.end() && it->second->tenant() == tenant) s = it->second;
   }
-  if (!s) return absl::NotFoundError(absl::StrCat("session \"", av(id), "\" not found (closed, expired or never opened)"));
+  if (!s) return absl::NotFoundError(absl::StrCat("session \"", bounded(id), "\" not found (closed, expired or never opened)"));
   s->touch();
   return s;
 }
@@ -468,7 +473,7 @@ absl::Status SessionManager::close_any(std::string_view id, std::string_view rea
     std::lock_guard lock(mu_);
     auto it = sessions_.find(absl::string_view(id.data(), id.size()));
     if (it == sessions_.end()) {
-      return absl::NotFoundError(absl::StrCat("session \"", av(id), "\" not found (closed, expired or never opened)"));
+      return absl::NotFoundError(absl::StrCat("session \"", bounded(id), "\" not found (closed, expired or never opened)"));
     }
     s = std::move(it->second);
     sessions_.erase(it);

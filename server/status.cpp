@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "server/bounded.h"
 
 namespace polygrad::server {
 
@@ -31,7 +32,8 @@ grpc::StatusCode to_grpc_code(absl::StatusCode code) {
 
 grpc::Status to_grpc_status(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(to_grpc_code(status.code()), std::string(status.message()));
+  const absl::string_view message = status.message();
+  return grpc::Status(to_grpc_code(status.code()), bounded({message.data(), message.size()}, kMaxMessageBytes));
 }
 
 std::string code_name(absl::StatusCode code) {

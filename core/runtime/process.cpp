@@ -64,7 +64,13 @@ absl::StatusOr<ProcessResult> run_process(const std::vector<std::string>& argv, 
   if (timed_out)
     return absl::DeadlineExceededError(absl::StrCat(argv[0], " did not finish within ", timeout.count(), " ms"));
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   return result;
+}
+
+std::string ProcessResult::how_it_ended() const {
+  if (signal != 0) return absl::StrCat("killed by signal ", signal, " (", strsignal(signal), ")");
+  return absl::StrCat("exit ", exit_code);
 }
 
 }  // namespace polygrad

@@ -3,14 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <csignal>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "core/cache/kernel_cache.h"
 #include "core/cache/sha256.h"
 #include "core/runtime/cpu/compiler.h"
+#include "core/runtime/process.h"
 
 namespace polygrad {
 namespace {
@@ -263,6 +267,17 @@ TEST(CpuCompiler, CompileErrorsAreReportedNotThrown) {
   auto r = cc->compile("this is not C");
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("kernel compilation failed"), std::string::npos);
+}
+
+TEST(RunProcess, NamesTheSignalThatKilledTheProgram) {
+  auto r = run_process({"sh", "-c", "kill -SEGV $$"}, std::chrono::seconds(600));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, -1);
+  EXPECT_EQ(r->signal, SIGSEGV);
+  EXPECT_EQ(r->how_it_ended(), absl::StrCat("killed by signal ", SIGSEGV, " (", strsignal(SIGSEGV), ")"));
+  r = run_process({"sh", "-c", "exit 3"}, std::chrono::seconds(600));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->how_it_ended(), "exit 3");
 }
 
 TEST(CpuCompiler, MissingCompilerIsFailedPrecondition) {

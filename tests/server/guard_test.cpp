@@ -696,6 +696,21 @@ TEST_F(GuardTest, RequestsInFlightLimit) {
   EXPECT_TRUE(create(kBob, &other).ok());
 }
 
+// A megabyte session id is echoed cut short: the reply stays under the client's metadata limit
+// (it answered RESOURCE_EXHAUSTED about its own limit before) and no log line carries it whole.
+TEST_F(GuardTest, AHugeSessionIdIsEchoedBoundedInTheReplyAndTheLog) {
+  start(options());
+  const std::string huge(1 << 20, 's');
+  v1::RealizeResponse rr;
+  grpc::Status s = realize(kAlice, huge, {float_const(1, 1.0, {4})}, {1}, &rr);
+  EXPECT_CODE(s, NOT_FOUND);
+  EXPECT_LT(s.error_message().size(), 256u) << s.error_message().size();
+  EXPECT_NE(s.error_message().find("...(1048576 bytes)\" not found"), std::string::npos) << s.error_message();
+  std::lock_guard lock(logs_.mu);
+  ASSERT_FALSE(logs_.lines.empty());
+  for (const std::string& line : logs_.lines) EXPECT_LT(line.size(), 16u << 10) << line.substr(0, 200);
+}
+
 // ---- deadlines, cancellation and drain -------------------------------------------------------
 
 TEST_F(GuardTest, DeadlineStopsAManyKernelRealizeAndFreesItsTemporaries) {

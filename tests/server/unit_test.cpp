@@ -2,6 +2,7 @@
 // shape limits, dtype table.
 #include <gtest/gtest.h>
 
+#include "server/bounded.h"
 #include "server/decode.h"
 #include "server/log.h"
 #include "server/options.h"
@@ -59,6 +60,28 @@ TEST(Log, JsonEscapesControlCharacters) {
   std::string line = log.format(LogLevel::Error, "2024-01-01T00:00:00.000Z", "x", {{"k", "a\"b\\c\n\x01"}});
   EXPECT_EQ(line,
             "{\"time\":\"2024-01-01T00:00:00.000Z\",\"level\":\"error\",\"msg\":\"x\",\"k\":\"a\\\"b\\\\c\\n\\u0001\"}\n");
+}
+
+TEST(Bounded, CutsLongTextAndSaysHowLongItWas) {
+  EXPECT_EQ(bounded("short"), "short");
+  EXPECT_EQ(bounded(std::string(64, 'a')), std::string(64, 'a'));
+  EXPECT_EQ(bounded(std::string(65, 'a')), std::string(64, 'a') + "...(65 bytes)");
+  // A cut never ends inside a UTF-8 sequence: "é" is two bytes, the second a continuation byte.
+  EXPECT_EQ(bounded("abc\xc3\xa9xyz", 4), "abc...(8 bytes)");
+  EXPECT_EQ(bounded("abc\xc3\xa9xyz", 5), "abc\xc3\xa9...(8 bytes)");
+}
+
+TEST(Log, FieldValuesAreBounded) {
+  Logger log(LogLevel::Info, LogFormat::Text);
+  const std::string huge(1 << 20, 'x');
+  std::string line = log.format(LogLevel::Warning, "", "request failed", {{"session", huge}});
+  EXPECT_LT(line.size(), kMaxMessageBytes + 100);
+  EXPECT_NE(line.find("...(1048576 bytes)"), std::string::npos);
+  EXPECT_LT(Logger(LogLevel::Info, LogFormat::Json).format(LogLevel::Info, "", "x", {{"k", huge}}).size(),
+            kMaxMessageBytes + 100);
+  // A status message reaching a client is bounded the same way.
+  grpc::Status s = to_grpc_status(absl::InvalidArgumentError(huge));
+  EXPECT_LE(s.error_message().size(), kMaxMessageBytes + 32);
 }
 
 TEST(Log, LevelsFilterAndSinkReceivesLines) {

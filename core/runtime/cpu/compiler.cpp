@@ -143,7 +143,7 @@ absl::StatusOr<std::string> CpuCompiler::compile(const std::string& source) cons
     auto r = run_process(argv, timeout_);
     if (!r.ok()) return r.status();
     if (r->exit_code != 0)
-      return absl::InternalError(absl::StrCat("kernel ", what, " failed (", argv[0], " exit ", r->exit_code, "): ", r->output));
+      return absl::InternalError(absl::StrCat("kernel ", what, " failed (", argv[0], " ", r->how_it_ended(), "): ", r->output));
     return absl::OkStatus();
   };
   std::vector<std::string> argv{path_};
