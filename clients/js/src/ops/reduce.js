@@ -34,21 +34,18 @@ P._reduce = function _reduce(op, axis, keepdim) {
   return keepdim ? r : r.reshape(this._node.shape.filter((_, i) => !axes.includes(i)));
 };
 
-P.sum = function sum(a, b) {
+// sum and prod accumulate in a wider dtype (or the one asked for); 16-bit floats come back in
+// their own dtype, as in the Python client.
+function accumulatingReduce(t, op, a, b) {
   const o = reduceArgs(a, b);
-  const acc = o.dtype ? toDType(o.dtype) : sumAccDType(this.dtype);
-  let ret = this.cast(acc)._reduce(OPS.REDUCE_SUM, o.axis, o.keepdim);
-  if (!o.dtype && (this.dtype === dtypes.float16 || this.dtype === dtypes.bfloat16)) ret = ret.cast(this.dtype);
-  return ret;
-};
+  const acc = o.dtype ? toDType(o.dtype) : sumAccDType(t.dtype);
+  const ret = t.cast(acc)._reduce(op, o.axis, o.keepdim);
+  return !o.dtype && (t.dtype === dtypes.float16 || t.dtype === dtypes.bfloat16) ? ret.cast(t.dtype) : ret;
+}
 
-P.prod = function prod(a, b) {
-  const o = reduceArgs(a, b);
-  const acc = o.dtype ? toDType(o.dtype) : sumAccDType(this.dtype);
-  let ret = this.cast(acc)._reduce(OPS.REDUCE_PROD, o.axis, o.keepdim);
-  if (!o.dtype && (this.dtype === dtypes.float16 || this.dtype === dtypes.bfloat16)) ret = ret.cast(this.dtype);
-  return ret;
-};
+P.sum = function sum(a, b) { return accumulatingReduce(this, OPS.REDUCE_SUM, a, b); };
+
+P.prod = function prod(a, b) { return accumulatingReduce(this, OPS.REDUCE_PROD, a, b); };
 
 P.max = function max(a, b) {
   const o = reduceArgs(a, b);
