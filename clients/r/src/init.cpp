@@ -14,6 +14,8 @@ SEXP pg_c_decode(SEXP, SEXP);
 SEXP pg_c_spawn(SEXP, SEXP);
 SEXP pg_c_alive(SEXP);
 SEXP pg_c_stop(SEXP, SEXP);
+SEXP pg_c_weakref(SEXP);
+SEXP pg_c_weakref_get(SEXP);
 
 static const R_CallMethodDef kCalls[] = {
     {"pg_c_connect", (DL_FUNC)&pg_c_connect, 3},
@@ -26,6 +28,8 @@ static const R_CallMethodDef kCalls[] = {
     {"pg_c_spawn", (DL_FUNC)&pg_c_spawn, 2},
     {"pg_c_alive", (DL_FUNC)&pg_c_alive, 1},
     {"pg_c_stop", (DL_FUNC)&pg_c_stop, 2},
+    {"pg_c_weakref", (DL_FUNC)&pg_c_weakref, 1},
+    {"pg_c_weakref_get", (DL_FUNC)&pg_c_weakref_get, 1},
     {nullptr, nullptr, 0}};
 
 void R_init_polygrad(DllInfo* dll) {
