@@ -6,7 +6,8 @@
 #'
 #' Opens a connection and a session. With no address (and `POLYGRAD_ADDRESS` unset) a private
 #' daemon is started on a Unix socket and stopped when the connection closes or R exits. Tensors
-#' made before belong to the old session and cannot be used after reconnecting.
+#' made before belong to the old session and cannot be used after reconnecting. If connecting
+#' fails, the current connection (if any) is kept.
 #'
 #' @param address `"host:port"` or `"unix:/path"`; `""` starts the embedded daemon.
 #' @param token bearer token sent on every call (daemons started with `--tokens-file`).
@@ -16,7 +17,7 @@
 #' @export
 pg_connect <- function(address = Sys.getenv("POLYGRAD_ADDRESS"), token = Sys.getenv("POLYGRAD_TOKEN"),
                        tls_ca = Sys.getenv("POLYGRAD_TLS_CA"), timeout = 30) {
-  pg_disconnect()
+  # The new connection is made first: when it fails, the current one stays usable.
   conn <- new.env(parent = emptyenv())
   conn$daemon <- NULL
   if (!nzchar(address)) {
@@ -37,6 +38,7 @@ pg_connect <- function(address = Sys.getenv("POLYGRAD_ADDRESS"), token = Sys.get
   # Closing at exit (onexit = TRUE) frees the session and stops a private daemon with R.
   reg.finalizer(conn, close_conn, onexit = TRUE)
   ok <- TRUE
+  pg_disconnect()
   .pg$conn <- conn
   invisible(conn)
 }

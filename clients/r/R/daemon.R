@@ -41,9 +41,10 @@ start_daemon <- function(binary = find_daemon_binary(), args = character(), time
   # Waiting for the socket file is a readiness poll with a deadline, not a guess at speed.
   while (!file.exists(sock)) {
     if (!.Call(pg_c_alive, pid)) {
+      why <- daemon_log_tail(log)
       unlink(dir, recursive = TRUE)
       pg_abort("unavailable", sprintf("cannot reach polygradd at %s (%s exited before listening; log: %s)",
-                                      d$address, binary, daemon_log_tail(log)))
+                                      d$address, binary, why))
     }
     if (Sys.time() > deadline) {
       stop_daemon(d)
