@@ -1,6 +1,8 @@
 # Acceptance 7: a shape mismatch, an unreachable daemon and a wrong token each give the condition
 # class of their gRPC status, with the daemon's (or gRPC's) message.
 
+skip_if_no_daemon()
+
 test_that("a shape mismatch is polygrad_invalid_argument with the daemon's message", {
   a <- pg_tensor(matrix(1, 2, 3))
   b <- pg_tensor(matrix(1, 3, 2))

@@ -2,6 +2,8 @@
 # same losses from R as from the Python client (relative difference <= 1e-6), eager and with
 # compile_step. Python runs as a subprocess against the same daemon.
 
+skip_if_no_daemon()
+
 mlp_data <- function() {
   set.seed(7)
   f32 <- function(x) readBin(writeBin(as.double(x), raw(), size = 4), "double", n = length(x), size = 4)

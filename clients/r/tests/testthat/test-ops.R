@@ -1,5 +1,7 @@
 # Group generics and ops against R's own arithmetic on the same (float32-exact) values.
 
+skip_if_no_daemon()
+
 f32 <- function(x) readBin(writeBin(as.double(x), raw(), size = 4), "double", n = length(x), size = 4)
 
 test_that("Ops with R numbers on either side, broadcasting and comparisons", {

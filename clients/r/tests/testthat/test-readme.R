@@ -1,6 +1,8 @@
 # Acceptance 6: the README's R quick start and examples/r run verbatim (each in a fresh R process
 # against the suite's daemon, as a user would run them).
 
+skip_if_no_daemon()
+
 run_r <- function(file) {
   env <- paste0("POLYGRAD_ADDRESS=", polygrad:::.pg$conn$address)
   lib <- paste0("R_LIBS=", paste(.libPaths(), collapse = ":"))

@@ -2,6 +2,8 @@
 # dtype R can hold exactly (doubles as float64, and as float32 when float32-representable;
 # integers as int32/int64; logicals as bool), and matrix products agree with R's own %*%.
 
+skip_if_no_daemon()
+
 f32 <- function(x) readBin(writeBin(as.double(x), raw(), size = 4), "double", n = length(x), size = 4)
 rand_shape <- function(rank) if (rank == 0) NULL else sample(1:4, rank, replace = TRUE)
 make_array <- function(values, shape) if (is.null(shape)) values[1] else array(values[seq_len(prod(shape))], shape)
