@@ -5,7 +5,9 @@
 #' `requires_grad(x) <- TRUE` marks a float tensor as a gradient target; `backward(loss)` adds
 #' d(loss)/d(x) to `grad(x)` for every such tensor the loss depends on (lazily: nothing runs until
 #' a gradient, or an optimizer step, is realized); `pg_detach(x)` is x with no gradient flowing back.
-#' @param x a tensor. @param value `TRUE` or `FALSE`. @param loss a one-element tensor.
+#' @param x a tensor.
+#' @param value `TRUE` or `FALSE`.
+#' @param loss a one-element tensor.
 #' @return `requires_grad`: the flag; `grad`: a tensor or `NULL`; `backward`: loss, invisibly.
 #' @export
 requires_grad <- function(x) isTRUE(x$rg)

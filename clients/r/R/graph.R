@@ -284,3 +284,12 @@ to_row_major <- function(x) {
   if (length(d) <= 1L) return(as.vector(x))
   as.vector(aperm(x))
 }
+
+# The daemon's view of a tensor: its realized buffer's dtype, shape and raw wire bytes
+# (little-endian, row-major), for byte-level comparisons such as the conformance corpus.
+realized_bytes <- function(x) {
+  graph_realize(list(x$node), FALSE)
+  conn <- get_conn()
+  d <- rpc_value(.Call(pg_c_download, conn$xp, conn$session, x$node$handle), "Download", conn$address)
+  list(dtype = dtype_from_wire(d$dtype), shape = as.numeric(d$shape), data = d$data)
+}

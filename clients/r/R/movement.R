@@ -28,9 +28,13 @@ reshape_to <- function(x, shape) {
 #' one `c(before, after)` pair per axis (a list, or a matrix with one row per axis) and pads
 #' with zeros; `pg_flip` reverses axes; `pg_cat` joins tensors along an axis, `pg_stack` along
 #' a new one; `t()` transposes a matrix.
-#' @param x a tensor. @param shape the new shape. @param perm a permutation of the axes.
-#' @param padding before/after amounts per axis. @param axis 1-based axis (or axes).
-#' @param tensors a list of tensors (or tensors as `...`). @param ... more tensors.
+#' @param x a tensor.
+#' @param shape the new shape.
+#' @param perm a permutation of the axes.
+#' @param padding before/after amounts per axis.
+#' @param axis 1-based axis (or axes).
+#' @param tensors a list of tensors (or tensors as `...`).
+#' @param ... more tensors.
 #' @return a tensor.
 #' @export
 pg_reshape <- function(x, shape) {
@@ -56,7 +60,8 @@ pg_permute <- function(x, perm) {
 }
 
 #' @rdname pg_reshape
-#' @param a a tensor (aperm's argument name). @param resize unused.
+#' @param a a tensor (aperm's argument name).
+#' @param resize unused.
 #' @export
 aperm.polygrad_tensor <- function(a, perm = NULL, resize = TRUE, ...) {
   if (is.null(perm)) perm <- rev(seq_along(a$node$shape))
@@ -153,7 +158,9 @@ pg_stack <- function(tensors, ..., axis = 1) {
 #'
 #' 1-based, as R: an index per axis, each missing (all), one position, or a run of consecutive
 #' increasing positions. With `drop = TRUE`, axes of extent 1 are dropped, as for R arrays.
-#' @param x a tensor. @param ... one index per axis. @param drop drop extent-1 axes.
+#' @param x a tensor.
+#' @param ... one index per axis.
+#' @param drop drop extent-1 axes.
 #' @return a tensor.
 #' @export
 `[.polygrad_tensor` <- function(x, ..., drop = TRUE) {

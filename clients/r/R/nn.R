@@ -26,7 +26,9 @@ pg_leaky_relu <- function(x, neg_slope = 0.01) pg_where(x < 0, x * neg_slope, x)
 #'
 #' Of logits `x` with class indices (1-based, an integer tensor or R vector with one rank less
 #' than x) or class probabilities `y` (x's shape); the class axis is 2 (the rows are samples).
-#' @param x logits. @param y targets. @param reduction "mean", "sum" or "none".
+#' @param x logits.
+#' @param y targets.
+#' @param reduction "mean", "sum" or "none".
 #' @return a tensor.
 #' @export
 pg_cross_entropy <- function(x, y, reduction = "mean") {
@@ -50,8 +52,11 @@ pg_cross_entropy <- function(x, y, reduction = "mean") {
 #' 2-D convolution
 #'
 #' Cross-correlation of x (N, C, H, W) with weight (O, C/groups, KH, KW), as PyTorch.
-#' @param x,weight tensors. @param bias `NULL` or a tensor of length O. @param stride,padding,dilation
-#'   an integer or c(h, w). @param groups channel groups.
+#' @param x,weight tensors.
+#' @param bias `NULL` or a tensor of length O.
+#' @param stride,padding,dilation
+#'   an integer or c(h, w).
+#' @param groups channel groups.
 #' @return a tensor.
 #' @export
 pg_conv2d <- function(x, weight, bias = NULL, stride = 1, padding = 0, dilation = 1, groups = 1) {
@@ -75,7 +80,8 @@ pg_conv2d <- function(x, weight, bias = NULL, stride = 1, padding = 0, dilation 
 #'
 #' `y = x %*% t(weight) + bias` with weight (out, in) and bias drawn from U(-1/sqrt(in),
 #' 1/sqrt(in)) as in PyTorch. The layer is a function of x with `$weight` and `$bias`.
-#' @param in_features,out_features sizes. @param bias include a bias.
+#' @param in_features,out_features sizes.
+#' @param bias include a bias.
 #' @return an `nn_linear` object (call it on a tensor).
 #' @export
 nn_linear <- function(in_features, out_features, bias = TRUE) {

@@ -81,7 +81,8 @@ Ops.polygrad_tensor <- function(e1, e2) {
 }
 
 #' Choose elementwise
-#' @param cond a tensor (cast to bool). @param x,y tensors or R values.
+#' @param cond a tensor (cast to bool).
+#' @param x,y tensors or R values.
 #' @return a tensor: x where cond is true, else y.
 #' @export
 pg_where <- function(cond, x, y) {
@@ -98,7 +99,13 @@ pg_where <- function(cond, x, y) {
   make(OP$WHERE, x$node$dtype, shape, list(cond, broadcast_to(x, shape), broadcast_to(y, shape)))
 }
 
+#' Elementwise maximum and minimum
+#' @param x,y tensors or R values.
+#' @return a tensor.
+#' @export
 pg_maximum <- function(x, y) binop(OP$MAX, x, y)
+#' @rdname pg_maximum
+#' @export
 pg_minimum <- function(x, y) {
   ab <- broadcasted(x, y)
   inverse(make(OP$MAX, ab[[1]]$node$dtype, ab[[1]]$node$shape, list(inverse(ab[[1]]), inverse(ab[[2]]))))
@@ -109,7 +116,8 @@ ftrunc <- function(x) if (!is_float_dtype(x$node$dtype)) x else pg_cast(pg_cast(
 #' Elementwise math on tensors
 #'
 #' `exp log sqrt abs sin cos tan tanh floor ceiling trunc sign log2 exp2` (R's Math group).
-#' @param x a tensor. @param ... unused.
+#' @param x a tensor.
+#' @param ... unused.
 #' @return a tensor.
 #' @export
 Math.polygrad_tensor <- function(x, ...) {
@@ -136,7 +144,8 @@ Math.polygrad_tensor <- function(x, ...) {
 #' Reductions over all elements
 #'
 #' `sum`, `max`, `min` (R's Summary group) of one tensor, as a 0-d tensor.
-#' @param ... one tensor. @param na.rm ignored (tensors have no NA).
+#' @param ... one tensor.
+#' @param na.rm ignored (tensors have no NA).
 #' @return a tensor.
 #' @export
 Summary.polygrad_tensor <- function(..., na.rm = FALSE) {

@@ -65,8 +65,11 @@ schedule_step <- function(o) {
 #'
 #' `optim_sgd` (torch's SGD with optional momentum) and `optim_adam` (torch's Adam). `$step()`
 #' updates every parameter that has a gradient, in one request; `$zero_grad()` clears them.
-#' @param params a list of tensors (e.g. `parameters(model)`). @param lr learning rate.
-#' @param momentum SGD momentum. @param betas Adam's (b1, b2). @param eps Adam's epsilon.
+#' @param params a list of tensors (e.g. `parameters(model)`).
+#' @param lr learning rate.
+#' @param momentum SGD momentum.
+#' @param betas Adam's (b1, b2).
+#' @param eps Adam's epsilon.
 #' @return an optimizer (an environment with `$step()` and `$zero_grad()`).
 #' @export
 optim_sgd <- function(params, lr = 0.01, momentum = 0) {

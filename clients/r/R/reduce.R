@@ -15,8 +15,11 @@ reduced_shape <- function(s, axes, keepdim) {
 #'
 #' Over `axis` (1-based; `NULL`: every axis), keeping reduced axes with size 1 when `keepdim`.
 #' `pg_sum` accumulates ints in int32 and floats in at least float32.
-#' @param x a tensor. @param axis 1-based axis or axes; `NULL` for all. @param keepdim keep
-#'   reduced axes. @param ... unused.
+#' @param x a tensor.
+#' @param axis 1-based axis or axes; `NULL` for all.
+#' @param keepdim keep
+#'   reduced axes.
+#' @param ... unused.
 #' @return a tensor.
 #' @export
 pg_sum <- function(x, axis = NULL, keepdim = FALSE) {
@@ -65,7 +68,9 @@ pg_var <- function(x, axis = NULL, keepdim = FALSE, correction = 1) {
 }
 
 #' Softmax, log-softmax and layer normalization
-#' @param x a tensor. @param axis 1-based axis (-1: the last). @param eps added to the variance.
+#' @param x a tensor.
+#' @param axis 1-based axis (-1: the last).
+#' @param eps added to the variance.
 #' @return a tensor of x's shape.
 #' @export
 pg_softmax <- function(x, axis = -1) softmax_like(OP$SOFTMAX, x, axis)

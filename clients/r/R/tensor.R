@@ -62,7 +62,8 @@ pg_tensor <- function(x, dtype = NULL, device = NULL) {
 }
 
 #' Move a tensor to a device
-#' @param x a tensor. @param device "CPU", "CUDA", "CUDA:1".
+#' @param x a tensor.
+#' @param device "CPU", "CUDA", "CUDA:1".
 #' @return the tensor on that device (an explicit COPY; gradients pass through).
 #' @export
 pg_to <- function(x, device) {
@@ -88,7 +89,8 @@ tensor_device <- function(x) {
 #' `Tensor.manual_seed(s)`.
 #'
 #' @param ... the shape, as integers or one vector.
-#' @param value the fill value. @param dtype the element type.
+#' @param value the fill value.
+#' @param dtype the element type.
 #' @param start,stop,step `pg_arange` bounds: start, start + step, ... below stop.
 #' @param seed an integer seed.
 #' @return a tensor (`pg_manual_seed`: `NULL`, invisibly).
@@ -159,7 +161,8 @@ pg_rand <- function(..., dtype = "float32") random_tensor(OP$RAND, shape_args(..
 pg_randn <- function(..., dtype = "float32") random_tensor(OP$RANDN, shape_args(...), check_dtype(dtype))
 
 #' Cast a tensor to another dtype
-#' @param x a tensor. @param dtype the new element type.
+#' @param x a tensor.
+#' @param dtype the new element type.
 #' @return a tensor.
 #' @export
 pg_cast <- function(x, dtype) {
@@ -177,7 +180,8 @@ pg_cast <- function(x, dtype) {
 #' `pg_realize` computes tensors on the daemon (the results stay there); `as.array` and
 #' `as.vector` bring values back (an array with `dim` = shape; rank 0 gives a bare value);
 #' `pg_item` reads a one-element tensor.
-#' @param x a tensor. @param ... more tensors to realize in the same request.
+#' @param x a tensor.
+#' @param ... more tensors to realize in the same request.
 #' @return `pg_realize`: `x`, invisibly.
 #' @export
 pg_realize <- function(x, ...) {
@@ -237,7 +241,8 @@ pg_device <- function(x) tensor_device(x)
 #' Print a tensor
 #'
 #' Shows the values (realizing the tensor), the dtype and the device.
-#' @param x a tensor. @param ... passed to [base::format].
+#' @param x a tensor.
+#' @param ... passed to [base::format].
 #' @return `format`: a character vector; `print`: `x`, invisibly.
 #' @export
 format.polygrad_tensor <- function(x, ...) {

@@ -17,19 +17,22 @@ SEXP pg_c_stop(SEXP, SEXP);
 SEXP pg_c_weakref(SEXP);
 SEXP pg_c_weakref_get(SEXP);
 
+// Through void (*)(void), the generic function pointer type, so the cast is not flagged.
+#define CALL(f) reinterpret_cast<DL_FUNC>(reinterpret_cast<void (*)(void)>(&f))
+
 static const R_CallMethodDef kCalls[] = {
-    {"pg_c_connect", (DL_FUNC)&pg_c_connect, 3},
-    {"pg_c_wait_connected", (DL_FUNC)&pg_c_wait_connected, 2},
-    {"pg_c_call", (DL_FUNC)&pg_c_call, 4},
-    {"pg_c_upload", (DL_FUNC)&pg_c_upload, 6},
-    {"pg_c_download", (DL_FUNC)&pg_c_download, 3},
-    {"pg_c_encode", (DL_FUNC)&pg_c_encode, 2},
-    {"pg_c_decode", (DL_FUNC)&pg_c_decode, 2},
-    {"pg_c_spawn", (DL_FUNC)&pg_c_spawn, 2},
-    {"pg_c_alive", (DL_FUNC)&pg_c_alive, 1},
-    {"pg_c_stop", (DL_FUNC)&pg_c_stop, 2},
-    {"pg_c_weakref", (DL_FUNC)&pg_c_weakref, 1},
-    {"pg_c_weakref_get", (DL_FUNC)&pg_c_weakref_get, 1},
+    {"pg_c_connect", CALL(pg_c_connect), 3},
+    {"pg_c_wait_connected", CALL(pg_c_wait_connected), 2},
+    {"pg_c_call", CALL(pg_c_call), 4},
+    {"pg_c_upload", CALL(pg_c_upload), 6},
+    {"pg_c_download", CALL(pg_c_download), 3},
+    {"pg_c_encode", CALL(pg_c_encode), 2},
+    {"pg_c_decode", CALL(pg_c_decode), 2},
+    {"pg_c_spawn", CALL(pg_c_spawn), 2},
+    {"pg_c_alive", CALL(pg_c_alive), 1},
+    {"pg_c_stop", CALL(pg_c_stop), 2},
+    {"pg_c_weakref", CALL(pg_c_weakref), 1},
+    {"pg_c_weakref_get", CALL(pg_c_weakref_get), 1},
     {nullptr, nullptr, 0}};
 
 void R_init_polygrad(DllInfo* dll) {

@@ -33,7 +33,7 @@ test_that("Math, Summary and mean", {
   expect_equal(pg_item(max(x)), max(a))
   expect_equal(pg_item(min(x)), min(a))
   expect_equal(pg_item(mean(x)), mean(a), tolerance = 1e-6)
-  expect_equal(as.array(pg_mean(x, axis = 1)), colMeans(a), tolerance = 1e-6, ignore_attr = TRUE)
+  expect_equal(as.vector(as.array(pg_mean(x, axis = 1))), as.vector(colMeans(a)), tolerance = 1e-6)
   expect_equal(as.array(pg_softmax(x, axis = -1)), t(apply(a, 1, function(r) exp(r) / sum(exp(r)))), tolerance = 1e-6)
 })
 

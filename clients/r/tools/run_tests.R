@@ -1,6 +1,6 @@
 # Runs the testthat suite and prints the plain `N passed, M failed` line the CI runner reads
 # (testthat's own summary is not recognised there); exits 1 when a test failed or errored.
-# Usage: Rscript run.R DIR
+# Usage: Rscript tools/run_tests.R DIR (scripts/test runs it; R CMD check runs tests/testthat.R)
 args <- commandArgs(trailingOnly = TRUE)
 dir <- if (length(args)) args[1] else "testthat"
 suppressMessages(library(polygrad))
