@@ -16,11 +16,12 @@ pg_div <- function(x, y, reverse = FALSE) {
   make(OP$DIV, a$node$dtype, a$node$shape, list(a, b))
 }
 
-# x ^ y: small whole exponents by repeated squaring (exact, as the Python client), else POW.
+# x ^ y: small whole exponents by repeated squaring (exact, as the Python client's int
+# exponents), else POW.
 pg_pow <- function(x, y, reverse = FALSE) {
   if (!reverse && !is_tensor(y) && length(y) == 1L && is.numeric(y) && y == trunc(y) && abs(y) <= 64) {
     n <- as.integer(y)
-    base <- if (is.integer(y) || is_float_dtype(x$node$dtype)) x else float_of(x)
+    base <- x  # a whole R number keeps an integer tensor's dtype, as in `operand()`
     if (n < 0) {
       base <- unop(OP$RECIPROCAL, float_of(base))
       n <- -n

@@ -92,8 +92,13 @@ pg_layernorm <- function(x, axis = -1, eps = 1e-5) {
   nd <- length(x$node$shape)
   axes <- wire_axes(axis, nd)
   n <- length(axes)
-  if (any(axes != seq(nd - n, nd - 1))) {
-    pg_abort("invalid_argument", "pg_layernorm normalizes the last axes (permute first)")
+  if (all(axes == seq(nd - n, nd - 1))) {
+    return(composite(OP$LAYERNORM, x, x$node$shape, list(normalized_axes = n, eps = eps)))
   }
-  composite(OP$LAYERNORM, x, x$node$shape, list(normalized_axes = n, eps = eps))
+  # Other axes: move them last, normalize, move them back (as the Python client does).
+  rest <- setdiff(seq_len(nd) - 1, axes)
+  order <- c(rest, axes)
+  inverse <- match(seq_len(nd) - 1, order)
+  y <- pg_layernorm(pg_permute(x, order + 1), seq(length(rest) + 1, nd), eps)
+  pg_permute(y, inverse)
 }
