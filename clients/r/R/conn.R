@@ -35,6 +35,10 @@ pg_connect <- function(address = Sys.getenv("POLYGRAD_ADDRESS"), token = Sys.get
   conn$max_nodes <- conn$info$max_nodes_per_request %||% 0
   conn$chunk <- if (conn$info$chunk_bytes %||% 0 > 0) conn$info$chunk_bytes else 1048576
   conn$session <- rpc_on(conn, "CreateSession", list())$session_id
+  # The daemon closes sessions idle for --session-idle-timeout (10 min by default): renew the
+  # lease from a C++ thread while this connection lives (POLYGRAD_KEEPALIVE seconds; 0: never).
+  keepalive <- as.numeric(Sys.getenv("POLYGRAD_KEEPALIVE", "60"))
+  if (!is.na(keepalive) && keepalive > 0) .Call(pg_c_keepalive, conn$xp, conn$session, keepalive)
   # Closing at exit (onexit = TRUE) frees the session and stops a private daemon with R.
   reg.finalizer(conn, close_conn, onexit = TRUE)
   ok <- TRUE

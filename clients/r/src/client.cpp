@@ -10,7 +10,10 @@
 #include <google/protobuf/dynamic_message.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,22 @@ struct Client {
   std::unique_ptr<grpc::GenericStub> generic;
   std::unique_ptr<pb::Polygrad::Stub> stub;
   std::string token;
+  // The keepalive thread: the daemon expires idle sessions, and an R user may sit idle for long,
+  // so a live client renews its lease with an empty Release now and then (as the Python client
+  // does). It only uses gRPC and these fields, never the R API.
+  std::thread keepalive;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+
+  ~Client() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    if (keepalive.joinable()) keepalive.join();
+  }
 };
 
 void client_finalize(Client* c) { delete c; }
@@ -119,6 +138,31 @@ extern "C" SEXP pg_c_wait_connected(SEXP xp, SEXP timeout_s) {
     c->channel->WaitForStateChange(state, std::chrono::system_clock::now() + std::chrono::milliseconds(50));
     if (user_interrupted()) Rcpp::stop("polygrad: interrupted while connecting");
   }
+  END_RCPP
+}
+
+// Starts renewing `session` every `interval_s` seconds until the client is collected.
+extern "C" SEXP pg_c_keepalive(SEXP xp, SEXP session, SEXP interval_s) {
+  BEGIN_RCPP
+  ClientPtr c(xp);
+  if (c->keepalive.joinable()) Rcpp::stop("polygrad: keepalive already running");
+  Client* raw = c.get();
+  std::string sid = Rcpp::as<std::string>(session);
+  auto every = std::chrono::milliseconds(static_cast<int64_t>(Rcpp::as<double>(interval_s) * 1000));
+  raw->keepalive = std::thread([raw, sid, every] {
+    std::unique_lock<std::mutex> lock(raw->mu);
+    while (!raw->cv.wait_for(lock, every, [raw] { return raw->stopping; })) {
+      lock.unlock();
+      grpc::ClientContext ctx;
+      prepare(*raw, &ctx, 10);
+      pb::ReleaseRequest req;
+      req.set_session_id(sid);
+      pb::ReleaseResponse resp;
+      (void)raw->stub->Release(&ctx, req, &resp);  // a failure is retried next time
+      lock.lock();
+    }
+  });
+  return R_NilValue;
   END_RCPP
 }
 
