@@ -150,6 +150,10 @@ for (case in corpus$cases) {
   entry <- tryCatch({
     ins <- lapply(case$inputs, input_tensor)
     t <- builders[[case$op]](ins, case$args)
+    # The graph must contain the wire ops the case names (checked before realizing drops it).
+    built <- names(polygrad:::OP)[match(vapply(polygrad:::toposort(t$node), function(n) n$op, 0), unlist(polygrad:::OP))]
+    missing <- setdiff(unlist(case$wire), built)
+    if (length(missing)) stop("the graph lacks wire op(s) ", paste(missing, collapse = ", "))
     d <- polygrad:::realized_bytes(t)
     local_shape <- as.numeric(dim(t))
     list(status = "ok", dtype = pg_dtype(t), shape = local_shape, daemon_dtype = d$dtype, daemon_shape = d$shape,

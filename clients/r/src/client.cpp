@@ -125,22 +125,6 @@ extern "C" SEXP pg_c_connect(SEXP address, SEXP token, SEXP tls_ca) {
   END_RCPP
 }
 
-// Waits until the channel is connected or `timeout_s` passes (interruptible); TRUE if connected.
-extern "C" SEXP pg_c_wait_connected(SEXP xp, SEXP timeout_s) {
-  BEGIN_RCPP
-  ClientPtr c(xp);
-  auto deadline = std::chrono::system_clock::now() +
-                  std::chrono::milliseconds(static_cast<int64_t>(Rcpp::as<double>(timeout_s) * 1000));
-  for (;;) {
-    auto state = c->channel->GetState(true);
-    if (state == GRPC_CHANNEL_READY) return Rf_ScalarLogical(TRUE);
-    if (std::chrono::system_clock::now() >= deadline) return Rf_ScalarLogical(FALSE);
-    c->channel->WaitForStateChange(state, std::chrono::system_clock::now() + std::chrono::milliseconds(50));
-    if (user_interrupted()) Rcpp::stop("polygrad: interrupted while connecting");
-  }
-  END_RCPP
-}
-
 // Starts renewing `session` every `interval_s` seconds until the client is collected.
 extern "C" SEXP pg_c_keepalive(SEXP xp, SEXP session, SEXP interval_s) {
   BEGIN_RCPP

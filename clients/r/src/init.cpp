@@ -5,7 +5,6 @@
 
 extern "C" {
 SEXP pg_c_connect(SEXP, SEXP, SEXP);
-SEXP pg_c_wait_connected(SEXP, SEXP);
 SEXP pg_c_call(SEXP, SEXP, SEXP, SEXP);
 SEXP pg_c_keepalive(SEXP, SEXP, SEXP);
 SEXP pg_c_upload(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
@@ -23,7 +22,6 @@ SEXP pg_c_weakref_get(SEXP);
 
 static const R_CallMethodDef kCalls[] = {
     {"pg_c_connect", CALL(pg_c_connect), 3},
-    {"pg_c_wait_connected", CALL(pg_c_wait_connected), 2},
     {"pg_c_call", CALL(pg_c_call), 4},
     {"pg_c_keepalive", CALL(pg_c_keepalive), 3},
     {"pg_c_upload", CALL(pg_c_upload), 6},
