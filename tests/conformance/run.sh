@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the cross-client conformance corpus (tests/conformance/cases.json) from every client against
 # ONE daemon this script starts, so the clients' bytes can be compared: Python first (it writes
-# <out>/python.json), then JavaScript (it compares its bytes with python.json). Both runners run
-# even when the first fails; the exit status is 1 when either failed.
+# <out>/python.json), then JavaScript and R (each compares its bytes with python.json). Every
+# runner runs even when an earlier one failed; the exit status is 1 when any failed.
 #
 #   tests/conformance/run.sh
 #
@@ -11,6 +11,7 @@
 #   POLYGRAD_CONFORMANCE_OUT   where the results go (default: a temp dir, removed afterwards)
 #   POLYGRAD_DAEMON_ARGS       extra daemon flags (e.g. --devices=cpu,cuda:0)
 #   POLYGRAD_JS_CLIENT         the JavaScript package's directory (default: <repo>/clients/js)
+#   POLYGRAD_R_LIB             the R library holding the polygrad package (default: <repo>/build/r-lib)
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -90,6 +91,21 @@ else
   fi
   # The dot reporter: one character per case, then each failure in full.
   POLYGRAD_JS_CLIENT=$js_dir node --test --test-reporter=dot tests/conformance/conformance.test.mjs || rc=1
+fi
+
+# The R client builds the cases its API has builders for (the others are listed as unsupported);
+# it reads the package from POLYGRAD_R_LIB (default build/r-lib, where scripts/test's r suite
+# installs it).
+r_lib=${POLYGRAD_R_LIB:-$root/build/r-lib}
+echo "conformance: r client ($r_lib)"
+if ! command -v Rscript >/dev/null; then
+  echo "conformance: Rscript is not installed (Debian: apt-get install r-base-core)"
+  rc=1
+elif [[ ! -d $r_lib/polygrad ]]; then
+  echo "conformance: the R package is not installed in $r_lib (R CMD INSTALL -l $r_lib clients/r)"
+  rc=1
+else
+  R_LIBS="$r_lib" Rscript tests/conformance/conformance_r.R || rc=1
 fi
 
 if ! kill -0 "$daemon_pid" 2>/dev/null; then

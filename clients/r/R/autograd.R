@@ -1,0 +1,90 @@
+# Autograd: gradients are GRADIENT nodes (more lazy graph) the daemon expands, as in Python.
+
+#' Gradients
+#'
+#' `requires_grad(x) <- TRUE` marks a float tensor as a gradient target; `backward(loss)` adds
+#' d(loss)/d(x) to `grad(x)` for every such tensor the loss depends on (lazily: nothing runs until
+#' a gradient, or an optimizer step, is realized); `pg_detach(x)` is x with no gradient flowing back.
+#' @param x a tensor.
+#' @param value `TRUE` or `FALSE`.
+#' @param loss a one-element tensor.
+#' @return `requires_grad`: the flag; `grad`: a tensor or `NULL`; `backward`: loss, invisibly.
+#' @export
+requires_grad <- function(x) isTRUE(x$rg)
+
+#' @rdname requires_grad
+#' @export
+`requires_grad<-` <- function(x, value) {
+  if (value && !is_float_dtype(x$node$dtype)) {
+    pg_abort("invalid_argument", sprintf("only float tensors can require gradients, this one is %s", x$node$dtype))
+  }
+  x$rg <- value
+  leaves <- Filter(function(w) !is.null(.Call(pg_c_weakref_get, w)), .pg$leaves)
+  leaves <- Filter(function(w) !identical(.Call(pg_c_weakref_get, w), x), leaves)
+  if (value) {
+    n <- x$node
+    if (n$op == OP$CONST && !n$sent) {
+      # Equal constants are one node on the daemon: a leaf gets a buffer of its own.
+      x$node <- new_node(OP$BUFFER, n$dtype, n$shape, list(),
+                         .Call(pg_c_encode, rep(as.double(n$arg), prod(n$shape)), .dtype_wire[[n$dtype]]))
+    }
+    leaves[[length(leaves) + 1L]] <- .Call(pg_c_weakref, x)
+  }
+  .pg$leaves <- leaves
+  x
+}
+
+#' @rdname requires_grad
+#' @export
+grad <- function(x) x$grad
+
+#' @rdname requires_grad
+#' @export
+pg_detach <- function(x) {
+  if (!is_float_dtype(x$node$dtype)) return(wrap_node(x$node))
+  zero <- new_node(OP$CONST, x$node$dtype, x$node$shape, list(), 0)
+  wrap_node(new_node(OP$ADD, x$node$dtype, x$node$shape, list(x$node, zero), stop = TRUE))
+}
+
+grad_targets <- function(loss) {
+  ids <- vapply(toposort(loss$node, function(n) n$stop), function(n) n$id, numeric(1))
+  found <- Filter(function(t) !is.null(t) && t$node$id %in% ids,
+                  lapply(.pg$leaves, function(w) .Call(pg_c_weakref_get, w)))
+  found[order(vapply(found, function(t) t$node$id, numeric(1)))]
+}
+
+#' @rdname requires_grad
+#' @export
+backward <- function(loss) {
+  if (!is_float_dtype(loss$node$dtype)) pg_abort("invalid_argument", "cannot differentiate a non-float tensor")
+  if (prod(loss$node$shape) != 1) pg_abort("invalid_argument", "backward() needs a one-element loss")
+  targets <- grad_targets(loss)
+  if (!length(targets)) pg_abort("invalid_argument", "backward(): the loss does not depend on any tensor with requires_grad")
+  track <- .pg$no_grad == 0L && .pg$untracked == 0L
+  done <- list()
+  for (t in targets) {
+    key <- as.character(t$node$id)
+    g <- done[[key]]
+    if (is.null(g)) {
+      g <- wrap_node(new_node(OP$GRADIENT, t$node$dtype, t$node$shape, list(loss$node, t$node), rg = track),
+                     rg = if (track) TRUE else NULL)
+      done[[key]] <- g
+    }
+    t$grad <- if (is.null(t$grad)) g else t$grad + g
+  }
+  .pg$pending_losses <- c(Filter(function(w) !is.null(.Call(pg_c_weakref_get, w)), .pg$pending_losses),
+                          list(.Call(pg_c_weakref, loss)))
+  invisible(loss)
+}
+
+take_pending_losses <- function() {
+  out <- Filter(Negate(is.null), lapply(.pg$pending_losses, function(w) .Call(pg_c_weakref_get, w)))
+  .pg$pending_losses <- list()
+  out
+}
+
+untracked <- function(expr) {
+  .pg$untracked <- .pg$untracked + 1L
+  on.exit(.pg$untracked <- .pg$untracked - 1L)
+  expr
+}

@@ -1,0 +1,58 @@
+# Element types: wire codes (proto DType), kinds and tinygrad's promotion lattice, as the Python
+# client has them (clients/python/polygrad/dtype.py), so both clients type graphs alike.
+
+.dtype_wire <- c(bool = 1L, int8 = 2L, int16 = 3L, int32 = 4L, int64 = 5L, uint8 = 6L, uint16 = 7L,
+                 uint32 = 8L, uint64 = 9L, float16 = 10L, bfloat16 = 11L, float32 = 12L, float64 = 13L)
+# tinygrad's priority order, used to pick the least of several common supertypes.
+.dtype_priority <- c(bool = 0, int8 = 1, uint8 = 2, int16 = 3, uint16 = 4, int32 = 5, uint32 = 6,
+                     int64 = 7, uint64 = 8, float16 = 9, bfloat16 = 10, float32 = 11, float64 = 12)
+.dtype_size <- c(bool = 1, int8 = 1, int16 = 2, int32 = 4, int64 = 8, uint8 = 1, uint16 = 2, uint32 = 4,
+                 uint64 = 8, float16 = 2, bfloat16 = 2, float32 = 4, float64 = 8)
+.promo <- list(bool = c("int8", "uint8"), int8 = "int16", int16 = "int32", int32 = "int64",
+               int64 = c("float16", "bfloat16"), uint8 = c("int16", "uint16"), uint16 = c("int32", "uint32"),
+               uint32 = c("int64", "uint64"), uint64 = c("float16", "bfloat16"), float16 = "float32",
+               bfloat16 = "float32", float32 = "float64", float64 = character())
+
+dtype_kind <- function(dt) {
+  if (dt == "bool") "b" else if (startsWith(dt, "uint")) "u" else if (startsWith(dt, "int")) "i" else "f"
+}
+is_float_dtype <- function(dt) dtype_kind(dt) == "f"
+is_int_dtype <- function(dt) dtype_kind(dt) %in% c("i", "u")
+
+check_dtype <- function(dt) {
+  if (!is.character(dt) || length(dt) != 1 || !dt %in% names(.dtype_wire)) {
+    pg_abort("invalid_argument", sprintf("unknown dtype %s (one of %s)", deparse(dt),
+                                         paste(names(.dtype_wire), collapse = ", ")))
+  }
+  dt
+}
+
+dtype_from_wire <- function(code) names(.dtype_wire)[match(code, .dtype_wire)]
+
+.parents <- function(dt) {
+  out <- dt
+  for (p in .promo[[dt]]) out <- union(out, .parents(p))
+  out
+}
+
+least_upper_dtype <- function(...) {
+  ds <- unique(c(...))
+  common <- Reduce(intersect, lapply(ds, .parents))
+  common[which.min(.dtype_priority[common])]
+}
+
+least_upper_float <- function(dt) if (is_float_dtype(dt)) dt else least_upper_dtype(dt, "float32")
+
+# The dtype a sum accumulates in: ints widen to at least int32 (uint32 unsigned), floats to float32.
+sum_acc_dtype <- function(dt) {
+  k <- dtype_kind(dt)
+  if (k == "u") least_upper_dtype(dt, "uint32")
+  else if (k %in% c("i", "b")) least_upper_dtype(dt, "int32")
+  else least_upper_dtype(dt, "float32")
+}
+
+# The dtype of an R value: doubles float32 (the default float), integers int32, logicals bool.
+dtype_of_r <- function(x) {
+  if (is.logical(x)) "bool" else if (is.integer(x)) "int32" else if (is.numeric(x)) "float32"
+  else pg_abort("invalid_argument", sprintf("cannot make a tensor from an R %s", typeof(x)))
+}

@@ -1,0 +1,295 @@
+# The session-scoped node table (the R twin of clients/python/polygrad/graph.py, so both clients
+# send the daemon the same graphs). Each tensor stands for a node (an environment). A node names
+# its sources, so they live while a node built on them is unsent. When a sent node is garbage
+# collected, its finalizer queues its id; queued ids ride as release_nodes on the next Realize.
+# A realized node drops its sources: its id now stands for the daemon's buffer.
+#
+# Autograd bookkeeping as in Python: a node computed from tensors that require grad is `rg`; when
+# realized, its sources move to `keep`, so a later GRADIENT can re-send the history (relazy). A
+# `stop` node (pg_detach) is realized on its own before a graph that uses it is sent.
+
+graph_init <- function() {
+  .pg$next_id <- 1
+  .pg$gen <- 1
+  .pg$dead <- numeric()          # sent ids whose nodes were collected
+  .pg$dead_handles <- character()  # upload handles to release
+  .pg$leaves <- list()           # weak references to tensors with requires_grad = TRUE
+  .pg$tracing <- NULL            # compile_step's trace: realizes are deferred
+  .pg$untracked <- 0L
+  .pg$no_grad <- 0L
+}
+
+node_died <- function(n) {
+  if (isTRUE(n$sent) && identical(n$gen, .pg$gen)) .pg$dead <- c(.pg$dead, n$id)
+  if (nzchar(n$upload %||% "")) .pg$dead_handles <- c(.pg$dead_handles, n$upload)
+}
+
+new_node <- function(op, dtype, shape, src = list(), arg = NULL, rg = FALSE, stop = FALSE) {
+  n <- new.env(parent = emptyenv())
+  n$id <- .pg$next_id
+  .pg$next_id <- .pg$next_id + 1
+  n$op <- op
+  n$dtype <- dtype
+  n$shape <- as.numeric(shape)
+  n$src <- src
+  n$arg <- arg
+  n$sent <- FALSE
+  n$handle <- ""
+  n$gen <- 0
+  n$cache <- NULL
+  n$rg <- rg
+  n$stop <- stop
+  n$keep <- list()
+  n$upload <- ""
+  reg.finalizer(n, node_died)
+  n
+}
+
+graph_forget_session <- function() {
+  .pg$gen <- .pg$gen + 1
+  .pg$dead <- numeric()
+  .pg$dead_handles <- character()
+}
+
+flush_releases <- function() {
+  ids <- .pg$dead
+  handles <- .pg$dead_handles
+  .pg$dead <- numeric()
+  .pg$dead_handles <- character()
+  if (length(ids) || length(handles)) {
+    tryCatch(rpc("Release", list(node_ids = ids, handles = handles)), polygrad_not_found = function(e) NULL)
+  }
+}
+
+node_inputs <- function(n) if (nzchar(n$handle) && length(n$keep)) n$keep else n$src
+
+# Nodes behind root (through node_inputs), sources first; where stop_at is TRUE, not entered.
+toposort <- function(root, stop_at = function(n) FALSE) {
+  order <- list()
+  seen <- new.env(parent = emptyenv())
+  visit <- function(n) {
+    key <- as.character(n$id)
+    if (!is.null(seen[[key]])) return()
+    assign(key, TRUE, envir = seen)
+    if (!stop_at(n)) for (s in node_inputs(n)) visit(s)
+    order[[length(order) + 1L]] <<- n
+  }
+  visit(root)
+  order
+}
+
+# root's value as lazy graph down to the gradient targets (see the file comment): realized rg
+# nodes on the way, and everything above them, become fresh nodes of the same op.
+relazy <- function(root, targets) {
+  memo <- new.env(parent = emptyenv())
+  is_end <- function(n) n$id %in% targets || n$stop
+  for (n in toposort(root, is_end)) {
+    key <- as.character(n$id)
+    if (is_end(n)) {
+      memo[[key]] <- n
+      next
+    }
+    ins <- node_inputs(n)
+    new <- lapply(ins, function(s) memo[[as.character(s$id)]])
+    changed <- any(vapply(seq_along(ins), function(i) !identical(new[[i]], ins[[i]]), TRUE))
+    memo[[key]] <- if ((nzchar(n$handle) && length(n$keep)) || changed) {
+      new_node(n$op, n$dtype, n$shape, new, n$arg, rg = TRUE)
+    } else n
+  }
+  memo[[as.character(root$id)]]
+}
+
+# Nodes reachable from outputs that the daemon has not seen, sources first (depth first, in the
+# order the Python client walks them).
+unsent_nodes <- function(outputs) {
+  order <- list()
+  state <- new.env(parent = emptyenv())
+  visit <- function(n) {
+    if (n$sent) {
+      if (!identical(n$gen, .pg$gen)) pg_abort("failed_precondition",
+                                               sprintf("tensor node %s belongs to a closed polygrad session", n$id))
+      return()
+    }
+    key <- as.character(n$id)
+    if (!is.null(state[[key]])) return()
+    assign(key, FALSE, envir = state)
+    if (n$op == OP$GRADIENT) n$src <- list(relazy(n$src[[1]], n$src[[2]]$id), n$src[[2]])
+    for (s in n$src) visit(s)
+    assign(key, TRUE, envir = state)
+    order[[length(order) + 1L]] <<- n
+  }
+  for (n in outputs) visit(n)
+  order
+}
+
+node_wire <- function(n) {
+  w <- list(id = n$id, op = n$op, dtype = .dtype_wire[[n$dtype]],
+            src = vapply(n$src, function(s) s$id, numeric(1)))
+  a <- n$arg
+  op <- n$op
+  if (op %in% c(OP$RESHAPE, OP$EXPAND, OP$ARANGE)) {
+    w$shape <- list(dims = a)
+  } else if (op %in% c(OP$PERMUTE, OP$FLIP, OP$REDUCE_SUM, OP$REDUCE_MAX, OP$REDUCE_PROD)) {
+    w$axes <- list(axes = a)
+  } else if (op %in% c(OP$PAD, OP$SHRINK)) {
+    w$pairs <- list(begin = a$begin, end = a$end)
+  } else if (op %in% COMPOSITE_ARG_OPS) {
+    w$composite <- a  # a named list of CompositeArg fields; unset ones are proto3 defaults
+  } else if (op == OP$CONST) {
+    k <- dtype_kind(n$dtype)
+    w$constant <- c(list(shape = n$shape), switch(k, f = list(float_value = as.double(a)),
+                                                  b = list(bool_value = as.logical(a)),
+                                                  u = list(uint_value = a), list(int_value = a)))
+  } else if (op == OP$BUFFER) {
+    w$buffer <- if (is.raw(a)) list(data = a, shape = n$shape) else list(handle = a, shape = n$shape)
+  }
+  w
+}
+
+mark_sent <- function(n) {
+  n$sent <- TRUE
+  n$gen <- .pg$gen
+  if (n$op == OP$BUFFER && is.raw(n$arg)) n$arg <- NULL  # the daemon holds the bytes now
+}
+
+# Sends what the daemon lacks and realizes `outputs` (nodes); with want_data, their R values.
+graph_realize <- function(outputs, want_data = FALSE) {
+  if (!is.null(.pg$tracing)) {  # compile_step: the realize becomes part of the step
+    if (want_data) pg_abort("failed_precondition", paste(
+      "compile_step: fn read a tensor's value while being traced;",
+      "return the tensor from fn instead and read it from the step"))
+    .pg$tracing$deferred <- c(.pg$tracing$deferred, outputs)
+    return(vector("list", length(outputs)))
+  }
+  if (want_data && all(vapply(outputs, function(n) !is.null(n$cache), TRUE))) {
+    return(lapply(outputs, function(n) n$cache))
+  }
+  conn <- get_conn()
+  ids <- vapply(outputs, function(n) n$id, numeric(1))
+  uniq <- outputs[!duplicated(ids)]
+  todo <- unsent_nodes(uniq)
+  stops <- unique_nodes(unlist(lapply(todo, function(n) {
+    if (n$stop) list() else Filter(function(s) s$stop && !nzchar(s$handle) && !s$sent, n$src)
+  })))
+  if (length(stops)) {
+    graph_realize(stops, FALSE)
+    todo <- unsent_nodes(uniq)
+  }
+  if (!length(todo) && !want_data && all(vapply(uniq, function(n) nzchar(n$handle), TRUE)) &&
+      !length(.pg$dead)) {
+    return(vector("list", length(outputs)))
+  }
+  budget <- 3 * 2^20  # inline bytes per request, well under gRPC's message limit
+  for (n in todo) {
+    if (n$op == OP$BUFFER && is.raw(n$arg)) {
+      nb <- length(n$arg)
+      if (nb > conn$max_inline || nb > budget) {
+        n$upload <- upload_bytes(n$dtype, n$shape, n$arg)
+        n$arg <- n$upload
+      } else {
+        budget <- budget - nb
+      }
+    }
+  }
+  wire <- lapply(todo, node_wire)
+  release <- .pg$dead
+  .pg$dead <- numeric()
+  limit <- if (conn$max_nodes > 0) conn$max_nodes else max(1, length(wire))
+  start <- 0L
+  while (length(wire) - start > limit) {  # node batches past the daemon's limit go first
+    rpc("Realize", list(nodes = wire[start + seq_len(limit)]))
+    lapply(todo[start + seq_len(limit)], mark_sent)
+    start <- start + limit
+  }
+  rest <- seq_along(wire) > start
+  resp <- tryCatch(
+    rpc("Realize", list(nodes = wire[rest], outputs = vapply(uniq, function(n) n$id, numeric(1)),
+                        want_data = want_data, release_nodes = release)),
+    error = function(e) {
+      .pg$dead <- c(release, .pg$dead)
+      stop(e)
+    })
+  lapply(todo[rest], mark_sent)
+  for (n in todo) {  # a sent BUFFER holds its data: the upload handle itself can go
+    if (nzchar(n$upload)) {
+      .pg$dead_handles <- c(.pg$dead_handles, n$upload)
+      n$upload <- ""
+    }
+  }
+  if (length(.pg$dead_handles)) flush_releases()
+  results <- resp$results
+  if (length(results) != length(uniq)) {
+    pg_abort("internal", sprintf("Realize returned %d results for %d outputs", length(results), length(uniq)))
+  }
+  values <- list()
+  for (i in seq_along(uniq)) {
+    n <- uniq[[i]]
+    r <- results[[i]]
+    n$handle <- r$handle %||% "-1"
+    if (n$rg && length(n$src)) n$keep <- n$src  # for a later gradient through this value
+    n$src <- list()
+    if (want_data) {
+      v <- if (isTRUE(r$has_data)) decode_result(n, r$dtype, r$shape, r$data %||% raw())
+           else download_node(n)
+      if (length(v) * .dtype_size[[n$dtype]] <= 65536) n$cache <- v
+      values[[as.character(n$id)]] <- v
+    }
+  }
+  if (!want_data) return(vector("list", length(outputs)))
+  lapply(outputs, function(n) values[[as.character(n$id)]])
+}
+
+unique_nodes <- function(nodes) {
+  if (!length(nodes)) return(list())
+  nodes[!duplicated(vapply(nodes, function(n) n$id, numeric(1)))]
+}
+
+upload_bytes <- function(dtype, shape, bytes) {
+  conn <- get_conn()
+  out <- .Call(pg_c_upload, conn$xp, conn$session, .dtype_wire[[dtype]], as.numeric(shape), bytes, conn$chunk)
+  rpc_value(out, "Upload", conn$address)$handle
+}
+
+download_node <- function(n) {
+  conn <- get_conn()
+  d <- rpc_value(.Call(pg_c_download, conn$xp, conn$session, n$handle), "Download", conn$address)
+  decode_result(n, d$dtype, d$shape, d$data)
+}
+
+# A result's bytes as an R value shaped like the node: an array with dim = shape (R's
+# column-major order, converted from the wire's row-major), or a bare value for rank 0.
+decode_result <- function(n, wire_dtype, shape, data) {
+  dt <- if (is.null(wire_dtype) || wire_dtype == 0) n$dtype else dtype_from_wire(wire_dtype)
+  shape <- as.numeric(shape %||% numeric())
+  if (dt != n$dtype) pg_abort("internal", sprintf("daemon returned dtype %s for node %s, expected %s", dt, n$id, n$dtype))
+  if (!identical(shape, n$shape)) {
+    pg_abort("internal", sprintf("daemon returned shape (%s) for node %s, expected (%s)",
+                                 paste(shape, collapse = ", "), n$id, paste(n$shape, collapse = ", ")))
+  }
+  count <- prod(shape)
+  if (length(data) != count * .dtype_size[[dt]]) {
+    pg_abort("internal", sprintf("daemon returned %d bytes for node %s", length(data), n$id))
+  }
+  from_row_major(.Call(pg_c_decode, data, .dtype_wire[[dt]]), shape)
+}
+
+from_row_major <- function(v, shape) {
+  if (!length(shape)) return(v)
+  if (length(shape) == 1L) return(array(v, dim = shape))
+  aperm(array(v, dim = rev(shape)))
+}
+
+to_row_major <- function(x) {
+  d <- dim(x)
+  if (length(d) <= 1L) return(as.vector(x))
+  as.vector(aperm(x))
+}
+
+# The daemon's view of a tensor: its realized buffer's dtype, shape and raw wire bytes
+# (little-endian, row-major), for byte-level comparisons such as the conformance corpus.
+realized_bytes <- function(x) {
+  graph_realize(list(x$node), FALSE)
+  conn <- get_conn()
+  d <- rpc_value(.Call(pg_c_download, conn$xp, conn$session, x$node$handle), "Download", conn$address)
+  list(dtype = dtype_from_wire(d$dtype), shape = as.numeric(d$shape), data = d$data)
+}

@@ -1,0 +1,186 @@
+# Movement ops with R's 1-based axes: axis k (k >= 1) is the k-th dimension of dim(x), and
+# negative axes count from the end (-1 is the last). The wire takes 0-based axes.
+
+# 0-based wire axis for a 1-based R axis.
+wire_axis <- function(axis, ndim) {
+  if (length(axis) != 1L || is.na(axis) || axis == 0 || axis > ndim || axis < -ndim) {
+    pg_abort("invalid_argument", sprintf("axis %s is out of range for a tensor of rank %d (axes are 1-based; -1 is the last)",
+                                         format(axis), ndim))
+  }
+  if (axis > 0) axis - 1 else ndim + axis
+}
+
+wire_axes <- function(axis, ndim) {
+  if (is.null(axis)) return(seq_len(ndim) - 1)
+  sort(unique(vapply(axis, wire_axis, numeric(1), ndim = ndim)))
+}
+
+reshape_to <- function(x, shape) {
+  shape <- as.numeric(shape)
+  if (identical(x$node$shape, shape)) return(x)
+  make(OP$RESHAPE, x$node$dtype, shape, list(x), shape)
+}
+
+#' Movement: reshape, permute, expand, pad, flip, concatenate, stack
+#'
+#' Axes are 1-based (`-1` is the last). `pg_reshape` takes the new shape (one entry may be -1);
+#' `pg_permute`/`aperm` a permutation of `1:rank`; `pg_expand` grows size-1 axes; `pg_pad` takes
+#' one `c(before, after)` pair per axis (a list, or a matrix with one row per axis) and pads
+#' with zeros; `pg_flip` reverses axes; `pg_cat` joins tensors along an axis, `pg_stack` along
+#' a new one; `t()` transposes a matrix.
+#' @param x a tensor.
+#' @param shape the new shape.
+#' @param perm a permutation of the axes.
+#' @param padding before/after amounts per axis.
+#' @param axis 1-based axis (or axes).
+#' @param tensors a list of tensors (or tensors as `...`).
+#' @param ... more tensors.
+#' @return a tensor.
+#' @export
+pg_reshape <- function(x, shape) {
+  shape <- as.numeric(shape)
+  if (sum(shape == -1) == 1) shape[shape == -1] <- prod(x$node$shape) / prod(shape[shape != -1])
+  if (prod(shape) != prod(x$node$shape)) {
+    pg_abort("invalid_argument", sprintf("cannot reshape (%s) to (%s)", paste(x$node$shape, collapse = ", "),
+                                         paste(shape, collapse = ", ")))
+  }
+  reshape_to(x, shape)
+}
+
+#' @rdname pg_reshape
+#' @export
+pg_permute <- function(x, perm) {
+  nd <- length(x$node$shape)
+  if (!setequal(perm, seq_len(nd)) || length(perm) != nd) {
+    pg_abort("invalid_argument", sprintf("permutation (%s) is not one of 1:%d", paste(perm, collapse = ", "), nd))
+  }
+  order <- as.numeric(perm) - 1
+  if (identical(order, seq_len(nd) - 1)) return(x)
+  make(OP$PERMUTE, x$node$dtype, x$node$shape[perm], list(x), order)
+}
+
+#' @rdname pg_reshape
+#' @param a a tensor (aperm's argument name).
+#' @param resize unused.
+#' @export
+aperm.polygrad_tensor <- function(a, perm = NULL, resize = TRUE, ...) {
+  if (is.null(perm)) perm <- rev(seq_along(a$node$shape))
+  pg_permute(a, perm)
+}
+
+#' @rdname pg_reshape
+#' @export
+t.polygrad_tensor <- function(x) {
+  nd <- length(x$node$shape)
+  if (nd == 1L) return(reshape_to(x, c(1, x$node$shape)))  # as R: a vector becomes a 1-row matrix
+  if (nd != 2L) pg_abort("invalid_argument", "t() needs a matrix; use aperm for higher ranks")
+  pg_permute(x, c(2, 1))
+}
+
+#' @rdname pg_reshape
+#' @export
+pg_expand <- function(x, shape) {
+  shape <- as.numeric(shape)
+  s <- x$node$shape
+  s1 <- c(rep(1, length(shape) - length(s)), s)
+  shape[shape == -1] <- s1[shape == -1]
+  if (any(s1 != shape & s1 != 1)) {
+    pg_abort("invalid_argument", sprintf("cannot expand (%s) to (%s)", paste(s, collapse = ", "), paste(shape, collapse = ", ")))
+  }
+  broadcast_to(x, shape)
+}
+
+#' @rdname pg_reshape
+#' @export
+pg_pad <- function(x, padding) {
+  nd <- length(x$node$shape)
+  pairs <- if (is.matrix(padding)) lapply(seq_len(nrow(padding)), function(i) padding[i, ]) else padding
+  if (length(pairs) != nd) pg_abort("invalid_argument", sprintf("pad needs %d (before, after) pairs", nd))
+  begin <- vapply(pairs, function(p) as.numeric(p[1]), 0)
+  end <- vapply(pairs, function(p) as.numeric(p[2]), 0)
+  if (any(begin < 0 | end < 0)) pg_abort("invalid_argument", "pad amounts must be >= 0")
+  if (all(begin == 0 & end == 0)) return(x)
+  make(OP$PAD, x$node$dtype, x$node$shape + begin + end, list(x), list(begin = begin, end = end))
+}
+
+shrink <- function(x, begin, end) {
+  if (all(begin == 0 & end == x$node$shape)) return(x)
+  make(OP$SHRINK, x$node$dtype, end - begin, list(x), list(begin = begin, end = end))
+}
+
+#' @rdname pg_reshape
+#' @export
+pg_flip <- function(x, axis) {
+  axes <- wire_axes(axis, length(x$node$shape))
+  if (!length(axes)) return(x)
+  make(OP$FLIP, x$node$dtype, x$node$shape, list(x), axes)
+}
+
+#' @rdname pg_reshape
+#' @export
+pg_cat <- function(tensors, ..., axis = 1) {
+  ts <- if (is_tensor(tensors)) c(list(tensors), list(...)) else c(tensors, list(...))
+  nd <- length(ts[[1]]$node$shape)
+  d <- wire_axis(axis, nd) + 1
+  for (t in ts) {
+    if (length(t$node$shape) != nd || any(t$node$shape[-d] != ts[[1]]$node$shape[-d])) {
+      pg_abort("invalid_argument", sprintf("pg_cat: shapes differ outside axis %d", d))
+    }
+  }
+  dt <- least_upper_dtype(vapply(ts, function(t) t$node$dtype, ""))
+  total <- sum(vapply(ts, function(t) t$node$shape[d], 0))
+  out <- NULL
+  off <- 0
+  for (t in ts) {
+    pads <- rep(list(c(0, 0)), nd)
+    pads[[d]] <- c(off, total - off - t$node$shape[d])
+    p <- pg_pad(pg_cast(t, dt), pads)
+    out <- if (is.null(out)) p else out + p
+    off <- off + t$node$shape[d]
+  }
+  out
+}
+
+#' @rdname pg_reshape
+#' @export
+pg_stack <- function(tensors, ..., axis = 1) {
+  ts <- if (is_tensor(tensors)) c(list(tensors), list(...)) else c(tensors, list(...))
+  nd <- length(ts[[1]]$node$shape)
+  d <- wire_axis(axis, nd + 1)  # 0-based position of the new axis
+  ts <- lapply(ts, function(t) {
+    s <- t$node$shape
+    reshape_to(t, c(s[seq_len(d)], 1, s[seq_len(nd - d) + d]))
+  })
+  pg_cat(ts, axis = d + 1)
+}
+
+#' Index a tensor
+#'
+#' 1-based, as R: an index per axis, each missing (all), one position, or a run of consecutive
+#' increasing positions. With `drop = TRUE`, axes of extent 1 are dropped, as for R arrays.
+#' @param x a tensor.
+#' @param ... one index per axis.
+#' @param drop drop extent-1 axes.
+#' @return a tensor.
+#' @export
+`[.polygrad_tensor` <- function(x, ..., drop = TRUE) {
+  shape <- x$node$shape
+  nd <- length(shape)
+  idx <- as.list(substitute(list(...)))[-1L]
+  if (length(idx) != nd) pg_abort("invalid_argument", sprintf("a tensor of rank %d needs %d indices", nd, nd))
+  begin <- numeric(nd)
+  end <- shape
+  env <- parent.frame()
+  for (i in seq_len(nd)) {
+    if (identical(idx[[i]], quote(expr = ))) next
+    v <- eval(idx[[i]], env)
+    if (!length(v) || any(v < 1 | v > shape[i]) || any(diff(v) != 1)) {
+      pg_abort("invalid_argument", sprintf("index %d: positions must be consecutive, increasing and in 1..%d", i, shape[i]))
+    }
+    begin[i] <- min(v) - 1
+    end[i] <- max(v)
+  }
+  out <- shrink(x, begin, end)
+  if (drop) out <- reshape_to(out, out$node$shape[out$node$shape != 1])
+  out
+}

@@ -1,0 +1,196 @@
+# R's group generics for tensors: Ops (arithmetic, comparison, logic), Math, Summary, plus mean
+# and matrix products. Each builds the same nodes as the Python client's operator of that name.
+
+logical_not <- function(x) {
+  b <- pg_cast(x, "bool")
+  make(OP$CMPNE, "bool", b$node$shape, list(b, const_tensor(TRUE, "bool", b$node$shape)))
+}
+
+# An order-reversing map of the dtype onto itself (min from max): -x, or not x for bool.
+inverse <- function(x) if (x$node$dtype == "bool") logical_not(x) else unop(OP$NEG, x)
+
+pg_div <- function(x, y, reverse = FALSE) {
+  ab <- broadcasted(x, y, reverse, op = OP$DIV)
+  a <- float_of(ab[[1]])
+  b <- float_of(ab[[2]])
+  make(OP$DIV, a$node$dtype, a$node$shape, list(a, b))
+}
+
+# x ^ y: small whole exponents by repeated squaring (exact, as the Python client's int
+# exponents), else POW.
+pg_pow <- function(x, y, reverse = FALSE) {
+  if (!reverse && !is_tensor(y) && length(y) == 1L && is.numeric(y) && y == trunc(y) && abs(y) <= 64) {
+    n <- as.integer(y)
+    base <- x  # a whole R number keeps an integer tensor's dtype, as in `operand()`
+    if (n < 0) {
+      base <- unop(OP$RECIPROCAL, float_of(base))
+      n <- -n
+    }
+    out <- if (n == 0) const_tensor(1, base$node$dtype, base$node$shape) else NULL
+    sq <- base
+    while (n > 0) {
+      if (bitwAnd(n, 1L)) out <- if (is.null(out)) sq else binop(OP$MUL, out, sq)
+      n <- bitwShiftR(n, 1L)
+      if (n > 0) sq <- binop(OP$MUL, sq, sq)
+    }
+    return(out)
+  }
+  ab <- broadcasted(x, y, reverse, op = OP$POW)
+  a <- float_of(ab[[1]])
+  b <- float_of(ab[[2]])
+  make(OP$POW, a$node$dtype, a$node$shape, list(a, b))
+}
+
+cmp <- function(op, x, y, reverse = FALSE) {
+  ab <- broadcasted(x, y, reverse, op = op)
+  make(op, "bool", ab[[1]]$node$shape, ab)
+}
+
+#' Arithmetic, comparison and logic on tensors
+#'
+#' `+ - * / ^ == != < > <= >= & | !` and unary minus, with tensors or R numbers on either side
+#' and numpy broadcasting. Integer operands of `/` divide in float32 (tinygrad's rule).
+#' @param e1,e2 tensors or R values.
+#' @return a tensor.
+#' @export
+Ops.polygrad_tensor <- function(e1, e2) {
+  if (missing(e2)) {
+    return(switch(.Generic,
+                  "-" = if (e1$node$dtype == "bool") logical_not(e1) else unop(OP$NEG, e1),
+                  "+" = e1,
+                  "!" = logical_not(e1),
+                  pg_abort("invalid_argument", sprintf("unary %s is not defined for tensors", .Generic))))
+  }
+  rev <- !is_tensor(e1)
+  x <- if (rev) e2 else e1
+  y <- if (rev) e1 else e2
+  switch(.Generic,
+         "+" = binop(OP$ADD, x, y, rev),
+         "-" = binop(OP$SUB, x, y, rev),
+         "*" = binop(OP$MUL, x, y, rev),
+         "/" = pg_div(x, y, rev),
+         "^" = pg_pow(x, y, rev),
+         "<" = cmp(OP$CMPLT, x, y, rev),
+         ">" = cmp(OP$CMPLT, x, y, !rev),
+         "!=" = cmp(OP$CMPNE, x, y, rev),
+         "==" = logical_not(cmp(OP$CMPNE, x, y, rev)),
+         ">=" = logical_not(cmp(OP$CMPLT, x, y, rev)),
+         "<=" = logical_not(cmp(OP$CMPLT, x, y, !rev)),
+         "&" = { ab <- broadcasted(x, y, rev); pg_where(ab[[2]], ab[[1]], FALSE) },
+         "|" = { ab <- broadcasted(x, y, rev); pg_where(ab[[2]], TRUE, ab[[1]]) },
+         pg_abort("invalid_argument", sprintf("%s is not defined for tensors", .Generic)))
+}
+
+#' Choose elementwise
+#' @param cond a tensor (cast to bool).
+#' @param x,y tensors or R values.
+#' @return a tensor: x where cond is true, else y.
+#' @export
+pg_where <- function(cond, x, y) {
+  if (is_tensor(x)) {
+    xy <- broadcasted(x, y); x <- xy[[1]]; y <- xy[[2]]
+  } else if (is_tensor(y)) {
+    yx <- broadcasted(y, x); y <- yx[[1]]; x <- yx[[2]]
+  }
+  cx <- broadcasted(cond, x, match_dtype = FALSE); cond <- cx[[1]]; x <- cx[[2]]
+  cy <- broadcasted(cond, y, match_dtype = FALSE); cond <- cy[[1]]; y <- cy[[2]]
+  xy <- broadcasted(x, y); x <- xy[[1]]; y <- xy[[2]]
+  shape <- broadcast_shape(cond$node$shape, x$node$shape)
+  cond <- broadcast_to(pg_cast(cond, "bool"), shape)
+  make(OP$WHERE, x$node$dtype, shape, list(cond, broadcast_to(x, shape), broadcast_to(y, shape)))
+}
+
+#' Elementwise maximum and minimum
+#' @param x,y tensors or R values.
+#' @return a tensor.
+#' @export
+pg_maximum <- function(x, y) binop(OP$MAX, x, y)
+#' @rdname pg_maximum
+#' @export
+pg_minimum <- function(x, y) {
+  ab <- broadcasted(x, y)
+  inverse(make(OP$MAX, ab[[1]]$node$dtype, ab[[1]]$node$shape, list(inverse(ab[[1]]), inverse(ab[[2]]))))
+}
+
+ftrunc <- function(x) if (!is_float_dtype(x$node$dtype)) x else pg_cast(pg_cast(x, "int64"), x$node$dtype)
+
+#' Elementwise math on tensors
+#'
+#' `exp log sqrt abs sin cos tan tanh floor ceiling trunc sign log2 exp2` (R's Math group).
+#' @param x a tensor.
+#' @param ... unused.
+#' @return a tensor.
+#' @export
+Math.polygrad_tensor <- function(x, ...) {
+  switch(.Generic,
+         exp = unop(OP$EXP, float_of(x)),
+         log = unop(OP$LOG, float_of(x)),
+         log2 = unop(OP$LOG2, float_of(x)),
+         exp2 = unop(OP$EXP2, float_of(x)),
+         sqrt = unop(OP$SQRT, float_of(x)),
+         sin = unop(OP$SIN, float_of(x)),
+         cos = unop(OP$SIN, binop(OP$SUB, float_of(x), pi / 2, reverse = TRUE)),
+         tan = sin(x) / cos(x),
+         tanh = unop(OP$TANH, float_of(x)),
+         abs = if (x$node$dtype == "bool" || dtype_kind(x$node$dtype) == "u") x else pg_maximum(x, -x),
+         sign = pg_where(x != 0, pg_where(x < 0, pg_full(dim(x), value = -1, dtype = x$node$dtype),
+                                          pg_full(dim(x), value = 1, dtype = x$node$dtype)),
+                         pg_full(dim(x), value = 0, dtype = x$node$dtype)),
+         trunc = ftrunc(x),
+         floor = { t <- ftrunc(x); pg_where(x < t, t - 1, t) },
+         ceiling = { t <- ftrunc(x); pg_where(x > t, t + 1, t) },
+         pg_abort("invalid_argument", sprintf("%s is not defined for tensors", .Generic)))
+}
+
+#' Reductions over all elements
+#'
+#' `sum`, `max`, `min` (R's Summary group) of one tensor, as a 0-d tensor.
+#' @param ... one tensor.
+#' @param na.rm ignored (tensors have no NA).
+#' @return a tensor.
+#' @export
+Summary.polygrad_tensor <- function(..., na.rm = FALSE) {
+  args <- list(...)
+  if (length(args) != 1L) pg_abort("invalid_argument", sprintf("%s of several tensors: combine them with pg_cat", .Generic))
+  x <- args[[1]]
+  switch(.Generic, sum = pg_sum(x), max = pg_max(x), min = pg_min(x),
+         pg_abort("invalid_argument", sprintf("%s is not defined for tensors", .Generic)))
+}
+
+#' Matrix products
+#'
+#' numpy's `matmul`: 1-D operands are promoted and the added axis dropped, batch axes broadcast.
+#' `%*%` calls `pg_matmul` when either side is a tensor (R 4.2 has no S3 dispatch for it).
+#' @param x,y tensors (or R arrays).
+#' @return a tensor.
+#' @export
+pg_matmul <- function(x, y) {
+  if (!is_tensor(x)) x <- pg_tensor(x)
+  if (!is_tensor(y)) y <- pg_tensor(y)
+  sa <- x$node$shape
+  sb <- y$node$shape
+  out_dt <- least_upper_dtype(x$node$dtype, y$node$dtype)
+  acc <- sum_acc_dtype(out_dt)
+  a <- pg_cast(x, acc)
+  b <- pg_cast(y, acc)
+  shape <- matmul_shape(sa, sb)
+  if (is.null(shape)) daemon_reject(OP$MATMUL, acc, list(a, b), sprintf(
+    "cannot matmul (%s) with (%s)", paste(sa, collapse = ", "), paste(sb, collapse = ", ")))
+  pg_cast(make(OP$MATMUL, acc, shape, list(a, b)), out_dt)
+}
+
+matmul_shape <- function(sa, sb) {
+  if (!length(sa) || !length(sb)) return(NULL)
+  a <- if (length(sa) == 1L) c(1, sa) else sa
+  b <- if (length(sb) == 1L) c(sb, 1) else sb
+  if (a[length(a)] != b[length(b) - 1L]) return(NULL)
+  batch <- broadcast_shape(a[seq_len(length(a) - 2L)], b[seq_len(length(b) - 2L)])
+  if (is.null(batch)) return(NULL)
+  c(batch, if (length(sa) > 1L) a[length(a) - 1L], if (length(sb) > 1L) b[length(b)])
+}
+
+#' @rdname pg_matmul
+#' @export
+`%*%` <- function(x, y) {
+  if (is_tensor(x) || is_tensor(y)) pg_matmul(x, y) else base::`%*%`(x, y)
+}

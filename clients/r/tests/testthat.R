@@ -1,0 +1,4 @@
+library(testthat)
+library(polygrad)
+
+test_check("polygrad")
