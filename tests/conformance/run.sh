@@ -52,8 +52,9 @@ socket=$work/d.sock
   ${POLYGRAD_DAEMON_ARGS:-} >"$work/polygradd.log" 2>&1 &
 daemon_pid=$!
 
-# Ready when the socket exists (the daemon creates it once it serves); give up if it exits.
-for _ in $(seq 600); do
+# Ready when the socket exists (the daemon creates it once it serves); give up if it exits. The
+# 120 s bound is for a start that hangs: start-up takes well under a second.
+for _ in $(seq 1200); do
   [[ -S $socket ]] && break
   if ! kill -0 "$daemon_pid" 2>/dev/null; then
     echo "conformance: $daemon exited before serving:"
@@ -63,7 +64,7 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 if [[ ! -S $socket ]]; then
-  echo "conformance: $daemon did not create $socket within 60 s:"
+  echo "conformance: $daemon did not create $socket within 120 s:"
   cat "$work/polygradd.log"
   exit 1
 fi

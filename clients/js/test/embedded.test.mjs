@@ -5,7 +5,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { daemonBinary } from './daemon.mjs';
+import { WAIT_LIMIT_MS, daemonBinary } from './daemon.mjs';
 
 const ENTRY = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', 'index.mjs');
 
@@ -45,8 +45,9 @@ const alive = (pid) => {
 };
 
 async function gone(pid) {
-  for (let i = 0; alive(pid); i++) {
-    if (i > 3000) return false;
+  const deadline = Date.now() + WAIT_LIMIT_MS;
+  while (alive(pid)) {
+    if (Date.now() > deadline) return false;
     await new Promise((r) => setTimeout(r, 10));
   }
   return true;
