@@ -57,7 +57,7 @@ def wait_until(condition, what: str, timeout: float = WAIT_LIMIT, alive=None):
       raise AssertionError(f"{what}: the process exited with {alive.returncode} first")
     if time.monotonic() > deadline:
       raise AssertionError(f"{what}: not within {timeout:.0f} s")
-    time.sleep(0.02)
+    time.sleep(0.02)  # the polling interval: the 120 s bound above (WAIT_LIMIT) is the only limit
 
 
 class HeldCompiler:

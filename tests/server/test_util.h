@@ -123,7 +123,7 @@ bool eventually(Pred pred, std::chrono::seconds limit = kWaitLimit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!pred()) {
     if (std::chrono::steady_clock::now() > deadline) return pred();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling interval; kWaitLimit bounds it
   }
   return true;
 }
