@@ -103,7 +103,8 @@ absl::Status Session::check_open() const {
 
 void Session::bind(const UOpRef& uop, const BufferPtr& buffer) {
   Binding& b = bindings_[uop.get()];
-  if (b.refs++ == 0) {
+  // An orphan taken up again by a node already holds its buffer (a BUFFER UOp names its buffer).
+  if (b.refs++ == 0 && !orphans_.erase(uop.get())) {
     b.uop = uop;
     b.buffer = buffer;
     held_.hold(buffer);
@@ -112,9 +113,39 @@ void Session::bind(const UOpRef& uop, const BufferPtr& buffer) {
 
 void Session::unbind(const UOp* uop) {
   auto it = bindings_.find(uop);
-  if (it != bindings_.end() && --it->second.refs == 0) {
-    held_.drop(it->second.buffer.get());
-    bindings_.erase(it);
+  if (it == bindings_.end() || --it->second.refs > 0) return;
+  if (uop->op == Ops::BUFFER) {
+    orphans_.insert(uop);  // sweep_orphans decides once the caller's changes are done
+    return;
+  }
+  held_.drop(it->second.buffer.get());
+  bindings_.erase(it);
+}
+
+void Session::sweep_orphans() {
+  if (orphans_.empty()) return;
+  // What a later realize can still reach: the graphs of unrealized nodes, down to bound UOps
+  // (the engine stops there too). Realized nodes are read through their buffers.
+  absl::flat_hash_set<const UOp*> reached;
+  std::vector<const UOp*> stack;
+  for (const auto& [id, e] : nodes_) {
+    if (!e.realized) stack.push_back(e.lazy.get());
+  }
+  while (!stack.empty()) {
+    const UOp* u = stack.back();
+    stack.pop_back();
+    if (!reached.insert(u).second || bindings_.contains(u)) continue;
+    for (const UOpRef& s : u->src) stack.push_back(s.get());
+  }
+  for (auto it = orphans_.begin(); it != orphans_.end();) {
+    if (reached.contains(*it)) {
+      ++it;
+      continue;
+    }
+    auto b = bindings_.find(*it);
+    held_.drop(b->second.buffer.get());
+    bindings_.erase(b);
+    orphans_.erase(it++);
   }
 }
 
@@ -152,6 +183,11 @@ void Session::erase_node(uint64_t id) {
     }
   }
   nodes_.erase(it);
+}
+
+void Session::erase_nodes(const std::vector<uint64_t>& ids) {
+  for (uint64_t id : ids) erase_node(id);
+  sweep_orphans();
 }
 
 absl::StatusOr<DecodedNodes> Session::decode(const google::protobuf::RepeatedPtrField<v1::Node>& nodes) const {
@@ -208,7 +244,7 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
     for (uint64_t id : request.outputs()) outputs.push_back(nodes_.at(id).current());
     if (quotas_ != nullptr) {
       if (absl::Status s = quotas_->check_depth(outputs); !s.ok()) {
-        for (uint64_t id : added) erase_node(id);
+        erase_nodes(added);
         return s;
       }
     }
@@ -227,7 +263,7 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
   if (!result.ok()) {
     // A failed request has no effect: the nodes it defined go again, so a retry can resend them.
     std::lock_guard lock(mu_);
-    for (uint64_t id : added) erase_node(id);
+    erase_nodes(added);
     return result.status();
   }
   if (result->outputs.size() != outputs.size()) {
@@ -241,7 +277,7 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
   // The results are about to be held: the request fails (and its temporaries go) if they do not fit.
   absl::StatusOr<Reservation> room = held_.reserve(result->outputs);
   if (!room.ok()) {
-    for (uint64_t id : added) erase_node(id);
+    erase_nodes(added);
     return room.status();
   }
   uint64_t inline_budget = limits_.max_inline_bytes;
@@ -278,6 +314,7 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
     }
   }
   for (uint64_t id : request.release_nodes()) erase_node(id);
+  sweep_orphans();  // the outputs are realized now: leaves only they read can go
 
   v1::RealizeStats* stats = response.mutable_stats();
   stats->set_kernels(result->stats.kernels);
@@ -308,6 +345,7 @@ absl::Status Session::release(const v1::ReleaseRequest& request) {
     held_.drop(it->second.buffer.get());
     handles_.erase(it);
   }
+  sweep_orphans();
   return absl::OkStatus();
 }
 
@@ -370,6 +408,7 @@ void Session::close() {
     nodes.swap(nodes_);
     handles.swap(handles_);
     bindings.swap(bindings_);
+    orphans_.clear();
     steps.swap(steps_);
     held_.clear();
   }

@@ -127,7 +127,8 @@ class Session {
     bool from_node = false;
   };
   // A realized UOp bound to its buffer. Hash-consing makes equal graphs one UOp, so several
-  // nodes may share a binding: it goes when the last of them does.
+  // nodes may share a binding: it goes when the last of them does, unless it is a BUFFER leaf
+  // that an unrealized node's graph still reads (see orphans_).
   struct Binding {
     UOpRef uop;
     BufferPtr buffer;
@@ -139,7 +140,11 @@ class Session {
   absl::Status check_open() const;
   void bind(const UOpRef& uop, const BufferPtr& buffer);
   void unbind(const UOp* uop);
+  // Drops the orphaned bindings no unrealized node's graph reaches any more (mu_ held).
+  void sweep_orphans();
   void erase_node(uint64_t id);
+  // Undoes a failed request: erases the nodes it added, then sweeps the orphans they left.
+  void erase_nodes(const std::vector<uint64_t>& ids);
   // Adds decoded nodes to the tables (mu_ held), after reserving quota room for their inline data;
   // the ids added go to `added` so a failing request can erase them again.
   absl::Status commit_nodes(DecodedNodes& decoded, std::vector<uint64_t>& added, Transfer& transfer);
@@ -170,6 +175,10 @@ class Session {
   absl::flat_hash_map<uint64_t, NodeEntry> nodes_;
   absl::flat_hash_map<uint64_t, HandleEntry> handles_;
   absl::flat_hash_map<const UOp*, Binding> bindings_;
+  // BUFFER bindings whose last node was released (refs 0): a lazy node built on a released leaf
+  // must still find its data when it is realized later, so the binding and its buffer stay until
+  // sweep_orphans finds no unrealized graph reaching it.
+  absl::flat_hash_set<const UOp*> orphans_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<CompiledStep>> steps_;
   // One step run at a time per session: steps of one model write the same buffers.
   std::mutex step_run_mu_;

@@ -140,7 +140,7 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
     if (!decoded.ok()) return decoded.status();
     if (absl::Status s = commit_nodes(*decoded, added, transfer); !s.ok()) return s;
     auto fail = [&](absl::Status s) {
-      for (uint64_t id : added) erase_node(id);
+      erase_nodes(added);
       return s;
     };
 
@@ -218,14 +218,14 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
   absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = engine_.plan(spec, options);
   std::lock_guard lock(mu_);
   if (!plan.ok()) {
-    for (uint64_t id : added) erase_node(id);
+    erase_nodes(added);
     return plan.status();
   }
   if (absl::Status s = check_open(); !s.ok()) return s;
   // A step's buffers count against the session's and tenant's quotas like any others it holds.
   absl::StatusOr<Reservation> room = held_.reserve((*plan)->buffers());
   if (!room.ok()) {
-    for (uint64_t id : added) erase_node(id);
+    erase_nodes(added);
     return room.status();
   }
   for (const BufferPtr& b : (*plan)->buffers()) held_.hold(b);
@@ -235,6 +235,7 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
   steps_[id] = step;
   // The targets are written from now on: bindings computed from them are stale at the first run.
   invalidate_readers(step->written_ids, step->clean);
+  sweep_orphans();  // leaves the targets' private copies replaced
 
   v1::CompileStepResponse response;
   response.set_step_id(id);

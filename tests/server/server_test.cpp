@@ -610,6 +610,60 @@ TEST_F(ServerTest, ReleaseThenUseFails) {
   EXPECT_TRUE(close_session(sid).ok());
 }
 
+// A node released while a lazy node built on it is still unrealized: the later realize finds the
+// data (an inline leaf, a leaf released by release_nodes, a realized node, an uploaded handle), and
+// the released buffer goes once nothing unrealized reads it.
+TEST_F(ServerTest, ReleasedSourceStaysForTheLazyNodesBuiltOnIt) {
+  const std::string sid = create_session();
+  absl::StatusOr<std::shared_ptr<Session>> session = SharedServer::server().sessions().find(sid, "");
+  ASSERT_TRUE(session.ok());
+  const std::vector<float> x = {1, 2, 3, 4};
+  const auto expect_neg = [&](uint64_t id, const std::vector<float>& want) {
+    v1::RealizeResponse resp;
+    grpc::Status s = realize(sid, {}, {id}, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    std::vector<float> got = values_of<float>(resp.results(0).data());
+    for (float& v : got) v = -v;
+    EXPECT_EQ(got, want);
+  };
+  v1::RealizeResponse resp;
+  // Inline leaf, released by Release.
+  ASSERT_TRUE(realize(sid, {inline_buffer(1, v1::FLOAT32, {4}, bytes_of(x)), op(2, v1::NEG, {1})}, {}, &resp).ok());
+  ASSERT_TRUE(release(sid, {1}, {}).ok());
+  EXPECT_EQ((*session)->held_buffers(), 1u);  // node 2 still reads it
+  expect_neg(2, x);
+  EXPECT_EQ((*session)->held_buffers(), 1u);  // the result; the leaf went with its last reader
+  // Inline leaf, released by release_nodes of the request that defined its reader.
+  {
+    v1::RealizeRequest req;
+    req.set_session_id(sid);
+    *req.add_nodes() = inline_buffer(3, v1::FLOAT32, {4}, bytes_of(x));
+    *req.add_nodes() = op(4, v1::NEG, {3});
+    req.add_release_nodes(3);
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->Realize(&ctx, req, &resp).ok());
+  }
+  expect_neg(4, x);
+  // A realized node as the source.
+  ASSERT_TRUE(realize(sid, {float_const(5, 9.0, {4}), op(6, v1::SQRT, {5})}, {6}, &resp).ok());
+  ASSERT_TRUE(realize(sid, {op(7, v1::NEG, {6})}, {}, &resp).ok());
+  ASSERT_TRUE(release(sid, {6}, {}).ok());
+  expect_neg(7, {3, 3, 3, 3});
+  // An uploaded handle, released with the node that referred to it.
+  v1::UploadResponse up;
+  ASSERT_TRUE(upload(sid, v1::FLOAT32, {4}, bytes_of(x), 16, &up).ok());
+  ASSERT_TRUE(realize(sid, {handle_buffer(8, up.handle()), op(9, v1::NEG, {8})}, {}, &resp).ok());
+  ASSERT_TRUE(release(sid, {8}, {up.handle()}).ok());
+  expect_neg(9, x);
+  // Released before its reader was realized, then the reader released: nothing is left held.
+  ASSERT_TRUE(realize(sid, {inline_buffer(10, v1::FLOAT32, {4}, bytes_of(x)), op(11, v1::NEG, {10})}, {}, &resp).ok());
+  ASSERT_TRUE(release(sid, {10}, {}).ok());
+  ASSERT_TRUE(release(sid, {2, 4, 5, 7, 9, 11}, {}).ok());
+  EXPECT_EQ((*session)->held_buffers(), 0u);
+  EXPECT_EQ((*session)->held_bytes(), 0u);
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
 TEST_F(ServerTest, UploadErrors) {
   const std::string sid = create_session();
   v1::UploadResponse up;
