@@ -21,6 +21,8 @@ constexpr char kMagic[8] = {'P', 'G', 'K', 'C', 'A', 'C', 'H', 'E'};
 // Bump when the entry layout or the kernel ABI changes: old entries are then never read.
 constexpr uint32_t kFormatVersion = 1;
 constexpr size_t kHeaderSize = 8 + 4 + 4 + 32 + 8 + 32;
+// How often a caller waiting for another request's build asks whether it should stop.
+constexpr std::chrono::milliseconds kStopPoll{50};
 
 void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
 void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
@@ -226,37 +228,76 @@ ProgramPtr KernelCache::in_memory(const std::string& key) const {
   return it == memory_.end() ? nullptr : it->second;
 }
 
-absl::StatusOr<KernelCache::Found> KernelCache::get_or_build(const std::string& key, const Compile& compile,
-                                                             const Load& load) {
-  std::promise<absl::StatusOr<Found>> promise;
-  std::shared_future<absl::StatusOr<Found>> waiting;
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = memory_.find(key); it != memory_.end()) return Found{it->second, CacheResult::MemoryHit};
-    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
-      waiting = it->second;
-    } else {
-      in_flight_.emplace(key, promise.get_future().share());
-    }
+// The callers waiting for one build (the builder among them), each by its stop predicate.
+struct KernelCache::Build {
+  std::shared_future<absl::StatusOr<Found>> result;
+  std::mutex mu;
+  std::vector<const StopFn*> waiters;
+
+  void join(const StopFn* w) {
+    std::lock_guard lock(mu);
+    waiters.push_back(w);
   }
-  if (waiting.valid()) {
+  void leave(const StopFn* w) {
+    std::lock_guard lock(mu);
+    waiters.erase(std::find(waiters.begin(), waiters.end(), w));
+  }
+  // True when nobody waits, or every waiter has stopped; a waiter that can't stop keeps it.
+  bool abandoned() {
+    std::lock_guard lock(mu);
+    return std::all_of(waiters.begin(), waiters.end(), [](const StopFn* w) { return *w && (*w)(); });
+  }
+};
+
+absl::StatusOr<KernelCache::Found> KernelCache::get_or_build(const std::string& key, const Compile& compile,
+                                                             const Load& load, const StopFn& should_stop) {
+  const auto stopped = [&] { return should_stop && should_stop(); };
+  while (true) {
+    std::promise<absl::StatusOr<Found>> promise;
+    std::shared_ptr<Build> build;
+    bool building = false;
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = memory_.find(key); it != memory_.end()) return Found{it->second, CacheResult::MemoryHit};
+      if (auto it = in_flight_.find(key); it != in_flight_.end()) {
+        build = it->second;
+      } else {
+        build = std::make_shared<Build>();
+        build->result = promise.get_future().share();
+        in_flight_.emplace(key, build);
+        building = true;
+      }
+      build->join(&should_stop);  // under mu_: the builder cannot finish and be forgotten first
+    }
+    if (building) {
+      auto r = lookup_or_build(key, compile, load, [&build] { return build->abandoned(); });
+      {
+        std::lock_guard lock(mu_);
+        if (r.ok()) memory_.emplace(key, r->program);
+        in_flight_.erase(key);
+      }
+      build->leave(&should_stop);
+      promise.set_value(r);
+      return r;
+    }
     // Another request is building this key: share its result. To this caller it was a hit.
-    const auto& r = waiting.get();
+    while (build->result.wait_for(kStopPoll) != std::future_status::ready) {
+      if (stopped()) {
+        build->leave(&should_stop);
+        return absl::CancelledError("stopped while waiting for a kernel another request is compiling");
+      }
+    }
+    build->leave(&should_stop);
+    const auto& r = build->result.get();
     if (r.ok()) return Found{r->program, CacheResult::MemoryHit};
+    // The others all stopped and gave the build up, but this caller still wants it: build anew.
+    if (r.status().code() == absl::StatusCode::kCancelled && !stopped()) continue;
     return r.status();
   }
-  auto r = lookup_or_build(key, compile, load);
-  {
-    std::lock_guard lock(mu_);
-    if (r.ok()) memory_.emplace(key, r->program);
-    in_flight_.erase(key);
-  }
-  promise.set_value(r);
-  return r;
 }
 
 absl::StatusOr<KernelCache::Found> KernelCache::lookup_or_build(const std::string& key, const Compile& compile,
-                                                                const Load& load) {
+                                                                const Load& load, const StopFn& abandoned) {
   if (!dir_.empty()) {
     if (auto bytes = read_disk(key)) {
       auto program = load(*bytes);
@@ -265,7 +306,7 @@ absl::StatusOr<KernelCache::Found> KernelCache::lookup_or_build(const std::strin
       std::filesystem::remove(entry_path(key), ec);  // verified yet unloadable: rebuild it
     }
   }
-  auto bytes = compile();
+  auto bytes = compile(abandoned);
   if (!bytes.ok()) return bytes.status();
   auto program = load(*bytes);
   if (!program.ok()) return program.status();

@@ -6,7 +6,9 @@
 // (magic, format version, key, payload length, payload sha256) and the compiled bytes. Writes go
 // to a unique temporary file in the same directory and are renamed into place, so concurrent
 // daemons on one directory never see a half-written entry; every load is verified, and a corrupt
-// or truncated entry is deleted and rebuilt. Concurrent requests for one key compile it once.
+// or truncated entry is deleted and rebuilt. Concurrent requests for one key compile it once;
+// the compile is abandoned (the compiler killed) only when every request waiting for it has
+// stopped, and a request that stops leaves the wait at once.
 //
 // Size cap: the disk tier is kept under `max_bytes` by evicting least recently used entries.
 // "Recently used" is the file's mtime, set when the entry is written and touched on every disk
@@ -19,6 +21,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -33,7 +36,11 @@ namespace polygrad {
 
 class KernelCache {
  public:
-  using Compile = std::function<absl::StatusOr<std::string>()>;
+  // Whether the caller has stopped wanting the result (client gone, deadline, shutdown).
+  using StopFn = std::function<bool()>;
+  // Builds the bytes for a key. `abandoned` says when no caller waits for them any more: a
+  // compile that can be interrupted should poll it and then give up with CANCELLED.
+  using Compile = std::function<absl::StatusOr<std::string>(const StopFn& abandoned)>;
   using Load = std::function<absl::StatusOr<ProgramPtr>(const std::string& bytes)>;
 
   static constexpr uint64_t kDefaultMaxBytes = uint64_t{1} << 30;
@@ -50,7 +57,11 @@ class KernelCache {
     ProgramPtr program;
     CacheResult result;
   };
-  absl::StatusOr<Found> get_or_build(const std::string& key, const Compile& compile, const Load& load);
+  // The program for `key`: from memory, from disk, or built by `compile` (one build per key at a
+  // time, shared by concurrent callers). `should_stop` (may be empty: never) is polled while this
+  // caller waits: once it says true the call returns CANCELLED without waiting for the build.
+  absl::StatusOr<Found> get_or_build(const std::string& key, const Compile& compile, const Load& load,
+                                     const StopFn& should_stop = {});
   // The loaded program for `key` if this process already has it, else null; never builds.
   ProgramPtr in_memory(const std::string& key) const;
 
@@ -88,7 +99,8 @@ class KernelCache {
   absl::Status import_entry(const std::string& key, const std::string& payload, std::string_view payload_sha256);
 
  private:
-  absl::StatusOr<Found> lookup_or_build(const std::string& key, const Compile& compile, const Load& load);
+  absl::StatusOr<Found> lookup_or_build(const std::string& key, const Compile& compile, const Load& load,
+                                        const StopFn& abandoned);
   // `touch`: mark the entry recently used (a lookup does; an export must not reorder the LRU).
   std::optional<std::string> read_disk(const std::string& key, bool touch = true);
   bool write_disk(const std::string& key, const std::string& bytes);
@@ -100,7 +112,8 @@ class KernelCache {
   const uint64_t max_bytes_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, ProgramPtr> memory_;
-  std::unordered_map<std::string, std::shared_future<absl::StatusOr<Found>>> in_flight_;
+  struct Build;  // one key being built, and who waits for it
+  std::unordered_map<std::string, std::shared_ptr<Build>> in_flight_;
 
   std::mutex evict_mu_;  // one eviction scan at a time in this process
   std::atomic<uint64_t> disk_bytes_{0};

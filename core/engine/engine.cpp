@@ -83,18 +83,19 @@ absl::StatusOr<Engine::Impl::KernelSource> Engine::Impl::render(
   return KernelSource{*std::move(lowered), *std::move(source), std::move(key)};
 }
 
-absl::StatusOr<KernelCache::Found> Engine::Impl::program_for(const KernelSource& k) {
+absl::StatusOr<KernelCache::Found> Engine::Impl::program_for(const KernelSource& k,
+                                                             const KernelCache::StopFn& should_stop) {
   return cache.get_or_build(
       k.key,
-      [&]() -> absl::StatusOr<std::string> {
+      [&](const KernelCache::StopFn& abandoned) -> absl::StatusOr<std::string> {
         compile_slots.acquire();
         auto t0 = std::chrono::steady_clock::now();
-        auto bytes = compiler.compile(k.source);
+        auto bytes = compiler.compile(k.source, abandoned);
         compile_slots.release();
         if (observer()) observer()->on_compile(seconds_since(t0), bytes.ok());
         return bytes;
       },
-      CpuCompiler::load);
+      CpuCompiler::load, should_stop);
 }
 
 absl::StatusOr<CompiledSchedule> Engine::Impl::compile(const std::vector<UOpRef>& roots,
@@ -126,7 +127,7 @@ absl::StatusOr<CompiledSchedule> Engine::Impl::compile(const std::vector<UOpRef>
   if (absl::Status s = cancelled(); !s.ok()) return s;
   absl::Status built = run_concurrently(to_build.size(), compile_threads, [&](size_t j) -> absl::Status {
     if (absl::Status s = cancelled(); !s.ok()) return s;
-    auto f = program_for(sources[to_build[j]]);
+    auto f = program_for(sources[to_build[j]], options.should_stop);
     if (!f.ok()) return f.status();
     found[to_build[j]] = *std::move(f);
     return absl::OkStatus();

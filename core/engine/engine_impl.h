@@ -58,7 +58,8 @@ struct Engine::Impl {
   absl::StatusOr<KernelSource> render(const UOpRef& root, const std::function<bool(const UOp*)>& materialized) const;
   // The program for `k` from the kernel cache, or compiled now. Safe from several threads; at
   // most `compile_threads` compiles run at once in this engine.
-  absl::StatusOr<KernelCache::Found> program_for(const KernelSource& k);
+  // `should_stop`: the request's stop predicate; its compile is killed once no request waits for it.
+  absl::StatusOr<KernelCache::Found> program_for(const KernelSource& k, const KernelCache::StopFn& should_stop);
   // Schedules `roots` and builds every kernel (steps 1-6 of a realize). `what` names the caller
   // in the CANCELLED message when `options.should_stop` fires before a compile.
   absl::StatusOr<CompiledSchedule> compile(const std::vector<UOpRef>& roots,

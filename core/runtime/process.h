@@ -1,8 +1,10 @@
 // Runs a program without a shell: argv goes straight to posix_spawnp, so no argument is ever
-// interpreted, and a deadline kills it.
+// interpreted, and a deadline kills it. The program runs in a process group of its own, and a
+// kill takes the whole group: a compiler driver's cc1 and linker go with it.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,10 @@ struct ProcessResult {
 };
 
 // DEADLINE_EXCEEDED when it runs past `timeout` (it is killed); NOT_FOUND when it cannot start.
-absl::StatusOr<ProcessResult> run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+// `abandoned`, when given, is asked every kAbandonPoll while the program runs: once it says true
+// nobody wants the result any more, the program is killed and the answer is CANCELLED.
+absl::StatusOr<ProcessResult> run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                                          const std::function<bool()>& abandoned = {});
+inline constexpr std::chrono::milliseconds kAbandonPoll{50};
 
 }  // namespace polygrad

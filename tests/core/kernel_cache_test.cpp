@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -15,9 +17,14 @@
 #include "core/cache/sha256.h"
 #include "core/runtime/cpu/compiler.h"
 #include "core/runtime/process.h"
+#include "tests/eventually.h"
+#include "tests/processes.h"
 
 namespace polygrad {
 namespace {
+
+using testing::eventually;
+using testing::running;
 
 const char* kSource = R"(#include <stdint.h>
 void pg_kernel(void** bufs, int64_t start, int64_t end) {
@@ -37,7 +44,7 @@ class KernelCacheTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   KernelCache::Compile compile() {
-    return [this]() {
+    return [this](const KernelCache::StopFn&) {
       ++compiles_;
       return compiler_->compile(kSource);
     };
@@ -115,6 +122,74 @@ TEST_F(KernelCacheTest, ConcurrentRequestsCompileOnce) {
   EXPECT_EQ(compiles_, 1);
 }
 
+// A build shared by two callers goes on while one of them still waits, and is given up (its
+// compile told so) once both have stopped; a later caller builds it afresh.
+TEST_F(KernelCacheTest, ASharedBuildIsAbandonedOnlyWhenEveryWaiterStops) {
+  KernelCache cache(dir_);
+  const std::string key = KernelCache::key("CPU", compiler_->identity(), kSource);
+  std::atomic<bool> a_stops{false}, b_stops{false}, in_compile{false}, gave_up{false};
+  KernelCache::StopFn abandoned_seen;
+  std::mutex seen_mu;
+  // The compile runs until it is abandoned: the test, not the clock, decides when that is.
+  auto held = [&](const KernelCache::StopFn& abandoned) -> absl::StatusOr<std::string> {
+    {
+      std::lock_guard lock(seen_mu);
+      abandoned_seen = abandoned;
+    }
+    in_compile = true;
+    while (!abandoned()) std::this_thread::yield();
+    gave_up = true;
+    return absl::CancelledError("compile abandoned");
+  };
+  KernelCache::StopFn a_stop = [&] { return a_stops.load(); };
+  KernelCache::StopFn b_stop = [&] { return b_stops.load(); };
+  auto a = std::async(std::launch::async, [&] { return cache.get_or_build(key, held, CpuCompiler::load, a_stop); });
+  ASSERT_TRUE(eventually([&] { return in_compile.load(); }));
+  auto b = std::async(std::launch::async, [&] { return cache.get_or_build(key, held, CpuCompiler::load, b_stop); });
+  b_stops = true;  // B leaves the wait on its own: CANCELLED, and the build goes on for A
+  absl::StatusOr<KernelCache::Found> rb = b.get();
+  EXPECT_EQ(rb.status().code(), absl::StatusCode::kCancelled) << rb.status();
+  {
+    std::lock_guard lock(seen_mu);
+    EXPECT_FALSE(abandoned_seen());
+  }
+  EXPECT_FALSE(gave_up.load());
+  a_stops = true;  // now nobody waits
+  absl::StatusOr<KernelCache::Found> ra = a.get();
+  EXPECT_EQ(ra.status().code(), absl::StatusCode::kCancelled) << ra.status();
+  EXPECT_TRUE(gave_up.load());
+  // Nothing was kept of the abandoned build: the next caller compiles for real.
+  absl::StatusOr<KernelCache::Found> rc = cache.get_or_build(key, compile(), CpuCompiler::load);
+  ASSERT_TRUE(rc.ok()) << rc.status();
+  EXPECT_EQ(rc->result, CacheResult::Miss);
+  expect_runs(rc->program);
+}
+
+// A compiler that is abandoned is killed with everything it started: the process group goes.
+TEST(RunProcessTest, AbandonedProgramIsKilledWithItsChildren) {
+  const std::filesystem::path pid_file =
+      std::filesystem::temp_directory_path() / absl::StrCat("polygrad-abandon-", getpid(), ".pid");
+  std::filesystem::remove(pid_file);
+  // The shell starts a child that would outlive it by ten minutes, says its pid, and waits.
+  std::atomic<bool> give_up{false};
+  auto run = std::async(std::launch::async, [&] {
+    return run_process({"sh", "-c", absl::StrCat("sleep 600 & echo $! > ", pid_file.string(), ".part && mv ",
+                                                 pid_file.string(), ".part ", pid_file.string(), "; wait")},
+                       std::chrono::seconds(600), [&] { return give_up.load(); });
+  });
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(pid_file); }));
+  pid_t child = 0;
+  std::ifstream(pid_file) >> child;
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(running(child));  // alive while the program is wanted
+  give_up = true;
+  absl::StatusOr<ProcessResult> r = run.get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+  // The grandchild got SIGKILL with its group.
+  EXPECT_TRUE(eventually([&] { return !running(child); }));
+  std::filesystem::remove(pid_file);
+}
+
 // Kernels call libm (and libmvec where clang vectorises through it), so whatever links them,
 // the compiler driver or its linker run directly, must link those in; the identity says which.
 TEST_F(KernelCacheTest, CompiledKernelsLinkTheMathLibraries) {
@@ -167,7 +242,7 @@ TEST_F(KernelCacheTest, DiskTierStaysUnderTheCapEvictingLeastRecentlyUsed) {
   auto build = [&](KernelCache& c, int i) {
     std::string src = variant_source(i);
     return c.get_or_build(KernelCache::key("CPU", compiler_->identity(), src),
-                          [&] { return compiler_->compile(src); }, CpuCompiler::load);
+                          [&](const KernelCache::StopFn&) { return compiler_->compile(src); }, CpuCompiler::load);
   };
   uint64_t entry_bytes;
   {

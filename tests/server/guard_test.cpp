@@ -737,9 +737,12 @@ TEST_F(GuardTest, DeadlineStopsAManyKernelRealizeAndFreesItsTemporaries) {
   cc.hold();
   grpc::Status s = realize(kAlice, big, nodes, outputs, &rr, std::chrono::milliseconds(300));
   EXPECT_CODE(s, DEADLINE_EXCEEDED);
+  // Nobody waits for the held compiles any more: they are killed while the gate is still closed.
+  EXPECT_TRUE(eventually([&] { return cc.all_held_gone(); }));
   cc.release();
   // The server stopped: far fewer than 400 kernels were built.
   ASSERT_TRUE(eventually([&] { return server_->quotas().in_flight() == 0; }));
+  EXPECT_FALSE(logs_.contains_all({"did not finish within"}));  // not ended by the compile timeout
   const std::string text = server_->metrics().render();
   const std::string series = "polygradd_compile_duration_seconds_count ";
   const size_t at = text.find(series);
@@ -775,8 +778,9 @@ TEST_F(GuardTest, ClientCancelStopsTheRealize) {
   v1::RealizeResponse rr;
   grpc::Status s = stub_->Realize(ctx.get(), req, &rr);
   canceller.join();
-  cc.release();
   EXPECT_CODE(s, CANCELLED);
+  EXPECT_TRUE(eventually([&] { return cc.all_held_gone(); }));  // killed, the gate still closed
+  cc.release();
   ASSERT_TRUE(eventually([&] { return server_->quotas().in_flight() == 0; }));
   EXPECT_EQ(Buffer::live_count(), baseline);
   EXPECT_TRUE(logs_.contains_all({"request failed", "method=Realize", "code=CANCELLED"}));
@@ -811,6 +815,31 @@ TEST_F(GuardTest, DrainLetsInFlightWorkFinishAndRefusesNewWork) {
   EXPECT_EQ(server_->sessions().live(), 0u);
   std::string other;
   EXPECT_FALSE(create(kAlice, &other).ok());
+}
+
+// A realize still compiling when the shutdown grace ends: the call is cancelled and its compiler
+// killed, so the daemon stops without waiting for the compile (or its 120 s timeout).
+TEST_F(GuardTest, ShutdownAfterTheGraceKillsAHeldCompile) {
+  HeldCompiler cc(dir_);
+  ServerOptions o = options();
+  o.compiler = cc.path();
+  start(std::move(o));
+  std::string id;
+  ASSERT_TRUE(create(kAlice, &id).ok());
+  std::vector<uint64_t> outputs;
+  std::vector<v1::Node> nodes = many_kernels(4, &outputs, 0.5);
+  v1::RealizeResponse rr;
+  cc.hold();
+  std::future<grpc::Status> running =
+      std::async(std::launch::async, [&] { return realize(kAlice, id, nodes, outputs, &rr); });
+  ASSERT_TRUE(eventually([&] { return cc.held(); }));
+  // The grace passes while the compile is held: it cannot finish before.
+  server_->shutdown(std::chrono::milliseconds(200));
+  EXPECT_FALSE(running.get().ok());
+  EXPECT_TRUE(cc.all_held_gone());
+  EXPECT_TRUE(logs_.contains_all({"request failed", "method=Realize"}));
+  EXPECT_FALSE(logs_.contains_all({"did not finish within"}));  // not ended by the compile timeout
+  cc.release();
 }
 
 // ---- leak accounting (acceptance 1) ---------------------------------------------------------

@@ -14,6 +14,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "polygrad/v1/polygrad.grpc.pb.h"
+#include "tests/eventually.h"
+#include "tests/processes.h"
 
 // A gRPC status has the given code (grpc::StatusCode::code_); the message shows on failure.
 #define EXPECT_CODE(status, code_) \
@@ -22,6 +24,9 @@
 namespace polygrad::server::testing {
 
 namespace v1 = ::polygrad::v1;
+using ::polygrad::testing::eventually;
+using ::polygrad::testing::kWaitLimit;
+using ::polygrad::testing::running;
 
 template <typename T>
 std::string bytes_of(const std::vector<T>& values) {
@@ -110,23 +115,6 @@ inline std::unique_ptr<v1::Polygrad::Stub> make_stub(const std::string& target) 
   return v1::Polygrad::NewStub(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
 }
 
-// The bound on waiting for something that takes milliseconds on an idle machine (a session
-// closing, buffers being freed, a request leaving the in-flight count). It is more than 100x what
-// these take with both cores saturated under the sanitizers, so only a real fault reaches it, and
-// a condition that already holds costs nothing.
-inline constexpr std::chrono::seconds kWaitLimit{120};
-
-// True as soon as `pred()` holds; false when it still does not after `limit`. The polling
-// interval only sets how soon the wait notices; no result depends on it.
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::seconds limit = kWaitLimit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return pred();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling interval; kWaitLimit bounds it
-  }
-  return true;
-}
 
 // tests/tools/held-compiler behind a gate directory of its own, for tests that need a realize
 // held in flight by an event they control rather than by a guess at how long compiling takes.
@@ -150,11 +138,22 @@ class HeldCompiler {
     std::filesystem::remove(gate_ / "open", ec);
   }
   void release() { std::ofstream(gate_ / "open").flush(); }
-  bool held() const {
+  bool held() const { return !held_pids().empty(); }
+  // The compiler processes that were held (running or not): from the `held.<pid>` files.
+  std::vector<pid_t> held_pids() const {
+    std::vector<pid_t> pids;
     std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(gate_, ec))
-      if (e.path().filename().string().rfind("held.", 0) == 0) return true;
-    return false;
+    for (const auto& e : std::filesystem::directory_iterator(gate_, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("held.", 0) == 0) pids.push_back(static_cast<pid_t>(std::stol(name.substr(5))));
+    }
+    return pids;
+  }
+  // True when no held compiler process runs any more.
+  bool all_held_gone() const {
+    for (pid_t p : held_pids())
+      if (running(p)) return false;
+    return true;
   }
 
  private:

@@ -130,7 +130,8 @@ absl::StatusOr<CpuCompiler> CpuCompiler::find(const std::string& preferred, std:
   return absl::FailedPreconditionError(absl::StrCat("no working C compiler found (", tried, ")"));
 }
 
-absl::StatusOr<std::string> CpuCompiler::compile(const std::string& source) const {
+absl::StatusOr<std::string> CpuCompiler::compile(const std::string& source,
+                                                 const std::function<bool()>& abandoned) const {
   TempDir dir;
   if (dir.path.empty()) return absl::InternalError(absl::StrCat("cannot create a temporary directory: ", std::strerror(errno)));
   std::filesystem::path src = dir.path / "kernel.c", obj = dir.path / "kernel.o", out = dir.path / "kernel.so";
@@ -140,7 +141,7 @@ absl::StatusOr<std::string> CpuCompiler::compile(const std::string& source) cons
     if (!f) return absl::InternalError("cannot write kernel source to the temporary directory");
   }
   auto step = [&](std::vector<std::string> argv, const char* what) -> absl::Status {
-    auto r = run_process(argv, timeout_);
+    auto r = run_process(argv, timeout_, abandoned);
     if (!r.ok()) return r.status();
     if (r->exit_code != 0)
       return absl::InternalError(absl::StrCat("kernel ", what, " failed (", argv[0], " ", r->how_it_ended(), "): ", r->output));

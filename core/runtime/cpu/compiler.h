@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,9 @@ class CpuCompiler {
   const std::string& identity() const { return identity_; }
   const std::string& version_line() const { return version_; }
 
-  // Compiles C source to shared-object bytes.
-  absl::StatusOr<std::string> compile(const std::string& source) const;
+  // Compiles C source to shared-object bytes. When `abandoned` (polled while the compiler runs)
+  // says true, the compiler is killed and the result is CANCELLED.
+  absl::StatusOr<std::string> compile(const std::string& source, const std::function<bool()>& abandoned = {}) const;
 
   // Loads shared-object bytes as a launchable kernel (through an anonymous memory file, so
   // the cached bytes are exactly what runs).

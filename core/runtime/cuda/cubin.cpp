@@ -63,7 +63,8 @@ absl::StatusOr<KernelCache::Found> cubin_from_cache(KernelCache& cache, const Nv
                                                     int arch, const KernelCache::Load& load,
                                                     const std::function<void(double, bool)>& on_compile) {
   const std::string key = cubin_cache_key(source, arch, nvrtc.version());
-  auto compile = [&]() -> absl::StatusOr<std::string> {
+  // NVRTC compiles in this process and cannot be interrupted: `abandoned` goes unheeded.
+  auto compile = [&](const KernelCache::StopFn&) -> absl::StatusOr<std::string> {
     auto t0 = std::chrono::steady_clock::now();
     auto out = nvrtc.compile(source, arch, Nvrtc::Output::Cubin);
     if (on_compile) on_compile(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), out.ok());

@@ -1,0 +1,21 @@
+// Whether a process still runs, for tests that check a child was killed: a killed child that
+// nobody has reaped yet (a zombie) has stopped running, so it counts as gone.
+#pragma once
+
+#include <sys/types.h>
+
+#include <fstream>
+#include <string>
+
+namespace polygrad::testing {
+
+inline bool running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  if (text.empty()) return false;
+  // The state follows the command name in parentheses, which may itself hold ") ".
+  const size_t close = text.rfind(") ");
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z' && text[close + 2] != 'X';
+}
+
+}  // namespace polygrad::testing
