@@ -6,8 +6,14 @@ logical_not <- function(x) {
   make(OP$CMPNE, "bool", b$node$shape, list(b, const_tensor(TRUE, "bool", b$node$shape)))
 }
 
-# An order-reversing map of the dtype onto itself (min from max): -x, or not x for bool.
-inverse <- function(x) if (x$node$dtype == "bool") logical_not(x) else unop(OP$NEG, x)
+# An order-reversing map of the dtype onto itself (min from max): -x, max - x for unsigned
+# dtypes (where -0 would be 0, the least), not x for bool.
+inverse <- function(x) {
+  dt <- x$node$dtype
+  if (dt == "bool") return(logical_not(x))
+  if (dtype_kind(dt) == "u") return(make(OP$SUB, dt, x$node$shape, list(max_const(dt, x$node$shape), x)))
+  unop(OP$NEG, x)
+}
 
 pg_div <- function(x, y, reverse = FALSE) {
   ab <- broadcasted(x, y, reverse, op = OP$DIV)
