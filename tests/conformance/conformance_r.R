@@ -1,17 +1,23 @@
 # The R runner of the cross-client conformance corpus (tests/conformance/README.md): builds each
 # case through the R package's public API, realizes it on the daemon at POLYGRAD_ADDRESS, checks
-# the local shape and dtype against the daemon's, and compares the raw bytes with the Python
-# runner's results (<out>/python.json). Writes <out>/r.json and prints `N passed, M failed`
-# (cases whose op R has no builder for are listed as unsupported, not failed).
+# the local shape and dtype against the daemon's and the public read against the buffer, and
+# compares the raw bytes with the Python runner's results (<out>/python.json). Writes <out>/r.json
+# and prints `N passed, M failed`. Every case is built: a corpus op without an R builder, or a
+# case that cannot be built, fails. Only a case whose `requires` device the daemon lacks is
+# skipped (as the Python and JavaScript runners skip it), saying why.
 #
 #   POLYGRAD_ADDRESS=unix:/... POLYGRAD_CONFORMANCE_OUT=DIR Rscript tests/conformance/conformance_r.R
 suppressMessages(library(polygrad))
+`%||%` <- function(a, b) if (is.null(a)) b else a
 here <- dirname(normalizePath(sub("^--file=", "", grep("^--file=", commandArgs(FALSE), value = TRUE))))
 cases_file <- file.path(here, "cases.json")
 out <- Sys.getenv("POLYGRAD_CONFORMANCE_OUT")
 stopifnot(nzchar(out), file.exists(cases_file))
+corpus_sha <- digest::digest(file = cases_file, algo = "sha256")
 corpus <- jsonlite::fromJSON(cases_file, simplifyVector = FALSE)
-py <- jsonlite::fromJSON(file.path(out, "python.json"), simplifyVector = FALSE)$cases
+python <- jsonlite::fromJSON(file.path(out, "python.json"), simplifyVector = FALSE)
+if (!identical(python$corpus_sha256, corpus_sha)) stop(file.path(out, "python.json"), " is from another version of cases.json")
+py <- python$cases
 
 # ---- splitmix64 with 64-bit words as four 16-bit limbs (R has no unsigned 64-bit integer) ----
 limbs <- function(hex) strtoi(substring(hex, c(13, 9, 5, 1), c(16, 12, 8, 4)), 16L)  # low limb first
@@ -51,13 +57,21 @@ splitmix <- function(seed, n) {
 }
 stopifnot(identical(sprintf("%04X", rev(splitmix(0, 1)[[1]])), c("E220", "A839", "7B1D", "CDAF")))
 
+ITEMSIZE <- c(bool = 1, int8 = 1, uint8 = 1, int16 = 2, uint16 = 2, int32 = 4, uint32 = 4, int64 = 8, uint64 = 8,
+              float16 = 2, bfloat16 = 2, float32 = 4, float64 = 8)
+
 input_tensor <- function(spec) {
   dt <- spec$dtype
-  shape <- unlist(spec$shape)
-  n <- if (length(shape)) prod(shape) else 1
+  shape <- as.numeric(unlist(spec$shape))
+  n <- prod(shape)
   zs <- splitmix(spec$seed, n)
+  if (isTRUE(spec$bits) && ITEMSIZE[[dt]] == 8) {
+    # Random 64-bit patterns: past 2^53, exact only as bytes (each z little-endian: the low limb first).
+    bytes <- unlist(lapply(zs, function(z) as.raw(as.vector(rbind(z %% 256, z %/% 256)))))
+    return(pg_from_bytes(bytes, dt, shape))
+  }
   vals <- if (isTRUE(spec$bits)) {
-    bits <- 8 * c(int8 = 1, uint8 = 1, int16 = 2, uint16 = 2, int32 = 4, uint32 = 4, int64 = 8, uint64 = 8)[[dt]]
+    bits <- 8 * ITEMSIZE[[dt]]
     vapply(zs, function(z) {
       v <- sum(z[seq_len(bits / 16)] * 65536^(seq_len(bits / 16) - 1))
       if (bits == 8) v <- z[1] %% 256
@@ -73,104 +87,285 @@ input_tensor <- function(spec) {
 }
 stopifnot(identical(as.vector(as.array(input_tensor(list(dtype = "int8", shape = list(6), seed = 5, bits = TRUE)))),
                     c(90L, -8L, 71L, 69L, -59L, 68L)))
+stopifnot(identical(as.vector(as.array(input_tensor(list(dtype = "float32", shape = list(2, 3), seed = 1, lo = -16, hi = 16,
+                                                         div = 4)))), c(1.0, 3.25, 0.75, 0.5, -4.0, 1.75)))
 
-# ---- builders: R API spellings of the corpus's ops; axes become 1-based -----------------------
+# ---- builders: R API spellings of the corpus's ops -------------------------------------------
+# The corpus speaks Python: 0-based axes and positions, negative ones from the end. The R API is
+# 1-based (axes, class indices, gather and index positions, argmax's result); `ax` and `pos`
+# translate, and argmax's 1-based answer is turned back into the corpus's 0-based one.
 ax <- function(a) if (is.null(a)) NULL else vapply(unlist(a), function(k) if (k >= 0) k + 1 else k, 0)
+pos <- function(t) t + 1L  # 0-based positions (>= 0) in an integer tensor, as 1-based ones
 num_or <- function(args, y) if (!is.null(args$scalar)) args$scalar else y
 binary <- function(f) function(ins, args) f(ins[[1]], num_or(args, ins[[2]]))
 unary <- function(f) function(ins, args) f(ins[[1]])
+input <- function(ins, i) if (length(ins) >= i) ins[[i]] else NULL
+seeded <- function(f) function(ins, args) { pg_manual_seed(args$seed); f(ins, args) }
+pair_list <- function(p) lapply(p, function(e) as.numeric(unlist(e)))
+
+# Python's slice(start, stop, step).indices(size), as 1-based positions.
+py_slice <- function(sl, size) {
+  step <- sl[[3]] %||% 1
+  lower <- if (step < 0) -1 else 0
+  upper <- if (step < 0) size - 1 else size
+  clamp <- function(v, d) if (is.null(v)) d else if (v < 0) max(v + size, lower) else min(v, upper)
+  start <- clamp(sl[[1]], if (step < 0) upper else lower)
+  stop <- clamp(sl[[2]], if (step < 0) lower else upper)
+  n <- max(0, ceiling((stop - start) / step))
+  start + step * (seq_len(n) - 1) + 1
+}
+
+# numpy indexing as R's `[` (each axis on its own) and a reshape to numpy's result shape: an int
+# selects (its axis goes), a slice keeps its positions, null adds an axis, "..." stands for the
+# axes not named, and an integer tensor indexes its axis (R positions from numpy's: -1 is the last).
+index_builder <- function(ins, args) {
+  x <- ins[[1]]
+  s <- dim(x)
+  entries <- args$index
+  is_ell <- vapply(entries, function(e) identical(e, "..."), TRUE)
+  if (!any(is_ell)) { entries <- c(entries, list("...")); is_ell <- c(is_ell, TRUE) }
+  named <- sum(!is_ell & !vapply(entries, is.null, TRUE))
+  at <- which(is_ell)
+  full <- rep(list(list(slice = list(NULL, NULL, NULL))), length(s) - named)
+  entries <- c(entries[seq_len(at - 1)], full, entries[-seq_len(at)])
+  if (sum(vapply(entries, function(e) is.list(e) && !is.null(e$tensor), TRUE)) > 1) {
+    stop("numpy's joint indexing by several tensors has no R counterpart (R indexes each axis on its own)")
+  }
+  idx <- rep(list(quote(expr = )), length(s))
+  final <- numeric()
+  axis <- 0
+  for (e in entries) {
+    if (is.null(e)) {
+      final <- c(final, 1)
+      next
+    }
+    size <- s[axis + 1]
+    if (is.numeric(e)) {
+      idx[[axis + 1]] <- if (e < 0) e + size + 1 else e + 1
+    } else if (!is.null(e$slice)) {
+      idx[[axis + 1]] <- py_slice(e$slice, size)
+      final <- c(final, length(idx[[axis + 1]]))
+    } else {
+      t <- ins[[e$tensor + 1]]
+      idx[[axis + 1]] <- pg_where(t < 0L, t + (size + 1L), t + 1L)
+      final <- c(final, dim(t))
+    }
+    axis <- axis + 1
+  }
+  pg_reshape(do.call(`[`, c(list(x), idx, list(drop = TRUE))), final)
+}
+
+# Python's ignore_index -1 means none; a class otherwise (0-based there, 1-based here).
+ignore_of <- function(i) if (is.null(i) || i == -1) NULL else i + 1
+
 builders <- list(
   from = unary(identity),
   full = function(ins, args) pg_full(unlist(args$shape), value = args$value, dtype = args$dtype),
   zeros = function(ins, args) pg_zeros(unlist(args$shape), dtype = args$dtype %||% "float32"),
   ones = function(ins, args) pg_ones(unlist(args$shape), dtype = args$dtype %||% "float32"),
-  rand = function(ins, args) { pg_manual_seed(args$seed); pg_rand(unlist(args$shape), dtype = args$dtype %||% "float32") },
-  randn = function(ins, args) { pg_manual_seed(args$seed); pg_randn(unlist(args$shape), dtype = args$dtype %||% "float32") },
+  arange = function(ins, args) pg_arange(args$start, args$stop, args$step %||% 1, dtype = args$dtype),
+  linspace = function(ins, args) pg_linspace(args$start, args$stop, args$steps, dtype = args$dtype %||% "float32"),
+  eye = function(ins, args) pg_eye(args$n, args$m %||% args$n, dtype = args$dtype %||% "float32"),
+  rand = seeded(function(ins, args) pg_rand(unlist(args$shape), dtype = args$dtype %||% "float32")),
+  randn = seeded(function(ins, args) pg_randn(unlist(args$shape), dtype = args$dtype %||% "float32")),
+  randint = seeded(function(ins, args) pg_randint(unlist(args$shape), low = args$low %||% 0, high = args$high %||% 10,
+                                                  dtype = args$dtype %||% "int32")),
+  dropout = seeded(function(ins, args) pg_dropout(ins[[1]], args$p, training = TRUE)),
   neg = unary(function(x) -x), exp = unary(exp), log = unary(log), sqrt = unary(sqrt), sin = unary(sin),
   cos = unary(cos), tan = unary(tan), tanh = unary(tanh), abs = unary(abs), floor = unary(floor),
-  ceil = unary(ceiling), trunc = unary(trunc), sign = unary(sign), log2 = unary(log2), square = unary(function(x) x^2),
+  ceil = unary(ceiling), trunc = unary(trunc), round = unary(round), sign = unary(sign), log2 = unary(log2),
+  exp2 = unary(pg_exp2), reciprocal = unary(pg_reciprocal), rsqrt = unary(pg_rsqrt), square = unary(function(x) x^2),
   relu = unary(pg_relu), sigmoid = unary(pg_sigmoid), gelu = unary(pg_gelu), silu = unary(pg_silu),
+  softplus = unary(pg_softplus), logsigmoid = unary(pg_logsigmoid), relu6 = unary(pg_relu6), mish = unary(pg_mish),
+  hardsigmoid = unary(pg_hardsigmoid), hardswish = unary(pg_hardswish), quickGelu = unary(pg_quick_gelu),
+  isnan = unary(is.nan), isinf = unary(is.infinite),
+  elu = function(ins, args) pg_elu(ins[[1]], args$alpha %||% 1),
+  hardtanh = function(ins, args) pg_hardtanh(ins[[1]], args$min %||% -1, args$max %||% 1),
   leakyRelu = function(ins, args) pg_leaky_relu(ins[[1]], args$slope %||% 0.01),
   add = binary(`+`), sub = binary(`-`), mul = binary(`*`), div = binary(`/`), pow = binary(`^`),
   maximum = binary(pg_maximum), minimum = binary(pg_minimum),
   lt = binary(`<`), le = binary(`<=`), gt = binary(`>`), ge = binary(`>=`), eq = binary(`==`), ne = binary(`!=`),
-  logicalNot = unary(function(x) !x),
+  idiv = binary(pg_idiv), fmod = binary(pg_fmod), remainder = binary(`%%`), floorDivide = binary(`%/%`),
+  bitwiseAnd = binary(pg_bitwise_and), bitwiseOr = binary(pg_bitwise_or), bitwiseXor = binary(pg_bitwise_xor),
+  bitwiseNot = unary(pg_bitwise_not), logicalNot = unary(function(x) !x),
+  lshift = function(ins, args) pg_lshift(ins[[1]], args$n),
+  rshift = function(ins, args) pg_rshift(ins[[1]], args$n),
+  clamp = function(ins, args) pg_clamp(ins[[1]], args$min, args$max),
   where = function(ins, args) pg_where(ins[[1]], if (length(ins) > 1) ins[[2]] else args$x, if (length(ins) > 2) ins[[3]] else args$y),
   cast = function(ins, args) pg_cast(ins[[1]], args$dtype),
+  bitcast = function(ins, args) pg_bitcast(ins[[1]], args$dtype),
   sum = function(ins, args) pg_sum(ins[[1]], ax(args$axis), isTRUE(args$keepdim)),
+  prod = function(ins, args) pg_prod(ins[[1]], ax(args$axis), isTRUE(args$keepdim)),
   max = function(ins, args) pg_max(ins[[1]], ax(args$axis), isTRUE(args$keepdim)),
   min = function(ins, args) pg_min(ins[[1]], ax(args$axis), isTRUE(args$keepdim)),
   mean = function(ins, args) pg_mean(ins[[1]], ax(args$axis), isTRUE(args$keepdim)),
   var = function(ins, args) pg_var(ins[[1]], ax(args$axis), isTRUE(args$keepdim), args$correction %||% 1),
+  std = function(ins, args) pg_std(ins[[1]], ax(args$axis), isTRUE(args$keepdim), args$correction %||% 1),
+  logsumexp = function(ins, args) pg_logsumexp(ins[[1]], ax(args$axis), isTRUE(args$keepdim)),
+  argmax = function(ins, args) pg_argmax(ins[[1]], ax(args$axis), isTRUE(args$keepdim)) - 1L,
+  argmin = function(ins, args) pg_argmin(ins[[1]], ax(args$axis), isTRUE(args$keepdim)) - 1L,
+  cumsum = function(ins, args) pg_cumsum(ins[[1]], ax(args$axis %||% 0)),
   reshape = function(ins, args) pg_reshape(ins[[1]], unlist(args$shape)),
   expand = function(ins, args) pg_expand(ins[[1]], unlist(args$shape)),
   permute = function(ins, args) pg_permute(ins[[1]], unlist(args$order) + 1),
+  transpose = function(ins, args) pg_transpose(ins[[1]], ax(args$dim0 %||% -2), ax(args$dim1 %||% -1)),
+  pad = function(ins, args) pg_pad(ins[[1]], pair_list(args$padding), value = args$value %||% 0),
+  shrink = function(ins, args) pg_shrink(ins[[1]], lapply(pair_list(args$arg), function(p) c(p[1] + 1, p[2]))),
   flip = function(ins, args) pg_flip(ins[[1]], ax(args$axis)),
+  squeeze = function(ins, args) pg_squeeze(ins[[1]], ax(args$dim)),
+  unsqueeze = function(ins, args) pg_unsqueeze(ins[[1]], ax(args$dim)),
+  flatten = function(ins, args) pg_flatten(ins[[1]], ax(args$start %||% 0), ax(args$end %||% -1)),
+  unflatten = function(ins, args) pg_unflatten(ins[[1]], ax(args$dim), unlist(args$sizes)),
+  `repeat` = function(ins, args) pg_repeat(ins[[1]], unlist(args$repeats)),
+  split = function(ins, args) pg_split(ins[[1]], unlist(args$sizes), ax(args$dim %||% 0))[[args$piece + 1]],
+  chunk = function(ins, args) pg_chunk(ins[[1]], args$chunks, ax(args$dim %||% 0))[[args$piece + 1]],
   cat = function(ins, args) pg_cat(ins, axis = ax(args$dim %||% 0)),
   stack = function(ins, args) pg_stack(ins, axis = ax(args$dim %||% 0)),
+  index = index_builder,
   matmul = function(ins, args) pg_matmul(ins[[1]], ins[[2]]),
+  linear = function(ins, args) pg_linear(ins[[1]], ins[[2]], input(ins, 3)),
   softmax = function(ins, args) pg_softmax(ins[[1]], ax(args$axis %||% -1)),
   logSoftmax = function(ins, args) pg_log_softmax(ins[[1]], ax(args$axis %||% -1)),
   layernorm = function(ins, args) pg_layernorm(ins[[1]], ax(args$axis %||% -1), args$eps %||% 1e-5),
-  conv2d = function(ins, args) pg_conv2d(ins[[1]], ins[[2]], if (length(ins) > 2) ins[[3]] else NULL,
+  rmsNorm = function(ins, args) pg_rms_norm(ins[[1]], ax(args$axis %||% -1), args$eps %||% 1e-6),
+  groupNorm = function(ins, args) pg_group_norm(ins[[1]], args$groups, input(ins, 2), input(ins, 3), args$eps %||% 1e-5),
+  batchNorm = function(ins, args) pg_batch_norm(ins[[1]], input(ins, 2), input(ins, 3), input(ins, 4), input(ins, 5),
+                                                training = isTRUE(args$training), eps = args$eps %||% 1e-5),
+  crossEntropy = function(ins, args) {
+    y <- ins[[2]]
+    if (length(dim(y)) < length(dim(ins[[1]]))) y <- pos(y)  # class indices
+    pg_cross_entropy(ins[[1]], y, reduction = args$reduction %||% "mean", label_smoothing = args$labelSmoothing %||% 0)
+  },
+  sparseCategoricalCrossentropy = function(ins, args) {
+    pg_sparse_categorical_cross_entropy(ins[[1]], pos(ins[[2]]), ignore_index = ignore_of(args$ignoreIndex),
+                                        label_smoothing = args$labelSmoothing %||% 0, reduction = args$reduction %||% "mean")
+  },
+  binaryCrossentropy = function(ins, args) pg_binary_cross_entropy(ins[[1]], ins[[2]], args$reduction %||% "mean"),
+  binaryCrossentropyLogits = function(ins, args) pg_binary_cross_entropy_logits(ins[[1]], ins[[2]], args$reduction %||% "mean"),
+  oneHot = function(ins, args) pg_one_hot(pos(ins[[1]]), args$n),
+  tril = function(ins, args) pg_tril(ins[[1]], args$diagonal %||% 0),
+  triu = function(ins, args) pg_triu(ins[[1]], args$diagonal %||% 0),
+  gather = function(ins, args) pg_gather(ins[[1]], ax(args$dim), pos(ins[[2]])),
+  conv2d = function(ins, args) pg_conv2d(ins[[1]], ins[[2]], input(ins, 3),
                                          stride = unlist(args$stride %||% 1), padding = unlist(args$padding %||% 0),
                                          dilation = unlist(args$dilation %||% 1), groups = args$groups %||% 1),
+  convTranspose2d = function(ins, args) pg_conv_transpose2d(ins[[1]], ins[[2]], NULL,
+    stride = unlist(args$stride %||% 1), padding = unlist(args$padding %||% 0), dilation = unlist(args$dilation %||% 1),
+    groups = args$groups %||% 1, output_padding = unlist(args$outputPadding %||% 0)),
+  maxPool2d = function(ins, args) pg_max_pool2d(ins[[1]], unlist(args$kernel %||% 2), unlist(args$stride),
+                                                unlist(args$padding %||% 0), unlist(args$dilation %||% 1)),
+  avgPool2d = function(ins, args) pg_avg_pool2d(ins[[1]], unlist(args$kernel %||% 2), unlist(args$stride),
+                                                unlist(args$padding %||% 0), unlist(args$dilation %||% 1)),
+  scaledDotProductAttention = function(ins, args) pg_scaled_dot_product_attention(ins[[1]], ins[[2]], ins[[3]],
+    attn_mask = input(ins, 4), is_causal = isTRUE(args$causal)),
   grad = function(ins, args) {
     wrt <- ins[[args$wrt + 1]]
     requires_grad(wrt) <- TRUE
     backward(sum(builders[[args$of]](ins, args$args %||% list())))
     grad(wrt)
+  },
+  to = function(ins, args) {
+    y <- pg_to(ins[[1]], args$device)
+    if (isTRUE(args$back)) pg_to(y, "CPU") else y
   }
 )
-`%||%` <- function(a, b) if (is.null(a)) b else a
-# Args the R builders do not take: such cases are unsupported rather than built differently.
-unsupported_args <- function(case) {
-  a <- case$args
-  (case$op == "pad") || (case$op %in% names(builders) && case$op != "grad" &&
-    any(!names(a) %in% c("scalar", "shape", "value", "dtype", "seed", "slope", "x", "y", "axis", "keepdim",
-                         "correction", "order", "dim", "eps", "stride", "padding", "dilation", "groups"))) ||
-    (case$op == "grad" && !args_ok(a$of)) || !is.null(case$then) || !is.null(case$requires) ||
-    # R numbers are doubles: 64-bit integers past 2^53 (random bit patterns) cannot be made exactly.
-    any(vapply(case$inputs, function(i) isTRUE(i$bits) && i$dtype %in% c("int64", "uint64"), TRUE))
-}
-args_ok <- function(op) op %in% names(builders)
 
+# The case's op on its inputs, then each `then` step on the previous result.
+build <- function(case, ins) {
+  t <- builders[[case$op]](ins, case$args)
+  for (step in case$then) t <- builders[[step$op]](list(t), step$args %||% list())
+  t
+}
+
+# Whether GetInfo lists the device (by kind, "CUDA", or full name, "CUDA:0") as available; else why not.
+device_missing <- function(name) {
+  want <- toupper(name)
+  devs <- pg_info()$devices %||% list()
+  for (d in devs) {
+    n <- toupper(d$name %||% "")
+    if (want %in% c(n, sub(":.*$", "", n))) {
+      if (isTRUE(d$available)) return(NULL)
+      return(sprintf("the daemon has no available %s device (%s)", name, d$detail %||% "unavailable"))
+    }
+  }
+  sprintf("the daemon has no available %s device", name)
+}
+
+# ---- checks that need no daemon -----------------------------------------------------------------
+ops <- unique(unlist(lapply(corpus$cases, function(c) c(c$op, vapply(c$then %||% list(), function(s) s$op, "")))))
+unbuilt <- setdiff(ops, names(builders))
+
+# ---- the cases ------------------------------------------------------------------------------------
+wire_name <- function(code) names(polygrad:::OP)[match(code, unlist(polygrad:::OP))]
 results <- list()
 passed <- 0
 failed <- 0
-unsupported <- character()
+skipped <- 0
+fail <- function(id, why) {
+  failed <<- failed + 1
+  cat(sprintf("FAIL %s: %s\n", id, why))
+}
+if (length(unbuilt)) fail("(corpus)", paste("corpus ops without an R builder in conformance_r.R:", paste(unbuilt, collapse = ", ")))
 for (case in corpus$cases) {
   id <- case$id
   ref <- py[[id]]
-  if (!case$op %in% names(builders) || unsupported_args(case) || is.null(ref) || ref$status != "ok") {
-    unsupported <- c(unsupported, id)
-    results[[id]] <- list(status = "skipped", reason = "no R builder for this op or its args, or Python skipped it")
-    next
+  if (!is.null(case$requires)) {
+    why <- device_missing(case$requires)
+    if (!is.null(why)) {
+      skipped <- skipped + 1
+      results[[id]] <- list(status = "skipped", reason = why)
+      cat(sprintf("SKIP %s: %s\n", id, why))
+      next
+    }
   }
   entry <- tryCatch({
+    if (!case$op %in% names(builders)) stop("no R builder for op ", case$op)
     ins <- lapply(case$inputs, input_tensor)
-    t <- builders[[case$op]](ins, case$args)
-    # The graph must contain the wire ops the case names (checked before realizing drops it).
-    built <- names(polygrad:::OP)[match(vapply(polygrad:::toposort(t$node), function(n) n$op, 0), unlist(polygrad:::OP))]
-    missing <- setdiff(unlist(case$wire), built)
-    if (length(missing)) stop("the graph lacks wire op(s) ", paste(missing, collapse = ", "))
-    d <- polygrad:::realized_bytes(t)
-    local_shape <- as.numeric(dim(t))
-    list(status = "ok", dtype = pg_dtype(t), shape = local_shape, daemon_dtype = d$dtype, daemon_shape = d$shape,
-         nbytes = length(d$data), sha256 = digest::digest(d$data, algo = "sha256", serialize = FALSE))
-  }, error = function(e) list(status = "error", error = conditionMessage(e)))
-  ok <- entry$status == "ok" && entry$dtype == entry$daemon_dtype && identical(entry$shape, entry$daemon_shape) &&
-    entry$sha256 == ref$sha256
-  if (ok) passed <- passed + 1 else {
-    failed <- failed + 1
-    cat(sprintf("FAIL %s: %s\n", id, if (entry$status == "ok") sprintf("R %s%s sha %s, python %s%s sha %s",
-        entry$dtype, deparse(entry$shape), substr(entry$sha256, 1, 12), ref$dtype, deparse(unlist(ref$shape)),
-        substr(ref$sha256, 1, 12)) else entry$error))
-  }
-  results[[id]] <- entry
+    t <- build(case, ins)
+    # The wire ops of the graph, walked before realizing drops the sources.
+    sent <- wire_name(vapply(polygrad:::toposort(t$node), function(n) n$op, 0))
+    d <- polygrad:::realized_bytes(t)  # the daemon's account: Download's dtype, shape and bytes
+    public <- pg_bytes(t)
+    values <- as.array(t)
+    e <- list(status = "ok", dtype = pg_dtype(t), shape = as.numeric(dim(t)), daemon_dtype = d$dtype,
+              daemon_shape = d$shape, nbytes = length(d$data), sha256 = digest::digest(d$data, algo = "sha256", serialize = FALSE))
+    if (length(d$data) <= 1024) e$hex <- paste(as.character(d$data), collapse = "")
+    problems <- character()
+    missing <- setdiff(unlist(case$wire), sent)
+    if (length(missing)) problems <- c(problems, sprintf("the graph lacks wire op(s) %s (it has %s)",
+                                                         paste(missing, collapse = ", "), paste(sort(unique(sent)), collapse = ", ")))
+    if (e$dtype != e$daemon_dtype || !identical(e$shape, e$daemon_shape)) {
+      problems <- c(problems, sprintf("local %s(%s) differs from the daemon's %s(%s)", e$dtype, paste(e$shape, collapse = ","),
+                                      e$daemon_dtype, paste(e$daemon_shape, collapse = ",")))
+    }
+    if (!identical(public, d$data)) problems <- c(problems, "pg_bytes() differs from the downloaded buffer")
+    # as.array's values, encoded again, are the buffer (64-bit integers past 2^53 excepted: doubles).
+    if (!(e$dtype %in% c("int64", "uint64") && any(abs(as.vector(values)) >= 2^53)) &&
+        !identical(.Call(polygrad:::pg_c_encode, polygrad:::to_row_major(values), polygrad:::.dtype_wire[[e$dtype]]), d$data)) {
+      problems <- c(problems, "as.array() values differ from the downloaded buffer")
+    }
+    if (is.null(ref)) {
+      problems <- c(problems, "the Python run has no result for this case")
+    } else if (ref$status != "ok") {
+      problems <- c(problems, sprintf("the Python run did not pass this case (%s): %s", ref$status, ref$error %||% ref$reason %||% ""))
+    } else {
+      if (e$dtype != ref$dtype || !identical(e$shape, as.numeric(unlist(ref$shape)))) {
+        problems <- c(problems, sprintf("R %s(%s) differs from Python's %s(%s)", e$dtype, paste(e$shape, collapse = ","),
+                                        ref$dtype, paste(unlist(ref$shape), collapse = ",")))
+      }
+      if (e$sha256 != ref$sha256) {
+        problems <- c(problems, sprintf("bytes differ from Python's\n  r:      %s\n  python: %s", e$hex %||% "(long)", ref$hex %||% "(long)"))
+      }
+    }
+    if (length(problems)) e$problems <- problems
+    e
+  }, error = function(err) list(status = "error", error = conditionMessage(err)))
+  results[[id]] <- entry[setdiff(names(entry), "problems")]
+  if (entry$status != "ok") fail(id, entry$error) else if (length(entry$problems)) fail(id, paste(entry$problems, collapse = "; ")) else passed <- passed + 1
 }
-jsonlite::write_json(list(client = "r", cases = results), file.path(out, "r.json"), auto_unbox = TRUE, digits = NA)
-cat(sprintf("conformance (R): %d of %d cases built; %d unsupported by the R API\n", passed + failed,
-            length(corpus$cases), length(unsupported)))
+jsonlite::write_json(list(client = "r", corpus_sha256 = corpus_sha, cases = results), file.path(out, "r.json"),
+                     auto_unbox = TRUE, digits = NA, null = "null")
+built <- sum(vapply(results, function(r) r$status == "ok", TRUE))
+cat(sprintf("conformance (R): %d of %d cases built, %d skipped (a device the daemon lacks)\n", built, length(corpus$cases), skipped))
 cat(sprintf("%d passed, %d failed\n", passed, failed))
 quit(status = if (failed > 0) 1L else 0L)

@@ -56,3 +56,19 @@ dtype_of_r <- function(x) {
   if (is.logical(x)) "bool" else if (is.integer(x)) "int32" else if (is.numeric(x)) "float32"
   else pg_abort("invalid_argument", sprintf("cannot make a tensor from an R %s", typeof(x)))
 }
+
+# The least and greatest values of a dtype, as doubles (uint64's greatest rounds up to 2^64 and
+# int64's to 2^63 there: `max_const` makes the exact constant of an unsigned dtype).
+dtype_min <- function(dt) {
+  switch(dtype_kind(dt), b = 0, f = -Inf, u = 0, i = -2^(8 * .dtype_size[[dt]] - 1))
+}
+dtype_max <- function(dt) {
+  switch(dtype_kind(dt), b = 1, f = Inf, u = 2^(8 * .dtype_size[[dt]]) - 1, i = 2^(8 * .dtype_size[[dt]] - 1) - 1)
+}
+
+# The constant max(dt) of an unsigned dtype in `shape`; uint64's as a decimal string, exact on
+# the wire (a double cannot hold 2^64 - 1).
+max_const <- function(dt, shape) {
+  if (dt == "uint64") return(wrap_node(new_node(OP$CONST, dt, shape, list(), "18446744073709551615")))
+  const_tensor(dtype_max(dt), dt, shape)
+}

@@ -23,11 +23,12 @@ reshape_to <- function(x, shape) {
 
 #' Movement: reshape, permute, expand, pad, flip, concatenate, stack
 #'
-#' Axes are 1-based (`-1` is the last). `pg_reshape` takes the new shape (one entry may be -1);
-#' `pg_permute`/`aperm` a permutation of `1:rank`; `pg_expand` grows size-1 axes; `pg_pad` takes
-#' one `c(before, after)` pair per axis (a list, or a matrix with one row per axis) and pads
-#' with zeros; `pg_flip` reverses axes; `pg_cat` joins tensors along an axis, `pg_stack` along
-#' a new one; `t()` transposes a matrix.
+#' Axes are 1-based (`-1` is the last). `pg_reshape` takes the new shape (one entry may be -1;
+#' elements keep their row-major order, as on the wire); `pg_permute`/`aperm` a permutation of
+#' `1:rank`; `pg_expand` grows size-1 axes; `pg_pad` takes one `c(before, after)` pair per axis (a
+#' list, or a matrix with one row per axis; a negative amount removes elements) and fills with
+#' `value`; `pg_flip` reverses axes; `pg_cat` joins tensors along an axis, `pg_stack` along a new
+#' one; `t()` transposes a matrix.
 #' @param x a tensor.
 #' @param shape the new shape.
 #' @param perm a permutation of the axes.
@@ -91,16 +92,32 @@ pg_expand <- function(x, shape) {
 }
 
 #' @rdname pg_reshape
+#' @param value `pg_pad`'s fill value.
 #' @export
-pg_pad <- function(x, padding) {
-  nd <- length(x$node$shape)
+pg_pad <- function(x, padding, value = 0) {
+  shape <- x$node$shape
+  nd <- length(shape)
   pairs <- if (is.matrix(padding)) lapply(seq_len(nrow(padding)), function(i) padding[i, ]) else padding
   if (length(pairs) != nd) pg_abort("invalid_argument", sprintf("pad needs %d (before, after) pairs", nd))
   begin <- vapply(pairs, function(p) as.numeric(p[1]), 0)
   end <- vapply(pairs, function(p) as.numeric(p[2]), 0)
-  if (any(begin < 0 | end < 0)) pg_abort("invalid_argument", "pad amounts must be >= 0")
+  if (any(begin < 0 | end < 0)) {  # negative amounts remove elements first
+    lo <- pmax(0, -begin)
+    hi <- shape - pmax(0, -end)
+    if (any(lo > hi)) pg_abort("invalid_argument", "pad removes more than a whole axis")
+    x <- shrink(x, lo, hi)
+    begin <- pmax(0, begin)
+    end <- pmax(0, end)
+  }
   if (all(begin == 0 & end == 0)) return(x)
-  make(OP$PAD, x$node$dtype, x$node$shape + begin + end, list(x), list(begin = begin, end = end))
+  arg <- list(begin = begin, end = end)
+  out_shape <- x$node$shape + begin + end
+  out <- make(OP$PAD, x$node$dtype, out_shape, list(x), arg)
+  if (value != 0) {  # the padded positions: where a padded all-true mask is false
+    mask <- make(OP$PAD, "bool", out_shape, list(const_tensor(TRUE, "bool", x$node$shape)), arg)
+    out <- pg_where(mask, out, value)
+  }
+  out
 }
 
 shrink <- function(x, begin, end) {
@@ -152,35 +169,4 @@ pg_stack <- function(tensors, ..., axis = 1) {
     reshape_to(t, c(s[seq_len(d)], 1, s[seq_len(nd - d) + d]))
   })
   pg_cat(ts, axis = d + 1)
-}
-
-#' Index a tensor
-#'
-#' 1-based, as R: an index per axis, each missing (all), one position, or a run of consecutive
-#' increasing positions. With `drop = TRUE`, axes of extent 1 are dropped, as for R arrays.
-#' @param x a tensor.
-#' @param ... one index per axis.
-#' @param drop drop extent-1 axes.
-#' @return a tensor.
-#' @export
-`[.polygrad_tensor` <- function(x, ..., drop = TRUE) {
-  shape <- x$node$shape
-  nd <- length(shape)
-  idx <- as.list(substitute(list(...)))[-1L]
-  if (length(idx) != nd) pg_abort("invalid_argument", sprintf("a tensor of rank %d needs %d indices", nd, nd))
-  begin <- numeric(nd)
-  end <- shape
-  env <- parent.frame()
-  for (i in seq_len(nd)) {
-    if (identical(idx[[i]], quote(expr = ))) next
-    v <- eval(idx[[i]], env)
-    if (!length(v) || any(v < 1 | v > shape[i]) || any(diff(v) != 1)) {
-      pg_abort("invalid_argument", sprintf("index %d: positions must be consecutive, increasing and in 1..%d", i, shape[i]))
-    }
-    begin[i] <- min(v) - 1
-    end[i] <- max(v)
-  }
-  out <- shrink(x, begin, end)
-  if (drop) out <- reshape_to(out, out$node$shape[out$node$shape != 1])
-  out
 }

@@ -1,4 +1,4 @@
-# Activations, losses, convolution and the nn_linear layer.
+# Activations, dropout, the linear map and the nn_linear layer.
 
 #' Activations
 #' @param x a tensor.
@@ -22,58 +22,34 @@ pg_silu <- function(x) unop(OP$SILU, float_of(x))
 #' @export
 pg_leaky_relu <- function(x, neg_slope = 0.01) pg_where(x < 0, x * neg_slope, x)
 
-#' Cross entropy
+#' Dropout
 #'
-#' Of logits `x` with class indices (1-based, an integer tensor or R vector with one rank less
-#' than x) or class probabilities `y` (x's shape); the class axis is 2 (the rows are samples).
-#' @param x logits.
-#' @param y targets.
-#' @param reduction "mean", "sum" or "none".
+#' With `training`, zeroes each element with probability `p` and scales the others by
+#' 1 / (1 - p), drawing from the daemon's seeded stream (see [pg_manual_seed]); otherwise x.
+#' @param x a tensor.
+#' @param p the probability of zeroing an element.
+#' @param training apply it (`FALSE`: x unchanged, as at inference).
 #' @return a tensor.
 #' @export
-pg_cross_entropy <- function(x, y, reduction = "mean") {
-  nd <- length(x$node$shape)
-  ax <- if (nd >= 2) 1 else nd - 1  # 0-based class axis
-  ncls <- x$node$shape[ax + 1]
-  if (!is_tensor(y)) y <- pg_tensor(if (is.double(y) && length(dim(y)) < nd && !is.null(y)) as.integer(y) else y)
-  if (length(y$node$shape) < nd) {  # 1-based class indices
-    y <- make(OP$ONE_HOT, y$node$dtype, c(y$node$shape, ncls), list(y - 1L), list(n = ncls))
-    if (ax != nd - 1) {
-      yn <- length(y$node$shape)
-      y <- pg_permute(y, c(seq_len(ax), yn, seq(ax + 1, yn - 1)))
-    }
-  }
-  y <- pg_cast(y, least_upper_float(x$node$dtype))
-  loss <- -pg_sum(pg_log_softmax(x, ax + 1) * y, ax + 1)
-  switch(reduction, mean = pg_mean(loss), sum = pg_sum(loss), none = loss,
-         pg_abort("invalid_argument", "reduction must be 'mean', 'sum' or 'none'"))
+pg_dropout <- function(x, p = 0.5, training = TRUE) {
+  if (!(p >= 0 && p <= 1)) pg_abort("invalid_argument", sprintf("dropout probability must be in [0, 1], got %s", p))
+  if (!training || p == 0) return(x)
+  x <- float_of(x)
+  make(OP$DROPOUT, x$node$dtype, x$node$shape, list(x), c(random_key(), list(p = p)))
 }
 
-#' 2-D convolution
+#' Linear map
 #'
-#' Cross-correlation of x (N, C, H, W) with weight (O, C/groups, KH, KW), as PyTorch.
-#' @param x,weight tensors.
-#' @param bias `NULL` or a tensor of length O.
-#' @param stride,padding,dilation
-#'   an integer or c(h, w).
-#' @param groups channel groups.
+#' `x %*% weight + bias` with weight (in, out), as tinygrad's and the Python client's
+#' `Tensor.linear` (a 1-D weight scales elementwise). [nn_linear] holds its weight as (out, in).
+#' @param x a tensor.
+#' @param weight a tensor (in, out) or (in).
+#' @param bias `NULL` or a tensor (out).
 #' @return a tensor.
 #' @export
-pg_conv2d <- function(x, weight, bias = NULL, stride = 1, padding = 0, dilation = 1, groups = 1) {
-  pair <- function(v) if (length(v) == 1L) c(v, v) else as.numeric(v)
-  st <- pair(stride)
-  dil <- pair(dilation)
-  pad <- if (length(padding) == 4L) as.numeric(padding) else rep(pair(padding), each = 2)  # top, bottom, left, right
-  xs <- x$node$shape
-  ws <- weight$node$shape
-  h <- floor((xs[3] + pad[1] + pad[2] - dil[1] * (ws[3] - 1) - 1) / st[1]) + 1
-  w <- floor((xs[4] + pad[3] + pad[4] - dil[2] * (ws[4] - 1) - 1) / st[2]) + 1
-  out <- least_upper_float(least_upper_dtype(x$node$dtype, weight$node$dtype))
-  acc <- sum_acc_dtype(out)
-  arg <- list(stride = st, padding = if (pad[1] == pad[2] && pad[3] == pad[4]) pad[c(1, 3)] else pad,
-              dilation = dil, groups = groups)
-  y <- pg_cast(make(OP$CONV2D, acc, c(xs[1], ws[1], h, w), list(pg_cast(x, acc), pg_cast(weight, acc)), arg), out)
-  if (is.null(bias)) y else y + reshape_to(bias, c(1, ws[1], 1, 1))
+pg_linear <- function(x, weight, bias = NULL) {
+  y <- if (length(weight$node$shape) == 1L) x * weight else pg_matmul(x, weight)
+  if (is.null(bias)) y else y + bias
 }
 
 #' Linear layer

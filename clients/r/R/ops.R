@@ -6,8 +6,14 @@ logical_not <- function(x) {
   make(OP$CMPNE, "bool", b$node$shape, list(b, const_tensor(TRUE, "bool", b$node$shape)))
 }
 
-# An order-reversing map of the dtype onto itself (min from max): -x, or not x for bool.
-inverse <- function(x) if (x$node$dtype == "bool") logical_not(x) else unop(OP$NEG, x)
+# An order-reversing map of the dtype onto itself (min from max): -x, max - x for unsigned
+# dtypes (where -0 would be 0, the least), not x for bool.
+inverse <- function(x) {
+  dt <- x$node$dtype
+  if (dt == "bool") return(logical_not(x))
+  if (dtype_kind(dt) == "u") return(make(OP$SUB, dt, x$node$shape, list(max_const(dt, x$node$shape), x)))
+  unop(OP$NEG, x)
+}
 
 pg_div <- function(x, y, reverse = FALSE) {
   ab <- broadcasted(x, y, reverse, op = OP$DIV)
@@ -48,8 +54,10 @@ cmp <- function(op, x, y, reverse = FALSE) {
 
 #' Arithmetic, comparison and logic on tensors
 #'
-#' `+ - * / ^ == != < > <= >= & | !` and unary minus, with tensors or R numbers on either side
-#' and numpy broadcasting. Integer operands of `/` divide in float32 (tinygrad's rule).
+#' `+ - * / ^ %/% %% == != < > <= >= & | !` and unary minus, with tensors or R numbers on either
+#' side and numpy broadcasting. Integer operands of `/` divide in float32 (tinygrad's rule). `%/%`
+#' and `%%` are R's (and Python's) floor division and the remainder with the divisor's sign:
+#' [pg_floor_divide] and [pg_remainder].
 #' @param e1,e2 tensors or R values.
 #' @return a tensor.
 #' @export
@@ -70,6 +78,8 @@ Ops.polygrad_tensor <- function(e1, e2) {
          "*" = binop(OP$MUL, x, y, rev),
          "/" = pg_div(x, y, rev),
          "^" = pg_pow(x, y, rev),
+         "%/%" = pg_floor_divide(x, y, rev),
+         "%%" = pg_remainder(x, y, rev),
          "<" = cmp(OP$CMPLT, x, y, rev),
          ">" = cmp(OP$CMPLT, x, y, !rev),
          "!=" = cmp(OP$CMPNE, x, y, rev),
@@ -114,11 +124,26 @@ pg_minimum <- function(x, y) {
 
 ftrunc <- function(x) if (!is_float_dtype(x$node$dtype)) x else pg_cast(pg_cast(x, "int64"), x$node$dtype)
 
+ffloor <- function(x) { t <- ftrunc(x); pg_where(x < t, t - 1, t) }
+
+# Half to even, from floor: a fraction of exactly 0.5 goes to the even neighbour.
+round_half_even <- function(x, digits = 0) {
+  if (!identical(as.numeric(digits), 0)) pg_abort("invalid_argument", "round() of a tensor takes no digits")
+  if (!is_float_dtype(x$node$dtype)) return(x)
+  lo <- ffloor(x)
+  frac <- x - lo
+  half <- lo * 0.5
+  odd <- ftrunc(half) != half
+  pg_where(frac > 0.5, lo + 1, pg_where(frac < 0.5, lo, pg_where(odd, lo + 1, lo)))
+}
+
 #' Elementwise math on tensors
 #'
-#' `exp log sqrt abs sin cos tan tanh floor ceiling trunc sign log2 exp2` (R's Math group).
+#' `exp log sqrt abs sin cos tan tanh floor ceiling trunc round sign log2 cumsum` (R's Math
+#' group). `round` rounds half to even (as R, numpy and torch) and takes no digits; `cumsum` takes
+#' a 1-D tensor ([pg_cumsum] takes an axis).
 #' @param x a tensor.
-#' @param ... unused.
+#' @param ... unused (`round`: `digits` must be 0).
 #' @return a tensor.
 #' @export
 Math.polygrad_tensor <- function(x, ...) {
@@ -137,14 +162,21 @@ Math.polygrad_tensor <- function(x, ...) {
                                           pg_full(dim(x), value = 1, dtype = x$node$dtype)),
                          pg_full(dim(x), value = 0, dtype = x$node$dtype)),
          trunc = ftrunc(x),
-         floor = { t <- ftrunc(x); pg_where(x < t, t - 1, t) },
+         floor = ffloor(x),
          ceiling = { t <- ftrunc(x); pg_where(x > t, t + 1, t) },
+         round = round_half_even(x, ...),
+         cumsum = {
+           if (length(x$node$shape) != 1L) {
+             pg_abort("invalid_argument", "cumsum() takes a 1-D tensor; use pg_cumsum(x, axis)")
+           }
+           pg_cumsum(x, 1)
+         },
          pg_abort("invalid_argument", sprintf("%s is not defined for tensors", .Generic)))
 }
 
 #' Reductions over all elements
 #'
-#' `sum`, `max`, `min` (R's Summary group) of one tensor, as a 0-d tensor.
+#' `sum`, `prod`, `max`, `min` (R's Summary group) of one tensor, as a 0-d tensor.
 #' @param ... one tensor.
 #' @param na.rm ignored (tensors have no NA).
 #' @return a tensor.
@@ -153,7 +185,7 @@ Summary.polygrad_tensor <- function(..., na.rm = FALSE) {
   args <- list(...)
   if (length(args) != 1L) pg_abort("invalid_argument", sprintf("%s of several tensors: combine them with pg_cat", .Generic))
   x <- args[[1]]
-  switch(.Generic, sum = pg_sum(x), max = pg_max(x), min = pg_min(x),
+  switch(.Generic, sum = pg_sum(x), prod = pg_prod(x), max = pg_max(x), min = pg_min(x),
          pg_abort("invalid_argument", sprintf("%s is not defined for tensors", .Generic)))
 }
 

@@ -59,12 +59,87 @@ pg_mean <- function(x, axis = NULL, keepdim = FALSE) {
 mean.polygrad_tensor <- function(x, axis = NULL, keepdim = FALSE, ...) pg_mean(x, axis, keepdim)
 
 #' @rdname pg_sum
+#' @export
+pg_prod <- function(x, axis = NULL, keepdim = FALSE) {
+  dt <- x$node$dtype
+  ret <- reduce_op(OP$REDUCE_PROD, pg_cast(x, sum_acc_dtype(dt)), wire_axes(axis, length(x$node$shape)), keepdim)
+  if (dt %in% c("float16", "bfloat16")) pg_cast(ret, dt) else ret
+}
+
+#' @rdname pg_sum
 #' @param correction 1 for the sample variance.
 #' @export
 pg_var <- function(x, axis = NULL, keepdim = FALSE, correction = 1) {
   axes <- wire_axes(axis, length(x$node$shape))
+  if (!length(axes)) return((float_of(x) - float_of(x)) / max(0, 1 - correction))  # a 0-d tensor
   composite(OP$VAR, x, reduced_shape(x$node$shape, axes, keepdim),
             list(axes = axes, keepdim = keepdim, correction = correction))
+}
+
+#' @rdname pg_sum
+#' @export
+pg_std <- function(x, axis = NULL, keepdim = FALSE, correction = 1) sqrt(pg_var(x, axis, keepdim, correction))
+
+#' @rdname pg_sum
+#' @export
+pg_logsumexp <- function(x, axis = NULL, keepdim = FALSE) {
+  x <- float_of(x)
+  nd <- length(x$node$shape)
+  axes <- wire_axes(axis, nd)
+  if (!length(axes)) return(x)
+  out_shape <- reduced_shape(x$node$shape, axes, keepdim)
+  if (length(axes) > 1) {  # the wire takes one axis: move the reduced axes last and merge them
+    rest <- setdiff(seq_len(nd) - 1, axes)
+    x <- pg_permute(x, c(rest, axes) + 1)
+    x <- pg_reshape(x, c(x$node$shape[seq_along(rest)], -1))
+    axes <- length(rest)
+  }
+  reshape_to(composite(OP$LOGSUMEXP, x, reduced_shape(x$node$shape, axes, FALSE), list(axes = axes)), out_shape)
+}
+
+#' Positions of extremes, and cumulative sums
+#'
+#' `pg_argmax` and `pg_argmin` give the 1-based position (int32) of the largest or smallest
+#' value along `axis`, the first on ties; with `axis = NULL`, the position in the row-major
+#' flattening (`pg_reshape(x, -1)`, as the wire orders elements). `pg_cumsum` sums along `axis`
+#' (ints keep their dtype, bool counts in int32).
+#' @param x a tensor.
+#' @param axis 1-based axis (-1: the last).
+#' @param keepdim keep the reduced axis with size 1.
+#' @return a tensor.
+#' @export
+pg_argmax <- function(x, axis = NULL, keepdim = FALSE) arg_extreme(OP$ARGMAX, x, axis, keepdim) + 1L
+
+#' @rdname pg_argmax
+#' @export
+pg_argmin <- function(x, axis = NULL, keepdim = FALSE) arg_extreme(OP$ARGMIN, x, axis, keepdim) + 1L
+
+# The daemon's 0-based ARGMAX/ARGMIN along one axis.
+arg_extreme <- function(op, x, axis, keepdim) {
+  if (is.null(axis)) return(arg_extreme(op, pg_reshape(x, -1), 1, FALSE))
+  s <- x$node$shape
+  if (!length(s)) {
+    wire_axis(axis, 1)
+    return(make(op, "int32", numeric(), list(reshape_to(x, 1)), list(axes = 0, keepdim = FALSE)))
+  }
+  ax <- wire_axis(axis, length(s))
+  if (s[ax + 1] == 0) pg_abort("invalid_argument", sprintf("arg max/min of an empty axis %d", ax + 1))
+  make(op, "int32", reduced_shape(s, ax, keepdim), list(x), list(axes = ax, keepdim = keepdim))
+}
+
+#' @rdname pg_argmax
+#' @export
+pg_cumsum <- function(x, axis = 1) {
+  s <- x$node$shape
+  if (!length(s)) {
+    wire_axis(axis, 1)
+    return(reshape_to(pg_cumsum(reshape_to(x, 1), 1), numeric()))
+  }
+  ax <- wire_axis(axis, length(s))
+  dt <- x$node$dtype
+  if (dt == "bool") return(pg_cumsum(pg_cast(x, "int32"), ax + 1))
+  acc <- if (is_float_dtype(dt)) sum_acc_dtype(dt) else dt
+  pg_cast(make(OP$CUMSUM, acc, s, list(pg_cast(x, acc)), list(axes = ax)), dt)
 }
 
 #' Softmax, log-softmax and layer normalization

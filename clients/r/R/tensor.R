@@ -61,6 +61,43 @@ pg_tensor <- function(x, dtype = NULL, device = NULL) {
   t
 }
 
+#' Make a tensor from raw bytes, or read a tensor's bytes
+#'
+#' `pg_from_bytes` makes a tensor whose elements are `bytes` read as `dtype`: the wire layout,
+#' little-endian and row-major (the last axis varies fastest), bool one byte (0 or 1), float16 and
+#' bfloat16 their 16 bits. It is the exact way to make 64-bit integers past 2^53, which R's
+#' doubles cannot hold. `pg_bytes` realizes a tensor and returns its bytes in the same layout
+#' (exact where `as.array` gives 64-bit integers as doubles).
+#' @param bytes a raw vector.
+#' @param dtype the element type.
+#' @param shape the shape (default: 1-D, as many elements as the bytes hold).
+#' @param x a tensor.
+#' @return `pg_from_bytes`: a tensor; `pg_bytes`: a raw vector.
+#' @export
+pg_from_bytes <- function(bytes, dtype, shape = NULL) {
+  if (!is.raw(bytes)) pg_abort("invalid_argument", sprintf("pg_from_bytes takes a raw vector, not an R %s", typeof(bytes)))
+  dt <- check_dtype(dtype)
+  size <- .dtype_size[[dt]]
+  if (length(bytes) %% size != 0) {
+    pg_abort("invalid_argument", sprintf("%d bytes are not a whole number of %s elements (%d bytes each)",
+                                         length(bytes), dt, size))
+  }
+  shape <- if (is.null(shape)) length(bytes) / size else as.numeric(shape)
+  if (any(shape < 0) || prod(shape) * size != length(bytes)) {
+    pg_abort("invalid_argument", sprintf("shape (%s) of %s needs %s bytes, got %d", paste(shape, collapse = ", "),
+                                         dt, format(prod(shape) * size), length(bytes)))
+  }
+  if (dt == "bool" && any(bytes > as.raw(1))) pg_abort("invalid_argument", "bool bytes must be 0 or 1")
+  wrap_node(new_node(OP$BUFFER, dt, shape, list(), bytes))
+}
+
+#' @rdname pg_from_bytes
+#' @export
+pg_bytes <- function(x) {
+  if (prod(x$node$shape) == 0) return(raw())
+  realized_bytes(x)$data
+}
+
 #' Move a tensor to a device
 #' @param x a tensor.
 #' @param device "CPU", "CUDA", "CUDA:1".
@@ -80,85 +117,6 @@ tensor_device <- function(x) {
     n <- n$src[[1]]
   }
 }
-
-#' Constant and random tensors
-#'
-#' `pg_zeros`, `pg_ones` and `pg_full` make constants; `pg_arange` counts; `pg_rand` (uniform in
-#' \[0, 1)) and `pg_randn` (standard normal) are computed on the daemon from a seed and a call
-#' counter, so `pg_manual_seed(s)` gives the same numbers as the Python client's
-#' `Tensor.manual_seed(s)`.
-#'
-#' @param ... the shape, as integers or one vector.
-#' @param value the fill value.
-#' @param dtype the element type.
-#' @param start,stop,step `pg_arange` bounds: start, start + step, ... below stop.
-#' @param seed an integer seed.
-#' @return a tensor (`pg_manual_seed`: `NULL`, invisibly).
-#' @name pg_constructors
-NULL
-
-shape_args <- function(...) {
-  s <- unlist(list(...))
-  if (is.null(s)) numeric() else as.numeric(s)
-}
-
-#' @rdname pg_constructors
-#' @export
-pg_full <- function(..., value, dtype = NULL) {
-  dt <- if (is.null(dtype)) dtype_of_r(value) else check_dtype(dtype)
-  const_tensor(value, dt, shape_args(...))
-}
-
-#' @rdname pg_constructors
-#' @export
-pg_zeros <- function(..., dtype = "float32") const_tensor(0, check_dtype(dtype), shape_args(...))
-
-#' @rdname pg_constructors
-#' @export
-pg_ones <- function(..., dtype = "float32") const_tensor(1, check_dtype(dtype), shape_args(...))
-
-#' @rdname pg_constructors
-#' @export
-pg_arange <- function(start, stop = NULL, step = 1, dtype = NULL) {
-  if (is.null(stop)) {
-    stop <- start
-    start <- 0
-  }
-  if (step == 0) pg_abort("invalid_argument", "arange: step must not be zero")
-  all_int <- all(c(start, stop, step) == trunc(c(start, stop, step))) && (is.integer(start) || is.integer(stop))
-  dt <- if (is.null(dtype)) (if (all_int) "int32" else "float32") else check_dtype(dtype)
-  n <- max(0, ceiling((stop - start) / step))
-  if (n == 0) return(pg_tensor(array(numeric(), 0), dtype = dt))
-  calc <- if (is_float_dtype(dt) || all_int) dt else "float32"
-  x <- make(OP$ARANGE, calc, n, list(), n)
-  if (step != 1) x <- binop(OP$MUL, x, const_tensor(step, calc))
-  if (start != 0) x <- binop(OP$ADD, x, const_tensor(start, calc))
-  pg_cast(x, dt)
-}
-
-#' @rdname pg_constructors
-#' @export
-pg_manual_seed <- function(seed = 0) {
-  .pg$seed <- as.numeric(seed) %% 2^64
-  .pg$counter <- 0
-  invisible(NULL)
-}
-
-random_tensor <- function(op, shape, dtype) {
-  if (is.null(.pg$seed)) pg_manual_seed(as.numeric(Sys.time()) * 1000 %% 2^31)
-  counter <- .pg$counter
-  .pg$counter <- counter + 1
-  make(op, dtype, shape, list(), list(seed = format(.pg$seed, scientific = FALSE), counter = counter,
-                                      shape = shape))
-}
-
-#' @rdname pg_constructors
-#' @export
-pg_rand <- function(..., dtype = "float32") random_tensor(OP$RAND, shape_args(...), check_dtype(dtype))
-
-#' @rdname pg_constructors
-#' @export
-pg_randn <- function(..., dtype = "float32") random_tensor(OP$RANDN, shape_args(...), check_dtype(dtype))
 
 #' Cast a tensor to another dtype
 #' @param x a tensor.

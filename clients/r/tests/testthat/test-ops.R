@@ -37,6 +37,13 @@ test_that("Math, Summary and mean", {
   expect_equal(as.array(pg_softmax(x, axis = -1)), t(apply(a, 1, function(r) exp(r) / sum(exp(r)))), tolerance = 1e-6)
 })
 
+test_that("min and minimum of unsigned integers count 0 as the least", {
+  u <- pg_tensor(matrix(c(3L, 0L, 5L, 7L), 2), dtype = "uint16")
+  expect_identical(as.vector(as.array(pg_min(u, 2))), c(3L, 0L))
+  expect_identical(pg_item(min(u)), 0L)
+  expect_identical(as.vector(as.array(pg_minimum(u, 4L))), c(3L, 0L, 4L, 4L))
+})
+
 test_that("movement ops", {
   a <- array(as.double(1:24), c(2, 3, 4))
   x <- pg_tensor(a, dtype = "float64")

@@ -1,0 +1,119 @@
+# Tensors made from a shape rather than from data: constants, ranges, the identity and the
+# daemon's seeded random streams.
+
+#' Constant and random tensors
+#'
+#' `pg_zeros`, `pg_ones` and `pg_full` make constants; `pg_arange` counts; `pg_linspace` spaces
+#' `steps` values evenly from `start` to `stop` (both included, numpy's rule); `pg_eye` is the
+#' identity matrix (n rows, m columns). `pg_rand` (uniform in \[0, 1)), `pg_randn` (standard
+#' normal) and `pg_randint` (integers uniform in \[low, high)) are computed on the daemon from a
+#' seed and a call counter, so `pg_manual_seed(s)` gives the same numbers as the Python client's
+#' `Tensor.manual_seed(s)`.
+#'
+#' @param ... the shape, as integers or one vector.
+#' @param value the fill value.
+#' @param dtype the element type.
+#' @param start,stop,step `pg_arange` bounds: start, start + step, ... below stop.
+#' @param steps `pg_linspace`: how many values.
+#' @param n,m `pg_eye`: rows and columns.
+#' @param low,high `pg_randint`: the values' range, `low` included, `high` not.
+#' @param seed an integer seed.
+#' @return a tensor (`pg_manual_seed`: `NULL`, invisibly).
+#' @name pg_constructors
+NULL
+
+shape_args <- function(...) {
+  s <- unlist(list(...))
+  if (is.null(s)) numeric() else as.numeric(s)
+}
+
+#' @rdname pg_constructors
+#' @export
+pg_full <- function(..., value, dtype = NULL) {
+  dt <- if (is.null(dtype)) dtype_of_r(value) else check_dtype(dtype)
+  const_tensor(value, dt, shape_args(...))
+}
+
+#' @rdname pg_constructors
+#' @export
+pg_zeros <- function(..., dtype = "float32") const_tensor(0, check_dtype(dtype), shape_args(...))
+
+#' @rdname pg_constructors
+#' @export
+pg_ones <- function(..., dtype = "float32") const_tensor(1, check_dtype(dtype), shape_args(...))
+
+#' @rdname pg_constructors
+#' @export
+pg_arange <- function(start, stop = NULL, step = 1, dtype = NULL) {
+  if (is.null(stop)) {
+    stop <- start
+    start <- 0
+  }
+  if (step == 0) pg_abort("invalid_argument", "arange: step must not be zero")
+  all_int <- all(c(start, stop, step) == trunc(c(start, stop, step))) && (is.integer(start) || is.integer(stop))
+  dt <- if (is.null(dtype)) (if (all_int) "int32" else "float32") else check_dtype(dtype)
+  n <- max(0, ceiling((stop - start) / step))
+  if (n == 0) return(pg_tensor(array(numeric(), 0), dtype = dt))
+  calc <- if (is_float_dtype(dt) || all_int) dt else "float32"
+  x <- make(OP$ARANGE, calc, n, list(), n)
+  if (step != 1) x <- binop(OP$MUL, x, const_tensor(step, calc))
+  if (start != 0) x <- binop(OP$ADD, x, const_tensor(start, calc))
+  pg_cast(x, dt)
+}
+
+#' @rdname pg_constructors
+#' @export
+pg_linspace <- function(start, stop, steps, dtype = "float32") {
+  if (length(steps) != 1L || steps < 0 || steps != trunc(steps)) {
+    pg_abort("invalid_argument", sprintf("linspace: steps must be a whole number >= 0, got %s", format(steps)))
+  }
+  d <- if (steps > 1) (stop - start) / (steps - 1) else 0
+  vals <- start + (seq_len(steps) - 1) * d  # numpy: start + i * step, the last value exactly stop
+  if (steps > 1) vals[steps] <- stop
+  pg_tensor(array(as.double(vals), steps), dtype = dtype)
+}
+
+#' @rdname pg_constructors
+#' @export
+pg_eye <- function(n, m = n, dtype = "float32") pg_tensor(diag(1, n, m), dtype = dtype)
+
+#' @rdname pg_constructors
+#' @export
+pg_manual_seed <- function(seed = 0) {
+  .pg$seed <- as.numeric(seed) %% 2^64
+  .pg$counter <- 0
+  invisible(NULL)
+}
+
+# The (seed, counter) key of the next random call: the daemon draws from it.
+random_key <- function() {
+  if (is.null(.pg$seed)) pg_manual_seed(as.numeric(Sys.time()) * 1000 %% 2^31)
+  counter <- .pg$counter
+  .pg$counter <- (counter + 1) %% 2^32
+  list(seed = format(.pg$seed, scientific = FALSE), counter = counter)
+}
+
+random_tensor <- function(op, shape, dtype, ...) {
+  make(op, dtype, shape, list(), c(random_key(), list(shape = shape), list(...)))
+}
+
+#' @rdname pg_constructors
+#' @export
+pg_rand <- function(..., dtype = "float32") random_tensor(OP$RAND, shape_args(...), check_dtype(dtype))
+
+#' @rdname pg_constructors
+#' @export
+pg_randn <- function(..., dtype = "float32") random_tensor(OP$RANDN, shape_args(...), check_dtype(dtype))
+
+#' @rdname pg_constructors
+#' @export
+pg_randint <- function(..., low = 0, high = 10, dtype = "int32") {
+  dt <- check_dtype(dtype)
+  if (!is_int_dtype(dt)) pg_abort("invalid_argument", sprintf("randint makes integer tensors, got %s", dt))
+  if (!(high > low)) pg_abort("invalid_argument", sprintf("randint needs low < high, got [%s, %s)", low, high))
+  if (high - low > 2^32 || low < dtype_min(dt) || high - 1 > dtype_max(dt)) {
+    pg_abort("invalid_argument", sprintf("randint range [%s, %s) does not fit %s (or spans more than 2^32)",
+                                         low, high, dt))
+  }
+  random_tensor(OP$RANDINT, shape_args(...), dt, low = low, high = high)
+}

@@ -1,0 +1,95 @@
+# Normalizations the daemon computes as composites (RMS_NORM, GROUP_NORM, BATCHNORM_*), with the
+# per-channel affine part composed here, and scaled dot-product attention.
+
+# x * weight + bias per channel (axis 2): each reshaped to (1, C, 1, ...).
+channel_affine <- function(x, weight, bias) {
+  shape <- c(1, -1, rep(1, length(x$node$shape) - 2))
+  y <- if (is.null(weight)) x else x * pg_reshape(weight, shape)
+  if (is.null(bias)) y else y + pg_reshape(bias, shape)
+}
+
+#' Normalizations
+#'
+#' `pg_rms_norm` divides by the root mean square over the last axes (`axis`, which must be the
+#' last ones). `pg_group_norm` normalizes x (N, C, ...) over each of `groups` groups of channels
+#' and `pg_batch_norm` over the batch per channel: with the batch's statistics when `training`
+#' (or without running statistics), else with `running_mean` and `running_var`. Both then scale by
+#' `weight` and add `bias` per channel when given.
+#' @param x a tensor.
+#' @param axis 1-based axis or axes.
+#' @param eps added to the mean square or the variance.
+#' @param groups how many channel groups.
+#' @param weight,bias `NULL` or tensors of length C.
+#' @param running_mean,running_var `NULL` or tensors of length C.
+#' @param training use the batch's statistics.
+#' @return a tensor of x's shape.
+#' @export
+pg_rms_norm <- function(x, axis = -1, eps = 1e-6) {
+  nd <- length(x$node$shape)
+  axes <- wire_axes(axis, nd)
+  if (!length(axes) || !all(axes == seq(nd - length(axes), nd - 1))) {
+    pg_abort("invalid_argument", "pg_rms_norm normalizes over the last axes")
+  }
+  composite(OP$RMS_NORM, x, x$node$shape, list(normalized_axes = length(axes), eps = eps))
+}
+
+#' @rdname pg_rms_norm
+#' @export
+pg_group_norm <- function(x, groups, weight = NULL, bias = NULL, eps = 1e-5) {
+  s <- x$node$shape
+  if (length(s) < 2) pg_abort("invalid_argument", "pg_group_norm needs (N, C, ...)")
+  if (groups < 1 || groups != trunc(groups) || s[2] %% groups != 0) {
+    pg_abort("invalid_argument", sprintf("pg_group_norm: %s channels do not split into %s groups", s[2], groups))
+  }
+  channel_affine(composite(OP$GROUP_NORM, x, s, list(groups = groups, eps = eps)), weight, bias)
+}
+
+#' @rdname pg_rms_norm
+#' @export
+pg_batch_norm <- function(x, running_mean = NULL, running_var = NULL, weight = NULL, bias = NULL,
+                          training = FALSE, eps = 1e-5) {
+  if (length(x$node$shape) < 2) pg_abort("invalid_argument", "pg_batch_norm needs (N, C, ...)")
+  out <- least_upper_float(x$node$dtype)
+  xa <- pg_cast(x, sum_acc_dtype(out))
+  dt <- xa$node$dtype
+  y <- if (training || is.null(running_mean) || is.null(running_var)) {
+    make(OP$BATCHNORM_TRAIN, dt, xa$node$shape, list(xa), list(eps = eps))
+  } else {
+    make(OP$BATCHNORM_EVAL, dt, xa$node$shape, list(xa, pg_cast(running_mean, dt), pg_cast(running_var, dt)),
+         list(eps = eps))
+  }
+  channel_affine(pg_cast(y, out), weight, bias)
+}
+
+#' Scaled dot-product attention
+#'
+#' softmax(q k' / sqrt(d) + mask) v over the last two axes, the others broadcasting: q (..., L,
+#' d), k (..., S, d), v (..., S, dv). A bool `attn_mask` (L, S) keeps the positions that are
+#' `TRUE`; a float one is added to the scores. `is_causal` masks keys after each query's position.
+#' @param q,k,v tensors.
+#' @param attn_mask `NULL` or a tensor.
+#' @param is_causal mask future positions.
+#' @return a tensor (..., L, dv).
+#' @export
+pg_scaled_dot_product_attention <- function(q, k, v, attn_mask = NULL, is_causal = FALSE) {
+  qs <- q$node$shape
+  ks <- k$node$shape
+  vs <- v$node$shape
+  if (length(qs) < 2 || length(ks) < 2 || length(vs) < 2) {
+    pg_abort("invalid_argument", "attention needs q, k, v of rank >= 2")
+  }
+  lead <- function(s) s[seq_len(length(s) - 2)]
+  batch <- broadcast_shape(broadcast_shape(lead(qs), lead(ks)), lead(vs))
+  if (is.null(batch)) pg_abort("invalid_argument", "attention: the batch axes of q, k and v do not broadcast")
+  dt <- least_upper_float(least_upper_dtype(q$node$dtype, k$node$dtype, v$node$dtype))
+  acc <- sum_acc_dtype(dt)
+  src <- list(pg_cast(q, acc), pg_cast(k, acc), pg_cast(v, acc))
+  op <- OP$SCALED_DOT_PRODUCT_ATTENTION
+  if (!is.null(attn_mask)) {
+    if (!is_tensor(attn_mask)) attn_mask <- pg_tensor(attn_mask)
+    src[[4]] <- if (attn_mask$node$dtype == "bool") attn_mask else pg_cast(attn_mask, acc)
+    op <- OP$SCALED_DOT_PRODUCT_ATTENTION_MASKED
+  }
+  out_shape <- c(batch, qs[length(qs) - 1], vs[length(vs)])
+  pg_cast(make(op, acc, out_shape, src, list(causal = is_causal)), dt)
+}
