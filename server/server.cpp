@@ -24,6 +24,7 @@
 #include "server/prewarm.h"
 #include "server/auth.h"
 #include "server/request_id.h"
+#include "server/undecodable.h"
 #include "server/service.h"
 #include "server/status.h"
 #include "server/tls.h"
@@ -239,10 +240,12 @@ absl::Status Server::listen(grpc::ServerBuilder& builder) {
   }
   absl::StatusOr<ListenerCredentials> creds = make_listener_credentials(options_, processor);
   if (!creds.ok()) return creds.status();
-  // A request id and the caller's tenant for every call, of every service.
+  // A request id and the caller's tenant for every call, of every service, and a clear status
+  // for request bytes that do not parse.
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(std::make_unique<RequestIdInterceptorFactory>());
   interceptors.push_back(std::make_unique<TenantInterceptorFactory>(std::move(table)));
+  interceptors.push_back(std::make_unique<UndecodableRequestInterceptorFactory>());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   if (!options_.listen.empty()) builder.AddListeningPort(options_.listen, creds->tcp, &port_);
   if (!options_.unix_socket.empty()) {

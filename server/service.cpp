@@ -73,7 +73,7 @@ class UploadReactor final : public grpc::ServerReadReactor<v1::UploadChunk> {
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client finished sending (or went away)
-      if (!pending_) return finish(absl::InvalidArgumentError("upload stream had no chunks"));
+      if (!pending_) return finish(absl::InvalidArgumentError("upload stream ended before its first chunk (none was sent, or it did not parse)"));
       absl::StatusOr<v1::UploadResponse> r = session_->finish_upload(*std::move(pending_));
       pending_.reset();
       if (r.ok()) *response_ = *std::move(r);

@@ -379,7 +379,8 @@ absl::StatusOr<v1::UploadResponse> Session::finish_upload(PendingUpload upload) 
   const BufferPtr& buf = upload.buffer();
   if (upload.received() != buf->nbytes()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("upload ended after ", upload.received(), " of ", buf->nbytes(), " bytes"));
+        absl::StrCat("upload ended after ", upload.received(), " of ", buf->nbytes(),
+                     " bytes (the stream closed, or a chunk did not parse)"));
   }
   normalize_bools(buf);
   std::lock_guard lock(mu_);

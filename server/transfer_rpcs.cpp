@@ -83,7 +83,7 @@ class UploadBlobReactor final : public grpc::ServerReadReactor<v1::BlobChunk> {
 
  private:
   void complete() {
-    if (!started_) return finish(absl::InvalidArgumentError("blob upload had no chunks"));
+    if (!started_) return finish(absl::InvalidArgumentError("blob upload ended before its first chunk (none was sent, or it did not parse)"));
     if (data_.size() != size_)
       return finish(absl::InvalidArgumentError(absl::StrCat("blob ", sha256_, " ended after ", data_.size(), " of ", size_, " bytes")));
     absl::StatusOr<bool> stored = deps_.blobs->put(sha256_, std::move(data_));

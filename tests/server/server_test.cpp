@@ -566,6 +566,25 @@ TEST_F(ServerTest, LimitsAreResourceExhaustedNamingTheLimit) {
   EXPECT_TRUE(close_session(sid).ok());
 }
 
+// A 0-d inline BUFFER is 0-d (it came back as [1] in an outside report): so is what is computed
+// from it, it adds to a 0-d CONST, and a bitcast to another itemsize is refused as for any 0-d.
+TEST_F(ServerTest, ZeroDimensionalInlineBufferKeepsItsShape) {
+  const std::string sid = create_session();
+  v1::RealizeResponse resp;
+  ASSERT_TRUE(realize(sid, {inline_buffer(1, v1::FLOAT32, {}, bytes_of(std::vector<float>{2.5f}))}, {1}, &resp).ok());
+  EXPECT_EQ(resp.results(0).shape_size(), 0);
+  ASSERT_TRUE(realize(sid, {op(2, v1::NEG, {1})}, {2}, &resp).ok());
+  EXPECT_EQ(resp.results(0).shape_size(), 0);
+  grpc::Status s = realize(sid, {float_const(3, 1.0, {}), op(4, v1::ADD, {1, 3})}, {4}, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.results(0).shape_size(), 0);
+  EXPECT_EQ(values_of<float>(resp.results(0).data()), std::vector<float>{3.5f});
+  s = realize(sid, {op(5, v1::BITCAST, {1}, v1::INT16)}, {5}, &resp);
+  EXPECT_CODE(s, INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("0-d"), std::string::npos) << s.error_message();
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
 TEST_F(ServerTest, HandlesBelongToOneSession) {
   const std::string a = create_session();
   const std::string b = create_session();
@@ -837,6 +856,24 @@ TEST_F(ServerTest, ExecuteAttachLeavesSessionOpen) {
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
   EXPECT_CODE(close_session(owned), NOT_FOUND);
+}
+
+// Bytes that are not a protobuf message: INVALID_ARGUMENT naming the method (gRPC alone answers
+// UNIMPLEMENTED with no message), and the daemon goes on serving.
+TEST_F(ServerTest, UndecodableRequestIsInvalidArgument) {
+  grpc::GenericStub generic(grpc::CreateChannel(SharedServer::server().tcp_address(), grpc::InsecureChannelCredentials()));
+  for (const char* method : {"/polygrad.v1.Polygrad/Realize", "/polygrad.v1.Polygrad/GetInfo"}) {
+    grpc::Slice slice(std::string("\xff\xff\xff\xff", 4));
+    grpc::ByteBuffer req(&slice, 1), resp;
+    grpc::ClientContext ctx;
+    std::promise<grpc::Status> done;
+    generic.UnaryCall(&ctx, method, grpc::StubOptions(), &req, &resp, [&](grpc::Status s) { done.set_value(s); });
+    grpc::Status s = done.get_future().get();
+    EXPECT_CODE(s, INVALID_ARGUMENT);
+    EXPECT_EQ(s.error_message(), std::string("the request to ") + method + " could not be parsed as its protobuf message");
+  }
+  const std::string sid = create_session();
+  EXPECT_TRUE(close_session(sid).ok());
 }
 
 TEST_F(ServerTest, HealthIsServing) {
