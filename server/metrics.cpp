@@ -53,15 +53,15 @@ prometheus::MetricFamily single(std::string name, std::string help, prometheus::
   return f;
 }
 
-prometheus::MetricFamily by_kind(std::string name, std::string help,
-                                 std::initializer_list<std::pair<const char*, uint64_t>> values) {
+prometheus::MetricFamily by_label(std::string name, std::string help, const char* label,
+                                  std::initializer_list<std::pair<const char*, uint64_t>> values) {
   prometheus::MetricFamily f;
   f.name = std::move(name);
   f.help = std::move(help);
   f.type = prometheus::MetricType::Counter;
   for (const auto& [kind, value] : values) {
     prometheus::ClientMetric m;
-    m.label.push_back({"kind", kind});
+    m.label.push_back({label, kind});
     m.counter.value = static_cast<double>(value);
     f.metric.push_back(std::move(m));
   }
@@ -124,14 +124,22 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
                MetricType::Counter, static_cast<double>(c.cache_evictions)),
         single("polygradd_cache_discarded_total", "Corrupt or truncated kernel-cache entries found and removed.",
                MetricType::Counter, static_cast<double>(c.cache_discarded)),
+        by_label("polygradd_cache_write_failures_total",
+                 "Kernel-cache entries that could not be written (each kernel is compiled again next time), by "
+                 "reason.",
+                 "reason",
+                 {{"no_space", c.cache_write_no_space},
+                  {"read_only", c.cache_write_read_only},
+                  {"permission", c.cache_write_permission},
+                  {"other", c.cache_write_other}}),
         single("polygradd_schedule_cache_entries",
                "Compiled realize programs in the schedule cache (bounded by --schedule-cache-entries).",
                MetricType::Gauge, static_cast<double>(c.schedule_cache_entries)),
         // Leak accounting: for every kind, created - released == live, and all three return to
         // their idle values when every client has gone.
-        by_kind("polygradd_objects_created_total", "Objects created, by kind.",
+        by_label("polygradd_objects_created_total", "Objects created, by kind.", "kind",
                 {{"session", c.sessions_created}, {"buffer", Buffer::created_total()}}),
-        by_kind("polygradd_objects_released_total", "Objects released, by kind.",
+        by_label("polygradd_objects_released_total", "Objects released, by kind.", "kind",
                 {{"session", c.sessions_closed}, {"buffer", Buffer::released_total()}}),
         by_device("polygradd_device_buffers", "Live buffers, by device.", usage, &Buffer::DeviceUsage::count),
         by_device("polygradd_device_bytes", "Bytes of live buffers, by device.", usage, &Buffer::DeviceUsage::bytes),

@@ -33,6 +33,10 @@ struct LiveCounts {
   uint64_t cache_entries = 0;
   uint64_t cache_evictions = 0;
   uint64_t cache_discarded = 0;
+  uint64_t cache_write_no_space = 0;     // entries not written, by reason
+  uint64_t cache_write_read_only = 0;
+  uint64_t cache_write_permission = 0;
+  uint64_t cache_write_other = 0;
   uint64_t schedule_cache_entries = 0;  // compiled realize programs in the engine's memory
 };
 

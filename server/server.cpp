@@ -215,6 +215,10 @@ void Server::add_cache_counts(LiveCounts& c) const {
   c.cache_entries = s.disk_entries;
   c.cache_evictions = s.evictions;
   c.cache_discarded = s.discarded;
+  c.cache_write_no_space = s.write_failures_no_space;
+  c.cache_write_read_only = s.write_failures_read_only;
+  c.cache_write_permission = s.write_failures_permission;
+  c.cache_write_other = s.write_failures_other;
   c.schedule_cache_entries = engine_->schedule_cache_entries();
 }
 

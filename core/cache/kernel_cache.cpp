@@ -1,17 +1,22 @@
 #include "core/cache/kernel_cache.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <vector>
 #include <fstream>
 #include <random>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/cache/sha256.h"
 
 namespace polygrad {
@@ -70,6 +75,28 @@ std::vector<DiskEntry> scan(const std::filesystem::path& vdir) {
   return out;
 }
 
+// Temporary files a writer left behind when it was killed between creating and renaming them
+// (`.<key>.<pid>.<n>.tmp`): removed when that pid runs no more on this host, or after an hour
+// (a writer in another pid namespace on a shared volume; a write takes milliseconds).
+void remove_abandoned_temporaries(const std::filesystem::path& vdir) {
+  const auto stale_before = std::filesystem::file_time_type::clock::now() - std::chrono::hours(1);
+  std::error_code ec;
+  std::vector<std::filesystem::path> doomed;
+  for (auto it = std::filesystem::recursive_directory_iterator(vdir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() < 5 || name.front() != '.' || name.substr(name.size() - 4) != ".tmp") continue;
+    const std::vector<absl::string_view> parts = absl::StrSplit(name, '.');
+    int64_t pid = 0;
+    const bool writer_gone = parts.size() == 5 && absl::SimpleAtoi(parts[2], &pid) && pid > 0 &&
+                             kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    std::error_code fe;
+    const auto written = std::filesystem::last_write_time(it->path(), fe);
+    if (writer_gone || (!fe && written < stale_before)) doomed.push_back(it->path());
+  }
+  for (const std::filesystem::path& p : doomed) std::filesystem::remove(p, ec);
+}
+
 std::string encode_entry(const std::string& raw_key_bytes, const std::string& payload) {
   std::string data(kMagic, 8);
   put_u32(data, kFormatVersion);
@@ -98,7 +125,10 @@ std::optional<std::string> decode_entry(const std::string& data, const std::stri
 }  // namespace
 
 KernelCache::KernelCache(std::filesystem::path dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
-  if (!dir_.empty()) rescan();
+  if (!dir_.empty()) {
+    remove_abandoned_temporaries(version_dir());
+    rescan();
+  }
 }
 
 bool KernelCache::valid_key(std::string_view key) {
@@ -117,6 +147,10 @@ KernelCache::Stats KernelCache::stats() const {
   s.evictions = evictions_.load();
   s.discarded = discarded_.load();
   s.imported = imported_.load();
+  s.write_failures_no_space = write_no_space_.load();
+  s.write_failures_read_only = write_read_only_.load();
+  s.write_failures_permission = write_permission_.load();
+  s.write_failures_other = write_other_.load();
   return s;
 }
 
@@ -331,21 +365,44 @@ std::optional<std::string> KernelCache::read_disk(const std::string& key, bool t
   return payload;
 }
 
+void KernelCache::count_write_failure(int error) {
+  switch (error) {
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG: write_no_space_.fetch_add(1); break;
+    case EROFS: write_read_only_.fetch_add(1); break;
+    case EACCES:
+    case EPERM: write_permission_.fetch_add(1); break;
+    default: write_other_.fetch_add(1); break;
+  }
+}
+
 bool KernelCache::write_disk(const std::string& key, const std::string& bytes) {
-  // Best effort: a full or read-only disk costs a recompile later, never a failed request.
+  // Best effort: a full or read-only disk costs a recompile later, never a failed request; the
+  // failure is counted by its reason so an operator can see why nothing is cached.
   std::filesystem::path path = entry_path(key);
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
-  if (ec) return false;
+  if (ec) {
+    count_write_failure(ec.value());
+    return false;
+  }
   const std::string data = encode_entry(raw_key(key), bytes);
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   std::filesystem::path tmp = path.parent_path() / absl::StrCat(".", key, ".", getpid(), ".", rng(), ".tmp");
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
-  bool ok = write_all(fd, data) && fsync(fd) == 0;
-  ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+  if (fd < 0) {
+    count_write_failure(errno);
+    return false;
+  }
+  int error = 0;
+  errno = 0;
+  if (!write_all(fd, data) || fsync(fd) != 0) error = errno != 0 ? errno : EIO;  // a 0-byte write sets none
+  if (close(fd) != 0 && error == 0) error = errno;
+  if (error == 0 && rename(tmp.c_str(), path.c_str()) != 0) error = errno;
+  if (error != 0) {
     std::filesystem::remove(tmp, ec);
+    count_write_failure(error);
     return false;
   }
   disk_entries_.fetch_add(1);

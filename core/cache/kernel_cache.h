@@ -6,7 +6,8 @@
 // (magic, format version, key, payload length, payload sha256) and the compiled bytes. Writes go
 // to a unique temporary file in the same directory and are renamed into place, so concurrent
 // daemons on one directory never see a half-written entry; every load is verified, and a corrupt
-// or truncated entry is deleted and rebuilt. Concurrent requests for one key compile it once;
+// or truncated entry is deleted and rebuilt. Temporary files of writers that were killed are
+// removed when a cache opens the directory. Concurrent requests for one key compile it once;
 // the compile is abandoned (the compiler killed) only when every request waiting for it has
 // stopped, and a request that stops leaves the wait at once.
 //
@@ -78,6 +79,12 @@ class KernelCache {
     uint64_t evictions = 0;     // entries this process removed to stay under the cap
     uint64_t discarded = 0;     // corrupt or truncated entries this process found and removed
     uint64_t imported = 0;
+    // Entries that could not be written, by why (the kernel still runs; it is compiled again
+    // next time): the disk is full, the file system is read-only, permission was denied, other.
+    uint64_t write_failures_no_space = 0;
+    uint64_t write_failures_read_only = 0;
+    uint64_t write_failures_permission = 0;
+    uint64_t write_failures_other = 0;
   };
   Stats stats() const;
   // Counts the directory again (other daemons write to it too) and returns fresh stats.
@@ -104,6 +111,7 @@ class KernelCache {
   // `touch`: mark the entry recently used (a lookup does; an export must not reorder the LRU).
   std::optional<std::string> read_disk(const std::string& key, bool touch = true);
   bool write_disk(const std::string& key, const std::string& bytes);
+  void count_write_failure(int error);  // by errno
   // Removes least recently used entries until the directory is under 90% of the cap.
   void evict();
   std::filesystem::path version_dir() const;
@@ -121,6 +129,10 @@ class KernelCache {
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> discarded_{0};
   std::atomic<uint64_t> imported_{0};
+  std::atomic<uint64_t> write_no_space_{0};
+  std::atomic<uint64_t> write_read_only_{0};
+  std::atomic<uint64_t> write_permission_{0};
+  std::atomic<uint64_t> write_other_{0};
 };
 
 }  // namespace polygrad

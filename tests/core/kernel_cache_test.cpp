@@ -122,6 +122,35 @@ TEST_F(KernelCacheTest, ConcurrentRequestsCompileOnce) {
   EXPECT_EQ(compiles_, 1);
 }
 
+// A writer killed between creating its temporary file and renaming it leaves `.<key>.<pid>.<n>.tmp`:
+// the next cache to open the directory removes those of writers that are gone (or an hour old),
+// and leaves a live writer's alone.
+TEST_F(KernelCacheTest, TemporariesOfKilledWritersAreRemovedWhenTheDirectoryIsOpened) {
+  const std::string key = KernelCache::key("CPU", compiler_->identity(), kSource);
+  const std::filesystem::path sub = KernelCache(dir_).entry_path(key).parent_path();
+  std::filesystem::create_directories(sub);
+  // A pid that ran and is gone: a shell that said its pid, exited and was reaped.
+  pid_t gone = 0;
+  {
+    FILE* f = popen("sh -c 'echo $$'", "r");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(fscanf(f, "%d", &gone), 1);
+    pclose(f);
+  }
+  ASSERT_FALSE(running(gone));
+  const auto tmp = [&](pid_t pid, int n) { return sub / absl::StrCat(".", key, ".", pid, ".", n, ".tmp"); };
+  std::ofstream(tmp(gone, 1)) << "half an entry";
+  std::ofstream(tmp(getpid(), 2)) << "a live writer's entry";
+  std::ofstream(tmp(getpid(), 3)) << "a live pid, but written two hours ago";
+  std::filesystem::last_write_time(tmp(getpid(), 3),
+                                   std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
+  KernelCache cache(dir_);
+  EXPECT_FALSE(std::filesystem::exists(tmp(gone, 1)));
+  EXPECT_TRUE(std::filesystem::exists(tmp(getpid(), 2)));
+  EXPECT_FALSE(std::filesystem::exists(tmp(getpid(), 3)));
+  EXPECT_EQ(cache.stats().disk_entries, 0u);
+}
+
 // A build shared by two callers goes on while one of them still waits, and is given up (its
 // compile told so) once both have stopped; a later caller builds it afresh.
 TEST_F(KernelCacheTest, ASharedBuildIsAbandonedOnlyWhenEveryWaiterStops) {

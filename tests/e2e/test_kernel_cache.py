@@ -274,3 +274,47 @@ def test_a_bad_prewarm_manifest_stops_the_daemon_at_start(tmp_path):
                       f"--cache-dir={tmp_path / 'c'}", f"--prewarm={manifest}"], capture_output=True, text=True,
                      timeout=60)
   assert r.returncode == 2 and "bad.txtpb" in r.stderr and "PrewarmManifest" in r.stderr
+
+
+def test_kill_9_during_a_compile_then_a_restart_serves_right_answers(tmp_path):
+  """kill -9 while a compile is in flight, with a temporary file such a kill leaves when it lands
+  between an entry's write and its rename: the next daemon on the directory removes the
+  temporary, serves right answers and leaves only well-formed entries."""
+  cache_dir = tmp_path / "cache"
+  held = HeldCompiler(tmp_path)
+  a = CacheDaemon(tmp_path, "a", cache_dir, held=held)
+  held.hold()
+  outcome = {}
+
+  def client():
+    try:
+      sid = a.stub.CreateSession(pb.CreateSessionRequest()).session_id
+      a.stub.Realize(pb.RealizeRequest(session_id=sid, nodes=kernel_nodes(7), outputs=[3], want_data=True),
+                     timeout=600)
+      outcome["result"] = "answered"
+    except grpc.RpcError as e:
+      outcome["result"] = e.code()
+
+  t = threading.Thread(target=client)
+  t.start()
+  held.wait_held(alive=a.proc)
+  a.proc.kill()
+  a.proc.wait()
+  t.join()
+  held.release()  # the orphaned compiler finishes into the dead daemon's temp dir
+  a.channel.close()
+  a._log.close()
+  shutil.rmtree(a.sockdir, ignore_errors=True)
+  assert outcome["result"] == grpc.StatusCode.UNAVAILABLE
+  # What a kill between write and rename leaves (the writer's pid is in the name, and it is gone).
+  key = "ab" + "0" * 62
+  (cache_dir / "v1" / "ab").mkdir(parents=True, exist_ok=True)
+  (cache_dir / "v1" / "ab" / f".{key}.{a.proc.pid}.12345.tmp").write_bytes(b"PGKCACHE half an entry")
+
+  b = CacheDaemon(tmp_path, "b", cache_dir)
+  try:
+    kernels, compiled, hits = realize_all(b, range(10))  # checks every value
+    assert kernels == 10
+  finally:
+    b.stop()
+  assert len(check_entries(cache_dir)) == 10  # and no temporary is left

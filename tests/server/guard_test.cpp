@@ -1,9 +1,12 @@
 // The daemon's guards, each against a real in-process daemon on real sockets: authentication
 // and tenants, TLS and mTLS (certificates made by openssl at test time), quotas, deadlines and
 // cancellation, drain, request ids, and leak accounting over 1,000 sessions.
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -840,6 +843,41 @@ TEST_F(GuardTest, ShutdownAfterTheGraceKillsAHeldCompile) {
   EXPECT_TRUE(logs_.contains_all({"request failed", "method=Realize"}));
   EXPECT_FALSE(logs_.contains_all({"did not finish within"}));  // not ended by the compile timeout
   cc.release();
+}
+
+// The cache directory on a file system with no room for an entry (a 4 KiB tmpfs): realizes still
+// answer right, the metric says why nothing was cached, and no temporary file is left.
+TEST_F(GuardTest, AFullCacheDiskStillRealizesAndTheMetricSaysWhy) {
+  const fs::path small = dir_ / "small-disk";
+  fs::create_directories(small);
+  if (mount("tmpfs", small.c_str(), "tmpfs", 0, "size=4k") != 0) {
+    GTEST_SKIP() << "cannot mount a 4 KiB tmpfs to fill (needs root or CAP_SYS_ADMIN): " << std::strerror(errno);
+  }
+  struct Unmount {
+    const fs::path& at;
+    ~Unmount() { umount2(at.c_str(), MNT_DETACH); }
+  } unmount{small};
+  {
+    ServerOptions o = options();
+    o.cache_dir = small / "cache";
+    start(std::move(o));
+    std::string id;
+    ASSERT_TRUE(create(kAlice, &id).ok());
+    std::vector<uint64_t> outputs;
+    std::vector<v1::Node> nodes = many_kernels(3, &outputs, 2.0);
+    v1::RealizeResponse rr;
+    grpc::Status s = realize(kAlice, id, nodes, outputs, &rr);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(rr.stats().compiled(), 3u);
+    const std::string text = server_->metrics().render();
+    EXPECT_NE(text.find("polygradd_cache_write_failures_total{reason=\"no_space\"} 3"), std::string::npos)
+        << text.substr(0, 4000);
+    EXPECT_NE(text.find("polygradd_cache_entries 0"), std::string::npos);
+    std::error_code ec;
+    for (const auto& e : fs::recursive_directory_iterator(small, ec))
+      EXPECT_FALSE(e.is_regular_file()) << "left behind: " << e.path();
+    server_.reset();
+  }
 }
 
 // ---- leak accounting (acceptance 1) ---------------------------------------------------------
