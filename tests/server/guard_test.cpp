@@ -820,6 +820,24 @@ TEST_F(GuardTest, DrainLetsInFlightWorkFinishAndRefusesNewWork) {
   EXPECT_FALSE(create(kAlice, &other).ok());
 }
 
+// The compiler removed after start-up: FAILED_PRECONDITION naming it, and the daemon serves on.
+TEST_F(GuardTest, ACompilerThatVanishedIsAClearError) {
+  HeldCompiler cc(dir_);
+  ServerOptions o = options();
+  o.compiler = cc.path();
+  start(std::move(o));
+  fs::remove(cc.path());
+  std::string id;
+  ASSERT_TRUE(create(kAlice, &id).ok());
+  std::vector<uint64_t> outputs;
+  v1::RealizeResponse rr;
+  std::vector<v1::Node> nodes = many_kernels(1, &outputs, 3.0);
+  grpc::Status s = realize(kAlice, id, nodes, outputs, &rr);
+  EXPECT_CODE(s, FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("cannot run " + cc.path()), std::string::npos) << s.error_message();
+  EXPECT_TRUE(create(kAlice, &id).ok());
+}
+
 // A realize still compiling when the shutdown grace ends: the call is cancelled and its compiler
 // killed, so the daemon stops without waiting for the compile (or its 120 s timeout).
 TEST_F(GuardTest, ShutdownAfterTheGraceKillsAHeldCompile) {

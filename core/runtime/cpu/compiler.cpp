@@ -142,6 +142,8 @@ absl::StatusOr<std::string> CpuCompiler::compile(const std::string& source,
   }
   auto step = [&](std::vector<std::string> argv, const char* what) -> absl::Status {
     auto r = run_process(argv, timeout_, abandoned);
+    // The compiler was there at start-up; gone now, it is the daemon's state, not the request's.
+    if (absl::IsNotFound(r.status())) return absl::FailedPreconditionError(absl::StrCat("kernel ", what, ": ", r.status().message()));
     if (!r.ok()) return r.status();
     if (r->exit_code != 0)
       return absl::InternalError(absl::StrCat("kernel ", what, " failed (", argv[0], " ", r->how_it_ended(), "): ", r->output));
