@@ -22,7 +22,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO / "clients" / "python"))
+
+from measures import percentile, rss_bytes  # noqa: E402
 
 UPLOAD_BYTES = 256 << 10
 WIDTH = 1024
@@ -89,16 +92,6 @@ def client(idx: int, address: str, times, go, out) -> None:
   stub.CloseSession(pb.CloseSessionRequest(session_id=sid))
   ch.close()
   out.put((lat, errors, moved))
-
-
-def rss_bytes(pid: int) -> int:
-  with open(f"/proc/{pid}/status") as f:
-    return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) * 1024
-
-
-def percentile(xs, q):
-  xs = sorted(xs)
-  return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
 def main() -> int:

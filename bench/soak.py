@@ -31,7 +31,10 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO / "clients" / "python"))
+
+from measures import percentile, rss_bytes  # noqa: E402
 
 WIDTH = 256
 UPLOAD_BYTES = 128 << 10
@@ -189,16 +192,6 @@ def client(idx, address, end_at, go, out, seed):
     out.put(("op", time.time(), kind, time.perf_counter() - t0, err))
   s.close(politely=True)
   out.put(("done", idx))
-
-
-def rss_bytes(pid: int) -> int:
-  with open(f"/proc/{pid}/status") as f:
-    return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) * 1024
-
-
-def percentile(xs, q):
-  xs = sorted(xs)
-  return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
 def scrape(url: str) -> dict:

@@ -255,6 +255,9 @@ OPS: List[Op] = [
     _binary("bitwise_xor", lambda a, b: a ^ b, lambda a, b: a ^ b, dts=INTS + ("bool",), grad=False),
     _unary("bitwise_not", lambda x: ~x, lambda x: ~x, dts=INTS + ("bool",), grad=False),
     _unary("shifts", lambda x: (x << 3) ^ (x >> 1), lambda x: (x << 3) ^ (x >> 1), dts=INTS, grad=False),
+    # The sign bit's shift: 2**(bits-1) does not fit a signed dtype, so it is not one floor division.
+    _unary("rshift_sign_bit", lambda x: x >> (8 * x.dtype.itemsize - 1), lambda x: x >> (8 * x.element_size() - 1),
+           dts=INTS, grad=False),
     Op("where", lambda p, c, a, b: c.where(a, b), lambda p, c, a, b: torch.where(c, a, b),
        [V((3, 4), (3, 4), (3, 4)), V((3, 1), (1, 4), (4,)), V((), (2, 3), ()), V((0, 2), (2,), (1, 2))],
        ALL_NUM, kinds="bxx"),

@@ -1241,7 +1241,12 @@ class Tensor:
 
   def rshift(self, n: int) -> "Tensor":
     """x >> n for an integer tensor: arithmetic (floor) for signed types, as torch does."""
-    return self.floor_divide(self._shift_amount(n, ">>"))
+    amount = self._shift_amount(n, ">>")
+    if dtypes.is_int(self.dtype) and not dtypes.is_unsigned(self.dtype) and n == 8 * self.dtype.itemsize - 1:
+      # 2**(bits-1) does not fit the dtype (it wraps to the minimum): floor division composes,
+      # so shift by bits-2, then by 1.
+      return self.rshift(n - 1).floor_divide(Tensor._const(2, self.dtype, self.shape))
+    return self.floor_divide(amount)
 
   def _shift_amount(self, n, name: str) -> "Tensor":
     if not dtypes.is_int(self.dtype):

@@ -64,9 +64,7 @@ pg_remainder <- function(x, y, reverse = FALSE) {
 #'
 #' And, or, xor and not of the bits of integer tensors (of bool tensors: the logical ones).
 #' `pg_lshift(x, n)` is x * 2^n and `pg_rshift(x, n)` floor(x / 2^n), both wrapping in x's dtype
-#' (an arithmetic shift for signed integers), for 0 <= n < the dtype's bits. As in the Python and
-#' JavaScript clients, 2^n is taken in x's dtype: for a signed dtype and n = bits - 1 it wraps to
-#' the dtype's minimum, so `pg_rshift` then floor-divides by -2^n (not a shift).
+#' (an arithmetic shift for signed integers, as torch's), for 0 <= n < the dtype's bits.
 #' @param x,y tensors or R numbers (x a tensor).
 #' @param n the shift.
 #' @return a tensor.
@@ -120,7 +118,16 @@ pg_lshift <- function(x, n) x * shift_amount(x, n, "pg_lshift")
 
 #' @rdname pg_bitwise_and
 #' @export
-pg_rshift <- function(x, n) pg_floor_divide(x, shift_amount(x, n, "pg_rshift"))
+pg_rshift <- function(x, n) {
+  amount <- shift_amount(x, n, "pg_rshift")
+  # 2^(bits-1) does not fit a signed dtype (it wraps to the minimum): floor division composes,
+  # so shift by bits-2, then by 1.
+  dt <- x$node$dtype
+  if (dtype_kind(dt) == "i" && n == 8 * .dtype_size[[dt]] - 1) {
+    return(pg_floor_divide(pg_rshift(x, n - 1), const_tensor(2, dt, x$node$shape)))
+  }
+  pg_floor_divide(x, amount)
+}
 
 #' Reinterpret a tensor's bits
 #'

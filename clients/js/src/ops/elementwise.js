@@ -255,7 +255,15 @@ P._shiftAmount = function _shiftAmount(n, name) {
   return Tensor._const(value, this.dtype, this._node.shape);
 };
 P.lshift = function lshift(n) { return this.mul(this._shiftAmount(n, '<<')); };
-P.rshift = function rshift(n) { return this.floorDivide(this._shiftAmount(n, '>>')); };
+P.rshift = function rshift(n) {
+  const amount = this._shiftAmount(n, '>>');
+  // 2**(bits-1) does not fit a signed dtype (it wraps to the minimum): floor division composes,
+  // so shift by bits-2, then by 1.
+  if (this.dtype.kind === 'i' && n === 8 * this.dtype.itemsize - 1) {
+    return this.rshift(n - 1).floorDivide(Tensor._const(2, this.dtype, this._node.shape));
+  }
+  return this.floorDivide(amount);
+};
 
 // this is the condition: cond.where(x, y); scalars allowed.
 P.where = function where(x, y) {

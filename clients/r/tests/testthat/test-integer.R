@@ -57,6 +57,9 @@ test_that("shifts multiply and floor-divide by powers of two, wrapping in the dt
   expect_identical(v(pg_rshift(x, 1)), as.integer(floor(a / 2)))  # arithmetic: -7 >> 1 is -4
   expect_identical(v(pg_lshift(pg_tensor(c(1L, 3L), dtype = "uint8"), 7)), c(128L, 128L))
   expect_identical(v(pg_rshift(pg_tensor(c(-128L, 64L, 127L), dtype = "int8"), 6)), c(-2L, 1L, 1L))
+  # The sign bit's shift (2^7 does not fit int8): -1 for negatives, 0 otherwise, as torch.
+  expect_identical(v(pg_rshift(pg_tensor(c(-128L, -1L, 0L, 64L, 127L), dtype = "int8"), 7)), c(-1L, -1L, 0L, 0L, 0L))
+  expect_identical(v(pg_rshift(pg_tensor(c(-5L, 5L)), 31)), c(-1L, 0L))
   expect_error(pg_lshift(x, 32), class = "polygrad_invalid_argument")
 })
 
