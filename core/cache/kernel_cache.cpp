@@ -17,26 +17,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/cache/cache_entry.h"
 #include "core/cache/sha256.h"
 
 namespace polygrad {
 namespace {
 
-constexpr char kMagic[8] = {'P', 'G', 'K', 'C', 'A', 'C', 'H', 'E'};
-// Bump when the entry layout or the kernel ABI changes: old entries are then never read.
-constexpr uint32_t kFormatVersion = 1;
-constexpr size_t kHeaderSize = 8 + 4 + 4 + 32 + 8 + 32;
 // How often a caller waiting for another request's build asks whether it should stop.
 constexpr std::chrono::milliseconds kStopPoll{50};
-
-void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
-void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
-
-std::string raw_key(const std::string& hex) {
-  std::string raw;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) raw.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return raw;
-}
 
 bool write_all(int fd, const std::string& data) {
   size_t off = 0;
@@ -97,31 +85,6 @@ void remove_abandoned_temporaries(const std::filesystem::path& vdir) {
   for (const std::filesystem::path& p : doomed) std::filesystem::remove(p, ec);
 }
 
-std::string encode_entry(const std::string& raw_key_bytes, const std::string& payload) {
-  std::string data(kMagic, 8);
-  put_u32(data, kFormatVersion);
-  put_u32(data, 0);
-  data += raw_key_bytes;
-  put_u64(data, payload.size());
-  data += sha256_raw(payload);
-  data += payload;
-  return data;
-}
-
-// The payload of a well-formed entry for `raw_key_bytes`, or nullopt.
-std::optional<std::string> decode_entry(const std::string& data, const std::string& raw_key_bytes) {
-  if (data.size() < kHeaderSize || std::memcmp(data.data(), kMagic, 8) != 0) return std::nullopt;
-  uint32_t version;
-  uint64_t length;
-  std::memcpy(&version, data.data() + 8, 4);
-  std::memcpy(&length, data.data() + 48, 8);
-  if (version != kFormatVersion || data.compare(16, 32, raw_key_bytes) != 0 || length != data.size() - kHeaderSize)
-    return std::nullopt;
-  std::string payload = data.substr(kHeaderSize);
-  if (data.compare(56, 32, sha256_raw(payload)) != 0) return std::nullopt;
-  return payload;
-}
-
 }  // namespace
 
 KernelCache::KernelCache(std::filesystem::path dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
@@ -136,7 +99,7 @@ bool KernelCache::valid_key(std::string_view key) {
          std::all_of(key.begin(), key.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-std::filesystem::path KernelCache::version_dir() const { return dir_ / absl::StrCat("v", kFormatVersion); }
+std::filesystem::path KernelCache::version_dir() const { return dir_ / absl::StrCat("v", kCacheFormatVersion); }
 
 KernelCache::Stats KernelCache::stats() const {
   Stats s;
@@ -248,7 +211,7 @@ std::string KernelCache::key(std::string_view device, std::string_view compiler_
 }
 
 std::filesystem::path KernelCache::entry_path(const std::string& key) const {
-  return dir_ / absl::StrCat("v", kFormatVersion) / key.substr(0, 2) / absl::StrCat(key, ".pgk");
+  return dir_ / absl::StrCat("v", kCacheFormatVersion) / key.substr(0, 2) / absl::StrCat(key, ".pgk");
 }
 
 size_t KernelCache::memory_entries() const {
@@ -354,7 +317,7 @@ std::optional<std::string> KernelCache::read_disk(const std::string& key, bool t
   if (!f) return std::nullopt;
   std::stringstream ss;
   ss << f.rdbuf();
-  std::optional<std::string> payload = decode_entry(ss.str(), raw_key(key));
+  std::optional<std::string> payload = decode_cache_entry(ss.str(), raw_cache_key(key));
   if (!payload) {
     std::error_code ec;
     if (std::filesystem::remove(path, ec)) discarded_.fetch_add(1);
@@ -387,7 +350,7 @@ bool KernelCache::write_disk(const std::string& key, const std::string& bytes) {
     count_write_failure(ec.value());
     return false;
   }
-  const std::string data = encode_entry(raw_key(key), bytes);
+  const std::string data = encode_cache_entry(raw_cache_key(key), bytes);
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   std::filesystem::path tmp = path.parent_path() / absl::StrCat(".", key, ".", getpid(), ".", rng(), ".tmp");
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

@@ -3,13 +3,13 @@
 // Key: sha256 over the device kind, the compiler identity (version, flags, host CPU) and the
 // rendered source — content only, so the same computation finds its kernel from any session,
 // process or daemon. Disk entries live at <dir>/v<format>/<2 hex>/<key>.pgk, each a header
-// (magic, format version, key, payload length, payload sha256) and the compiled bytes. Writes go
-// to a unique temporary file in the same directory and are renamed into place, so concurrent
-// daemons on one directory never see a half-written entry; every load is verified, and a corrupt
-// or truncated entry is deleted and rebuilt. Temporary files of writers that were killed are
-// removed when a cache opens the directory. Concurrent requests for one key compile it once;
-// the compile is abandoned (the compiler killed) only when every request waiting for it has
-// stopped, and a request that stops leaves the wait at once.
+// (magic, format version, key, payload length, payload sha256) and the compiled bytes
+// (core/cache/cache_entry.h). Writes go to a unique temporary file in the same directory and are
+// renamed into place, so concurrent daemons on one directory never see a half-written entry;
+// every load is verified, and a corrupt or truncated entry is deleted and rebuilt. Temporary
+// files of writers that were killed are removed when a cache opens the directory. Concurrent
+// requests for one key compile it once; the compile is abandoned (the compiler killed) only when
+// every request waiting for it has stopped, and a request that stops leaves the wait at once.
 //
 // Size cap: the disk tier is kept under `max_bytes` by evicting least recently used entries.
 // "Recently used" is the file's mtime, set when the entry is written and touched on every disk

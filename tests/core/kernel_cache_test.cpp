@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "core/cache/cache_entry.h"
 #include "core/cache/kernel_cache.h"
 #include "core/cache/sha256.h"
 #include "core/runtime/cpu/compiler.h"
@@ -31,6 +32,25 @@ void pg_kernel(void** bufs, int64_t start, int64_t end) {
   float* out = (float*)bufs[0];
   for (int64_t i = start; i < end; i++) out[i] = (float)i * 2.0f;
 })";
+
+// The entry layout alone (fuzz/fuzz_cache_entry.cpp tries it with any bytes).
+TEST(CacheEntry, ReadsBackWhatWasWrittenForItsKeyOnly) {
+  const std::string key = raw_cache_key(KernelCache::key("CPU", "cc 1", "source"));
+  ASSERT_EQ(key.size(), 32u);
+  EXPECT_EQ(raw_cache_key(sha256_hex("x")), sha256_raw("x"));
+  const std::string entry = encode_cache_entry(key, "payload");
+  EXPECT_EQ(decode_cache_entry(entry, key), "payload");
+  EXPECT_EQ(decode_cache_entry(encode_cache_entry(key, ""), key), "");
+  std::string other = key;
+  other[0] ^= 1;
+  EXPECT_FALSE(decode_cache_entry(entry, other));
+  EXPECT_FALSE(decode_cache_entry(entry.substr(0, entry.size() - 1), key));
+  EXPECT_FALSE(decode_cache_entry(entry + "x", key));
+  std::string flipped = entry;
+  flipped.back() ^= 1;
+  EXPECT_FALSE(decode_cache_entry(flipped, key));
+  EXPECT_FALSE(decode_cache_entry("", key));
+}
 
 class KernelCacheTest : public ::testing::Test {
  protected:
