@@ -101,6 +101,13 @@ class GuardTest : public ::testing::Test {
     stub_ = v1::Polygrad::NewStub(channel_);
   }
 
+  // Starts the daemon with the default options and `cc` as its C compiler.
+  void start_compiling_with(const HeldCompiler& cc) {
+    ServerOptions o = options();
+    o.compiler = cc.path();
+    start(std::move(o));
+  }
+
   // A context carrying `token` (none when null). Its deadline only stops a hung call: 600 s is
   // far past any request here, which takes seconds at most on a loaded machine.
   static std::unique_ptr<grpc::ClientContext> as(const char* token) {
@@ -718,9 +725,7 @@ TEST_F(GuardTest, AHugeSessionIdIsEchoedBoundedInTheReplyAndTheLog) {
 
 TEST_F(GuardTest, DeadlineStopsAManyKernelRealizeAndFreesItsTemporaries) {
   HeldCompiler cc(dir_);
-  ServerOptions o = options();
-  o.compiler = cc.path();
-  start(std::move(o));
+  start_compiling_with(cc);
   std::string id;
   ASSERT_TRUE(create(kAlice, &id).ok());
   // One output per kernel: the graph below really is `k` kernels.
@@ -760,9 +765,7 @@ TEST_F(GuardTest, DeadlineStopsAManyKernelRealizeAndFreesItsTemporaries) {
 
 TEST_F(GuardTest, ClientCancelStopsTheRealize) {
   HeldCompiler cc(dir_);
-  ServerOptions o = options();
-  o.compiler = cc.path();
-  start(std::move(o));
+  start_compiling_with(cc);
   std::string id;
   ASSERT_TRUE(create(kAlice, &id).ok());
   const int64_t baseline = Buffer::live_count();
@@ -791,9 +794,7 @@ TEST_F(GuardTest, ClientCancelStopsTheRealize) {
 
 TEST_F(GuardTest, DrainLetsInFlightWorkFinishAndRefusesNewWork) {
   HeldCompiler cc(dir_);
-  ServerOptions o = options();
-  o.compiler = cc.path();
-  start(std::move(o));
+  start_compiling_with(cc);
   std::string id;
   ASSERT_TRUE(create(kAlice, &id).ok());
   std::vector<uint64_t> outputs;
@@ -823,9 +824,7 @@ TEST_F(GuardTest, DrainLetsInFlightWorkFinishAndRefusesNewWork) {
 // The compiler removed after start-up: FAILED_PRECONDITION naming it, and the daemon serves on.
 TEST_F(GuardTest, ACompilerThatVanishedIsAClearError) {
   HeldCompiler cc(dir_);
-  ServerOptions o = options();
-  o.compiler = cc.path();
-  start(std::move(o));
+  start_compiling_with(cc);
   fs::remove(cc.path());
   std::string id;
   ASSERT_TRUE(create(kAlice, &id).ok());
@@ -842,9 +841,7 @@ TEST_F(GuardTest, ACompilerThatVanishedIsAClearError) {
 // killed, so the daemon stops without waiting for the compile (or its 120 s timeout).
 TEST_F(GuardTest, ShutdownAfterTheGraceKillsAHeldCompile) {
   HeldCompiler cc(dir_);
-  ServerOptions o = options();
-  o.compiler = cc.path();
-  start(std::move(o));
+  start_compiling_with(cc);
   std::string id;
   ASSERT_TRUE(create(kAlice, &id).ok());
   std::vector<uint64_t> outputs;
