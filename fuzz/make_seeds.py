@@ -4,11 +4,14 @@ wire change):  PYTHONPATH=clients/python /usr/bin/python3 fuzz/make_seeds.py  (t
 from a build). Each seed is a small valid input that reaches deep into its target, so a short
 run starts from real requests instead of rediscovering the wire format."""
 import hashlib
+import json
 import shutil
 import struct
 import sys
 from pathlib import Path
 
+import numpy as np
+from fuzz_safetensors import SHARDS, spec_file
 from polygrad.v1 import polygrad_pb2 as pb
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -150,6 +153,20 @@ def main():
   for i, seed in enumerate([b"\x05\x03\x17\x28" + bytes(range(40)), bytes(range(255, 0, -3)), b"\x11" * 64,
                             hashlib.sha512(b"symbolic").digest() * 2]):
     write("fuzz_symbolic", f"expr{i}", seed)
+  # safetensors files (fuzz_safetensors.py): every dtype and rank, metadata, no tensors, and
+  # sharded-checkpoint indexes, one of them naming a file outside its folder.
+  rows = {"w": ("F32", np.arange(6, dtype="<f4").tobytes(), (2, 3)), "step": ("I64", struct.pack("<q", -3), ()),
+          "h": ("BF16", np.arange(4, dtype="<u2").tobytes(), (4,)), "mask": ("BOOL", b"\x01\x00\x01", (3,)),
+          "none": ("U8", b"", (0, 5)), "half": ("F16", np.ones(2, "<f2").tobytes(), (1, 2))}
+  write("fuzz_safetensors", "dtypes", spec_file(rows))
+  meta = json.dumps({"__metadata__": {"format": "pt"}, "b": {"dtype": "I32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+  write("fuzz_safetensors", "metadata", struct.pack("<Q", len(meta)) + meta + struct.pack("<2i", 1, -1))
+  write("fuzz_safetensors", "empty", struct.pack("<Q", 2) + b"{}")
+  shards = list(SHARDS)
+  write("fuzz_safetensors", "index", json.dumps({"metadata": {"total_size": 24},
+                                                  "weight_map": {"a": shards[0], "b": shards[1]}}).encode())
+  write("fuzz_safetensors", "index_escape", json.dumps({"metadata": {}, "weight_map": {"a": shards[0],
+                                                         "z": "../outside.safetensors"}}).encode())
   for d in sorted(CORPUS.iterdir()):
     print(f"{d.name}: {len(list(d.iterdir()))} seeds")
 

@@ -164,18 +164,82 @@ def test_half_precision_checkpoint_loads_into_float32_model(tmp_path, rng):
   np.testing.assert_array_equal(lin.bias.numpy(), [0.5, -0.25])
 
 
-@pytest.mark.parametrize("damage", ["short", "header_too_long", "offsets"])
-def test_damaged_files_raise(tmp_path, damage):
+def with_header(header, data=b""):
+  hb = header if isinstance(header, bytes) else json.dumps(header).encode()
+  return struct.pack("<Q", len(hb)) + hb + data
+
+
+def one_f32(**change):
+  entry = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+  entry.update(change)
+  return with_header({"x": entry}, np.array([1, 2], "<f4").tobytes())
+
+
+# Damaged and hostile files, most of them found by fuzz/fuzz_safetensors.py: before the reader
+# checked them, each raised KeyError, TypeError, RecursionError or a ValueError that named no file,
+# or (the offsets before the data, the index naming a path) read bytes it had no business reading.
+DAMAGED = {
+    "short": b"\x01\x02",
+    "header_too_long": struct.pack("<Q", 1 << 40) + b"{}",
+    "offsets_do_not_fit": one_f32(data_offsets=[0, 12]),
+    "not_utf8": with_header(b'{"x\xff": 1}'),
+    "not_json": with_header(b'{"x" 1}'),
+    "nested_too_deep": with_header(b'{"x": ' + b"[" * 100000 + b"]" * 100000 + b"}"),
+    "not_an_object": with_header([1, 2]),
+    "entry_not_an_object": with_header({"x": 3}),
+    "no_dtype": with_header({"x": {"shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4),
+    "dtype_not_a_string": one_f32(dtype=["F32"]),
+    "shape_negative": one_f32(shape=[-2, -1]),
+    "shape_bool": one_f32(shape=[True, 2]),
+    "huge_empty_dimension": with_header({"x": {"dtype": "U8", "shape": [0, 2**64], "data_offsets": [0, 0]}}),
+    "too_many_dimensions": with_header({"x": {"dtype": "U8", "shape": [1] * 40, "data_offsets": [0, 1]}}, b"\1"),
+    "offsets_before_the_data": with_header({"x": {"dtype": "U8", "shape": [4], "data_offsets": [-4, 0]}}),
+    "offsets_float": one_f32(data_offsets=[0.0, 8.0]),
+    "offsets_three": one_f32(data_offsets=[0, 8, 8]),
+    "overlap": with_header({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                            "y": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8),
+    "gap": with_header({"x": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8),
+    "trailing_bytes": with_header({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 8),
+    "duplicate_name": with_header(b'{"x": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}, '
+                                  b'"x": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}', b"\1"),
+    "metadata_not_strings": with_header({"__metadata__": {"epoch": 3}}),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGED))
+def test_damaged_files_raise_naming_the_file(tmp_path, damage):
   p = tmp_path / "bad.safetensors"
-  if damage == "short":
-    p.write_bytes(b"\x01\x02")
-  elif damage == "header_too_long":
-    p.write_bytes(struct.pack("<Q", 1 << 40) + b"{}")
-  else:
-    write_by_spec(p, {"x": ("F32", np.zeros(4, "<f4"))})
-    header, data = read_by_spec(p)
-    header["x"]["data_offsets"] = [0, 12]
-    hb = json.dumps(header).encode()
-    p.write_bytes(struct.pack("<Q", len(hb)) + hb + data)
-  with pytest.raises(ValueError):
+  p.write_bytes(DAMAGED[damage])
+  with pytest.raises(ValueError, match="bad.safetensors"):
     safe_load_numpy(p)
+
+
+def test_unknown_dtype_is_a_type_error_naming_the_tensor(tmp_path):
+  p = tmp_path / "f8.safetensors"
+  p.write_bytes(one_f32(dtype="F8_E4M3"))
+  with pytest.raises(TypeError, match="f8.safetensors: tensor 'x' has unsupported dtype 'F8_E4M3'"):
+    safe_load_numpy(p)
+
+
+@pytest.mark.parametrize("shard", ["../outside.safetensors", "/etc/passwd", "sub/x.safetensors", "..", ["a"], 7])
+def test_an_index_names_only_files_beside_it(tmp_path, shard):
+  (tmp_path / "outside.safetensors").write_bytes(with_header({}))
+  folder = tmp_path / "ckpt"
+  folder.mkdir()
+  (folder / "a.safetensors").write_bytes(one_f32())
+  (folder / INDEX_NAME).write_text(json.dumps({"weight_map": {"x": "a.safetensors", "y": shard}}))
+  with pytest.raises(ValueError, match="not a file name in the index's folder"):
+    safe_load_numpy(folder)
+
+
+@pytest.mark.parametrize("index", [b"[]", b'{"weight_map": 3}', b"{\"weight_map\": {", b'{"metadata": {}}'])
+def test_a_damaged_index_raises_naming_it(tmp_path, index):
+  (tmp_path / INDEX_NAME).write_bytes(index)
+  with pytest.raises(ValueError, match=INDEX_NAME):
+    safe_load_numpy(tmp_path)
+
+
+def test_an_index_naming_a_missing_shard_says_which(tmp_path):
+  (tmp_path / INDEX_NAME).write_text(json.dumps({"weight_map": {"x": "gone.safetensors"}}))
+  with pytest.raises(FileNotFoundError, match="the shard 'gone.safetensors' does not exist"):
+    safe_load_numpy(tmp_path)

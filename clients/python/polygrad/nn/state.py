@@ -161,6 +161,33 @@ def safe_save(tensors: Dict[str, Union[Tensor, np.ndarray]], path: PathLike,
   return [str(index)] + written
 
 
+# The reference implementation's limit: a header this large is a damaged or hostile file.
+MAX_HEADER_BYTES = 100_000_000
+_MAX_RANK = 32  # numpy 1.x's most dimensions of an array
+
+
+def _short(name: Any) -> str:
+  """A file-supplied name as it may appear in an error message: quoted and bounded."""
+  text = repr(name)
+  return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _parse_json(raw: bytes, what: str) -> Any:
+  """JSON from a file, every failure a ValueError naming `what`: not UTF-8, not JSON, nested too
+  deeply for Python's parser, or an object with a key twice (the last would silently win)."""
+  def no_duplicates(pairs):
+    seen: Dict[str, Any] = {}
+    for k, v in pairs:
+      if k in seen:
+        raise ValueError(f"the key {_short(k)} appears twice")
+      seen[k] = v
+    return seen
+  try:
+    return json.loads(raw.decode("utf-8"), object_pairs_hook=no_duplicates)
+  except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+    raise ValueError(f"{what} is not valid JSON: {str(e)[:200]}") from None
+
+
 def _read_header(path: Path) -> Tuple[Dict[str, Any], int]:
   with open(path, "rb") as f:
     raw = f.read(8)
@@ -169,8 +196,63 @@ def _read_header(path: Path) -> Tuple[Dict[str, Any], int]:
     (n,) = struct.unpack("<Q", raw)
     if n > os.path.getsize(path) - 8:
       raise ValueError(f"{path}: header length {n} exceeds the file")
-    header = json.loads(f.read(n))
+    if n > MAX_HEADER_BYTES:
+      raise ValueError(f"{path}: header length {n} is over the limit of {MAX_HEADER_BYTES} bytes")
+    header = _parse_json(f.read(n), f"{path}: the header")
+  if not isinstance(header, dict):
+    raise ValueError(f"{path}: the header is not a JSON object")
+  meta = header.get("__metadata__")
+  if meta is not None and not (isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())):
+    raise ValueError(f"{path}: __metadata__ is not an object of strings")
   return header, 8 + n
+
+
+def _is_int(v: Any) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _tensor_entries(fn: Path, header: Dict[str, Any], data_size: int) -> List[Tuple[str, DType, Tuple[int, ...], int, int]]:
+  """(name, dtype, shape, begin, end) of every tensor of a header, checked as the format demands:
+  known dtypes, non-negative dimensions, offsets that hold exactly the tensor's bytes, and tensors
+  that tile the data from its first byte to its last without overlapping (so nothing is read from
+  the header or past the file)."""
+  entries = []
+  for name, info in header.items():
+    if name == "__metadata__":
+      continue
+    what = f"{fn}: tensor {_short(name)}"
+    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
+      raise ValueError(f"{what} is not an object with dtype, shape and data_offsets")
+    if not isinstance(info["dtype"], str):
+      raise ValueError(f"{what} has dtype {_short(info['dtype'])}, not a string")
+    dt = SAFE_DTYPES.get(info["dtype"])
+    if dt is None:
+      raise TypeError(f"{what} has unsupported dtype {_short(info['dtype'])}")
+    shape, offsets = info["shape"], info["data_offsets"]
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+      raise ValueError(f"{what} has shape {_short(shape)}, not a list of non-negative integers")
+    if len(shape) > _MAX_RANK:
+      raise ValueError(f"{what} has {len(shape)} dimensions, more than numpy's {_MAX_RANK}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) for o in offsets)
+            and 0 <= offsets[0] <= offsets[1]):
+      raise ValueError(f"{what} has data_offsets {_short(offsets)}, not [begin, end] with 0 <= begin <= end")
+    b, e = offsets
+    itemsize = 2 if dt == dtypes.bfloat16 else np.dtype(dt.np).itemsize
+    count = 1
+    for d in shape:
+      count *= d
+    if e - b != count * itemsize:
+      raise ValueError(f"{what} data_offsets {b}..{e} do not fit {info['dtype']}{shape}")
+    entries.append((name, dt, tuple(shape), b, e))
+  covered = 0
+  for name, _, _, b, e in sorted(entries, key=lambda t: (t[3], t[4])):
+    if b != covered:
+      gap = "overlaps the tensor before it" if b < covered else f"leaves bytes {covered}..{b} unused"
+      raise ValueError(f"{fn}: tensor {_short(name)} at {b}..{e} {gap}")
+    covered = e
+  if covered != data_size:
+    raise ValueError(f"{fn}: the tensors cover {covered} bytes of data, the file holds {data_size}")
+  return entries
 
 
 def _files_of(path: PathLike) -> List[Path]:
@@ -187,8 +269,18 @@ def _files_of(path: PathLike) -> List[Path]:
         raise FileNotFoundError(f"no safetensors files in {path}")
       return found
   if path.suffix == ".json":
-    index = json.loads(path.read_text())
-    names = list(dict.fromkeys(index["weight_map"].values()))
+    index = _parse_json(path.read_bytes(), f"{path}")
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict):
+      raise ValueError(f"{path}: not a sharded checkpoint's index (no weight_map object)")
+    for n in weight_map.values():
+      # A shard is a file beside the index: a path would let a downloaded index read any file.
+      if not isinstance(n, str) or n in ("", ".", "..") or "/" in n or "\\" in n or "\0" in n:
+        raise ValueError(f"{path}: weight_map names {_short(n)}, which is not a file name in the index's folder")
+    names = list(dict.fromkeys(weight_map.values()))
+    for n in names:
+      if not (path.parent / n).is_file():
+        raise FileNotFoundError(f"{path}: the shard {_short(n)} does not exist")
     return [path.parent / n for n in names]
   return [path]
 
@@ -206,23 +298,21 @@ def safe_load_metadata(path: PathLike) -> Dict[str, Any]:
 
 
 def safe_load_numpy(path: PathLike) -> Dict[str, Tuple[np.ndarray, DType]]:
-  """{name: (array in the wire layout, dtype)}: bfloat16 as its raw uint16 bits."""
+  """{name: (array in the wire layout, dtype)}: bfloat16 as its raw uint16 bits. A damaged or
+  hostile file raises ValueError naming the file and what is wrong (TypeError for a dtype polygrad
+  does not have); nothing outside a tensor's own bytes is ever read."""
   out: Dict[str, Tuple[np.ndarray, DType]] = {}
   for fn in _files_of(path):
     header, start = _read_header(fn)
-    header.pop("__metadata__", None)
-    mm = np.memmap(fn, dtype=np.uint8, mode="r")
-    for name, info in header.items():
-      dt = SAFE_DTYPES.get(info["dtype"])
-      if dt is None:
-        raise TypeError(f"{fn}: tensor {name!r} has unsupported dtype {info['dtype']}")
-      b, e = info["data_offsets"]
-      shape = tuple(int(s) for s in info["shape"])
+    entries = _tensor_entries(fn, header, os.path.getsize(fn) - start)
+    mm = np.memmap(fn, dtype=np.uint8, mode="r") if entries else None
+    for name, dt, shape, b, e in entries:
       wire = np.dtype("<u2") if dt == dtypes.bfloat16 else np.dtype(dt.np).newbyteorder("<")
-      count = int(np.prod(shape, dtype=np.int64))
-      if e - b != count * wire.itemsize or start + e > mm.size:
-        raise ValueError(f"{fn}: tensor {name!r} data_offsets {b}..{e} do not fit {info['dtype']}{list(shape)}")
-      out[name] = (np.frombuffer(mm[start + b:start + e].tobytes(), dtype=wire).reshape(shape), dt)
+      try:
+        out[name] = (np.frombuffer(mm[start + b:start + e].tobytes(), dtype=wire).reshape(shape), dt)
+      except ValueError as err:  # an empty tensor with a dimension past numpy's index range
+        raise ValueError(f"{fn}: tensor {_short(name)} has shape {_short(list(shape))}, which numpy cannot hold "
+                         f"({str(err)[:100]})") from None
   return out
 
 
