@@ -337,6 +337,8 @@ export declare namespace nn {
   function loadStateDict(model: unknown, stateDict: Record<string, Tensor | TensorData | NestedArray>,
     options?: { strict?: boolean; realize?: boolean }): Promise<string[]>;
   function safeSave(tensors: Record<string, Tensor>, path: string, options?: { metadata?: Record<string, string> }): Promise<string[]>;
+  /** Tensors of a safetensors file. A damaged or hostile file throws RangeError naming the file
+   *  and what is wrong (TypeError for an unsupported dtype); nothing outside a tensor's bytes is read. */
   function safeLoad(path: string): Record<string, Tensor>;
 }
 

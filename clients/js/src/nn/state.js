@@ -5,7 +5,6 @@ const fs = require('fs');
 const { Tensor } = require('../tensor');
 const { dtypes } = require('../dtype');
 const { bytesOf, decode } = require('../data');
-const { prod } = require('../shape');
 
 const SAFE_DTYPES = {
   BOOL: dtypes.bool, I8: dtypes.int8, U8: dtypes.uint8, I16: dtypes.int16, U16: dtypes.uint16, I32: dtypes.int32,
@@ -79,24 +78,94 @@ async function safeSave(tensors, path, { metadata } = {}) {
   return [path];
 }
 
-// Tensors from a safetensors file, as BUFFER nodes in the file's dtypes.
+// The reference implementation's limit: a header this large is a damaged or hostile file.
+const MAX_HEADER_BYTES = 100000000;
+
+// A file-supplied name as it may appear in an error message: quoted and bounded.
+function short(v) {
+  let text;
+  try {
+    text = JSON.stringify(v) ?? String(v);
+  } catch {
+    text = String(v);
+  }
+  return text.length <= 80 ? text : `${text.slice(0, 77)}...`;
+}
+
+const isPlainObject = (v) => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isCount = (v) => Number.isSafeInteger(v) && v >= 0;
+
+// The header of a safetensors file, checked as the Python client's reader checks it: UTF-8 JSON
+// object, known dtypes, non-negative dimensions, and offsets that tile the data exactly (no
+// overlaps, gaps or bytes past the file). Returns [{ name, dt, shape, begin, end }] and where
+// the data starts.
+function readHeader(path, buf) {
+  if (buf.length < 8) throw new RangeError(`${path}: not a safetensors file (shorter than 8 bytes)`);
+  const n = buf.readBigUInt64LE(0);
+  if (n > BigInt(buf.length - 8)) throw new RangeError(`${path}: header length ${n} exceeds the file`);
+  if (n > BigInt(MAX_HEADER_BYTES)) {
+    throw new RangeError(`${path}: header length ${n} is over the limit of ${MAX_HEADER_BYTES} bytes`);
+  }
+  const start = 8 + Number(n);
+  let header;
+  try {
+    header = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(buf.subarray(8, start)));
+  } catch (err) {
+    throw new RangeError(`${path}: the header is not valid JSON: ${String(err.message).slice(0, 200)}`);
+  }
+  if (!isPlainObject(header)) throw new RangeError(`${path}: the header is not a JSON object`);
+  const meta = header.__metadata__;
+  if (meta !== undefined && !(isPlainObject(meta) && Object.values(meta).every((v) => typeof v === 'string'))) {
+    throw new RangeError(`${path}: __metadata__ is not an object of strings`);
+  }
+  const entries = [];
+  for (const [name, info] of Object.entries(header)) {
+    if (name === '__metadata__') continue;
+    const what = `${path}: tensor ${short(name)}`;
+    if (!isPlainObject(info) || !['dtype', 'shape', 'data_offsets'].every((k) => Object.hasOwn(info, k))) {
+      throw new RangeError(`${what} is not an object with dtype, shape and data_offsets`);
+    }
+    if (typeof info.dtype !== 'string') throw new RangeError(`${what} has dtype ${short(info.dtype)}, not a string`);
+    if (!Object.hasOwn(SAFE_DTYPES, info.dtype)) throw new TypeError(`${what} has unsupported dtype ${short(info.dtype)}`);
+    const dt = SAFE_DTYPES[info.dtype];
+    const { shape, data_offsets: offsets } = info;
+    if (!Array.isArray(shape) || !shape.every(isCount)) {
+      throw new RangeError(`${what} has shape ${short(shape)}, not a list of non-negative integers`);
+    }
+    if (!(Array.isArray(offsets) && offsets.length === 2 && offsets.every(isCount) && offsets[0] <= offsets[1])) {
+      throw new RangeError(`${what} has data_offsets ${short(offsets)}, not [begin, end] with 0 <= begin <= end`);
+    }
+    const [begin, end] = offsets;
+    // BigInt: a product of dimensions past 2^53 must not round to the offsets' difference.
+    const bytes = shape.reduce((acc, d) => acc * BigInt(d), BigInt(dt.itemsize));
+    if (BigInt(end - begin) !== bytes) {
+      throw new RangeError(`${what} data_offsets ${begin}..${end} do not fit ${info.dtype}[${shape}]`);
+    }
+    entries.push({ name, dt, shape, begin, end });
+  }
+  let covered = 0;
+  for (const t of [...entries].sort((x, y) => x.begin - y.begin || x.end - y.end)) {
+    if (t.begin !== covered) {
+      const why = t.begin < covered ? 'overlaps the tensor before it' : `leaves bytes ${covered}..${t.begin} unused`;
+      throw new RangeError(`${path}: tensor ${short(t.name)} at ${t.begin}..${t.end} ${why}`);
+    }
+    covered = t.end;
+  }
+  if (covered !== buf.length - start) {
+    throw new RangeError(`${path}: the tensors cover ${covered} bytes of data, the file holds ${buf.length - start}`);
+  }
+  return { entries, start };
+}
+
+// Tensors from a safetensors file, as BUFFER nodes in the file's dtypes. A damaged or hostile file
+// throws RangeError naming the file and what is wrong (TypeError for a dtype polygrad does not
+// have); nothing outside a tensor's own bytes is read.
 function safeLoad(path) {
   const buf = fs.readFileSync(path);
-  if (buf.length < 8) throw new RangeError(`${path}: not a safetensors file (shorter than 8 bytes)`);
-  const n = Number(buf.readBigUInt64LE(0));
-  if (n > buf.length - 8) throw new RangeError(`${path}: header length ${n} exceeds the file`);
-  const header = JSON.parse(buf.subarray(8, 8 + n).toString('utf8'));
-  delete header.__metadata__;
+  const { entries, start } = readHeader(path, buf);
   const out = {};
-  for (const [name, info] of Object.entries(header)) {
-    const dt = SAFE_DTYPES[info.dtype];
-    if (!dt) throw new TypeError(`${path}: tensor '${name}' has unsupported dtype ${info.dtype}`);
-    const [b, e] = info.data_offsets;
-    const shape = info.shape.map(Number);
-    if (e - b !== prod(shape) * dt.itemsize || 8 + n + e > buf.length) {
-      throw new RangeError(`${path}: tensor '${name}' data_offsets ${b}..${e} do not fit ${info.dtype}[${shape}]`);
-    }
-    out[name] = Tensor.from(decode(buf.subarray(8 + n + b, 8 + n + e), dt), { dtype: dt, shape });
+  for (const { name, dt, shape, begin, end } of entries) {
+    out[name] = Tensor.from(decode(buf.subarray(start + begin, start + end), dt), { dtype: dt, shape });
   }
   return out;
 }
