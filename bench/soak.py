@@ -202,11 +202,11 @@ def scrape(url: str) -> dict:
   return {m.group(1): float(m.group(2)) for m in re.finditer(r"^([a-z_]+(?:\{[^}]*\})?) (\S+)$", text, re.M)}
 
 
-def start_daemon(binary: str, tmp: str, clients: int, idle_timeout: int):
+def start_daemon(binary: str, tmp: str, clients: int, idle_timeout: int, extra_args=()):
   log_path = Path(tmp, "polygradd.log")
   proc = subprocess.Popen([binary, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0", "--unix-socket=",
                            f"--cache-dir={tmp}/cache", f"--max-sessions={max(1024, clients * 8)}",
-                           f"--session-idle-timeout={idle_timeout}s"],
+                           f"--session-idle-timeout={idle_timeout}s", *extra_args],
                           stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
   deadline = time.time() + WAIT_LIMIT
   while True:
@@ -230,10 +230,12 @@ def main() -> int:
   p.add_argument("--max-rss-growth", type=float, default=0.10)
   p.add_argument("--seed", type=int, default=1)
   p.add_argument("--daemon", default=str(REPO / "build" / "polygradd"))
+  p.add_argument("--daemon-arg", action="append", default=[],
+                 help="one more polygradd flag, e.g. --daemon-arg=--memory-trim-interval=0 (repeatable)")
   args = p.parse_args()
 
   tmp = tempfile.mkdtemp(prefix="pgsoak-")
-  proc, address, metrics_url = start_daemon(args.daemon, tmp, args.clients, args.idle_timeout)
+  proc, address, metrics_url = start_daemon(args.daemon, tmp, args.clients, args.idle_timeout, args.daemon_arg)
   failures = []
   try:
     ctx = mp.get_context("spawn")

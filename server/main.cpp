@@ -88,6 +88,8 @@ ABSL_FLAG(std::string, tokens_file, "",
           "'authorization: Bearer <token>'; admin RPCs need an admin token.");
 ABSL_FLAG(absl::Duration, session_idle_timeout, absl::Seconds(600),
           "A session unused this long (and not held by a stream) is closed and its buffers freed; 0 disables.");
+ABSL_FLAG(absl::Duration, memory_trim_interval, absl::Seconds(10),
+          "How often memory the allocator keeps free is given back to the system (malloc_trim); 0 disables.");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
           "On SIGTERM/SIGINT, how long in-flight calls may take before they are cancelled.");
 
@@ -168,6 +170,8 @@ int main(int argc, char** argv) {
   o.security.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   o.security.tokens_file = absl::GetFlag(FLAGS_tokens_file);
   o.session_idle_timeout = std::chrono::seconds(absl::ToInt64Seconds(absl::GetFlag(FLAGS_session_idle_timeout)));
+  o.memory_trim_interval =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_memory_trim_interval)));
   absl::StatusOr<LogLevel> level = parse_log_level(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) return fail(std::string(level.status().message()));
   o.log_level = *level;

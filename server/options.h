@@ -63,6 +63,7 @@ struct ServerOptions {
   unsigned workers = 4;                        // concurrent realize requests
   std::chrono::seconds session_idle_timeout{600};
   std::chrono::milliseconds reaper_interval{1000};
+  std::chrono::milliseconds memory_trim_interval{10000};  // free allocator memory back to the OS; 0: never
   Limits limits;
   SecurityOptions security;
 

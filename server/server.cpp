@@ -113,6 +113,7 @@ absl::Status Server::init() {
         shm_->drop_session(id);  // a session's shared memory goes with it
       },
       quotas_.get());
+  trimmer_ = std::make_unique<MemoryTrimmer>(options_.memory_trim_interval);
   metrics_->set_live_source([this] {
     LiveCounts c{sessions_->live(), sessions_->created_total(), sessions_->closed_total()};
     add_cache_counts(c);
