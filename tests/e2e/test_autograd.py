@@ -421,3 +421,52 @@ def test_memory_stays_flat_over_many_backward_steps(rng):
       samples.append(g.GRAPH.stats())
   assert samples[1]["live_nodes"] <= samples[0]["live_nodes"] + 5, samples
   assert samples[1]["sent_live"] <= samples[0]["sent_live"] + 5, samples
+
+
+def test_hand_written_assign_loop_sends_the_same_graph_every_step(monkeypatch):
+  """The tinygrad-style loop `w.assign(w.detach() - lr * w.grad)`: a realized parameter must not
+  carry earlier steps into the next gradient. Before assign detached the value it gives a leaf,
+  each step sent more nodes than the one before (the realized update kept its history for
+  relazy) and the client walked all of it. Counted in nodes sent, not time; the losses are a
+  numpy SGD's."""
+  from polygrad.connection import Connection
+  sent = []
+  real = Connection.realize
+
+  def counting(self, nodes, *args, **kwargs):
+    sent[-1] += len(nodes)
+    return real(self, nodes, *args, **kwargs)
+
+  monkeypatch.setattr(Connection, "realize", counting)
+  rng = np.random.default_rng(7)
+  x = rng.random((16, 64), dtype=np.float32)
+  y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 16)]
+  w1 = (rng.standard_normal((64, 32)) * 0.1).astype(np.float32)
+  w2 = (rng.standard_normal((32, 10)) * 0.1).astype(np.float32)
+  X, Y = Tensor(x), Tensor(y)
+  W1, W2 = Tensor(w1, requires_grad=True), Tensor(w2, requires_grad=True)
+  lr, losses, ref = 0.05, [], []
+  for _ in range(50):
+    sent.append(0)
+    lo = (X @ W1).relu() @ W2
+    loss = -(lo.log_softmax(-1) * Y).sum(-1).mean()
+    loss.backward()
+    for w in (W1, W2):
+      w.assign(w.detach() - lr * w.grad)
+    for w in (W1, W2):
+      w.grad = None
+    losses.append(loss.item())
+    W1.realize(), W2.realize()
+    # the same step in float64 numpy
+    h = np.maximum(x @ w1.astype(np.float64), 0)
+    z = h @ w2
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    ref.append(-(np.log(p) * y).sum(-1).mean())
+    dz = (p - y) / len(x)
+    dh = dz @ w2.T * (h > 0)
+    w2 = w2 - lr * (h.T @ dz)
+    w1 = w1 - lr * (x.T @ dh)
+  assert sent[49] == sent[4], f"nodes sent per step grew: {sent}"
+  np.testing.assert_allclose(losses, ref, rtol=1e-4)
+  np.testing.assert_allclose(W1.numpy(), w1, rtol=1e-3, atol=1e-5)

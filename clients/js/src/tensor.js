@@ -453,6 +453,11 @@ class Tensor {
     if (x.dtype !== this.dtype) x = x.cast(this.dtype);
     if (x !== this && x._leafKey !== undefined && x.requiresGrad) {
       untracked(() => { x = x.add(0); }); // another leaf: a copy, so the two do not become one gradient target
+    } else if (this._leafKey !== undefined && this.requiresGrad && x._node.rg) {
+      // A gradient leaf takes x's value, not its history (as the Python client): a realized tracked
+      // value keeps the graph behind it, so `w.assign(w.detach().sub(w.grad.mul(lr)))` in a loop
+      // would otherwise carry every earlier step.
+      x = x.detach();
     }
     this._node = x._node;
     return this;

@@ -4,6 +4,7 @@ import test, { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Tensor, dtypes, connect, close, graphStats } from '../index.mjs';
 import { startDaemon } from './daemon.mjs';
+import { createRequire } from 'node:module';
 
 let daemon;
 before(async () => {
@@ -178,4 +179,41 @@ test('tensors past the inline limit travel by the chunked Upload and Download st
   assert.equal(out.length, n);
   for (const i of [0, 1, 999, 1000, 1 << 20, n - 1]) assert.equal(out[i], host[i] + 1);
   assert.deepEqual(await t.index('0:4').data(), host.slice(0, 4));
+});
+
+test('a hand-written assign loop sends the same graph every step', async () => {
+  // w.assign(w.detach() - lr * w.grad): a realized parameter must not carry earlier steps into
+  // the next gradient (before assign detached what it gives a gradient leaf, each step sent more
+  // nodes than the one before). Counted in nodes sent, not time.
+  const { Connection } = createRequire(import.meta.url)('../src/connection.js');
+  const real = Connection.prototype.realize;
+  const sent = [];
+  Connection.prototype.realize = function counting(nodes, ...rest) {
+    sent[sent.length - 1] += nodes.length;
+    return real.call(this, nodes, ...rest);
+  };
+  try {
+    Tensor.manualSeed(3);
+    const x = Tensor.rand(8, 16);
+    const y = Tensor.randint(8, { low: 0, high: 4 }).oneHot(4).float();
+    const w1 = Tensor.randn(16, 8).mul(0.1).detach();
+    const w2 = Tensor.randn(8, 4).mul(0.1).detach();
+    w1.requiresGrad = true;
+    w2.requiresGrad = true;
+    const losses = [];
+    for (let step = 0; step < 20; step++) {
+      sent.push(0);
+      const lo = x.matmul(w1).relu().matmul(w2);
+      const loss = lo.logSoftmax(-1).mul(y).sum(-1).mean().neg();
+      loss.backward();
+      for (const w of [w1, w2]) w.assign(w.detach().sub(w.grad.mul(0.5)));
+      for (const w of [w1, w2]) w.grad = null;
+      losses.push(await loss.item());
+      await Tensor.realize(w1, w2);
+    }
+    assert.equal(sent[19], sent[4], `nodes sent per step: ${sent}`);
+    assert.ok(losses[19] < losses[0], `the loss did not fall: ${losses}`);
+  } finally {
+    Connection.prototype.realize = real;
+  }
 });

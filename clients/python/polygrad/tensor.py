@@ -441,6 +441,12 @@ class Tensor:
       # Another gradient leaf: take a copy, so the two tensors do not become one gradient target.
       with untracked():
         x = x + 0
+    elif self in g.GRAPH.leaves and x._node.rg:
+      # A gradient leaf takes x's value, not its history (torch updates a leaf in place under
+      # no_grad; tinygrad writes into the leaf's buffer): later gradients stop at this leaf
+      # anyway, and a realized tracked value keeps the graph behind it (Node.keep), so a
+      # hand-written `w.assign(w.detach() - lr * w.grad)` loop would carry every earlier step.
+      x = x.detach()
     self._node = x._node
     return self
 
