@@ -39,6 +39,9 @@ ABSL_FLAG(std::string, cache_dir, polygrad::server::default_cache_dir().string()
           "Kernel cache directory; empty keeps the cache in memory only.");
 ABSL_FLAG(uint64_t, cache_max_bytes, kDefaults.cache_max_bytes,
           "Most bytes of kernel-cache entries on disk; least recently used entries are evicted. 0: no cap.");
+ABSL_FLAG(std::string, cache_key_file, "",
+          "File holding a secret (16 bytes or more): kernel-cache entries are signed with it (HMAC-SHA256) "
+          "and only entries it signed are loaded. Daemons sharing a cache directory share the key.");
 ABSL_FLAG(uint64_t, host_cache_bytes, kDefaults.host_cache_bytes,
           "Most bytes of freed large host buffers kept for reuse (new memory costs a page fault per 4 KiB); 0: none.");
 ABSL_FLAG(uint64_t, schedule_cache_entries, kDefaults.schedule_cache_entries,
@@ -142,6 +145,7 @@ int main(int argc, char** argv) {
   o.insecure_allow_remote = absl::GetFlag(FLAGS_insecure_allow_remote);
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   o.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
+  o.cache_key_file = absl::GetFlag(FLAGS_cache_key_file);
   o.host_cache_bytes = absl::GetFlag(FLAGS_host_cache_bytes);
   o.schedule_cache_entries = absl::GetFlag(FLAGS_schedule_cache_entries);
   o.prewarm_file = absl::GetFlag(FLAGS_prewarm);

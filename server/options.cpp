@@ -3,7 +3,10 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -57,6 +60,21 @@ bool is_loopback_address(std::string_view host_port) {
   in6_addr v6{};
   if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
   return false;
+}
+
+absl::StatusOr<std::string> read_cache_key(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--cache-key-file: cannot read ", path.string()));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  std::string key = bytes.str();
+  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
+  if (key.size() < kMinCacheKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--cache-key-file: ", path.string(), " holds ", key.size(),
+                                                   " bytes, fewer than the ", kMinCacheKeyBytes,
+                                                   " a signing key needs (e.g. openssl rand -hex 32)"));
+  }
+  return key;
 }
 
 absl::Status validate(const ServerOptions& o) {

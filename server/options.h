@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/log.h"
 
 namespace polygrad::server {
@@ -52,6 +53,7 @@ struct ServerOptions {
   bool insecure_allow_remote = false;          // allow a non-loopback --listen without TLS
   std::filesystem::path cache_dir;             // kernel cache root; empty: memory only
   uint64_t cache_max_bytes = uint64_t{1} << 30;  // disk tier cap (LRU eviction); 0: no cap
+  std::filesystem::path cache_key_file;        // secret that signs and checks cache entries; empty: none
   uint64_t host_cache_bytes = uint64_t{1} << 30;  // freed host blocks kept for reuse (runtime/host_allocator.h)
   uint64_t schedule_cache_entries = 1024;      // compiled realize programs kept in memory (LRU); 0: off
   std::filesystem::path prewarm_file;          // PrewarmManifest compiled at start; empty: none
@@ -78,6 +80,12 @@ std::filesystem::path default_cache_dir();  // $XDG_CACHE_HOME/polygrad or ~/.ca
 
 // True for 127.0.0.0/8, ::1 and "localhost" (host:port or [v6]:port form).
 bool is_loopback_address(std::string_view host_port);
+
+// The secret of --cache-key-file: the file's bytes less trailing whitespace. INVALID_ARGUMENT
+// naming the file when it cannot be read or holds fewer than kMinCacheKeyBytes (an HMAC is only as
+// strong as its key); it is never echoed.
+inline constexpr size_t kMinCacheKeyBytes = 16;
+absl::StatusOr<std::string> read_cache_key(const std::filesystem::path& path);
 
 // Checks a configuration before anything binds: non-loopback TCP needs TLS or
 // insecure_allow_remote, tokens never travel in plaintext off the host, limits must be positive.

@@ -93,6 +93,11 @@ absl::Status Server::init() {
   EngineOptions eo;
   eo.cache_dir = options_.cache_dir;
   eo.cache_max_bytes = options_.cache_max_bytes;
+  if (!options_.cache_key_file.empty()) {
+    absl::StatusOr<std::string> key = read_cache_key(options_.cache_key_file);
+    if (!key.ok()) return key.status();
+    eo.cache_signing_key = *std::move(key);
+  }
   eo.schedule_cache_entries = options_.schedule_cache_entries;
   eo.compiler = options_.compiler;
   eo.devices = options_.devices;

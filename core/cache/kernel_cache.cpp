@@ -87,7 +87,8 @@ void remove_abandoned_temporaries(const std::filesystem::path& vdir) {
 
 }  // namespace
 
-KernelCache::KernelCache(std::filesystem::path dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
+KernelCache::KernelCache(std::filesystem::path dir, uint64_t max_bytes, std::string signing_key)
+    : dir_(std::move(dir)), max_bytes_(max_bytes), signing_key_(std::move(signing_key)) {
   if (!dir_.empty()) {
     remove_abandoned_temporaries(version_dir());
     rescan();
@@ -317,7 +318,7 @@ std::optional<std::string> KernelCache::read_disk(const std::string& key, bool t
   if (!f) return std::nullopt;
   std::stringstream ss;
   ss << f.rdbuf();
-  std::optional<std::string> payload = decode_cache_entry(ss.str(), raw_cache_key(key));
+  std::optional<std::string> payload = decode_cache_entry(ss.str(), raw_cache_key(key), signing_key_);
   if (!payload) {
     std::error_code ec;
     if (std::filesystem::remove(path, ec)) discarded_.fetch_add(1);
@@ -350,7 +351,7 @@ bool KernelCache::write_disk(const std::string& key, const std::string& bytes) {
     count_write_failure(ec.value());
     return false;
   }
-  const std::string data = encode_cache_entry(raw_cache_key(key), bytes);
+  const std::string data = encode_cache_entry(raw_cache_key(key), bytes, signing_key_);
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   std::filesystem::path tmp = path.parent_path() / absl::StrCat(".", key, ".", getpid(), ".", rng(), ".tmp");
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

@@ -46,8 +46,10 @@ class KernelCache {
 
   static constexpr uint64_t kDefaultMaxBytes = uint64_t{1} << 30;
 
-  // `dir` empty: memory only. `max_bytes` caps the disk tier (0: no cap).
-  explicit KernelCache(std::filesystem::path dir, uint64_t max_bytes = kDefaultMaxBytes);
+  // `dir` empty: memory only. `max_bytes` caps the disk tier (0: no cap). With a `signing_key`,
+  // entries are written signed with it and only entries it signed are read (cache_entry.h); an
+  // entry that does not check is discarded and rebuilt, like a damaged one.
+  explicit KernelCache(std::filesystem::path dir, uint64_t max_bytes = kDefaultMaxBytes, std::string signing_key = {});
 
   static std::string key(std::string_view device, std::string_view compiler_identity, std::string_view source);
   // True for what key() returns: 64 lowercase hex digits. Keys from outside (imports) must pass
@@ -118,6 +120,7 @@ class KernelCache {
 
   std::filesystem::path dir_;
   const uint64_t max_bytes_;
+  const std::string signing_key_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, ProgramPtr> memory_;
   struct Build;  // one key being built, and who waits for it

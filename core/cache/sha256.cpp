@@ -1,6 +1,8 @@
 #include "core/cache/sha256.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 namespace polygrad {
 
@@ -9,6 +11,18 @@ std::string sha256_raw(std::string_view data) {
   unsigned int len = 0;
   EVP_Digest(data.data(), data.size(), out, &len, EVP_sha256(), nullptr);
   return std::string(reinterpret_cast<char*>(out), len);
+}
+
+std::string hmac_sha256_raw(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), out, &len);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+bool same_bytes(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string sha256_hex(std::string_view data) {

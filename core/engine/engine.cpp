@@ -62,7 +62,7 @@ absl::StatusOr<BufferPtr> allocate_host_buffer(DType dtype, const Shape& shape, 
 Engine::Impl::Impl(EngineOptions opts, CpuCompiler cc)
     : options(std::move(opts)),
       compiler(std::move(cc)),
-      cache(options.cache_dir, options.cache_max_bytes),
+      cache(options.cache_dir, options.cache_max_bytes, options.cache_signing_key),
       schedules(options.schedule_cache_entries),
       pool(std::max(1u, options.threads ? options.threads : std::thread::hardware_concurrency()) - 1),
       compile_threads(std::clamp(std::thread::hardware_concurrency(), 1u, 1024u)),

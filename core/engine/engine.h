@@ -39,6 +39,7 @@ class EngineObserver {
 struct EngineOptions {
   std::filesystem::path cache_dir;  // kernel cache root; empty: memory cache only
   uint64_t cache_max_bytes = uint64_t{1} << 30;  // disk tier cap, LRU-evicted; 0: no cap
+  std::string cache_signing_key;    // entries signed and checked with it (HMAC-SHA256); empty: hashed only
   std::string compiler;             // C compiler executable; empty: clang, then gcc, then cc
   std::chrono::seconds compile_timeout{120};
   unsigned threads = 0;             // kernel worker threads; 0: hardware concurrency

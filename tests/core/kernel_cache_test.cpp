@@ -52,6 +52,34 @@ TEST(CacheEntry, ReadsBackWhatWasWrittenForItsKeyOnly) {
   EXPECT_FALSE(decode_cache_entry("", key));
 }
 
+// Issue 18: an entry that only carries its payload's hash can be forged by anyone who can write
+// the directory (a valid hash over another kernel's payload). A signed entry names its writer.
+TEST(CacheEntry, WithASigningKeyOnlyEntriesItSignedAreRead) {
+  const std::string key = raw_cache_key(KernelCache::key("CPU", "cc 1", "source"));
+  const std::string secret = "a secret of the deployment";
+  const std::string entry = encode_cache_entry(key, "payload", secret);
+  EXPECT_EQ(decode_cache_entry(entry, key, secret), "payload");
+  EXPECT_EQ(decode_cache_entry(encode_cache_entry(key, "", secret), key, secret), "");
+  // A forged entry: well formed, the right key, a correct sha256 of its payload, but unsigned.
+  EXPECT_FALSE(decode_cache_entry(encode_cache_entry(key, "other kernel"), key, secret));
+  // Signed with another secret, or signed for another key and renamed.
+  EXPECT_FALSE(decode_cache_entry(encode_cache_entry(key, "payload", "another secret!!"), key, secret));
+  std::string other = key;
+  other[3] ^= 1;
+  std::string moved = encode_cache_entry(other, "payload", secret);
+  moved.replace(16, 32, key);  // the header now claims the key the file was moved to
+  EXPECT_FALSE(decode_cache_entry(moved, key, secret));
+  // A signed entry cannot be checked without the key, so a daemon without one does not load it.
+  EXPECT_FALSE(decode_cache_entry(entry, key));
+  std::string flipped = entry;
+  flipped.back() ^= 1;
+  EXPECT_FALSE(decode_cache_entry(flipped, key, secret));
+  // The flags field is checked too (it was reserved and ignored).
+  std::string flagged = encode_cache_entry(key, "payload");
+  flagged[13] = 1;
+  EXPECT_FALSE(decode_cache_entry(flagged, key));
+}
+
 class KernelCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -128,6 +156,25 @@ TEST_F(KernelCacheTest, FlippedPayloadByteIsRejected) {
   auto r = cache.get_or_build(key, compile(), CpuCompiler::load);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->result, CacheResult::Miss);
+}
+
+TEST_F(KernelCacheTest, ASignedCacheRebuildsEntriesItDidNotSign) {
+  std::string key = KernelCache::key("CPU", compiler_->identity(), kSource);
+  KernelCache(dir_).get_or_build(key, compile(), CpuCompiler::load).IgnoreError();  // hashed only
+  EXPECT_EQ(compiles_, 1);
+  KernelCache signed_cache(dir_, KernelCache::kDefaultMaxBytes, "first secret 0123");
+  auto r = signed_cache.get_or_build(key, compile(), CpuCompiler::load);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->result, CacheResult::Miss);
+  EXPECT_EQ(compiles_, 2);
+  expect_runs(r->program);
+  EXPECT_EQ(KernelCache(dir_, KernelCache::kDefaultMaxBytes, "first secret 0123").get_or_build(key, compile(),
+                                                                                               CpuCompiler::load)->result,
+            CacheResult::DiskHit);
+  EXPECT_EQ(KernelCache(dir_, KernelCache::kDefaultMaxBytes, "second secret 456").get_or_build(key, compile(),
+                                                                                               CpuCompiler::load)->result,
+            CacheResult::Miss);
+  EXPECT_EQ(compiles_, 3);
 }
 
 TEST_F(KernelCacheTest, ConcurrentRequestsCompileOnce) {

@@ -318,3 +318,42 @@ def test_kill_9_during_a_compile_then_a_restart_serves_right_answers(tmp_path):
   finally:
     b.stop()
   assert len(check_entries(cache_dir)) == 10  # and no temporary is left
+
+
+def test_signed_entries_load_only_with_the_key_that_signed_them(tmp_path):
+  """--cache-key-file: a daemon signs its entries and loads only entries its key signed. An
+  entry written without the key (or forged: a valid hash over any payload) and one signed with
+  another key are discarded and recompiled, so write access to the directory alone no longer
+  puts code into the daemon."""
+  cache_dir = tmp_path / "cache"
+  key_a, key_b = tmp_path / "a.key", tmp_path / "b.key"
+  key_a.write_text("first deployment secret 0123456789\n")
+  key_b.write_text("second deployment secret 987654321\n")
+  n = 4
+
+  def run(name, *extra):
+    d = CacheDaemon(tmp_path, name, cache_dir, *extra)
+    try:
+      _, compiled, hits = realize_all(d, range(n), threads=2)
+      return compiled, hits, d.metric("polygradd_cache_discarded_total")
+    finally:
+      d.stop()
+
+  assert run("plain")[0] == n  # hashed entries, as every daemon without a key writes them
+  assert run("signed", f"--cache-key-file={key_a}") == (n, 0, n)  # none signed by key a: rebuilt
+  assert run("signed-again", f"--cache-key-file={key_a}") == (0, n, 0)
+  assert run("other-key", f"--cache-key-file={key_b}") == (n, 0, n)
+  assert run("no-key") == (n, 0, n)  # signed entries cannot be checked without a key
+
+
+def test_a_short_cache_key_stops_the_daemon_at_start(tmp_path):
+  key = tmp_path / "short.key"
+  key.write_text("tiny\n")
+  log = tmp_path / "short.log"
+  with open(log, "wb") as out:
+    proc = subprocess.run([str(daemon_binary()), "--listen=", "--metrics-listen=", "--unix-socket=" + str(tmp_path / "s.sock"),
+                           f"--cache-dir={tmp_path / 'cache'}", f"--cache-key-file={key}"],
+                          stdout=out, stderr=subprocess.STDOUT, timeout=WAIT_LIMIT)
+  text = log.read_text()
+  assert proc.returncode != 0, text
+  assert "--cache-key-file" in text and "fewer than the 16" in text and "tiny" not in text, text

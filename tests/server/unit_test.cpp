@@ -1,6 +1,10 @@
 // Unit tests of the server's pieces that need no running daemon: options, logs, status map,
 // shape limits, dtype table.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "server/bounded.h"
 #include "server/decode.h"
@@ -32,6 +36,27 @@ TEST(Options, NonLoopbackNeedsExplicitInsecureFlag) {
   EXPECT_NE(s.message().find("--insecure-allow-remote"), absl::string_view::npos) << s;
   o.insecure_allow_remote = true;
   EXPECT_TRUE(validate(o).ok());
+}
+
+TEST(Options, CacheKeyFileIsReadWithoutItsTrailingNewlineAndMustBeLongEnough) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("polygrad-cache-key-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const char* name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary) << bytes;
+    return dir / name;
+  };
+  absl::StatusOr<std::string> key = read_cache_key(write("good", "0123456789abcdef0123\n"));
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(*key, "0123456789abcdef0123");
+  absl::StatusOr<std::string> short_key = read_cache_key(write("short", "secret\n"));
+  EXPECT_EQ(short_key.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(short_key.status().message().find("fewer than the 16"), absl::string_view::npos) << short_key.status();
+  EXPECT_EQ(short_key.status().message().find("secret"), absl::string_view::npos) << "the key was echoed";
+  absl::StatusOr<std::string> missing = read_cache_key(dir / "absent");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("--cache-key-file"), absl::string_view::npos) << missing.status();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Options, RejectsMalformedListenAndZeroLimits) {
