@@ -3,9 +3,10 @@
 //
 // Why: glibc's malloc gives threads arenas of their own (up to 8 per core), and gRPC's pollers and
 // executors, our workers and the engine's threads all allocate request-sized buffers in them.
-// What a burst frees stays mapped, scattered over those arenas, so the daemon's RSS climbs with
-// every new peak of requests in flight and never comes down (bench/soak.py measured +25 to +47%
-// over 10 minutes of steady load). malloc_trim gives the free pages of every arena back.
+// What a burst frees stays mapped, scattered over those arenas, so the daemon's RSS follows the
+// peak of requests in flight and never comes down: after 3 minutes of bench/soak.py's 32 clients
+// it held 219 MiB with every client gone, 30 MiB with this trim every 10 s. malloc_trim gives the
+// free pages of every arena back.
 
 #include <chrono>
 #include <condition_variable>
