@@ -96,8 +96,9 @@ Session::Session(std::string id, Engine& engine, const Limits& limits, uint64_t 
 
 Session::~Session() { close(); }
 
-absl::Status Session::stopped(absl::Status engine_status, const char* what) const {
-  if (engine_status.code() == absl::StatusCode::kCancelled && closed_.load()) {
+absl::Status Session::stopped(absl::Status engine_status, const char* what,
+                              const std::function<bool()>& should_stop) const {
+  if (engine_status.code() == absl::StatusCode::kCancelled && closed_.load() && !(should_stop && should_stop())) {
     return absl::AbortedError(absl::StrCat("session ", id_, " was closed during the ", what));
   }
   return engine_status;
@@ -271,7 +272,7 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
     // A failed request has no effect: the nodes it defined go again, so a retry can resend them.
     std::lock_guard lock(mu_);
     erase_nodes(added);
-    return stopped(result.status(), "realize");
+    return stopped(result.status(), "realize", should_stop);
   }
   if (result->outputs.size() != outputs.size()) {
     return absl::InternalError(absl::StrCat("engine returned ", result->outputs.size(), " buffers for ",

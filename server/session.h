@@ -139,9 +139,9 @@ class Session {
 
   absl::Status check_open() const;
   // The engine's answer for a call that stopped: when the stop was this session closing under
-  // it, the caller learns that (ABORTED naming the session and `what` ran) instead of a bare
-  // CANCELLED it never asked for.
-  absl::Status stopped(absl::Status engine_status, const char* what) const;
+  // it, and not the caller's own `should_stop` (cancel, deadline, shutdown), the caller learns
+  // that (ABORTED naming the session and `what` ran) instead of a bare CANCELLED it never asked for.
+  absl::Status stopped(absl::Status engine_status, const char* what, const std::function<bool()>& should_stop) const;
   void bind(const UOpRef& uop, const BufferPtr& buffer);
   void unbind(const UOp* uop);
   // Drops the orphaned bindings no unrealized node's graph reaches any more (mu_ held).

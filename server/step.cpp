@@ -219,7 +219,7 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
   std::lock_guard lock(mu_);
   if (!plan.ok()) {
     erase_nodes(added);
-    return stopped(plan.status(), "step's compile");
+    return stopped(plan.status(), "step's compile", should_stop);
   }
   if (absl::Status s = check_open(); !s.ok()) return s;
   // A step's buffers count against the session's and tenant's quotas like any others it holds.
@@ -323,7 +323,7 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
     }
     absl::Status ran =
         step->plan->run([this, &should_stop] { return closed_.load() || (should_stop && should_stop()); });
-    if (!ran.ok()) return stopped(ran, "step");
+    if (!ran.ok()) return stopped(ran, "step", should_stop);
     uint64_t inline_budget = limits_.max_inline_bytes;
     const std::vector<BufferPtr>& outs = step->plan->outputs();
     for (size_t i = 0; i < outs.size(); ++i) {
