@@ -89,15 +89,14 @@ def main() -> int:
   rng = np.random.default_rng(0)
   # The client's own daemon (POLYGRAD_ADDRESS, or one it starts from POLYGRAD_DAEMON).
   best = {"hand-written": float("inf"), "nn.SGD": float("inf")}
-  early_late = None
+  best_times = {}
   for _ in range(args.rounds):
     for name, run in (("hand-written", hand_written), ("nn.SGD", with_sgd)):
       times = run(args.steps, rng)
-      best[name] = min(best[name], statistics.median(times[warm:]))
-      if name == "hand-written":
-        early = statistics.median(times[warm:2 * warm])
-        late = statistics.median(times[-warm:])
-        early_late = min(early_late or (early, late), (early, late), key=lambda el: el[1])
+      if statistics.median(times[warm:]) < best[name]:
+        best[name], best_times[name] = statistics.median(times[warm:]), times
+  early_late = [statistics.median(part) for part in (best_times["hand-written"][warm:2 * warm],
+                                                     best_times["hand-written"][-warm:])]
   print(f"per step (median after {warm} warm-up steps, best of {args.rounds} rounds):")
   for name, t in best.items():
     print(f"  {name:13s} {t * 1e3:8.2f} ms")

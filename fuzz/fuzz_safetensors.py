@@ -75,6 +75,7 @@ class Checker:
     (scratch / "outside.safetensors").write_bytes(spec_file({DECOY: ("U8", b"\x01", (1,))}))
     self.file = scratch / "input.safetensors"
     self.index = self.folder / "model.safetensors.index.json"
+    self.shard_tensors = set(SHARDS.values())  # what an index may load: the shards' tensors
 
   def check(self, data: bytes):
     path = self.index if data[:1] == b"{" else self.file
@@ -85,7 +86,7 @@ class Checker:
         loaded = safe_load_numpy(path)
         safe_load_metadata(path)
       except (ValueError, TypeError, FileNotFoundError) as e:
-        if path.name not in str(e) and "shard" not in str(e):
+        if path.name not in str(e):
           return f"{type(e).__name__} that does not name the file: {str(e)[:300]}"
         return None
       except Timeout:
@@ -101,13 +102,10 @@ class Checker:
   def wrong_result(self, path, data, loaded):
     if path == self.file:
       return self.wrong_tensors(data, loaded)
-    names = set()
-    for fn in SHARDS:
-      names.update(json.loads(_header_bytes((self.folder / fn).read_bytes())))
     if DECOY in loaded:
       return "the index reached a file outside its folder"
-    if not set(loaded) <= names:
-      return f"tensors from nowhere: {sorted(set(loaded) - names)[:5]}"
+    if not set(loaded) <= self.shard_tensors:
+      return f"tensors from nowhere: {sorted(set(loaded) - self.shard_tensors)[:5]}"
     return None
 
   @staticmethod
@@ -238,7 +236,6 @@ def main():
   print(f"fuzz_safetensors: seed {seed}, {len(seeds)} seeds, {args.seconds:g} s")
   rng = random.Random(seed)
   signal.signal(signal.SIGALRM, _on_alarm)
-  sys.setrecursionlimit(10000)  # Python's default; a reader must not depend on more
   execs, end = 0, time.monotonic() + args.seconds
   with tempfile.TemporaryDirectory(prefix="polygrad-fuzz-safetensors.") as scratch:
     checker = Checker(Path(scratch))

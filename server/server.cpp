@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/cache/kernel_cache.h"
 #include "core/runtime/host_allocator.h"
+#include "server/memory_trim.h"
 #include "server/admin.h"
 #include "server/blob_store.h"
 #include "server/shm.h"
@@ -118,7 +119,7 @@ absl::Status Server::init() {
         shm_->drop_session(id);  // a session's shared memory goes with it
       },
       quotas_.get());
-  trimmer_ = std::make_unique<MemoryTrimmer>(options_.memory_trim_interval);
+  trimmer_ = std::make_unique<Periodic>(options_.memory_trim_interval, trim_free_memory);
   metrics_->set_live_source([this] {
     LiveCounts c{sessions_->live(), sessions_->created_total(), sessions_->closed_total()};
     add_cache_counts(c);

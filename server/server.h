@@ -13,7 +13,7 @@
 #include "core/engine/engine.h"
 #include "polygrad/v1/admin.pb.h"
 #include "server/log.h"
-#include "server/memory_trim.h"
+#include "server/periodic.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/quota.h"
@@ -76,7 +76,7 @@ class Server {
   std::unique_ptr<SharedMemoryRegions> shm_;    // before sessions_: closing a session frees its regions
   std::unique_ptr<Quotas> quotas_;          // before sessions_: sessions refund it when they close
   std::unique_ptr<SessionManager> sessions_;
-  std::unique_ptr<MemoryTrimmer> trimmer_;
+  std::unique_ptr<Periodic> trimmer_;  // trim_free_memory every --memory-trim-interval
   std::unique_ptr<WorkerPool> pool_;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<PolygradService> service_;

@@ -456,24 +456,12 @@ SessionManager::SessionManager(Engine& engine, const Limits& limits, std::chrono
     : engine_(engine), limits_(limits), idle_timeout_(idle_timeout), reaper_interval_(reaper_interval),
       on_closed_(std::move(on_closed)), quotas_(quotas) {
   if (idle_timeout_.count() > 0) {
-    reaper_ = std::jthread([this](std::stop_token stop) {
-      while (!stop.stop_requested()) {
-        {
-          std::unique_lock lock(reaper_mu_);
-          reaper_cv_.wait_for(lock, stop, reaper_interval_, [] { return false; });
-        }
-        if (stop.stop_requested()) break;
-        reap(Clock::now() - idle_timeout_);
-      }
-    });
+    reaper_ = std::make_unique<Periodic>(reaper_interval_, [this] { reap(Clock::now() - idle_timeout_); });
   }
 }
 
 SessionManager::~SessionManager() {
-  if (reaper_.joinable()) {
-    reaper_.request_stop();
-    reaper_.join();
-  }
+  reaper_.reset();
   close_all("shutdown");
 }
 

@@ -24,8 +24,9 @@
 #include "polygrad/v1/polygrad.pb.h"
 #include "server/decode.h"
 #include "server/options.h"
-#include "server/step.h"
+#include "server/periodic.h"
 #include "server/quota.h"
+#include "server/step.h"
 
 namespace polygrad::server {
 
@@ -231,9 +232,7 @@ class SessionManager {
   std::atomic<uint64_t> created_{0};
   std::atomic<uint64_t> closed_{0};
 
-  std::mutex reaper_mu_;
-  std::condition_variable_any reaper_cv_;
-  std::jthread reaper_;  // last: stopped and joined first
+  std::unique_ptr<Periodic> reaper_;  // last: stopped first; null without an idle timeout
 };
 
 // A random 128-bit id as 32 hex digits.

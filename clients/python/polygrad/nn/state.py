@@ -211,8 +211,9 @@ def _is_int(v: Any) -> bool:
   return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _tensor_entries(fn: Path, header: Dict[str, Any], data_size: int) -> List[Tuple[str, DType, Tuple[int, ...], int, int]]:
-  """(name, dtype, shape, begin, end) of every tensor of a header, checked as the format demands:
+def _tensor_entries(fn: Path, header: Dict[str, Any],
+                    data_size: int) -> List[Tuple[str, DType, np.dtype, Tuple[int, ...], int, int]]:
+  """(name, dtype, wire numpy dtype, shape, begin, end) of every tensor of a header, checked as the format demands:
   known dtypes, non-negative dimensions, offsets that hold exactly the tensor's bytes, and tensors
   that tile the data from its first byte to its last without overlapping (so nothing is read from
   the header or past the file)."""
@@ -237,15 +238,16 @@ def _tensor_entries(fn: Path, header: Dict[str, Any], data_size: int) -> List[Tu
             and 0 <= offsets[0] <= offsets[1]):
       raise ValueError(f"{what} has data_offsets {_short(offsets)}, not [begin, end] with 0 <= begin <= end")
     b, e = offsets
-    itemsize = 2 if dt == dtypes.bfloat16 else np.dtype(dt.np).itemsize
+    # bfloat16 as its raw 16-bit patterns: numpy has no bfloat16
+    wire = np.dtype("<u2") if dt == dtypes.bfloat16 else np.dtype(dt.np).newbyteorder("<")
     count = 1
     for d in shape:
       count *= d
-    if e - b != count * itemsize:
+    if e - b != count * wire.itemsize:
       raise ValueError(f"{what} data_offsets {b}..{e} do not fit {info['dtype']}{shape}")
-    entries.append((name, dt, tuple(shape), b, e))
+    entries.append((name, dt, wire, tuple(shape), b, e))
   covered = 0
-  for name, _, _, b, e in sorted(entries, key=lambda t: (t[3], t[4])):
+  for name, *_, b, e in sorted(entries, key=lambda t: (t[4], t[5])):
     if b != covered:
       gap = "overlaps the tensor before it" if b < covered else f"leaves bytes {covered}..{b} unused"
       raise ValueError(f"{fn}: tensor {_short(name)} at {b}..{e} {gap}")
@@ -306,8 +308,7 @@ def safe_load_numpy(path: PathLike) -> Dict[str, Tuple[np.ndarray, DType]]:
     header, start = _read_header(fn)
     entries = _tensor_entries(fn, header, os.path.getsize(fn) - start)
     mm = np.memmap(fn, dtype=np.uint8, mode="r") if entries else None
-    for name, dt, shape, b, e in entries:
-      wire = np.dtype("<u2") if dt == dtypes.bfloat16 else np.dtype(dt.np).newbyteorder("<")
+    for name, dt, wire, shape, b, e in entries:
       try:
         out[name] = (np.frombuffer(mm[start + b:start + e].tobytes(), dtype=wire).reshape(shape), dt)
       except ValueError as err:  # an empty tensor with a dimension past numpy's index range
