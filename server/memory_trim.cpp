@@ -1,5 +1,7 @@
 #include "server/memory_trim.h"
 
+#include <cstdlib>  // first: it defines __GLIBC__, which the test below needs
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
