@@ -42,6 +42,17 @@ ABSL_FLAG(uint64_t, cache_max_bytes, kDefaults.cache_max_bytes,
 ABSL_FLAG(std::string, cache_key_file, "",
           "File holding a secret (16 bytes or more): kernel-cache entries are signed with it (HMAC-SHA256) "
           "and only entries it signed are loaded. Daemons sharing a cache directory share the key.");
+ABSL_FLAG(std::string, cache_remote, "",
+          "A remote kernel-cache tier shared by a fleet, behind --cache-dir: http://host:port/prefix (WebDAV, "
+          "bazel-remote), https://..., or redis://host:port/db. A local miss asks it before compiling; compiles "
+          "are uploaded in the background. Needs --cache-remote-key-file.");
+ABSL_FLAG(std::string, cache_remote_key_file, "",
+          "File holding the secret (16 bytes or more) remote entries are signed with; only entries it signed load.");
+ABSL_FLAG(bool, cache_remote_read_only, false, "Only read the remote tier; never upload to it.");
+ABSL_FLAG(absl::Duration, cache_remote_timeout, absl::Milliseconds(500),
+          "Longest one remote-tier operation may take (connect included).");
+ABSL_FLAG(absl::Duration, cache_remote_breaker, absl::Seconds(30),
+          "After a remote-tier failure, how long the tier is skipped before one request tries it again.");
 ABSL_FLAG(uint64_t, host_cache_bytes, kDefaults.host_cache_bytes,
           "Most bytes of freed large host buffers kept for reuse (new memory costs a page fault per 4 KiB); 0: none.");
 ABSL_FLAG(uint64_t, schedule_cache_entries, kDefaults.schedule_cache_entries,
@@ -146,6 +157,13 @@ int main(int argc, char** argv) {
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   o.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
   o.cache_key_file = absl::GetFlag(FLAGS_cache_key_file);
+  o.cache_remote = absl::GetFlag(FLAGS_cache_remote);
+  o.cache_remote_key_file = absl::GetFlag(FLAGS_cache_remote_key_file);
+  o.cache_remote_read_only = absl::GetFlag(FLAGS_cache_remote_read_only);
+  o.cache_remote_timeout =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_cache_remote_timeout)));
+  o.cache_remote_breaker =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_cache_remote_breaker)));
   o.host_cache_bytes = absl::GetFlag(FLAGS_host_cache_bytes);
   o.schedule_cache_entries = absl::GetFlag(FLAGS_schedule_cache_entries);
   o.prewarm_file = absl::GetFlag(FLAGS_prewarm);

@@ -176,6 +176,16 @@ Metrics::Metrics(std::string_view version)
   cache_memory_hit_ = &lookups.Add({{"result", "memory_hit"}});
   cache_disk_hit_ = &lookups.Add({{"result", "disk_hit"}});
   cache_miss_ = &lookups.Add({{"result", "miss"}});
+  lookups_ = &lookups;
+  remote_uploads_ = &BuildCounter()
+                         .Name("polygradd_kernel_cache_remote_uploads_total")
+                         .Help("Kernel-cache entries offered to the remote tier, by result: stored, present (the "
+                               "remote had it), error, skipped (breaker open), dropped (queue full or shutdown).")
+                         .Register(*registry_);
+  remote_errors_ = &BuildCounter()
+                        .Name("polygradd_kernel_cache_remote_errors_total")
+                        .Help("Failed remote-tier operations, by kind: timeout, connect, status, protocol, full.")
+                        .Register(*registry_);
   auto& schedule_lookups = BuildCounter()
                                .Name("polygradd_schedule_cache_lookups_total")
                                .Help("Realize requests looked up in the schedule cache, by result.")
@@ -267,7 +277,18 @@ void Metrics::on_cache_lookup(CacheResult result) {
     case CacheResult::MemoryHit: cache_memory_hit_->Increment(); break;
     case CacheResult::DiskHit: cache_disk_hit_->Increment(); break;
     case CacheResult::Miss: cache_miss_->Increment(); break;
+    case CacheResult::RemoteHit: break;  // on_remote_lookup counts every remote result, hits too
   }
+}
+
+void Metrics::on_remote_lookup(std::string_view result) {
+  lookups_->Add({{"tier", "remote"}, {"result", std::string(result)}}).Increment();
+}
+void Metrics::on_remote_upload(std::string_view result) {
+  remote_uploads_->Add({{"result", std::string(result)}}).Increment();
+}
+void Metrics::on_remote_error(std::string_view kind) {
+  remote_errors_->Add({{"kind", std::string(kind)}}).Increment();
 }
 
 void Metrics::on_schedule_cache_lookup(bool hit) { (hit ? schedule_hit_ : schedule_miss_)->Increment(); }

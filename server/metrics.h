@@ -67,6 +67,9 @@ class Metrics final : public EngineObserver {
 
   // EngineObserver.
   void on_cache_lookup(CacheResult result) override;
+  void on_remote_lookup(std::string_view result) override;
+  void on_remote_upload(std::string_view result) override;
+  void on_remote_error(std::string_view kind) override;
   void on_schedule_cache_lookup(bool hit) override;
   void on_compile(double seconds, bool ok) override;
   void on_kernel(double seconds) override;
@@ -89,6 +92,9 @@ class Metrics final : public EngineObserver {
   prometheus::Counter* cache_memory_hit_;
   prometheus::Counter* cache_disk_hit_;
   prometheus::Counter* cache_miss_;
+  prometheus::Family<prometheus::Counter>* lookups_;  // also the remote tier's {tier="remote",result}
+  prometheus::Family<prometheus::Counter>* remote_uploads_;
+  prometheus::Family<prometheus::Counter>* remote_errors_;
   prometheus::Counter* schedule_hit_;
   prometheus::Counter* schedule_miss_;
   prometheus::Histogram* compile_seconds_;

@@ -62,15 +62,15 @@ bool is_loopback_address(std::string_view host_port) {
   return false;
 }
 
-absl::StatusOr<std::string> read_cache_key(const std::filesystem::path& path) {
+absl::StatusOr<std::string> read_cache_key(const std::filesystem::path& path, const char* flag) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--cache-key-file: cannot read ", path.string()));
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path.string()));
   std::ostringstream bytes;
   bytes << in.rdbuf();
   std::string key = bytes.str();
   while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
   if (key.size() < kMinCacheKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("--cache-key-file: ", path.string(), " holds ", key.size(),
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path.string(), " holds ", key.size(),
                                                    " bytes, fewer than the ", kMinCacheKeyBytes,
                                                    " a signing key needs (e.g. openssl rand -hex 32)"));
   }
@@ -131,6 +131,17 @@ absl::Status validate(const ServerOptions& o) {
     return absl::InvalidArgumentError("max_inline_bytes and chunk_bytes must be below max_message_bytes");
   }
   if (o.workers == 0) return absl::InvalidArgumentError("workers must be positive");
+  if (!o.cache_remote.empty() && o.cache_remote_key_file.empty()) {
+    // A shared binary cache is a way to run code on every host that reads it: never unsigned.
+    return absl::InvalidArgumentError("--cache-remote needs --cache-remote-key-file: remote entries are signed "
+                                      "with that secret and only entries it signed are loaded");
+  }
+  if (o.cache_remote.empty() && (o.cache_remote_read_only || !o.cache_remote_key_file.empty())) {
+    return absl::InvalidArgumentError("--cache-remote-read-only and --cache-remote-key-file need --cache-remote");
+  }
+  if (!o.cache_remote.empty() && o.cache_remote_timeout.count() <= 0) {
+    return absl::InvalidArgumentError("--cache-remote-timeout must be positive");
+  }
   return absl::OkStatus();
 }
 

@@ -54,6 +54,13 @@ struct ServerOptions {
   std::filesystem::path cache_dir;             // kernel cache root; empty: memory only
   uint64_t cache_max_bytes = uint64_t{1} << 30;  // disk tier cap (LRU eviction); 0: no cap
   std::filesystem::path cache_key_file;        // secret that signs and checks cache entries; empty: none
+  // The remote tier (core/cache/remote_tier.h): URL (empty: none), its signing secret (required
+  // with a URL), read-only, per-operation timeout, and how long a failure turns the tier off.
+  std::string cache_remote;
+  std::filesystem::path cache_remote_key_file;
+  bool cache_remote_read_only = false;
+  std::chrono::milliseconds cache_remote_timeout{500};
+  std::chrono::milliseconds cache_remote_breaker{30000};
   uint64_t host_cache_bytes = uint64_t{1} << 30;  // freed host blocks kept for reuse (runtime/host_allocator.h)
   uint64_t schedule_cache_entries = 1024;      // compiled realize programs kept in memory (LRU); 0: off
   std::filesystem::path prewarm_file;          // PrewarmManifest compiled at start; empty: none
@@ -85,7 +92,8 @@ bool is_loopback_address(std::string_view host_port);
 // naming the file when it cannot be read or holds fewer than kMinCacheKeyBytes (an HMAC is only as
 // strong as its key); it is never echoed.
 inline constexpr size_t kMinCacheKeyBytes = 16;
-absl::StatusOr<std::string> read_cache_key(const std::filesystem::path& path);
+// `flag` names the option in messages.
+absl::StatusOr<std::string> read_cache_key(const std::filesystem::path& path, const char* flag = "--cache-key-file");
 
 // Checks a configuration before anything binds: non-loopback TCP needs TLS or
 // insecure_allow_remote, tokens never travel in plaintext off the host, limits must be positive.

@@ -99,6 +99,15 @@ absl::Status Server::init() {
     if (!key.ok()) return key.status();
     eo.cache_signing_key = *std::move(key);
   }
+  if (!options_.cache_remote.empty()) {
+    absl::StatusOr<std::string> key = read_cache_key(options_.cache_remote_key_file, "--cache-remote-key-file");
+    if (!key.ok()) return key.status();
+    eo.cache_remote = options_.cache_remote;
+    eo.cache_remote_key = *std::move(key);
+    eo.cache_remote_read_only = options_.cache_remote_read_only;
+    eo.cache_remote_timeout = options_.cache_remote_timeout;
+    eo.cache_remote_breaker = options_.cache_remote_breaker;
+  }
   eo.schedule_cache_entries = options_.schedule_cache_entries;
   eo.compiler = options_.compiler;
   eo.devices = options_.devices;

@@ -304,11 +304,24 @@ absl::StatusOr<KernelCache::Found> KernelCache::lookup_or_build(const std::strin
       std::filesystem::remove(entry_path(key), ec);  // verified yet unloadable: rebuild it
     }
   }
+  if (remote_) {
+    ProgramPtr loaded;
+    const auto usable = [&](const std::string& payload) {
+      auto program = load(payload);
+      if (program.ok()) loaded = *std::move(program);
+      return program.ok();
+    };
+    if (std::optional<std::string> bytes = remote_->fetch(key, usable)) {
+      if (!dir_.empty()) write_disk(key, *bytes);  // the next lookup stays local
+      return Found{std::move(loaded), CacheResult::RemoteHit};
+    }
+  }
   auto bytes = compile(abandoned);
   if (!bytes.ok()) return bytes.status();
   auto program = load(*bytes);
   if (!program.ok()) return program.status();
   if (!dir_.empty()) write_disk(key, *bytes);  // a failed write costs a recompile later
+  if (remote_) remote_->upload(key, *bytes);
   return Found{*program, CacheResult::Miss};
 }
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/cache/remote_tier.h"
 #include "core/engine/engine.h"
 #include "core/runtime/program.h"
 
@@ -50,6 +51,11 @@ class KernelCache {
   // entries are written signed with it and only entries it signed are read (cache_entry.h); an
   // entry that does not check is discarded and rebuilt, like a damaged one.
   explicit KernelCache(std::filesystem::path dir, uint64_t max_bytes = kDefaultMaxBytes, std::string signing_key = {});
+
+  // Puts `remote` behind the disk tier: a local miss asks it before compiling, and each compile
+  // is uploaded to it in the background. Call before the first lookup.
+  void set_remote(std::unique_ptr<RemoteTier> remote) { remote_ = std::move(remote); }
+  RemoteTier* remote() const { return remote_.get(); }
 
   static std::string key(std::string_view device, std::string_view compiler_identity, std::string_view source);
   // True for what key() returns: 64 lowercase hex digits. Keys from outside (imports) must pass
@@ -136,6 +142,7 @@ class KernelCache {
   std::atomic<uint64_t> write_read_only_{0};
   std::atomic<uint64_t> write_permission_{0};
   std::atomic<uint64_t> write_other_{0};
+  std::unique_ptr<RemoteTier> remote_;  // last: destroyed (its uploads drained) first
 };
 
 }  // namespace polygrad

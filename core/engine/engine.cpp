@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/cache/remote_store.h"
 #include "core/codegen/linearize.h"
 #include "core/engine/engine_impl.h"
 #include "core/engine/kernels_for.h"
@@ -175,7 +176,19 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
   if (!cc.ok()) return cc.status();
   auto enabled = enabled_devices(options.devices);
   if (!enabled.ok()) return enabled.status();
+  std::unique_ptr<RemoteTier> remote;
+  if (!options.cache_remote.empty()) {
+    if (options.cache_remote_key.empty())
+      return absl::InvalidArgumentError("a remote kernel cache needs the secret its entries are signed with");
+    auto store = open_remote_store(options.cache_remote, options.cache_remote_timeout);
+    if (!store.ok()) return store.status();
+    RemoteTierOptions ro;
+    ro.breaker = options.cache_remote_breaker;
+    ro.read_only = options.cache_remote_read_only;
+    remote = std::make_unique<RemoteTier>(*std::move(store), options.cache_remote_key, ro, options.observer);
+  }
   auto impl = std::make_unique<Impl>(std::move(options), std::move(*cc));
+  if (remote) impl->cache.set_remote(std::move(remote));
   impl->cuda_enabled = *enabled;
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -21,13 +22,19 @@ class DeviceStreams;
 class KernelCache;
 
 // Where a kernel-cache lookup was answered.
-enum class CacheResult { MemoryHit, DiskHit, Miss };
+enum class CacheResult { MemoryHit, DiskHit, RemoteHit, Miss };
 
 // Callbacks for metrics; all optional, called from any thread.
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
   virtual void on_cache_lookup(CacheResult result) {}
+  // The kernel cache's remote tier (core/cache/remote_tier.h): each remote lookup's result (hit,
+  // miss, error, rejected, skipped), each upload's (stored, present, error, skipped, dropped), and
+  // the kind of each failed remote operation (timeout, connect, status, protocol, full).
+  virtual void on_remote_lookup(std::string_view result) {}
+  virtual void on_remote_upload(std::string_view result) {}
+  virtual void on_remote_error(std::string_view kind) {}
   // A realize looked its structure up in the schedule cache (only while the cache is enabled).
   virtual void on_schedule_cache_lookup(bool hit) {}
   virtual void on_compile(double seconds, bool ok) {}
@@ -40,6 +47,13 @@ struct EngineOptions {
   std::filesystem::path cache_dir;  // kernel cache root; empty: memory cache only
   uint64_t cache_max_bytes = uint64_t{1} << 30;  // disk tier cap, LRU-evicted; 0: no cap
   std::string cache_signing_key;    // entries signed and checked with it (HMAC-SHA256); empty: hashed only
+  // The remote tier (core/cache/remote_tier.h): a store URL (http://, https://, redis://; empty:
+  // none) and the secret its entries are signed with, which it requires.
+  std::string cache_remote;
+  std::string cache_remote_key;
+  bool cache_remote_read_only = false;
+  std::chrono::milliseconds cache_remote_timeout{500};
+  std::chrono::milliseconds cache_remote_breaker{30000};
   std::string compiler;             // C compiler executable; empty: clang, then gcc, then cc
   std::chrono::seconds compile_timeout{120};
   unsigned threads = 0;             // kernel worker threads; 0: hardware concurrency

@@ -1,0 +1,343 @@
+"""The kernel cache's remote tier (issue 19): daemons with separate local directories share one
+remote — a real nginx WebDAV server and a real redis-server, each started on loopback by the
+test — so the second daemon runs a training step's kernels without compiling any; a remote that
+stops mid-run costs counted errors bounded by the breaker and never a failed realize; tampered
+entries and entries signed with another secret are rejected and recompiled; a read-only daemon
+never writes.
+
+Every count comes from the daemons' /metrics (polygradd_kernel_cache_lookups_total with
+tier="remote", polygradd_kernel_cache_remote_uploads_total, ..._remote_errors_total) or from the
+servers themselves (their stored entries, nginx's access log); nothing waits on wall-clock.
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import PY_CLIENT, wait_until
+from test_kernel_cache import CacheDaemon, realize_all
+
+SECRET = b"remote tier secret of the test fleet\n"
+OTHER_SECRET = b"a different fleet's secret, 32 b\n"
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+class Redis:
+  """redis-server on a loopback port, no persistence."""
+  name = "redis"
+
+  def __init__(self, tmp: Path):
+    binary = shutil.which("redis-server")
+    if binary is None:
+      pytest.skip("redis-server is not installed (scripts/install-deps --test installs it)")
+    self.port = free_port()
+    self.dir = tmp / "redis"
+    self.dir.mkdir()
+    self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                  "--appendonly", "no", "--dir", str(self.dir)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(lambda: self._ping(), "redis-server answering PING", alive=self.proc)
+    self.url = f"redis://127.0.0.1:{self.port}/0"
+
+  def _ping(self) -> bool:
+    try:
+      return self.command("PING") == "PONG"
+    except OSError:
+      return False
+
+  def command(self, *args: "str | bytes"):
+    """One RESP command; returns a str, int, bytes or None."""
+    out = f"*{len(args)}\r\n".encode()
+    for a in args:
+      a = a.encode() if isinstance(a, str) else a
+      out += f"${len(a)}\r\n".encode() + a + b"\r\n"
+    with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+      s.sendall(out)
+      f = s.makefile("rb")
+      line = f.readline().rstrip(b"\r\n")
+      kind, rest = line[:1], line[1:]
+      if kind == b"+":
+        return rest.decode()
+      if kind == b":":
+        return int(rest)
+      if kind == b"$":
+        n = int(rest)
+        return None if n < 0 else f.read(n + 2)[:-2]
+      if kind == b"*":  # KEYS: an array of bulk strings
+        items = []
+        for _ in range(int(rest)):
+          n = int(f.readline()[1:])
+          items.append(f.read(n + 2)[:-2])
+        return items
+      raise AssertionError(f"redis answered {line!r}")
+
+  def entries(self) -> dict:
+    return {k: self.command("GET", k) for k in self.command("KEYS", "polygrad:ac:*")}
+
+  def replace(self, key: bytes, value: bytes) -> None:
+    self.command("SET", key, value)
+
+  def writes(self) -> int:
+    """Write commands the server has run (INFO commandstats: SET calls)."""
+    info = self.command("INFO", "commandstats").decode()
+    m = re.search(r"^cmdstat_set:calls=(\d+)", info, re.M)
+    return int(m.group(1)) if m else 0
+
+  def stop(self) -> None:
+    if self.proc.poll() is None:
+      self.proc.kill()
+      self.proc.wait()
+
+
+class WebDav:
+  """nginx serving a directory with PUT enabled (its DAV module), on a loopback port."""
+  name = "webdav"
+
+  def __init__(self, tmp: Path):
+    binary = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    if binary is None:
+      pytest.skip("nginx is not installed (scripts/install-deps --test installs nginx-light)")
+    self.port = free_port()
+    self.prefix = tmp / "nginx"
+    self.root = self.prefix / "dav"
+    self.root.mkdir(parents=True)
+    self.access_log = self.prefix / "access.log"
+    # As root, nginx's workers would run as nobody and could not write under pytest's 0700 tmp.
+    user = "user root;" if os.geteuid() == 0 else ""
+    conf = self.prefix / "nginx.conf"
+    conf.write_text(textwrap.dedent(f"""
+        {user}
+        daemon off;
+        master_process off;
+        pid {self.prefix}/nginx.pid;
+        error_log {self.prefix}/error.log;
+        events {{ worker_connections 64; }}
+        http {{
+          access_log {self.access_log};
+          client_body_temp_path {self.prefix}/body;
+          server {{
+            listen 127.0.0.1:{self.port};
+            root {self.root};
+            location / {{
+              dav_methods PUT;
+              create_full_put_path on;
+              client_max_body_size 256m;
+            }}
+          }}
+        }}
+    """))
+    self.proc = subprocess.Popen([binary, "-p", str(self.prefix), "-c", str(conf)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_until(self._up, "nginx answering HTTP", alive=self.proc)
+    self.url = f"http://127.0.0.1:{self.port}/cache"
+
+  def _up(self) -> bool:
+    try:
+      urllib.request.urlopen(f"http://127.0.0.1:{self.port}/", timeout=5)
+    except urllib.error.HTTPError:
+      return True  # 403/404: it answers
+    except OSError:
+      return False
+    return True
+
+  def entries(self) -> dict:
+    return {p: p.read_bytes() for p in (self.root / "cache" / "ac").glob("*")} if (self.root / "cache").exists() else {}
+
+  def replace(self, path: Path, value: bytes) -> None:
+    path.write_bytes(value)
+
+  def writes(self) -> int:
+    return len(re.findall(r'"PUT ', self.access_log.read_text())) if self.access_log.exists() else 0
+
+  def stop(self) -> None:
+    if self.proc.poll() is None:
+      self.proc.kill()
+      self.proc.wait()
+
+
+@pytest.fixture(params=[WebDav, Redis], ids=["webdav", "redis"])
+def remote(request, tmp_path):
+  server = request.param(tmp_path)
+  yield server
+  server.stop()
+
+
+def secret_file(tmp: Path, name: str, secret: bytes) -> Path:
+  p = tmp / name
+  p.write_bytes(secret)
+  return p
+
+
+def remote_daemon(tmp: Path, name: str, remote, secret: bytes = SECRET, *extra: str) -> CacheDaemon:
+  key = secret_file(tmp, f"{name}.key", secret)
+  return CacheDaemon(tmp, name, tmp / f"{name}-cache", f"--cache-remote={remote.url}",
+                     f"--cache-remote-key-file={key}", *extra)
+
+
+def series(d: CacheDaemon, name: str, **labels) -> float:
+  """The value of one series of `name` with exactly these labels (0 when it does not exist yet)."""
+  m = re.search(r'metrics="?(http://[^"\s]+)', d.log_path.read_text())
+  text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
+  for line in text.splitlines():
+    got = re.match(rf"^{name}(?:{{([^}}]*)}})? (\S+)$", line)
+    if got and dict(re.findall(r'(\w+)="([^"]*)"', got.group(1) or "")) == labels:
+      return float(got.group(2))
+  return 0.0
+
+
+def remote_lookups(d: CacheDaemon, result: str) -> float:
+  return series(d, "polygradd_kernel_cache_lookups_total", tier="remote", result=result)
+
+
+def uploads(d: CacheDaemon, result: str) -> float:
+  return series(d, "polygradd_kernel_cache_remote_uploads_total", result=result)
+
+
+def remote_errors(d: CacheDaemon) -> float:
+  return sum(series(d, "polygradd_kernel_cache_remote_errors_total", kind=k)
+             for k in ("timeout", "connect", "status", "protocol", "full"))
+
+
+def compiles(d: CacheDaemon) -> float:
+  return series(d, "polygradd_kernel_cache_lookups_total", result="miss")
+
+
+TRAINING_STEP = """
+import sys
+sys.path.insert(0, {client!r})
+import numpy as np
+from polygrad import Tensor, nn
+Tensor.manual_seed(0)
+rng = np.random.default_rng(0)
+l1, l2 = nn.Linear(8, 16), nn.Linear(16, 4)
+opt = nn.optim.SGD(nn.state.get_parameters([l1, l2]), lr=0.1)
+x = Tensor(rng.standard_normal((32, 8)).astype(np.float32))
+y = Tensor(rng.integers(0, 4, 32).astype(np.int32))
+with Tensor.train():
+  for _ in range(2):
+    opt.zero_grad()
+    loss = l2(l1(x).relu()).sparse_categorical_crossentropy(y)
+    loss.backward()
+    opt.step()
+    print(float(loss.numpy()))
+"""
+
+
+def run_training_step(d: CacheDaemon) -> list:
+  env = dict(os.environ, POLYGRAD_ADDRESS=d.address)
+  r = subprocess.run([sys.executable, "-c", TRAINING_STEP.format(client=str(PY_CLIENT))], env=env,
+                     capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  return [float(v) for v in r.stdout.split()]
+
+
+def test_second_daemon_runs_a_training_step_with_zero_compiles(tmp_path, remote):
+  a = remote_daemon(tmp_path, "a", remote)
+  try:
+    losses_a = run_training_step(a)
+    compiled = compiles(a)
+    assert compiled > 0
+    # Uploads run in the background: wait until every compiled kernel has been offered.
+    wait_until(lambda: uploads(a, "stored") + uploads(a, "present") >= compiled, "a's uploads")
+    assert uploads(a, "error") == 0 and remote_errors(a) == 0, a.log_path.read_text()[-2000:]
+    assert len(remote.entries()) == uploads(a, "stored")
+  finally:
+    a.stop()
+  b = remote_daemon(tmp_path, "b", remote)
+  try:
+    losses_b = run_training_step(b)
+    assert losses_b == losses_a
+    assert compiles(b) == 0, "the second daemon compiled kernels the remote holds"
+    assert remote_lookups(b, "hit") > 0
+    assert remote_lookups(b, "hit") == series(b, "polygradd_cache_entries"), \
+      "every remote hit is copied into the local tier"
+    assert remote_lookups(b, "rejected") == 0
+  finally:
+    b.stop()
+
+
+def test_a_remote_stopped_mid_run_costs_counted_errors_bounded_by_the_breaker(tmp_path, remote):
+  # A breaker far longer than the test: after the first failure nothing more reaches the remote,
+  # so the errors stay at one or two (a lookup, and an upload already past the breaker) however
+  # many kernels follow.
+  d = remote_daemon(tmp_path, "d", remote, SECRET, "--cache-remote-breaker=1h")
+  try:
+    realize_all(d, range(0, 8), threads=2)
+    wait_until(lambda: uploads(d, "stored") >= 8, "the first kernels uploaded")
+    remote.stop()
+    kernels, compiled, _ = realize_all(d, range(8, 40), threads=2)
+    assert (kernels, compiled) == (32, 32), "a realize failed or skipped work while the remote was down"
+    assert 1 <= remote_errors(d) <= 2
+    assert remote_lookups(d, "error") + uploads(d, "error") == remote_errors(d)
+    assert remote_lookups(d, "skipped") >= 32 - 2
+  finally:
+    d.stop()
+
+
+def test_tampered_and_foreign_entries_are_rejected_and_recompiled(tmp_path, remote):
+  n = 6
+  a = remote_daemon(tmp_path, "a", remote)
+  try:
+    realize_all(a, range(n), threads=2)
+    wait_until(lambda: uploads(a, "stored") >= n, "a's uploads")
+  finally:
+    a.stop()
+  stored = remote.entries()
+  assert len(stored) == n
+  victim = sorted(stored)[0]
+  damaged = bytearray(stored[victim])
+  damaged[-1] ^= 0x01  # one bit of the compiled code
+  remote.replace(victim, bytes(damaged))
+
+  # Signed with another fleet's secret: nothing it reads checks, everything is compiled.
+  b = remote_daemon(tmp_path, "b", remote, OTHER_SECRET)
+  try:
+    realize_all(b, range(n), threads=2)
+    assert remote_lookups(b, "rejected") == n
+    assert compiles(b) == n and remote_lookups(b, "hit") == 0
+  finally:
+    b.stop()
+
+  # The same secret: the tampered entry alone is rejected and rebuilt.
+  c = remote_daemon(tmp_path, "c", remote, SECRET, "--cache-remote-read-only")
+  writes = remote.writes()
+  try:
+    realize_all(c, range(n + 4), threads=2)  # and 4 kernels the remote never had
+    assert remote_lookups(c, "rejected") == 1
+    assert remote_lookups(c, "hit") == n - 1
+    assert compiles(c) == 1 + 4
+  finally:
+    c.stop()
+  # Read-only: it compiled 5 kernels and wrote none of them.
+  assert remote.writes() == writes
+  assert len(remote.entries()) == n
+
+
+def test_flags_that_cannot_work_are_refused_at_start(tmp_path):
+  from conftest import daemon_binary
+  key = secret_file(tmp_path, "k", SECRET)
+  short = secret_file(tmp_path, "short", b"tiny")
+  for args, says in [
+      (["--cache-remote=redis://127.0.0.1:1/0"], "--cache-remote-key-file"),
+      ([f"--cache-remote=ftp://h/x", f"--cache-remote-key-file={key}"], "unsupported scheme"),
+      ([f"--cache-remote=redis://h:99999/0", f"--cache-remote-key-file={key}"], "port"),
+      ([f"--cache-remote=redis://h/db", f"--cache-remote-key-file={key}"], "database number"),
+      ([f"--cache-remote=redis://h/0", f"--cache-remote-key-file={short}"], "fewer than"),
+      (["--cache-remote-read-only"], "need --cache-remote"),
+  ]:
+    r = subprocess.run([str(daemon_binary()), "--listen=", "--metrics-listen=",
+                        f"--unix-socket={tmp_path / 's.sock'}", f"--cache-dir={tmp_path / 'c'}", *args],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and says in r.stderr, (args, r.stderr[-1000:])
