@@ -341,3 +341,64 @@ def test_flags_that_cannot_work_are_refused_at_start(tmp_path):
                         f"--unix-socket={tmp_path / 's.sock'}", f"--cache-dir={tmp_path / 'c'}", *args],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and says in r.stderr, (args, r.stderr[-1000:])
+
+
+class HostileServer:
+  """A TCP server on loopback answering every connection with `reply` (bytes; None: read and
+  never answer) — a broken or hostile remote."""
+
+  def __init__(self, reply):
+    import threading
+    self.reply = reply
+    self.sock = socket.socket()
+    self.sock.bind(("127.0.0.1", 0))
+    self.sock.listen(16)
+    self.port = self.sock.getsockname()[1]
+    self.conns = []
+    self.thread = threading.Thread(target=self._serve, daemon=True)
+    self.thread.start()
+
+  def _serve(self):
+    while True:
+      try:
+        conn, _ = self.sock.accept()
+      except OSError:
+        return
+      self.conns.append(conn)
+      try:
+        conn.recv(65536)
+        if self.reply is not None:
+          conn.sendall(self.reply)
+          conn.shutdown(socket.SHUT_WR)
+      except OSError:
+        pass
+
+  def stop(self):
+    self.sock.close()
+    for c in self.conns:
+      c.close()
+
+
+@pytest.mark.parametrize("scheme,reply,kind", [
+    ("redis", b"$99999999999\r\n", "protocol"),          # a bulk string over the entry cap
+    ("redis", b"*1\r\n$1\r\nx\r\n", "protocol"),          # a reply type GET never gets
+    ("redis", b"-ERR unknown command\r\n", "status"),
+    ("redis", None, "timeout"),                          # accepts, never answers
+    ("http", b"HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n", "status"),
+    ("http", b"garbage that is not HTTP\r\n\r\n", "protocol"),
+    ("http", None, "timeout"),
+])
+def test_a_broken_remote_is_counted_by_kind_and_never_fails_a_realize(tmp_path, scheme, reply, kind):
+  server = HostileServer(reply)
+  key = secret_file(tmp_path, "k", SECRET)
+  url = f"redis://127.0.0.1:{server.port}/0" if scheme == "redis" else f"http://127.0.0.1:{server.port}/c"
+  d = CacheDaemon(tmp_path, "d", tmp_path / "cache", f"--cache-remote={url}", f"--cache-remote-key-file={key}",
+                  "--cache-remote-timeout=300ms", "--cache-remote-breaker=1h")
+  try:
+    kernels, compiled, _ = realize_all(d, range(4), threads=1)
+    assert (kernels, compiled) == (4, 4)
+    assert series(d, "polygradd_kernel_cache_remote_errors_total", kind=kind) == 1, d.log_path.read_text()[-2000:]
+    assert remote_errors(d) == 1 and remote_lookups(d, "skipped") == 3
+  finally:
+    d.stop()
+    server.stop()
