@@ -321,3 +321,8 @@ def safe_load(path: PathLike) -> Dict[str, Tensor]:
   """Tensors from a safetensors file, a sharded checkpoint's index .json, or a directory holding
   either; dtypes as stored (F32, F16, BF16, ...). The data is sent when first used."""
   return {name: Tensor.from_wire_array(arr, dt) for name, (arr, dt) in safe_load_numpy(path).items()}
+
+
+# --- PyTorch checkpoints ---------------------------------------------------------------------------
+
+from .torch_load import torch_load  # noqa: E402  (re-exported: tinygrad's nn.state has it)
