@@ -222,3 +222,65 @@ def test_load_state_dict_copies_values_and_checks(rng):
   bad = dict(numpy_sd, **{"l1.bias": np.zeros(3, np.float32)})
   with pytest.raises(ValueError, match="shape"):
     load_state_dict(Net(), bad)
+
+
+# --- issue 17: Conv1d, ConvTranspose1d, InstanceNorm, LayerNorm2d, LSTMCell -------------------------
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1), dict(dilation=2, groups=2), dict(padding="same"),
+                                dict(bias=False)])
+def test_conv1d(rng, kw):
+  ours = nn.Conv1d(4, 6, 3, **kw)
+  names = ["weight", "bias"] if kw.get("bias", True) else ["weight"]
+  _check_layer(rng, ours, torch.nn.Conv1d(4, 6, 3, **kw), names, (2, 4, 11))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1, output_padding=1), dict(dilation=2, groups=2)])
+def test_conv_transpose1d(rng, kw):
+  _check_layer(rng, nn.ConvTranspose1d(4, 6, 3, **kw), torch.nn.ConvTranspose1d(4, 6, 3, **kw), ["weight", "bias"],
+               (2, 4, 7))
+
+
+@pytest.mark.parametrize("x_shape", [(2, 3, 10), (2, 3, 4, 5), (1, 3, 2, 3, 4)])
+def test_instance_norm(rng, x_shape):
+  ours = nn.InstanceNorm(3)
+  # non-trivial affine parameters (copied to torch by _check_layer)
+  ours.weight = Tensor(rng.uniform(0.5, 1.5, 3).astype(np.float32), requires_grad=True)
+  ours.bias = Tensor(rng.uniform(-1, 1, 3).astype(np.float32), requires_grad=True)
+  theirs = {3: torch.nn.InstanceNorm1d, 4: torch.nn.InstanceNorm2d, 5: torch.nn.InstanceNorm3d}[len(x_shape)](3, affine=True)
+  _check_layer(rng, ours, theirs, ["weight", "bias"], x_shape, tol=1e-4)
+
+
+def test_instance_norm_without_affine(rng):
+  _check_layer(rng, nn.InstanceNorm(3, affine=False), torch.nn.InstanceNorm2d(3), [], (2, 3, 4, 4), tol=1e-4)
+
+
+def test_layernorm2d(rng):
+  class Theirs(torch.nn.LayerNorm):
+    def forward(self, x):
+      return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+  _check_layer(rng, nn.LayerNorm2d(5), Theirs(5), ["weight", "bias"], (2, 5, 3, 4), tol=1e-4)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_lstm_cell_two_steps(rng, bias):
+  ours, theirs = nn.LSTMCell(5, 7, bias=bias), torch.nn.LSTMCell(5, 7, bias=bias).double()
+  names = ["weight_ih", "weight_hh"] + (["bias_ih", "bias_hh"] if bias else [])
+  _copy_into_torch(ours, theirs, names)
+  xs = [rng.uniform(-1, 1, (3, 5)).astype(np.float32) for _ in range(2)]
+  hc, thc = None, None
+  for x in xs:
+    hc = ours(Tensor(x), hc)
+    thc = theirs(torch.tensor(x, dtype=torch.float64), thc)
+  (hc[0].sum() + (hc[1] * 2).sum()).backward()
+  (thc[0].sum() + (thc[1] * 2).sum()).backward()
+  assert_close(hc[0].numpy(), thc[0].detach().numpy(), rtol=1e-5, atol=1e-5)
+  assert_close(hc[1].numpy(), thc[1].detach().numpy(), rtol=1e-5, atol=1e-5)
+  for n in names:
+    assert_close(getattr(ours, n).grad.numpy(), getattr(theirs, n).grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_new_layers_name_their_shape_errors():
+  for layer, x in [(nn.Conv1d(2, 2, 3), Tensor.zeros(1, 2, 3, 3)), (nn.InstanceNorm(3), Tensor.zeros(2, 4, 5)),
+                   (nn.LayerNorm2d(3), Tensor.zeros(2, 3, 4)), (nn.ConvTranspose1d(2, 2, 3), Tensor.zeros(2, 3))]:
+    with pytest.raises(ValueError, match=type(layer).__name__):
+      layer(x)

@@ -251,3 +251,93 @@ def test_gradients_accumulated_without_zero_grad_do_not_chain_graphs():
     opt.step()
   assert w.grad.numpy().tolist() == [10.0, 20.0]
   assert not w.grad._node.keep, "a realized accumulated gradient holds no graph"
+
+
+# --- issue 17: LARS and Muon, against numpy transcriptions of their update rules ---------------------
+
+def newton_schulz_np(g, steps, coefs, eps=1e-7):
+  g = g.astype(np.float64)
+  if g.shape[0] > g.shape[1]:
+    return newton_schulz_np(g.T, steps, coefs, eps).T
+  x = g / (np.sqrt((g * g).sum()) + eps)
+  for _ in range(steps):
+    a = x @ x.T
+    x = sum(c * np.linalg.matrix_power(a, i) @ x for i, c in enumerate(coefs))
+  return x
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (7, 3)])
+def test_newton_schulz_orthogonalizes_like_its_definition(rng, shape):
+  g = rng.standard_normal(shape).astype(np.float32)
+  got = Tensor(g).newton_schulz(5, (3.4445, -4.775, 2.0315)).numpy()
+  np.testing.assert_allclose(got, newton_schulz_np(g, 5, (3.4445, -4.775, 2.0315)), rtol=1e-4, atol=1e-5)
+  # its purpose: singular values pulled towards 1 (Muon's quintic lands them in about [0.7, 1.2])
+  sv = np.linalg.svd(got, compute_uv=False)
+  assert sv.min() > 0.5 and sv.max() < 1.3, sv
+
+
+def lars_np(p, grads, lr, momentum, weight_decay, nesterov, classic, tcoef):
+  wd = weight_decay
+  p, b = p.astype(np.float64), np.zeros_like(p, dtype=np.float64)
+  for g in grads:
+    r1, r2 = np.sqrt((p * p).sum()), np.sqrt((g * g).sum())  # the raw gradient's norm
+    r = tcoef * r1 / (r2 + wd * r1) if tcoef and r1 > 0 and r2 > 0 else 1.0
+    g = g + wd * p
+    if classic:
+      g = g * r * lr
+    if momentum:
+      b = momentum * b + g
+      g = g + momentum * b if nesterov else b
+    if not classic:
+      g = g * r * lr
+    p = p - g
+  return p
+
+
+def muon_np(p, grads, lr, momentum, wd, ns_steps, coefs, nesterov):
+  p, b = p.astype(np.float64), np.zeros_like(p, dtype=np.float64)
+  for g in grads:
+    b = momentum * b + g
+    u = g + momentum * b if nesterov else b
+    u = newton_schulz_np(u.reshape(u.shape[0], -1), ns_steps, coefs).reshape(u.shape)
+    p = p * (1 - lr * wd) - lr * u
+  return p
+
+
+def run_optimizer(make, p0, grads):
+  """Drives an optimizer with given gradients (a loss sum(p * G) has gradient G) and returns p."""
+  p = Tensor(p0, requires_grad=True)
+  opt = make([p])
+  for g in grads:
+    opt.zero_grad()
+    (p * Tensor(g)).sum().backward()
+    opt.step()
+  return p.numpy()
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(momentum=0.0), dict(nesterov=True), dict(classic=False),
+                                dict(tcoef=0.0, weight_decay=0.0), dict(weight_decay=0.1, tcoef=0.02)])
+def test_lars(rng, kw):
+  p0 = rng.standard_normal((5, 4)).astype(np.float32)
+  grads = [rng.standard_normal((5, 4)).astype(np.float32) for _ in range(3)]
+  args = dict(lr=0.1, momentum=0.9, weight_decay=1e-4, nesterov=False, classic=True, tcoef=0.001) | kw
+  got = run_optimizer(lambda ps: nn.LARS(ps, **args), p0, grads)
+  np.testing.assert_allclose(got, lars_np(p0, grads, **args), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,kw", [((6, 4), dict()), ((3, 8), dict(weight_decay=0.0)), ((4, 2, 3), dict(nesterov=False)),
+                                      ((5, 5), dict(ns_steps=2, momentum=0.5))])
+def test_muon(rng, shape, kw):
+  p0 = rng.standard_normal(shape).astype(np.float32)
+  grads = [rng.standard_normal(shape).astype(np.float32) for _ in range(3)]
+  args = dict(lr=0.02, momentum=0.95, weight_decay=0.1, ns_steps=5, ns_coefficients=(3.4445, -4.775, 2.0315),
+              nesterov=True) | kw
+  got = run_optimizer(lambda ps: nn.Muon(ps, **args), p0, grads)
+  expected = muon_np(p0, grads, args["lr"], args["momentum"], args["weight_decay"], args["ns_steps"],
+                     args["ns_coefficients"], args["nesterov"])
+  np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_muon_refuses_vectors_by_name():
+  with pytest.raises(ValueError, match=r"Muon orthogonalizes matrices: a parameter of shape \(3,\)"):
+    nn.Muon([Tensor.zeros(3, requires_grad=True)])

@@ -1548,6 +1548,23 @@ class Tensor:
   def sequential(self, layers: Sequence[Callable[["Tensor"], "Tensor"]]) -> "Tensor":
     return functools.reduce(lambda x, f: f(x), layers, self)
 
+  def newton_schulz(self, steps: int, params: Sequence[float], eps: float = 1.0e-7) -> "Tensor":
+    """Orthogonalizes the last two axes (tinygrad's newton_schulz, Muon's core): X = self / (its
+    Frobenius norm + eps), then `steps` times X = sum_i params[i] * (X X^T)^i X, computed on the
+    wide orientation (a tall matrix is transposed there and back)."""
+    if self.ndim < 2:
+      raise ValueError(f"newton_schulz needs a matrix (or a batch of them), got shape {self.shape}")
+    if self.shape[-2] > self.shape[-1]:
+      return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    x = self / (self.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      gram, term, acc = x @ x.transpose(-2, -1), x, x * params[0]
+      for p in params[1:]:
+        term = gram @ term
+        acc = acc + term * p
+      x = acc
+    return x
+
   # --- convolution and pooling (the daemon's CONV2D, MAX_POOL2D, AVG_POOL2D) ------------------
 
   def conv2d(self, weight: "Tensor", bias: Optional["Tensor"] = None, groups: int = 1, stride=1, dilation=1,

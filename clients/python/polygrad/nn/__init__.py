@@ -15,17 +15,17 @@ from typing import Optional, Sequence, Tuple, Union
 
 from ..dtype import dtypes
 from ..tensor import Tensor, untracked
-from .optim import (LAMB, SGD, Adam, AdamW, CosineAnnealingLR, LinearLR, LinearWarmup, LRScheduler,
-                    MultiStepLR, Optimizer, StepLR)
+from .optim import (LAMB, LARS, SGD, Adam, AdamW, CosineAnnealingLR, LinearLR, LinearWarmup, LRScheduler,
+                    MultiStepLR, Muon, Optimizer, StepLR)
 from ..step import CompiledTrainingStep, compile_step
 from .state import (get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_metadata,
-                    safe_save)
+                    safe_save, torch_load)
 
-__all__ = ["Linear", "LayerNorm", "RMSNorm", "Embedding", "Dropout", "BatchNorm", "BatchNorm1d",
-           "BatchNorm2d", "GroupNorm", "Conv2d", "ConvTranspose2d", "Optimizer", "SGD", "Adam", "AdamW",
-           "LAMB", "LRScheduler", "StepLR", "MultiStepLR", "CosineAnnealingLR", "LinearLR",
-           "LinearWarmup", "get_parameters", "get_state_dict", "load_state_dict", "safe_save",
-           "safe_load", "safe_load_metadata", "compile_step", "CompiledTrainingStep"]
+__all__ = ["Linear", "LayerNorm", "LayerNorm2d", "RMSNorm", "Embedding", "Dropout", "BatchNorm", "BatchNorm1d",
+           "BatchNorm2d", "GroupNorm", "InstanceNorm", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
+           "LSTMCell", "Optimizer", "SGD", "Adam", "AdamW", "LAMB", "LARS", "Muon", "LRScheduler", "StepLR",
+           "MultiStepLR", "CosineAnnealingLR", "LinearLR", "LinearWarmup", "get_parameters", "get_state_dict", "load_state_dict", "safe_save",
+           "safe_load", "safe_load_metadata", "torch_load", "compile_step", "CompiledTrainingStep"]
 
 
 def _param(t: Tensor) -> Tensor:
@@ -173,6 +173,63 @@ class GroupNorm:
     return x.group_norm(self.num_groups, self.weight, self.bias, self.eps)  # the daemon's GROUP_NORM
 
 
+class InstanceNorm:
+  """Normalizes each (sample, channel) of x (N, C, ...) over its spatial positions, then
+  weight * x + bias per channel (ones and zeros at start) when affine: torch's InstanceNorm1d/2d/3d
+  with affine=True, track_running_stats=False."""
+
+  def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
+    self.num_features, self.eps = num_features, eps
+    self.weight = _param(Tensor.ones(num_features)) if affine else None
+    self.bias = _param(Tensor.zeros(num_features)) if affine else None
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 3 or x.shape[1] != self.num_features:
+      raise ValueError(f"InstanceNorm({self.num_features}) takes (N, {self.num_features}, ...), got {x.shape}")
+    y = x.reshape(x.shape[0], self.num_features, -1).layernorm(-1, self.eps).reshape(x.shape)
+    if self.weight is None:
+      return y
+    per_channel = (1, -1, *[1] * (x.ndim - 2))
+    return y * self.weight.reshape(per_channel) + self.bias.reshape(per_channel)
+
+
+class LayerNorm2d(LayerNorm):
+  """LayerNorm over the channels of (N, C, H, W) at every position (tinygrad's LayerNorm2d, as in
+  ConvNeXt): the channel axis moved last, normalized, moved back."""
+
+  def __init__(self, channels: int, eps: float = 1e-5, elementwise_affine: bool = True):
+    super().__init__(channels, eps, elementwise_affine)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim != 4:
+      raise ValueError(f"LayerNorm2d takes (N, C, H, W), got {x.shape}")
+    return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class LSTMCell:
+  """One LSTM step (torch's LSTMCell): gates = x @ W_ih^T + b_ih + h @ W_hh^T + b_hh split into
+  input, forget, cell and output; c' = f*c + i*g, h' = o*tanh(c'). Weights and biases drawn from
+  U(-1/sqrt(hidden), 1/sqrt(hidden)). Called with hc=None, the state starts at zeros."""
+
+  def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+    bound = 1 / math.sqrt(hidden_size)
+    self.hidden_size = hidden_size
+    self.weight_ih = _param(Tensor.uniform(4 * hidden_size, input_size, low=-bound, high=bound))
+    self.weight_hh = _param(Tensor.uniform(4 * hidden_size, hidden_size, low=-bound, high=bound))
+    self.bias_ih = _param(Tensor.uniform(4 * hidden_size, low=-bound, high=bound)) if bias else None
+    self.bias_hh = _param(Tensor.uniform(4 * hidden_size, low=-bound, high=bound)) if bias else None
+
+  def __call__(self, x: Tensor, hc: Optional[Tuple[Tensor, Tensor]] = None) -> Tuple[Tensor, Tensor]:
+    if hc is None:
+      zeros = Tensor.zeros(x.shape[0], self.hidden_size, dtype=x.dtype)
+      hc = (zeros, zeros)
+    h, c = hc
+    gates = x.linear(self.weight_ih.transpose(), self.bias_ih) + h.linear(self.weight_hh.transpose(), self.bias_hh)
+    i, f, g, o = gates.chunk(4, dim=1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
+
+
 def _conv_kernel(in_channels: int, out_channels: int, kernel_size, groups: int) -> Tuple[int, int]:
   """The (KH, KW) of a 2-D (transposed) convolution layer, after checking its channels divide
   into `groups`."""
@@ -238,3 +295,50 @@ class ConvTranspose2d:
   def __call__(self, x: Tensor) -> Tensor:
     return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride,
                               dilation=self.dilation, padding=self.padding, output_padding=self.output_padding)
+
+
+def _single(v, name: str) -> int:
+  if isinstance(v, (tuple, list)):
+    if len(v) != 1:
+      raise ValueError(f"a 1-D convolution's {name} is an int or 1 value, got {v!r}")
+    v = v[0]
+  return v
+
+
+class Conv1d(Conv2d):
+  """1-D convolution over (N, C, L) (torch's Conv1d): weight (out, in/groups, K), computed as the
+  daemon's 2-D convolution over (N, C, 1, L) with a (1, K) kernel. padding: an int, 'valid' or
+  'same' (stride 1)."""
+
+  def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
+               groups: int = 1, bias: bool = True):
+    k, st, dil = (_single(v, n) for v, n in ((kernel_size, "kernel_size"), (stride, "stride"), (dilation, "dilation")))
+    pad = padding if isinstance(padding, str) else (0, _single(padding, "padding"))
+    super().__init__(in_channels, out_channels, (1, k), (1, st), pad, (1, dil), groups, bias)
+    self.weight = _param(self.weight.reshape(out_channels, in_channels // groups, k).detach())
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim != 3:
+      raise ValueError(f"Conv1d takes (N, C, L), got {x.shape}")
+    w = self.weight.unsqueeze(2)
+    return x.unsqueeze(2).conv2d(w, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
+                                 padding=self.padding).squeeze(2)
+
+
+class ConvTranspose1d(ConvTranspose2d):
+  """Transposed 1-D convolution over (N, Cin, L) (torch's ConvTranspose1d): weight
+  (in, out/groups, K), computed as the daemon's transposed 2-D convolution with a (1, K) kernel."""
+
+  def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
+               dilation=1, groups: int = 1, bias: bool = True):
+    k = _single(kernel_size, "kernel_size")
+    super().__init__(in_channels, out_channels, (1, k), (1, _single(stride, "stride")), (0, _single(padding, "padding")),
+                     (0, _single(output_padding, "output_padding")), (1, _single(dilation, "dilation")), groups, bias)
+    self.weight = _param(self.weight.reshape(in_channels, out_channels // groups, k).detach())
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim != 3:
+      raise ValueError(f"ConvTranspose1d takes (N, Cin, L), got {x.shape}")
+    return x.unsqueeze(2).conv_transpose2d(self.weight.unsqueeze(2), self.bias, groups=self.groups, stride=self.stride,
+                                           dilation=self.dilation, padding=self.padding,
+                                           output_padding=self.output_padding).squeeze(2)

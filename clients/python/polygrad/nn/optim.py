@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -227,6 +227,86 @@ class LAMB(Optimizer):
 
   def state_tensors(self) -> Dict[str, Tensor]:
     return {**{f"m.{i}": m for i, m in enumerate(self.m)}, **{f"v.{i}": v for i, v in enumerate(self.v)}}
+
+
+class LARS(Optimizer):
+  """Layer-wise adaptive rate scaling (tinygrad's LARS, You et al. 2017): the gradient plus wd*p,
+  scaled per parameter by the trust ratio tcoef*||p|| / (||g|| + wd*||p||) (1 where a norm is
+  0), with momentum b = m*b + g (nesterov: g + m*b). `classic` applies lr*ratio before the
+  momentum, otherwise after it; p -= the result. tcoef=0 is plain SGD."""
+
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.9,
+               weight_decay: float = 1e-4, nesterov: bool = False, classic: bool = True, tcoef: float = 0.001):
+    super().__init__(params, lr)
+    if momentum < 0 or weight_decay < 0:
+      raise ValueError(f"LARS: momentum {momentum} and weight_decay {weight_decay} must be >= 0")
+    if nesterov and momentum <= 0:
+      raise ValueError("nesterov momentum needs momentum > 0")
+    self.momentum, self.wd, self.nesterov, self.classic, self.tcoef = momentum, weight_decay, nesterov, classic, tcoef
+    self.b = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params] if momentum else []
+
+  def _ratio(self, t: Tensor) -> Union[Tensor, float]:
+    """The trust ratio, from the raw gradient's norm (the decay enters through wd*||p||)."""
+    if not self.tcoef:
+      return 1.0
+    r1, r2 = t.float().square().sum().sqrt(), t.grad.float().square().sum().sqrt()
+    return (r1 > 0).where((r2 > 0).where(self.tcoef * r1 / (r2 + self.wd * r1), 1.0), 1.0)
+
+  def _momentum(self, i: int, g: Tensor) -> Tensor:
+    if not self.momentum:
+      return g
+    self.b[i].assign(self.b[i] * self.momentum + g)
+    return g + self.b[i] * self.momentum if self.nesterov else self.b[i]
+
+  def _step(self) -> List[Tensor]:
+    lr = self._lr.tensor()
+    for i, t in enumerate(self.params):
+      if t.grad is None:
+        continue
+      r = self._ratio(t)
+      g = t.grad + t * self.wd if self.wd else t.grad
+      if self.classic:  # classic momentum accumulates lr-scaled steps; the popular kind scales after
+        g = self._momentum(i, g * r * lr)
+      else:
+        g = self._momentum(i, g) * r * lr
+      t.assign((t - g).cast(t.dtype))
+    return list(self.b)
+
+  def state_tensors(self) -> Dict[str, Tensor]:
+    return {f"momentum_buffer.{i}": b for i, b in enumerate(self.b)}
+
+
+class Muon(LARS):
+  """Muon (Jordan et al. 2024; tinygrad's Muon): nesterov momentum of the raw gradient, each
+  parameter's direction reshaped to (rows, rest) and orthogonalized by `ns_steps` Newton-Schulz
+  iterations with `ns_coefficients` (Tensor.newton_schulz), then p = p * (1 - lr*wd) - lr * it.
+  The decay is decoupled and applied after the momentum, as Muon is described; tinygrad's code
+  computes that decayed value but updates from the undecayed one, so with weight_decay > 0 the two
+  differ by lr*wd*p per step."""
+
+  def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1,
+               ns_steps: int = 5, ns_coefficients: Sequence[float] = (3.4445, -4.775, 2.0315), nesterov: bool = True):
+    super().__init__(params, lr, momentum, weight_decay, nesterov, classic=False, tcoef=0.0)
+    if ns_steps < 1:
+      raise ValueError(f"Muon: ns_steps must be >= 1, got {ns_steps}")
+    for t in self.params:
+      if t.ndim < 2:
+        raise ValueError(f"Muon orthogonalizes matrices: a parameter of shape {t.shape} needs another optimizer "
+                         "(e.g. AdamW for biases and norms)")
+    self.ns_steps, self.ns_coefficients = ns_steps, tuple(ns_coefficients)
+    self._decay = _Scalar(1.0, self.device)
+
+  def _step(self) -> List[Tensor]:
+    lr = self._lr.tensor()
+    self._decay.set(1 - self.lr * self.wd)
+    for i, t in enumerate(self.params):
+      if t.grad is None:
+        continue
+      g = self._momentum(i, t.grad)
+      g = g.reshape(g.shape[0], -1).newton_schulz(self.ns_steps, self.ns_coefficients).reshape(g.shape)
+      p = t * self._decay.tensor() if self.wd else t  # decoupled: the decay is not in the momentum
+      t.assign((p - g * lr).cast(t.dtype))
+    return list(self.b)
 
 
 def _state_dtype(t: Tensor):
