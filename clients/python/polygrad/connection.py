@@ -152,11 +152,12 @@ def _split_host_port(item: str) -> Tuple[str, str]:
 
 
 def resolve_target(target: str) -> List[Endpoint]:
-  """The daemons behind `target`, in a stable order. A Unix socket, a gRPC target with a scheme
-  this client does not split (``dns:``, ``xds:``...) and a name with one address are one endpoint
-  (dialled by the name as written); ``ipv4:``/``ipv6:`` lists and comma-separated lists give one
-  endpoint per item, and a host name in it with several addresses of its preferred family (a
-  headless Service) one per address."""
+  """The daemons behind `target`, in a stable order. A Unix socket, a gRPC target of another
+  resolver (``xds:``...) and a name with one address are one endpoint (dialled as written);
+  ``ipv4:``/``ipv6:`` lists and comma-separated lists give one endpoint per item, and a host name
+  (also as ``dns:///name:port``) with several addresses of its preferred family (a headless
+  Service) one per address. Names are resolved by the system resolver, also where a ``dns:``
+  target names a DNS server."""
   import socket
   target = original = target.strip()
   if target.startswith(("unix:", "unix-abstract:", "vsock:")):
@@ -411,6 +412,7 @@ class Connection:
       share = time.monotonic() + max(0.0, deadline - time.monotonic()) / (len(order) - i)
       try:
         self._wait_ready(share)
+        _suspect.pop(ep.address, None)
         return
       except PolygradConnectionError as e:
         self.channel.close()
@@ -480,6 +482,8 @@ class Connection:
       _suspect[self.address] = time.monotonic()
       return PolygradConnectionError(f"{err}: the session on {self.address} is lost", code=err.code,
                                      details=err.details)
+    # The daemon's words for an unknown session (server/session.cpp), as opposed to an unknown
+    # handle, node or step of a live one.
     if err.code == grpc.StatusCode.NOT_FOUND and f'session "{self.session_id}" not found' in err.details:
       return PolygradConnectionError(
           f"the session on {self.address} is lost: the daemon there no longer knows it ({what}: "
