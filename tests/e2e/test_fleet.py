@@ -3,7 +3,9 @@ list target pins each session to one daemon and spreads sessions over them; a da
 away loses only its own sessions, with UNAVAILABLE saying so. Three real daemons on loopback TCP
 ports they pick themselves."""
 import re
+import shutil
 import socket
+import subprocess
 import urllib.request
 
 import grpc
@@ -21,11 +23,12 @@ needs_daemon = pytest.mark.skipif(not daemon_binary().exists(), reason=f"no daem
 
 
 class TcpDaemon(Daemon):
-  """A conftest Daemon that also listens on a loopback TCP port of its choosing and serves /metrics."""
+  """A conftest Daemon that also listens on loopback TCP (a port of its choosing unless `listen`
+  names one) and serves /metrics."""
 
-  def __init__(self, workdir):
+  def __init__(self, workdir, listen: str = "127.0.0.1:0", *flags: str):
     workdir.mkdir()
-    super().__init__(daemon_binary(), workdir, "127.0.0.1:0", "--listen=127.0.0.1:0")
+    super().__init__(daemon_binary(), workdir, "127.0.0.1:0", f"--listen={listen}", *flags)
     self.wait_ready()
     line = wait_until(lambda: re.search(r"listening grpc=(\S+)", self.log_path.read_text(errors="replace")),
                       "polygradd's listening line", alive=self.proc)
@@ -144,6 +147,75 @@ def test_a_daemon_that_forgot_the_session_is_a_lost_session_not_not_found(fleet)
     assert str(e.value).startswith(f"the session on {d.tcp} is lost: the daemon there no longer knows it")
   finally:
     conn.close()
+
+
+FLEET_NAME = "polygradd.fleet.test"
+
+
+def _one_name_fleet(tmp_path, monkeypatch, *flags):
+  """Three daemons on 127.0.0.1-3 at one port, and FLEET_NAME resolving to the three addresses
+  (a headless Service's DNS answer) for this process's resolver."""
+  daemons = [TcpDaemon(tmp_path / "d0", "127.0.0.1:0", *flags)]
+  port = daemons[0].tcp.rsplit(":", 1)[1]
+  for i in (2, 3):
+    daemons.append(TcpDaemon(tmp_path / f"d{i}", f"127.0.0.{i}:{port}", *flags))
+  real = socket.getaddrinfo
+
+  def getaddrinfo(host, *a, **kw):
+    if host != FLEET_NAME:
+      return real(host, *a, **kw)
+    return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (f"127.0.0.{i}", int(port))) for i in (3, 1, 2)]
+  monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+  return daemons, f"{FLEET_NAME}:{port}"
+
+
+def _spread_and_pinned(daemons, target, n=9):
+  conns = []
+  try:
+    for i in range(n):
+      conns.append(Connection(address=target, connect_timeout=60))
+      _realize_twice(conns[-1], i)
+    assert sorted(c.address for c in conns) == sorted(d.tcp for d in daemons for _ in range(n // 3))
+    for d in daemons:
+      assert all(d.knows_session(c.session_id) == (c.address == d.tcp) for c in conns)
+  finally:
+    for c in conns:
+      c.close()
+
+
+@needs_daemon
+def test_a_name_with_several_addresses_spreads_sessions(tmp_path, monkeypatch):
+  daemons, target = _one_name_fleet(tmp_path, monkeypatch)
+  try:
+    _spread_and_pinned(daemons, target)
+  finally:
+    for d in daemons:
+      d.stop()
+
+
+@needs_daemon
+def test_tls_checks_the_resolved_name_not_the_address(tmp_path, monkeypatch):
+  if shutil.which("openssl") is None:
+    pytest.skip("openssl CLI not installed")
+  pki = tmp_path / "pki"
+  pki.mkdir()
+  # A certificate for the name only: a channel that checked the IP it dials would fail.
+  (pki / "san.ext").write_text(f"subjectAltName=DNS:{FLEET_NAME}\n")
+  ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+  for args in (["req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=ca"],
+               ["req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=server"],
+               ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", "server.pem", "-days", "1", "-extfile", "san.ext"]):
+    subprocess.run(["openssl", *args], cwd=pki, check=True, capture_output=True)
+  monkeypatch.setenv("POLYGRAD_TLS_CA", str(pki / "ca.pem"))
+  monkeypatch.delenv("POLYGRAD_TLS_SERVER_NAME", raising=False)
+  daemons, target = _one_name_fleet(tmp_path, monkeypatch, f"--tls-cert={pki / 'server.pem'}",
+                                    f"--tls-key={pki / 'server.key'}")
+  try:
+    _spread_and_pinned(daemons, target)
+  finally:
+    for d in daemons:
+      d.stop()
 
 
 # --- resolving a target (no daemon) ----------------------------------------------------------------
