@@ -2,11 +2,13 @@
 list target pins each session to one daemon and spreads sessions over them; a daemon that goes
 away loses only its own sessions, with UNAVAILABLE saying so. Three real daemons on loopback TCP
 ports they pick themselves."""
+import os
 import re
 import shutil
 import socket
 import subprocess
 import urllib.request
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -216,6 +218,39 @@ def test_tls_checks_the_resolved_name_not_the_address(tmp_path, monkeypatch):
   finally:
     for d in daemons:
       d.stop()
+
+
+# --- warming a fleet: deploy/k8s/prewarm/prewarm.sh --------------------------------------------------
+
+PREWARM = Path(__file__).resolve().parents[2] / "deploy" / "k8s" / "prewarm"
+
+
+def _run_prewarm(tmp_path, manifest):
+  bindir = tmp_path / "bin"
+  bindir.mkdir()
+  (bindir / "polygradd").symlink_to(daemon_binary())
+  env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", TMPDIR=str(tmp_path))
+  return subprocess.run(["/bin/sh", str(PREWARM / "prewarm.sh"), str(manifest)], env=env, capture_output=True,
+                        text=True, timeout=600)
+
+
+@needs_daemon
+def test_the_prewarm_job_compiles_the_deployed_manifest_and_exits(tmp_path):
+  r = _run_prewarm(tmp_path, PREWARM / "manifest.txtpb")
+  assert r.returncode == 0, r.stdout + r.stderr
+  m = re.search(r"prewarm finished\"? graphs=(\d+) kernels=(\d+) compiled=(\d+)", r.stdout)
+  assert m and int(m.group(1)) == 2 and int(m.group(3)) == int(m.group(2)) > 0, r.stdout
+  assert not list(tmp_path.glob("tmp.*")), "prewarm.sh left its work directory"
+
+
+@needs_daemon
+@pytest.mark.parametrize("manifest", ["bad graph", "missing"])
+def test_the_prewarm_job_fails_when_its_manifest_does(tmp_path, manifest):
+  path = tmp_path / "m.txtpb"
+  if manifest == "bad graph":
+    path.write_text('graphs { name: "bad" nodes { id: 1 op: NEG src: 5 } outputs: 1 }\n')
+  r = _run_prewarm(tmp_path, path)
+  assert r.returncode == 1, r.stdout + r.stderr
 
 
 # --- resolving a target (no daemon) ----------------------------------------------------------------
