@@ -1,7 +1,8 @@
-"""Sessions behind several daemons (docs/PROTOCOL.md, "Several daemons"): the Python client given a
-list target pins each session to one daemon and spreads sessions over them; a daemon that goes
-away loses only its own sessions, with UNAVAILABLE saying so. Three real daemons on loopback TCP
-ports they pick themselves."""
+"""A fleet of daemons. Sessions behind several daemons (docs/PROTOCOL.md, "Several daemons"): the
+Python client given a list target, or a name with several addresses, pins each session to one
+daemon and spreads sessions over them; a daemon that goes away loses only its own sessions, with
+UNAVAILABLE saying so. Three real daemons on loopback TCP ports they pick themselves (for the
+name: one port on 127.0.0.1-3). And the prewarm job's script (deploy/k8s/prewarm/prewarm.sh)."""
 import os
 import re
 import shutil
@@ -31,11 +32,15 @@ class TcpDaemon(Daemon):
   def __init__(self, workdir, listen: str = "127.0.0.1:0", *flags: str):
     workdir.mkdir()
     super().__init__(daemon_binary(), workdir, "127.0.0.1:0", f"--listen={listen}", *flags)
-    self.wait_ready()
-    line = wait_until(lambda: re.search(r"listening grpc=(\S+)", self.log_path.read_text(errors="replace")),
-                      "polygradd's listening line", alive=self.proc)
-    self.tcp = line.group(1)
-    self.metrics = self.metrics_url()
+    try:
+      self.wait_ready()
+      line = wait_until(lambda: re.search(r"listening grpc=(\S+)", self.log_path.read_text(errors="replace")),
+                        "polygradd's listening line", alive=self.proc)
+      self.tcp = line.group(1)
+      self.metrics = self.metrics_url()
+    except BaseException:
+      self.stop()
+      raise
 
   def metric(self, name: str, labels: str = "") -> float:
     text = urllib.request.urlopen(self.metrics, timeout=30).read().decode()
@@ -159,8 +164,13 @@ def _one_name_fleet(tmp_path, monkeypatch, *flags):
   (a headless Service's DNS answer) for this process's resolver."""
   daemons = [TcpDaemon(tmp_path / "d0", "127.0.0.1:0", *flags)]
   port = daemons[0].tcp.rsplit(":", 1)[1]
-  for i in (2, 3):
-    daemons.append(TcpDaemon(tmp_path / f"d{i}", f"127.0.0.{i}:{port}", *flags))
+  try:
+    for i in (2, 3):
+      daemons.append(TcpDaemon(tmp_path / f"d{i}", f"127.0.0.{i}:{port}", *flags))
+  except BaseException:
+    for d in daemons:
+      d.stop()
+    raise
   real = socket.getaddrinfo
 
   def getaddrinfo(host, *a, **kw):
