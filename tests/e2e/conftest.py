@@ -25,13 +25,14 @@ sys.path.insert(0, str(PY_CLIENT))
 
 def _ensure_stubs() -> None:
   """The cmake build generates the Python stubs; generate them the same way if it has not run."""
-  if (PY_CLIENT / "polygrad" / "v1" / "polygrad_pb2_grpc.py").exists():
+  protos = ("polygrad", "admin")  # admin: polygrad.admin and the cache tests use its stubs
+  if all((PY_CLIENT / "polygrad" / "v1" / f"{p}_pb2_grpc.py").exists() for p in protos):
     return
   plugin = shutil.which("grpc_python_plugin") or "/usr/bin/grpc_python_plugin"
   subprocess.run(["protoc", f"--proto_path={REPO / 'proto'}", f"--python_out={PY_CLIENT}",
                   f"--pyi_out={PY_CLIENT}", f"--grpc_python_out={PY_CLIENT}",
                   f"--plugin=protoc-gen-grpc_python={plugin}",
-                  str(REPO / "proto" / "polygrad" / "v1" / "polygrad.proto")], check=True)
+                  *(str(REPO / "proto" / "polygrad" / "v1" / f"{p}.proto") for p in protos)], check=True)
 
 
 _ensure_stubs()

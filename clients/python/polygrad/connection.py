@@ -7,6 +7,13 @@ package lives in, else ``polygradd`` on PATH.
 
 One process holds one Connection with one session; everything is closed at exit.
 
+Several daemons (docs/PROTOCOL.md, "Several daemons"): a comma-separated list (``h1:50051,h2:50051``,
+``ipv4:10.0.0.1:50051,10.0.0.2:50051``) or a name with several addresses (a Kubernetes headless
+Service) is resolved to endpoints when a Connection is made, and its session goes to the next one
+in turn; every call of that session then uses that endpoint's channel. A session lives in one
+daemon's memory, so a call that cannot reach it says the session is lost (UNAVAILABLE) rather than
+trying another daemon that would answer NOT_FOUND.
+
 Security (see docs/OPERATIONS.md): POLYGRAD_TOKEN (or ``token=``) is sent as
 ``authorization: Bearer <token>`` on every call. POLYGRAD_TLS_CA (a PEM file) makes a TCP address
 use TLS; POLYGRAD_TLS_CERT and POLYGRAD_TLS_KEY add a client certificate (mTLS), and
@@ -16,8 +23,12 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import ipaddress
+import itertools
 import mmap
 import os
+import random
+import re
 import shutil
 import signal
 import subprocess
@@ -26,7 +37,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import grpc
 
@@ -123,6 +134,90 @@ def probe_address(address: str, timeout: float = 1.0) -> Optional[str]:
     return f"cannot resolve host {host}: {e.strerror or e}"
   except OSError as e:
     return f"cannot connect to {host}:{port}: {e.strerror or e}"
+
+
+class Endpoint(NamedTuple):
+  """One daemon of a target: `address` is what the channel dials; `server_name` is the name TLS
+  checks when `address` is an IP taken from a DNS answer (the certificate names the host)."""
+  address: str
+  server_name: Optional[str] = None
+
+
+def _split_host_port(item: str) -> Tuple[str, str]:
+  if item.startswith("["):
+    host, _, rest = item[1:].partition("]")
+    return host, rest[1:] if rest.startswith(":") else ""
+  host, sep, port = item.rpartition(":")
+  return (host, port) if sep and port.isdigit() else (item, "")
+
+
+def resolve_target(target: str) -> List[Endpoint]:
+  """The daemons behind `target`, in a stable order. A Unix socket, a gRPC target of another
+  resolver (``xds:``...) and a name with one address are one endpoint (dialled as written);
+  ``ipv4:``/``ipv6:`` lists and comma-separated lists give one endpoint per item, and a host name
+  (also as ``dns:///name:port``) with several addresses of its preferred family (a headless
+  Service) one per address. Names are resolved by the system resolver, also where a ``dns:``
+  target names a DNS server."""
+  import socket
+  target = original = target.strip()
+  if target.startswith(("unix:", "unix-abstract:", "vsock:")):
+    return [Endpoint(target)]
+  scheme = ""
+  m = re.match(r"^(ipv4|ipv6|dns):(?!\d+(,|$))", target)
+  if m:
+    scheme, target = m.group(1), target[m.end():]
+    if scheme == "dns":
+      target = target.split("/", 3)[-1] if target.startswith("//") else target
+  elif re.match(r"^[a-z][a-z0-9+.-]*:(?!\d+(,|$))", target) and not target.startswith("["):
+    return [Endpoint(target)]  # some other resolver's syntax: gRPC's to interpret
+  items = [i.strip() for i in target.split(",") if i.strip()]
+  out: List[Endpoint] = []
+  for item in items:
+    host, port = _split_host_port(item)
+    if scheme in ("ipv4", "ipv6") or not port:
+      out.append(Endpoint(item))
+      continue
+    try:
+      ipaddress.ip_address(host)
+      out.append(Endpoint(item))
+      continue
+    except ValueError:
+      pass
+    try:
+      infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+      infos = []  # let the channel fail with its own message, as a single name does today
+    # Only the family the system prefers: "localhost" is ::1 and 127.0.0.1, one daemon, not two.
+    family = infos[0][0] if infos else None
+    addrs = sorted({i[4][0] for i in infos if i[0] == family})
+    if len(addrs) < 2:
+      out.append(Endpoint(item))
+      continue
+    for a in addrs:
+      out.append(Endpoint(f"[{a}]:{port}" if ":" in a else f"{a}:{port}", host))
+  seen = set()
+  out = [e for e in out if not (e.address in seen or seen.add(e.address))]
+  # One daemon: dial the target as written, so messages name what the user wrote.
+  return [Endpoint(original)] if len(out) == 1 and out[0].server_name is None else out
+
+
+# Spreads this process's sessions over the endpoints of a target: the next session goes to the
+# next endpoint. It starts at a random place so that many one-session processes (a job's
+# workers) spread too instead of all starting on the first daemon.
+_next_endpoint = itertools.count(random.randrange(1 << 16))
+# Endpoints that failed to connect or lost a session recently (address -> monotonic time): a new
+# session tries them last for this long, so a dead daemon costs a new session no connect grace.
+_SUSPECT_SECONDS = 30.0
+_suspect: dict = {}
+
+
+def _endpoint_order(endpoints: List[Endpoint]) -> List[Endpoint]:
+  if len(endpoints) == 1:
+    return endpoints
+  start = next(_next_endpoint) % len(endpoints)
+  turn = endpoints[start:] + endpoints[:start]
+  now = time.monotonic()
+  return sorted(turn, key=lambda e: now - _suspect.get(e.address, -1e18) < _SUSPECT_SECONDS)
 
 
 def _set_parent_death_signal() -> None:  # runs in the child between fork and exec
@@ -233,16 +328,19 @@ def _read_env_file(name: str) -> Optional[bytes]:
     raise PolygradConnectionError(f"cannot read {name}={path}: {e}") from e
 
 
-def make_channel(address: str, token: Optional[str] = None) -> grpc.Channel:
-  """A channel to `address`: TLS when POLYGRAD_TLS_CA is set (TCP only), the token on every call."""
+def make_channel(address: str, token: Optional[str] = None, server_name: Optional[str] = None) -> grpc.Channel:
+  """A channel to `address`: TLS when POLYGRAD_TLS_CA is set (TCP only), the token on every call.
+  `server_name` is the name to check in the certificate when `address` is an IP the client
+  resolved itself (POLYGRAD_TLS_SERVER_NAME still wins)."""
   options = list(_CHANNEL_OPTIONS)
   ca = None if address.startswith("unix:") else _read_env_file("POLYGRAD_TLS_CA")
   if ca is not None:
     creds = grpc.ssl_channel_credentials(root_certificates=ca,
                                          private_key=_read_env_file("POLYGRAD_TLS_KEY"),
                                          certificate_chain=_read_env_file("POLYGRAD_TLS_CERT"))
-    if os.environ.get("POLYGRAD_TLS_SERVER_NAME"):
-      options.append(("grpc.ssl_target_name_override", os.environ["POLYGRAD_TLS_SERVER_NAME"]))
+    name = os.environ.get("POLYGRAD_TLS_SERVER_NAME") or server_name
+    if name:
+      options.append(("grpc.ssl_target_name_override", name))
     channel = grpc.secure_channel(address, creds, options=options)
   else:
     channel = grpc.insecure_channel(address, options=options)
@@ -265,13 +363,16 @@ class Connection:
     if address is None:
       self.daemon = EmbeddedDaemon()
       address = self.daemon.address
-    self.address = address
+    # `target` is what the user named; `address` the one daemon this session lives on.
+    self.target = address
     self.session_id = ""
-    self.channel = make_channel(address, token or os.environ.get("POLYGRAD_TOKEN") or None)
+    self.address = address
+    self.channel: Optional[grpc.Channel] = None
+    token = token or os.environ.get("POLYGRAD_TOKEN") or None
     try:
       if self.daemon is not None:
         self.daemon.wait_for_socket(deadline)
-      self._wait_ready(deadline)
+      self._connect(resolve_target(address), token, deadline)
       self.stub = pb_grpc.PolygradStub(self.channel)
       self.info = self._call("GetInfo", self.stub.GetInfo, pb.GetInfoRequest())
       self.max_inline_bytes = int(self.info.max_inline_bytes) or DEFAULT_MAX_INLINE_BYTES
@@ -280,7 +381,7 @@ class Connection:
       self.session_id = self._call("CreateSession", self.stub.CreateSession,
                                    pb.CreateSessionRequest()).session_id
       self.pid = os.getpid()
-      self.use_shm = address.startswith("unix:") and os.environ.get("POLYGRAD_SHM", "1") != "0"
+      self.use_shm = self.address.startswith("unix:") and os.environ.get("POLYGRAD_SHM", "1") != "0"
       self.blob_min_bytes = int(_timeout_env("POLYGRAD_BLOB_MIN_BYTES", BLOB_MIN_BYTES))
       self.shm_keep_bytes = int(_timeout_env("POLYGRAD_SHM_KEEP_BYTES", SHM_KEEP_BYTES))
       self._staging = None  # (region id, bytes, mmap): the reused shared-memory region
@@ -293,10 +394,35 @@ class Connection:
                                            name="polygrad-keepalive", daemon=True)
         self._keepalive.start()
     except BaseException:
-      self.channel.close()
+      if self.channel is not None:
+        self.channel.close()
       if self.daemon is not None:
         self.daemon.stop()
       raise
+
+  def _connect(self, endpoints: List[Endpoint], token: Optional[str], deadline: float) -> None:
+    """Opens the channel of the endpoint this session will live on: the next one in turn that
+    answers. A session never moves afterwards, so trying another endpoint is only safe here."""
+    order = _endpoint_order(endpoints)
+    failures = []
+    for i, ep in enumerate(order):
+      self.address = ep.address
+      self.channel = make_channel(ep.address, token, ep.server_name)
+      # Each endpoint left gets its share of the time left, so one that hangs cannot use it all.
+      share = time.monotonic() + max(0.0, deadline - time.monotonic()) / (len(order) - i)
+      try:
+        self._wait_ready(share)
+        _suspect.pop(ep.address, None)
+        return
+      except PolygradConnectionError as e:
+        self.channel.close()
+        self.channel = None
+        if len(order) == 1:
+          raise
+        _suspect[ep.address] = time.monotonic()
+        failures.append(str(e))
+    raise PolygradConnectionError(f"cannot reach polygradd at any of {len(order)} endpoints of "
+                                  f"{self.target} ({'; '.join(failures)})")
 
   def _keep_alive(self, interval: float) -> None:
     """The daemon expires idle sessions; a live process keeps its lease with an empty Release."""
@@ -342,7 +468,27 @@ class Connection:
     try:
       return fn(request, **kw)
     except grpc.RpcError as e:
-      raise from_rpc_error(e, what, self.address) from None
+      raise self._error(e, what) from None
+
+  def _error(self, e: grpc.RpcError, what: str) -> PolygradError:
+    """The exception for a failed call of this session. Its state exists only in the memory of
+    the daemon at self.address, so a daemon that cannot be reached, or that answers that it does
+    not know the session (it restarted, or a balancer sent the call elsewhere), means the session
+    is lost: UNAVAILABLE, saying so, never a NOT_FOUND that reads like a bad handle."""
+    err = from_rpc_error(e, what, self.address)
+    if not self.session_id:
+      return err
+    if err.code == grpc.StatusCode.UNAVAILABLE:
+      _suspect[self.address] = time.monotonic()
+      return PolygradConnectionError(f"{err}: the session on {self.address} is lost", code=err.code,
+                                     details=err.details)
+    # The daemon's words for an unknown session (server/session.cpp), as opposed to an unknown
+    # handle, node or step of a live one.
+    if err.code == grpc.StatusCode.NOT_FOUND and f'session "{self.session_id}" not found' in err.details:
+      return PolygradConnectionError(
+          f"the session on {self.address} is lost: the daemon there no longer knows it ({what}: "
+          f"NOT_FOUND: {err.details})", code=grpc.StatusCode.UNAVAILABLE, details=err.details)
+    return err
 
   @property
   def device(self) -> str:
@@ -431,7 +577,7 @@ class Connection:
         if msg.last:
           break
     except grpc.RpcError as e:
-      raise from_rpc_error(e, "Download", self.address) from None
+      raise self._error(e, "Download") from None
     return dtype, shape or (), bytes(buf)
 
   # --- Shared memory (Unix socket) and content-addressed blobs ---------------------------------
@@ -464,7 +610,7 @@ class Connection:
     except grpc.RpcError as e:
       if e.code() in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.FAILED_PRECONDITION):
         raise _ShmUnavailable(e.details()) from None
-      raise from_rpc_error(e, what, self.address) from None
+      raise self._error(e, what) from None
 
   def _adopt_staging(self, region, size: int) -> mmap.mmap:
     """Makes `region` the staging region (freeing the previous one) and returns its mapping."""
@@ -555,7 +701,7 @@ class Connection:
       except grpc.RpcError as e:
         # Evicted between HasBlobs and BufferFromBlob (the daemon's blob memory is capped): once more.
         if e.code() != grpc.StatusCode.NOT_FOUND or attempt:
-          raise from_rpc_error(e, "BufferFromBlob", self.address) from None
+          raise self._error(e, "BufferFromBlob") from None
     raise AssertionError("unreachable")
 
   # --- compiled steps (polygrad.step) ---------------------------------------------------------
