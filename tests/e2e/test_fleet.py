@@ -235,12 +235,12 @@ def test_tls_checks_the_resolved_name_not_the_address(tmp_path, monkeypatch):
 PREWARM = Path(__file__).resolve().parents[2] / "deploy" / "k8s" / "prewarm"
 
 
-def _run_prewarm(tmp_path, manifest):
+def _run_prewarm(tmp_path, manifest, *flags):
   bindir = tmp_path / "bin"
   bindir.mkdir()
   (bindir / "polygradd").symlink_to(daemon_binary())
   env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", TMPDIR=str(tmp_path))
-  return subprocess.run(["/bin/sh", str(PREWARM / "prewarm.sh"), str(manifest)], env=env, capture_output=True,
+  return subprocess.run(["/bin/sh", str(PREWARM / "prewarm.sh"), str(manifest), *flags], env=env, capture_output=True,
                         text=True, timeout=600)
 
 

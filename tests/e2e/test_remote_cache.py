@@ -402,3 +402,24 @@ def test_a_broken_remote_is_counted_by_kind_and_never_fails_a_realize(tmp_path, 
   finally:
     d.stop()
     server.stop()
+
+
+def test_the_prewarm_job_fills_the_remote_so_the_next_daemon_compiles_nothing(tmp_path, remote):
+  """deploy/'s prewarm job against a real remote: its uploads are drained before it exits, so a
+  second run (a new pod) finds every kernel there."""
+  from test_fleet import PREWARM, _run_prewarm
+  key = secret_file(tmp_path, "k", SECRET)
+  flags = (f"--cache-remote={remote.url}", f"--cache-remote-key-file={key}")
+  counts = []
+  for run in ("first", "second"):
+    work = tmp_path / run
+    work.mkdir()
+    r = _run_prewarm(work, PREWARM / "manifest.txtpb", *flags)
+    assert r.returncode == 0, r.stdout + r.stderr
+    m = re.search(r"prewarm finished\"? graphs=(\d+) kernels=(\d+) compiled=(\d+)", r.stdout)
+    assert m, r.stdout
+    counts.append((int(m.group(2)), int(m.group(3))))
+    if run == "first":
+      assert len(remote.entries()) == counts[0][1] > 0, "the job exited before its uploads reached the remote"
+  (kernels, compiled), (kernels2, compiled2) = counts
+  assert kernels2 == kernels and compiled == kernels and compiled2 == 0
