@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/frontend/composites.h"
+#include "core/frontend/sorting.h"
 #include "core/frontend/conv.h"
 #include "core/frontend/indexing.h"
 #include "core/frontend/gradient.h"
@@ -119,6 +120,12 @@ constexpr OpSpec kOpTable[] = {
     {v1::SCALED_DOT_PRODUCT_ATTENTION, Kind::Composite, Ops::SINK, 3, v1::Node::kComposite},
     {v1::SCALED_DOT_PRODUCT_ATTENTION_MASKED, Kind::Composite, Ops::SINK, 4, v1::Node::kComposite},
     {v1::COPY, Kind::Composite, Ops::COPY, 1, v1::Node::kComposite},
+    {v1::SORT, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::TOPK, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::CUMMAX, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::CUMMIN, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::CUMPROD, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::LOGCUMSUMEXP, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
 };
 
 const OpSpec* find_op(v1::Op op) {
@@ -328,6 +335,23 @@ class NodeDecoder {
         if (!code.ok()) return absl::InvalidArgumentError(absl::StrCat("COPY: ", code.status().message()));
         if (absl::Status s = engine_.check_device(*code); !s.ok()) return s;
         return frontend::copy(x, *code);
+      }
+      case v1::SORT:
+      case v1::TOPK:
+      case v1::CUMMAX:
+      case v1::CUMMIN:
+      case v1::CUMPROD:
+      case v1::LOGCUMSUMEXP: {
+        absl::StatusOr<int64_t> axis = one_axis();
+        if (!axis.ok()) return axis.status();
+        switch (spec_.wire) {
+          case v1::SORT: return frontend::sort(x, *axis, c.descending(), c.indices());
+          case v1::TOPK: return frontend::topk(x, *axis, c.n(), c.descending(), c.indices());
+          case v1::CUMMAX: return frontend::cummax(x, *axis, c.indices());
+          case v1::CUMMIN: return frontend::cummin(x, *axis, c.indices());
+          case v1::CUMPROD: return frontend::cumprod(x, *axis);
+          default: return frontend::logcumsumexp(x, *axis);
+        }
       }
       default: return absl::InternalError("composite op without a builder");
     }

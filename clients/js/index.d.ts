@@ -1,5 +1,8 @@
 // Types of the polygrad package: the JavaScript client of polygradd.
 
+/** What sort, topk, cummax and cummin return: destructures as [values, indices]. */
+export type ValuesIndices = [Tensor, Tensor] & { values: Tensor; indices: Tensor };
+
 export declare class DType {
   readonly priority: number;
   readonly itemsize: number;
@@ -220,6 +223,14 @@ export declare class Tensor {
   argmin(options?: { axis?: number | null; keepdim?: boolean }): Tensor;
   argmin(axis?: number | null, keepdim?: boolean): Tensor;
   cumsum(axis?: number | { axis?: number }): Tensor;
+  /** Stable sort along dim (NaN last, first when descending): [values, indices], also .values/.indices. */
+  sort(dim?: number | { dim?: number; descending?: boolean }, descending?: boolean): ValuesIndices;
+  argsort(dim?: number | { dim?: number; descending?: boolean }, descending?: boolean): Tensor;
+  topk(k: number, dim?: number | { dim?: number; largest?: boolean }, largest?: boolean): ValuesIndices;
+  cummax(axis?: number | { axis?: number }): ValuesIndices;
+  cummin(axis?: number | { axis?: number }): ValuesIndices;
+  cumprod(axis?: number | { axis?: number }): Tensor;
+  logcumsumexp(axis?: number | { axis?: number }): Tensor;
   softmax(axis?: number | { axis?: number; dtype?: DTypeLike }): Tensor;
   logSoftmax(axis?: number | { axis?: number; dtype?: DTypeLike }): Tensor;
   layernorm(axis?: number | number[] | { axis?: number | number[]; eps?: number }, eps?: number): Tensor;

@@ -18,7 +18,8 @@ absl::StatusOr<UOpRef> cumsum(const UOpRef& x, int64_t axis);
 absl::StatusOr<UOpRef> tril(const UOpRef& x, int64_t k);
 absl::StatusOr<UOpRef> triu(const UOpRef& x, int64_t k);
 // out[..., i, ...] = x[..., index[..., i, ...], ...] along `axis`; index has x's shape except
-// along `axis`. Out-of-range indices select nothing (0).
+// along `axis`. Out-of-range indices select nothing (0). Selection, not a product: infinities and
+// NaNs elsewhere in the row do not leak into the result. A -0.0 comes out as 0.0.
 absl::StatusOr<UOpRef> gather(const UOpRef& x, int64_t axis, const UOpRef& index);
 
 }  // namespace polygrad::frontend

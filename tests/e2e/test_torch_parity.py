@@ -209,6 +209,16 @@ def _nonzero(b):
   return (b == 0).where(1, b) if isinstance(b, Tensor) else torch.where(b == 0, torch.ones_like(b), b)
 
 
+SORT_SHAPES = [V((3, 5), dim=1), V((4, 3), dim=0, desc=True), V((2, 3, 4), dim=-1), V((6,), dim=0, desc=True),
+               V((2, 0), dim=1), V((1, 4), dim=0)]
+TOPK_SHAPES = [V((3, 5), k=2, dim=1), V((4, 6), k=3, dim=0, largest=False), V((7,), k=7, dim=0), V((3, 4), k=0, dim=1)]
+CUM_SHAPES = [V((3, 5), axis=1), V((4, 3), axis=0), V((6,), axis=0), V((2, 0), axis=1), V((2, 3, 4), axis=-1)]
+
+
+def _topk_th(p, x):
+  return torch.topk(x, p["k"], p["dim"], largest=p.get("largest", True))
+
+
 def _cross_entropy_th(p, x, y):
   return F.cross_entropy(x, y.long(), label_smoothing=p.get("ls", 0.0))
 
@@ -339,6 +349,31 @@ OPS: List[Op] = [
        grad=False),
     Op("argmin", lambda p, x: x.argmin(p["axis"]), lambda p, x: torch.argmin(x, p["axis"]),
        [V((3, 5), axis=1), V((4, 3), axis=0)], FLOATS + ("int32",), grad=False),
+    # sorting and running extremes (issue 17); torch's stable sort, since ties keep their order here
+    Op("sort", lambda p, x: x.sort(p["dim"], descending=p.get("desc", False)).values,
+       lambda p, x: torch.sort(x, dim=p["dim"], descending=p.get("desc", False), stable=True).values,
+       SORT_SHAPES, ALL_NUM),
+    Op("argsort", lambda p, x: x.argsort(p["dim"], descending=p.get("desc", False)),
+       lambda p, x: torch.sort(x, dim=p["dim"], descending=p.get("desc", False), stable=True).indices,
+       SORT_SHAPES, ALL_NUM, grad=False),
+    Op("topk", lambda p, x: x.topk(p["k"], p["dim"], largest=p.get("largest", True)).values,
+       lambda p, x: _topk_th(p, x).values, TOPK_SHAPES, ALL_NUM, gen=_distinct),
+    # torch orders tied elements of topk any way: distinct values, and no layout that repeats one
+    Op("topk_indices", lambda p, x: x.topk(p["k"], p["dim"], largest=p.get("largest", True)).indices,
+       lambda p, x: _topk_th(p, x).indices, TOPK_SHAPES, FLOATS, grad=False, gen=_distinct,
+       layouts=("contiguous", "permuted", "shrunk", "flipped", "strided")),
+    Op("cummax", lambda p, x: x.cummax(p["axis"]).values, lambda p, x: torch.cummax(x, p["axis"]).values,
+       CUM_SHAPES, ALL_NUM),
+    Op("cummax_indices", lambda p, x: x.cummax(p["axis"]).indices, lambda p, x: torch.cummax(x, p["axis"]).indices,
+       CUM_SHAPES, ALL_NUM, grad=False),
+    Op("cummin", lambda p, x: x.cummin(p["axis"]).values, lambda p, x: torch.cummin(x, p["axis"]).values,
+       CUM_SHAPES, ALL_NUM),
+    Op("cummin_indices", lambda p, x: x.cummin(p["axis"]).indices, lambda p, x: torch.cummin(x, p["axis"]).indices,
+       CUM_SHAPES, ALL_NUM, grad=False),
+    Op("cumprod", lambda p, x: x.cumprod(p["axis"]), lambda p, x: torch.cumprod(x, p["axis"]),
+       CUM_SHAPES, FLOATS + ("int32", "int64")),
+    Op("logcumsumexp", lambda p, x: x.logcumsumexp(p["axis"]), lambda p, x: torch.logcumsumexp(x, p["axis"]),
+       CUM_SHAPES, FLOATS, domain=(-4.0, 4.0)),
     # movement
     Op("reshape", lambda p, x: x.reshape(p["to"]), lambda p, x: x.reshape(p["to"]),
        [V((3, 4), to=(2, 6)), V((2, 3, 4), to=(4, -1)), V((6,), to=(1, 6, 1)), V((0, 4), to=(2, 0))], ALL_NUM),
@@ -669,7 +704,7 @@ def test_parity(rng, op: Op, dt: str):
         pg_loss = term if pg_loss is None else pg_loss + term
       pg_grads = pg_loss.gradient(*pg_leaves)
       for j, (pgr, tgr, tl) in enumerate(zip(pg_grads, th_grads, th_leaves)):
-        ref = np.zeros(tuple(tl.shape)) if tgr is None else tgr.numpy()
+        ref = np.zeros(tuple(tl.shape)) if tgr is None else tgr.detach().numpy()  # (torch's cummax grad keeps a graph)
         pending.append((f"{what} grad of leaf {j}", pgr, ref, GRAD_TOL))
   if not pending:
     pytest.skip("no variant applies")
@@ -910,3 +945,39 @@ if __name__ == "__main__":
   print(f"{len(OPS)} ops, {len(CASE_PARAMS)} tests, {CASES} cases; "
         f"bitcast: {len(BITCAST_PAIRS)} pairs, {BITCAST_CASES} cases, {len(BITCAST_CHAINS)} chains")
   sys.exit(0)
+
+
+# --- edge values of the sorting family (issue 17): NaN, infinities and signed zeros ------------------
+
+SPECIAL = np.array([np.nan, -np.inf, 3.0, -0.0, 0.0, np.inf, -2.5, np.nan, 3.0, 1.0], dtype=np.float32)
+SPECIAL_EDGES = {
+    "sort_nan_last": (lambda x: x.sort(0).values, lambda x: torch.sort(x, dim=0, stable=True).values),
+    "sort_descending_nan_first": (lambda x: x.sort(0, descending=True).values,
+                                  lambda x: torch.sort(x, dim=0, descending=True, stable=True).values),
+    "argsort_nan_ties_stable": (lambda x: x.argsort(0), lambda x: torch.sort(x, dim=0, stable=True).indices),
+    "argsort_descending": (lambda x: x.argsort(0, descending=True),
+                           lambda x: torch.sort(x, dim=0, descending=True, stable=True).indices),
+    "topk_with_nan": (lambda x: x.topk(4).values, lambda x: torch.topk(x, 4).values),
+    "cummax_nan_sticks": (lambda x: x.cummax(0).values, lambda x: torch.cummax(x, 0).values),
+    "cummax_indices": (lambda x: x.cummax(0).indices, lambda x: torch.cummax(x, 0).indices),
+    "cummin_nan_sticks": (lambda x: x.cummin(0).values, lambda x: torch.cummin(x, 0).values),
+    "cummin_indices": (lambda x: x.cummin(0).indices, lambda x: torch.cummin(x, 0).indices),
+    "logcumsumexp_infinities": (lambda x: x[1:].logcumsumexp(0), lambda x: torch.logcumsumexp(x[1:], 0)),
+    "logcumsumexp_all_neg_inf": (lambda x: (x[1:2] * Tensor.ones(3)).logcumsumexp(0),
+                                 lambda x: torch.logcumsumexp(x[1:2] * torch.ones(3), 0)),
+    "cumprod_inf_zero": (lambda x: x[1:6].cumprod(0), lambda x: torch.cumprod(x[1:6], 0)),
+    # gather picks its element; the infinities and NaNs beside it stay out (they were multiplied in)
+    "gather_beside_inf_and_nan": (lambda x: x.gather(0, Tensor([2, 9, 4, 6], dtype=dtypes.int32)),
+                                  lambda x: torch.gather(x, 0, torch.tensor([2, 9, 4, 6]))),
+}
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("name", SPECIAL_EDGES)
+def test_sorting_edge_values(name):
+  pg, th = SPECIAL_EDGES[name]
+  got, ref = pg(Tensor(SPECIAL)).numpy(), th(torch.tensor(SPECIAL)).numpy()
+  np.testing.assert_array_equal(got, ref)  # NaN matches NaN
+  if got.dtype.kind == "f":  # -0.0 stays -0.0 (a NaN's sign bit means nothing)
+    numbers = ~np.isnan(ref)
+    assert (np.signbit(got) == np.signbit(ref))[numbers].all(), f"signs of zeros differ: {got} vs {ref}"

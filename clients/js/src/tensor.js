@@ -495,4 +495,5 @@ module.exports = { Tensor, gradMode, untracked, takePendingLosses, splitOptions,
 require('./ops/elementwise');
 require('./ops/movement');
 require('./ops/reduce');
+require('./ops/sorting');
 require('./ops/nnops');

@@ -57,7 +57,8 @@ test('every wire op has a Tensor method that builds it', () => {
     x.batchNorm({ training: true }), x.batchNorm({ runningMean: Tensor.zeros(3), runningVar: Tensor.ones(3) }),
     f.reshape(1, 4, 4).scaledDotProductAttention(f.reshape(1, 4, 4), f.reshape(1, 4, 4)),
     f.reshape(1, 4, 4).scaledDotProductAttention(f.reshape(1, 4, 4), f.reshape(1, 4, 4), { attnMask: f.gt(0) }),
-    f.to('CUDA'),
+    f.to('CUDA'), f.sort(0).values, f.topk(2).indices, f.cummax(1)[0], f.cummin(1)[1], f.cumprod(0),
+    f.logcumsumexp(1),
   ];
   Tensor.training = false;
   const made = new Set(built.flatMap((t) => {

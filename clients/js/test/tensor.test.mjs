@@ -91,6 +91,26 @@ test('broadcasting and dtype promotion follow the Python client', async () => {
   close6(await Tensor.from(1.0).exp().item(), Math.E);
 });
 
+test('sort, topk and running extremes: the daemon SORT, TOPK, CUMMAX, CUMMIN, CUMPROD, LOGCUMSUMEXP', async () => {
+  const x = Tensor.from([[3, 1, NaN, 1], [0, -2, 5, 4]], { dtype: 'float32' });
+  const [values, indices] = x.sort(1);
+  assert.deepEqual(await values.data(), new Float32Array([1, 1, 3, NaN, -2, 0, 4, 5]));
+  assert.deepEqual(await indices.data(), new Int32Array([1, 3, 0, 2, 1, 0, 3, 2]));  // ties keep their order
+  assert.deepEqual(await x.sort({ dim: 1, descending: true }).values.data(), new Float32Array([NaN, 3, 1, 1, 5, 4, 0, -2]));
+  assert.deepEqual(await x.argsort(0).data(), new Int32Array([1, 1, 1, 0, 0, 0, 0, 1]));  // NaN after 5
+  const top = x.topk(2, { dim: 1, largest: false });
+  assert.deepEqual(top.values.shape, [2, 2]);
+  assert.deepEqual(await top.indices.data(), new Int32Array([1, 3, 1, 0]));
+  const y = Tensor.from([1, 3, 2, 3, 0], { dtype: 'float32' });
+  assert.deepEqual(await y.cummax().values.data(), new Float32Array([1, 3, 3, 3, 3]));
+  assert.deepEqual(await y.cummax().indices.data(), new Int32Array([0, 1, 1, 3, 3]));  // the last occurrence, as torch
+  assert.deepEqual(await y.cummin()[0].data(), new Float32Array([1, 1, 1, 1, 0]));
+  assert.deepEqual(await y.cumprod().data(), new Float32Array([1, 3, 6, 18, 0]));
+  const l = await y.logcumsumexp().data();
+  close6(l[1], Math.log(Math.exp(1) + Math.exp(3)));
+  assert.throws(() => y.topk(6), /topk: k must be an integer from 0 to 5/);
+});
+
 test('reductions with { axis, keepdim }', async () => {
   const x = Tensor.from([[1, 2, 3], [4, 5, 6]], { dtype: 'float32' });
   assert.deepEqual(await x.sum().data(), new Float32Array([21]));

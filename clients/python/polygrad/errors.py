@@ -15,6 +15,11 @@ class PolygradError(RuntimeError):
     self.details = details or message
 
 
+class ShapeError(ValueError, RuntimeError):
+  """A shape or argument the op cannot take, raised by the client before anything is sent. Both
+  a ValueError (what Python code catches) and a RuntimeError (what torch and tinygrad raise)."""
+
+
 class PolygradConnectionError(PolygradError, ConnectionError):
   """The daemon cannot be reached (or could not be started)."""
 

@@ -43,6 +43,7 @@ RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN, BATCHNORM_EVAL = 138, 139, 140, 141
 SCALED_DOT_PRODUCT_ATTENTION, SCALED_DOT_PRODUCT_ATTENTION_MASKED = 142, 143
 BITCAST = 144
 COPY = 145  # an explicit transfer to Composite.device
+SORT, TOPK, CUMMAX, CUMMIN, CUMPROD, LOGCUMSUMEXP = 200, 201, 202, 203, 204, 205
 
 OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
 # Composite ops whose node carries a CompositeArg (the others take no argument).
@@ -50,7 +51,8 @@ COMPOSITE_ARG_OPS = frozenset({SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYER
                                AVG_POOL2D, CUMSUM, ONE_HOT, ARGMAX, ARGMIN, TRIL, TRIU, GATHER, RAND, RANDN,
                                RANDINT, DROPOUT, CONV_TRANSPOSE2D, RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN,
                                BATCHNORM_EVAL, SCALED_DOT_PRODUCT_ATTENTION,
-                               SCALED_DOT_PRODUCT_ATTENTION_MASKED, COPY})
+                               SCALED_DOT_PRODUCT_ATTENTION_MASKED, COPY, SORT, TOPK, CUMMAX, CUMMIN, CUMPROD,
+                               LOGCUMSUMEXP})
 
 # Queued releases beyond this go out in a Release call of their own before the next node is made.
 RELEASE_BATCH = 4096
@@ -85,6 +87,8 @@ class Composite:
   output_padding: Tuple[int, ...] = ()  # CONV_TRANSPOSE2D
   causal: bool = False  # SCALED_DOT_PRODUCT_ATTENTION*
   device: str = ""  # COPY: the target device ("CPU", "CUDA:0")
+  descending: bool = False  # SORT, TOPK (largest)
+  indices: bool = False  # SORT, TOPK, CUMMAX, CUMMIN: positions instead of values
 
 
 class Node:
@@ -378,6 +382,8 @@ class Graph:
       c.high = a.high
       c.p = a.p
       c.output_padding.extend(a.output_padding)
+      c.descending = a.descending
+      c.indices = a.indices
       c.causal = a.causal
       c.device = a.device
     elif n.op == CONST:

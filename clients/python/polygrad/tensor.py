@@ -5,15 +5,18 @@ The wire's elementwise ops take equal shapes and equal dtypes, so this module do
 (RESHAPE then EXPAND) and dtype promotion (CAST, tinygrad's lattice) itself."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
 import weakref
+from collections import namedtuple
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import graph as g
+from .errors import ShapeError
 from .dtype import (DType, DTypeLike, dtypes, least_upper_dtype, least_upper_float, np_dtype,
                     sum_acc_dtype, to_dtype)
 from .shape import (as_shape, broadcast_shape, check_permutation, check_shape, normalize_axes,
@@ -64,6 +67,11 @@ def _infer_list_dtype(arr: np.ndarray) -> DType:
   if k == "f":
     return dtypes.default_float
   raise TypeError(f"cannot make a Tensor from a list of {arr.dtype} (nested lists of numbers only)")
+
+
+# What sort, topk, cummax and cummin return: unpacks as (values, indices) like tinygrad's tuple,
+# and has .values / .indices like torch's.
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
 
 class _GradMode:
@@ -344,6 +352,65 @@ class Tensor:
     t._rg = self._rg
     return t
 
+  def replace(self, x: "Tensor") -> "Tensor":
+    """This tensor now stands for x (tinygrad's replace): the shapes must match, the dtype
+    becomes x's. Unlike assign, nothing is cast and x's history comes along."""
+    if not isinstance(x, Tensor):
+      raise TypeError(f"replace takes a Tensor, got {type(x).__name__}")
+    if x.shape != self.shape:
+      raise ShapeError(f"replace: shape {x.shape} differs from {self.shape}")
+    self._node = x._node
+    return self
+
+  def contiguous_backward(self) -> "Tensor":
+    """Itself: tinygrad makes the gradient flowing back here contiguous; the daemon chooses every
+    buffer's layout, so there is nothing to ask for."""
+    return self
+
+  def shard(self, devices, axis: Optional[int] = None) -> "Tensor":
+    raise NotImplementedError("shard splits a tensor across several devices; polygrad's tensors live on one device "
+                              "each (Tensor.to moves one) until multi-device tensors exist")
+
+  def shard_(self, devices, axis: Optional[int] = None) -> "Tensor":
+    return self.shard(devices, axis)
+
+  def schedule_linear(self, *args, **kwargs):
+    raise NotImplementedError("schedule_linear shows tinygrad's own scheduler; polygrad schedules in the daemon "
+                              "(Tensor.realize runs it; POLYGRAD_DUMP_KERNELS=1 prints the kernels)")
+
+  def linear_with_vars(self, *args, **kwargs):
+    raise NotImplementedError("linear_with_vars shows tinygrad's own scheduler; polygrad schedules in the daemon "
+                              "(Tensor.realize runs it; POLYGRAD_DUMP_KERNELS=1 prints the kernels)")
+
+  @staticmethod
+  def from_blob(ptr: int, shape: Tuple[int, ...], dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    """A tensor of the `prod(shape)` elements of `dtype` at address `ptr` in this process (e.g. a
+    ctypes buffer or another library's array), copied when created: the memory need not outlive
+    the call, and must hold that many bytes (nothing can check it)."""
+    import ctypes
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    shape = as_shape(shape)
+    if not isinstance(ptr, int) or ptr <= 0:
+      raise ValueError(f"from_blob needs a nonzero address, got {ptr!r}")
+    wire = np_dtype(dt)
+    raw = (ctypes.c_char * (prod(shape) * wire.itemsize)).from_address(ptr)
+    arr = np.frombuffer(bytes(raw), dtype=wire).reshape(shape)
+    return Tensor.from_wire_array(arr, dt) if dt == dtypes.bfloat16 else Tensor(arr, dtype=dt, **kwargs)
+
+  @staticmethod
+  def from_url(url: str, gunzip: bool = False, **kwargs) -> "Tensor":
+    """The bytes at an http(s) URL as a uint8 tensor (gunzip: decompressed first), as tinygrad."""
+    import gzip
+    import urllib.parse
+    import urllib.request
+    if urllib.parse.urlparse(url).scheme not in ("http", "https"):
+      raise ValueError(f"from_url reads http:// and https:// URLs, got {url[:100]!r}")
+    with urllib.request.urlopen(url, timeout=kwargs.pop("timeout", 60)) as r:
+      data = r.read()
+    if gunzip:
+      data = gzip.decompress(data)
+    return Tensor(np.frombuffer(data, dtype=np.uint8).copy(), dtype=dtypes.uint8, **kwargs)
+
   # --- autograd ---------------------------------------------------------------------------------
 
   @property
@@ -608,6 +675,16 @@ class Tensor:
   def randn(*shape, dtype: Optional[DTypeLike] = None, requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
     """Standard normal, computed on the device."""
     return Tensor._random_float(g.RANDN, "randn", shape, dtype, requires_grad, kwargs)
+
+  @staticmethod
+  def normal(*shape, mean: float = 0.0, std: float = 1.0, dtype: Optional[DTypeLike] = None,
+             requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
+    """Normal with `mean` and `std` (randn scaled and shifted on the device)."""
+    with untracked():
+      t = Tensor.randn(*shape, dtype=dtype, **kwargs) * std + mean
+    if requires_grad is not None:
+      t.requires_grad = requires_grad
+    return t
 
   @staticmethod
   def randint(*shape, low: int = 0, high: int = 10, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
@@ -1672,6 +1749,71 @@ class Tensor:
     acc = sum_acc_dtype(self.dtype) if dtypes.is_float(self.dtype) else self.dtype
     x = self.cast(acc)
     return Tensor._make(g.CUMSUM, acc, self.shape, (x,), g.Composite(axes=(ax,))).cast(self.dtype)
+
+  # --- sorting and running extremes (the daemon's SORT, TOPK, CUMMAX, CUMMIN, CUMPROD,
+  # LOGCUMSUMEXP: O(n²) comparisons per row; NaN sorts last, ties keep their order) -------------
+
+  def _along(self, op: int, axis: int, name: str, arg: g.Composite, dtype=None, shape=None) -> "Tensor":
+    ax = _axis_of(axis, self.ndim, name)
+    arg = dataclasses.replace(arg, axes=(ax,))
+    return Tensor._make(op, dtype or self.dtype, self.shape if shape is None else shape, (self,), arg)
+
+  def _values_indices(self, op: int, axis: int, name: str, shape=None, **kw) -> "ValuesIndices":
+    if self.ndim == 0:
+      v, i = self.reshape(1)._values_indices(op, 0, name, None if shape is None else (1,), **kw)
+      return ValuesIndices(v.reshape(()), i.reshape(()))
+    values = self._along(op, axis, name, g.Composite(**kw), shape=shape)
+    indices = self._along(op, axis, name, g.Composite(indices=True, **kw), dtypes.int32, shape)
+    return ValuesIndices(values, indices)
+
+  def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> "ValuesIndices":
+    """(values, indices) sorted along `dim`; stable always (ties keep their order), NaN last
+    (first when descending), as torch.sort(stable=True). Differentiable through the values."""
+    return self._values_indices(g.SORT, dim, "sort", descending=descending)
+
+  def argsort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> "Tensor":
+    return self.sort(dim, descending).indices
+
+  def topk(self, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True, sorted: bool = True
+           ) -> "ValuesIndices":
+    """(values, indices) of the k largest (smallest) along `dim`, in order (always sorted)."""
+    ax = _axis_of(dim, max(self.ndim, 1), "topk")
+    n = self.shape[ax] if self.ndim else 1
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
+      raise ValueError(f"topk: k must be an int from 0 to {n} (the size of dim {dim}), got {k!r}")
+    shape = tuple(k if i == ax else d for i, d in enumerate(self.shape)) if self.ndim else (k,)
+    if self.ndim == 0:
+      return self.reshape(1).topk(k, 0, largest)
+    return self._values_indices(g.TOPK, ax, "topk", shape=shape, n=k, descending=largest)
+
+  def cummax(self, axis: int = 0) -> "ValuesIndices":
+    """(running maximum, where it last occurred) along `axis`; NaN, once seen, stays (torch)."""
+    return self._values_indices(g.CUMMAX, axis, "cummax")
+
+  def cummin(self, axis: int = 0) -> "ValuesIndices":
+    return self._values_indices(g.CUMMIN, axis, "cummin")
+
+  def cumprod(self, axis: int = 0, dtype: Optional[DTypeLike] = None) -> "Tensor":
+    """Running product along `axis` (bool as the default int; float16/bfloat16 multiply in
+    float32). Differentiable."""
+    if self.ndim == 0:
+      _axis_of(axis, 1, "cumprod")
+      return self.reshape(1).cumprod(0, dtype).reshape(())
+    x = self.cast(dtypes.default_int) if self.dtype == dtypes.bool else self
+    if dtype is not None:
+      x = x.cast(to_dtype(dtype))
+    acc = sum_acc_dtype(x.dtype) if dtypes.is_float(x.dtype) else x.dtype
+    return x.cast(acc)._along(g.CUMPROD, axis, "cumprod", g.Composite()).cast(x.dtype)
+
+  def logcumsumexp(self, axis: int = 0) -> "Tensor":
+    """log(cumsum(exp(x))) along `axis` without overflow; float results (ints become the default
+    float). Differentiable."""
+    if self.ndim == 0:
+      _axis_of(axis, 1, "logcumsumexp")
+      return self.reshape(1).logcumsumexp(0).reshape(())
+    x = self._float()
+    acc = sum_acc_dtype(x.dtype)
+    return x.cast(acc)._along(g.LOGCUMSUMEXP, axis, "logcumsumexp", g.Composite()).cast(x.dtype)
 
   def _arg_extreme(self, op: int, axis, keepdim: bool) -> "Tensor":
     if axis is None:  # over the flattened tensor (keepdim does not apply, as in tinygrad)

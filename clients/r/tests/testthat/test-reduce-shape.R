@@ -36,6 +36,24 @@ test_that("cumsum along an axis keeps the dtype; bool counts", {
   expect_identical(v(pg_cumsum(pg_tensor(c(TRUE, FALSE, TRUE)))), c(1L, 1L, 2L))
 })
 
+test_that("sort, topk and running extremes match base R (1-based indices; NaN last; ties stable)", {
+  s <- pg_sort(x, 2)
+  expect_equal(as.array(s$values), t(apply(a, 1, sort)))
+  expect_identical(as.array(s$indices), t(apply(a, 1, order)))
+  d <- pg_sort(pg_tensor(c(2, NaN, 5, 2)), descending = TRUE)
+  expect_identical(v(d$values), c(NaN, 5, 2, 2))
+  expect_identical(v(d$indices), c(2L, 3L, 1L, 4L))
+  k <- pg_topk(x, 2, 1, largest = FALSE)
+  expect_equal(as.array(k$values), apply(a, 2, function(c) sort(c)[1:2]))
+  expect_error(pg_topk(x, 9, 1), "topk: k must be a whole number from 0 to 3")
+  y <- c(1, 3, 2, 3, 0)
+  expect_equal(v(pg_cummax(pg_tensor(y))$values), cummax(y))
+  expect_identical(v(pg_cummax(pg_tensor(y))$indices), c(1L, 2L, 2L, 4L, 4L))
+  expect_equal(v(pg_cummin(pg_tensor(y))$values), cummin(y))
+  expect_equal(as.array(pg_cumprod(x, 2)), t(apply(a, 1, cumprod)), tolerance = 1e-6)
+  expect_equal(v(pg_logcumsumexp(pg_tensor(y))), log(cumsum(exp(y))), tolerance = 1e-6)
+})
+
 test_that("linspace, eye and randint", {
   expect_equal(v(pg_linspace(0, 1, 5)), seq(0, 1, length.out = 5))
   expect_identical(dim(pg_linspace(2, 3, 1)), 1L)
