@@ -37,9 +37,15 @@ def canonicalize(device: str) -> str:
   return base if m.group(2) is None else f"{base}:{int(m.group(2))}"
 
 
-class Device:
+class _DeviceNames(type):
+  def __getitem__(cls, device: str) -> str:
+    """Device['cpu'] is 'CPU' (the seed polygrad API): a device's canonical name."""
+    return canonicalize(device)
+
+
+class Device(metaclass=_DeviceNames):
   """tinygrad's Device: DEFAULT names where tensors made from data are placed (set it to 'CUDA'
-  to place new tensors there); the daemon decides what exists."""
+  to place new tensors there); the daemon decides what exists. Device['cuda:0'] is 'CUDA:0'."""
 
   DEFAULT = "CPU"
 

@@ -30,6 +30,10 @@ class DType:
     return hash(self.name)
 
   def __eq__(self, other) -> bool:
+    # A dtype also equals its name (the seed polygrad API: t.dtype == 'float32'); the hash is the
+    # name's, so the two agree in sets and dicts too.
+    if isinstance(other, str):
+      return other == self.name
     return isinstance(other, DType) and other.name == self.name
 
   def __reduce__(self):

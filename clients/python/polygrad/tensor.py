@@ -177,6 +177,10 @@ class Tensor:
       target = _require_device(device)
       if target != self.device:  # data lands on the CPU first; an explicit COPY moves it
         self._node = self.to(target)._node
+    if requires_grad and dtype is None and not dtypes.is_float(self.dtype) and not isinstance(data, (g.Node, Tensor)):
+      # Tensor([1, 2, 3], requires_grad=True): data meant to be differentiated is float (the
+      # seed polygrad API); only a float tensor can have a gradient.
+      self._node = self.cast(dtypes.default_float)._node
     if requires_grad is not None:
       self.requires_grad = requires_grad
 
@@ -1891,9 +1895,12 @@ class Tensor:
 
   def one_hot(self, num_classes: int) -> "Tensor":
     """One-hot encoding along a new last axis, in the indices' dtype (the daemon's ONE_HOT).
-    Indices outside [0, num_classes) give a row of zeros."""
+    Indices outside [0, num_classes) give a row of zeros. Float class indices (the seed polygrad
+    API: labels loaded as floats) are cast to int32, a fraction truncated toward zero."""
+    if dtypes.is_float(self.dtype):
+      return self.cast(dtypes.int32).one_hot(num_classes)
     if not dtypes.is_int(self.dtype):
-      raise TypeError(f"one_hot needs an integer tensor, got {self.dtype.name}")
+      raise TypeError(f"one_hot needs an integer (or integral float) tensor, got {self.dtype.name}")
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
       raise ValueError(f"one_hot needs num_classes >= 1 (an int), got {num_classes!r}")
     return Tensor._make(g.ONE_HOT, self.dtype, self.shape + (num_classes,), (self,), g.Composite(n=num_classes))
