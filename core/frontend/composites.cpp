@@ -1,6 +1,7 @@
 #include "core/frontend/composites.h"
 
 #include <cmath>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -133,7 +134,9 @@ absl::StatusOr<UOpRef> mean(const UOpRef& x, std::vector<int64_t> axes, bool kee
   if (auto s = need_float(x, "mean"); !s.ok()) return s;
   PG_ASSIGN(ax, norm_axes(std::move(axes), x));
   PG_ASSIGN(s, reduce_keep(Ops::ADD, x, ax, keepdim));
-  return scale(s, 1.0 / static_cast<double>(std::max<int64_t>(1, count(x, ax))));
+  // Over zero elements the mean is NaN, as torch (0 * inf).
+  const int64_t n = count(x, ax);
+  return scale(s, n == 0 ? std::numeric_limits<double>::infinity() : 1.0 / static_cast<double>(n));
 }
 
 absl::StatusOr<UOpRef> var(const UOpRef& x, std::vector<int64_t> axes, bool keepdim, double correction) {
@@ -225,25 +228,31 @@ absl::StatusOr<UOpRef> layernorm(const UOpRef& x, int64_t normalized_axes, doubl
 }
 
 absl::StatusOr<UOpRef> relu(const UOpRef& x) {
+  // Selected, not max(x, 0): a max splits its gradient at the tie x = 0, where torch's relu has
+  // gradient 0. A NaN passes through.
   PG_ASSIGN(z, scalar_like(0, x));
-  return alu(Ops::MAX, {x, z});
+  PG_ASSIGN(positive, alu(Ops::CMPLT, {z, x}));
+  PG_ASSIGN(nan, alu(Ops::CMPNE, {x, x}));
+  PG_ASSIGN(keep, alu(Ops::OR, {positive, nan}));
+  return alu(Ops::WHERE, {keep, x, z});
 }
 
 absl::StatusOr<UOpRef> sigmoid(const UOpRef& x) {
   if (auto s = need_float(x, "sigmoid"); !s.ok()) return s;
   // e = exp(-|x|) never overflows (1 / (1 + exp(-x)) does for x below about -88 in float32, -11
   // in float16, and its gradient then multiplies 0 by inf): sigmoid is 1 / (1 + e) for x >= 0
-  // and e / (1 + e) below.
+  // and e / (1 + e) below. -|x| is selected, not max(x, -x): a max splits its gradient at x = 0
+  // into +1/2 and -1/2, which would make sigmoid's (and tanh's) gradient 0 there.
+  PG_ASSIGN(zero, scalar_like(0, x));
+  PG_ASSIGN(below, alu(Ops::CMPLT, {x, zero}));
   PG_ASSIGN(nx, alu(Ops::NEG, {x}));
-  PG_ASSIGN(ax, alu(Ops::MAX, {x, nx}));
-  PG_ASSIGN(t, scale(ax, -kLog2E));
+  PG_ASSIGN(neg_abs, alu(Ops::WHERE, {below, x, nx}));
+  PG_ASSIGN(t, scale(neg_abs, kLog2E));
   PG_ASSIGN(e, alu(Ops::EXP2, {t}));
   PG_ASSIGN(one, scalar_like(1, x));
   PG_ASSIGN(d, alu(Ops::ADD, {one, e}));
   PG_ASSIGN(pos, alu(Ops::RECIP, {d}));
   PG_ASSIGN(neg, alu(Ops::MUL, {e, pos}));
-  PG_ASSIGN(zero, scalar_like(0, x));
-  PG_ASSIGN(below, alu(Ops::CMPLT, {x, zero}));
   return alu(Ops::WHERE, {below, neg, pos});
 }
 

@@ -60,7 +60,15 @@ absl::StatusOr<UOpRef> arg_extreme(const UOpRef& x, int64_t axis_in, bool keepdi
   const int64_t n = x->shape[axis];
   PG_ASSIGN(m, reduce(Ops::MAX, v, {axis}));
   PG_ASSIGN(me, expand(m, v->shape));
-  PG_ASSIGN(hit, eq(v, me));
+  PG_ASSIGN(equal, eq(v, me));
+  UOpRef hit = equal;
+  if (dtype_is_float(v->dtype)) {  // a NaN is the extreme (max propagates it): its first position
+    PG_ASSIGN(nan_v, alu(Ops::CMPNE, {v, v}));
+    PG_ASSIGN(nan_m, alu(Ops::CMPNE, {me, me}));
+    PG_ASSIGN(both_nan, alu(Ops::AND, {nan_v, nan_m}));
+    PG_ASSIGN(either, alu(Ops::OR, {equal, both_nan}));
+    hit = either;
+  }
   // The first maximum wins: score positions n, n-1, ..., 1 and take the largest hit.
   PG_ASSIGN(pos, arange_along(n, DType::Int32, static_cast<size_t>(axis), v->shape));
   PG_ASSIGN(nn, constant(int64_t{n}, DType::Int32, v->shape));

@@ -206,6 +206,8 @@ class CStyleRenderer::Emitter {
             line(absl::StrFormat("%s = %s + %s;", a, a, v));
           else if (static_cast<Ops>(n.arg_int()) == Ops::MUL)
             line(absl::StrFormat("%s = %s * %s;", a, a, v));
+          else if (dtype_is_float(n.src[0]->dtype))  // a NaN, once seen, stays (torch's max)
+            line(absl::StrFormat("%s = (%s > %s || %s != %s) ? %s : %s;", a, v, a, v, v, v, a));
           else
             line(absl::StrFormat("%s = %s > %s ? %s : %s;", a, v, a, v, a));
           continue;
@@ -359,7 +361,12 @@ class CStyleRenderer::Emitter {
         if (safe) return absl::StrFormat("(%s %s %s)", a(0), n.op == Ops::IDIV ? "/" : "%", a(1));
         return absl::StrFormat("pg_%s_%s(%s, %s)", n.op == Ops::IDIV ? "idiv" : "mod", suffix(dt), a(0), a(1));
       }
-      case Ops::MAX: return absl::StrFormat("(%s > %s ? %s : %s)", a(0), a(1), a(0), a(1));
+      case Ops::MAX:
+        // A NaN on either side wins, as in torch (max, maximum, clip, a reduction's accumulator);
+        // a bare "a > b ? a : b" drops a NaN on the left.
+        if (dtype_is_float(dt))
+          return absl::StrFormat("((%s > %s || %s != %s) ? %s : %s)", a(0), a(1), a(0), a(0), a(0), a(1));
+        return absl::StrFormat("(%s > %s ? %s : %s)", a(0), a(1), a(0), a(1));
       case Ops::CMPLT: return absl::StrFormat("(%s < %s)", a(0), a(1));
       case Ops::CMPNE: return absl::StrFormat("(%s != %s)", a(0), a(1));
       case Ops::AND: return absl::StrFormat("(%s & %s)", a(0), a(1));

@@ -105,6 +105,8 @@ class CudaRenderer final : public CStyleRenderer {
     auto combine = [&](const std::string& other) {
       if (op == Ops::ADD) return absl::StrFormat("%s = %s + %s;", acc, acc, other);
       if (op == Ops::MUL) return absl::StrFormat("%s = %s * %s;", acc, acc, other);
+      if (type == "float" || type == "double")  // a NaN, once seen, stays (torch's max)
+        return absl::StrFormat("{ const %s o = %s; %s = (o > %s || o != o) ? o : %s; }", type, other, acc, acc, acc);
       return absl::StrFormat("{ const %s o = %s; %s = o > %s ? o : %s; }", type, other, acc, acc, acc);
     };
     std::string out = absl::StrFormat(

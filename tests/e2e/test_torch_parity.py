@@ -981,3 +981,55 @@ def test_sorting_edge_values(name):
   if got.dtype.kind == "f":  # -0.0 stays -0.0 (a NaN's sign bit means nothing)
     numbers = ~np.isnan(ref)
     assert (np.signbit(got) == np.signbit(ref))[numbers].all(), f"signs of zeros differ: {got} vs {ref}"
+
+
+# --- edge semantics as PyTorch computes them (issue 17): forward values (NaN equal to NaN, signs of
+# zeros) and, where differentiable, the gradient of sum(out) ------------------------------------------
+
+NAN, INF = float("nan"), float("inf")
+EDGE_CASES = {
+    # NaN propagates through max/min, their positions, maximum/minimum and clip
+    "max_nan": (lambda a: a.max(), lambda a: a.max(), [[1.0, NAN, -2.0, 3.0]], False),
+    "max_axis_nan": (lambda a: a.reshape(2, 2).max(1), lambda a: a.reshape(2, 2).max(1).values,
+                     [[1.0, NAN, -2.0, 3.0]], False),
+    "min_nan": (lambda a: a.min(), lambda a: a.min(), [[1.0, NAN, -2.0, 3.0]], False),
+    "argmax_nan": (lambda a: a.argmax(), lambda a: a.argmax(), [[1.0, NAN, -2.0, NAN]], False),
+    "argmin_nan": (lambda a: a.argmin(), lambda a: a.argmin(), [[1.0, -2.0, NAN, 3.0]], False),
+    "maximum_nan": (lambda a, b: a.maximum(b), torch.maximum if torch else None, [[1.0, NAN, 2.0], [NAN, 1.0, 3.0]], False),
+    "minimum_nan": (lambda a, b: a.minimum(b), torch.minimum if torch else None, [[1.0, NAN, 2.0], [NAN, 1.0, 3.0]], False),
+    "clip_nan": (lambda a: a.clip(-1, 1), lambda a: a.clamp(-1, 1), [[NAN, 2.0, -3.0, 0.5]], False),
+    # means over zero elements
+    "mean_over_empty_axis": (lambda a: a.reshape(0, 3).mean(0), lambda a: a.reshape(0, 3).mean(0), [[]], False),
+    "mean_of_empty": (lambda a: a.mean(), lambda a: a.mean(), [[]], False),
+    # gradients at the points where a max-based formula ties
+    "relu_grad_at_0": (lambda a: a.relu(), torch.relu if torch else None, [[0.0, 1.0, -1.0]], True),
+    "clip_grad_at_bounds": (lambda a: a.clip(-1, 1), lambda a: a.clamp(-1, 1), [[1.0, -1.0, 0.0, 2.0, -2.0]], True),
+    "sigmoid_grad_at_0": (lambda a: a.sigmoid(), torch.sigmoid if torch else None, [[0.0, -0.0, 1.0]], True),
+    "tanh_grad_at_0": (lambda a: a.tanh(), torch.tanh if torch else None, [[0.0, 0.5]], True),
+    "maximum_tie_grad": (lambda a, b: a.maximum(b), torch.maximum if torch else None, [[1.0, 2.0], [1.0, 3.0]], True),
+    # extremes without overflow
+    "sigmoid_extremes": (lambda a: a.sigmoid(), torch.sigmoid if torch else None, [[-200.0, -90.0, 90.0, 200.0]], True),
+    # a row of -inf gives NaN (0/0), as torch; a row holding one -inf gives it probability 0
+    "softmax_rows_with_neg_inf": (lambda a: a.reshape(2, 2).softmax(-1), lambda a: a.reshape(2, 2).softmax(-1),
+                                  [[-INF, 0.0, -INF, -INF]], False),
+    # a comparison inside a differentiated expression passes no gradient, and is no error
+    "comparison_in_gradient": (lambda a: a * (a < 0), lambda a: a * (a < 0), [[-1.0, 2.0, 0.0]], True),
+    "realize_zero_elements": (lambda a: a.reshape(0, 2) * 2, lambda a: a.reshape(0, 2) * 2, [[]], False),
+}
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("name", EDGE_CASES)
+def test_edge_semantics(name):
+  pg, th, args, grad = EDGE_CASES[name]
+  pts = [Tensor(np.array(a, dtype=np.float32), requires_grad=grad) for a in args]
+  tts = [torch.tensor(np.array(a, dtype=np.float32), requires_grad=grad) for a in args]
+  got, ref = pg(*pts), th(*tts)
+  g, r = got.numpy(), ref.detach().numpy()
+  assert g.shape == r.shape, f"shape {g.shape} != torch's {r.shape}"
+  np.testing.assert_allclose(g.astype(np.float64), r.astype(np.float64), rtol=1e-6, atol=1e-7)
+  if grad:
+    got.sum().backward()
+    ref.sum().backward()
+    for p, t in zip(pts, tts):
+      np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=1e-7, err_msg="gradient")

@@ -1448,8 +1448,14 @@ class Tensor:
   def clip(self, min_=None, max_=None) -> "Tensor":
     if min_ is None and max_ is None:
       raise ValueError("clip needs min_ or max_")
-    x = self if min_ is None else self.maximum(min_)
-    return x if max_ is None else x.minimum(max_)
+    # Selected, not maximum/minimum: at a bound torch passes the whole gradient (a max would split
+    # it at the tie), and a NaN stays NaN.
+    x = self
+    if min_ is not None:
+      x = (x < min_).where(min_, x)
+    if max_ is not None:
+      x = (x > max_).where(max_, x)
+    return x
 
   clamp = clip
 
