@@ -37,3 +37,17 @@ def test_int_data_with_requires_grad_is_a_float_leaf():
   (x * x).sum().backward()
   np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0, 6.0])
   assert Tensor([1, 2, 3]).dtype == dtypes.int32  # without requires_grad, ints stay ints
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: Tensor.ones(2, 3) @ Tensor.ones(4, 5), lambda: Tensor.ones(2, 3) + Tensor.ones(4, 5),
+    lambda: Tensor.ones(2, 3).reshape(4), lambda: Tensor.ones(2, 3).sum(5), lambda: Tensor.ones(2, 3).permute(0, 0),
+    lambda: Tensor.ones(2, 3).conv2d(Tensor.ones(1, 2, 1, 1)), lambda: Tensor.ones(3).topk(4),
+])
+def test_a_shape_or_argument_error_is_both_value_error_and_runtime_error(bad):
+  """torch and tinygrad raise RuntimeError; Python code catches ValueError: it is both, and says
+  the shapes it concerns."""
+  with pytest.raises(ValueError) as e:
+    bad()
+  assert isinstance(e.value, RuntimeError), e.value
+  assert any(c.isdigit() for c in str(e.value)), f"the message names no shape, size or axis: {e.value}"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import string
 from typing import Dict, List, Sequence, Tuple
 
+from .errors import ShapeError
+
 __all__ = ["einsum", "rearrange"]
 
 _ELLIPSIS_LETTERS = string.ascii_uppercase  # stand-ins for the axes "..." covers
@@ -15,14 +17,14 @@ _ELLIPSIS_LETTERS = string.ascii_uppercase  # stand-ins for the axes "..." cover
 def _split_operand(spec: str, rank: int, what: str) -> Tuple[str, int]:
   """The letters of one operand's spec and how many axes its "..." covers."""
   if spec.count("...") > 1:
-    raise ValueError(f"einsum: {what} has more than one '...'")
+    raise ShapeError(f"einsum: {what} has more than one '...'")
   letters = spec.replace("...", "")
   for c in letters:
     if c not in string.ascii_letters:
-      raise ValueError(f"einsum: {what}: {c!r} is not a letter")
+      raise ShapeError(f"einsum: {what}: {c!r} is not a letter")
   covered = rank - len(letters)
   if covered < 0 or ("..." not in spec and covered != 0):
-    raise ValueError(f"einsum: {what} names {len(letters)} axes but its operand has {rank}")
+    raise ShapeError(f"einsum: {what} names {len(letters)} axes but its operand has {rank}")
   return spec, covered
 
 
@@ -39,12 +41,12 @@ def einsum(formula: str, *operands):
   lhs, arrow, rhs = formula.partition("->")
   specs = lhs.split(",")
   if len(specs) != len(operands):
-    raise ValueError(f"einsum: the formula has {len(specs)} operands, {len(operands)} tensors given")
+    raise ShapeError(f"einsum: the formula has {len(specs)} operands, {len(operands)} tensors given")
   parsed = [_split_operand(s, t.ndim, f"operand {i} ({s!r})") for i, (s, t) in enumerate(zip(specs, operands))]
   ell = max(c for _, c in parsed)
   ell_letters = _ELLIPSIS_LETTERS[:ell]
   if any(c in _ELLIPSIS_LETTERS for s in specs for c in s):
-    raise ValueError("einsum: use lower-case letters for axes")
+    raise ShapeError("einsum: use lower-case letters for axes")
   # Each operand's axes as letters, "..." expanded right-aligned (numpy's broadcasting).
   axes = [spec.replace("...", ell_letters[ell - c:]) for spec, c in parsed]
   for a, s in zip(axes, specs):
@@ -53,12 +55,12 @@ def einsum(formula: str, *operands):
   if arrow:
     out = rhs.replace("...", ell_letters)
     if "..." not in rhs and any(c in ell_letters for c in out):
-      raise ValueError("einsum: '...' in the output needs '...' in the inputs")
+      raise ShapeError("einsum: '...' in the output needs '...' in the inputs")
     for c in out:
       if not any(c in a for a in axes):
-        raise ValueError(f"einsum: output letter {c!r} is not in any input")
+        raise ShapeError(f"einsum: output letter {c!r} is not in any input")
     if len(set(out)) != len(out):
-      raise ValueError(f"einsum: output {rhs!r} repeats a letter")
+      raise ShapeError(f"einsum: output {rhs!r} repeats a letter")
   else:
     counts: Dict[str, int] = {}
     for a in axes:
@@ -71,7 +73,7 @@ def einsum(formula: str, *operands):
   for a, t in zip(axes, operands):
     for c, n in zip(a, t.shape):
       if n != 1 and sizes.get(c, 1) not in (1, n):
-        raise ValueError(f"einsum: axis {c!r} has sizes {sizes[c]} and {n}")
+        raise ShapeError(f"einsum: axis {c!r} has sizes {sizes[c]} and {n}")
       sizes[c] = max(sizes.get(c, 1), n)
   # Every operand permuted to the global letter order, with size-1 axes for letters it lacks;
   # then one broadcast product and one sum over the letters not in the output.
@@ -94,11 +96,11 @@ def _groups(side: str, what: str) -> List[List[str]]:
   for tok in side.replace("(", " ( ").replace(")", " ) ").split():
     if tok == "(":
       if current is not None:
-        raise ValueError(f"rearrange: nested parentheses in {what}")
+        raise ShapeError(f"rearrange: nested parentheses in {what}")
       current = []
     elif tok == ")":
       if current is None:
-        raise ValueError(f"rearrange: unbalanced ')' in {what}")
+        raise ShapeError(f"rearrange: unbalanced ')' in {what}")
       out.append(current)
       current = None
     elif tok.isidentifier():
@@ -107,9 +109,9 @@ def _groups(side: str, what: str) -> List[List[str]]:
       else:
         out.append([tok])
     else:
-      raise ValueError(f"rearrange: {tok!r} in {what} is not an axis name")
+      raise ShapeError(f"rearrange: {tok!r} in {what} is not an axis name")
   if current is not None:
-    raise ValueError(f"rearrange: unbalanced '(' in {what}")
+    raise ShapeError(f"rearrange: unbalanced '(' in {what}")
   return out
 
 
@@ -118,17 +120,17 @@ def rearrange(t, formula: str, **sizes: int):
   ("b (h w) c -> b h w c", h=2). Every name appears once on each side."""
   lhs, arrow, rhs = formula.partition("->")
   if not arrow:
-    raise ValueError(f"rearrange: {formula!r} has no '->'")
+    raise ShapeError(f"rearrange: {formula!r} has no '->'")
   left, right = _groups(lhs, "the input pattern"), _groups(rhs, "the output pattern")
   left_names = [n for g in left for n in g]
   right_names = [n for g in right for n in g]
   if len(set(left_names)) != len(left_names) or sorted(left_names) != sorted(right_names):
-    raise ValueError(f"rearrange: both sides must name the same axes once each: {formula!r}")
+    raise ShapeError(f"rearrange: both sides must name the same axes once each: {formula!r}")
   if len(left) != t.ndim:
-    raise ValueError(f"rearrange: the input pattern has {len(left)} axes, the tensor {t.ndim}")
+    raise ShapeError(f"rearrange: the input pattern has {len(left)} axes, the tensor {t.ndim}")
   unknown = set(sizes) - set(left_names)
   if unknown:
-    raise ValueError(f"rearrange: sizes given for axes not in the pattern: {sorted(unknown)}")
+    raise ShapeError(f"rearrange: sizes given for axes not in the pattern: {sorted(unknown)}")
   known: Dict[str, int] = {k: int(v) for k, v in sizes.items()}
   for g, dim in zip(left, t.shape):
     missing = [n for n in g if n not in known]
@@ -136,13 +138,13 @@ def rearrange(t, formula: str, **sizes: int):
     for n in g:
       product *= known.get(n, 1)
     if len(missing) > 1:
-      raise ValueError(f"rearrange: cannot infer both {missing} from size {dim}")
+      raise ShapeError(f"rearrange: cannot infer both {missing} from size {dim}")
     if missing:
       if product == 0 or dim % product:
-        raise ValueError(f"rearrange: size {dim} does not split by {product} for {g}")
+        raise ShapeError(f"rearrange: size {dim} does not split by {product} for {g}")
       known[missing[0]] = dim // product
     elif product != dim:
-      raise ValueError(f"rearrange: axes {g} multiply to {product}, the tensor's axis is {dim}")
+      raise ShapeError(f"rearrange: axes {g} multiply to {product}, the tensor's axis is {dim}")
   split = t.reshape([known[n] for n in left_names])
   moved = split.permute([left_names.index(n) for n in right_names]) if right_names else split
   out_shape: Sequence[int] = []

@@ -20,6 +20,10 @@ class ShapeError(ValueError, RuntimeError):
   a ValueError (what Python code catches) and a RuntimeError (what torch and tinygrad raise)."""
 
 
+class AxisError(ShapeError, IndexError):
+  """An axis out of range: IndexError as in torch, and a ShapeError."""
+
+
 class PolygradConnectionError(PolygradError, ConnectionError):
   """The daemon cannot be reached (or could not be started)."""
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence, Tuple, Union
 
+from .errors import AxisError, ShapeError
+
 Shape = Tuple[int, ...]
 
 
@@ -32,7 +34,7 @@ def as_shape(args) -> Shape:
 def check_shape(shape: Shape) -> Shape:
   for s in shape:
     if s < 0:
-      raise ValueError(f"negative dimension in shape {shape}")
+      raise ShapeError(f"negative dimension in shape {shape}")
   return shape
 
 
@@ -44,7 +46,7 @@ def broadcast_shape(*shapes: Shape) -> Shape:
   for i in range(nd):
     sizes = {p[i] for p in padded} - {1}
     if len(sizes) > 1:
-      raise ValueError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast "
+      raise ShapeError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast "
                        f"together (axis {i - nd}: sizes {sorted(sizes)})")
     out.append(sizes.pop() if sizes else 1)
   return tuple(out)
@@ -56,7 +58,7 @@ def normalize_axis(axis: int, ndim: int) -> int:
   lo = -max(ndim, 1)
   hi = max(ndim, 1) - 1
   if not lo <= axis <= hi:
-    raise IndexError(f"axis {axis} is out of range for a tensor of {ndim} dimensions")
+    raise AxisError(f"axis {axis} is out of range for a tensor of {ndim} dimensions")
   return axis + ndim if axis < 0 else axis
 
 
@@ -68,7 +70,7 @@ def normalize_axes(axis: Union[None, int, Sequence[int]], ndim: int) -> Tuple[in
     axis = (axis,)
   axes = [normalize_axis(a, ndim) for a in axis]
   if len(set(axes)) != len(axes):
-    raise ValueError(f"repeated axis in {tuple(axis)}")
+    raise ShapeError(f"repeated axis in {tuple(axis)}")
   if ndim == 0:
     return ()
   return tuple(sorted(axes))
@@ -80,46 +82,46 @@ def resolve_reshape(old: Shape, new: Sequence[Optional[int]]) -> Shape:
   for i, s in enumerate(new):
     if s is None:
       if i >= len(old):
-        raise ValueError(f"reshape: None at axis {i} has no matching axis in {old}")
+        raise ShapeError(f"reshape: None at axis {i} has no matching axis in {old}")
       new[i] = old[i]
   if sum(1 for s in new if s == -1) > 1:
-    raise ValueError(f"reshape: at most one -1 allowed, got {tuple(new)}")
+    raise ShapeError(f"reshape: at most one -1 allowed, got {tuple(new)}")
   if any(s < -1 for s in new):
-    raise ValueError(f"reshape: invalid size in {tuple(new)}")
+    raise ShapeError(f"reshape: invalid size in {tuple(new)}")
   total = prod(old)
   if -1 in new:
     rest = prod(s for s in new if s != -1)
     if rest == 0 or total % rest != 0:
-      raise ValueError(f"reshape: cannot reshape {old} ({total} elements) into {tuple(new)}")
+      raise ShapeError(f"reshape: cannot reshape {old} ({total} elements) into {tuple(new)}")
     new[new.index(-1)] = total // rest
   if prod(new) != total:
-    raise ValueError(f"reshape: cannot reshape {old} ({total} elements) into {tuple(new)}")
+    raise ShapeError(f"reshape: cannot reshape {old} ({total} elements) into {tuple(new)}")
   return tuple(new)
 
 
 def check_permutation(order: Sequence[int], ndim: int) -> Tuple[int, ...]:
   order = tuple(normalize_axis(a, ndim) for a in order) if ndim else tuple(order)
   if sorted(order) != list(range(ndim)):
-    raise ValueError(f"permute: {tuple(order)} is not a permutation of {ndim} axes")
+    raise ShapeError(f"permute: {tuple(order)} is not a permutation of {ndim} axes")
   return order
 
 
 def resolve_expand(old: Shape, new: Sequence[int]) -> Shape:
   """tinygrad/torch expand: -1 keeps a size, new leading axes may be added, size-1 axes grow."""
   if len(new) < len(old):
-    raise ValueError(f"expand: target {tuple(new)} has fewer axes than {old}")
+    raise ShapeError(f"expand: target {tuple(new)} has fewer axes than {old}")
   lead = len(new) - len(old)
   out = []
   for i, s in enumerate(new):
     o = old[i - lead] if i >= lead else None
     if s == -1 or s is None:
       if o is None:
-        raise ValueError(f"expand: -1 not allowed for a new leading axis in {tuple(new)}")
+        raise ShapeError(f"expand: -1 not allowed for a new leading axis in {tuple(new)}")
       s = o
     if s < 0:
-      raise ValueError(f"expand: invalid size {s} in {tuple(new)}")
+      raise ShapeError(f"expand: invalid size {s} in {tuple(new)}")
     if o is not None and o != s and o != 1:
-      raise ValueError(f"expand: cannot expand {old} to {tuple(new)} (axis {i}: {o} → {s})")
+      raise ShapeError(f"expand: cannot expand {old} to {tuple(new)} (axis {i}: {o} → {s})")
     out.append(s)
   return tuple(out)
 
@@ -128,12 +130,12 @@ def normalize_pairs(arg, shape: Shape, what: str, default) -> Tuple[Tuple[int, i
   """One (a, b) pair (or None) per axis; None becomes `default(size)`."""
   arg = tuple(arg)
   if len(arg) != len(shape):
-    raise ValueError(f"{what}: need one pair per axis ({len(shape)}), got {len(arg)}")
+    raise ShapeError(f"{what}: need one pair per axis ({len(shape)}), got {len(arg)}")
   out = []
   for p, s in zip(arg, shape):
     if p is None:
       p = default(s)
     if len(p) != 2:
-      raise ValueError(f"{what}: each entry must be a (begin, end) pair, got {p}")
+      raise ShapeError(f"{what}: each entry must be a (begin, end) pair, got {p}")
     out.append((int(p[0]), int(p[1])))
   return tuple(out)

@@ -16,7 +16,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import graph as g
-from .errors import ShapeError
+from .errors import AxisError, ShapeError
 from .dtype import (DType, DTypeLike, dtypes, least_upper_dtype, least_upper_float, np_dtype,
                     sum_acc_dtype, to_dtype)
 from .shape import (as_shape, broadcast_shape, check_permutation, check_shape, normalize_axes,
@@ -207,9 +207,9 @@ class Tensor:
       try:
         arr = np.array(data)
       except ValueError as e:
-        raise ValueError(f"cannot make a Tensor from a ragged list: {e}") from None
+        raise ShapeError(f"cannot make a Tensor from a ragged list: {e}") from None
       if arr.dtype == object:
-        raise ValueError("cannot make a Tensor from a ragged or mixed list")
+        raise ShapeError("cannot make a Tensor from a ragged or mixed list")
       if arr.size == 0 and arr.dtype.kind == "f":
         dt = dt or dtypes.default_float
       else:
@@ -329,7 +329,7 @@ class Tensor:
 
   def item(self):
     if self.numel() != 1:
-      raise ValueError(f"item() needs a tensor of one element, shape is {self.shape}")
+      raise ShapeError(f"item() needs a tensor of one element, shape is {self.shape}")
     return self.numpy().reshape(()).item()
 
   def tolist(self):
@@ -395,7 +395,7 @@ class Tensor:
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     shape = as_shape(shape)
     if not isinstance(ptr, int) or ptr <= 0:
-      raise ValueError(f"from_blob needs a nonzero address, got {ptr!r}")
+      raise ShapeError(f"from_blob needs a nonzero address, got {ptr!r}")
     wire = np_dtype(dt)
     raw = (ctypes.c_char * (prod(shape) * wire.itemsize)).from_address(ptr)
     arr = np.frombuffer(bytes(raw), dtype=wire).reshape(shape)
@@ -408,7 +408,7 @@ class Tensor:
     import urllib.parse
     import urllib.request
     if urllib.parse.urlparse(url).scheme not in ("http", "https"):
-      raise ValueError(f"from_url reads http:// and https:// URLs, got {url[:100]!r}")
+      raise ShapeError(f"from_url reads http:// and https:// URLs, got {url[:100]!r}")
     with urllib.request.urlopen(url, timeout=kwargs.pop("timeout", 60)) as r:
       data = r.read()
     if gunzip:
@@ -479,7 +479,7 @@ class Tensor:
     if not isinstance(gradient, Tensor):
       gradient = Tensor(gradient, dtype=self.dtype)
     if gradient.shape != self.shape:
-      raise ValueError(f"gradient shape {gradient.shape} differs from the tensor's shape {self.shape}")
+      raise ShapeError(f"gradient shape {gradient.shape} differs from the tensor's shape {self.shape}")
     return self * gradient
 
   def backward(self, gradient: Optional["Tensor"] = None, retain_graph: Optional[bool] = None) -> "Tensor":
@@ -505,7 +505,7 @@ class Tensor:
     if not isinstance(x, Tensor):
       x = Tensor(x, dtype=self.dtype)
     if x.shape != self.shape:
-      raise ValueError(f"assign: shape {x.shape} differs from {self.shape}")
+      raise ShapeError(f"assign: shape {x.shape} differs from {self.shape}")
     if x.dtype != self.dtype:
       x = x.cast(self.dtype)
     if x is not self and x in g.GRAPH.leaves:
@@ -592,18 +592,18 @@ class Tensor:
       start, stop = 0, start
     for v in (start, stop, step):
       if isinstance(v, bool) or not isinstance(_py_scalar(v), (int, float)):
-        raise ValueError(f"arange takes int or float bounds, got {v!r}")
+        raise ShapeError(f"arange takes int or float bounds, got {v!r}")
     start, stop, step = (_py_scalar(v) for v in (start, stop, step))
     if step == 0:
-      raise ValueError("arange: step must not be zero")
+      raise ShapeError("arange: step must not be zero")
     if not all(math.isfinite(v) for v in (start, stop, step)):
-      raise ValueError(f"arange bounds must be finite, got {(start, stop, step)}")
+      raise ShapeError(f"arange bounds must be finite, got {(start, stop, step)}")
     if dtype is None:
       dtype = dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) \
           else dtypes.default_int
     dt = to_dtype(dtype)
     if dt == dtypes.bool:
-      raise ValueError("arange cannot make a bool tensor")
+      raise ShapeError("arange cannot make a bool tensor")
     n = max(0, math.ceil((stop - start) / step))
     if n == 0:
       return Tensor(np.zeros((0,), dtype=np.float64), dtype=dt)
@@ -699,9 +699,9 @@ class Tensor:
       raise TypeError(f"randint makes integer tensors, got {dt.name}")
     low, high = int(low), int(high)
     if high <= low:
-      raise ValueError(f"randint needs low < high, got [{low}, {high})")
+      raise ShapeError(f"randint needs low < high, got [{low}, {high})")
     if high - low > 1 << 32 or not dtypes.min(dt) <= low <= high - 1 <= dtypes.max(dt):
-      raise ValueError(f"randint range [{low}, {high}) does not fit {dt.name} (or spans more than 2^32)")
+      raise ShapeError(f"randint range [{low}, {high}) does not fit {dt.name} (or spans more than 2^32)")
     return Tensor._random(g.RANDINT, shape, dt, low=low, high=high)
 
   @staticmethod
@@ -794,7 +794,7 @@ class Tensor:
     padding = tuple(padding)
     if padding and all(isinstance(p, int) for p in padding):
       if len(padding) % 2 or len(padding) > 2 * self.ndim:
-        raise ValueError(f"pad: flat padding needs an even count ≤ 2*ndim, got {len(padding)}")
+        raise ShapeError(f"pad: flat padding needs an even count ≤ 2*ndim, got {len(padding)}")
       flat = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
       padding = ((0, 0),) * (self.ndim - len(flat)) + tuple(flat)
     pairs = normalize_pairs(padding, self.shape, "pad", lambda s: (0, 0))
@@ -805,7 +805,7 @@ class Tensor:
       for (b, a), s in zip(pairs, self.shape):
         lo, hi = max(0, -b), s - max(0, -a)
         if lo > hi:
-          raise ValueError(f"pad: {padding} removes more than the whole axis of size {s}")
+          raise ShapeError(f"pad: {padding} removes more than the whole axis of size {s}")
         shr.append((lo, hi))
       x = x.shrink(shr)
       pairs = tuple((max(0, b), max(0, a)) for b, a in pairs)
@@ -822,7 +822,7 @@ class Tensor:
     pairs = normalize_pairs(arg, self.shape, "shrink", lambda s: (0, s))
     for (b, e), s in zip(pairs, self.shape):
       if not 0 <= b <= e <= s:
-        raise ValueError(f"shrink: ({b}, {e}) is out of range for an axis of size {s}")
+        raise ShapeError(f"shrink: ({b}, {e}) is out of range for an axis of size {s}")
     if all(b == 0 and e == s for (b, e), s in zip(pairs, self.shape)):
       return self
     return Tensor._make(g.SHRINK, self.dtype, tuple(e - b for b, e in pairs), (self,), pairs)
@@ -859,7 +859,7 @@ class Tensor:
   def repeat(self, repeats, *args) -> "Tensor":
     reps = as_shape((repeats,) + args if args or not isinstance(repeats, (tuple, list)) else tuple(repeats))
     if len(reps) < self.ndim:
-      raise ValueError(f"repeat: need at least {self.ndim} repeat counts, got {len(reps)}")
+      raise ShapeError(f"repeat: need at least {self.ndim} repeat counts, got {len(reps)}")
     base = (1,) * (len(reps) - self.ndim) + self.shape
     x = self.reshape(tuple(d for s in base for d in (1, s)))
     x = x.expand(tuple(d for r, s in zip(reps, base) for d in (r, s)))
@@ -870,7 +870,7 @@ class Tensor:
     d = normalize_axis(dim, self.ndim)
     for t in tensors:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
-        raise ValueError(f"cat: shapes {[t.shape for t in tensors]} differ outside axis {d}")
+        raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside axis {d}")
     dt = least_upper_dtype(*[t.dtype for t in tensors])
     total = sum(t.shape[d] for t in tensors)
     out, off = None, 0
@@ -888,10 +888,10 @@ class Tensor:
     n = self.shape[d]
     if isinstance(sizes, int):
       if sizes <= 0:
-        raise ValueError("split size must be positive")
+        raise ShapeError("split size must be positive")
       sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
     if sum(sizes) != n:
-      raise ValueError(f"split sizes {list(sizes)} do not add up to {n}")
+      raise ShapeError(f"split sizes {list(sizes)} do not add up to {n}")
     out, off = [], 0
     for sz in sizes:
       pairs = [(0, s) for s in self.shape]
@@ -1066,9 +1066,9 @@ class Tensor:
     if a != b:
       what = f"bitcast from {self.dtype.name} ({a} bytes) to {dt.name} ({b} bytes)"
       if not shape:
-        raise ValueError(f"{what} of a 0-d tensor: differing itemsizes need a last axis")
+        raise ShapeError(f"{what} of a 0-d tensor: differing itemsizes need a last axis")
       if b > a and shape[-1] % (b // a):
-        raise ValueError(f"{what}: the last axis ({shape[-1]}) must be a multiple of {b // a}")
+        raise ShapeError(f"{what}: the last axis ({shape[-1]}) must be a multiple of {b // a}")
       shape = shape[:-1] + (shape[-1] * a // b,)
     return Tensor(g.GRAPH.node(g.BITCAST, dt, shape, (self._node,), None))
 
@@ -1341,7 +1341,7 @@ class Tensor:
     n = _py_scalar(n)
     bits = 8 * self.dtype.itemsize
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < bits:
-      raise ValueError(f"{name} takes a shift in [0, {bits}) for {self.dtype.name}, got {n!r}")
+      raise ShapeError(f"{name} takes a shift in [0, {bits}) for {self.dtype.name}, got {n!r}")
     # 2**n wraps to the dtype like the product does (2**(bits-1) is the sign bit for signed types)
     value = (1 << n) if dtypes.is_unsigned(self.dtype) or n < bits - 1 else dtypes.min(self.dtype)
     return Tensor._const(value, self.dtype, self.shape)
@@ -1447,7 +1447,7 @@ class Tensor:
 
   def clip(self, min_=None, max_=None) -> "Tensor":
     if min_ is None and max_ is None:
-      raise ValueError("clip needs min_ or max_")
+      raise ShapeError("clip needs min_ or max_")
     # Selected, not maximum/minimum: at a bound torch passes the whole gradient (a max would split
     # it at the tie), and a NaN stays NaN.
     x = self
@@ -1586,7 +1586,7 @@ class Tensor:
     x = self._float()
     axes = normalize_axes(axis, x.ndim)
     if not axes:
-      raise ValueError("layernorm needs at least one axis")
+      raise ShapeError("layernorm needs at least one axis")
     n = len(axes)
     if axes == tuple(range(x.ndim - n, x.ndim)):
       return x._composite(g.LAYERNORM, x.shape, g.Composite(normalized_axes=n, eps=float(eps)))
@@ -1640,7 +1640,7 @@ class Tensor:
     Frobenius norm + eps), then `steps` times X = sum_i params[i] * (X X^T)^i X, computed on the
     wide orientation (a tall matrix is transposed there and back)."""
     if self.ndim < 2:
-      raise ValueError(f"newton_schulz needs a matrix (or a batch of them), got shape {self.shape}")
+      raise ShapeError(f"newton_schulz needs a matrix (or a batch of them), got shape {self.shape}")
     if self.shape[-2] > self.shape[-1]:
       return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
     x = self / (self.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
@@ -1665,13 +1665,13 @@ class Tensor:
     st, dil = _pair(stride, "stride", 1), _pair(dilation, "dilation", 1)
     pad4 = _padding4(padding)
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
-      raise ValueError(f"conv2d: groups must be an int >= 1, got {groups!r}")
+      raise ShapeError(f"conv2d: groups must be an int >= 1, got {groups!r}")
     shape = _conv2d_shape(self.shape, weight.shape, groups, st, dil, pad4)
     if bias is not None:
       if not isinstance(bias, Tensor):
         bias = Tensor(bias)
       if bias.shape != (weight.shape[0],):
-        raise ValueError(f"conv2d: bias must have shape ({weight.shape[0]},), got {bias.shape}")
+        raise ShapeError(f"conv2d: bias must have shape ({weight.shape[0]},), got {bias.shape}")
     out = least_upper_float(least_upper_dtype(self.dtype, weight.dtype))
     acc = sum_acc_dtype(out)
     arg = g.Composite(stride=st, padding=pad4, dilation=dil, groups=groups)
@@ -1689,26 +1689,26 @@ class Tensor:
     st, dil = _pair(stride, "stride", 1), _pair(dilation, "dilation", 1)
     pad, opad = _pair(padding, "padding", 0), _pair(output_padding, "output_padding", 0)
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
-      raise ValueError(f"conv_transpose2d: groups must be an int >= 1, got {groups!r}")
+      raise ShapeError(f"conv_transpose2d: groups must be an int >= 1, got {groups!r}")
     if self.ndim != 4 or weight.ndim != 4:
-      raise ValueError(f"conv_transpose2d takes (N, Cin, H, W) and (Cin, Cout/groups, KH, KW), got {self.shape} "
+      raise ShapeError(f"conv_transpose2d takes (N, Cin, H, W) and (Cin, Cout/groups, KH, KW), got {self.shape} "
                        f"and {weight.shape}")
     n, cin, h, w = self.shape
     if weight.shape[0] != cin or cin % groups:
-      raise ValueError(f"conv_transpose2d: weight {weight.shape} does not fit {cin} input channels in {groups} groups")
+      raise ShapeError(f"conv_transpose2d: weight {weight.shape} does not fit {cin} input channels in {groups} groups")
     for o, s, d in zip(opad, st, dil):
       if o >= s and o >= d:
-        raise ValueError(f"conv_transpose2d: output_padding {opad} must be smaller than stride or dilation")
+        raise ShapeError(f"conv_transpose2d: output_padding {opad} must be smaller than stride or dilation")
     out_hw = tuple((i - 1) * s - 2 * p + d * (k - 1) + o + 1
                    for i, s, p, d, k, o in zip((h, w), st, pad, dil, weight.shape[2:], opad))
     if any(v <= 0 for v in out_hw):
-      raise ValueError(f"conv_transpose2d: padding {pad} leaves no output for input {self.shape}")
+      raise ShapeError(f"conv_transpose2d: padding {pad} leaves no output for input {self.shape}")
     cout = weight.shape[1] * groups
     if bias is not None:
       if not isinstance(bias, Tensor):
         bias = Tensor(bias)
       if bias.shape != (cout,):
-        raise ValueError(f"conv_transpose2d: bias must have shape ({cout},), got {bias.shape}")
+        raise ShapeError(f"conv_transpose2d: bias must have shape ({cout},), got {bias.shape}")
     out = least_upper_float(least_upper_dtype(self.dtype, weight.dtype))
     acc = sum_acc_dtype(out)
     arg = g.Composite(stride=st, padding=pad, dilation=dil, groups=groups, output_padding=opad)
@@ -1722,7 +1722,7 @@ class Tensor:
     pad4 = _padding4(padding)
     name = g.OP_NAMES[op].lower()
     if self.ndim < 2:
-      raise ValueError(f"{name} needs a tensor of at least 2 axes, got shape {self.shape}")
+      raise ShapeError(f"{name} needs a tensor of at least 2 axes, got shape {self.shape}")
     hw = _window_out(self.shape[-2:], k, st, dil, pad4, name)
     return self.shape[:-2] + hw, g.Composite(kernel=k, stride=st, padding=pad4, dilation=dil)
 
@@ -1790,7 +1790,7 @@ class Tensor:
     ax = _axis_of(dim, max(self.ndim, 1), "topk")
     n = self.shape[ax] if self.ndim else 1
     if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
-      raise ValueError(f"topk: k must be an int from 0 to {n} (the size of dim {dim}), got {k!r}")
+      raise ShapeError(f"topk: k must be an int from 0 to {n} (the size of dim {dim}), got {k!r}")
     shape = tuple(k if i == ax else d for i, d in enumerate(self.shape)) if self.ndim else (k,)
     if self.ndim == 0:
       return self.reshape(1).topk(k, 0, largest)
@@ -1833,7 +1833,7 @@ class Tensor:
       return Tensor._make(op, dtypes.int32, (), (self.reshape(1),), g.Composite(axes=(0,), keepdim=False))
     ax = _axis_of(axis, self.ndim, g.OP_NAMES[op].lower())
     if self.shape[ax] == 0:
-      raise ValueError(f"{g.OP_NAMES[op].lower()} of an empty axis {ax} (shape {self.shape})")
+      raise ShapeError(f"{g.OP_NAMES[op].lower()} of an empty axis {ax} (shape {self.shape})")
     shape = _reduced_shape(self.shape, (ax,), keepdim)
     return Tensor._make(op, dtypes.int32, shape, (self,), g.Composite(axes=(ax,), keepdim=bool(keepdim)))
 
@@ -1849,9 +1849,9 @@ class Tensor:
 
   def _triangle(self, op: int, diagonal: int) -> "Tensor":
     if self.ndim < 2:
-      raise ValueError(f"{g.OP_NAMES[op].lower()} needs at least 2 axes, got shape {self.shape}")
+      raise ShapeError(f"{g.OP_NAMES[op].lower()} needs at least 2 axes, got shape {self.shape}")
     if isinstance(diagonal, bool) or not isinstance(diagonal, int):
-      raise ValueError(f"diagonal must be an int, got {diagonal!r}")
+      raise ShapeError(f"diagonal must be an int, got {diagonal!r}")
     return Tensor._make(op, self.dtype, self.shape, (self,), g.Composite(diagonal=diagonal))
 
   def tril(self, diagonal: int = 0) -> "Tensor":
@@ -1869,21 +1869,21 @@ class Tensor:
     if not isinstance(index, Tensor):
       index = Tensor(index)
     if not dtypes.is_int(index.dtype):
-      raise ValueError(f"gather needs an integer index, got {index.dtype.name}")
+      raise ShapeError(f"gather needs an integer index, got {index.dtype.name}")
     if self.ndim == 0:
-      raise ValueError("gather needs a tensor of at least 1 axis")
+      raise ShapeError("gather needs a tensor of at least 1 axis")
     ax = _axis_of(dim, self.ndim, "gather")
     if index.ndim != self.ndim:
-      raise ValueError(f"gather: index has {index.ndim} axes, the input {self.ndim}")
+      raise ShapeError(f"gather: index has {index.ndim} axes, the input {self.ndim}")
     for i, (a, b) in enumerate(zip(index.shape, self.shape)):
       if i != ax and a > b:
-        raise ValueError(f"gather: index size {a} on axis {i} exceeds the input's {b} "
+        raise ShapeError(f"gather: index size {a} on axis {i} exceeds the input's {b} "
                          f"(index {index.shape}, input {self.shape})")
     x = self
     if any(i != ax and a != b for i, (a, b) in enumerate(zip(index.shape, self.shape))):
       x = self.shrink(tuple((0, self.shape[i]) if i == ax else (0, s) for i, s in enumerate(index.shape)))
     if self.shape[ax] == 0 and index.shape[ax] > 0:
-      raise ValueError(f"gather from an empty axis {ax}")
+      raise ShapeError(f"gather from an empty axis {ax}")
     return Tensor._make(g.GATHER, self.dtype, index.shape, (x, index), g.Composite(axes=(ax,)))
 
   # --- nn helpers -------------------------------------------------------------------------------
@@ -1892,7 +1892,7 @@ class Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p), only while
     Tensor.training is set. The mask is drawn on the device (the daemon's DROPOUT)."""
     if not 0 <= p <= 1:
-      raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+      raise ShapeError(f"dropout probability must be in [0, 1], got {p}")
     if not Tensor.training or p == 0:
       return self
     x = self._float()
@@ -1908,7 +1908,7 @@ class Tensor:
     if not dtypes.is_int(self.dtype):
       raise TypeError(f"one_hot needs an integer (or integral float) tensor, got {self.dtype.name}")
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
-      raise ValueError(f"one_hot needs num_classes >= 1 (an int), got {num_classes!r}")
+      raise ShapeError(f"one_hot needs num_classes >= 1 (an int), got {num_classes!r}")
     return Tensor._make(g.ONE_HOT, self.dtype, self.shape + (num_classes,), (self,), g.Composite(n=num_classes))
 
   def _do_reduction(self, reduction: str) -> "Tensor":
@@ -1918,7 +1918,7 @@ class Tensor:
       return self.sum()
     if reduction == "none":
       return self
-    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    raise ShapeError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
   def logsigmoid(self) -> "Tensor":
     return -(-self).softplus()
@@ -1928,7 +1928,7 @@ class Tensor:
     """Cross entropy of logits `self` with class indices or class probabilities `Y`; the class
     axis is 1 (torch), or -1 for a 1-D input, unless `axis` is given."""
     if not 0.0 <= label_smoothing <= 1.0:
-      raise ValueError("label_smoothing must be in [0, 1]")
+      raise ShapeError("label_smoothing must be in [0, 1]")
     ax = normalize_axis(axis if axis is not None else (1 if self.ndim >= 2 else -1), self.ndim)
     n_cls = self.shape[ax]
     if Y.ndim < self.ndim:  # class indices
@@ -1979,7 +1979,7 @@ class Tensor:
     affine part. float16/bfloat16 compute in float32 and are cast back."""
     axes = normalize_axes(axis, self.ndim)
     if not axes or axes != tuple(range(self.ndim - len(axes), self.ndim)):
-      raise ValueError(f"rms_norm normalizes over the last axes, got axis={axis!r} for shape {self.shape}")
+      raise ShapeError(f"rms_norm normalizes over the last axes, got axis={axis!r} for shape {self.shape}")
     return self._composite(g.RMS_NORM, self.shape, g.Composite(normalized_axes=len(axes), eps=float(eps)))
 
   def group_norm(self, num_groups: int, weight: Optional["Tensor"] = None, bias: Optional["Tensor"] = None,
@@ -1987,9 +1987,9 @@ class Tensor:
     """torch's group_norm: x (N, C, ...) normalized per (sample, group of C/num_groups channels),
     then weight and bias (C,) per channel when given."""
     if self.ndim < 2:
-      raise ValueError(f"group_norm needs (N, C, ...), got shape {self.shape}")
+      raise ShapeError(f"group_norm needs (N, C, ...), got shape {self.shape}")
     if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1 or self.shape[1] % num_groups:
-      raise ValueError(f"group_norm: {self.shape[1]} channels do not split into {num_groups!r} groups")
+      raise ShapeError(f"group_norm: {self.shape[1]} channels do not split into {num_groups!r} groups")
     y = self._composite(g.GROUP_NORM, self.shape, g.Composite(groups=num_groups, eps=float(eps)))
     return y._channel_affine(weight, bias)
 
@@ -2006,14 +2006,14 @@ class Tensor:
     running_mean/running_var (C,); then weight and bias (C,) per channel when given. The running
     statistics are inputs only (nn.BatchNorm updates them)."""
     if self.ndim < 2:
-      raise ValueError(f"batch_norm needs (N, C, ...), got shape {self.shape}")
+      raise ShapeError(f"batch_norm needs (N, C, ...), got shape {self.shape}")
     x, out = self._acc_float()
     if training or running_mean is None or running_var is None:
       y = Tensor._make(g.BATCHNORM_TRAIN, x.dtype, x.shape, (x,), g.Composite(eps=float(eps)))
     else:
       for name, t in (("running_mean", running_mean), ("running_var", running_var)):
         if t.shape != (self.shape[1],):
-          raise ValueError(f"batch_norm: {name} must have shape ({self.shape[1]},), got {t.shape}")
+          raise ShapeError(f"batch_norm: {name} must have shape ({self.shape[1]},), got {t.shape}")
       stats = (running_mean.cast(x.dtype), running_var.cast(x.dtype))
       y = Tensor._make(g.BATCHNORM_EVAL, x.dtype, x.shape, (x, *stats), g.Composite(eps=float(eps)))
     return y.cast(out)._channel_affine(weight, bias)
@@ -2026,16 +2026,16 @@ class Tensor:
     the query position. dropout_p applies to the attention weights while Tensor.training."""
     q, k, v = self, key, value
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
-      raise ValueError(f"scaled_dot_product_attention needs q, k, v of rank >= 2, got {q.shape}, {k.shape}, {v.shape}")
+      raise ShapeError(f"scaled_dot_product_attention needs q, k, v of rank >= 2, got {q.shape}, {k.shape}, {v.shape}")
     if k.shape[-1] != q.shape[-1] or v.shape[-2] != k.shape[-2]:
-      raise ValueError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit")
+      raise ShapeError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit")
     batch = broadcast_shape(broadcast_shape(q.shape[:-2], k.shape[:-2]), v.shape[:-2])
     scores = batch + (q.shape[-2], k.shape[-2])
     if attn_mask is not None:
       if not isinstance(attn_mask, Tensor):
         attn_mask = Tensor(attn_mask)
       if broadcast_shape(attn_mask.shape, scores) != scores:
-        raise ValueError(f"attention mask {attn_mask.shape} does not broadcast to the scores {scores}")
+        raise ShapeError(f"attention mask {attn_mask.shape} does not broadcast to the scores {scores}")
     if dropout_p and Tensor.training:  # the weights themselves are needed: compose it here
       qf = q._float()
       w = (qf @ k.cast(qf.dtype).transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1]))
@@ -2076,16 +2076,12 @@ def _arange_buffer(n: int) -> "Tensor":
   return t
 
 
-class _AxisError(ValueError, IndexError):
-  """A bad axis for the conv, pooling and index ops (a ValueError, and an IndexError as torch's)."""
-
-
 def _axis_of(axis, ndim: int, what: str) -> int:
   if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-    raise _AxisError(f"{what}: axis must be an int, got {axis!r}")
+    raise AxisError(f"{what}: axis must be an int, got {axis!r}")
   axis = int(axis)
   if not -ndim <= axis < ndim:
-    raise _AxisError(f"{what}: axis {axis} is out of range for {ndim} axes")
+    raise AxisError(f"{what}: axis {axis} is out of range for {ndim} axes")
   return axis % ndim
 
 
@@ -2094,9 +2090,9 @@ def _ints(v, what: str) -> Tuple[int, ...]:
   try:
     out = tuple(vals)
   except TypeError:
-    raise ValueError(f"{what} must be an int or a tuple of ints, got {v!r}") from None
+    raise ShapeError(f"{what} must be an int or a tuple of ints, got {v!r}") from None
   if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in out):
-    raise ValueError(f"{what} must be an int or a tuple of ints, got {v!r}")
+    raise ShapeError(f"{what} must be an int or a tuple of ints, got {v!r}")
   return tuple(int(x) for x in out)
 
 
@@ -2106,9 +2102,9 @@ def _pair(v, what: str, low: int) -> Tuple[int, int]:
   if len(out) == 1 and not isinstance(v, (tuple, list)):
     out = out * 2
   if len(out) != 2:
-    raise ValueError(f"{what} needs an int or 2 values, got {v!r}")
+    raise ShapeError(f"{what} needs an int or 2 values, got {v!r}")
   if any(x < low for x in out):
-    raise ValueError(f"{what} values must be >= {low}, got {v!r}")
+    raise ShapeError(f"{what} values must be >= {low}, got {v!r}")
   return out
 
 
@@ -2123,9 +2119,9 @@ def _padding4(padding) -> Tuple[int, int, int, int]:
   elif len(p) == 4:
     out = (p[2], p[3], p[0], p[1])
   else:
-    raise ValueError(f"padding needs an int, (h, w) or (left, right, top, bottom), got {padding!r}")
+    raise ShapeError(f"padding needs an int, (h, w) or (left, right, top, bottom), got {padding!r}")
   if any(x < 0 for x in out):
-    raise ValueError(f"padding must be >= 0, got {padding!r}")
+    raise ShapeError(f"padding must be >= 0, got {padding!r}")
   return out
 
 
@@ -2136,7 +2132,7 @@ def _window_out(hw: Tuple[int, ...], k: Tuple[int, int], stride: Tuple[int, int]
     span = dil[i] * (k[i] - 1) + 1
     padded = size + before + after
     if padded < span:
-      raise ValueError(f"{what}: a window of {span} (kernel {k[i]}, dilation {dil[i]}) does not fit "
+      raise ShapeError(f"{what}: a window of {span} (kernel {k[i]}, dilation {dil[i]}) does not fit "
                        f"{'HW'[i]} = {size} padded to {padded}")
     out.append((padded - span) // stride[i] + 1)
   return tuple(out)
@@ -2144,14 +2140,14 @@ def _window_out(hw: Tuple[int, ...], k: Tuple[int, int], stride: Tuple[int, int]
 
 def _conv2d_shape(sx: Tuple[int, ...], sw: Tuple[int, ...], groups: int, stride, dil, pad4) -> Tuple[int, ...]:
   if len(sx) != 4 or len(sw) != 4:
-    raise ValueError(f"conv2d takes input (N, C, H, W) and weight (O, C/groups, KH, KW), got {sx} and {sw}")
+    raise ShapeError(f"conv2d takes input (N, C, H, W) and weight (O, C/groups, KH, KW), got {sx} and {sw}")
   n, c, h, w = sx
   o, cg, kh, kw = sw
   if cg * groups != c or o % groups:
-    raise ValueError(f"conv2d: weight {sw} with groups={groups} does not fit input {sx} "
+    raise ShapeError(f"conv2d: weight {sw} with groups={groups} does not fit input {sx} "
                      f"(need C = groups * weight.shape[1] and O divisible by groups)")
   if kh < 1 or kw < 1:
-    raise ValueError(f"conv2d: empty kernel {sw}")
+    raise ShapeError(f"conv2d: empty kernel {sw}")
   return (n, o) + _window_out((h, w), (kh, kw), stride, dil, pad4, "conv2d")
 
 
@@ -2164,15 +2160,15 @@ def _reduced_shape(shape: Tuple[int, ...], axes: Tuple[int, ...], keepdim: bool)
 def _matmul_shape(sa: Tuple[int, ...], sb: Tuple[int, ...]) -> Tuple[int, ...]:
   """numpy matmul's result shape (the daemon's MATMUL rule), or the error numpy would give."""
   if not sa or not sb:
-    raise RuntimeError(f"both tensors need to be at least 1D, got {len(sa)}D and {len(sb)}D")
+    raise ShapeError(f"both tensors need to be at least 1D, got {len(sa)}D and {len(sb)}D")
   a = (1,) + sa if len(sa) == 1 else sa
   b = sb + (1,) if len(sb) == 1 else sb
   if a[-1] != b[-2]:
-    raise RuntimeError(f"cannot matmul {sa} with {sb} ({a[-1]} != {b[-2]})")
+    raise ShapeError(f"cannot matmul {sa} with {sb} ({a[-1]} != {b[-2]})")
   try:
     batch = broadcast_shape(a[:-2], b[:-2])
   except ValueError as e:
-    raise RuntimeError(f"cannot matmul {sa} with {sb}: batch {e}") from None
+    raise ShapeError(f"cannot matmul {sa} with {sb}: batch {e}") from None
   return batch + ((a[-2],) if len(sa) > 1 else ()) + ((b[-1],) if len(sb) > 1 else ())
 
 
@@ -2181,7 +2177,7 @@ def _const_value(value, dt: DType):
   if dt.kind in "iu":
     if isinstance(value, float):
       if not math.isfinite(value):
-        raise ValueError(f"cannot make an {dt.name} constant from {value}")
+        raise ShapeError(f"cannot make an {dt.name} constant from {value}")
       value = int(value)
     return _wrap_int(int(value), dt)
   if dt.kind == "b":
