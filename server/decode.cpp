@@ -238,6 +238,17 @@ class NodeDecoder {
     return p;
   }
 
+  // Scans and sorts compare every element of the axis with every other: the work of a tensor
+  // with the axis' size appended, held to max_elements like any tensor (else one node could keep
+  // a worker busy for hours).
+  absl::Status check_pairwise(const UOpRef& x, int64_t axis) const {
+    const auto rank = static_cast<int64_t>(x->shape.size());
+    if (axis < -rank || axis >= rank) return absl::OkStatus();  // the builder says what is wrong
+    Shape grid = x->shape;
+    grid.push_back(x->shape[axis < 0 ? axis + rank : axis]);
+    return check_shape(grid, limits_, "its pairwise comparisons along the axis");
+  }
+
   absl::StatusOr<UOpRef> build_composite() const {
     const v1::CompositeArg& c = node_.composite();
     std::vector<int64_t> axes(c.axes().begin(), c.axes().end());
@@ -284,6 +295,7 @@ class NodeDecoder {
       case v1::CUMSUM: {
         absl::StatusOr<int64_t> axis = one_axis();
         if (!axis.ok()) return axis.status();
+        if (absl::Status s = check_pairwise(x, *axis); !s.ok()) return s;
         return frontend::cumsum(x, *axis);
       }
       case v1::ONE_HOT:
@@ -344,6 +356,7 @@ class NodeDecoder {
       case v1::LOGCUMSUMEXP: {
         absl::StatusOr<int64_t> axis = one_axis();
         if (!axis.ok()) return axis.status();
+        if (absl::Status s = check_pairwise(x, *axis); !s.ok()) return s;
         switch (spec_.wire) {
           case v1::SORT: return frontend::sort(x, *axis, c.descending(), c.indices());
           case v1::TOPK: return frontend::topk(x, *axis, c.n(), c.descending(), c.indices());

@@ -51,3 +51,12 @@ def test_a_shape_or_argument_error_is_both_value_error_and_runtime_error(bad):
     bad()
   assert isinstance(e.value, RuntimeError), e.value
   assert any(c.isdigit() for c in str(e.value)), f"the message names no shape, size or axis: {e.value}"
+
+
+def test_arange_past_int32_is_int64():
+  t = Tensor.arange(2**31 - 2, 2**31 + 3)
+  assert t.dtype == dtypes.int64
+  np.testing.assert_array_equal(t.numpy(), np.arange(2**31 - 2, 2**31 + 3))
+  big = Tensor.arange(0, 3 * 10**10, 10**10)
+  np.testing.assert_array_equal(big.numpy(), [0, 10**10, 2 * 10**10])
+  assert Tensor.arange(5).dtype == dtypes.int32

@@ -229,6 +229,10 @@ OPS: List[Op] = [
     _binary("sub", lambda a, b: a - b, lambda a, b: a - b, dts=FLOATS + ("int32", "int64", "int8")),
     _binary("mul", lambda a, b: a * b, lambda a, b: a * b, dts=ALL_NUM),
     _binary("div", lambda a, b: a / b, lambda a, b: a / b, gen=_pos_gen(0.5, 2.0)),
+    _binary("div_trunc", lambda a, b: a.div(b, rounding_mode="trunc"), lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+            dts=F32_ONLY, gen=_away_from_ints, grad=False),
+    _binary("div_floor", lambda a, b: a.div(b, rounding_mode="floor"), lambda a, b: torch.div(a, b, rounding_mode="floor"),
+            dts=F32_ONLY, gen=_away_from_ints, grad=False),
     _binary("maximum", lambda a, b: a.maximum(b), torch.maximum if torch else None, dts=ALL_NUM),
     _binary("minimum", lambda a, b: a.minimum(b), torch.minimum if torch else None, dts=ALL_NUM),
     _binary("pow", lambda a, b: a ** b, lambda a, b: a ** b, gen=_pos_gen(0.5, 2.0)),
@@ -385,6 +389,14 @@ OPS: List[Op] = [
     Op("pad", lambda p, x: x.pad(p["pad"], value=p.get("value", 0)), lambda p, x: F.pad(x, p["pad"], value=p.get("value", 0)),
        [V((3, 4), pad=(1, 2)), V((2, 3, 4), pad=(0, 1, 2, 0)), V((3, 4), pad=(1, 1, 1, 1), value=1.5),
         V((3, 4), pad=(-1, 1))]),
+    # torch's reflect/replicate/circular pads (torch pads the last 1-3 axes of a 2-4-d input in
+    # these modes; 3-d inputs here, the last axis or the last two)
+    Op("pad_reflect", lambda p, x: x.pad(p["pad"], mode="reflect"), lambda p, x: F.pad(x, p["pad"], mode="reflect"),
+       [V((2, 3, 5), pad=(2, 1)), V((1, 4, 4), pad=(1, 2, 3, 0)), V((2, 2, 3), pad=(0, 2))]),
+    Op("pad_replicate", lambda p, x: x.pad(p["pad"], mode="replicate"), lambda p, x: F.pad(x, p["pad"], mode="replicate"),
+       [V((2, 3, 5), pad=(2, 1)), V((1, 4, 4), pad=(1, 2, 3, 0)), V((2, 1, 3), pad=(0, 0, 2, 2))]),
+    Op("pad_circular", lambda p, x: x.pad(p["pad"], mode="circular"), lambda p, x: F.pad(x, p["pad"], mode="circular"),
+       [V((2, 3, 5), pad=(2, 1)), V((1, 4, 4), pad=(1, 2, 3, 0)), V((2, 2, 3), pad=(3, 3))]),
     Op("slice", lambda p, x: x[p["idx"]], lambda p, x: x[p["idx"]],
        [V((5, 6), idx=(slice(1, 4), slice(None, None, 2))), V((4, 5), idx=(2,)), V((3, 4, 5), idx=(Ellipsis, 1)),
         V((3, 4), idx=(None, slice(1, 2), -1))], ALL_NUM),
@@ -1014,6 +1026,11 @@ EDGE_CASES = {
                                   [[-INF, 0.0, -INF, -INF]], False),
     # a comparison inside a differentiated expression passes no gradient, and is no error
     "comparison_in_gradient": (lambda a: a * (a < 0), lambda a: a * (a < 0), [[-1.0, 2.0, 0.0]], True),
+    # pow at 0 ** 0, negative bases with integral exponents, infinities, -inf with fractional
+    # exponents, 1 and -1 to infinite or NaN powers: C's pow, as torch
+    "pow_special_values": (lambda a, b: a ** b, lambda a, b: a ** b,
+                           [[0.0, -2.0, -2.0, INF, -INF, -INF, -INF, 2.0, 1.0, -1.0, -1.0, 0.5, 0.0, -3.0],
+                            [0.0, 3.0, 2.0, -1.0, 0.5, -0.5, 3.0, INF, NAN, INF, -INF, -INF, -2.0, 0.5]], False),
     "realize_zero_elements": (lambda a: a.reshape(0, 2) * 2, lambda a: a.reshape(0, 2) * 2, [[]], False),
 }
 

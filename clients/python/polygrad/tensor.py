@@ -601,6 +601,10 @@ class Tensor:
     if dtype is None:
       dtype = dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) \
           else dtypes.default_int
+      # Integer bounds past int32 need int64 (torch's default); the default int would wrap.
+      if dtype == dtypes.default_int and not all(dtypes.min(dtype) <= v <= dtypes.max(dtype)
+                                                 for v in (start, stop - step, step)):
+        dtype = dtypes.int64
     dt = to_dtype(dtype)
     if dt == dtypes.bool:
       raise ShapeError("arange cannot make a bool tensor")
@@ -786,11 +790,42 @@ class Tensor:
       return x
     return Tensor._make(g.EXPAND, x.dtype, shape, (x,), tuple(shape))
 
+  def _pad_from_edges(self, pairs, mode: str) -> "Tensor":
+    x = self
+    for axis, (b, a) in enumerate(pairs):
+      if b == 0 and a == 0:
+        continue
+      n = x.shape[axis]
+      limit = n - 1 if mode == "reflect" else n
+      if mode != "replicate" and (b > limit or a > limit):
+        raise ShapeError(f"pad: {mode} padding of ({b}, {a}) on axis {axis} of size {n} needs amounts "
+                         f"{'below' if mode == 'reflect' else 'at most'} the size")
+      if n == 0:
+        raise ShapeError(f"pad: {mode} padding of an empty axis {axis}")
+
+      def part(lo: int, hi: int) -> "Tensor":
+        return x.shrink(tuple((lo, hi) if i == axis else (0, d) for i, d in enumerate(x.shape)))
+
+      def edge(lo: int, count: int) -> "Tensor":
+        one = part(lo, lo + 1)
+        return one.expand(*[count if i == axis else d for i, d in enumerate(one.shape)])
+
+      if mode == "reflect":
+        left, right = part(1, b + 1).flip(axis), part(n - 1 - a, n - 1).flip(axis)
+      elif mode == "replicate":
+        left, right = edge(0, b), edge(n - 1, a)
+      else:
+        left, right = part(n - b, n), part(0, a)
+      x = Tensor.cat(*[t for t, k in ((left, b), (x, 1), (right, a)) if k], dim=axis)
+    return x
+
   def pad(self, padding, mode: str = "constant", value: Scalar = 0) -> "Tensor":
     """padding: one (before, after) pair or None per axis, or a flat torch-style sequence
-    (last axis first). Negative amounts shrink."""
-    if mode != "constant":
-      raise NotImplementedError(f"pad mode {mode!r} (only 'constant')")
+    (last axis first). Negative amounts shrink. mode: 'constant' (value), or torch's 'reflect'
+    (mirrored without the edge; an amount must be smaller than the axis), 'replicate' (the edge
+    repeated) and 'circular' (wrapped around; at most the axis), built from slices of x."""
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+      raise ShapeError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
     padding = tuple(padding)
     if padding and all(isinstance(p, int) for p in padding):
       if len(padding) % 2 or len(padding) > 2 * self.ndim:
@@ -811,6 +846,8 @@ class Tensor:
       pairs = tuple((max(0, b), max(0, a)) for b, a in pairs)
     if all(b == 0 and a == 0 for b, a in pairs):
       return x
+    if mode != "constant":
+      return x._pad_from_edges(pairs, mode)
     shape = tuple(s + b + a for s, (b, a) in zip(x.shape, pairs))
     out = Tensor._make(g.PAD, x.dtype, shape, (x,), pairs)
     if value != 0:
@@ -1127,9 +1164,16 @@ class Tensor:
   def mul(self, x, reverse: bool = False) -> "Tensor":
     return self._binop(g.MUL, x, reverse)
 
-  def div(self, x, reverse: bool = False) -> "Tensor":
-    """True division; integer operands divide in float32 (tinygrad)."""
+  def div(self, x, reverse: bool = False, rounding_mode: Optional[str] = None) -> "Tensor":
+    """True division; integer operands divide in float32 (tinygrad). torch's rounding_mode:
+    'trunc' rounds toward zero, 'floor' toward negative infinity (integers stay integers)."""
     a, b = self._broadcasted(x, reverse)
+    if rounding_mode == "floor":
+      return a.floor_divide(b)
+    if rounding_mode == "trunc":
+      return a.idiv(b) if not dtypes.is_float(a.dtype) else a.div(b).trunc()
+    if rounding_mode is not None:
+      raise ShapeError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
     a, b = a._float(), b._float()
     return Tensor._make(g.DIV, a.dtype, a.shape, (a, b))
 
