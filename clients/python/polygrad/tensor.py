@@ -1003,6 +1003,18 @@ class Tensor:
   def bool(self) -> "Tensor":
     return self.cast(dtypes.bool)
 
+  def long(self) -> "Tensor":
+    return self.cast(dtypes.int64)
+
+  def short(self) -> "Tensor":
+    return self.cast(dtypes.int16)
+
+  def bfloat16(self) -> "Tensor":
+    return self.cast(dtypes.bfloat16)
+
+  def is_floating_point(self) -> bool:
+    return dtypes.is_float(self.dtype)
+
   def double(self) -> "Tensor":
     return self.cast(dtypes.float64)
 
@@ -1267,6 +1279,7 @@ class Tensor:
 
   __floordiv__ = floor_divide
   __mod__ = remainder
+  mod = remainder
   __lshift__ = lshift
   __rshift__ = rshift
 
@@ -1403,6 +1416,91 @@ class Tensor:
   def hardswish(self) -> "Tensor":
     return self * (self + 3).relu6() * (1 / 6)
 
+  # The daemon's elementwise math (core/frontend/math.h): torch's values at the domain edges,
+  # e.g. asin(2) is nan, atanh(1) is inf; float16/bfloat16 are computed in float32.
+
+  def erf(self) -> "Tensor":
+    return self._float()._unop(g.ERF)
+
+  def atan(self) -> "Tensor":
+    return self._float()._unop(g.ATAN)
+
+  def asin(self) -> "Tensor":
+    return self._float()._unop(g.ASIN)
+
+  def acos(self) -> "Tensor":
+    return self._float()._unop(g.ACOS)
+
+  def sinh(self) -> "Tensor":
+    return self._float()._unop(g.SINH)
+
+  def cosh(self) -> "Tensor":
+    return self._float()._unop(g.COSH)
+
+  def asinh(self) -> "Tensor":
+    return self._float()._unop(g.ASINH)
+
+  def acosh(self) -> "Tensor":
+    return self._float()._unop(g.ACOSH)
+
+  def atanh(self) -> "Tensor":
+    return self._float()._unop(g.ATANH)
+
+  def log10(self) -> "Tensor":
+    return self._float()._unop(g.LOG10)
+
+  def log1p(self) -> "Tensor":
+    return self._float()._unop(g.LOG1P)
+
+  def expm1(self) -> "Tensor":
+    return self._float()._unop(g.EXPM1)
+
+  def softsign(self) -> "Tensor":
+    return self._float()._unop(g.SOFTSIGN)
+
+  def selu(self) -> "Tensor":
+    return self._float()._unop(g.SELU)
+
+  def celu(self, alpha: float = 1.0) -> "Tensor":
+    x = self._float()
+    return Tensor._make(g.CELU, x.dtype, x.shape, (x,), g.Composite(alpha=float(alpha)))
+
+  def _float_binop(self, op: int, x, reverse: bool = False) -> "Tensor":
+    a, b = self._broadcasted(x, reverse)
+    a, b = a._float(), b._float()
+    return Tensor._make(op, a.dtype, a.shape, (a, b))
+
+  def logaddexp(self, x) -> "Tensor":
+    """log(exp(self) + exp(x)) without overflow; -inf operands are fine."""
+    return self._float_binop(g.LOGADDEXP, x)
+
+  def copysign(self, x) -> "Tensor":
+    """|self| with the sign bit of x (-0.0 counts as negative); no gradient flows to x."""
+    return self._float_binop(g.COPYSIGN, x)
+
+  def lerp(self, end, weight) -> "Tensor":
+    """self + weight * (end - self), computed from the nearer end (exact at weight 1)."""
+    a, b = self._broadcasted(end)
+    a, w = a._broadcasted(weight)
+    a, b = a._broadcasted(b)
+    a, b, w = a._float(), b._float(), w.cast(least_upper_float(a.dtype))
+    return Tensor._make(g.LERP, a.dtype, a.shape, (a, b, w))
+
+  def isfinite(self) -> "Tensor":
+    return Tensor._make(g.ISFINITE, dtypes.bool, self.shape, (self,))
+
+  def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> "Tensor":
+    """|self - other| <= atol + rtol * |other| elementwise (bool), as torch.isclose."""
+    if rtol < 0 or atol < 0:
+      raise ValueError(f"isclose needs rtol >= 0 and atol >= 0, got {rtol} and {atol}")
+    a, b = self._broadcasted(other)
+    return Tensor._make(g.ISCLOSE, dtypes.bool, a.shape, (a, b),
+                        g.Composite(rtol=float(rtol), atol=float(atol), equal_nan=bool(equal_nan)))
+
+  def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """Whether every element isclose (a Python bool: this realizes)."""
+    return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
   # --- reductions -------------------------------------------------------------------------------
 
   def _reduce(self, op: int, axis, keepdim: bool) -> "Tensor":
@@ -1436,6 +1534,14 @@ class Tensor:
   def min(self, axis=None, keepdim: bool = False) -> "Tensor":
     return self._inverse()._reduce(g.REDUCE_MAX, axis, keepdim)._inverse()
 
+  def any(self, axis=None, keepdim: bool = False) -> "Tensor":
+    """Whether any element along `axis` (None: all) is nonzero (bool)."""
+    return self.bool().cast(dtypes.uint8).max(axis, keepdim).bool()
+
+  def all(self, axis=None, keepdim: bool = False) -> "Tensor":
+    """Whether every element along `axis` (None: all) is nonzero (bool); true over no elements."""
+    return self.logical_not().any(axis, keepdim).logical_not()
+
   # Composites with a reduction inside run in float32 for float16/bfloat16 inputs (tinygrad
   # accumulates half sums in float32 too) and are cast back to the input's dtype.
 
@@ -1464,6 +1570,12 @@ class Tensor:
 
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> "Tensor":
     return self.var(axis, keepdim, correction).sqrt()
+
+  def std_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tuple["Tensor", "Tensor"]:
+    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+  def var_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tuple["Tensor", "Tensor"]:
+    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
 
   def _softmax_like(self, op: int, axis: int, dtype: Optional[DTypeLike]) -> "Tensor":
     x = self.cast(dtype) if dtype is not None else self._float()
