@@ -150,6 +150,10 @@ export declare class Tensor {
   bitcast(dtype: DTypeLike): Tensor;
   float(): Tensor;
   half(): Tensor;
+  long(): Tensor;
+  short(): Tensor;
+  bfloat16(): Tensor;
+  isFloatingPoint(): boolean;
   int(): Tensor;
   bool(): Tensor;
   double(): Tensor;
@@ -198,6 +202,18 @@ export declare class Tensor {
   silu(): Tensor; swish(): Tensor; mish(): Tensor; elu(alpha?: number): Tensor; softplus(beta?: number): Tensor;
   logsigmoid(): Tensor; leakyRelu(negSlope?: number): Tensor; hardtanh(minVal?: number, maxVal?: number): Tensor;
   hardsigmoid(alpha?: number, beta?: number): Tensor; hardswish(): Tensor;
+  /** The daemon's math, with torch's values at the edges of each domain (asin(2) is NaN, atanh(1) Infinity). */
+  erf(): Tensor; atan(): Tensor; asin(): Tensor; acos(): Tensor; sinh(): Tensor; cosh(): Tensor; asinh(): Tensor;
+  acosh(): Tensor; atanh(): Tensor; log10(): Tensor; log1p(): Tensor; expm1(): Tensor; softsign(): Tensor;
+  selu(): Tensor; celu(alpha?: number): Tensor;
+  logaddexp(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  /** |this| with the sign bit of x (-0 counts as negative); no gradient flows to x. */
+  copysign(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  lerp(end: Tensor | Scalar, weight: Tensor | Scalar): Tensor;
+  isfinite(): Tensor;
+  isclose(other: Tensor | Scalar, options?: { rtol?: number; atol?: number; equalNan?: boolean }): Tensor;
+  /** Whether every element isclose (this realizes). */
+  allclose(other: Tensor | Scalar, options?: { rtol?: number; atol?: number; equalNan?: boolean }): Promise<boolean>;
 
   sum(options?: SumOptions): Tensor;
   sum(axis?: number | number[] | null, keepdim?: boolean): Tensor;
@@ -213,6 +229,15 @@ export declare class Tensor {
   var(axis?: number | number[] | null, keepdim?: boolean, correction?: number): Tensor;
   std(options?: VarOptions): Tensor;
   std(axis?: number | number[] | null, keepdim?: boolean, correction?: number): Tensor;
+  stdMean(options?: VarOptions): [Tensor, Tensor];
+  stdMean(axis?: number | number[] | null, keepdim?: boolean, correction?: number): [Tensor, Tensor];
+  varMean(options?: VarOptions): [Tensor, Tensor];
+  varMean(axis?: number | number[] | null, keepdim?: boolean, correction?: number): [Tensor, Tensor];
+  /** Whether any / every element is nonzero (bool); all is true over no elements. */
+  any(options?: ReduceOptions): Tensor;
+  any(axis?: number | number[] | null, keepdim?: boolean): Tensor;
+  all(options?: ReduceOptions): Tensor;
+  all(axis?: number | number[] | null, keepdim?: boolean): Tensor;
   logsumexp(options?: ReduceOptions): Tensor;
   logsumexp(axis?: number | number[] | null, keepdim?: boolean): Tensor;
   argmax(options?: { axis?: number | null; keepdim?: boolean }): Tensor;
