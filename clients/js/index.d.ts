@@ -102,6 +102,7 @@ export declare class Tensor {
   static manualSeed(seed?: number | bigint): void;
   static cat(tensors: Tensor[], options?: { axis?: number }): Tensor;
   static stack(tensors: Tensor[], options?: { axis?: number }): Tensor;
+  static meshgrid(tensors: Tensor[], options?: { indexing?: 'ij' | 'xy' }): Tensor[];
   static where(cond: Tensor, x: Tensor | Scalar, y: Tensor | Scalar): Tensor;
   /** Realizes several tensors in one request. */
   static realize(...tensors: Tensor[]): Promise<void>;
@@ -266,6 +267,12 @@ export declare class Tensor {
   cat(...others: Array<Tensor | { axis?: number }>): Tensor;
   split(sizes: number | number[], options?: { axis?: number }): Tensor[];
   chunk(chunks: number, options?: { axis?: number }): Tensor[];
+  roll(shifts: number | number[], dims?: number | number[] | null): Tensor;
+  diagonal(options?: { offset?: number; dim1?: number; dim2?: number }): Tensor;
+  diag(diagonal?: number): Tensor;
+  meshgrid(...others: (Tensor | { indexing?: 'ij' | 'xy' })[]): Tensor[];
+  repeatInterleave(repeats: number, options?: { axis?: number | null }): Tensor;
+  maskedFill(mask: Tensor | boolean[], value: Scalar): Tensor;
   /** numpy/torch indexing: t.index(0, '1:3', null, '...', indexTensor) */
   index(...idx: IndexSpec[]): Tensor;
   /** per-axis ranges, axes kept: t.slice([0, 2], null, [1, null, -1]) */

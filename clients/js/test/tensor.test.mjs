@@ -141,6 +141,23 @@ test('the daemon\'s math: values against Math.*, domain edges, any/all and isclo
   assert.equal(b.isFloatingPoint(), false);
 });
 
+test('roll, diag, diagonal, meshgrid, repeatInterleave and maskedFill', async () => {
+  const x = Tensor.from([[1, 2, 3], [4, 5, 6]], { dtype: 'float32' });
+  assert.deepEqual(await x.roll(1, 1).data(), new Float32Array([3, 1, 2, 6, 4, 5]));
+  assert.deepEqual(await x.roll(-1).data(), new Float32Array([2, 3, 4, 5, 6, 1]));
+  assert.deepEqual(await x.diagonal({ offset: 1 }).data(), new Float32Array([2, 6]));
+  assert.deepEqual(await x.diag().data(), new Float32Array([1, 5]));
+  const d = Tensor.from([7, 8], { dtype: 'float32' }).diag(-1);
+  assert.deepEqual(d.shape, [3, 3]);
+  assert.deepEqual(await d.data(), new Float32Array([0, 0, 0, 7, 0, 0, 0, 8, 0]));
+  const [gx, gy] = Tensor.from([1, 2, 3]).meshgrid(Tensor.from([4, 5]), { indexing: 'xy' });
+  assert.deepEqual(gx.shape, [2, 3]);
+  assert.deepEqual(await gx.data(), new Int32Array([1, 2, 3, 1, 2, 3]));
+  assert.deepEqual(await gy.data(), new Int32Array([4, 4, 4, 5, 5, 5]));
+  assert.deepEqual(await x.repeatInterleave(2, { axis: 0 }).data(), new Float32Array([1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6]));
+  assert.deepEqual(await x.maskedFill(Tensor.from([true, false, true]), 0).data(), new Float32Array([0, 2, 0, 0, 5, 0]));
+});
+
 test('movement, concatenation and indexing', async () => {
   const x = Tensor.arange(6).reshape(2, 3);
   assert.deepEqual(await x.transpose().array(), [[0, 3], [1, 4], [2, 5]]);

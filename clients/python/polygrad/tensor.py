@@ -823,6 +823,79 @@ class Tensor:
     n = self.shape[normalize_axis(dim, self.ndim)]
     return self.split(max(1, -(-n // chunks)), dim)
 
+  def roll(self, shifts, dims=None) -> "Tensor":
+    """torch.roll: shifted along each of dims, wrapping around; dims=None rolls the flattened tensor."""
+    if dims is None:
+      return self.flatten().roll(shifts, 0).reshape(self.shape)
+    shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    if len(shifts) != len(dims):
+      raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+    x = self
+    for s, d in zip(shifts, dims):
+      d = normalize_axis(d, x.ndim)
+      n = x.shape[d]
+      k = int(s) % n if n else 0
+      if k:
+        head, tail = x.split([n - k, k], d)
+        x = tail.cat(head, dim=d)
+    return x
+
+  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> "Tensor":
+    """torch.diagonal: the elements (i, i + offset) of the planes of dim1 and dim2, as a new last axis."""
+    d1, d2 = normalize_axis(dim1, self.ndim), normalize_axis(dim2, self.ndim)
+    if d1 == d2:
+      raise ValueError(f"diagonal: dim1 and dim2 are both axis {d1}")
+    x = self.permute(tuple(i for i in range(self.ndim) if i not in (d1, d2)) + (d1, d2))
+    batch, (r, c) = x.shape[:-2], x.shape[-2:]
+    lo_r, lo_c = min(r, max(0, -offset)), min(c, max(0, offset))
+    n = max(0, min(r - lo_r, c - lo_c))
+    keep = [(0, s) for s in batch]
+    x = x.shrink(keep + [(lo_r, lo_r + n), (lo_c, lo_c + n)])
+    # The n x n block read with a row stride of n + 1 walks its diagonal.
+    x = x.reshape(batch + (n * n,)).pad([(0, 0)] * len(batch) + [(0, n)]).reshape(batch + (n, n + 1))
+    return x.shrink(keep + [(0, n), (0, 1)]).reshape(batch + (n,))
+
+  def diag(self, diagonal: int = 0) -> "Tensor":
+    """torch.diag: a 1-D tensor's values on a diagonal of a square matrix, or a matrix's diagonal."""
+    if self.ndim == 2:
+      return self.diagonal(diagonal)
+    if self.ndim != 1:
+      raise ValueError(f"diag takes a 1-D or 2-D tensor, got {self.ndim}-D")
+    n, k = self.shape[0], abs(diagonal)
+    # diagonal()'s walk backwards: each value followed by n zeros, read as n x n.
+    x = self.reshape(n, 1).pad([(0, 0), (0, n)]).reshape(n * (n + 1)).shrink([(0, n * n)]).reshape(n, n)
+    return x.pad([(0, k), (k, 0)] if diagonal >= 0 else [(k, 0), (0, k)])
+
+  def meshgrid(self, *args: "Tensor", indexing: str = "ij") -> Tuple["Tensor", ...]:
+    """Grids of self and args (1-D each), one per input, shaped by all their lengths (indexing
+    "xy" swaps the first two axes of that shape, as torch and numpy)."""
+    if indexing not in ("ij", "xy"):
+      raise ValueError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = [t.reshape(-1) for t in (self, *args)]
+    if indexing == "xy" and len(ts) > 1:
+      grids = ts[1].meshgrid(ts[0], *ts[2:], indexing="ij")
+      return (grids[1], grids[0], *grids[2:])
+    shape = tuple(t.shape[0] for t in ts)
+    return tuple(t.reshape(tuple(n if j == i else 1 for j, n in enumerate(shape))).expand(shape)
+                 for i, t in enumerate(ts))
+
+  def repeat_interleave(self, repeats: int, dim: Optional[int] = None) -> "Tensor":
+    """Each element `repeats` times in a row along dim (None: of the flattened tensor). The count is
+    an int, as in tinygrad: per-element tensor counts would make the shape depend on the data."""
+    if isinstance(repeats, bool) or not isinstance(_py_scalar(repeats), int) or repeats < 0:
+      raise TypeError(f"repeat_interleave takes a count >= 0 (an int), got {repeats!r}")
+    x, d = (self.flatten(), 0) if dim is None else (self, normalize_axis(dim, self.ndim))
+    x = x.unsqueeze(d + 1)
+    return x.expand(x.shape[:d + 1] + (int(repeats),) + x.shape[d + 2:]).flatten(d, d + 1)
+
+  def masked_fill(self, mask, value) -> "Tensor":
+    """self with `value` where the bool mask (broadcasting to self's shape) is true."""
+    mask = mask if isinstance(mask, Tensor) else Tensor(mask)
+    if broadcast_shape(mask.shape, self.shape) != self.shape:
+      raise ValueError(f"masked_fill: a mask of shape {mask.shape} does not broadcast to {self.shape}")
+    return mask.where(value, self)
+
   @staticmethod
   def stack(tensor: "Tensor", *others: "Tensor", dim: int = 0) -> "Tensor":
     if isinstance(tensor, (list, tuple)):
