@@ -47,8 +47,6 @@ class Expr {
   UOpRef where(const UOpRef& cond, const UOpRef& a, double b) { return where(cond, a, c(b)); }
   UOpRef where(const UOpRef& cond, double a, const UOpRef& b) { return where(cond, c(a), b); }
   UOpRef max(const UOpRef& a, const UOpRef& b) { return op(Ops::MAX, {a, b}); }
-  UOpRef min(const UOpRef& a, double b) { return neg(max(neg(a), c(-b))); }
-  UOpRef max(const UOpRef& a, double b) { return max(a, c(b)); }
   // |x| through MAX, whose gradient at 0 is 0 (ties share it).
   UOpRef abs_tie(const UOpRef& x) { return max(x, neg(x)); }
   // |x| through WHERE, whose gradient at 0 is 1: odd functions built as sign(x) f(|x|) then
@@ -117,9 +115,10 @@ absl::Status need_float(const UOpRef& x, const char* what) {
 absl::Status need_same(const std::vector<UOpRef>& xs, const char* what) {
   for (const UOpRef& t : xs)
     if (t->dtype != xs[0]->dtype || t->shape != xs[0]->shape)
-      return absl::InvalidArgumentError(absl::StrCat(what, " operands differ in dtype or shape: ", dtype_name(xs[0]->dtype),
-                                                     " (", absl::StrJoin(xs[0]->shape, ", "), ") vs ",
-                                                     dtype_name(t->dtype), " (", absl::StrJoin(t->shape, ", "), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(what, " operands differ in dtype or shape: ",
+                                                     dtype_name(xs[0]->dtype), " (", absl::StrJoin(xs[0]->shape, ", "),
+                                                     ") vs ", dtype_name(t->dtype), " (",
+                                                     absl::StrJoin(t->shape, ", "), ")"));
   return absl::OkStatus();
 }
 
@@ -360,7 +359,8 @@ absl::StatusOr<UOpRef> copysign(const UOpRef& a, const UOpRef& b) {
   if (auto s = need_same({a, b}, "copysign"); !s.ok()) return s;
   // Sign bits read through a bitcast to the signed integer of the same size, so -0.0 and
   // negative nans count; the bitcast passes no gradient, as torch's copysign gives none to b.
-  const DType bits = dtype_itemsize(a->dtype) == 8 ? DType::Int64 : dtype_itemsize(a->dtype) == 4 ? DType::Int32 : DType::Int16;
+  const size_t size = dtype_itemsize(a->dtype);
+  const DType bits = size == 8 ? DType::Int64 : size == 4 ? DType::Int32 : DType::Int16;
   PG_ASSIGN(ia, bitcast(a, bits));
   PG_ASSIGN(ib, bitcast(b, bits));
   PG_ASSIGN(zero_bits, constant(int64_t{0}, bits, a->shape));

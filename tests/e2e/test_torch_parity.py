@@ -47,6 +47,7 @@ FLOATS = ("float32", "float64", "float16", "bfloat16")
 INTS = ("int8", "int16", "int32", "int64", "uint8")
 F32_ONLY = ("float32", "float64")
 ALL_NUM = FLOATS + INTS
+BOOL_REDUCE_DTYPES = ("bool", "float32", "int32", "float16")
 
 # (rtol, atol) per dtype; atol scales with the largest reference magnitude (sums grow).
 TOL = {"float32": (2e-4, 2e-5), "float64": (1e-9, 1e-10), "float16": (1.5e-2, 1e-2),
@@ -388,10 +389,10 @@ OPS: List[Op] = [
        lambda p, x: list(torch.var_mean(x, dim=_dims(p, x), keepdim=p.get("keepdim", False), unbiased=False)),
        REDUCE_SHAPES[:4], tol_scale=2.0),
     Op("any", lambda p, x: x.any(_axis(p), keepdim=p.get("keepdim", False)),
-       lambda p, x: _tbool_reduce(p, x, torch.any), REDUCE_SHAPES + REDUCE_EMPTY, ("bool", "float32", "int32", "float16"),
+       lambda p, x: _tbool_reduce(p, x, torch.any), REDUCE_SHAPES + REDUCE_EMPTY, BOOL_REDUCE_DTYPES,
        grad=False, gen=_with_zeros),
     Op("all", lambda p, x: x.all(_axis(p), keepdim=p.get("keepdim", False)),
-       lambda p, x: _tbool_reduce(p, x, torch.all), REDUCE_SHAPES + REDUCE_EMPTY, ("bool", "float32", "int32", "float16"),
+       lambda p, x: _tbool_reduce(p, x, torch.all), REDUCE_SHAPES + REDUCE_EMPTY, BOOL_REDUCE_DTYPES,
        grad=False, gen=lambda rng, s, dt, p: np.where(rng.random(s) < 0.05, 0.0, rng.uniform(-2.0, 2.0, s))),
     Op("softmax", lambda p, x: x.softmax(p["axis"]), lambda p, x: torch.softmax(x, p["axis"]),
        [V((3, 5), axis=-1), V((2, 3, 4), axis=1), V((1, 6), axis=0), V((0, 4), axis=1)], domain=(-4.0, 4.0)),
@@ -812,9 +813,10 @@ class Edge:
 
 
 EDGES = [
-    Edge("erf", lambda x: x.erf(), lambda x: torch.erf(x), [_SPECIALS + [0.84, 0.85, 1.24, 1.26, 2.85, 2.86, 5.9, 6.1, -4.0]],
-         [[0.0, 0.3, -1.0, 2.0, 5.0]]),
-    Edge("atan", lambda x: x.atan(), lambda x: torch.atan(x), [_SPECIALS + [0.66, 0.67, 2.41, 2.42]], [[0.0, 0.66, -3.0]]),
+    Edge("erf", lambda x: x.erf(), lambda x: torch.erf(x),
+         [_SPECIALS + [0.84, 0.85, 1.24, 1.26, 2.85, 2.86, 5.9, 6.1, -4.0]], [[0.0, 0.3, -1.0, 2.0, 5.0]]),
+    Edge("atan", lambda x: x.atan(), lambda x: torch.atan(x), [_SPECIALS + [0.66, 0.67, 2.41, 2.42]],
+         [[0.0, 0.66, -3.0]]),
     Edge("asin", lambda x: x.asin(), lambda x: torch.asin(x), [_DOMAIN_EDGES], [[0.0, 0.5, -0.9]]),
     Edge("acos", lambda x: x.acos(), lambda x: torch.acos(x), [_DOMAIN_EDGES], [[0.0, 0.5, -0.9]]),
     # not 710: torch's float64 sinh and cosh overflow there, below the largest double
@@ -826,13 +828,14 @@ EDGES = [
     Edge("acosh", lambda x: x.acosh(), lambda x: torch.acosh(x), [_DOMAIN_EDGES + [-3.0, 1e30, 3e8]], [[1.5, 20.0]]),
     Edge("atanh", lambda x: x.atanh(), lambda x: torch.atanh(x), [_DOMAIN_EDGES + [1e-30]], [[0.0, 0.5, -0.9]]),
     Edge("log10", lambda x: x.log10(), lambda x: torch.log10(x), [_SPECIALS]),
-    Edge("log1p", lambda x: x.log1p(), lambda x: torch.log1p(x), [_SPECIALS + [-0.9999, -1.5]], [[0.0, 1e-5, -0.5, 1e6]]),
+    Edge("log1p", lambda x: x.log1p(), lambda x: torch.log1p(x), [_SPECIALS + [-0.9999, -1.5]],
+         [[0.0, 1e-5, -0.5, 1e6]]),
     Edge("expm1", lambda x: x.expm1(), lambda x: torch.expm1(x), [_SPECIALS + [-60.0, -61.0, 88.5, 709.5, 710.0]],
          [[0.0, 1e-5, -70.0, 5.0]]),
     Edge("softsign", lambda x: x.softsign(), lambda x: F.softsign(x), [_SPECIALS]),
     # tiny negative inputs are left out: torch's celu/selu compute exp(x) - 1 there, which is 0
-    Edge("celu", lambda x: x.celu(0.5), lambda x: F.celu(x, 0.5), [[0.0, -0.0, 1.0, -1.0, -30.0, 1e30, _INF, -_INF, _NAN]],
-         [[0.5, -0.5, -40.0, 100.0]]),
+    Edge("celu", lambda x: x.celu(0.5), lambda x: F.celu(x, 0.5),
+         [[0.0, -0.0, 1.0, -1.0, -30.0, 1e30, _INF, -_INF, _NAN]], [[0.5, -0.5, -40.0, 100.0]]),
     Edge("selu", lambda x: x.selu(), lambda x: F.selu(x), [[0.0, -0.0, 1.0, -1.0, -30.0, 1e30, _INF, -_INF, _NAN]],
          [[0.5, -0.5, -40.0, 100.0]]),
     Edge("logaddexp", lambda a, b: a.logaddexp(b), lambda a, b: torch.logaddexp(a, b),
@@ -840,15 +843,19 @@ EDGES = [
           [-_INF, 0.0, _INF, -_INF, 5.0, -_INF, 0.0, 1e30, 1e30, 0.0, 3.0]],
          [[1.0, 2.0, 0.0, -3.0], [1.0, -_INF, 50.0, -3.5]]),
     Edge("copysign", lambda a, b: a.copysign(b), lambda a, b: torch.copysign(a, b),
-         [[1.0, 1.0, -1.0, 0.0, -0.0, _INF, _NAN, 2.0, -0.0, 3.0], [-0.0, 0.0, 0.0, -1.0, 1.0, -0.0, -1.0, _NAN, -0.0, -_INF]],
+         [[1.0, 1.0, -1.0, 0.0, -0.0, _INF, _NAN, 2.0, -0.0, 3.0],
+          [-0.0, 0.0, 0.0, -1.0, 1.0, -0.0, -1.0, _NAN, -0.0, -_INF]],
          [[0.0, -0.0, 1.0, -2.0], [1.0, -1.0, -0.0, 3.0]]),
     Edge("lerp", lambda a, b, w: a.lerp(b, w), lambda a, b, w: torch.lerp(a, b, w),
-         [[1.0, 1.0, 0.0, _NAN, 1.0, -_INF, 3.0], [2.0, 2.0, _INF, 1.0, 2.0, 0.0, 3.0], [1.0, 0.0, 0.5, 0.5, _NAN, 0.25, 0.5]],
+         [[1.0, 1.0, 0.0, _NAN, 1.0, -_INF, 3.0], [2.0, 2.0, _INF, 1.0, 2.0, 0.0, 3.0],
+          [1.0, 0.0, 0.5, 0.5, _NAN, 0.25, 0.5]],
          [[1.0, 2.0], [3.0, -1.0], [0.25, 0.75]]),
     Edge("isfinite", lambda x: x.isfinite(), lambda x: torch.isfinite(x), [_SPECIALS]),
     Edge("isclose", lambda a, b: a.isclose(b), lambda a, b: torch.isclose(a, b),
-         [[_INF, _INF, -_INF, _NAN, _NAN, 1.0, 1e30, 0.0, 1.0], [_INF, -_INF, -_INF, _NAN, 1.0, _INF, 1e30, -0.0, 1.00001]]),
-    Edge("isclose_equal_nan", lambda a, b: a.isclose(b, equal_nan=True), lambda a, b: torch.isclose(a, b, equal_nan=True),
+         [[_INF, _INF, -_INF, _NAN, _NAN, 1.0, 1e30, 0.0, 1.0],
+          [_INF, -_INF, -_INF, _NAN, 1.0, _INF, 1e30, -0.0, 1.00001]]),
+    Edge("isclose_equal_nan", lambda a, b: a.isclose(b, equal_nan=True),
+         lambda a, b: torch.isclose(a, b, equal_nan=True),
          [[_NAN, _NAN, 1.0, _INF], [_NAN, 1.0, _NAN, _INF]]),
 ]
 
