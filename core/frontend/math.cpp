@@ -66,26 +66,30 @@ class Expr {
   // log1p and expm1: below |x| = 0.5, where 1 + x or exp(x) - 1 would cancel, the rounding of u
   // (1 + x or exp(x)) is cancelled by the same u in a second place; above, the plain formula is
   // accurate, and so is its gradient (which the corrected one is not: there it subtracts two
-  // nearly equal terms). Each side sees only inputs of its own range.
+  // nearly equal terms). Each side sees only inputs of its own range. Where u rounds to 1 the
+  // value is x; it is written x (1 -+ x / 2) (the same value there, -0.0 included) so that the
+  // second derivative at 0 is right too.
   UOpRef log1p(const UOpRef& x) {
     UOpRef small = lt(abs_tie(x), 0.5);
-    // log(u) * x / (u - 1) with u = 1 + x (Goldberg); x itself where u rounds to 1.
+    // log(u) * x / (u - 1) with u = 1 + x (Goldberg).
     UOpRef xs = where(small, x, 0.25);
     UOpRef u = add(xs, 1.0);
     UOpRef d = sub(u, c(1.0));
     UOpRef d0 = eq(d, 0.0);
-    UOpRef r_small = where(d0, xs, mul(log(u), div(xs, where(d0, 1.0, d))));
+    UOpRef tiny = mul(xs, add(mul(xs, -0.5), 1.0));
+    UOpRef r_small = where(d0, tiny, mul(log(u), div(xs, where(d0, 1.0, d))));
     return where(small, r_small, log(add(where(small, 1.0, x), 1.0)));
   }
 
   UOpRef expm1(const UOpRef& x) {
     UOpRef small = lt(abs_tie(x), 0.5);
-    // (u - 1) * x / log(u) with u = exp(x) (Kahan); x itself where u rounds to 1.
+    // (u - 1) * x / log(u) with u = exp(x) (Kahan).
     UOpRef xs = where(small, x, 0.25);
     UOpRef u = exp(xs);
     UOpRef d = sub(u, c(1.0));
     UOpRef d0 = eq(d, 0.0);
-    UOpRef r_small = where(d0, xs, mul(d, div(xs, log(where(d0, 2.0, u)))));
+    UOpRef tiny = mul(xs, add(mul(xs, 0.5), 1.0));
+    UOpRef r_small = where(d0, tiny, mul(d, div(xs, log(where(d0, 2.0, u)))));
     return where(small, r_small, sub(exp(where(small, 1.0, x)), c(1.0)));
   }
 
@@ -321,13 +325,13 @@ absl::StatusOr<UOpRef> softsign(const UOpRef& x) {
 namespace {
 
 // x for x > 0, alpha * expm1(x * input_scale) otherwise; the negative side sees no positive
-// input. torch's max(0, x) + min(0, ...) is +0.0 at -0.0: x * x + x is +0.0 at either zero, with
-// slope 1.
+// input. At either zero torch gives +0.0 with slope 1 and curvature 0 (its positive side):
+// x * x * 0 + x is that (+0.0 + -0.0 is +0.0; a constant 0 added would be folded away).
 UOpRef elu_expr(Expr& e, const UOpRef& v, double alpha, double input_scale) {
   UOpRef pos = e.gt(v, 0.0);
   UOpRef n = e.where(pos, 0.0, v);
   UOpRef r = e.where(pos, v, e.mul(e.expm1(e.mul(n, input_scale)), alpha));
-  return e.where(e.eq(v, 0.0), e.add(e.mul(v, v), v), r);
+  return e.where(e.eq(v, 0.0), e.add(e.mul(e.mul(v, v), 0.0), v), r);
 }
 
 }  // namespace

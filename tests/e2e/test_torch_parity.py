@@ -899,6 +899,27 @@ def test_edge_values(e: Edge, dt: str):
                                atol=GRAD_TOL[dt][1], err_msg=f"{e.name} {dt} gradient of input {k} at {gcols}")
 
 
+# Second derivatives (a gradient of a gradient) at points that include 0, where branches that
+# return x itself for tiny inputs would lose the curvature.
+SECOND = [("erf", -3, 3), ("atan", -3, 3), ("asin", -0.9, 0.9), ("acos", -0.9, 0.9), ("sinh", -3, 3), ("cosh", -3, 3),
+          ("asinh", -3, 3), ("acosh", 1.1, 4), ("atanh", -0.9, 0.9), ("log10", 0.1, 4), ("log1p", -0.9, 0.9),
+          ("expm1", -3, 3), ("softsign", -3, 3), ("selu", -3, 3)]
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("name,lo,hi", [pytest.param(*s, id=s[0]) for s in SECOND])
+def test_second_derivative(name, lo, hi):
+  x = np.union1d(np.linspace(lo, hi, 12), [0.0] if lo < 0 < hi else [])
+  t = Tensor(x, requires_grad=True)
+  (g1,) = getattr(t, name)().sum().gradient(t)
+  (g2,) = g1.sum().gradient(t)
+  th = getattr(F, name) if name in ("softsign", "selu") else getattr(torch, name)
+  tt = torch.tensor(x, requires_grad=True)
+  (a,) = torch.autograd.grad(th(tt).sum(), tt, create_graph=True)
+  (b,) = torch.autograd.grad(a.sum(), tt)
+  np.testing.assert_allclose(g2.numpy(), b.numpy(), rtol=1e-8, atol=1e-10, err_msg=f"{name}'' at {x}")
+
+
 def test_allclose_is_a_python_bool():
   a = Tensor([1.0, _INF, _NAN])
   assert a.allclose(Tensor([1.0 + 1e-7, _INF, _NAN]), equal_nan=True) is True
