@@ -11,6 +11,7 @@
 #include "core/frontend/sorting.h"
 #include "core/frontend/conv.h"
 #include "core/frontend/indexing.h"
+#include "core/frontend/math.h"
 #include "core/frontend/gradient.h"
 #include "core/frontend/random.h"
 #include "core/frontend/tensor_ops.h"
@@ -120,6 +121,26 @@ constexpr OpSpec kOpTable[] = {
     {v1::SCALED_DOT_PRODUCT_ATTENTION, Kind::Composite, Ops::SINK, 3, v1::Node::kComposite},
     {v1::SCALED_DOT_PRODUCT_ATTENTION_MASKED, Kind::Composite, Ops::SINK, 4, v1::Node::kComposite},
     {v1::COPY, Kind::Composite, Ops::COPY, 1, v1::Node::kComposite},
+    {v1::ERF, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::ATAN, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::ASIN, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::ACOS, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::SINH, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::COSH, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::ASINH, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::ACOSH, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::ATANH, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::LOG10, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::LOG1P, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::EXPM1, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::LOGADDEXP, Kind::Composite, Ops::SINK, 2, kNoArg},
+    {v1::COPYSIGN, Kind::Composite, Ops::SINK, 2, kNoArg},
+    {v1::LERP, Kind::Composite, Ops::SINK, 3, kNoArg},
+    {v1::SOFTSIGN, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::CELU, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::SELU, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::ISFINITE, Kind::Composite, Ops::SINK, 1, kNoArg},
+    {v1::ISCLOSE, Kind::Composite, Ops::SINK, 2, v1::Node::kComposite},
     {v1::SORT, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
     {v1::TOPK, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
     {v1::CUMMAX, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
@@ -348,6 +369,26 @@ class NodeDecoder {
         if (absl::Status s = engine_.check_device(*code); !s.ok()) return s;
         return frontend::copy(x, *code);
       }
+      case v1::ERF: return frontend::erf(x);
+      case v1::ATAN: return frontend::atan(x);
+      case v1::ASIN: return frontend::asin(x);
+      case v1::ACOS: return frontend::acos(x);
+      case v1::SINH: return frontend::sinh(x);
+      case v1::COSH: return frontend::cosh(x);
+      case v1::ASINH: return frontend::asinh(x);
+      case v1::ACOSH: return frontend::acosh(x);
+      case v1::ATANH: return frontend::atanh(x);
+      case v1::LOG10: return frontend::log10(x);
+      case v1::LOG1P: return frontend::log1p(x);
+      case v1::EXPM1: return frontend::expm1(x);
+      case v1::LOGADDEXP: return frontend::logaddexp(x, src_[1]);
+      case v1::COPYSIGN: return frontend::copysign(x, src_[1]);
+      case v1::LERP: return frontend::lerp(x, src_[1], src_[2]);
+      case v1::SOFTSIGN: return frontend::softsign(x);
+      case v1::CELU: return frontend::celu(x, c.alpha());
+      case v1::SELU: return frontend::selu(x);
+      case v1::ISFINITE: return frontend::isfinite(x);
+      case v1::ISCLOSE: return frontend::isclose(x, src_[1], c.rtol(), c.atol(), c.equal_nan());
       case v1::SORT:
       case v1::TOPK:
       case v1::CUMMAX:

@@ -105,6 +105,7 @@ export declare class Tensor {
   static manualSeed(seed?: number | bigint): void;
   static cat(tensors: Tensor[], options?: { axis?: number }): Tensor;
   static stack(tensors: Tensor[], options?: { axis?: number }): Tensor;
+  static meshgrid(tensors: Tensor[], options?: { indexing?: 'ij' | 'xy' }): Tensor[];
   static where(cond: Tensor, x: Tensor | Scalar, y: Tensor | Scalar): Tensor;
   /** Realizes several tensors in one request. */
   static realize(...tensors: Tensor[]): Promise<void>;
@@ -153,6 +154,10 @@ export declare class Tensor {
   bitcast(dtype: DTypeLike): Tensor;
   float(): Tensor;
   half(): Tensor;
+  long(): Tensor;
+  short(): Tensor;
+  bfloat16(): Tensor;
+  isFloatingPoint(): boolean;
   int(): Tensor;
   bool(): Tensor;
   double(): Tensor;
@@ -201,6 +206,18 @@ export declare class Tensor {
   silu(): Tensor; swish(): Tensor; mish(): Tensor; elu(alpha?: number): Tensor; softplus(beta?: number): Tensor;
   logsigmoid(): Tensor; leakyRelu(negSlope?: number): Tensor; hardtanh(minVal?: number, maxVal?: number): Tensor;
   hardsigmoid(alpha?: number, beta?: number): Tensor; hardswish(): Tensor;
+  /** The daemon's math, with torch's values at the edges of each domain (asin(2) is NaN, atanh(1) Infinity). */
+  erf(): Tensor; atan(): Tensor; asin(): Tensor; acos(): Tensor; sinh(): Tensor; cosh(): Tensor; asinh(): Tensor;
+  acosh(): Tensor; atanh(): Tensor; log10(): Tensor; log1p(): Tensor; expm1(): Tensor; softsign(): Tensor;
+  selu(): Tensor; celu(alpha?: number): Tensor;
+  logaddexp(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  /** |this| with the sign bit of x (-0 counts as negative); no gradient flows to x. */
+  copysign(x: Tensor | Scalar, reverse?: boolean): Tensor;
+  lerp(end: Tensor | Scalar, weight: Tensor | Scalar): Tensor;
+  isfinite(): Tensor;
+  isclose(other: Tensor | Scalar, options?: { rtol?: number; atol?: number; equalNan?: boolean }): Tensor;
+  /** Whether every element isclose (this realizes). */
+  allclose(other: Tensor | Scalar, options?: { rtol?: number; atol?: number; equalNan?: boolean }): Promise<boolean>;
 
   sum(options?: SumOptions): Tensor;
   sum(axis?: number | number[] | null, keepdim?: boolean): Tensor;
@@ -216,6 +233,15 @@ export declare class Tensor {
   var(axis?: number | number[] | null, keepdim?: boolean, correction?: number): Tensor;
   std(options?: VarOptions): Tensor;
   std(axis?: number | number[] | null, keepdim?: boolean, correction?: number): Tensor;
+  stdMean(options?: VarOptions): [Tensor, Tensor];
+  stdMean(axis?: number | number[] | null, keepdim?: boolean, correction?: number): [Tensor, Tensor];
+  varMean(options?: VarOptions): [Tensor, Tensor];
+  varMean(axis?: number | number[] | null, keepdim?: boolean, correction?: number): [Tensor, Tensor];
+  /** Whether any / every element is nonzero (bool); all is true over no elements. */
+  any(options?: ReduceOptions): Tensor;
+  any(axis?: number | number[] | null, keepdim?: boolean): Tensor;
+  all(options?: ReduceOptions): Tensor;
+  all(axis?: number | number[] | null, keepdim?: boolean): Tensor;
   logsumexp(options?: ReduceOptions): Tensor;
   logsumexp(axis?: number | number[] | null, keepdim?: boolean): Tensor;
   argmax(options?: { axis?: number | null; keepdim?: boolean }): Tensor;
@@ -252,6 +278,12 @@ export declare class Tensor {
   cat(...others: Array<Tensor | { axis?: number }>): Tensor;
   split(sizes: number | number[], options?: { axis?: number }): Tensor[];
   chunk(chunks: number, options?: { axis?: number }): Tensor[];
+  roll(shifts: number | number[], dims?: number | number[] | null): Tensor;
+  diagonal(options?: { offset?: number; dim1?: number; dim2?: number }): Tensor;
+  diag(diagonal?: number): Tensor;
+  meshgrid(...others: (Tensor | { indexing?: 'ij' | 'xy' })[]): Tensor[];
+  repeatInterleave(repeats: number, options?: { axis?: number | null }): Tensor;
+  maskedFill(mask: Tensor | boolean[], value: Scalar): Tensor;
   /** numpy/torch indexing: t.index(0, '1:3', null, '...', indexTensor) */
   index(...idx: IndexSpec[]): Tensor;
   /** per-axis ranges, axes kept: t.slice([0, 2], null, [1, null, -1]) */

@@ -444,12 +444,14 @@ absl::StatusOr<UOpRef> pow(const UOpRef& a, const UOpRef& b) {
   PG_ASSIGN(zero, scalar_like(0, a));
   PG_ASSIGN(one, scalar_like(1, a));
   PG_ASSIGN(na, alu(Ops::NEG, {a}));
-  PG_ASSIGN(mag_a, alu(Ops::MAX, {a, na}));
+  // |a| selected, not max(a, -a), whose gradient would split at a = 0.
+  PG_ASSIGN(neg_base, alu(Ops::CMPLT, {a, zero}));
+  PG_ASSIGN(mag_a, alu(Ops::WHERE, {neg_base, na, a}));
   PG_ASSIGN(l, alu(Ops::LOG2, {mag_a}));
   PG_ASSIGN(bl, alu(Ops::MUL, {b, l}));
   PG_ASSIGN(mag, alu(Ops::EXP2, {bl}));
-  // Negative bases: the sign comes from the exponent's parity; non-integer exponents give nan.
-  PG_ASSIGN(neg_base, alu(Ops::CMPLT, {a, zero}));
+  // Negative bases: the sign comes from the exponent's parity; non-integer exponents give nan,
+  // except for -inf, which C's pow (and torch) treat as +inf there: inf for b > 0, 0 below.
   // Exponents of 2^53 and more are even integers in every float dtype (and would overflow the
   // int64 that trunc goes through).
   PG_ASSIGN(nb, alu(Ops::NEG, {b}));
@@ -465,11 +467,22 @@ absl::StatusOr<UOpRef> pow(const UOpRef& a, const UOpRef& b) {
   PG_ASSIGN(neg_mag, alu(Ops::NEG, {mag}));
   PG_ASSIGN(signed_mag, alu(Ops::WHERE, {even, mag, neg_mag}));
   PG_ASSIGN(nan, scalar_like(std::nan(""), a));
-  PG_ASSIGN(neg_result, alu(Ops::WHERE, {b_int, signed_mag, nan}));
+  PG_ASSIGN(minus_inf, scalar_like(-std::numeric_limits<double>::infinity(), a));
+  PG_ASSIGN(a_minus_inf, equal(a, minus_inf));
+  PG_ASSIGN(fraction, alu(Ops::WHERE, {a_minus_inf, mag, nan}));
+  PG_ASSIGN(neg_result, alu(Ops::WHERE, {b_int, signed_mag, fraction}));
   PG_ASSIGN(result, alu(Ops::WHERE, {neg_base, neg_result, mag}));
-  // 2 ** (0 * log2 0) would be nan: anything to the power 0 is 1.
+  // 2 ** (0 * log2 0) would be nan: anything to the power 0 is 1. So is 1 to any power (nan
+  // included), and -1 to ±inf (inf * log2 1 is nan), as C's pow.
   PG_ASSIGN(b_zero, equal(b, zero));
-  return alu(Ops::WHERE, {b_zero, one, result});
+  PG_ASSIGN(a_one, equal(a, one));
+  PG_ASSIGN(inf, scalar_like(std::numeric_limits<double>::infinity(), b));
+  PG_ASSIGN(b_mag_inf, equal(mag_b, inf));
+  PG_ASSIGN(a_mag_one, equal(mag_a, one));
+  PG_ASSIGN(unit_to_inf, alu(Ops::AND, {a_mag_one, b_mag_inf}));
+  PG_ASSIGN(ones_a, alu(Ops::OR, {b_zero, a_one}));
+  PG_ASSIGN(ones, alu(Ops::OR, {ones_a, unit_to_inf}));
+  return alu(Ops::WHERE, {ones, one, result});
 }
 
 }  // namespace polygrad::frontend

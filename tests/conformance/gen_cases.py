@@ -442,6 +442,36 @@ for of, ins, a, wrt in GRADS:
 case("to/cuda", "to", "COPY", [inp("float32", (2, 3))], {"device": "CUDA"}, requires="CUDA")
 case("to/cuda-and-back", "to", "COPY", [inp("int32", (4,))], {"device": "CUDA", "back": True}, requires="CUDA")
 
+# ---- elementwise math the daemon computes (core/frontend/math.h) -------------------------------
+# Last in the file, so the cases above keep their seeds. `unit` inputs include ±1 (asin's ends,
+# atanh's poles); `pos` ones start at 1/4, below acosh's domain (nan there).
+MATH = {"erf": "ERF", "atan": "ATAN", "asin": "ASIN", "acos": "ACOS", "sinh": "SINH", "cosh": "COSH",
+        "asinh": "ASINH", "acosh": "ACOSH", "atanh": "ATANH", "log10": "LOG10", "log1p": "LOG1P", "expm1": "EXPM1",
+        "softsign": "SOFTSIGN", "selu": "SELU"}
+MATH_KIND = {"asin": "unit", "acos": "unit", "atanh": "unit", "acosh": "pos", "log10": "pos"}
+for name, wire in MATH.items():
+  case(f"{name}/f32", name, wire, [inp("float32", (2, 4), MATH_KIND.get(name, "default"))])
+for name, dt in [("erf", "float16"), ("atan", "bfloat16"), ("sinh", "float64"), ("expm1", "float64"),
+                 ("atanh", "float16")]:
+  case(f"{name}/{short(dt)}", name, MATH[name], [inp(dt, (6,), MATH_KIND.get(name, "default"))])
+case("log1p/i32", "log1p", ["LOG1P", "CAST"], [inp("int32", (5,), "small")])
+case("celu/f32", "celu", "CELU", [inp("float32", (8,))], {"alpha": 0.5})
+case("logaddexp/f32", "logaddexp", "LOGADDEXP", [inp("float32", (2, 3)), inp("float32", (2, 3))])
+case("logaddexp/bf16-broadcast", "logaddexp", ["LOGADDEXP", "EXPAND"], [inp("bfloat16", (2, 1)), inp("bfloat16", (1, 3))])
+case("copysign/f32", "copysign", "COPYSIGN", [inp("float32", (2, 4)), inp("float32", (2, 4), "small")])
+case("lerp/f32", "lerp", "LERP", [inp("float32", (2, 3)), inp("float32", (2, 3)), inp("float32", (2, 3), "unit")])
+case("lerp/scalar-weight", "lerp", ["LERP", "CONST"], [inp("float32", (4,)), inp("float32", (4,))], {"weight": 0.25})
+case("isfinite/div-by-zero", "div", ["DIV", "ISFINITE"],
+     [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)], then=[("isfinite", {})])
+case("isfinite/i32", "isfinite", "ISFINITE", [inp("int32", (4,))])
+case("isclose/f32", "isclose", "ISCLOSE", [inp("float32", (6,), "small"), inp("float32", (6,), "small")],
+     {"rtol": 0.25, "atol": 0.5})
+case("isclose/i16-equal-nan", "isclose", "ISCLOSE", [inp("int16", (6,), "small"), inp("int16", (6,), "small")],
+     {"rtol": 0, "atol": 2, "equalNan": True})
+case("any/f32-axis", "any", ["CAST", "REDUCE_MAX"], [inp("float32", (3, 4), "int", -1, 1, 1)], {"axis": 1})
+case("all/bool-keepdim", "all", "REDUCE_MAX", [inp("bool", (3, 4))], {"axis": 0, "keepdim": True})
+case("all/i32", "all", "REDUCE_MAX", [inp("int32", (5,), "small")])
+
 
 def render() -> str:
   """One case per line, so a diff of the corpus reads case by case."""

@@ -47,6 +47,7 @@ FLOATS = ("float32", "float64", "float16", "bfloat16")
 INTS = ("int8", "int16", "int32", "int64", "uint8")
 F32_ONLY = ("float32", "float64")
 ALL_NUM = FLOATS + INTS
+BOOL_REDUCE_DTYPES = ("bool", "float32", "int32", "float16")
 
 # (rtol, atol) per dtype; atol scales with the largest reference magnitude (sums grow).
 TOL = {"float32": (2e-4, 2e-5), "float64": (1e-9, 1e-10), "float16": (1.5e-2, 1e-2),
@@ -219,6 +220,23 @@ def _topk_th(p, x):
   return torch.topk(x, p["k"], p["dim"], largest=p.get("largest", True))
 
 
+def _tbool_reduce(p, t, f):
+  """torch.any/all over several axes (torch 1.x takes one at a time); True over no elements."""
+  if t.dim() == 0:
+    return f(t)
+  dims = sorted({d % t.dim() for d in _dims(p, t)}, reverse=True)
+  for d in dims:
+    t = f(t, d, keepdim=True)
+  if not p.get("keepdim", False):
+    t = t.reshape([s for i, s in enumerate(t.shape) if i not in dims])
+  return t
+
+
+def _eighths(rng, shape, dt, p):
+  """Multiples of 1/8 in [-2, 2]: exact in every dtype, so isclose's bounds are never a rounding apart."""
+  return rng.integers(-16, 17, shape) / 8.0
+
+
 def _cross_entropy_th(p, x, y):
   return F.cross_entropy(x, y.long(), label_smoothing=p.get("ls", 0.0))
 
@@ -303,6 +321,14 @@ OPS: List[Op] = [
     _unary("cast_int32", lambda x: x.cast(dtypes.int32), lambda x: x.to(torch.int32), grad=False,
            gen=_away_from_ints),
     _unary("cast_float32", lambda x: x.float(), lambda x: x.float(), dts=FLOATS + INTS, out="float32"),
+    _unary("cast_long", lambda x: x.long(), lambda x: x.long(), grad=False, gen=_away_from_ints),
+    _unary("cast_short", lambda x: x.short(), lambda x: x.short(), dts=("float32", "int32", "int8"), grad=False,
+           gen=_away_from_ints),
+    # torch has no numpy bfloat16: its result is compared widened (exactly) to float32
+    _unary("cast_bfloat16", lambda x: x.bfloat16(), lambda x: x.bfloat16().float(), dts=("float32", "float16"),
+           out="bfloat16"),
+    _unary("mod", lambda x: x.mod(0.75), lambda x: torch.remainder(x, 0.75), dts=F32_ONLY, grad=False,
+           gen=_eighths),
     _unary("cast_bool", lambda x: x.bool(), lambda x: x.bool(), dts=("float32",) + INTS, grad=False,
            gen=lambda rng, s, dt, p: rng.integers(-1, 2, s).astype(np.float64)),
     # activations
@@ -323,6 +349,38 @@ OPS: List[Op] = [
     _unary("hardsigmoid", lambda x: x.hardsigmoid(), lambda x: (x / 6 + 0.5).clamp(0, 1), domain=(-4.0, 4.0)),
     _unary("hardswish", lambda x: x.hardswish(), F.hardswish if torch else None, domain=(-4.0, 4.0)),
     _unary("logsigmoid", lambda x: x.logsigmoid(), F.logsigmoid if torch else None, domain=(-5.0, 5.0)),
+    # the daemon's elementwise math (core/frontend/math.h); edge values are in test_edge_values
+    _unary("erf", lambda x: x.erf(), torch.erf if torch else None, domain=(-4.0, 4.0)),
+    _unary("atan", lambda x: x.atan(), torch.atan if torch else None, domain=(-6.0, 6.0)),
+    _unary("asin", lambda x: x.asin(), torch.asin if torch else None, domain=(-0.95, 0.95)),
+    _unary("acos", lambda x: x.acos(), torch.acos if torch else None, domain=(-0.95, 0.95)),
+    _unary("sinh", lambda x: x.sinh(), torch.sinh if torch else None, domain=(-5.0, 5.0)),
+    _unary("cosh", lambda x: x.cosh(), torch.cosh if torch else None, domain=(-5.0, 5.0)),
+    _unary("asinh", lambda x: x.asinh(), torch.asinh if torch else None, domain=(-6.0, 6.0)),
+    _unary("acosh", lambda x: x.acosh(), torch.acosh if torch else None, gen=_pos_gen(1.05, 6.0)),
+    _unary("atanh", lambda x: x.atanh(), torch.atanh if torch else None, domain=(-0.95, 0.95)),
+    _unary("log10", lambda x: x.log10(), torch.log10 if torch else None, gen=_pos_gen(0.1, 4.0)),
+    _unary("log1p", lambda x: x.log1p(), torch.log1p if torch else None, gen=_pos_gen(-0.9, 4.0)),
+    _unary("expm1", lambda x: x.expm1(), torch.expm1 if torch else None, domain=(-3.0, 3.0)),
+    _unary("softsign", lambda x: x.softsign(), F.softsign if torch else None),
+    # F.celu's own float64 gradient is off by up to 6e-8 (relative) for this alpha: the formula is the reference
+    _unary("celu", lambda x: x.celu(0.7), lambda x: torch.where(x > 0, x, 0.7 * torch.expm1(x / 0.7)),
+           domain=(-3.0, 3.0)),
+    _unary("selu", lambda x: x.selu(), F.selu if torch else None, domain=(-3.0, 3.0)),
+    _binary("logaddexp", lambda a, b: a.logaddexp(b), torch.logaddexp if torch else None, domain=(-4.0, 4.0)),
+    _binary("copysign", lambda a, b: a.copysign(b), torch.copysign if torch else None),
+    Op("lerp", lambda p, a, b, w: a.lerp(b, w), lambda p, a, b, w: torch.lerp(a, b, w),
+       [V((3, 4), (3, 4), (3, 4)), V((3, 1), (1, 4), (4,)), V((2, 3), (2, 3), ()), V((0, 2), (2,), (1, 2))],
+       domain=(-1.5, 1.5)),
+    Op("lerp_scalar", lambda p, a, b: a.lerp(b, p["w"]), lambda p, a, b: torch.lerp(a, b, p["w"]),
+       [V((3, 4), (3, 4), w=0.25), V((2, 1), (1, 5), w=0.75), V((4,), (4,), w=1.0)]),
+    _unary("isfinite", lambda x: (1 / x.trunc()).log().isfinite(), lambda x: (1 / x.trunc()).log().isfinite(),
+           grad=False, dts=F32_ONLY),
+    _unary("isfinite_int", lambda x: x.isfinite(), torch.isfinite if torch else None, dts=INTS + ("bool",), grad=False),
+    Op("isclose", lambda p, a, b: a.isclose(b, rtol=0.25, atol=0.1), lambda p, a, b: torch.isclose(a, b, 0.25, 0.1),
+       BINARY_SHAPES, FLOATS + ("int32", "int64"), grad=False, gen=_eighths),
+    Op("isclose_default", lambda p, a, b: a.isclose(b), lambda p, a, b: torch.isclose(a, b), BINARY_SHAPES[:3],
+       FLOATS, grad=False, gen=_eighths),
     # reductions
     Op("sum", lambda p, x: x.sum(_axis(p), keepdim=p.get("keepdim", False)), _tsum, REDUCE_SHAPES + REDUCE_EMPTY,
        FLOATS + ("int32", "int64")),
@@ -338,6 +396,18 @@ OPS: List[Op] = [
        lambda p, x: x.var(dim=_dims(p, x), keepdim=p.get("keepdim", False)), REDUCE_SHAPES[:4], tol_scale=2.0),
     Op("std", lambda p, x: x.std(_axis(p), correction=0),
        lambda p, x: x.std(dim=_dims(p, x), correction=0), REDUCE_SHAPES[:4], tol_scale=2.0),
+    Op("std_mean", lambda p, x: list(x.std_mean(_axis(p), keepdim=p.get("keepdim", False))),
+       lambda p, x: list(torch.std_mean(x, dim=_dims(p, x), keepdim=p.get("keepdim", False))), REDUCE_SHAPES[:4],
+       tol_scale=2.0),
+    Op("var_mean", lambda p, x: list(x.var_mean(_axis(p), keepdim=p.get("keepdim", False), correction=0)),
+       lambda p, x: list(torch.var_mean(x, dim=_dims(p, x), keepdim=p.get("keepdim", False), unbiased=False)),
+       REDUCE_SHAPES[:4], tol_scale=2.0),
+    Op("any", lambda p, x: x.any(_axis(p), keepdim=p.get("keepdim", False)),
+       lambda p, x: _tbool_reduce(p, x, torch.any), REDUCE_SHAPES + REDUCE_EMPTY, BOOL_REDUCE_DTYPES,
+       grad=False, gen=_with_zeros),
+    Op("all", lambda p, x: x.all(_axis(p), keepdim=p.get("keepdim", False)),
+       lambda p, x: _tbool_reduce(p, x, torch.all), REDUCE_SHAPES + REDUCE_EMPTY, BOOL_REDUCE_DTYPES,
+       grad=False, gen=lambda rng, s, dt, p: np.where(rng.random(s) < 0.05, 0.0, rng.uniform(-2.0, 2.0, s))),
     Op("softmax", lambda p, x: x.softmax(p["axis"]), lambda p, x: torch.softmax(x, p["axis"]),
        [V((3, 5), axis=-1), V((2, 3, 4), axis=1), V((1, 6), axis=0), V((0, 4), axis=1)], domain=(-4.0, 4.0)),
     Op("log_softmax", lambda p, x: x.log_softmax(p["axis"]), lambda p, x: torch.log_softmax(x, p["axis"]),
@@ -420,6 +490,23 @@ OPS: List[Op] = [
        [V((4, 5), k=0), V((2, 3, 3), k=1), V((4, 3), k=-1)], FLOATS + ("int32", "bool")),
     Op("triu", lambda p, x: x.triu(p["k"]), lambda p, x: x.triu(p["k"]),
        [V((4, 5), k=0), V((2, 3, 3), k=-1), V((4, 3), k=2)], FLOATS + ("int32",)),
+    Op("roll", lambda p, x: x.roll(p["s"], p.get("d")), lambda p, x: torch.roll(x, p["s"], p.get("d")),
+       [V((3, 4), s=1, d=0), V((3, 4), s=(2, -1), d=(0, 1)), V((5,), s=7, d=0), V((2, 3), s=-4),
+        V((2, 0), s=3, d=1)], FLOATS + ("int32",)),
+    Op("diagonal", lambda p, x: x.diagonal(**p), lambda p, x: torch.diagonal(x, **p),
+       [V((3, 4)), V((4, 3), offset=1), V((3, 4), offset=-2), V((2, 3, 4), offset=1, dim1=2, dim2=0),
+        V((3, 3), offset=5)], FLOATS + ("int32",)),
+    Op("diag", lambda p, x: x.diag(p.get("k", 0)), lambda p, x: torch.diag(x, p.get("k", 0)),
+       [V((4,)), V((3,), k=2), V((3,), k=-1), V((3, 4), k=1), V((4, 3), k=-1)], FLOATS + ("int32",)),
+    Op("meshgrid", lambda p, a, b: list(a.meshgrid(b, indexing=p["i"])),
+       lambda p, a, b: list(torch.meshgrid(a, b, indexing=p["i"])),
+       [V((3,), (4,), i="ij"), V((2,), (5,), i="xy"), V((1,), (3,), i="ij")], FLOATS + ("int32",)),
+    Op("repeat_interleave", lambda p, x: x.repeat_interleave(p["r"], p.get("d")),
+       lambda p, x: x.repeat_interleave(p["r"], p.get("d")),
+       [V((2, 3), r=2, d=1), V((2, 3), r=3, d=0), V((4,), r=2), V((2, 3), r=2), V((2, 0), r=2, d=0)],
+       FLOATS + ("int32",)),
+    Op("masked_fill", lambda p, x, m: x.masked_fill(m, 3), lambda p, x, m: x.masked_fill(m, 3),
+       [V((3, 4), (3, 4)), V((2, 3), (3,)), V((2, 3, 4), (3, 1)), V((), ())], FLOATS + ("int32",), kinds="xb"),
     # linear algebra
     Op("matmul", lambda p, a, b: a @ b, lambda p, a, b: a @ b,
        [V((3, 4), (4, 5)), V((4,), (4, 3)), V((3, 4), (4,)), V((2, 3, 4), (4, 2)), V((2, 1, 3, 4), (3, 4, 2)),
@@ -751,6 +838,148 @@ def _fetch(pending, pack: bool):
   return out
 
 
+# --- edge values: nan, ±inf, ±0 and the ends of each domain ---------------------------------------
+# Explicit inputs per op, compared with torch computing in float64 on the same (dtype-rounded)
+# inputs, rounded to the dtype: the same nans and infinities, finite values within the dtype's
+# tolerance, and the sign of every zero. Where an entry has gradient inputs, d(sum(out * w))
+# with respect to each float input is compared with torch's autograd at those points.
+
+_INF, _NAN = math.inf, math.nan
+_SPECIALS = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 1e-30, -1e-30, 1e-8, 30.0, -30.0, 1e30, -1e30, _INF, -_INF,
+             _NAN]
+_DOMAIN_EDGES = [1.0, -1.0, 1.0000001, -1.0000001, 0.9999999, -0.9999999, 1.5, -1.5, 0.0, -0.0, _INF, -_INF, _NAN]
+
+
+@dataclass
+class Edge:
+  name: str
+  pg: Callable
+  th: Callable
+  inputs: List[List[float]]  # one list per argument, all of one length
+  grad_inputs: Optional[List[List[float]]] = None
+
+
+EDGES = [
+    Edge("erf", lambda x: x.erf(), lambda x: torch.erf(x),
+         [_SPECIALS + [0.84, 0.85, 1.24, 1.26, 2.85, 2.86, 5.9, 6.1, -4.0]], [[0.0, 0.3, -1.0, 2.0, 5.0]]),
+    Edge("atan", lambda x: x.atan(), lambda x: torch.atan(x), [_SPECIALS + [0.66, 0.67, 2.41, 2.42]],
+         [[0.0, 0.66, -3.0]]),
+    Edge("asin", lambda x: x.asin(), lambda x: torch.asin(x), [_DOMAIN_EDGES], [[0.0, 0.5, -0.9]]),
+    Edge("acos", lambda x: x.acos(), lambda x: torch.acos(x), [_DOMAIN_EDGES], [[0.0, 0.5, -0.9]]),
+    # not 710: torch's float64 sinh and cosh overflow there, below the largest double
+    Edge("sinh", lambda x: x.sinh(), lambda x: torch.sinh(x), [_SPECIALS + [19.9, 20.1, 88.0, 89.0, 720.0, -720.0]],
+         [[0.0, 1e-4, -2.0, 25.0]]),
+    Edge("cosh", lambda x: x.cosh(), lambda x: torch.cosh(x), [_SPECIALS + [19.9, 20.1, 88.0, 89.0, -720.0]],
+         [[0.0, 1e-4, -2.0, 25.0]]),
+    Edge("asinh", lambda x: x.asinh(), lambda x: torch.asinh(x), [_SPECIALS + [3e8, -3e8]], [[0.0, 1e-4, -3.0]]),
+    Edge("acosh", lambda x: x.acosh(), lambda x: torch.acosh(x), [_DOMAIN_EDGES + [-3.0, 1e30, 3e8]], [[1.5, 20.0]]),
+    Edge("atanh", lambda x: x.atanh(), lambda x: torch.atanh(x), [_DOMAIN_EDGES + [1e-30]], [[0.0, 0.5, -0.9]]),
+    Edge("log10", lambda x: x.log10(), lambda x: torch.log10(x), [_SPECIALS]),
+    Edge("log1p", lambda x: x.log1p(), lambda x: torch.log1p(x), [_SPECIALS + [-0.9999, -1.5]],
+         [[0.0, 1e-5, -0.5, 1e6]]),
+    Edge("expm1", lambda x: x.expm1(), lambda x: torch.expm1(x), [_SPECIALS + [-60.0, -61.0, 88.5, 709.5, 710.0]],
+         [[0.0, 1e-5, -70.0, 5.0]]),
+    Edge("softsign", lambda x: x.softsign(), lambda x: F.softsign(x), [_SPECIALS]),
+    # tiny negative inputs are left out: torch's celu/selu compute exp(x) - 1 there, which is 0
+    Edge("celu", lambda x: x.celu(0.5), lambda x: F.celu(x, 0.5),
+         [[0.0, -0.0, 1.0, -1.0, -30.0, 1e30, _INF, -_INF, _NAN]], [[0.5, -0.5, -40.0, 100.0]]),
+    Edge("selu", lambda x: x.selu(), lambda x: F.selu(x), [[0.0, -0.0, 1.0, -1.0, -30.0, 1e30, _INF, -_INF, _NAN]],
+         [[0.5, -0.5, -40.0, 100.0]]),
+    Edge("logaddexp", lambda a, b: a.logaddexp(b), lambda a, b: torch.logaddexp(a, b),
+         [[-_INF, -_INF, _INF, _INF, -_INF, 0.0, _NAN, 1e30, -1e30, 0.0, 3.0],
+          [-_INF, 0.0, _INF, -_INF, 5.0, -_INF, 0.0, 1e30, 1e30, 0.0, 3.0]],
+         [[1.0, 2.0, 0.0, -3.0], [1.0, -_INF, 50.0, -3.5]]),
+    Edge("copysign", lambda a, b: a.copysign(b), lambda a, b: torch.copysign(a, b),
+         [[1.0, 1.0, -1.0, 0.0, -0.0, _INF, _NAN, 2.0, -0.0, 3.0],
+          [-0.0, 0.0, 0.0, -1.0, 1.0, -0.0, -1.0, _NAN, -0.0, -_INF]],
+         [[0.0, -0.0, 1.0, -2.0], [1.0, -1.0, -0.0, 3.0]]),
+    Edge("lerp", lambda a, b, w: a.lerp(b, w), lambda a, b, w: torch.lerp(a, b, w),
+         [[1.0, 1.0, 0.0, _NAN, 1.0, -_INF, 3.0], [2.0, 2.0, _INF, 1.0, 2.0, 0.0, 3.0],
+          [1.0, 0.0, 0.5, 0.5, _NAN, 0.25, 0.5]],
+         [[1.0, 2.0], [3.0, -1.0], [0.25, 0.75]]),
+    Edge("isfinite", lambda x: x.isfinite(), lambda x: torch.isfinite(x), [_SPECIALS]),
+    Edge("isclose", lambda a, b: a.isclose(b), lambda a, b: torch.isclose(a, b),
+         [[_INF, _INF, -_INF, _NAN, _NAN, 1.0, 1e30, 0.0, 1.0],
+          [_INF, -_INF, -_INF, _NAN, 1.0, _INF, 1e30, -0.0, 1.00001]]),
+    Edge("isclose_equal_nan", lambda a, b: a.isclose(b, equal_nan=True),
+         lambda a, b: torch.isclose(a, b, equal_nan=True),
+         [[_NAN, _NAN, 1.0, _INF], [_NAN, 1.0, _NAN, _INF]]),
+]
+
+
+def _edge_ref(e: Edge, cols, dt: str):
+  """torch's float64 result on the dtype-rounded inputs, rounded to the dtype."""
+  args = [torch.tensor(c, dtype=torch.float64) for c in cols]
+  out = e.th(*args)
+  return out if out.dtype == torch.bool else out.to(_torch_dtype(dt)).to(torch.float64)
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("e,dt", [pytest.param(e, dt, id=f"{e.name}-{dt}") for e in EDGES for dt in FLOATS])
+def test_edge_values(e: Edge, dt: str):
+  cols = [_round_to(np.array(c, dtype=np.float64), dt) for c in e.inputs]
+  got = e.pg(*[Tensor(c.astype(np.float32) if dt != "float64" else c, dtype=getattr(dtypes, dt)) for c in cols])
+  ref = _edge_ref(e, cols, dt).numpy()
+  out = got.numpy().astype(np.float64)
+  what = f"{e.name} {dt} at {[list(c) for c in cols]}"
+  assert out.shape == ref.shape, what
+  if ref.dtype == np.bool_:
+    np.testing.assert_array_equal(out.astype(np.bool_), ref, err_msg=what)
+    return
+  np.testing.assert_array_equal(np.isnan(out), np.isnan(ref), err_msg=f"{what}: nan")
+  np.testing.assert_array_equal(np.isinf(out) * np.sign(out), np.isinf(ref) * np.sign(ref), err_msg=f"{what}: inf")
+  fin = np.isfinite(ref)
+  np.testing.assert_allclose(out[fin], ref[fin], rtol=TOL[dt][0], atol=0, err_msg=what)
+  zero = fin & (ref == 0)
+  np.testing.assert_array_equal(np.signbit(out[zero]), np.signbit(ref[zero]), err_msg=f"{what}: sign of zero")
+  if e.grad_inputs is None or dt in ("float16", "bfloat16"):
+    return
+  gcols = [np.array(c, dtype=np.float64) for c in e.grad_inputs]
+  w = np.linspace(0.5, 1.5, len(gcols[0]))
+  leaves = [Tensor(c.astype(np.float32) if dt == "float32" else c, dtype=getattr(dtypes, dt), requires_grad=True)
+            for c in gcols]
+  grads = (e.pg(*leaves).cast(dtypes.float64) * Tensor(w)).sum().gradient(*leaves)
+  tl = [torch.tensor(c, requires_grad=True) for c in gcols]
+  tg = torch.autograd.grad((e.th(*tl) * torch.tensor(w)).sum(), tl)
+  for k, (pg_g, th_g) in enumerate(zip(grads, tg)):
+    np.testing.assert_allclose(pg_g.numpy().astype(np.float64), th_g.numpy(), rtol=GRAD_TOL[dt][0],
+                               atol=GRAD_TOL[dt][1], err_msg=f"{e.name} {dt} gradient of input {k} at {gcols}")
+
+
+# Second derivatives (a gradient of a gradient) at points that include 0, where branches that
+# return x itself for tiny inputs would lose the curvature.
+SECOND = [("erf", -3, 3), ("atan", -3, 3), ("asin", -0.9, 0.9), ("acos", -0.9, 0.9), ("sinh", -3, 3), ("cosh", -3, 3),
+          ("asinh", -3, 3), ("acosh", 1.1, 4), ("atanh", -0.9, 0.9), ("log10", 0.1, 4), ("log1p", -0.9, 0.9),
+          ("expm1", -3, 3), ("softsign", -3, 3), ("selu", -3, 3)]
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("name,lo,hi", [pytest.param(*s, id=s[0]) for s in SECOND])
+def test_second_derivative(name, lo, hi):
+  x = np.union1d(np.linspace(lo, hi, 12), [0.0] if lo < 0 < hi else [])
+  t = Tensor(x, requires_grad=True)
+  (g1,) = getattr(t, name)().sum().gradient(t)
+  (g2,) = g1.sum().gradient(t)
+  th = getattr(F, name) if name in ("softsign", "selu") else getattr(torch, name)
+  tt = torch.tensor(x, requires_grad=True)
+  (a,) = torch.autograd.grad(th(tt).sum(), tt, create_graph=True)
+  (b,) = torch.autograd.grad(a.sum(), tt)
+  np.testing.assert_allclose(g2.numpy(), b.numpy(), rtol=1e-8, atol=1e-10, err_msg=f"{name}'' at {x}")
+
+
+def test_allclose_is_a_python_bool():
+  a = Tensor([1.0, _INF, _NAN])
+  assert a.allclose(Tensor([1.0 + 1e-7, _INF, _NAN]), equal_nan=True) is True
+  assert a.allclose(Tensor([1.0, _INF, _NAN])) is False  # nan is not close to nan by default
+  assert Tensor([1, 2]).allclose(Tensor([1, 3])) is False
+
+
+def test_dtype_conveniences():
+  assert Tensor([1.5]).is_floating_point() is True and Tensor([1]).is_floating_point() is False
+  assert Tensor([1.7, -2.7]).long().dtype == dtypes.int64 and Tensor([1.7]).short().dtype == dtypes.int16
+  assert Tensor([1.0]).bfloat16().dtype == dtypes.bfloat16
+
+
 # --- bitcast: bit patterns, not values -----------------------------------------------------------
 # torch's x.view(dtype) is the reference for Tensor.bitcast over every same-itemsize pair of
 # polygrad's dtypes, on every layout. The inputs are random bit patterns with the special encodings
@@ -1021,6 +1250,10 @@ EDGE_CASES = {
     "maximum_tie_grad": (lambda a, b: a.maximum(b), torch.maximum if torch else None, [[1.0, 2.0], [1.0, 3.0]], True),
     # extremes without overflow
     "sigmoid_extremes": (lambda a: a.sigmoid(), torch.sigmoid if torch else None, [[-200.0, -90.0, 90.0, 200.0]], True),
+    "softplus_extremes": (lambda a: a.softplus(), F.softplus if torch else None, [[-200.0, -30.0, 0.0, 19.0, 25.0, 200.0]], True),
+    "softplus_beta": (lambda a: a.softplus(2.0), lambda a: F.softplus(a, 2.0), [[-50.0, -1.0, 0.0, 9.0, 11.0, 60.0]], True),
+    "gelu_exact_extremes": (lambda a: a.gelu(approximate="none"), lambda a: F.gelu(a),
+                            [[-200.0, -6.0, 0.0, 1.5, 200.0]], True),
     # a row of -inf gives NaN (0/0), as torch; a row holding one -inf gives it probability 0
     "softmax_rows_with_neg_inf": (lambda a: a.reshape(2, 2).softmax(-1), lambda a: a.reshape(2, 2).softmax(-1),
                                   [[-INF, 0.0, -INF, -INF]], False),

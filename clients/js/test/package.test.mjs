@@ -57,7 +57,9 @@ test('every wire op has a Tensor method that builds it', () => {
     x.batchNorm({ training: true }), x.batchNorm({ runningMean: Tensor.zeros(3), runningVar: Tensor.ones(3) }),
     f.reshape(1, 4, 4).scaledDotProductAttention(f.reshape(1, 4, 4), f.reshape(1, 4, 4)),
     f.reshape(1, 4, 4).scaledDotProductAttention(f.reshape(1, 4, 4), f.reshape(1, 4, 4), { attnMask: f.gt(0) }),
-    f.to('CUDA'), f.sort(0).values, f.topk(2).indices, f.cummax(1)[0], f.cummin(1)[1], f.cumprod(0),
+    f.to('CUDA'), f.erf(), f.atan(), f.asin(), f.acos(), f.sinh(), f.cosh(), f.asinh(), f.acosh(), f.atanh(),
+    f.log10(), f.log1p(), f.expm1(), f.logaddexp(f), f.copysign(f), f.lerp(f, 0.5), f.softsign(), f.celu(), f.selu(),
+    f.isfinite(), f.isclose(f), f.sort(0).values, f.topk(2).indices, f.cummax(1)[0], f.cummin(1)[1], f.cumprod(0),
     f.logcumsumexp(1),
   ];
   Tensor.training = false;

@@ -128,6 +128,56 @@ test('reductions with { axis, keepdim }', async () => {
   assert.equal(Tensor.from([1, 2], { dtype: 'int8' }).sum().dtype, dtypes.int32);
 });
 
+test('the daemon\'s math: values against Math.*, domain edges, any/all and isclose', async () => {
+  const xs = [-3, -1, -0.5, 0, 0.25, 1, 2.5];
+  const x = Tensor.from(xs, { dtype: 'float64' });
+  for (const [m, f] of [['atan', Math.atan], ['sinh', Math.sinh], ['cosh', Math.cosh], ['asinh', Math.asinh],
+    ['expm1', Math.expm1]]) {
+    const got = await x[m]().data();
+    xs.forEach((v, i) => close6(got[i], f(v)));
+  }
+  const u = Tensor.from([-1, -0.5, 0.75, 1, 2], { dtype: 'float32' });
+  assert.deepEqual([...await u.atanh().data()].map((v) => (Number.isFinite(v) ? Math.sign(v) : v)), [-Infinity, -1, 1, Infinity, NaN]);
+  assert.ok(Number.isNaN((await u.asin().data())[4]) && Number.isNaN((await u.acos().data())[4]));
+  assert.ok(Number.isNaN((await Tensor.from([0.5]).acosh().data())[0]));
+  assert.deepEqual(await Tensor.from([-Infinity, -Infinity, 0]).logaddexp(Tensor.from([-Infinity, 0, -Infinity])).data(),
+    new Float32Array([-Infinity, 0, 0]));
+  const f32 = { dtype: 'float32' };
+  assert.ok(Object.is((await Tensor.from([0], f32).copysign(Tensor.from([-0], f32)).data())[0], -0));
+  assert.deepEqual(await Tensor.from([1, 2]).lerp(Tensor.from([3, 4]), 1).data(), new Float32Array([3, 4]));
+  close6((await Tensor.from([0.5]).erf().data())[0], 0.5204998778130465);
+  close6((await Tensor.from([-1]).celu(0.5).data())[0], 0.5 * Math.expm1(-2));
+  assert.deepEqual(await Tensor.from([1, Infinity, NaN]).isfinite().data(), new Uint8Array([1, 0, 0]));
+  assert.equal(await Tensor.from([1, NaN]).allclose(Tensor.from([1 + 1e-7, NaN]), { equalNan: true }), true);
+  assert.equal(await Tensor.from([1, NaN]).allclose(Tensor.from([1, NaN])), false);
+  const b = Tensor.from([[0, 1, 0], [0, 0, 0]], { dtype: 'int32' });
+  assert.deepEqual(await b.any({ axis: 0 }).data(), new Uint8Array([0, 1, 0]));
+  assert.deepEqual(await b.all({ axis: 1, keepdim: true }).data(), new Uint8Array([0, 0]));
+  assert.equal(b.any().dtype, dtypes.bool);
+  const [s, m] = Tensor.from([1, 2, 3, 4]).stdMean();
+  close6((await s.data())[0], Math.sqrt(5 / 3));
+  close6((await m.data())[0], 2.5);
+  assert.equal(b.long().dtype, dtypes.int64);
+  assert.equal(b.isFloatingPoint(), false);
+});
+
+test('roll, diag, diagonal, meshgrid, repeatInterleave and maskedFill', async () => {
+  const x = Tensor.from([[1, 2, 3], [4, 5, 6]], { dtype: 'float32' });
+  assert.deepEqual(await x.roll(1, 1).data(), new Float32Array([3, 1, 2, 6, 4, 5]));
+  assert.deepEqual(await x.roll(-1).data(), new Float32Array([2, 3, 4, 5, 6, 1]));
+  assert.deepEqual(await x.diagonal({ offset: 1 }).data(), new Float32Array([2, 6]));
+  assert.deepEqual(await x.diag().data(), new Float32Array([1, 5]));
+  const d = Tensor.from([7, 8], { dtype: 'float32' }).diag(-1);
+  assert.deepEqual(d.shape, [3, 3]);
+  assert.deepEqual(await d.data(), new Float32Array([0, 0, 0, 7, 0, 0, 0, 8, 0]));
+  const [gx, gy] = Tensor.from([1, 2, 3]).meshgrid(Tensor.from([4, 5]), { indexing: 'xy' });
+  assert.deepEqual(gx.shape, [2, 3]);
+  assert.deepEqual(await gx.data(), new Int32Array([1, 2, 3, 1, 2, 3]));
+  assert.deepEqual(await gy.data(), new Int32Array([4, 4, 4, 5, 5, 5]));
+  assert.deepEqual(await x.repeatInterleave(2, { axis: 0 }).data(), new Float32Array([1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6]));
+  assert.deepEqual(await x.maskedFill(Tensor.from([true, false, true]), 0).data(), new Float32Array([0, 2, 0, 0, 5, 0]));
+});
+
 test('movement, concatenation and indexing', async () => {
   const x = Tensor.arange(6).reshape(2, 3);
   assert.deepEqual(await x.transpose().array(), [[0, 3], [1, 4], [2, 5]]);

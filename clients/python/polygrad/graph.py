@@ -43,6 +43,9 @@ RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN, BATCHNORM_EVAL = 138, 139, 140, 141
 SCALED_DOT_PRODUCT_ATTENTION, SCALED_DOT_PRODUCT_ATTENTION_MASKED = 142, 143
 BITCAST = 144
 COPY = 145  # an explicit transfer to Composite.device
+ERF, ATAN, ASIN, ACOS, SINH, COSH, ASINH, ACOSH, ATANH = 146, 147, 148, 149, 150, 151, 152, 153, 154
+LOG10, LOG1P, EXPM1, LOGADDEXP, COPYSIGN, LERP, SOFTSIGN, CELU, SELU = 155, 156, 157, 158, 159, 160, 161, 162, 163
+ISFINITE, ISCLOSE = 164, 165
 SORT, TOPK, CUMMAX, CUMMIN, CUMPROD, LOGCUMSUMEXP = 200, 201, 202, 203, 204, 205
 
 OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
@@ -51,8 +54,8 @@ COMPOSITE_ARG_OPS = frozenset({SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYER
                                AVG_POOL2D, CUMSUM, ONE_HOT, ARGMAX, ARGMIN, TRIL, TRIU, GATHER, RAND, RANDN,
                                RANDINT, DROPOUT, CONV_TRANSPOSE2D, RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN,
                                BATCHNORM_EVAL, SCALED_DOT_PRODUCT_ATTENTION,
-                               SCALED_DOT_PRODUCT_ATTENTION_MASKED, COPY, SORT, TOPK, CUMMAX, CUMMIN, CUMPROD,
-                               LOGCUMSUMEXP})
+                               SCALED_DOT_PRODUCT_ATTENTION_MASKED, COPY, CELU, ISCLOSE, SORT, TOPK, CUMMAX,
+                               CUMMIN, CUMPROD, LOGCUMSUMEXP})
 
 # Queued releases beyond this go out in a Release call of their own before the next node is made.
 RELEASE_BATCH = 4096
@@ -87,6 +90,10 @@ class Composite:
   output_padding: Tuple[int, ...] = ()  # CONV_TRANSPOSE2D
   causal: bool = False  # SCALED_DOT_PRODUCT_ATTENTION*
   device: str = ""  # COPY: the target device ("CPU", "CUDA:0")
+  alpha: float = 0.0  # CELU
+  rtol: float = 0.0  # ISCLOSE
+  atol: float = 0.0
+  equal_nan: bool = False
   descending: bool = False  # SORT, TOPK (largest)
   indices: bool = False  # SORT, TOPK, CUMMAX, CUMMIN: positions instead of values
 
@@ -386,6 +393,10 @@ class Graph:
       c.indices = a.indices
       c.causal = a.causal
       c.device = a.device
+      c.alpha = a.alpha
+      c.rtol = a.rtol
+      c.atol = a.atol
+      c.equal_nan = a.equal_nan
     elif n.op == CONST:
       c = msg.constant
       c.shape.extend(n.shape)

@@ -941,6 +941,79 @@ class Tensor:
     n = self.shape[normalize_axis(dim, self.ndim)]
     return self.split(max(1, -(-n // chunks)), dim)
 
+  def roll(self, shifts, dims=None) -> "Tensor":
+    """torch.roll: shifted along each of dims, wrapping around; dims=None rolls the flattened tensor."""
+    if dims is None:
+      return self.flatten().roll(shifts, 0).reshape(self.shape)
+    shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    if len(shifts) != len(dims):
+      raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+    x = self
+    for s, d in zip(shifts, dims):
+      d = normalize_axis(d, x.ndim)
+      n = x.shape[d]
+      k = int(s) % n if n else 0
+      if k:
+        head, tail = x.split([n - k, k], d)
+        x = tail.cat(head, dim=d)
+    return x
+
+  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> "Tensor":
+    """torch.diagonal: the elements (i, i + offset) of the planes of dim1 and dim2, as a new last axis."""
+    d1, d2 = normalize_axis(dim1, self.ndim), normalize_axis(dim2, self.ndim)
+    if d1 == d2:
+      raise ValueError(f"diagonal: dim1 and dim2 are both axis {d1}")
+    x = self.permute(tuple(i for i in range(self.ndim) if i not in (d1, d2)) + (d1, d2))
+    batch, (r, c) = x.shape[:-2], x.shape[-2:]
+    lo_r, lo_c = min(r, max(0, -offset)), min(c, max(0, offset))
+    n = max(0, min(r - lo_r, c - lo_c))
+    keep = [(0, s) for s in batch]
+    x = x.shrink(keep + [(lo_r, lo_r + n), (lo_c, lo_c + n)])
+    # The n x n block read with a row stride of n + 1 walks its diagonal.
+    x = x.reshape(batch + (n * n,)).pad([(0, 0)] * len(batch) + [(0, n)]).reshape(batch + (n, n + 1))
+    return x.shrink(keep + [(0, n), (0, 1)]).reshape(batch + (n,))
+
+  def diag(self, diagonal: int = 0) -> "Tensor":
+    """torch.diag: a 1-D tensor's values on a diagonal of a square matrix, or a matrix's diagonal."""
+    if self.ndim == 2:
+      return self.diagonal(diagonal)
+    if self.ndim != 1:
+      raise ValueError(f"diag takes a 1-D or 2-D tensor, got {self.ndim}-D")
+    n, k = self.shape[0], abs(diagonal)
+    # diagonal()'s walk backwards: each value followed by n zeros, read as n x n.
+    x = self.reshape(n, 1).pad([(0, 0), (0, n)]).reshape(n * (n + 1)).shrink([(0, n * n)]).reshape(n, n)
+    return x.pad([(0, k), (k, 0)] if diagonal >= 0 else [(k, 0), (0, k)])
+
+  def meshgrid(self, *args: "Tensor", indexing: str = "ij") -> Tuple["Tensor", ...]:
+    """Grids of self and args (1-D each), one per input, shaped by all their lengths (indexing
+    "xy" swaps the first two axes of that shape, as torch and numpy)."""
+    if indexing not in ("ij", "xy"):
+      raise ValueError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
+    ts = [t.reshape(-1) for t in (self, *args)]
+    if indexing == "xy" and len(ts) > 1:
+      grids = ts[1].meshgrid(ts[0], *ts[2:], indexing="ij")
+      return (grids[1], grids[0], *grids[2:])
+    shape = tuple(t.shape[0] for t in ts)
+    return tuple(t.reshape(tuple(n if j == i else 1 for j, n in enumerate(shape))).expand(shape)
+                 for i, t in enumerate(ts))
+
+  def repeat_interleave(self, repeats: int, dim: Optional[int] = None) -> "Tensor":
+    """Each element `repeats` times in a row along dim (None: of the flattened tensor). The count is
+    an int, as in tinygrad: per-element tensor counts would make the shape depend on the data."""
+    if isinstance(repeats, bool) or not isinstance(_py_scalar(repeats), int) or repeats < 0:
+      raise TypeError(f"repeat_interleave takes a count >= 0 (an int), got {repeats!r}")
+    x, d = (self.flatten(), 0) if dim is None else (self, normalize_axis(dim, self.ndim))
+    x = x.unsqueeze(d + 1)
+    return x.expand(x.shape[:d + 1] + (int(repeats),) + x.shape[d + 2:]).flatten(d, d + 1)
+
+  def masked_fill(self, mask, value) -> "Tensor":
+    """self with `value` where the bool mask (broadcasting to self's shape) is true."""
+    mask = mask if isinstance(mask, Tensor) else Tensor(mask)
+    if broadcast_shape(mask.shape, self.shape) != self.shape:
+      raise ValueError(f"masked_fill: a mask of shape {mask.shape} does not broadcast to {self.shape}")
+    return mask.where(value, self)
+
   @staticmethod
   def stack(tensor: "Tensor", *others: "Tensor", dim: int = 0) -> "Tensor":
     if isinstance(tensor, (list, tuple)):
@@ -1120,6 +1193,18 @@ class Tensor:
 
   def bool(self) -> "Tensor":
     return self.cast(dtypes.bool)
+
+  def long(self) -> "Tensor":
+    return self.cast(dtypes.int64)
+
+  def short(self) -> "Tensor":
+    return self.cast(dtypes.int16)
+
+  def bfloat16(self) -> "Tensor":
+    return self.cast(dtypes.bfloat16)
+
+  def is_floating_point(self) -> bool:
+    return dtypes.is_float(self.dtype)
 
   def double(self) -> "Tensor":
     return self.cast(dtypes.float64)
@@ -1392,6 +1477,7 @@ class Tensor:
 
   __floordiv__ = floor_divide
   __mod__ = remainder
+  mod = remainder
   __lshift__ = lshift
   __rshift__ = rshift
 
@@ -1468,15 +1554,26 @@ class Tensor:
 
   swish = silu
 
-  def gelu(self) -> "Tensor":
-    """The tanh approximation (tinygrad's gelu)."""
+  def gelu(self, approximate: str = "tanh") -> "Tensor":
+    """The tanh approximation (tinygrad's gelu, the default), or with approximate='none' the exact
+    x * Phi(x) through erf (torch's default)."""
+    if approximate == "none":
+      x = self._float()
+      return x * 0.5 * (1 + (x * (1 / math.sqrt(2))).erf())
+    if approximate != "tanh":
+      raise ShapeError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
     return self._float()._unop(g.GELU)
 
   def elu(self, alpha: float = 1.0) -> "Tensor":
     return self.relu() - alpha * (1 - self.exp()).relu()
 
-  def softplus(self, beta: float = 1.0) -> "Tensor":
-    return (1 + (self * beta).exp()).log() * (1 / beta)
+  def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> "Tensor":
+    """log(1 + exp(beta * x)) / beta without overflow: relu(y) + log1p(exp(-|y|)) for y = beta * x
+    (-|y| selected, so no max splits the gradient at 0); x itself where y > threshold (torch)."""
+    y = self._float() * beta
+    neg_abs = (y > 0).where(-y, y)
+    smooth = (y.relu() + neg_abs.exp().log1p()) * (1 / beta)
+    return (y > threshold).where(self._float(), smooth)
 
   def abs(self) -> "Tensor":
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
@@ -1534,6 +1631,91 @@ class Tensor:
   def hardswish(self) -> "Tensor":
     return self * (self + 3).relu6() * (1 / 6)
 
+  # The daemon's elementwise math (core/frontend/math.h): torch's values at the domain edges,
+  # e.g. asin(2) is nan, atanh(1) is inf; float16/bfloat16 are computed in float32.
+
+  def erf(self) -> "Tensor":
+    return self._float()._unop(g.ERF)
+
+  def atan(self) -> "Tensor":
+    return self._float()._unop(g.ATAN)
+
+  def asin(self) -> "Tensor":
+    return self._float()._unop(g.ASIN)
+
+  def acos(self) -> "Tensor":
+    return self._float()._unop(g.ACOS)
+
+  def sinh(self) -> "Tensor":
+    return self._float()._unop(g.SINH)
+
+  def cosh(self) -> "Tensor":
+    return self._float()._unop(g.COSH)
+
+  def asinh(self) -> "Tensor":
+    return self._float()._unop(g.ASINH)
+
+  def acosh(self) -> "Tensor":
+    return self._float()._unop(g.ACOSH)
+
+  def atanh(self) -> "Tensor":
+    return self._float()._unop(g.ATANH)
+
+  def log10(self) -> "Tensor":
+    return self._float()._unop(g.LOG10)
+
+  def log1p(self) -> "Tensor":
+    return self._float()._unop(g.LOG1P)
+
+  def expm1(self) -> "Tensor":
+    return self._float()._unop(g.EXPM1)
+
+  def softsign(self) -> "Tensor":
+    return self._float()._unop(g.SOFTSIGN)
+
+  def selu(self) -> "Tensor":
+    return self._float()._unop(g.SELU)
+
+  def celu(self, alpha: float = 1.0) -> "Tensor":
+    x = self._float()
+    return Tensor._make(g.CELU, x.dtype, x.shape, (x,), g.Composite(alpha=float(alpha)))
+
+  def _float_binop(self, op: int, x, reverse: bool = False) -> "Tensor":
+    a, b = self._broadcasted(x, reverse)
+    a, b = a._float(), b._float()
+    return Tensor._make(op, a.dtype, a.shape, (a, b))
+
+  def logaddexp(self, x) -> "Tensor":
+    """log(exp(self) + exp(x)) without overflow; -inf operands are fine."""
+    return self._float_binop(g.LOGADDEXP, x)
+
+  def copysign(self, x) -> "Tensor":
+    """|self| with the sign bit of x (-0.0 counts as negative); no gradient flows to x."""
+    return self._float_binop(g.COPYSIGN, x)
+
+  def lerp(self, end, weight) -> "Tensor":
+    """self + weight * (end - self), computed from the nearer end (exact at weight 1)."""
+    a, b = self._broadcasted(end)
+    a, w = a._broadcasted(weight)
+    a, b = a._broadcasted(b)
+    a, b, w = a._float(), b._float(), w.cast(least_upper_float(a.dtype))
+    return Tensor._make(g.LERP, a.dtype, a.shape, (a, b, w))
+
+  def isfinite(self) -> "Tensor":
+    return Tensor._make(g.ISFINITE, dtypes.bool, self.shape, (self,))
+
+  def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> "Tensor":
+    """|self - other| <= atol + rtol * |other| elementwise (bool), as torch.isclose."""
+    if rtol < 0 or atol < 0:
+      raise ValueError(f"isclose needs rtol >= 0 and atol >= 0, got {rtol} and {atol}")
+    a, b = self._broadcasted(other)
+    return Tensor._make(g.ISCLOSE, dtypes.bool, a.shape, (a, b),
+                        g.Composite(rtol=float(rtol), atol=float(atol), equal_nan=bool(equal_nan)))
+
+  def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """Whether every element isclose (a Python bool: this realizes)."""
+    return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
   # --- reductions -------------------------------------------------------------------------------
 
   def _reduce(self, op: int, axis, keepdim: bool) -> "Tensor":
@@ -1567,6 +1749,14 @@ class Tensor:
   def min(self, axis=None, keepdim: bool = False) -> "Tensor":
     return self._inverse()._reduce(g.REDUCE_MAX, axis, keepdim)._inverse()
 
+  def any(self, axis=None, keepdim: bool = False) -> "Tensor":
+    """Whether any element along `axis` (None: all) is nonzero (bool)."""
+    return self.bool().cast(dtypes.uint8).max(axis, keepdim).bool()
+
+  def all(self, axis=None, keepdim: bool = False) -> "Tensor":
+    """Whether every element along `axis` (None: all) is nonzero (bool); true over no elements."""
+    return self.logical_not().any(axis, keepdim).logical_not()
+
   # Composites with a reduction inside run in float32 for float16/bfloat16 inputs (tinygrad
   # accumulates half sums in float32 too) and are cast back to the input's dtype.
 
@@ -1595,6 +1785,12 @@ class Tensor:
 
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> "Tensor":
     return self.var(axis, keepdim, correction).sqrt()
+
+  def std_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tuple["Tensor", "Tensor"]:
+    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+  def var_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tuple["Tensor", "Tensor"]:
+    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
 
   def _softmax_like(self, op: int, axis: int, dtype: Optional[DTypeLike]) -> "Tensor":
     x = self.cast(dtype) if dtype is not None else self._float()

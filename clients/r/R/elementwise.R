@@ -84,3 +84,83 @@ pg_mish <- function(x) x * tanh(pg_softplus(x))
 #' @rdname pg_softplus
 #' @export
 pg_quick_gelu <- function(x) x * pg_sigmoid(x * 1.702)
+
+#' Elementwise math the daemon computes
+#'
+#' R's `atan`, `asin`, `acos`, `sinh`, `cosh`, `asinh`, `acosh`, `atanh`, `log10`, `log1p` and
+#' `expm1` work on tensors (the Math group) with torch's values at the edges of each domain: nan
+#' outside it (`asin` beyond \[-1, 1\], `acosh` below 1), +-inf at poles (`atanh(1)`).
+#' `pg_erf` is the error function, `pg_softsign` x / (1 + |x|), `pg_celu` x above 0 and
+#' alpha (exp(x / alpha) - 1) below, `pg_selu` torch's selu, `pg_logaddexp` log(exp(x) + exp(y))
+#' without overflow, `pg_copysign` |x| with the sign bit of y (-0 counts as negative; no gradient
+#' flows to y), `pg_lerp` x + weight (y - x), computed from the nearer end (exact at weight 1).
+#' All compute in float (float16 and bfloat16 in float32, rounded once). `pg_isfinite` and
+#' `pg_isclose` (|x - y| <= atol + rtol |y|, equal infinities included, as torch.isclose) give
+#' bool tensors; `pg_allclose` is whether every element is close, as an R logical (it realizes).
+#' @param x,y tensors (y and weight may be R numbers).
+#' @param alpha `pg_celu`'s scale, not 0.
+#' @param weight the interpolation weight.
+#' @param rtol,atol relative and absolute tolerance, both >= 0.
+#' @param equal_nan whether two nans are close.
+#' @return a tensor of the broadcast shape (`pg_allclose`: TRUE or FALSE).
+#' @export
+pg_erf <- function(x) unop(OP$ERF, float_of(x))
+
+#' @rdname pg_erf
+#' @export
+pg_softsign <- function(x) unop(OP$SOFTSIGN, float_of(x))
+
+#' @rdname pg_erf
+#' @export
+pg_selu <- function(x) unop(OP$SELU, float_of(x))
+
+#' @rdname pg_erf
+#' @export
+pg_celu <- function(x, alpha = 1) {
+  x <- float_of(x)
+  make(OP$CELU, x$node$dtype, x$node$shape, list(x), list(alpha = alpha))
+}
+
+float_binop <- function(op, x, y) {
+  ab <- broadcasted(x, y, op = op)
+  a <- float_of(ab[[1]])
+  make(op, a$node$dtype, a$node$shape, list(a, float_of(ab[[2]])))
+}
+
+#' @rdname pg_erf
+#' @export
+pg_logaddexp <- function(x, y) float_binop(OP$LOGADDEXP, x, y)
+
+#' @rdname pg_erf
+#' @export
+pg_copysign <- function(x, y) float_binop(OP$COPYSIGN, x, y)
+
+#' @rdname pg_erf
+#' @export
+pg_lerp <- function(x, y, weight) {
+  ab <- broadcasted(x, y, op = OP$LERP)
+  aw <- broadcasted(ab[[1]], weight, op = OP$LERP)
+  ab <- broadcasted(aw[[1]], ab[[2]], op = OP$LERP)
+  a <- float_of(ab[[1]])
+  make(OP$LERP, a$node$dtype, a$node$shape, list(a, float_of(ab[[2]]), pg_cast(aw[[2]], a$node$dtype)))
+}
+
+#' @rdname pg_erf
+#' @export
+pg_isfinite <- function(x) make(OP$ISFINITE, "bool", x$node$shape, list(x))
+
+#' @rdname pg_erf
+#' @export
+pg_isclose <- function(x, y, rtol = 1e-5, atol = 1e-8, equal_nan = FALSE) {
+  if (!(rtol >= 0 && atol >= 0)) {
+    pg_abort("invalid_argument", sprintf("isclose needs rtol >= 0 and atol >= 0, got %s and %s", rtol, atol))
+  }
+  ab <- broadcasted(x, y, op = OP$ISCLOSE)
+  make(OP$ISCLOSE, "bool", ab[[1]]$node$shape, ab, list(rtol = rtol, atol = atol, equal_nan = isTRUE(equal_nan)))
+}
+
+#' @rdname pg_erf
+#' @export
+pg_allclose <- function(x, y, rtol = 1e-5, atol = 1e-8, equal_nan = FALSE) {
+  isTRUE(as.logical(pg_item(pg_all(pg_isclose(x, y, rtol, atol, equal_nan)))))
+}

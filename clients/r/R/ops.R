@@ -139,8 +139,9 @@ round_half_even <- function(x, digits = 0) {
 
 #' Elementwise math on tensors
 #'
-#' `exp log sqrt abs sin cos tan tanh floor ceiling trunc round sign log2 cumsum` (R's Math
-#' group). `round` rounds half to even (as R, numpy and torch) and takes no digits; `cumsum` takes
+#' `exp log sqrt abs sin cos tan tanh floor ceiling trunc round sign log2 cumsum atan asin acos
+#' sinh cosh asinh acosh atanh log10 log1p expm1` (R's Math group; see [pg_erf] for the edges of
+#' their domains). `round` rounds half to even (as R, numpy and torch) and takes no digits; `cumsum` takes
 #' a 1-D tensor ([pg_cumsum] takes an axis).
 #' @param x a tensor.
 #' @param ... unused (`round`: `digits` must be 0).
@@ -157,6 +158,17 @@ Math.polygrad_tensor <- function(x, ...) {
          cos = unop(OP$SIN, binop(OP$SUB, float_of(x), pi / 2, reverse = TRUE)),
          tan = sin(x) / cos(x),
          tanh = unop(OP$TANH, float_of(x)),
+         atan = unop(OP$ATAN, float_of(x)),
+         asin = unop(OP$ASIN, float_of(x)),
+         acos = unop(OP$ACOS, float_of(x)),
+         sinh = unop(OP$SINH, float_of(x)),
+         cosh = unop(OP$COSH, float_of(x)),
+         asinh = unop(OP$ASINH, float_of(x)),
+         acosh = unop(OP$ACOSH, float_of(x)),
+         atanh = unop(OP$ATANH, float_of(x)),
+         log10 = unop(OP$LOG10, float_of(x)),
+         log1p = unop(OP$LOG1P, float_of(x)),
+         expm1 = unop(OP$EXPM1, float_of(x)),
          abs = if (x$node$dtype == "bool" || dtype_kind(x$node$dtype) == "u") x else pg_maximum(x, -x),
          sign = pg_where(x != 0, pg_where(x < 0, pg_full(dim(x), value = -1, dtype = x$node$dtype),
                                           pg_full(dim(x), value = 1, dtype = x$node$dtype)),
@@ -176,7 +188,8 @@ Math.polygrad_tensor <- function(x, ...) {
 
 #' Reductions over all elements
 #'
-#' `sum`, `prod`, `max`, `min` (R's Summary group) of one tensor, as a 0-d tensor.
+#' `sum`, `prod`, `max`, `min`, `any`, `all` (R's Summary group) of one tensor, as a 0-d tensor
+#' (bool for `any` and `all`).
 #' @param ... one tensor.
 #' @param na.rm ignored (tensors have no NA).
 #' @return a tensor.
@@ -185,7 +198,8 @@ Summary.polygrad_tensor <- function(..., na.rm = FALSE) {
   args <- list(...)
   if (length(args) != 1L) pg_abort("invalid_argument", sprintf("%s of several tensors: combine them with pg_cat", .Generic))
   x <- args[[1]]
-  switch(.Generic, sum = pg_sum(x), prod = pg_prod(x), max = pg_max(x), min = pg_min(x),
+  switch(.Generic, sum = pg_sum(x), prod = pg_prod(x), max = pg_max(x), min = pg_min(x), any = pg_any(x),
+         all = pg_all(x),
          pg_abort("invalid_argument", sprintf("%s is not defined for tensors", .Generic)))
 }
 

@@ -10,12 +10,16 @@ OP <- list(BUFFER = 1, CONST = 2, NEG = 10, EXP2 = 11, LOG2 = 12, SQRT = 13, REC
            REDUCE_PROD = 131, POW = 132, RAND = 133, RANDN = 134, RANDINT = 135, DROPOUT = 136,
            CONV_TRANSPOSE2D = 137, RMS_NORM = 138, GROUP_NORM = 139, BATCHNORM_TRAIN = 140,
            BATCHNORM_EVAL = 141, SCALED_DOT_PRODUCT_ATTENTION = 142,
-           SCALED_DOT_PRODUCT_ATTENTION_MASKED = 143, BITCAST = 144, COPY = 145, SORT = 200, TOPK = 201,
-           CUMMAX = 202, CUMMIN = 203, CUMPROD = 204, LOGCUMSUMEXP = 205)
+           SCALED_DOT_PRODUCT_ATTENTION_MASKED = 143, BITCAST = 144, COPY = 145, ERF = 146, ATAN = 147,
+           ASIN = 148, ACOS = 149, SINH = 150, COSH = 151, ASINH = 152, ACOSH = 153, ATANH = 154, LOG10 = 155,
+           LOG1P = 156, EXPM1 = 157, LOGADDEXP = 158, COPYSIGN = 159, LERP = 160, SOFTSIGN = 161, CELU = 162,
+           SELU = 163, ISFINITE = 164, ISCLOSE = 165,
+           SORT = 200, TOPK = 201, CUMMAX = 202, CUMMIN = 203, CUMPROD = 204, LOGCUMSUMEXP = 205)
 # Ops whose argument is a CompositeArg (the rest of the composites take none).
 COMPOSITE_ARG_OPS <- unlist(OP[c("SOFTMAX", "LOG_SOFTMAX", "LOGSUMEXP", "MEAN", "VAR", "LAYERNORM", "CONV2D",
                                  "MAX_POOL2D", "AVG_POOL2D", "CUMSUM", "ONE_HOT", "ARGMAX", "ARGMIN", "TRIL",
                                  "TRIU", "GATHER", "RAND", "RANDN", "RANDINT", "DROPOUT", "CONV_TRANSPOSE2D",
                                  "RMS_NORM", "GROUP_NORM", "BATCHNORM_TRAIN", "BATCHNORM_EVAL",
                                  "SCALED_DOT_PRODUCT_ATTENTION", "SCALED_DOT_PRODUCT_ATTENTION_MASKED",
-                                 "COPY", "SORT", "TOPK", "CUMMAX", "CUMMIN", "CUMPROD", "LOGCUMSUMEXP")])
+                                 "COPY", "CELU", "ISCLOSE", "SORT", "TOPK", "CUMMAX", "CUMMIN", "CUMPROD",
+                                 "LOGCUMSUMEXP")])

@@ -14,7 +14,10 @@ reduced_shape <- function(s, axes, keepdim) {
 #' Reductions
 #'
 #' Over `axis` (1-based; `NULL`: every axis), keeping reduced axes with size 1 when `keepdim`.
-#' `pg_sum` accumulates ints in int32 and floats in at least float32.
+#' `pg_sum` accumulates ints in int32 and floats in at least float32. `pg_any` and `pg_all` say
+#' whether any / every element is nonzero (bool; `pg_all` is TRUE over no elements, as are R's
+#' `any` and `all` of a tensor over all of it); `pg_std_mean` and `pg_var_mean` give a list of
+#' the two tensors.
 #' @param x a tensor.
 #' @param axis 1-based axis or axes; `NULL` for all.
 #' @param keepdim keep
@@ -39,6 +42,16 @@ pg_max <- function(x, axis = NULL, keepdim = FALSE) {
 pg_min <- function(x, axis = NULL, keepdim = FALSE) {
   inverse(reduce_op(OP$REDUCE_MAX, inverse(x), wire_axes(axis, length(x$node$shape)), keepdim))
 }
+
+#' @rdname pg_sum
+#' @export
+pg_any <- function(x, axis = NULL, keepdim = FALSE) {
+  pg_cast(pg_max(pg_cast(pg_cast(x, "bool"), "uint8"), axis, keepdim), "bool")
+}
+
+#' @rdname pg_sum
+#' @export
+pg_all <- function(x, axis = NULL, keepdim = FALSE) logical_not(pg_any(logical_not(x), axis, keepdim))
 
 composite <- function(op, x, shape, arg) {
   out <- least_upper_float(x$node$dtype)
@@ -79,6 +92,18 @@ pg_var <- function(x, axis = NULL, keepdim = FALSE, correction = 1) {
 #' @rdname pg_sum
 #' @export
 pg_std <- function(x, axis = NULL, keepdim = FALSE, correction = 1) sqrt(pg_var(x, axis, keepdim, correction))
+
+#' @rdname pg_sum
+#' @export
+pg_std_mean <- function(x, axis = NULL, keepdim = FALSE, correction = 1) {
+  list(std = pg_std(x, axis, keepdim, correction), mean = pg_mean(x, axis, keepdim))
+}
+
+#' @rdname pg_sum
+#' @export
+pg_var_mean <- function(x, axis = NULL, keepdim = FALSE, correction = 1) {
+  list(var = pg_var(x, axis, keepdim, correction), mean = pg_mean(x, axis, keepdim))
+}
 
 #' @rdname pg_sum
 #' @export

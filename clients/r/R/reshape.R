@@ -137,3 +137,131 @@ pg_shrink <- function(x, ranges) {
   }
   shrink(x, begin, end)
 }
+
+#' Rolling, diagonals, grids, repeats and masks
+#'
+#' `pg_roll` shifts x along `axis` (several axes: one shift each), wrapping around (`axis = NULL`:
+#' the flattened tensor), as torch.roll. `pg_diagonal` takes the elements (i, i + offset) of the
+#' planes of axes `dim1` and `dim2` as a new last axis (torch.diagonal); `pg_diag` puts a vector on
+#' diagonal `diagonal` of a square matrix, or takes that diagonal of a matrix. `pg_meshgrid` gives
+#' one grid per 1-D input, shaped by all their lengths (`indexing = "xy"` swaps the first two
+#' axes, as torch and numpy). `pg_repeat_interleave` repeats each element `repeats` times in a
+#' row along `axis` (`NULL`: of the flattened tensor). `pg_masked_fill` puts `value` where the
+#' bool `mask` (broadcasting to x's shape) is TRUE. All are movement ops and `pg_where`, so
+#' gradients flow through them.
+#' @param x a tensor.
+#' @param shifts how far to shift along each of `axis` (negative: backwards).
+#' @param axis 1-based axis (`pg_roll`: axes); `NULL` for the flattened tensor.
+#' @param offset,diagonal which diagonal: 0 the main one, positive above it, negative below.
+#' @param dim1,dim2 the 1-based axes whose planes hold the diagonal.
+#' @param ... 1-D tensors (or one list of them).
+#' @param indexing `"ij"` or `"xy"`.
+#' @param repeats how many times each element repeats (a whole number).
+#' @param mask a bool tensor (or R logical array).
+#' @param value the fill value.
+#' @return a tensor (`pg_meshgrid`: a list of tensors).
+#' @export
+pg_roll <- function(x, shifts, axis = NULL) {
+  if (is.null(axis)) return(reshape_to(pg_roll(pg_flatten(x), shifts, 1), x$node$shape))
+  if (length(shifts) != length(axis)) {
+    pg_abort("invalid_argument", sprintf("roll: %d shifts for %d axes", length(shifts), length(axis)))
+  }
+  for (i in seq_along(axis)) {
+    s <- x$node$shape
+    d <- wire_axis(axis[i], length(s)) + 1
+    n <- s[d]
+    k <- if (n > 0) shifts[i] %% n else 0
+    if (k) {
+      parts <- pg_split(x, c(n - k, k), d)
+      x <- pg_cat(parts[[2]], parts[[1]], axis = d)
+    }
+  }
+  x
+}
+
+#' @rdname pg_roll
+#' @export
+pg_diagonal <- function(x, offset = 0, dim1 = 1, dim2 = 2) {
+  nd <- length(x$node$shape)
+  d1 <- wire_axis(dim1, nd) + 1
+  d2 <- wire_axis(dim2, nd) + 1
+  if (d1 == d2) pg_abort("invalid_argument", sprintf("diagonal: dim1 and dim2 are both axis %d", d1))
+  y <- pg_permute(x, c(setdiff(seq_len(nd), c(d1, d2)), d1, d2))
+  s <- y$node$shape
+  nb <- nd - 2
+  batch <- s[seq_len(nb)]
+  lo_r <- min(s[nd - 1], max(0, -offset))
+  lo_c <- min(s[nd], max(0, offset))
+  n <- max(0, min(s[nd - 1] - lo_r, s[nd] - lo_c))
+  y <- shrink(y, c(rep(0, nb), lo_r, lo_c), c(batch, lo_r + n, lo_c + n))
+  # The n x n block read with a row stride of n + 1 walks its diagonal.
+  y <- pg_pad(reshape_to(y, c(batch, n * n)), c(rep(list(c(0, 0)), nb), list(c(0, n))))
+  y <- reshape_to(y, c(batch, n, n + 1))
+  reshape_to(shrink(y, rep(0, nd), c(batch, n, 1)), c(batch, n))
+}
+
+#' @rdname pg_roll
+#' @export
+pg_diag <- function(x, diagonal = 0) {
+  nd <- length(x$node$shape)
+  if (nd == 2L) return(pg_diagonal(x, diagonal))
+  if (nd != 1L) pg_abort("invalid_argument", sprintf("diag takes a 1-D or 2-D tensor, got %d-D", nd))
+  n <- x$node$shape[1]
+  k <- abs(diagonal)
+  # pg_diagonal's walk backwards: each value followed by n zeros, read as n x n.
+  y <- reshape_to(pg_pad(reshape_to(x, c(n, 1)), list(c(0, 0), c(0, n))), n * (n + 1))
+  y <- reshape_to(shrink(y, 0, n * n), c(n, n))
+  pg_pad(y, if (diagonal >= 0) list(c(0, k), c(k, 0)) else list(c(k, 0), c(0, k)))
+}
+
+#' @rdname pg_roll
+#' @export
+pg_meshgrid <- function(..., indexing = "ij") {
+  ts <- list(...)
+  if (length(ts) == 1L && !is_tensor(ts[[1]])) ts <- ts[[1]]
+  if (!indexing %in% c("ij", "xy")) {
+    pg_abort("invalid_argument", sprintf("meshgrid indexing must be \"ij\" or \"xy\", got %s", format(indexing)))
+  }
+  ts <- lapply(ts, function(t) reshape_to(t, prod(t$node$shape)))
+  if (indexing == "xy" && length(ts) > 1L) {
+    g <- pg_meshgrid(c(list(ts[[2]], ts[[1]]), ts[-(1:2)]), indexing = "ij")
+    return(c(list(g[[2]], g[[1]]), g[-(1:2)]))
+  }
+  shape <- vapply(ts, function(t) t$node$shape[1], 0)
+  lapply(seq_along(ts), function(i) {
+    s <- rep(1, length(ts))
+    s[i] <- shape[i]
+    pg_expand(reshape_to(ts[[i]], s), shape)
+  })
+}
+
+#' @rdname pg_roll
+#' @export
+pg_repeat_interleave <- function(x, repeats, axis = NULL) {
+  if (length(repeats) != 1L || !is.numeric(repeats) || repeats < 0 || repeats != trunc(repeats)) {
+    pg_abort("invalid_argument", "repeat_interleave takes one whole count >= 0 (counts per element would make the shape depend on the data)")
+  }
+  if (is.null(axis)) {
+    x <- pg_flatten(x)
+    d <- 1
+  } else {
+    d <- wire_axis(axis, length(x$node$shape)) + 1
+  }
+  s <- x$node$shape
+  before <- s[seq_len(d)]
+  after <- s[-seq_len(d)]
+  y <- pg_expand(reshape_to(x, c(before, 1, after)), c(before, repeats, after))
+  reshape_to(y, c(s[seq_len(d - 1)], s[d] * repeats, after))
+}
+
+#' @rdname pg_roll
+#' @export
+pg_masked_fill <- function(x, mask, value) {
+  if (!is_tensor(mask)) mask <- pg_tensor(mask)
+  b <- broadcast_shape(mask$node$shape, x$node$shape)
+  if (is.null(b) || !identical(as.numeric(b), as.numeric(x$node$shape))) {
+    pg_abort("invalid_argument", sprintf("masked_fill: a mask of shape (%s) does not broadcast to (%s)",
+                                         paste(mask$node$shape, collapse = ", "), paste(x$node$shape, collapse = ", ")))
+  }
+  pg_where(mask, value, x)
+}

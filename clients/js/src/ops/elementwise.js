@@ -43,6 +43,10 @@ P.float = function float() { return this.cast(dtypes.float32); };
 P.half = function half() { return this.cast(dtypes.float16); };
 P.int = function int() { return this.cast(dtypes.int32); };
 P.bool = function bool() { return this.cast(dtypes.bool); };
+P.long = function long() { return this.cast(dtypes.int64); };
+P.short = function short() { return this.cast(dtypes.int16); };
+P.bfloat16 = function bfloat16() { return this.cast(dtypes.bfloat16); };
+P.isFloatingPoint = function isFloatingPoint() { return isFloat(this.dtype); };
 P.double = function double() { return this.cast(dtypes.float64); };
 
 P._float = function _float() { return this.cast(leastUpperFloat(this.dtype)); };
@@ -282,11 +286,48 @@ Tensor.where = (cond, x, y) => cond.where(x, y);
 // --- unary math and activations ---------------------------------------------------------------
 
 const floatUnary = { exp2: OPS.EXP2, log2: OPS.LOG2, exp: OPS.EXP, log: OPS.LOG, sqrt: OPS.SQRT,
-  reciprocal: OPS.RECIPROCAL, sin: OPS.SIN, sigmoid: OPS.SIGMOID, tanh: OPS.TANH, silu: OPS.SILU, gelu: OPS.GELU };
+  reciprocal: OPS.RECIPROCAL, sin: OPS.SIN, sigmoid: OPS.SIGMOID, tanh: OPS.TANH, silu: OPS.SILU, gelu: OPS.GELU,
+  // the daemon's math with torch's edge values (core/frontend/math.h)
+  erf: OPS.ERF, atan: OPS.ATAN, asin: OPS.ASIN, acos: OPS.ACOS, sinh: OPS.SINH, cosh: OPS.COSH, asinh: OPS.ASINH,
+  acosh: OPS.ACOSH, atanh: OPS.ATANH, log10: OPS.LOG10, log1p: OPS.LOG1P, expm1: OPS.EXPM1, softsign: OPS.SOFTSIGN,
+  selu: OPS.SELU };
 for (const [name, op] of Object.entries(floatUnary)) {
   P[name] = function unary() { return this._float()._unop(op); };
 }
 P.swish = P.silu;
+P.celu = function celu(alpha = 1.0) {
+  const x = this._float();
+  return Tensor._make(OPS.CELU, x.dtype, x._node.shape, [x], new Composite({ alpha: Number(alpha) }));
+};
+function floatBinop(op) {
+  return function binop(x, reverse = false) {
+    let [a, b] = this._broadcasted(x, reverse);
+    a = a._float();
+    b = b._float();
+    return Tensor._make(op, a.dtype, a._node.shape, [a, b]);
+  };
+}
+P.logaddexp = floatBinop(OPS.LOGADDEXP);
+// |this| with the sign bit of x (-0 counts as negative); no gradient flows to x.
+P.copysign = floatBinop(OPS.COPYSIGN);
+// this + weight * (end - this), computed from the nearer end (exact at weight 1).
+P.lerp = function lerp(end, weight) {
+  let [a, b] = this._broadcasted(end);
+  let w;
+  [a, w] = a._broadcasted(weight);
+  [a, b] = a._broadcasted(b);
+  a = a._float();
+  return Tensor._make(OPS.LERP, a.dtype, a._node.shape, [a, b._float(), w.cast(a.dtype)]);
+};
+P.isfinite = function isfinite() { return Tensor._make(OPS.ISFINITE, dtypes.bool, this._node.shape, [this]); };
+P.isclose = function isclose(other, { rtol = 1e-5, atol = 1e-8, equalNan = false } = {}) {
+  if (!(rtol >= 0) || !(atol >= 0)) throw new RangeError(`isclose needs rtol >= 0 and atol >= 0, got ${rtol} and ${atol}`);
+  const [a, b] = this._broadcasted(other);
+  return Tensor._make(OPS.ISCLOSE, dtypes.bool, a._node.shape, [a, b],
+    new Composite({ rtol: Number(rtol), atol: Number(atol), equal_nan: Boolean(equalNan) }));
+};
+// Whether every element isclose: a Promise of a boolean (this realizes).
+P.allclose = async function allclose(other, options = {}) { return Boolean(await this.isclose(other, options).all().item()); };
 P.rsqrt = function rsqrt() { return this.sqrt().reciprocal(); };
 P.cos = function cos() { return this._float().sub(Math.PI / 2, true).sin(); };
 P.tan = function tan() { return this.sin().div(this.cos()); };

@@ -186,6 +186,90 @@ P.chunk = function chunk(chunks, { axis = 0 } = {}) {
   return this.split(Math.max(1, Math.ceil(n / chunks)), { axis });
 };
 
+// torch.roll: shifted along each of dims, wrapping around; dims null rolls the flattened tensor.
+P.roll = function roll(shifts, dims = null) {
+  if (dims === null || dims === undefined) return this.flatten().roll(shifts, 0).reshape(this._node.shape);
+  const ss = Array.isArray(shifts) ? shifts : [shifts];
+  const ds = Array.isArray(dims) ? dims : [dims];
+  if (ss.length !== ds.length) throw new RangeError(`roll: ${ss.length} shifts for ${ds.length} dims`);
+  let x = this;
+  ss.forEach((s, i) => {
+    const d = normalizeAxis(ds[i], x.ndim);
+    const n = x._node.shape[d];
+    const k = n ? ((s % n) + n) % n : 0;
+    if (k) {
+      const [head, tail] = x.split([n - k, k], { axis: d });
+      x = tail.cat(head, { axis: d });
+    }
+  });
+  return x;
+};
+
+// torch.diagonal: the elements (i, i + offset) of the planes of dim1 and dim2, as a new last axis.
+P.diagonal = function diagonal({ offset = 0, dim1 = 0, dim2 = 1 } = {}) {
+  const d1 = normalizeAxis(dim1, this.ndim);
+  const d2 = normalizeAxis(dim2, this.ndim);
+  if (d1 === d2) throw new RangeError(`diagonal: dim1 and dim2 are both axis ${d1}`);
+  let x = this.permute([...[...Array(this.ndim).keys()].filter((i) => i !== d1 && i !== d2), d1, d2]);
+  const s = x._node.shape;
+  const batch = s.slice(0, -2);
+  const [r, c] = s.slice(-2);
+  const loR = Math.min(r, Math.max(0, -offset));
+  const loC = Math.min(c, Math.max(0, offset));
+  const n = Math.max(0, Math.min(r - loR, c - loC));
+  const keep = batch.map((b) => [0, b]);
+  x = x.shrink([...keep, [loR, loR + n], [loC, loC + n]]);
+  // The n x n block read with a row stride of n + 1 walks its diagonal.
+  x = x.reshape([...batch, n * n]).pad([...batch.map(() => [0, 0]), [0, n]]).reshape([...batch, n, n + 1]);
+  return x.shrink([...keep, [0, n], [0, 1]]).reshape([...batch, n]);
+};
+
+// torch.diag: a 1-D tensor's values on a diagonal of a square matrix, or a matrix's diagonal.
+P.diag = function diag(diagonal = 0) {
+  if (this.ndim === 2) return this.diagonal({ offset: diagonal });
+  if (this.ndim !== 1) throw new RangeError(`diag takes a 1-D or 2-D tensor, got ${this.ndim}-D`);
+  const n = this._node.shape[0];
+  const k = Math.abs(diagonal);
+  // diagonal()'s walk backwards: each value followed by n zeros, read as n x n.
+  const x = this.reshape([n, 1]).pad([[0, 0], [0, n]]).reshape([n * (n + 1)]).shrink([[0, n * n]]).reshape([n, n]);
+  return x.pad(diagonal >= 0 ? [[0, k], [k, 0]] : [[k, 0], [0, k]]);
+};
+
+// Grids of this and others (1-D each), one per input, shaped by all their lengths; indexing 'xy'
+// swaps the first two axes of that shape, as torch and numpy.
+P.meshgrid = function meshgrid(...args) {
+  const [others, o] = splitOptions(args);
+  const indexing = o.indexing ?? 'ij';
+  if (indexing !== 'ij' && indexing !== 'xy') throw new RangeError(`meshgrid indexing must be 'ij' or 'xy', got ${indexing}`);
+  const ts = [this, ...others.flat()].map((t) => t.reshape([-1]));
+  if (indexing === 'xy' && ts.length > 1) {
+    const g = ts[1].meshgrid(ts[0], ...ts.slice(2), { indexing: 'ij' });
+    return [g[1], g[0], ...g.slice(2)];
+  }
+  const shape = ts.map((t) => t._node.shape[0]);
+  return ts.map((t, i) => t.reshape(shape.map((n, j) => (j === i ? n : 1))).expand(shape));
+};
+Tensor.meshgrid = (tensors, o = {}) => tensors[0].meshgrid(...tensors.slice(1), o);
+
+// Each element `repeats` times in a row along axis (null: of the flattened tensor). The count is a
+// number, as in tinygrad: per-element tensor counts would make the shape depend on the data.
+P.repeatInterleave = function repeatInterleave(repeats, { axis = null } = {}) {
+  if (!Number.isInteger(repeats) || repeats < 0) throw new TypeError(`repeatInterleave takes a count >= 0, got ${repeats}`);
+  const x0 = axis === null ? this.flatten() : this;
+  const d = axis === null ? 0 : normalizeAxis(axis, this.ndim);
+  const x = x0.unsqueeze(d + 1);
+  const s = x._node.shape;
+  return x.expand([...s.slice(0, d + 1), repeats, ...s.slice(d + 2)]).flatten(d, d + 1);
+};
+
+// this with `value` where the bool mask (broadcasting to this shape) is true.
+P.maskedFill = function maskedFill(mask, value) {
+  const m = mask instanceof Tensor ? mask : Tensor.from(mask);
+  const b = broadcastShape(m._node.shape, this._node.shape);
+  if (!sameShape(b, this._node.shape)) throw new RangeError(`maskedFill: a mask of shape [${m._node.shape}] does not broadcast to [${this._node.shape}]`);
+  return m.where(value, this);
+};
+
 // --- indexing ----------------------------------------------------------------------------------
 
 // A Python slice from 'a:b:c' (parts may be empty), { start, stop, step } or [start, stop, step].

@@ -57,6 +57,13 @@ P.min = function min(a, b) {
   return this._inverse()._reduce(OPS.REDUCE_MAX, o.axis, o.keepdim)._inverse();
 };
 
+// Whether any / every element along the axes is nonzero (bool); every is true over no elements.
+P.any = function any(a, b) {
+  const o = reduceArgs(a, b);
+  return this.bool().cast(dtypes.uint8)._reduce(OPS.REDUCE_MAX, o.axis, o.keepdim).bool();
+};
+P.all = function all(a, b) { return this.logicalNot().any(a, b).logicalNot(); };
+
 // (this as the float dtype a reducing composite runs in, the dtype to return): float16/bfloat16
 // compute in float32 and are cast back.
 P._accFloat = function _accFloat() {
@@ -85,6 +92,8 @@ P.var = function variance(a, b, c) {
 };
 
 P.std = function std(a, b, c) { return this.var(a, b, c).sqrt(); };
+P.stdMean = function stdMean(a, b, c) { return [this.std(a, b, c), this.mean(a, b)]; };
+P.varMean = function varMean(a, b, c) { return [this.var(a, b, c), this.mean(a, b)]; };
 
 P._softmaxLike = function _softmaxLike(op, axis, dtype) {
   let x = dtype ? this.cast(dtype) : this._float();

@@ -1,0 +1,418 @@
+#include "core/frontend/math.h"
+
+#include <cmath>
+#include <initializer_list>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/frontend/status_macros.h"
+#include "core/frontend/tensor_ops.h"
+
+namespace polygrad::frontend {
+namespace {
+
+constexpr double kLog2E = 1.4426950408889634;
+constexpr double kLn2 = 0.6931471805599453;
+
+// Builds an elementwise expression over tensors of one dtype and shape. The inputs are checked
+// before an expression is built, so no step can fail; should one still, its error is kept,
+// every later step yields null, and done() returns the first error.
+class Expr {
+ public:
+  Expr(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {}
+
+  UOpRef c(double v) { return keep(constant(v, dtype_, shape_)); }
+  UOpRef op(Ops o, std::initializer_list<UOpRef> src) {
+    for (const UOpRef& s : src)
+      if (!s) return nullptr;
+    return keep(alu(o, std::vector<UOpRef>(src)));
+  }
+  UOpRef add(const UOpRef& a, const UOpRef& b) { return op(Ops::ADD, {a, b}); }
+  UOpRef sub(const UOpRef& a, const UOpRef& b) { return op(Ops::SUB, {a, b}); }
+  UOpRef mul(const UOpRef& a, const UOpRef& b) { return op(Ops::MUL, {a, b}); }
+  UOpRef div(const UOpRef& a, const UOpRef& b) { return op(Ops::FDIV, {a, b}); }
+  UOpRef add(const UOpRef& a, double b) { return add(a, c(b)); }
+  UOpRef mul(const UOpRef& a, double b) { return mul(a, c(b)); }
+  UOpRef neg(const UOpRef& a) { return op(Ops::NEG, {a}); }
+  UOpRef sqrt(const UOpRef& a) { return op(Ops::SQRT, {a}); }
+  UOpRef lt(const UOpRef& a, const UOpRef& b) { return op(Ops::CMPLT, {a, b}); }
+  UOpRef lt(const UOpRef& a, double b) { return lt(a, c(b)); }
+  UOpRef gt(const UOpRef& a, double b) { return lt(c(b), a); }
+  UOpRef eq(const UOpRef& a, const UOpRef& b) { return op(Ops::NOT, {op(Ops::CMPNE, {a, b})}); }
+  UOpRef eq(const UOpRef& a, double b) { return eq(a, c(b)); }
+  UOpRef isnan(const UOpRef& a) { return op(Ops::CMPNE, {a, a}); }
+  UOpRef where(const UOpRef& cond, const UOpRef& a, const UOpRef& b) { return op(Ops::WHERE, {cond, a, b}); }
+  UOpRef where(const UOpRef& cond, const UOpRef& a, double b) { return where(cond, a, c(b)); }
+  UOpRef where(const UOpRef& cond, double a, const UOpRef& b) { return where(cond, c(a), b); }
+  UOpRef max(const UOpRef& a, const UOpRef& b) { return op(Ops::MAX, {a, b}); }
+  // |x| through MAX, whose gradient at 0 is 0 (ties share it).
+  UOpRef abs_tie(const UOpRef& x) { return max(x, neg(x)); }
+  // |x| through WHERE, whose gradient at 0 is 1: odd functions built as sign(x) f(|x|) then
+  // keep their slope at 0. -0.0 stays -0.0, so f(-0.0) can keep its sign.
+  UOpRef abs_odd(const UOpRef& x) { return where(lt(x, 0.0), neg(x), x); }
+  UOpRef with_sign_of(const UOpRef& x, const UOpRef& r) { return where(lt(x, 0.0), neg(r), r); }
+  UOpRef exp(const UOpRef& x) { return op(Ops::EXP2, {mul(x, kLog2E)}); }
+  UOpRef log(const UOpRef& x) { return mul(op(Ops::LOG2, {x}), kLn2); }
+  // c[0] + x * (c[1] + x * (c[2] + ...)).
+  UOpRef poly(const UOpRef& x, std::initializer_list<double> coeffs) {
+    const double* p = std::data(coeffs) + coeffs.size();
+    UOpRef r = c(*--p);
+    while (p != std::data(coeffs)) r = add(mul(r, x), *--p);
+    return r;
+  }
+
+  // log1p and expm1: below |x| = 0.5, where 1 + x or exp(x) - 1 would cancel, the rounding of u
+  // (1 + x or exp(x)) is cancelled by the same u in a second place; above, the plain formula is
+  // accurate, and so is its gradient (which the corrected one is not: there it subtracts two
+  // nearly equal terms). Each side sees only inputs of its own range. Where u rounds to 1 the
+  // value is x; it is written x (1 -+ x / 2) (the same value there, -0.0 included) so that the
+  // second derivative at 0 is right too.
+  UOpRef log1p(const UOpRef& x) {
+    UOpRef small = lt(abs_tie(x), 0.5);
+    // log(u) * x / (u - 1) with u = 1 + x (Goldberg).
+    UOpRef xs = where(small, x, 0.25);
+    UOpRef u = add(xs, 1.0);
+    UOpRef d = sub(u, c(1.0));
+    UOpRef d0 = eq(d, 0.0);
+    UOpRef tiny = mul(xs, add(mul(xs, -0.5), 1.0));
+    UOpRef r_small = where(d0, tiny, mul(log(u), div(xs, where(d0, 1.0, d))));
+    return where(small, r_small, log(add(where(small, 1.0, x), 1.0)));
+  }
+
+  UOpRef expm1(const UOpRef& x) {
+    UOpRef small = lt(abs_tie(x), 0.5);
+    // (u - 1) * x / log(u) with u = exp(x) (Kahan).
+    UOpRef xs = where(small, x, 0.25);
+    UOpRef u = exp(xs);
+    UOpRef d = sub(u, c(1.0));
+    UOpRef d0 = eq(d, 0.0);
+    UOpRef tiny = mul(xs, add(mul(xs, 0.5), 1.0));
+    UOpRef r_small = where(d0, tiny, mul(d, div(xs, log(where(d0, 2.0, u)))));
+    return where(small, r_small, sub(exp(where(small, 1.0, x)), c(1.0)));
+  }
+
+  absl::StatusOr<UOpRef> done(const UOpRef& r) {
+    if (!status_.ok()) return status_;
+    return r;
+  }
+
+ private:
+  UOpRef keep(absl::StatusOr<UOpRef> r) {
+    if (r.ok()) return *std::move(r);
+    if (status_.ok()) status_ = r.status();
+    return nullptr;
+  }
+
+  DType dtype_;
+  Shape shape_;
+  absl::Status status_;
+};
+
+absl::Status need_float(const UOpRef& x, const char* what) {
+  if (!dtype_is_float(x->dtype))
+    return absl::InvalidArgumentError(absl::StrCat(what, " needs a float tensor, got ", dtype_name(x->dtype)));
+  return absl::OkStatus();
+}
+
+absl::Status need_same(const std::vector<UOpRef>& xs, const char* what) {
+  for (const UOpRef& t : xs)
+    if (t->dtype != xs[0]->dtype || t->shape != xs[0]->shape)
+      return absl::InvalidArgumentError(absl::StrCat(what, " operands differ in dtype or shape: ",
+                                                     dtype_name(xs[0]->dtype), " (", absl::StrJoin(xs[0]->shape, ", "),
+                                                     ") vs ", dtype_name(t->dtype), " (",
+                                                     absl::StrJoin(t->shape, ", "), ")"));
+  return absl::OkStatus();
+}
+
+// 16-bit floats compute in float32: their own precision cannot hold the coefficients, and torch
+// computes them in float32 too.
+DType work_dtype(DType dt) { return dt == DType::Float64 ? DType::Float64 : DType::Float32; }
+
+// f over float operands of one dtype and shape, computed in the work dtype and cast back.
+template <typename F>
+absl::StatusOr<UOpRef> elementwise(const char* what, std::vector<UOpRef> xs, F f) {
+  if (auto s = need_float(xs[0], what); !s.ok()) return s;
+  if (auto s = need_same(xs, what); !s.ok()) return s;
+  const DType out = xs[0]->dtype, work = work_dtype(out);
+  for (UOpRef& t : xs) {
+    PG_ASSIGN(w, cast(t, work));
+    t = w;
+  }
+  Expr e(work, xs[0]->shape);
+  PG_ASSIGN(r, e.done(f(e, xs)));
+  return cast(r, out);
+}
+
+template <typename F>
+absl::StatusOr<UOpRef> unary(const char* what, const UOpRef& x, F f) {
+  return elementwise(what, {x}, [&](Expr& e, const std::vector<UOpRef>& xs) { return f(e, xs[0]); });
+}
+
+// atan on [0, 0.66]: x + x^3 P(x^2) / Q(x^2) (Cephes atan.c).
+UOpRef atan_kernel(Expr& e, const UOpRef& x) {
+  UOpRef z = e.mul(x, x);
+  UOpRef p = e.poly(z, {-6.485021904942025371773e+01, -1.228866684490136173410e+02, -7.500855792314704667340e+01,
+                        -1.615753718733365076637e+01, -8.750608600031904122785e-01});
+  UOpRef q = e.poly(z, {1.945506571482613964425e+02, 4.853903996359136964868e+02, 4.328810604912902668951e+02,
+                        1.650270098316988542046e+02, 2.485846490142306297962e+01, 1.0});
+  return e.add(e.mul(x, e.div(e.mul(z, p), q)), x);
+}
+
+UOpRef atan_expr(Expr& e, const UOpRef& x) {
+  constexpr double kTan3Pi8 = 2.41421356237309504880, kMoreBits = 6.123233995736765886130e-17;
+  UOpRef a = e.abs_odd(x);
+  UOpRef small = e.op(Ops::NOT, {e.gt(a, 0.66)}), big = e.gt(a, kTan3Pi8);
+  // Each branch's input stays in its own range (see the header).
+  UOpRef r_small = atan_kernel(e, e.where(small, a, 0.0));
+  UOpRef r_big = e.add(e.c(M_PI / 2 + kMoreBits), e.neg(atan_kernel(e, e.div(e.c(1.0), e.where(big, a, 1.0)))));
+  UOpRef am = e.where(e.op(Ops::OR, {small, big}), 1.0, a);
+  UOpRef r_mid = e.add(e.c(M_PI / 4 + 0.5 * kMoreBits), atan_kernel(e, e.div(e.sub(am, e.c(1.0)), e.add(am, 1.0))));
+  // The kernel turns -0.0 into +0.0; zeros pass through (atan'(0) = 1 keeps the gradient).
+  return e.where(e.eq(x, 0.0), x, e.with_sign_of(x, e.where(small, r_small, e.where(big, r_big, r_mid))));
+}
+
+UOpRef erf_expr(Expr& e, const UOpRef& x) {
+  // FreeBSD msun s_erf.c: a rational function of x^2 below 0.84375, of |x| - 1 below 1.25, and
+  // exp(-x^2 - 0.5625 + R(1/x^2) / S(1/x^2)) / |x| as erfc below 6 (1 from there on).
+  constexpr double kErx = 8.45062911510467529297e-01;
+  UOpRef a = e.abs_odd(x);
+  UOpRef in1 = e.lt(a, 0.84375), in2 = e.lt(a, 1.25), in3 = e.lt(a, 6.0);
+  UOpRef t1 = e.where(in1, a, 0.0);
+  UOpRef z1 = e.mul(t1, t1);
+  UOpRef p1 = e.poly(z1, {1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02,
+                          -5.77027029648944159157e-03, -2.37630166566501626084e-05});
+  UOpRef q1 = e.poly(z1, {1.0, 3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03,
+                          1.32494738004321644526e-04, -3.96022827877536812320e-06});
+  UOpRef r1 = e.add(t1, e.mul(t1, e.div(p1, q1)));
+  UOpRef s2 = e.sub(e.where(in2, a, 1.0), e.c(1.0));
+  UOpRef p2 = e.poly(s2, {-2.36211856075265944077e-03, 4.14856118683748331666e-01, -3.72207876035701323847e-01,
+                          3.18346619901161753674e-01, -1.10894694282396677476e-01, 3.54783043256182359371e-02,
+                          -2.16637559486879084300e-03});
+  UOpRef q2 = e.poly(s2, {1.0, 1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02,
+                          1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02});
+  UOpRef r2 = e.add(e.c(kErx), e.div(p2, q2));
+  UOpRef t3 = e.where(e.op(Ops::AND, {in3, e.op(Ops::NOT, {in2})}), a, 2.0);
+  UOpRef x2 = e.mul(t3, t3);
+  UOpRef s3 = e.div(e.c(1.0), x2);
+  UOpRef ra = e.poly(s3, {-9.86494403484714822705e-03, -6.93858572707181764372e-01, -1.05586262253232909814e+01,
+                          -6.23753324503260060396e+01, -1.62396669462573470355e+02, -1.84605092906711035994e+02,
+                          -8.12874355063065934246e+01, -9.81432934416914548592e+00});
+  UOpRef sa = e.poly(s3, {1.0, 1.96512716674392571292e+01, 1.37657754143519042600e+02, 4.34565877475229228821e+02,
+                          6.45387271733267880336e+02, 4.29008140027567833386e+02, 1.08635005541779435134e+02,
+                          6.57024977031928170135e+00, -6.04244152148580987438e-02});
+  UOpRef rb = e.poly(s3, {-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.77579549177547519889e+01,
+                          -1.60636384855821916062e+02, -6.37566443368389627722e+02, -1.02509513161107724954e+03,
+                          -4.83519191608651397019e+02});
+  UOpRef sb = e.poly(s3, {1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03,
+                          3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
+                          -2.24409524465858183362e+01});
+  UOpRef near = e.lt(t3, 1.0 / 0.35);
+  UOpRef rs = e.where(near, e.div(ra, sa), e.div(rb, sb));
+  UOpRef erfc3 = e.div(e.exp(e.add(e.sub(rs, x2), -0.5625)), t3);
+  UOpRef r3 = e.sub(e.c(1.0), erfc3);
+  UOpRef r = e.where(in1, r1, e.where(in2, r2, e.where(in3, r3, 1.0)));
+  // nan fails every comparison above and would come out as 1.
+  return e.where(e.isnan(x), x, e.with_sign_of(x, r));
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> erf(const UOpRef& x) { return unary("erf", x, erf_expr); }
+
+absl::StatusOr<UOpRef> atan(const UOpRef& x) { return unary("atan", x, atan_expr); }
+
+absl::StatusOr<UOpRef> asin(const UOpRef& x) {
+  return unary("asin", x, [](Expr& e, const UOpRef& v) {
+    // (1 - x)(1 + x) rather than 1 - x^2: exact factors near ±1. |x| = 1 gives ±inf, whose atan
+    // is ±pi/2; |x| > 1 takes the square root of a negative number: nan.
+    UOpRef one = e.c(1.0);
+    UOpRef s = e.sqrt(e.mul(e.sub(one, v), e.add(one, v)));
+    return atan_expr(e, e.div(v, s));
+  });
+}
+
+absl::StatusOr<UOpRef> acos(const UOpRef& x) {
+  return unary("acos", x, [](Expr& e, const UOpRef& v) {
+    UOpRef one = e.c(1.0);
+    return e.mul(atan_expr(e, e.sqrt(e.div(e.sub(one, v), e.add(one, v)))), 2.0);
+  });
+}
+
+absl::StatusOr<UOpRef> sinh(const UOpRef& x) {
+  return unary("sinh", x, [](Expr& e, const UOpRef& v) {
+    // (E + E / (E + 1)) / 2 with E = expm1(|x|) has no cancellation near 0; from |x| = 20 on,
+    // e^-|x| is below every dtype's resolution and exp(|x| / 2)^2 / 2 reaches the largest
+    // finite results without overflowing first.
+    UOpRef a = e.abs_odd(v);
+    UOpRef small = e.lt(a, 20.0);
+    UOpRef em = e.expm1(e.where(small, a, 0.0));
+    UOpRef r_small = e.mul(e.add(em, e.div(em, e.add(em, 1.0))), 0.5);
+    UOpRef w = e.exp(e.mul(e.where(small, 40.0, a), 0.5));
+    UOpRef r_big = e.mul(e.mul(w, 0.5), w);
+    return e.with_sign_of(v, e.where(small, r_small, r_big));
+  });
+}
+
+absl::StatusOr<UOpRef> cosh(const UOpRef& x) {
+  return unary("cosh", x, [](Expr& e, const UOpRef& v) {
+    // 1 + E^2 / (2 (1 + E)) with E = expm1(|x|): its gradient has no cancellation near 0 either.
+    UOpRef a = e.abs_odd(v);
+    UOpRef small = e.lt(a, 20.0);
+    UOpRef em = e.expm1(e.where(small, a, 0.0));
+    UOpRef r_small = e.add(e.div(e.mul(em, em), e.mul(e.add(em, 1.0), 2.0)), 1.0);
+    UOpRef w = e.exp(e.mul(e.where(small, 40.0, a), 0.5));
+    UOpRef r = e.where(small, r_small, e.mul(e.mul(w, 0.5), w));
+    return e.where(e.isnan(v), v, r);
+  });
+}
+
+absl::StatusOr<UOpRef> asinh(const UOpRef& x) {
+  return unary("asinh", x, [](Expr& e, const UOpRef& v) {
+    // log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) (msun s_asinh.c); from 2^28 on, sqrt(1 + x^2) is
+    // |x| in every dtype and x^2 may overflow: log(|x|) + log(2).
+    UOpRef a = e.abs_odd(v);
+    UOpRef big = e.gt(a, 268435456.0);
+    UOpRef s = e.where(big, 1.0, a);
+    UOpRef s2 = e.mul(s, s);
+    UOpRef r_small = e.log1p(e.add(s, e.div(s2, e.add(e.sqrt(e.add(s2, 1.0)), 1.0))));
+    UOpRef r_big = e.add(e.log(e.where(big, a, 1.0)), kLn2);
+    // -0.0 + 0.0 above is +0.0: zeros are passed through (asinh'(0) = 1 keeps the gradient).
+    return e.where(e.eq(v, 0.0), v, e.with_sign_of(v, e.where(big, r_big, r_small)));
+  });
+}
+
+absl::StatusOr<UOpRef> acosh(const UOpRef& x) {
+  return unary("acosh", x, [](Expr& e, const UOpRef& v) {
+    // log1p(t + sqrt(2t + t^2)) with t = x - 1 (exact near 1). Below 1 the result is nan (the
+    // root alone would not say so below -1). From 2^28 on, log(x) + log(2).
+    UOpRef big = e.gt(v, 268435456.0), below = e.lt(v, 1.0);
+    UOpRef t = e.sub(e.where(e.op(Ops::OR, {big, below}), 2.0, v), e.c(1.0));
+    UOpRef r_small = e.log1p(e.add(t, e.sqrt(e.add(e.mul(t, 2.0), e.mul(t, t)))));
+    UOpRef r_big = e.add(e.log(e.where(big, v, 2.0)), kLn2);
+    return e.where(below, NAN, e.where(big, r_big, r_small));
+  });
+}
+
+absl::StatusOr<UOpRef> atanh(const UOpRef& x) {
+  return unary("atanh", x, [](Expr& e, const UOpRef& v) {
+    // log1p(2|x| / (1 - |x|)) / 2: inf at |x| = 1, the log of a negative number beyond.
+    UOpRef a = e.abs_odd(v);
+    UOpRef r = e.mul(e.log1p(e.div(e.mul(a, 2.0), e.sub(e.c(1.0), a))), 0.5);
+    return e.with_sign_of(v, r);
+  });
+}
+
+absl::StatusOr<UOpRef> log10(const UOpRef& x) {
+  return unary("log10", x, [](Expr& e, const UOpRef& v) {
+    return e.mul(e.op(Ops::LOG2, {v}), 0.30102999566398119521);
+  });
+}
+
+absl::StatusOr<UOpRef> log1p(const UOpRef& x) {
+  return unary("log1p", x, [](Expr& e, const UOpRef& v) { return e.log1p(v); });
+}
+
+absl::StatusOr<UOpRef> expm1(const UOpRef& x) {
+  return unary("expm1", x, [](Expr& e, const UOpRef& v) { return e.expm1(v); });
+}
+
+absl::StatusOr<UOpRef> softsign(const UOpRef& x) {
+  return unary("softsign", x, [](Expr& e, const UOpRef& v) { return e.div(v, e.add(e.abs_tie(v), 1.0)); });
+}
+
+namespace {
+
+// x for x > 0, alpha * expm1(x * input_scale) otherwise; the negative side sees no positive
+// input. At either zero torch gives +0.0 with slope 1 and curvature 0 (its positive side):
+// x * x * 0 + x is that (+0.0 + -0.0 is +0.0; a constant 0 added would be folded away).
+UOpRef elu_expr(Expr& e, const UOpRef& v, double alpha, double input_scale) {
+  UOpRef pos = e.gt(v, 0.0);
+  UOpRef n = e.where(pos, 0.0, v);
+  UOpRef r = e.where(pos, v, e.mul(e.expm1(e.mul(n, input_scale)), alpha));
+  return e.where(e.eq(v, 0.0), e.add(e.mul(e.mul(v, v), 0.0), v), r);
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> celu(const UOpRef& x, double alpha) {
+  if (alpha == 0 || !std::isfinite(alpha))
+    return absl::InvalidArgumentError(absl::StrCat("celu needs a finite nonzero alpha, got ", alpha));
+  return unary("celu", x, [&](Expr& e, const UOpRef& v) { return elu_expr(e, v, alpha, 1.0 / alpha); });
+}
+
+absl::StatusOr<UOpRef> selu(const UOpRef& x) {
+  constexpr double kAlpha = 1.6732632423543772848170429916717, kScale = 1.0507009873554804934193349852946;
+  return unary("selu", x, [](Expr& e, const UOpRef& v) { return e.mul(elu_expr(e, v, kAlpha, 1.0), kScale); });
+}
+
+absl::StatusOr<UOpRef> logaddexp(const UOpRef& a, const UOpRef& b) {
+  return elementwise("logaddexp", {a, b}, [](Expr& e, const std::vector<UOpRef>& v) {
+    // max + log1p(exp(-|a - b|)). Two equal infinities differ by nan: their result is the
+    // infinity itself. |a - b| is MAX-based so that a tie splits the gradient 1/2, 1/2.
+    UOpRef same_inf = e.op(Ops::AND, {e.eq(v[0], v[1]), e.eq(e.abs_tie(v[0]), INFINITY)});
+    UOpRef d = e.where(same_inf, 0.0, e.sub(v[0], v[1]));
+    UOpRef r = e.add(e.max(v[0], v[1]), e.log1p(e.exp(e.neg(e.abs_tie(d)))));
+    return e.where(same_inf, v[0], r);
+  });
+}
+
+absl::StatusOr<UOpRef> copysign(const UOpRef& a, const UOpRef& b) {
+  if (auto s = need_float(a, "copysign"); !s.ok()) return s;
+  if (auto s = need_same({a, b}, "copysign"); !s.ok()) return s;
+  // Sign bits read through a bitcast to the signed integer of the same size, so -0.0 and
+  // negative nans count; the bitcast passes no gradient, as torch's copysign gives none to b.
+  const size_t size = dtype_itemsize(a->dtype);
+  const DType bits = size == 8 ? DType::Int64 : size == 4 ? DType::Int32 : DType::Int16;
+  PG_ASSIGN(ia, bitcast(a, bits));
+  PG_ASSIGN(ib, bitcast(b, bits));
+  PG_ASSIGN(zero_bits, constant(int64_t{0}, bits, a->shape));
+  PG_ASSIGN(neg_a, alu(Ops::CMPLT, {ia, zero_bits}));
+  PG_ASSIGN(neg_b, alu(Ops::CMPLT, {ib, zero_bits}));
+  PG_ASSIGN(flip, alu(Ops::CMPNE, {neg_a, neg_b}));
+  Expr e(a->dtype, a->shape);
+  // A zero magnitude takes a constant signed zero, so its gradient is 0 as in torch.
+  UOpRef zero = e.where(neg_b, -0.0, e.c(0.0));
+  return e.done(e.where(e.eq(a, 0.0), zero, e.where(flip, e.neg(a), a)));
+}
+
+absl::StatusOr<UOpRef> lerp(const UOpRef& start, const UOpRef& end, const UOpRef& weight) {
+  return elementwise("lerp", {start, end, weight}, [](Expr& e, const std::vector<UOpRef>& v) {
+    UOpRef diff = e.sub(v[1], v[0]);
+    UOpRef near_start = e.lt(e.abs_tie(v[2]), 0.5);
+    UOpRef from_start = e.add(v[0], e.mul(v[2], diff));
+    UOpRef from_end = e.sub(v[1], e.mul(diff, e.sub(e.c(1.0), v[2])));
+    return e.where(near_start, from_start, from_end);
+  });
+}
+
+absl::StatusOr<UOpRef> isfinite(const UOpRef& x) {
+  if (!dtype_is_float(x->dtype)) return constant(int64_t{1}, DType::Bool, x->shape);
+  Expr e(x->dtype, x->shape);
+  // x - x is 0 for finite x and nan for inf and nan.
+  return e.done(e.eq(e.sub(x, x), 0.0));
+}
+
+absl::StatusOr<UOpRef> isclose(const UOpRef& a_in, const UOpRef& b_in, double rtol, double atol, bool equal_nan) {
+  if (auto s = need_same({a_in, b_in}, "isclose"); !s.ok()) return s;
+  if (!(rtol >= 0) || !(atol >= 0))
+    return absl::InvalidArgumentError(absl::StrCat("isclose needs rtol >= 0 and atol >= 0, got ", rtol, " and ", atol));
+  if (a_in->dtype == DType::Bool) {
+    PG_ASSIGN(ne, alu(Ops::CMPNE, {a_in, b_in}));
+    return alu(Ops::NOT, {ne});
+  }
+  const DType work = dtype_is_float(a_in->dtype) ? work_dtype(a_in->dtype) : DType::Float64;
+  PG_ASSIGN(a, cast(a_in, work));
+  PG_ASSIGN(b, cast(b_in, work));
+  Expr e(work, a->shape);
+  UOpRef diff = e.abs_tie(e.sub(a, b));
+  UOpRef allowed = e.add(e.mul(e.abs_tie(b), rtol), atol);
+  // A nan or infinite difference is never within tolerance; equal infinities are caught by ==.
+  UOpRef within = e.op(Ops::AND, {e.eq(e.sub(diff, diff), 0.0), e.op(Ops::NOT, {e.lt(allowed, diff)})});
+  UOpRef close = e.op(Ops::OR, {e.eq(a, b), within});
+  if (equal_nan) close = e.op(Ops::OR, {close, e.op(Ops::AND, {e.isnan(a), e.isnan(b)})});
+  return e.done(close);
+}
+
+}  // namespace polygrad::frontend

@@ -1,0 +1,47 @@
+// Elementwise math composites with torch's values at the edges of their domains (nan outside it,
+// ±inf at poles, ±0 kept where torch keeps it), accurate to the dtype: float16 and bfloat16 are
+// computed in float32 and rounded once. Every function is made of differentiable primitives, so
+// gradients (and gradients of gradients) come from core's autograd; where a function is built
+// from branches, each branch only ever sees inputs from its own range, so that no branch that
+// is not taken can turn a zero gradient into nan (0 * inf).
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "core/ir/uop.h"
+
+namespace polygrad::frontend {
+
+// Unary, float tensors only.
+absl::StatusOr<UOpRef> erf(const UOpRef& x);    // FreeBSD msun's rational approximations, |error| < 1 ulp of float64
+absl::StatusOr<UOpRef> atan(const UOpRef& x);   // Cephes' reduction to [0, 0.66] and rational approximation
+absl::StatusOr<UOpRef> asin(const UOpRef& x);   // atan(x / sqrt((1 - x)(1 + x))): nan outside [-1, 1]
+absl::StatusOr<UOpRef> acos(const UOpRef& x);   // 2 atan(sqrt((1 - x) / (1 + x))): no cancellation near 1
+absl::StatusOr<UOpRef> sinh(const UOpRef& x);
+absl::StatusOr<UOpRef> cosh(const UOpRef& x);
+absl::StatusOr<UOpRef> asinh(const UOpRef& x);
+absl::StatusOr<UOpRef> acosh(const UOpRef& x);  // nan below 1
+absl::StatusOr<UOpRef> atanh(const UOpRef& x);  // ±inf at ±1, nan beyond
+absl::StatusOr<UOpRef> log10(const UOpRef& x);
+absl::StatusOr<UOpRef> log1p(const UOpRef& x);  // log(1 + x), exact near 0
+absl::StatusOr<UOpRef> expm1(const UOpRef& x);  // exp(x) - 1, exact near 0
+absl::StatusOr<UOpRef> softsign(const UOpRef& x);  // x / (1 + |x|)
+// x for x > 0, alpha * (exp(x / alpha) - 1) otherwise; alpha must not be 0.
+absl::StatusOr<UOpRef> celu(const UOpRef& x, double alpha);
+absl::StatusOr<UOpRef> selu(const UOpRef& x);  // celu's negative side with torch's alpha, times its scale
+
+// Binary and ternary: float operands of one dtype and shape.
+absl::StatusOr<UOpRef> logaddexp(const UOpRef& a, const UOpRef& b);  // log(exp(a) + exp(b)), no overflow
+// |a| with b's sign bit (so -0.0 and negative nan count as negative), as torch.copysign; the
+// gradient with respect to a is ±1 (0 where a is 0, as torch), none flows to b.
+absl::StatusOr<UOpRef> copysign(const UOpRef& a, const UOpRef& b);
+// start + weight * (end - start), computed from the nearer end as torch does (exact at weight 1).
+absl::StatusOr<UOpRef> lerp(const UOpRef& start, const UOpRef& end, const UOpRef& weight);
+
+// Bool results, any dtype.
+absl::StatusOr<UOpRef> isfinite(const UOpRef& x);
+// |a - b| <= atol + rtol * |b| for finite differences, equal values (infinities included) and,
+// with equal_nan, two nans: torch.isclose. Operands of one dtype and shape; integers are compared
+// in float64. rtol and atol must be >= 0.
+absl::StatusOr<UOpRef> isclose(const UOpRef& a, const UOpRef& b, double rtol, double atol, bool equal_nan);
+
+}  // namespace polygrad::frontend
