@@ -475,12 +475,17 @@ absl::StatusOr<UOpRef> pow(const UOpRef& a, const UOpRef& b) {
   // 2 ** (0 * log2 0) would be nan: anything to the power 0 is 1. So is 1 to any power (nan
   // included), and -1 to ±inf (inf * log2 1 is nan), as C's pow.
   PG_ASSIGN(b_zero, equal(b, zero));
-  PG_ASSIGN(a_one, equal(a, one));
+  // Only where the formula gives nan (b nan or infinite): elsewhere 1 ** b computes 1 and keeps
+  // its gradient (b with respect to the base).
   PG_ASSIGN(inf, scalar_like(std::numeric_limits<double>::infinity(), b));
   PG_ASSIGN(b_mag_inf, equal(mag_b, inf));
+  PG_ASSIGN(b_nan, alu(Ops::CMPNE, {b, b}));
+  PG_ASSIGN(b_odd, alu(Ops::OR, {b_mag_inf, b_nan}));
+  PG_ASSIGN(a_one, equal(a, one));
+  PG_ASSIGN(one_to_odd, alu(Ops::AND, {a_one, b_odd}));
   PG_ASSIGN(a_mag_one, equal(mag_a, one));
   PG_ASSIGN(unit_to_inf, alu(Ops::AND, {a_mag_one, b_mag_inf}));
-  PG_ASSIGN(ones_a, alu(Ops::OR, {b_zero, a_one}));
+  PG_ASSIGN(ones_a, alu(Ops::OR, {b_zero, one_to_odd}));
   PG_ASSIGN(ones, alu(Ops::OR, {ones_a, unit_to_inf}));
   return alu(Ops::WHERE, {ones, one, result});
 }
