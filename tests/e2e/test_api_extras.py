@@ -86,3 +86,70 @@ def test_what_is_not_here_says_why():
   for name in ("schedule_linear", "linear_with_vars"):
     with pytest.raises(NotImplementedError, match="scheduler"):
       getattr(Tensor.ones(2), name)()
+
+
+torch = pytest.importorskip("torch", reason="PyTorch (Debian's python3-torch) is the reference for these tests")
+F = torch.nn.functional
+
+
+@pytest.mark.parametrize("shape,kw", [((5, 4), {}), ((5, 4), {"reduction": "sum"}), ((5, 4), {"reduction": "none"}),
+                                      ((3, 4, 2), {}), ((4,), {}), ((6, 3), {"ignore_index": 1}),
+                                      ((6, 3), {"weight": True}), ((6, 3, 2), {"weight": True, "ignore_index": 0})])
+def test_nll_loss_matches_torch_forward_and_backward(rng, shape, kw):
+  x = rng.standard_normal(shape).astype(np.float32)
+  y = rng.integers(0, shape[1] if len(shape) > 1 else shape[0], shape[:1] + shape[2:] if len(shape) > 1 else ())
+  w = rng.uniform(0.5, 2, shape[1] if len(shape) > 1 else shape[0]).astype(np.float32)
+  args = dict(kw)
+  targs = dict(kw)
+  if kw.get("weight"):
+    args["weight"], targs["weight"] = Tensor(w), torch.tensor(w)
+  px, tx = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+  got = px.nll_loss(Tensor(y.astype(np.int32)), **args)
+  ref = F.nll_loss(tx, torch.tensor(y), **targs)
+  np.testing.assert_allclose(got.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+  got.sum().backward()
+  ref.sum().backward()
+  np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_randperm_is_a_permutation_drawn_from_the_seed():
+  Tensor.manual_seed(5)
+  p = Tensor.randperm(50).numpy()
+  assert sorted(p.tolist()) == list(range(50)) and p.tolist() != list(range(50))
+  Tensor.manual_seed(5)
+  np.testing.assert_array_equal(Tensor.randperm(50).numpy(), p)
+
+
+def test_multinomial_draws_follow_the_weights():
+  Tensor.manual_seed(1)
+  w = Tensor([[0.0, 1.0, 3.0], [5.0, 0.0, 0.0]])
+  with_r = w.multinomial(4000, replacement=True).numpy()
+  assert with_r.shape == (2, 4000) and (with_r[1] == 0).all() and (with_r[0] != 0).all()
+  assert abs((with_r[0] == 2).mean() - 0.75) < 0.03  # 4000 draws: about 4 sigma
+  without = Tensor([1.0, 2.0, 0.0, 4.0]).multinomial(3).numpy()
+  assert sorted(without.tolist()) == [0, 1, 3]  # never a zero weight, never twice
+  with pytest.raises(ValueError, match="without replacement"):
+    Tensor([1.0, 2.0]).multinomial(3)
+
+
+@pytest.mark.parametrize("shape,dim,size,step", [((7,), 0, 3, 2), ((2, 9, 3), 1, 4, 1), ((4, 5), -1, 5, 3), ((3, 4), 0, 0, 1)])
+def test_unfold_matches_torch(rng, shape, dim, size, step):
+  x = rng.standard_normal(shape).astype(np.float32)
+  px, tx = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+  got, ref = px.unfold(dim, size, step), tx.unfold(dim, size, step)
+  np.testing.assert_array_equal(got.numpy(), ref.detach().numpy())
+  if got.numel():
+    (got * 2).sum().backward()
+    (ref * 2).sum().backward()
+    np.testing.assert_array_equal(px.grad.numpy(), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("x", [[[0, 1.5, 0], [2, 0, -1]], [0.0, 0.0], [[[1, 0], [0, 1]], [[0, 0], [3, 0]]], 4.0])
+def test_nonzero_and_masked_select_match_torch(x):
+  a = np.array(x, dtype=np.float32)
+  got = Tensor(a).nonzero().numpy()
+  ref = torch.tensor(a).nonzero().numpy()
+  assert got.shape == ref.shape and (got == ref).all()
+  mask = a > 0.5
+  np.testing.assert_array_equal(Tensor(a).masked_select(Tensor(mask)).numpy(),
+                                torch.tensor(a).masked_select(torch.from_numpy(np.array(mask))).numpy())

@@ -740,6 +740,37 @@ class Tensor:
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor(Tensor._generator().standard_normal(shape).astype(np.float32) * np.float32(std), **kwargs)
 
+  @staticmethod
+  def randperm(n: int, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
+    """A random permutation of 0..n-1: the positions that sort n uniform draws (the daemon's
+    RAND and SORT, so every client draws the same permutation from one seed)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+      raise ShapeError(f"randperm needs a count n >= 0, got {n!r}")
+    perm = Tensor.rand(n, **kwargs).argsort()
+    return perm if dtype is None else perm.cast(to_dtype(dtype))
+
+  def multinomial(self, num_samples: int = 1, replacement: bool = False) -> "Tensor":
+    """Class indices (int32) drawn from the weights along the last axis of a 1-D or 2-D tensor:
+    with replacement by inverting the running distribution at uniform draws; without, the
+    largest of log(weight) plus Gumbel noise (a draw without replacement), so num_samples is at
+    most the number of classes."""
+    if self.ndim not in (1, 2):
+      raise ShapeError(f"multinomial takes a 1-D or 2-D tensor of weights, got shape {self.shape}")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+      raise ShapeError(f"multinomial: num_samples must be an int >= 1, got {num_samples!r}")
+    w = self._float() if self.ndim == 2 else self._float().unsqueeze(0)
+    rows, n = w.shape
+    if not replacement and num_samples > n:
+      raise ShapeError(f"multinomial: {num_samples} samples without replacement from {n} classes")
+    if replacement:
+      cdf = w.cumsum(1) / w.sum(1, keepdim=True)
+      u = Tensor.rand(rows, num_samples, 1)
+      out = (u >= cdf.unsqueeze(1)).sum(2).cast(dtypes.int32).minimum(n - 1)
+    else:
+      gumbel = -(-(Tensor.rand(rows, n).maximum(1e-20)).log()).log()
+      out = (w.log() + gumbel).topk(num_samples, 1).indices
+    return out if self.ndim == 2 else out.squeeze(0)
+
   def rand_like(self, **kwargs) -> "Tensor":
     return Tensor.rand(*self.shape, dtype=kwargs.pop("dtype", self.dtype), **kwargs)
 
@@ -901,6 +932,49 @@ class Tensor:
     x = self.reshape(tuple(d for s in base for d in (1, s)))
     x = x.expand(tuple(d for r, s in zip(reps, base) for d in (r, s)))
     return x.reshape(tuple(r * s for r, s in zip(reps, base)))
+
+  def unfold(self, dim: int, size: int, step: int) -> "Tensor":
+    """torch's unfold: the windows of `size` elements every `step` along `dim`, that axis becoming
+    the window count and a new last axis the window (slices of x, no copy in the graph)."""
+    ax = _axis_of(dim, max(self.ndim, 1), "unfold")
+    n = self.shape[ax] if self.ndim else 1
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= n:
+      raise ShapeError(f"unfold: size {size!r} must be an int from 0 to {n} (the size of dim {dim})")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+      raise ShapeError(f"unfold: step must be an int >= 1, got {step!r}")
+    x = self if self.ndim else self.reshape(1)
+    count = (n - size) // step + 1
+    windows = [x.shrink(tuple((i * step, i * step + size) if a == ax else (0, d) for a, d in enumerate(x.shape)))
+               for i in range(count)]
+    out = Tensor.stack(*windows, dim=ax)  # (..., count, ..., size at ax + 1, ...)
+    out = out.permute(*[a for a in range(out.ndim) if a != ax + 1], ax + 1)
+    return out if self.ndim else out.reshape(count, size)
+
+  def nonzero(self) -> "Tensor":
+    """The (count, ndim) int32 positions of the nonzero elements, in row-major order. The count is
+    data: it is realized first (one round trip), then the positions are computed on the daemon
+    from running counts of the nonzero mask."""
+    mask = (self != 0).reshape(-1)
+    count = int(mask.cast(dtypes.int32).sum().item())
+    n = mask.shape[0]
+    if count == 0 or self.ndim == 0:  # (a 0-d tensor's position has no coordinates)
+      return Tensor.zeros(count, self.ndim, dtype=dtypes.int32)
+    rank = mask.cast(dtypes.int32).cumsum(0) - 1  # the k-th nonzero has rank k
+    hit = (rank.unsqueeze(0) == Tensor.arange(count).unsqueeze(1)) & mask.unsqueeze(0)  # (count, n)
+    flat = (hit.cast(dtypes.int32) * Tensor.arange(n).unsqueeze(0)).sum(1)  # flat positions
+    cols, stride = [], 1
+    for d in reversed(self.shape):
+      cols.append((flat // stride) % d if d > 1 else flat * 0)
+      stride *= d
+    return Tensor.stack(*reversed(cols), dim=1)
+
+  def masked_select(self, mask: "Tensor") -> "Tensor":
+    """The elements where `mask` (broadcast to this shape) is true, flattened in row-major order;
+    the count is realized first, as in nonzero."""
+    x, m = self._broadcasted(mask) if isinstance(mask, Tensor) else self._broadcasted(Tensor(mask))
+    flat_x, flat_m = x.reshape(-1), m.cast(dtypes.bool).reshape(-1)
+    idx = flat_m.nonzero().reshape(-1)
+    return flat_x.gather(0, idx) if idx.shape[0] else Tensor.zeros(0, dtype=self.dtype)
 
   def cat(self, *others: "Tensor", dim: int = 0) -> "Tensor":
     tensors = [self, *others]
@@ -2179,6 +2253,29 @@ class Tensor:
     if label_smoothing:
       Y = (1 - label_smoothing) * Y + label_smoothing / n_cls
     return (-(self.log_softmax(ax) * Y).sum(ax))._do_reduction(reduction)
+
+  def nll_loss(self, Y: "Tensor", weight: Optional["Tensor"] = None, ignore_index: Optional[int] = None,
+               reduction: str = "mean") -> "Tensor":
+    """torch's nll_loss: log-probabilities `self` (N, C, ...) or (C,), class indices Y (N, ...) or
+    (); -weight[y] * self[y] per element, targets equal to ignore_index counting for nothing; the
+    mean divides by the summed weights of the counted targets."""
+    ax = 1 if self.ndim >= 2 else 0
+    n_cls = self.shape[ax]
+    if Y.ndim != self.ndim - 1:
+      raise ShapeError(f"nll_loss: targets of shape {Y.shape} do not fit log-probabilities {self.shape}")
+    y = Y.cast(dtypes.int32) if dtypes.is_float(Y.dtype) else Y
+    hot = y.one_hot(n_cls).cast(self.dtype)  # (..., C)
+    if ax == 1:
+      hot = hot.permute(0, hot.ndim - 1, *range(1, hot.ndim - 1))
+    w = hot if weight is None else hot * weight.reshape(n_cls, *[1] * (self.ndim - ax - 1))
+    if ignore_index is not None:
+      w = w * (y != ignore_index).unsqueeze(ax).cast(self.dtype)
+    picked = -(self * w).sum(ax)
+    if reduction == "mean":
+      return picked.sum() / w.sum()
+    if reduction not in ("sum", "none"):
+      raise ShapeError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return picked.sum() if reduction == "sum" else picked
 
   def sparse_categorical_crossentropy(self, Y: "Tensor", ignore_index: int = -1, label_smoothing: float = 0.0,
                                       reduction: str = "mean") -> "Tensor":
