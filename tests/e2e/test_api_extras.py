@@ -153,3 +153,48 @@ def test_nonzero_and_masked_select_match_torch(x):
   mask = a > 0.5
   np.testing.assert_array_equal(Tensor(a).masked_select(Tensor(mask)).numpy(),
                                 torch.tensor(a).masked_select(torch.from_numpy(np.array(mask))).numpy())
+
+
+def _scatter_case(rng, dt):
+  x = rng.integers(-5, 6, (3, 5)).astype(dt)
+  index = rng.integers(0, 5, (3, 4))
+  src = rng.integers(-5, 6, (3, 6)).astype(dt)
+  return x, index, src
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.int32])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_matches_torch_where_updates_do_not_collide(rng, dt, dim):
+  x = rng.integers(-5, 6, (4, 5)).astype(dt)
+  # a permutation per row/column: no two updates land on one position (torch's winner is undefined)
+  index = np.stack([rng.permutation(x.shape[dim])[:3] for _ in range(x.shape[1 - dim])], axis=1 - dim)
+  src = rng.integers(-5, 6, (5, 6)).astype(dt)
+  got = Tensor(x).scatter(dim, Tensor(index.astype(np.int32)), Tensor(src)).numpy()
+  ref = torch.tensor(x).scatter(dim, torch.tensor(index), torch.tensor(src)).numpy()
+  np.testing.assert_array_equal(got, ref)
+  got = Tensor(x).scatter(dim, Tensor(index.astype(np.int32)), 7).numpy()
+  np.testing.assert_array_equal(got, torch.tensor(x).scatter(dim, torch.tensor(index), 7).numpy())
+
+
+@pytest.mark.filterwarnings("ignore:scatter_reduce\\(\\) is in beta")
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dt", [np.float32, np.int32])
+def test_scatter_reduce_matches_torch(rng, reduce, include_self, dt):
+  x, index, src = _scatter_case(rng, dt)
+  got = Tensor(x).scatter_reduce(1, Tensor(index.astype(np.int32)), Tensor(src), reduce, include_self=include_self)
+  ref = torch.tensor(x).scatter_reduce(1, torch.tensor(index), torch.tensor(src), reduce, include_self=include_self)
+  np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:scatter_reduce\\(\\) is in beta")
+def test_scatter_reduce_sum_is_differentiable(rng):
+  x, index, src = _scatter_case(rng, np.float32)
+  src = np.ascontiguousarray(src[:, :4])  # torch 1.13's backward fails for a src larger than index
+  px, ps = Tensor(x, requires_grad=True), Tensor(src, requires_grad=True)
+  tx, ts = torch.tensor(x, requires_grad=True), torch.tensor(src, requires_grad=True)
+  w = rng.standard_normal((3, 5)).astype(np.float32)
+  (px.scatter_reduce(1, Tensor(index.astype(np.int32)), ps, "sum") * Tensor(w)).sum().backward()
+  (tx.scatter_reduce(1, torch.tensor(index), ts, "sum") * torch.tensor(w)).sum().backward()
+  np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+  np.testing.assert_allclose(ps.grad.numpy(), ts.grad.numpy(), rtol=1e-6)

@@ -2176,6 +2176,68 @@ class Tensor:
     """Zero the elements below the `diagonal`-th diagonal of the last two axes."""
     return self._triangle(g.TRIU, diagonal)
 
+  def _scatter_hits(self, dim: int, index: "Tensor", src, name: str):
+    """(x, hits, values, perm): x and the update moved so `dim` is last, hits (..., m, n) true where
+    update m lands on position n, values (..., m, 1) the update's elements."""
+    ax = _axis_of(dim, max(self.ndim, 1), name)
+    if not isinstance(index, Tensor):
+      index = Tensor(index)
+    if not dtypes.is_int(index.dtype) or index.ndim != self.ndim:
+      raise ShapeError(f"{name}: index must be an integer tensor of rank {self.ndim}, got {index.dtype.name} "
+                       f"of shape {index.shape}")
+    if any(i != s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != ax):
+      raise ShapeError(f"{name}: index {index.shape} must match {self.shape} on every axis but {ax}")
+    src = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype)
+    if src.ndim != self.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
+      raise ShapeError(f"{name}: src {src.shape} must be at least index's shape {index.shape}")
+    src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
+    perm = tuple(a for a in range(self.ndim) if a != ax) + (ax,)
+    x, idx, upd = self.permute(*perm), index.permute(*perm), src.permute(*perm)
+    hits = idx.unsqueeze(-1) == Tensor.arange(x.shape[-1], dtype=idx.dtype)  # (..., m, n)
+    return x, hits, upd.unsqueeze(-1), perm
+
+  def scatter(self, dim: int, index: "Tensor", src, reduce: Optional[str] = None) -> "Tensor":
+    """torch's scatter: a copy of self with src's elements written at `index` along `dim` (src a
+    tensor or a scalar); reduce 'add' or 'multiply' combines them with self instead. Where two
+    updates land on one position without a reduce, torch leaves the winner undefined; here it is
+    their sum."""
+    if reduce is not None:
+      return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}.get(reduce, reduce))
+    x, hits, upd, perm = self._scatter_hits(dim, index, src, "scatter")
+    written = hits.any(-2)
+    new = hits.where(upd, 0).sum(-2, dtype=x.dtype) if x.dtype != dtypes.bool else hits.where(upd, False).any(-2)
+    return written.where(new, x).permute(*_inverse_perm(perm))
+
+  def scatter_reduce(self, dim: int, index: "Tensor", src: "Tensor", reduce: str, include_self: bool = True
+                     ) -> "Tensor":
+    """torch's scatter_reduce: src's elements combined into self at `index` along `dim` with
+    reduce 'sum', 'prod', 'mean', 'amax' or 'amin'; without include_self the positions written
+    start from the updates alone. Differentiable for sum and mean."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise ShapeError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+    x, hits, upd, perm = self._scatter_hits(dim, index, src, "scatter_reduce")
+    written = hits.any(-2)
+    keep = x if include_self else None
+    if reduce in ("sum", "mean"):
+      total = hits.where(upd, 0).sum(-2, dtype=x.dtype)
+      if keep is not None:
+        total = total + keep
+      if reduce == "mean":
+        count = hits.cast(dtypes.int32).sum(-2) + (1 if include_self else 0)
+        total = total / count.maximum(1).cast(total.dtype) if dtypes.is_float(x.dtype) else \
+            total.floor_divide(count.maximum(1).cast(x.dtype))
+    elif reduce == "prod":
+      total = hits.where(upd, 1).prod(-2, dtype=x.dtype)
+      if keep is not None:
+        total = total * keep
+    else:
+      extreme = dtypes.min(x.dtype) if reduce == "amax" else dtypes.max(x.dtype)
+      filled = hits.where(upd, extreme)
+      total = filled.max(-2) if reduce == "amax" else filled.min(-2)
+      if keep is not None:
+        total = total.maximum(keep) if reduce == "amax" else total.minimum(keep)
+    return written.where(total.cast(x.dtype), x).permute(*_inverse_perm(perm))
+
   def gather(self, dim: int, index: "Tensor") -> "Tensor":
     """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim` (torch.gather): index has
     self's rank and, on the other axes, sizes up to self's. Indices must lie in
@@ -2411,6 +2473,13 @@ def _arange_buffer(n: int) -> "Tensor":
   if t is None or (t._node.sent and t._node.gen != g.GRAPH.gen):
     t = _ARANGES[n] = Tensor(np.arange(n, dtype=np.int32))
   return t
+
+
+def _inverse_perm(perm: Sequence[int]) -> Tuple[int, ...]:
+  inv = [0] * len(perm)
+  for i, p in enumerate(perm):
+    inv[p] = i
+  return tuple(inv)
 
 
 def _axis_of(axis, ndim: int, what: str) -> int:
