@@ -198,3 +198,22 @@ def test_scatter_reduce_sum_is_differentiable(rng):
   (tx.scatter_reduce(1, torch.tensor(index), ts, "sum") * torch.tensor(w)).sum().backward()
   np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
   np.testing.assert_allclose(ps.grad.numpy(), ts.grad.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape,size,mode,ac", [
+    ((1, 2, 5), (8,), "linear", False), ((1, 2, 5), (3,), "linear", True), ((2, 1, 4, 6), (7, 3), "linear", False),
+    ((2, 1, 4, 6), (8, 12), "linear", True), ((1, 1, 2, 3, 4), (3, 5, 2), "linear", False),
+    ((1, 3, 5), (9,), "nearest", False), ((1, 1, 4, 6), (3, 10), "nearest", False),
+    ((1, 1, 4, 6), (7, 5), "nearest-exact", False)])
+def test_interpolate_matches_torch(rng, shape, size, mode, ac):
+  x = rng.standard_normal(shape).astype(np.float32)
+  torch_mode = {1: "linear", 2: "bilinear", 3: "trilinear"}[len(size)] if mode == "linear" else mode
+  kw = {"align_corners": ac} if mode == "linear" else {}
+  px, tx = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+  got = px.interpolate(size, mode=mode, align_corners=ac)
+  ref = F.interpolate(tx, size=size, mode=torch_mode, **kw)
+  np.testing.assert_allclose(got.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+  w = rng.standard_normal(ref.shape).astype(np.float32)
+  (got * Tensor(w)).sum().backward()
+  (ref * torch.tensor(w)).sum().backward()
+  np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-5)

@@ -16,7 +16,7 @@ NAMES = [line.strip() for line in (Path(__file__).with_name("tinygrad_tensor_api
 SCHEDULER_VIEWS = {"schedule_linear", "linear_with_vars"}
 
 NOT_YET = set("""
-interpolate max_unpool2d qr svd
+max_unpool2d qr svd
 """.split())
 
 

@@ -933,6 +933,44 @@ class Tensor:
     x = x.expand(tuple(d for r, s in zip(reps, base) for d in (r, s)))
     return x.reshape(tuple(r * s for r, s in zip(reps, base)))
 
+  def interpolate(self, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> "Tensor":
+    """Resizes the last len(size) axes (tinygrad's interpolate; torch's F.interpolate on the
+    spatial axes): mode 'linear' (separable: torch's linear, bilinear, trilinear), 'nearest' or
+    'nearest-exact'. The sampling positions depend on the shapes only, so they are made here as
+    small index tensors; the values are gathered and blended on the daemon. Differentiable."""
+    size = tuple(size)
+    if mode not in ("linear", "nearest", "nearest-exact"):
+      raise ShapeError(f"interpolate: mode must be 'linear', 'nearest' or 'nearest-exact', got {mode!r}")
+    if not size or len(size) > self.ndim or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in size):
+      raise ShapeError(f"interpolate: size {size} must be 1 to {self.ndim} positive ints for a tensor of shape {self.shape}")
+    x = self._float() if mode == "linear" else self
+    for k, m in enumerate(size):
+      ax = self.ndim - len(size) + k
+      n = x.shape[ax]
+      dst = np.arange(m, dtype=np.float64)
+      if mode == "linear":
+        if align_corners:
+          src = dst * ((n - 1) / (m - 1)) if m > 1 else np.zeros(m)
+        else:
+          src = np.maximum((dst + 0.5) * (n / m) - 0.5, 0.0)
+        lo = np.minimum(np.floor(src).astype(np.int64), n - 1)
+        hi = np.minimum(lo + 1, n - 1)
+        frac = (src - lo).astype(np.float32)
+        w_shape = tuple(m if a == ax else 1 for a in range(x.ndim))
+        w = Tensor(frac.reshape(w_shape), dtype=x.dtype)
+        x = x._gather_at(ax, lo) * (1 - w) + x._gather_at(ax, hi) * w
+      else:
+        offset = 0.5 if mode == "nearest-exact" else 0.0
+        x = x._gather_at(ax, np.minimum(np.floor((dst + offset) * (n / m)).astype(np.int64), n - 1))
+    return x
+
+  def _gather_at(self, ax: int, positions: np.ndarray) -> "Tensor":
+    """self's elements at `positions` along axis ax, the same positions in every other index."""
+    shape = tuple(len(positions) if a == ax else 1 for a in range(self.ndim))
+    idx = Tensor(positions.astype(np.int32).reshape(shape)).expand(
+        *[len(positions) if a == ax else d for a, d in enumerate(self.shape)])
+    return self.gather(ax, idx)
+
   def unfold(self, dim: int, size: int, step: int) -> "Tensor":
     """torch's unfold: the windows of `size` elements every `step` along `dim`, that axis becoming
     the window count and a new last axis the window (slices of x, no copy in the graph)."""
