@@ -2078,25 +2078,58 @@ class Tensor:
     hw = _window_out(self.shape[-2:], k, st, dil, pad4, name)
     return self.shape[:-2] + hw, g.Composite(kernel=k, stride=st, padding=pad4, dilation=dil)
 
-  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False) -> "Tensor":
+  def _ceil_padding(self, kernel_size, stride, dilation, padding) -> Tuple[int, int, int, int]:
+    """torch's ceil_mode: the bottom/right padding grown so a last partial window counts, as
+    long as it starts inside the input or the left/top padding."""
+    k, dil = _pair(kernel_size, "kernel_size", 1), _pair(dilation, "dilation", 1)
+    st = k if stride is None else _pair(stride, "stride", 1)
+    pad4 = list(_padding4(padding))
+    for i, size in enumerate(self.shape[-2:]):
+      before, after = pad4[2 * i], pad4[2 * i + 1]
+      span = dil[i] * (k[i] - 1) + 1
+      out = -(-(size + before + after - span) // st[i]) + 1
+      if (out - 1) * st[i] >= size + before:
+        out -= 1
+      pad4[2 * i + 1] += max(0, (out - 1) * st[i] + span - (size + before + after))
+    return tuple(pad4)
+
+  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
+                 return_indices: bool = False) -> "Tensor":
     """Max over 2-D windows of the last two axes (stride defaults to the kernel; padding never
-    wins). padding: an int, (h, w) or (left, right, top, bottom)."""
+    wins). padding: an int, (h, w) or (left, right, top, bottom). ceil_mode keeps a last partial
+    window (torch)."""
+    if return_indices:
+      raise NotImplementedError("max_pool2d: return_indices=True (and max_unpool2d) are not supported yet")
     if ceil_mode:
-      raise NotImplementedError("max_pool2d: ceil_mode=True is not supported")
+      pad4 = self._ceil_padding(kernel_size, stride, dilation, padding)
+      padding = (pad4[2], pad4[3], pad4[0], pad4[1])
     shape, arg = self._pool(g.MAX_POOL2D, kernel_size, stride, dilation, padding)
     return Tensor._make(g.MAX_POOL2D, self.dtype, shape, (self,), arg)
 
   def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True) -> "Tensor":
-    """Mean over 2-D windows of the last two axes; padded zeros count (torch's
-    count_include_pad=True, the only mode)."""
-    if ceil_mode:
-      raise NotImplementedError("avg_pool2d: ceil_mode=True is not supported")
-    if not count_include_pad:
-      raise NotImplementedError("avg_pool2d: only count_include_pad=True is supported")
-    shape, arg = self._pool(g.AVG_POOL2D, kernel_size, stride, dilation, padding)
+    """Mean over 2-D windows of the last two axes. count_include_pad (torch's default) divides by
+    the window's elements inside the padded input; without it, inside the input only. ceil_mode
+    keeps a last partial window, whose part beyond the padding never counts (torch)."""
+    pad4 = self._ceil_padding(kernel_size, stride, dilation, padding) if ceil_mode else _padding4(padding)
+    left_right_top_bottom = (pad4[2], pad4[3], pad4[0], pad4[1])
+    shape, arg = self._pool(g.AVG_POOL2D, kernel_size, stride, dilation, left_right_top_bottom)
     x, out = self._acc_float()
-    return Tensor._make(g.AVG_POOL2D, x.dtype, shape, (x,), arg).cast(out)
+    mean = Tensor._make(g.AVG_POOL2D, x.dtype, shape, (x,), arg)
+    if count_include_pad and not ceil_mode:
+      return mean.cast(out)
+    # The share of each window that counts, from a pool of ones over what counts: the input, or
+    # the input with its own padding when padding counts.
+    base = _padding4(padding)
+    h, w = self.shape[-2:]
+    if count_include_pad:
+      ones = Tensor.ones(h + base[0] + base[1], w + base[2] + base[3], dtype=x.dtype)
+      extra = (0, pad4[1] - base[1], 0, pad4[3] - base[3])
+      ones_arg = dataclasses.replace(arg, padding=extra)
+    else:
+      ones, ones_arg = Tensor.ones(h, w, dtype=x.dtype), arg
+    share = Tensor._make(g.AVG_POOL2D, x.dtype, shape[-2:], (ones,), ones_arg)
+    return (mean / share).cast(out)
 
   # --- index ops (the daemon's CUMSUM, ARGMAX, ARGMIN, TRIL, TRIU, GATHER) -----------------------
 
