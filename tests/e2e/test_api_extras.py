@@ -217,3 +217,17 @@ def test_interpolate_matches_torch(rng, shape, size, mode, ac):
   (got * Tensor(w)).sum().backward()
   (ref * torch.tensor(w)).sum().backward()
   np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,k", [((2, 3, 4, 6), 2), ((1, 2, 6, 6), 3), ((3, 4, 4), (2, 1))])
+def test_max_pool_indices_and_unpool_match_torch(rng, shape, k):
+  x = rng.permutation(int(np.prod(shape))).reshape(shape).astype(np.float32)  # no ties
+  values, indices = Tensor(x).max_pool2d(k, return_indices=True)
+  tv, ti = F.max_pool2d(torch.tensor(x), k, return_indices=True)
+  np.testing.assert_array_equal(values.numpy(), tv.numpy())
+  np.testing.assert_array_equal(indices.numpy(), ti.numpy())
+  got = values.max_unpool2d(indices, k)
+  ref = F.max_unpool2d(tv, ti, k)
+  np.testing.assert_array_equal(got.numpy(), ref.numpy())
+  with pytest.raises(NotImplementedError, match="tile the input"):
+    Tensor(x).max_pool2d(3, stride=1, return_indices=True)

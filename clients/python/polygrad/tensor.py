@@ -2099,12 +2099,51 @@ class Tensor:
     wins). padding: an int, (h, w) or (left, right, top, bottom). ceil_mode keeps a last partial
     window (torch)."""
     if return_indices:
-      raise NotImplementedError("max_pool2d: return_indices=True (and max_unpool2d) are not supported yet")
+      return self._max_pool2d_with_indices(kernel_size, stride, dilation, padding, ceil_mode)
     if ceil_mode:
       pad4 = self._ceil_padding(kernel_size, stride, dilation, padding)
       padding = (pad4[2], pad4[3], pad4[0], pad4[1])
     shape, arg = self._pool(g.MAX_POOL2D, kernel_size, stride, dilation, padding)
     return Tensor._make(g.MAX_POOL2D, self.dtype, shape, (self,), arg)
+
+  def _max_pool2d_with_indices(self, kernel_size, stride, dilation, padding, ceil_mode) -> "ValuesIndices":
+    """(values, indices) with torch's indices: each maximum's flat position h * W + w in its
+    (H, W) plane, the first on ties. For windows that tile the input (stride = kernel, no padding
+    or dilation, sizes divisible), the case max_unpool2d undoes; others raise NotImplementedError."""
+    k = _pair(kernel_size, "kernel_size", 1)
+    st = k if stride is None else _pair(stride, "stride", 1)
+    h, w = self.shape[-2:]
+    if st != k or _pair(dilation, "dilation", 1) != (1, 1) or any(_padding4(padding)) or ceil_mode \
+        or h % k[0] or w % k[1]:
+      raise NotImplementedError("max_pool2d(return_indices=True) supports windows that tile the input (stride = "
+                                f"kernel, no padding or dilation, no ceil_mode); got kernel {k}, stride {st}, "
+                                f"input {self.shape}")
+    lead = self.shape[:-2]
+    oh, ow = h // k[0], w // k[1]
+    x = self.reshape(*lead, oh, k[0], ow, k[1])
+    n = len(lead)
+    x = x.permute(*range(n), n, n + 2, n + 1, n + 3).reshape(*lead, oh, ow, k[0] * k[1])
+    values, local = x.max(-1), x.argmax(-1)  # argmax: the first maximum in the window's row-major order
+    rows = Tensor.arange(oh).reshape(oh, 1) * k[0] + local // k[1]
+    cols = Tensor.arange(ow).reshape(1, ow) * k[1] + local % k[1]
+    return ValuesIndices(values, (rows * w + cols).cast(dtypes.int32))
+
+  def max_unpool2d(self, indices: "Tensor", kernel_size=(2, 2), stride=None, padding=0,
+                   output_size: Optional[Sequence[int]] = None) -> "Tensor":
+    """torch's max_unpool2d: zeros of the pooled input's (H, W), with each value written at its
+    flat position from max_pool2d(return_indices=True) (a scatter along the flattened plane)."""
+    k = _pair(kernel_size, "kernel_size", 1)
+    st = k if stride is None else _pair(stride, "stride", 1)
+    pad = _pair(padding, "padding", 0)
+    if self.ndim < 2 or indices.shape != self.shape:
+      raise ShapeError(f"max_unpool2d: indices {indices.shape} must have the values' shape {self.shape} (at least 2-D)")
+    oh, ow = self.shape[-2:]
+    h, w = ((oh - 1) * st[0] - 2 * pad[0] + k[0], (ow - 1) * st[1] - 2 * pad[1] + k[1]) if output_size is None \
+        else tuple(output_size)[-2:]
+    lead = self.shape[:-2]
+    zeros = Tensor.zeros(*lead, h * w, dtype=self.dtype)
+    flat = zeros.scatter(-1, indices.reshape(*lead, oh * ow), self.reshape(*lead, oh * ow))
+    return flat.reshape(*lead, h, w)
 
   def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True) -> "Tensor":
