@@ -231,3 +231,13 @@ def test_max_pool_indices_and_unpool_match_torch(rng, shape, k):
   np.testing.assert_array_equal(got.numpy(), ref.numpy())
   with pytest.raises(NotImplementedError, match="tile the input"):
     Tensor(x).max_pool2d(3, stride=1, return_indices=True)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 3), (3, 5), (2, 4, 4), (5, 1), (1, 4)])
+def test_qr_matches_torch(rng, shape):
+  a = rng.standard_normal(shape).astype(np.float32)
+  q, r = Tensor(a).qr()
+  tq, tr = torch.linalg.qr(torch.tensor(a, dtype=torch.float64))
+  np.testing.assert_allclose(q.numpy(), tq.numpy(), rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(r.numpy(), tr.numpy(), rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose((q @ r).numpy(), a, rtol=1e-4, atol=1e-5)

@@ -16,7 +16,7 @@ NAMES = [line.strip() for line in (Path(__file__).with_name("tinygrad_tensor_api
 SCHEDULER_VIEWS = {"schedule_linear", "linear_with_vars"}
 
 NOT_YET = set("""
-qr svd
+svd
 """.split())
 
 

@@ -1987,6 +1987,32 @@ class Tensor:
   def sequential(self, layers: Sequence[Callable[["Tensor"], "Tensor"]]) -> "Tensor":
     return functools.reduce(lambda x, f: f(x), layers, self)
 
+  def qr(self) -> Tuple["Tensor", "Tensor"]:
+    """(Q, R) of the last two axes, reduced as torch.linalg.qr: Householder reflections with
+    LAPACK's signs (each R[j, j] is minus the sign of the column's leading element times its
+    norm), so Q and R match torch's. min(m, n) - (m <= n) reflections, each a few matmuls on the
+    daemon; differentiable."""
+    if self.ndim < 2:
+      raise ShapeError(f"qr needs a matrix (or a batch of them), got shape {self.shape}")
+    m, n = self.shape[-2:]
+    r = self._float()
+    q = Tensor.eye(m, dtype=r.dtype).expand(*self.shape[:-2], m, m)
+    for j in range(min(m - 1, n)):
+      x = r[..., j:, j]  # (..., m - j)
+      alpha = x[..., 0]
+      norm = (x * x).sum(-1).sqrt()
+      beta = -(alpha >= 0).where(1.0, -1.0) * norm
+      v = Tensor.cat((alpha - beta).unsqueeze(-1), x[..., 1:], dim=-1)  # (..., m - j)
+      vv = (v * v).sum(-1)
+      scale = (vv == 0).where(0.0, 2 / vv.maximum(1e-30)).unsqueeze(-1).unsqueeze(-1)
+      vc, vr = v.unsqueeze(-1), v.unsqueeze(-2)  # column and row
+      below, right = r[..., j:, :], q[..., :, j:]
+      below, right = below - scale * (vc @ (vr @ below)), right - scale * ((right @ vc) @ vr)
+      r = Tensor.cat(r[..., :j, :], below, dim=-2) if j else below  # rows above j are final
+      q = Tensor.cat(q[..., :, :j], right, dim=-1) if j else right
+    k = min(m, n)
+    return q[..., :, :k], r[..., :k, :].triu()
+
   def newton_schulz(self, steps: int, params: Sequence[float], eps: float = 1.0e-7) -> "Tensor":
     """Orthogonalizes the last two axes (tinygrad's newton_schulz, Muon's core): X = self / (its
     Frobenius norm + eps), then `steps` times X = sum_i params[i] * (X X^T)^i X, computed on the
