@@ -241,3 +241,17 @@ def test_qr_matches_torch(rng, shape):
   np.testing.assert_allclose(q.numpy(), tq.numpy(), rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose(r.numpy(), tr.numpy(), rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose((q @ r).numpy(), a, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,full", [((4, 3), False), ((3, 3), True), ((3, 5), False), ((2, 4, 4), True)])
+def test_svd_factors_reconstruct_and_match_torchs_singular_values(rng, shape, full):
+  a = rng.standard_normal(shape).astype(np.float32)
+  u, sv, vh = Tensor(a).svd(full_matrices=full)
+  ref = torch.linalg.svdvals(torch.tensor(a, dtype=torch.float64)).numpy()
+  np.testing.assert_allclose(sv.numpy(), ref, rtol=1e-4, atol=1e-5)
+  recon = (u * sv.unsqueeze(-2)) @ vh
+  np.testing.assert_allclose(recon.numpy(), a, rtol=1e-4, atol=1e-4)
+  k = min(shape[-2:])
+  eye = np.broadcast_to(np.eye(k), shape[:-2] + (k, k))
+  np.testing.assert_allclose((u.transpose(-2, -1) @ u).numpy(), eye, atol=1e-4)
+  np.testing.assert_allclose((vh @ vh.transpose(-2, -1)).numpy(), eye, atol=1e-4)

@@ -2013,6 +2013,47 @@ class Tensor:
     k = min(m, n)
     return q[..., :, :k], r[..., :k, :].triu()
 
+  def svd(self, full_matrices: bool = True, sweeps: int = 12) -> Tuple["Tensor", "Tensor", "Tensor"]:
+    """(U, S, Vh) of the last two axes by one-sided Jacobi rotations (Hestenes): `sweeps` passes
+    over every column pair, each rotation a small matmul on the daemon, so the graph grows with
+    sweeps * n² / 2 for n = min(m, n) columns: meant for small matrices. Singular values
+    descending; singular vectors are unique up to sign (torch's may differ in sign). With
+    full_matrices the square cases only (the reduced and full factors coincide)."""
+    if self.ndim < 2:
+      raise ShapeError(f"svd needs a matrix (or a batch of them), got shape {self.shape}")
+    m, n = self.shape[-2:]
+    if m < n:
+      u, sv, vh = self.transpose(-2, -1).svd(full_matrices, sweeps)
+      return vh.transpose(-2, -1), sv, u.transpose(-2, -1)
+    if full_matrices and m != n:
+      raise NotImplementedError(f"svd(full_matrices=True) of a non-square {m}x{n} matrix: pass full_matrices=False")
+    u = self._float()
+    lead = self.shape[:-2]
+    v = Tensor.eye(n, dtype=u.dtype).expand(*lead, n, n)
+    eye = np.eye(n, dtype=np.float32)
+    for _ in range(sweeps):
+      for p in range(n - 1):
+        for q in range(p + 1, n):
+          up, uq = u[..., :, p], u[..., :, q]
+          alpha, beta, gamma = (up * up).sum(-1), (uq * uq).sum(-1), (up * uq).sum(-1)
+          # the rotation that zeroes gamma (c, s) = (1, 0) when the columns are already orthogonal
+          flat = gamma == 0
+          zeta = (beta - alpha) / (2 * flat.where(1.0, gamma))
+          t = (zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta * zeta).sqrt())
+          c = flat.where(1.0, 1 / (1 + t * t).sqrt())
+          sn = flat.where(0.0, c * t)
+          pp, qq, pq = (Tensor(np.outer(eye[a], eye[b]), dtype=u.dtype) for a, b in ((p, p), (q, q), (p, q)))
+          rot = Tensor(eye, dtype=u.dtype) + (c - 1).unsqueeze(-1).unsqueeze(-1) * (pp + qq) \
+              + sn.unsqueeze(-1).unsqueeze(-1) * (pq - pq.transpose())
+          u, v = u @ rot, v @ rot
+    sv = (u * u).sum(-2).sqrt()  # (..., n)
+    order = sv.argsort(-1, descending=True)
+    sv = sv.gather(-1, order)
+    cols = order.unsqueeze(-2).expand(*lead, m, n)
+    u = u.gather(-1, cols) / (sv == 0).where(1.0, sv).unsqueeze(-2)
+    v = v.gather(-1, order.unsqueeze(-2).expand(*lead, n, n))
+    return u, sv, v.transpose(-2, -1)
+
   def newton_schulz(self, steps: int, params: Sequence[float], eps: float = 1.0e-7) -> "Tensor":
     """Orthogonalizes the last two axes (tinygrad's newton_schulz, Muon's core): X = self / (its
     Frobenius norm + eps), then `steps` times X = sum_i params[i] * (X X^T)^i X, computed on the
