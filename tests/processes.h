@@ -5,13 +5,22 @@
 #include <sys/types.h>
 
 #include <fstream>
+#include <ios>
+#include <iterator>
 #include <string>
 
 namespace polygrad::testing {
 
 inline bool running(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(stat), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    // The process exited between the open and the read (ESRCH): libstdc++'s filebuf throws
+    // from underflow on a read error whatever the stream's exception mask.
+    return false;
+  }
   if (text.empty()) return false;
   // The state follows the command name in parentheses, which may itself hold ") ".
   const size_t close = text.rfind(") ");
