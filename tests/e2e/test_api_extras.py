@@ -255,3 +255,16 @@ def test_svd_factors_reconstruct_and_match_torchs_singular_values(rng, shape, fu
   eye = np.broadcast_to(np.eye(k), shape[:-2] + (k, k))
   np.testing.assert_allclose((u.transpose(-2, -1) @ u).numpy(), eye, atol=1e-4)
   np.testing.assert_allclose((vh @ vh.transpose(-2, -1)).numpy(), eye, atol=1e-4)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.int32, np.int64, np.uint8])
+def test_shifts_by_tensors_match_torch(rng, dt):
+  bits = 8 * np.dtype(dt).itemsize
+  lo = 0 if np.dtype(dt).kind == "u" else -100
+  x = rng.integers(lo, 100, (3, 8)).astype(dt)
+  amounts = list(range(0, bits, max(1, bits // 8)))[:7] + [bits - 1]  # the top bit too
+  n = np.tile(amounts, (3, 1)).astype(dt if np.dtype(dt).kind != "u" else np.uint8)
+  tn = torch.tensor(n.astype(np.int64) if dt == np.uint8 else n)
+  px, pn = Tensor(x), Tensor(n)
+  np.testing.assert_array_equal((px << pn).numpy(), (torch.tensor(x) << tn.to(torch.tensor(x).dtype)).numpy())
+  np.testing.assert_array_equal((px >> pn).numpy(), (torch.tensor(x) >> tn.to(torch.tensor(x).dtype)).numpy())

@@ -1563,12 +1563,40 @@ class Tensor:
     above the floored one (a nonzero remainder whose sign differs from b's)."""
     return (self != 0) & ((self < 0) != (b < 0))
 
-  def lshift(self, n: int) -> "Tensor":
-    """x << n for an integer tensor: x * 2**n, wrapping."""
+  def lshift(self, n) -> "Tensor":
+    """x << n for an integer tensor: x * 2**n, wrapping. n: an int, or an integer tensor of
+    shifts in [0, bits) broadcasting with x."""
+    if isinstance(n, Tensor):
+      return self._tensor_shift(n, "<<")
     return self.mul(self._shift_amount(n, "<<"))
 
-  def rshift(self, n: int) -> "Tensor":
-    """x >> n for an integer tensor: arithmetic (floor) for signed types, as torch does."""
+  def _tensor_shift(self, n: "Tensor", name: str) -> "Tensor":
+    """x << n or x >> n by a tensor of amounts: 2**n made exactly in float64 (n < bits <= 64), the
+    top bit as the dtype's minimum (2**(bits-1) does not fit a signed type)."""
+    if not dtypes.is_int(self.dtype) or not dtypes.is_int(n.dtype):
+      raise TypeError(f"{name} by a tensor needs integer tensors, got {self.dtype.name} and {n.dtype.name}")
+    x, amounts = self._broadcasted(n)
+    x, amounts = x.cast(self.dtype), amounts.cast(dtypes.int64)
+    bits = 8 * self.dtype.itemsize
+    top = amounts == bits - 1
+    low = top.where(0, amounts)
+    power = (low.cast(dtypes.float64) * 1.0).exp2().cast(self.dtype)
+    if not dtypes.is_unsigned(self.dtype):
+      power = top.where(dtypes.min(self.dtype), power)
+    else:
+      power = top.where(Tensor._const(1 << (bits - 1), self.dtype, x.shape), power)
+    if name == "<<":
+      return x * power
+    if dtypes.is_unsigned(self.dtype):
+      return x.floor_divide(power)
+    # a signed shift by bits-1 is the sign: floor division by the (negative) minimum would not be
+    return top.where((x < 0).where(-1, 0).cast(self.dtype), x.floor_divide(top.where(1, power)))
+
+  def rshift(self, n) -> "Tensor":
+    """x >> n for an integer tensor: arithmetic (floor) for signed types, as torch does. n: an int,
+    or an integer tensor of shifts in [0, bits)."""
+    if isinstance(n, Tensor):
+      return self._tensor_shift(n, ">>")
     amount = self._shift_amount(n, ">>")
     if dtypes.is_int(self.dtype) and not dtypes.is_unsigned(self.dtype) and n == 8 * self.dtype.itemsize - 1:
       # 2**(bits-1) does not fit the dtype (it wraps to the minimum): floor division composes,
