@@ -263,6 +263,15 @@ for dt in ["float32", "int32", "float16", "uint8"]:
 case("prod/i64-all", "prod", "REDUCE_PROD", [inp("int64", (2, 3), "small")])
 for dt, ax in [("float32", 0), ("int32", 1), ("float16", -1), ("uint8", 1), ("bool", 0), ("float64", 1)]:
   case(f"cumsum/{short(dt)}-axis{ax}", "cumsum", "CUMSUM", [inp(dt, (3, 4), "small")], {"axis": ax})
+# sorting and running extremes (values only: R's indices are 1-based)
+case("sort/f32", "sort", "SORT", [inp("float32", (3, 5))], {"axis": 1})
+case("sort/i32-desc", "sort", "SORT", [inp("int32", (4, 3), "small")], {"axis": 0, "descending": True})
+case("topk/f32", "topk", "TOPK", [inp("float32", (3, 6))], {"k": 2, "axis": -1})
+case("topk/i8-smallest", "topk", "TOPK", [inp("int8", (5, 3), "small")], {"k": 3, "axis": 0, "largest": False})
+case("cummax/f32", "cummax", "CUMMAX", [inp("float32", (3, 4))], {"axis": 1})
+case("cummin/i32", "cummin", "CUMMIN", [inp("int32", (3, 4), "small")], {"axis": 0})
+case("cumprod/f32", "cumprod", "CUMPROD", [inp("float32", (2, 5), "small")], {"axis": 1})
+case("logcumsumexp/f32", "logcumsumexp", "LOGCUMSUMEXP", [inp("float32", (3, 4))], {"axis": -1})
 
 # ---- movement ------------------------------------------------------------------------------------
 case("reshape/f32", "reshape", "RESHAPE", [inp("float32", (2, 6))], {"shape": [3, 4]})

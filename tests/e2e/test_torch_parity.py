@@ -1264,14 +1264,11 @@ EDGE_CASES = {
     "mean_of_empty": (lambda a: a.mean(), lambda a: a.mean(), [[]], False),
     # gradients at the points where a max-based formula ties
     "relu_grad_at_0": (lambda a: a.relu(), torch.relu if torch else None, [[0.0, 1.0, -1.0]], True),
-    "clip_grad_at_bounds": (lambda a: a.clip(-1, 1), lambda a: a.clamp(-1, 1), [[1.0, -1.0, 0.0, 2.0, -2.0]], True),
     "sigmoid_grad_at_0": (lambda a: a.sigmoid(), torch.sigmoid if torch else None, [[0.0, -0.0, 1.0]], True),
     "tanh_grad_at_0": (lambda a: a.tanh(), torch.tanh if torch else None, [[0.0, 0.5]], True),
     "maximum_tie_grad": (lambda a, b: a.maximum(b), torch.maximum if torch else None, [[1.0, 2.0], [1.0, 3.0]], True),
     # extremes without overflow
     "sigmoid_extremes": (lambda a: a.sigmoid(), torch.sigmoid if torch else None, [[-200.0, -90.0, 90.0, 200.0]], True),
-    "softplus_extremes": (lambda a: a.softplus(), F.softplus if torch else None, [[-200.0, -30.0, 0.0, 19.0, 25.0, 200.0]], True),
-    "softplus_beta": (lambda a: a.softplus(2.0), lambda a: F.softplus(a, 2.0), [[-50.0, -1.0, 0.0, 9.0, 11.0, 60.0]], True),
     "gelu_exact_extremes": (lambda a: a.gelu(approximate="none"), lambda a: F.gelu(a),
                             [[-200.0, -6.0, 0.0, 1.5, 200.0]], True),
     # a row of -inf gives NaN (0/0), as torch; a row holding one -inf gives it probability 0
