@@ -53,28 +53,27 @@ P.topk = function topk(k, a = -1, b = true) {
 P.cummax = function cummax(axis = 0) { return this._valuesIndices(OPS.CUMMAX, isOptions(axis) ? (axis.axis ?? 0) : axis, 'cummax'); };
 P.cummin = function cummin(axis = 0) { return this._valuesIndices(OPS.CUMMIN, isOptions(axis) ? (axis.axis ?? 0) : axis, 'cummin'); };
 
-// Running product (bool as int32; float16/bfloat16 multiply in float32).
-P.cumprod = function cumprod(a = 0) {
+// A running op along one axis in the sum's accumulation dtype, cast back (a 0-d tensor as a
+// 1-element one): the shape shared by cumprod and logcumsumexp.
+P._scan = function _scan(op, name, a) {
   const axis = isOptions(a) ? (a.axis ?? 0) : a;
   if (this.ndim === 0) {
-    axisOf(axis, 1, 'cumprod');
-    return this.reshape([1]).cumprod(0).reshape([]);
+    axisOf(axis, 1, name);
+    return this.reshape([1])._scan(op, name, 0).reshape([]);
   }
-  const ax = axisOf(axis, this.ndim, 'cumprod');
-  if (this.dtype === dtypes.bool) return this.cast(dtypes.int32).cumprod(ax);
+  const ax = axisOf(axis, this.ndim, name);
   const acc = this.dtype.kind === 'f' ? sumAccDType(this.dtype) : this.dtype;
-  return Tensor._make(OPS.CUMPROD, acc, this._node.shape, [this.cast(acc)], new Composite({ axes: [ax] })).cast(this.dtype);
+  return Tensor._make(op, acc, this._node.shape, [this.cast(acc)], new Composite({ axes: [ax] })).cast(this.dtype);
 };
 
-// log(cumsum(exp(x))) without overflow; ints become float32.
+// Running product (bool as int32; float16/bfloat16 multiply in float32).
+P.cumprod = function cumprod(a = 0) {
+  const x = this.dtype === dtypes.bool ? this.cast(dtypes.int32) : this;
+  return x._scan(OPS.CUMPROD, 'cumprod', a);
+};
+
+// log(cumsum(exp(x))) without overflow; ints and bool become float32.
 P.logcumsumexp = function logcumsumexp(a = 0) {
-  const axis = isOptions(a) ? (a.axis ?? 0) : a;
-  if (this.ndim === 0) {
-    axisOf(axis, 1, 'logcumsumexp');
-    return this.reshape([1]).logcumsumexp(0).reshape([]);
-  }
-  const ax = axisOf(axis, this.ndim, 'logcumsumexp');
   const x = this.dtype.kind === 'f' ? this : this.cast(dtypes.float32);
-  const acc = sumAccDType(x.dtype);
-  return Tensor._make(OPS.LOGCUMSUMEXP, acc, x._node.shape, [x.cast(acc)], new Composite({ axes: [ax] })).cast(x.dtype);
+  return x._scan(OPS.LOGCUMSUMEXP, 'logcumsumexp', a);
 };
