@@ -147,6 +147,9 @@ constexpr OpSpec kOpTable[] = {
     {v1::CUMMIN, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
     {v1::CUMPROD, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
     {v1::LOGCUMSUMEXP, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::SOFTPLUS, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::CLAMP_MIN, Kind::Composite, Ops::SINK, 2, kNoArg},
+    {v1::CLAMP_MAX, Kind::Composite, Ops::SINK, 2, kNoArg},
 };
 
 const OpSpec* find_op(v1::Op op) {
@@ -389,6 +392,9 @@ class NodeDecoder {
       case v1::SELU: return frontend::selu(x);
       case v1::ISFINITE: return frontend::isfinite(x);
       case v1::ISCLOSE: return frontend::isclose(x, src_[1], c.rtol(), c.atol(), c.equal_nan());
+      case v1::SOFTPLUS: return frontend::softplus(x, c.beta(), c.threshold());
+      case v1::CLAMP_MIN: return frontend::clamp_min(x, src_[1]);
+      case v1::CLAMP_MAX: return frontend::clamp_max(x, src_[1]);
       case v1::SORT:
       case v1::TOPK:
       case v1::CUMMAX:

@@ -347,6 +347,41 @@ absl::StatusOr<UOpRef> selu(const UOpRef& x) {
   return unary("selu", x, [](Expr& e, const UOpRef& v) { return e.mul(elu_expr(e, v, kAlpha, 1.0), kScale); });
 }
 
+absl::StatusOr<UOpRef> softplus(const UOpRef& x, double beta, double threshold) {
+  if (beta == 0 || !std::isfinite(beta))
+    return absl::InvalidArgumentError(absl::StrCat("softplus needs a finite nonzero beta, got ", beta));
+  if (std::isnan(threshold)) return absl::InvalidArgumentError("softplus needs a threshold that is not nan");
+  return unary("softplus", x, [&](Expr& e, const UOpRef& v) {
+    // The exp only sees inputs up to the threshold, so the branch not taken cannot overflow
+    // and turn its zero gradient into nan. WHERE rather than a min: at beta * x equal to the
+    // threshold the whole gradient flows through the log branch, as in torch.
+    UOpRef bx = e.mul(v, beta);
+    UOpRef over = e.gt(bx, threshold);
+    UOpRef r = e.mul(e.log1p(e.exp(e.where(over, 0.0, bx))), 1.0 / beta);
+    return e.where(over, v, r);
+  });
+}
+
+namespace {
+
+// bound where it is past x (or nan), x elsewhere: WHERE, not MAX, so that a tie gives x the
+// whole gradient (MAX would split it).
+absl::StatusOr<UOpRef> clamp(const char* what, const UOpRef& x, const UOpRef& bound, bool upper) {
+  if (auto s = need_same({x, bound}, what); !s.ok()) return s;
+  if (x->dtype == DType::Bool) return absl::InvalidArgumentError(absl::StrCat(what, " does not take bool tensors"));
+  Expr e(x->dtype, x->shape);
+  UOpRef past = upper ? e.lt(bound, x) : e.lt(x, bound);
+  UOpRef r = e.where(e.op(Ops::OR, {past, e.isnan(bound)}), bound, x);
+  // A nan x gives a constant nan, so that no gradient flows from it (torch's mask x >= lo fails).
+  if (dtype_is_float(x->dtype)) r = e.where(e.isnan(x), NAN, r);
+  return e.done(r);
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> clamp_min(const UOpRef& x, const UOpRef& lo) { return clamp("clamp_min", x, lo, false); }
+absl::StatusOr<UOpRef> clamp_max(const UOpRef& x, const UOpRef& hi) { return clamp("clamp_max", x, hi, true); }
+
 absl::StatusOr<UOpRef> logaddexp(const UOpRef& a, const UOpRef& b) {
   return elementwise("logaddexp", {a, b}, [](Expr& e, const std::vector<UOpRef>& v) {
     // max + log1p(exp(-|a - b|)). Two equal infinities differ by nan: their result is the

@@ -28,6 +28,9 @@ absl::StatusOr<UOpRef> softsign(const UOpRef& x);  // x / (1 + |x|)
 // x for x > 0, alpha * (exp(x / alpha) - 1) otherwise; alpha must not be 0.
 absl::StatusOr<UOpRef> celu(const UOpRef& x, double alpha);
 absl::StatusOr<UOpRef> selu(const UOpRef& x);  // celu's negative side with torch's alpha, times its scale
+// torch's softplus: log1p(exp(beta * x)) / beta, and x itself where beta * x > threshold (so
+// large inputs neither overflow nor lose their gradient). beta must be finite and nonzero.
+absl::StatusOr<UOpRef> softplus(const UOpRef& x, double beta, double threshold);
 
 // Binary and ternary: float operands of one dtype and shape.
 absl::StatusOr<UOpRef> logaddexp(const UOpRef& a, const UOpRef& b);  // log(exp(a) + exp(b)), no overflow
@@ -36,6 +39,12 @@ absl::StatusOr<UOpRef> logaddexp(const UOpRef& a, const UOpRef& b);  // log(exp(
 absl::StatusOr<UOpRef> copysign(const UOpRef& a, const UOpRef& b);
 // start + weight * (end - start), computed from the nearer end as torch does (exact at weight 1).
 absl::StatusOr<UOpRef> lerp(const UOpRef& start, const UOpRef& end, const UOpRef& weight);
+
+// torch's clamp_min and clamp_max: max(x, bound) and min(x, bound) for operands of one dtype
+// (not bool) and shape, a nan in either giving nan (and no gradient). On a tie the whole gradient goes to x, so
+// clip = clamp_max(clamp_min(x, lo), hi) passes it with both bounds included, as torch.clamp.
+absl::StatusOr<UOpRef> clamp_min(const UOpRef& x, const UOpRef& lo);
+absl::StatusOr<UOpRef> clamp_max(const UOpRef& x, const UOpRef& hi);
 
 // Bool results, any dtype.
 absl::StatusOr<UOpRef> isfinite(const UOpRef& x);

@@ -176,7 +176,7 @@ builders <- list(
   ceil = unary(ceiling), trunc = unary(trunc), round = unary(round), sign = unary(sign), log2 = unary(log2),
   exp2 = unary(pg_exp2), reciprocal = unary(pg_reciprocal), rsqrt = unary(pg_rsqrt), square = unary(function(x) x^2),
   relu = unary(pg_relu), sigmoid = unary(pg_sigmoid), gelu = unary(pg_gelu), silu = unary(pg_silu),
-  softplus = unary(pg_softplus), logsigmoid = unary(pg_logsigmoid), relu6 = unary(pg_relu6), mish = unary(pg_mish),
+  softplus = function(ins, args) pg_softplus(ins[[1]], args$beta %||% 1, args$threshold %||% 20), logsigmoid = unary(pg_logsigmoid), relu6 = unary(pg_relu6), mish = unary(pg_mish),
   hardsigmoid = unary(pg_hardsigmoid), hardswish = unary(pg_hardswish), quickGelu = unary(pg_quick_gelu),
   isnan = unary(is.nan), isinf = unary(is.infinite),
   erf = unary(pg_erf), atan = unary(atan), asin = unary(asin), acos = unary(acos), sinh = unary(sinh),

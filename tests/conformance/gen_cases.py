@@ -138,7 +138,9 @@ case("neg/i16", "neg", "NEG", [inp("int16", (5,))])
 case("neg/i64-bits", "neg", "NEG", [inp("int64", (5,), "bits")])
 case("neg/i8-bits", "neg", "NEG", [inp("int8", (8,), "bits")])
 case("relu/i32", "relu", "RELU", [inp("int32", (6,))])
-case("softplus/f32", "softplus", ["EXP", "LOG"], [inp("float32", (2, 3))])
+case("softplus/f32", "softplus", "SOFTPLUS", [inp("float32", (2, 3))])
+case("softplus/f16-beta", "softplus", "SOFTPLUS", [inp("float16", (6,))], {"beta": 2, "threshold": 4.5})
+case("softplus/i32", "softplus", ["CAST", "SOFTPLUS"], [inp("int32", (5,), "small")])
 case("leakyRelu/f32", "leakyRelu", ["CMPLT", "WHERE"], [inp("float32", (2, 4))], {"slope": 0.125})
 case("abs/f32", "abs", ["MAX", "NEG"], [inp("float32", (6,))])
 case("abs/i8", "abs", ["MAX", "NEG"], [inp("int8", (6,))])
@@ -185,8 +187,11 @@ for dt in ["float32", "int8", "uint8", "bfloat16", "bool", "int64"]:
 for dt in ["float32", "int8", "uint8", "bool", "float16"]:
   case(f"minimum/{short(dt)}", "minimum", "MAX", [inp(dt, (2, 3)), inp(dt, (2, 3))])
 case("maximum/scalar-f32", "maximum", ["MAX", "CONST"], [inp("float32", (5,))], {"scalar": 0.5})
-case("clamp/f32", "clamp", "MAX", [inp("float32", (6,))], {"min": -1.5, "max": 2.25})
-case("clamp/i32", "clamp", "MAX", [inp("int32", (6,), "small")], {"min": -3, "max": 4})
+case("clamp/f32", "clamp", ["CLAMP_MIN", "CLAMP_MAX"], [inp("float32", (6,))], {"min": -1.5, "max": 2.25})
+case("clamp/i32", "clamp", ["CLAMP_MIN", "CLAMP_MAX"], [inp("int32", (6,), "small")], {"min": -3, "max": 4})
+case("clamp/f64-min", "clamp", "CLAMP_MIN", [inp("float64", (6,))], {"min": 0.5})
+case("clamp/u8-max", "clamp", "CLAMP_MAX", [inp("uint8", (6,))], {"max": 7})
+case("clamp/i16-float-min", "clamp", ["CAST", "CLAMP_MIN"], [inp("int16", (6,), "small")], {"min": 0.5})
 for name, wire in [("lt", "CMPLT"), ("le", "CMPLT"), ("gt", "CMPLT"), ("ge", "CMPLT"), ("eq", "CMPNE"), ("ne", "CMPNE")]:
   for dt in ["float32", "int32", "uint8"]:
     case(f"{name}/{short(dt)}", name, wire, [inp(dt, (2, 3), "small"), inp(dt, (2, 3), "small")])
@@ -392,10 +397,10 @@ case("rsqrt/f32", "rsqrt", ["SQRT", "RECIPROCAL"], [inp("float32", (6,), "pos")]
 case("tan/f32", "tan", ["SIN", "DIV"], [inp("float32", (6,), "unit")])
 case("elu/f32", "elu", ["EXP", "RELU"], [inp("float32", (8,))], {"alpha": 0.5})
 case("relu6/f32", "relu6", ["RELU", "MAX"], [inp("float32", (8,), lo=-32, hi=40, div=4)])
-case("logsigmoid/f32", "logsigmoid", ["EXP", "LOG"], [inp("float32", (8,))])
+case("logsigmoid/f32", "logsigmoid", ["NEG", "SOFTPLUS"], [inp("float32", (8,))])
 case("quickGelu/f32", "quickGelu", "SIGMOID", [inp("float32", (8,))])
-case("mish/f32", "mish", ["TANH", "LOG"], [inp("float32", (8,))])
-case("hardtanh/f32", "hardtanh", "MAX", [inp("float32", (8,))], {"min": -0.5, "max": 1.5})
+case("mish/f32", "mish", ["TANH", "SOFTPLUS"], [inp("float32", (8,))])
+case("hardtanh/f32", "hardtanh", ["CLAMP_MIN", "CLAMP_MAX"], [inp("float32", (8,))], {"min": -0.5, "max": 1.5})
 case("hardsigmoid/f32", "hardsigmoid", "RELU", [inp("float32", (8,))])
 case("hardswish/f32", "hardswish", ["RELU", "MAX"], [inp("float32", (8,))])
 case("lshift/i32", "lshift", "MUL", [inp("int32", (6,))], {"n": 3})
@@ -412,7 +417,7 @@ case("sparseCategoricalCrossentropy/f32", "sparseCategoricalCrossentropy", ["LOG
      [inp("float32", (4, 5)), inp("int32", (4,), lo=0, hi=4)], {"ignoreIndex": 2})
 case("binaryCrossentropy/f32", "binaryCrossentropy", ["LOG", "MEAN"],
      [inp("float32", (2, 3), lo=1, hi=7, div=8), inp("float32", (2, 3), lo=0, hi=4, div=4)])
-case("binaryCrossentropyLogits/sum", "binaryCrossentropyLogits", ["LOG", "REDUCE_SUM"],
+case("binaryCrossentropyLogits/sum", "binaryCrossentropyLogits", ["SOFTPLUS", "REDUCE_SUM"],
      [inp("float32", (2, 3)), inp("float32", (2, 3), lo=0, hi=4, div=4)], {"reduction": "sum"})
 # Chains (`then`): each step applies to the previous result. Dividing by zeros makes inf and nan,
 # which the generator never produces directly.

@@ -102,13 +102,14 @@ BUILD = {
     "dropout": _seeded(_dropout),
     **{name: (lambda m: lambda xs, a: getattr(xs[0], m)())(name)
        for name in ["neg", "exp2", "log2", "sqrt", "reciprocal", "sin", "cos", "exp", "log", "relu", "sigmoid",
-                    "tanh", "gelu", "silu", "softplus", "abs", "trunc", "floor", "ceil", "round", "sign", "square",
+                    "tanh", "gelu", "silu", "abs", "trunc", "floor", "ceil", "round", "sign", "square",
                     "rsqrt", "tan", "relu6", "logsigmoid", "mish", "hardsigmoid", "hardswish", "isnan", "isinf"]},
     "quickGelu": lambda xs, a: xs[0].quick_gelu(),
     **{name: (lambda m: lambda xs, a: getattr(xs[0], m)())(name)
        for name in ["erf", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "log10", "log1p", "expm1",
                     "softsign", "selu", "isfinite"]},
     "celu": lambda xs, a: xs[0].celu(a["alpha"]),
+    "softplus": lambda xs, a: xs[0].softplus(a.get("beta", 1.0), a.get("threshold", 20.0)),
     "logaddexp": _binary("logaddexp"),
     "copysign": _binary("copysign"),
     "lerp": lambda xs, a: xs[0].lerp(xs[1], a["weight"] if "weight" in a else xs[2]),

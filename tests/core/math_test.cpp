@@ -3,6 +3,7 @@
 // nan, ±inf and ±0 and the gradients are compared with torch in tests/e2e/test_torch_parity.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -19,8 +20,9 @@ namespace fe = frontend;
 class MathTest : public testing::RealizeFixture {
  protected:
   // Relative error against `want` over 256 random float64 inputs in [lo, hi).
-  void expect_close(const std::function<absl::StatusOr<UOpRef>(const UOpRef&)>& f, double (*want)(double), double lo,
-                    double hi, double rtol, const std::string& what) {
+  void expect_close(const std::function<absl::StatusOr<UOpRef>(const UOpRef&)>& f,
+                    const std::function<double(double)>& want, double lo, double hi, double rtol,
+                    const std::string& what) {
     std::vector<double> x;
     UOpRef X = randd({256}, x, lo, hi);
     std::vector<double> got = run<double>(f(X), {256});
@@ -28,6 +30,11 @@ class MathTest : public testing::RealizeFixture {
       const double w = want(x[i]);
       EXPECT_NEAR(got[i], w, rtol * std::abs(w) + 1e-300) << what << " at " << x[i];
     }
+  }
+  // The C library's overloaded functions, picked at double.
+  void expect_close(const std::function<absl::StatusOr<UOpRef>(const UOpRef&)>& f, double (*want)(double), double lo,
+                    double hi, double rtol, const std::string& what) {
+    expect_close(f, std::function<double(double)>(want), lo, hi, rtol, what);
   }
 };
 
@@ -61,6 +68,22 @@ TEST_F(MathTest, MatchesTheCLibraryOnEveryBranch) {
   expect_close(fe::expm1, std::expm1, -1e-9, 1e-9, 4e-16, "expm1");
   expect_close(fe::expm1, std::expm1, -0.5, 0.5, 4e-16, "expm1");
   expect_close(fe::expm1, std::expm1, -50, 50, 4e-16, "expm1");
+  // softplus: below the threshold log1p(exp(beta x)) / beta, above it x (exp(800) overflows).
+  for (double beta : {1.0, 0.5, 3.0}) {
+    expect_close([beta](const UOpRef& v) { return fe::softplus(v, beta, 20); },
+                 [beta](double v) { return beta * v > 20 ? v : std::log1p(std::exp(beta * v)) / beta; }, -300, 300,
+                 1e-15, "softplus");
+  }
+}
+
+TEST_F(MathTest, ClampsAgreeWithStdClampAndPropagateNan) {
+  std::vector<double> x, lo, hi;
+  UOpRef X = randd({256}, x, -3, 3), L = randd({256}, lo, -2, 0), H = randd({256}, hi, 0, 2);
+  std::vector<double> got = run<double>(fe::clamp_max(*fe::clamp_min(X, L), H), {256});
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(got[i], std::clamp(x[i], lo[i], hi[i])) << x[i];
+  UOpRef N = *fe::constant(NAN, DType::Float64, {256});
+  for (double v : run<double>(fe::clamp_min(X, N), {256})) EXPECT_TRUE(std::isnan(v));
+  for (double v : run<double>(fe::clamp_max(N, H), {256})) EXPECT_TRUE(std::isnan(v));
 }
 
 TEST_F(MathTest, ArgumentsAreChecked) {
@@ -73,6 +96,11 @@ TEST_F(MathTest, ArgumentsAreChecked) {
     EXPECT_NE(r.status().message().find("float"), std::string::npos) << r.status();
   }
   EXPECT_EQ(fe::celu(X, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fe::softplus(X, 0, 20).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(fe::softplus(X, 1, NAN).status().code(), absl::StatusCode::kInvalidArgument);
+  UOpRef B = *fe::constant(int64_t{1}, DType::Bool, {2, 3});
+  EXPECT_NE(fe::clamp_min(B, B).status().message().find("bool"), std::string::npos);
+  EXPECT_EQ(fe::clamp_max(X, I).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(fe::isclose(X, X, -1, 0, false).status().code(), absl::StatusCode::kInvalidArgument);
   UOpRef Y = randd({3}, x);
   EXPECT_NE(fe::logaddexp(X, Y).status().message().find("differ"), std::string::npos);

@@ -80,6 +80,7 @@ class Op:
   tol_scale: float = 1.0
   gen: Optional[Callable] = None  # (rng, shape, dtype_name, params) -> float64/int64 array, per "x" arg
   out: Optional[str] = None  # the float result's dtype when it is not the input's
+  int_gen: Optional[Callable] = None  # like gen, for integer dtypes (default: integers in [-5, 5])
   # Layouts the default run checks (FULL: all). Windowed ops over permuted, flipped or strided
   # views each need kernels of their own (about 100 s more for the six float32 windowed tests,
   # measured on the 2-core CI VM, all passing), so the default run leaves them to the full run.
@@ -92,6 +93,7 @@ def V(*shapes, **params) -> Variant:
 
 ALL_LAYOUTS = ("contiguous", "permuted", "shrunk", "flipped", "expanded", "strided")
 QUICK_WINDOWED = ("contiguous", "shrunk")
+LINALG_LAYOUTS = ("contiguous", "permuted", "shrunk", "flipped", "strided")
 
 
 def same(f):
@@ -175,6 +177,11 @@ def _away_from(*points):
       x = np.where(np.abs(x - v) < 0.02, x + 0.05, x)
     return x
   return gen
+
+
+def _svd_product(usv):
+  u, sv, vh = usv
+  return (u * sv.unsqueeze(-2)) @ vh
 
 
 def _with_zeros(rng, shape, dt, p):
@@ -295,6 +302,9 @@ OPS: List[Op] = [
     _binary("bitwise_xor", lambda a, b: a ^ b, lambda a, b: a ^ b, dts=INTS + ("bool",), grad=False),
     _unary("bitwise_not", lambda x: ~x, lambda x: ~x, dts=INTS + ("bool",), grad=False),
     _unary("shifts", lambda x: (x << 3) ^ (x >> 1), lambda x: (x << 3) ^ (x >> 1), dts=INTS, grad=False),
+    # shift amounts from a tensor, broadcast like any binary op
+    _binary("shifts_by_tensor", lambda a, b: (a << b) ^ (a >> b), lambda a, b: (a << b) ^ (a >> b), dts=INTS,
+            grad=False, int_gen=lambda rng, s, dt, p: rng.integers(0, 4, s) if p["_arg"] else rng.integers(-60, 60, s)),
     # The sign bit's shift: 2**(bits-1) does not fit a signed dtype, so it is not one floor division.
     _unary("rshift_sign_bit", lambda x: x >> (8 * x.dtype.itemsize - 1), lambda x: x >> (8 * x.element_size() - 1),
            dts=INTS, grad=False),
@@ -317,8 +327,13 @@ OPS: List[Op] = [
     _unary("abs", lambda x: x.abs(), torch.abs if torch else None, dts=FLOATS + ("int8", "int32", "int64")),
     _unary("sign", lambda x: x.sign(), torch.sign if torch else None, dts=FLOATS + ("int32",)),
     _unary("square", lambda x: x.square(), torch.square if torch else None, dts=ALL_NUM),
-    # no inputs at the bounds: polygrad (tinygrad) splits a tie's gradient, torch's clamp does not
-    _unary("clip", lambda x: x.clip(-0.5, 0.7), lambda x: x.clamp(-0.5, 0.7), gen=_away_from(-0.5, 0.7)),
+    # eighths: many inputs sit exactly on a bound, where torch's clamp passes the whole gradient
+    _unary("clip", lambda x: x.clip(-0.5, 0.75), lambda x: x.clamp(-0.5, 0.75), gen=_eighths),
+    _unary("clip_min", lambda x: x.clip(-0.5), lambda x: x.clamp(min=-0.5), gen=_eighths),
+    _unary("clip_max", lambda x: x.clip(None, 0.75), lambda x: x.clamp(max=0.75), gen=_eighths),
+    _unary("clip_ints", lambda x: x.clip(-1, 1), lambda x: x.clamp(-1, 1), dts=INTS, grad=False),
+    _binary("clip_tensor_bounds", lambda a, b: a.clip(b - 0.25, b + 0.5), lambda a, b: a.clamp(b - 0.25, b + 0.5),
+            gen=_eighths),
     _unary("trunc", lambda x: x.trunc(), torch.trunc if torch else None, gen=_away_from_ints),
     _unary("floor", lambda x: x.floor(), torch.floor if torch else None, gen=_away_from_ints),
     _unary("ceil", lambda x: x.ceil(), torch.ceil if torch else None, gen=_away_from_ints),
@@ -348,10 +363,18 @@ OPS: List[Op] = [
     _unary("silu", lambda x: x.silu(), F.silu if torch else None, domain=(-5.0, 5.0)),
     _unary("gelu", lambda x: x.gelu(), (lambda x: F.gelu(x, approximate="tanh")) if torch else None,
            domain=(-5.0, 5.0)),
+    _unary("gelu_none", lambda x: x.gelu(approximate="none"), F.gelu if torch else None, domain=(-5.0, 5.0)),
+    _unary("contiguous_backward", lambda x: (x * 2).contiguous_backward(), lambda x: x * 2),
     _unary("quick_gelu", lambda x: x.quick_gelu(), lambda x: x * torch.sigmoid(1.702 * x)),
     _unary("elu", lambda x: x.elu(), F.elu if torch else None),
     _unary("softplus", lambda x: x.softplus(), F.softplus if torch else None),
+    # beyond the threshold softplus is x itself (the exp would overflow float32 from about 88)
+    _unary("softplus_wide", lambda x: x.softplus(), F.softplus if torch else None, domain=(-120.0, 120.0)),
+    _unary("softplus_beta", lambda x: x.softplus(2.0, 5.0), lambda x: F.softplus(x, 2.0, 5.0),
+           domain=(-6.0, 6.0)),
     _unary("mish", lambda x: x.mish(), F.mish if torch else None),
+    # not at the bounds: hardtanh is clip here (torch.clamp's gradient there is 1), torch's own
+    # hardtanh passes none at them
     _unary("hardtanh", lambda x: x.hardtanh(), F.hardtanh if torch else None, gen=_away_from(-1.0, 1.0)),
     # torch's own hardsigmoid backward multiplies by a float32 1/6: the formula is the reference
     _unary("hardsigmoid", lambda x: x.hardsigmoid(), lambda x: (x / 6 + 0.5).clamp(0, 1), domain=(-4.0, 4.0)),
@@ -398,6 +421,17 @@ OPS: List[Op] = [
        lambda p, x: torch.amin(x, dim=_dims(p, x), keepdim=p.get("keepdim", False)), REDUCE_SHAPES, ALL_NUM),
     Op("prod", lambda p, x: x.prod(_axis(p), keepdim=p.get("keepdim", False)),
        lambda p, x: _tprod(p, x), REDUCE_SHAPES + REDUCE_EMPTY, FLOATS + ("int32", "int64", "int8"), gen=_with_zeros),
+    # sum and prod into another dtype (torch's dtype=): integer results that would wrap in the input's
+    Op("sum_dtype", lambda p, x: x.sum(_axis(p), dtype=p["dt"]),
+       lambda p, x: x.sum(dim=_dims(p, x), dtype=_torch_dtype(p["dt"])),
+       [V((3, 4), axis=1, dt="int64"), V((2, 3, 4), axis=(0, 2), dt="int32"), V((5,), axis=0, dt="float64")],
+       ("int8", "uint8", "int16", "int32"), grad=False, int_gen=lambda rng, s, dt, p: rng.integers(60, 120, s)),
+    Op("sum_dtype_float", lambda p, x: x.sum(_axis(p), dtype="float64"),
+       lambda p, x: x.sum(dim=_dims(p, x), dtype=torch.float64), [V((3, 4), axis=1), V((2, 3, 4), axis=None)],
+       ("float16", "bfloat16", "float32"), out="float64"),
+    Op("prod_dtype", lambda p, x: x.prod(_axis(p), dtype=p["dt"]),
+       lambda p, x: _tprod(p, x.to(_torch_dtype(p["dt"]))), [V((3, 4), axis=1, dt="int64"), V((5,), axis=0, dt="int32")],
+       ("int8", "uint8", "int16"), grad=False, int_gen=lambda rng, s, dt, p: rng.integers(1, 5, s)),
     Op("mean", lambda p, x: x.mean(_axis(p), keepdim=p.get("keepdim", False)),
        lambda p, x: x.mean(dim=_dims(p, x), keepdim=p.get("keepdim", False)), REDUCE_SHAPES),
     Op("var", lambda p, x: x.var(_axis(p), keepdim=p.get("keepdim", False)),
@@ -467,6 +501,17 @@ OPS: List[Op] = [
     Op("pad", lambda p, x: x.pad(p["pad"], value=p.get("value", 0)), lambda p, x: F.pad(x, p["pad"], value=p.get("value", 0)),
        [V((3, 4), pad=(1, 2)), V((2, 3, 4), pad=(0, 1, 2, 0)), V((3, 4), pad=(1, 1, 1, 1), value=1.5),
         V((3, 4), pad=(-1, 1))]),
+    # linear algebra built from the daemon's ops: Householder QR with LAPACK's signs (Q and R equal
+    # torch's), and one-sided Jacobi SVD, whose singular vectors are unique up to sign only. Not
+    # over expanded layouts: repeated rows make the matrix singular, where neither is differentiable.
+    Op("qr", lambda p, x: list(x.qr()), lambda p, x: list(torch.linalg.qr(x)), [V((4, 3)), V((3, 3)), V((2, 4, 3))],
+       ("float32", "float64"), tol_scale=4.0, layouts=LINALG_LAYOUTS),
+    Op("qr_wide", lambda p, x: list(x.qr()), lambda p, x: list(torch.linalg.qr(x)), [V((3, 5)), V((2, 2, 4))],
+       ("float32", "float64"), grad=False, tol_scale=4.0, layouts=LINALG_LAYOUTS),
+    Op("svd_values", lambda p, x: x.svd(full_matrices=False)[1], lambda p, x: torch.linalg.svdvals(x),
+       [V((4, 3)), V((3, 3)), V((2, 3, 4))], ("float32", "float64"), tol_scale=4.0, layouts=LINALG_LAYOUTS),
+    Op("svd_reconstructs", lambda p, x: _svd_product(x.svd(full_matrices=False)), lambda p, x: x * 1,
+       [V((4, 3)), V((2, 3, 4))], ("float32", "float64"), tol_scale=4.0, layouts=LINALG_LAYOUTS),
     # torch's reflect/replicate/circular pads (torch pads the last 1-3 axes of a 2-4-d input in
     # these modes; 3-d inputs here, the last axis or the last two)
     Op("pad_reflect", lambda p, x: x.pad(p["pad"], mode="reflect"), lambda p, x: F.pad(x, p["pad"], mode="reflect"),
@@ -698,6 +743,8 @@ def _data(rng, op: Op, v: Variant, i: int, kind: str, shape, dt: str) -> np.ndar
     return rng.integers(0, v.params["n"], shape).astype(np.int64)
   if kind == "b" or dt == "bool":
     return rng.random(shape) < 0.5
+  if dt in INTS and op.int_gen is not None:
+    return np.asarray(op.int_gen(rng, shape, dt, dict(v.params, _arg=i))).astype(np.int64)
   if dt in INTS:
     lo = 0 if dt == "uint8" else -5
     return rng.integers(lo, 6, shape).astype(np.int64)
@@ -1259,6 +1306,10 @@ EDGE_CASES = {
     "maximum_nan": (lambda a, b: a.maximum(b), torch.maximum if torch else None, [[1.0, NAN, 2.0], [NAN, 1.0, 3.0]], False),
     "minimum_nan": (lambda a, b: a.minimum(b), torch.minimum if torch else None, [[1.0, NAN, 2.0], [NAN, 1.0, 3.0]], False),
     "clip_nan": (lambda a: a.clip(-1, 1), lambda a: a.clamp(-1, 1), [[NAN, 2.0, -3.0, 0.5]], False),
+    "clip_nan_bound": (lambda a, b: a.clip(b, 1), lambda a, b: a.clamp(b, torch.ones(3)), [[0.5, 2.0, -3.0], [NAN, 0.0, NAN]],
+                       False),
+    "clip_grad_at_bounds": (lambda a: a.clip(-1, 1), lambda a: a.clamp(-1, 1), [[-1.0, 1.0, 0.0, 2.0, -2.0]], True),
+    "clip_grad_at_nan": (lambda a: a.clip(-1, 1), lambda a: a.clamp(-1, 1), [[NAN, 0.5]], True),
     # means over zero elements
     "mean_over_empty_axis": (lambda a: a.reshape(0, 3).mean(0), lambda a: a.reshape(0, 3).mean(0), [[]], False),
     "mean_of_empty": (lambda a: a.mean(), lambda a: a.mean(), [[]], False),
@@ -1268,6 +1319,12 @@ EDGE_CASES = {
     "tanh_grad_at_0": (lambda a: a.tanh(), torch.tanh if torch else None, [[0.0, 0.5]], True),
     "maximum_tie_grad": (lambda a, b: a.maximum(b), torch.maximum if torch else None, [[1.0, 2.0], [1.0, 3.0]], True),
     # extremes without overflow
+    "softplus_extremes": (lambda a: a.softplus(), F.softplus if torch else None,
+                          [[-200.0, -90.0, 19.5, 20.0, 20.5, 90.0, 200.0, 3.0e38]], True),
+    "softplus_beta_threshold": (lambda a: a.softplus(0.5, 3.0), lambda a: F.softplus(a, 0.5, 3.0),
+                                [[5.0, 6.0, 7.0, 500.0]], True),
+    "logsigmoid_extremes": (lambda a: a.logsigmoid(), F.logsigmoid if torch else None, [[-200.0, -90.0, 90.0]], True),
+    "mish_extremes": (lambda a: a.mish(), F.mish if torch else None, [[-200.0, 90.0, 200.0]], True),
     "sigmoid_extremes": (lambda a: a.sigmoid(), torch.sigmoid if torch else None, [[-200.0, -90.0, 90.0, 200.0]], True),
     "gelu_exact_extremes": (lambda a: a.gelu(approximate="none"), lambda a: F.gelu(a),
                             [[-200.0, -6.0, 0.0, 1.5, 200.0]], True),

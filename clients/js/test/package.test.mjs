@@ -60,7 +60,7 @@ test('every wire op has a Tensor method that builds it', () => {
     f.to('CUDA'), f.erf(), f.atan(), f.asin(), f.acos(), f.sinh(), f.cosh(), f.asinh(), f.acosh(), f.atanh(),
     f.log10(), f.log1p(), f.expm1(), f.logaddexp(f), f.copysign(f), f.lerp(f, 0.5), f.softsign(), f.celu(), f.selu(),
     f.isfinite(), f.isclose(f), f.sort(0).values, f.topk(2).indices, f.cummax(1)[0], f.cummin(1)[1], f.cumprod(0),
-    f.logcumsumexp(1),
+    f.logcumsumexp(1), f.softplus(), f.clip(0, 1),
   ];
   Tensor.training = false;
   const made = new Set(built.flatMap((t) => {

@@ -226,6 +226,17 @@ test('autograd: backward, grad, detach and noGrad', async () => {
   const l = z.mul(z.detach()).sum();
   l.backward();
   assert.deepEqual(await z.grad.data(), new Float32Array([1, 2]));
+  // softplus past its threshold and clip at its bounds, as torch: x itself, and the whole gradient
+  const s = Tensor.from([-1, 0, 1, 100], { dtype: 'float32', requiresGrad: true });
+  const sp = s.softplus();
+  sp.sum().backward();
+  assert.equal((await sp.data())[3], 100);
+  assert.equal((await s.grad.data())[3], 1);
+  const c = Tensor.from([-1, 0.5, 1, 2, NaN], { dtype: 'float32', requiresGrad: true });
+  const cl = c.clip(-1, 1);
+  cl.sum().backward();
+  assert.ok(Number.isNaN((await cl.data())[4]));
+  assert.deepEqual(await c.grad.data(), new Float32Array([1, 1, 1, 0, 0]));
   const n = Tensor.noGrad(() => z.mul(2));
   assert.equal(n.requiresGrad, null);
   assert.throws(() => Tensor.from([1, 2]).requiresGrad = true, /only float tensors/);

@@ -47,6 +47,7 @@ ERF, ATAN, ASIN, ACOS, SINH, COSH, ASINH, ACOSH, ATANH = 146, 147, 148, 149, 150
 LOG10, LOG1P, EXPM1, LOGADDEXP, COPYSIGN, LERP, SOFTSIGN, CELU, SELU = 155, 156, 157, 158, 159, 160, 161, 162, 163
 ISFINITE, ISCLOSE = 164, 165
 SORT, TOPK, CUMMAX, CUMMIN, CUMPROD, LOGCUMSUMEXP = 200, 201, 202, 203, 204, 205
+SOFTPLUS, CLAMP_MIN, CLAMP_MAX = 220, 221, 222
 
 OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
 # Composite ops whose node carries a CompositeArg (the others take no argument).
@@ -55,7 +56,7 @@ COMPOSITE_ARG_OPS = frozenset({SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYER
                                RANDINT, DROPOUT, CONV_TRANSPOSE2D, RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN,
                                BATCHNORM_EVAL, SCALED_DOT_PRODUCT_ATTENTION,
                                SCALED_DOT_PRODUCT_ATTENTION_MASKED, COPY, CELU, ISCLOSE, SORT, TOPK, CUMMAX,
-                               CUMMIN, CUMPROD, LOGCUMSUMEXP})
+                               CUMMIN, CUMPROD, LOGCUMSUMEXP, SOFTPLUS})
 
 # Queued releases beyond this go out in a Release call of their own before the next node is made.
 RELEASE_BATCH = 4096
@@ -96,6 +97,8 @@ class Composite:
   equal_nan: bool = False
   descending: bool = False  # SORT, TOPK (largest)
   indices: bool = False  # SORT, TOPK, CUMMAX, CUMMIN: positions instead of values
+  beta: float = 0.0  # SOFTPLUS
+  threshold: float = 0.0  # SOFTPLUS
 
 
 class Node:
@@ -397,6 +400,8 @@ class Graph:
       c.rtol = a.rtol
       c.atol = a.atol
       c.equal_nan = a.equal_nan
+      c.beta = a.beta
+      c.threshold = a.threshold
     elif n.op == CONST:
       c = msg.constant
       c.shape.extend(n.shape)

@@ -1707,10 +1707,11 @@ class Tensor:
   def elu(self, alpha: float = 1.0) -> "Tensor":
     return self.relu() - alpha * (1 - self.exp()).relu()
 
-  def softplus(self, beta: float = 1.0) -> "Tensor":
-    # The JavaScript and R clients build this same graph (the conformance corpus compares bytes);
-    # it overflows to inf for beta * x above about 88 (torch: x), left for a core SOFTPLUS op.
-    return (1 + (self * beta).exp()).log() * (1 / beta)
+  def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> "Tensor":
+    """log(1 + exp(beta * x)) / beta, and x where beta * x > threshold (torch's softplus): no
+    overflow at large inputs, and a gradient of 1 there."""
+    x = self._float()
+    return Tensor._make(g.SOFTPLUS, x.dtype, x.shape, (x,), g.Composite(beta=float(beta), threshold=float(threshold)))
 
   def abs(self) -> "Tensor":
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
@@ -1724,12 +1725,23 @@ class Tensor:
     return self * self
 
   def clip(self, min_=None, max_=None) -> "Tensor":
+    """torch's clamp: min_ and max_ are numbers or tensors (broadcast, promoting the dtype). A nan
+    anywhere gives nan; at a bound the whole gradient reaches self."""
     if min_ is None and max_ is None:
       raise ShapeError("clip needs min_ or max_")
-    # maximum/minimum, as the JavaScript and R clients (the conformance corpus compares them): a
-    # NaN propagates, but at a bound the gradient splits in half where torch passes all of it.
-    x = self if min_ is None else self.maximum(min_)
-    return x if max_ is None else x.minimum(max_)
+    x = self if min_ is None else self._clamp(g.CLAMP_MIN, min_)
+    return x if max_ is None else x._clamp(g.CLAMP_MAX, max_)
+
+  def clamp_min(self, min_) -> "Tensor":
+    return self._clamp(g.CLAMP_MIN, min_)
+
+  def clamp_max(self, max_) -> "Tensor":
+    return self._clamp(g.CLAMP_MAX, max_)
+
+  def _clamp(self, op: int, bound) -> "Tensor":
+    if self.dtype == dtypes.bool:
+      raise ShapeError(f"{g.OP_NAMES[op].lower()} does not take bool tensors")
+    return self._binop(op, bound)
 
   clamp = clip
 

@@ -24,8 +24,16 @@ pg_rsqrt <- function(x) pg_reciprocal(sqrt(x))
 #' @export
 pg_clamp <- function(x, min = NULL, max = NULL) {
   if (is.null(min) && is.null(max)) pg_abort("invalid_argument", "pg_clamp needs min or max")
-  y <- if (is.null(min)) x else pg_maximum(x, min)
-  if (is.null(max)) y else pg_minimum(y, max)
+  y <- if (is.null(min)) x else clamp_op(OP$CLAMP_MIN, x, min)
+  if (is.null(max)) y else clamp_op(OP$CLAMP_MAX, y, max)
+}
+
+# torch's clamp_min / clamp_max on the daemon: nan anywhere gives nan, a tie passes x's gradient.
+clamp_op <- function(op, x, bound) {
+  if (x$node$dtype == "bool") {
+    pg_abort("invalid_argument", sprintf("%s does not take bool tensors", tolower(names(OP)[unlist(OP) == op])))
+  }
+  binop(op, x, bound)
 }
 
 #' @rdname pg_exp2
@@ -38,17 +46,20 @@ is.infinite.polygrad_tensor <- function(x) (x == Inf) | (x == -Inf)
 
 #' More activations
 #'
-#' `pg_softplus` is log(1 + exp(beta x)) / beta; `pg_logsigmoid` log(sigmoid(x)); `pg_elu` x
+#' `pg_softplus` is log(1 + exp(beta x)) / beta, and x where beta x > `threshold` (torch); `pg_logsigmoid` log(sigmoid(x)); `pg_elu` x
 #' above 0, else alpha (exp(x) - 1); `pg_relu6` min(max(x, 0), 6); `pg_hardtanh` x clamped to
 #' \[min_val, max_val\]; `pg_hardsigmoid` relu6-like max(0, min(1, alpha x + beta));
 #' `pg_hardswish` x relu6(x + 3) / 6; `pg_mish` x tanh(softplus(x)); `pg_quick_gelu`
 #' x sigmoid(1.702 x).
 #' @param x a tensor.
-#' @param beta,alpha the curves' parameters.
+#' @param beta,alpha,threshold the curves' parameters.
 #' @param min_val,max_val `pg_hardtanh`'s bounds.
 #' @return a tensor of x's shape.
 #' @export
-pg_softplus <- function(x, beta = 1) log(1 + exp(x * beta)) * (1 / beta)
+pg_softplus <- function(x, beta = 1, threshold = 20) {
+  x <- float_of(x)
+  make(OP$SOFTPLUS, x$node$dtype, x$node$shape, list(x), list(beta = beta, threshold = threshold))
+}
 
 #' @rdname pg_softplus
 #' @export

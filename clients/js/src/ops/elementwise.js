@@ -1,7 +1,7 @@
 'use strict';
 // Elementwise ops: casts, broadcasting binary ops with tinygrad's dtype promotion, comparisons,
 // integer and bitwise ops, unary math and activations (the Python client's rules exactly).
-const { OPS } = require('../ops');
+const { OPS, OP_NAMES } = require('../ops');
 const { GRAPH } = require('../graph');
 const { Composite } = require('../composite');
 const { dtypes, toDType, leastUpperDType, leastUpperFloat } = require('../dtype');
@@ -339,7 +339,12 @@ P.relu = function relu() {
 P.relu6 = function relu6() { return this.relu().minimum(6); };
 P.leakyRelu = function leakyRelu(negSlope = 0.01) { return this.lt(0).where(this.mul(negSlope), this); };
 P.elu = function elu(alpha = 1.0) { return this.relu().sub(this.exp().sub(1, true).relu().mul(alpha, true)); };
-P.softplus = function softplus(beta = 1.0) { return this.mul(beta).exp().add(1, true).log().mul(1 / beta); };
+// torch's softplus: x itself where beta * x > threshold (the daemon's SOFTPLUS).
+P.softplus = function softplus(beta = 1.0, threshold = 20.0) {
+  const x = this._float();
+  return Tensor._make(OPS.SOFTPLUS, x.dtype, x._node.shape, [x],
+    new Composite({ beta: Number(beta), threshold: Number(threshold) }));
+};
 P.logsigmoid = function logsigmoid() { return this.neg().softplus().neg(); };
 P.abs = function abs() {
   if (this.dtype === dtypes.bool || this.dtype.kind === 'u') return this;
@@ -349,11 +354,20 @@ P.sign = function sign() {
   return this.ne(0).where(this.lt(0).where(this.fullLike(-1), this.fullLike(1)), this.fullLike(0));
 };
 P.square = function square() { return this.mul(this); };
+// torch's clamp (the daemon's CLAMP_MIN and CLAMP_MAX): a nan anywhere gives nan, and at a bound
+// the whole gradient reaches x.
 P.clip = function clip(min, max) {
-  if ((min === undefined || min === null) && (max === undefined || max === null)) throw new TypeError('clip needs min or max');
-  const x = min === undefined || min === null ? this : this.maximum(min);
-  return max === undefined || max === null ? x : x.minimum(max);
+  const none = (v) => v === undefined || v === null;
+  if (none(min) && none(max)) throw new TypeError('clip needs min or max');
+  const x = none(min) ? this : this.clampMin(min);
+  return none(max) ? x : x.clampMax(max);
 };
+P._clamp = function _clamp(op, bound) {
+  if (this.dtype === dtypes.bool) throw new TypeError(`${OP_NAMES[op].toLowerCase()} does not take bool tensors`);
+  return this._binop(op, bound);
+};
+P.clampMin = function clampMin(min) { return this._clamp(OPS.CLAMP_MIN, min); };
+P.clampMax = function clampMax(max) { return this._clamp(OPS.CLAMP_MAX, max); };
 P.clamp = P.clip;
 P.isnan = function isnan() { return this.ne(this); };
 P.isinf = function isinf(detectPositive = true, detectNegative = true) {

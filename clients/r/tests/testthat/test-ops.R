@@ -66,6 +66,22 @@ test_that("gradients of a simple function", {
   expect_equal(as.vector(as.array(d)), c(1, 2, 3))
 })
 
+test_that("softplus past its threshold and clamp at its bounds pass torch's gradients", {
+  s <- pg_tensor(c(-1, 0, 1, 100))
+  requires_grad(s) <- TRUE
+  sp <- pg_softplus(s)
+  backward(sum(sp))
+  expect_equal(as.vector(as.array(sp))[4], 100)
+  expect_equal(as.vector(as.array(grad(s))), c(plogis(c(-1, 0, 1)), 1), tolerance = 1e-6)
+  c <- pg_tensor(c(-1, 0.5, 1, 2, NaN))
+  requires_grad(c) <- TRUE
+  cl <- pg_clamp(c, -1, 1)
+  backward(sum(cl))
+  expect_true(is.nan(as.vector(as.array(cl))[5]))
+  expect_equal(as.vector(as.array(grad(c))), c(1, 1, 1, 0, 0))
+  expect_error(pg_clamp(pg_tensor(c(TRUE, FALSE)), 0), "clamp_min does not take bool")
+})
+
 test_that("print shows values, dtype and device", {
   out <- format(pg_tensor(matrix(c(1, 2, 3, 4), 2)))
   expect_match(out[1], "float32\\[2, 2\\] on CPU")
