@@ -232,6 +232,19 @@ class Lowerer {
   // per-axis index, so chains of them keep the flat index as it is (no div/mod at all); anything
   // else gets the flat index split into the node's axes.
   UOpRef lower_flat(const UOpRef& node, const UOpRef& flat, const UOpRef& valid, int depth) {
+    // Memoized like lower(): a node reached along several paths (x in both branches of a WHERE,
+    // a shared subexpression) is lowered once, not once per path, which is exponential in the
+    // depth of such sharing (tanh through expm1 never finished). nullptr marks the flat index.
+    std::vector<const UOp*> key{node.get(), valid.get(), nullptr, flat.get()};
+    keep_.push_back(flat);
+    keep_.push_back(valid);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    UOpRef out = lower_flat_uncached(node, flat, valid, depth);
+    memo_.emplace(std::move(key), out);
+    return out;
+  }
+
+  UOpRef lower_flat_uncached(const UOpRef& node, const UOpRef& flat, const UOpRef& valid, int depth) {
     const UOp& n = *node;
     bool loaded = node != root_ && is_materialized_(node.get());
     if (!loaded && n.op == Ops::RESHAPE) return lower_flat(n.src[0], flat, valid, depth + 1);

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/frontend/math.h"
 #include "core/frontend/status_macros.h"
 #include "core/frontend/tensor_ops.h"
 
@@ -254,15 +255,6 @@ absl::StatusOr<UOpRef> sigmoid(const UOpRef& x) {
   PG_ASSIGN(pos, alu(Ops::RECIP, {d}));
   PG_ASSIGN(neg, alu(Ops::MUL, {e, pos}));
   return alu(Ops::WHERE, {below, neg, pos});
-}
-
-absl::StatusOr<UOpRef> tanh(const UOpRef& x) {
-  // tanh(x) = 2 * sigmoid(2x) - 1
-  PG_ASSIGN(x2, scale(x, 2));
-  PG_ASSIGN(s, sigmoid(x2));
-  PG_ASSIGN(s2, scale(s, 2));
-  PG_ASSIGN(one, scalar_like(1, x));
-  return alu(Ops::SUB, {s2, one});
 }
 
 absl::StatusOr<UOpRef> gelu(const UOpRef& x) {

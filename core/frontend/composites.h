@@ -37,7 +37,6 @@ absl::StatusOr<UOpRef> exp(const UOpRef& x);
 absl::StatusOr<UOpRef> log(const UOpRef& x);
 absl::StatusOr<UOpRef> relu(const UOpRef& x);
 absl::StatusOr<UOpRef> sigmoid(const UOpRef& x);
-absl::StatusOr<UOpRef> tanh(const UOpRef& x);
 absl::StatusOr<UOpRef> gelu(const UOpRef& x);  // tanh approximation, as tinygrad
 absl::StatusOr<UOpRef> silu(const UOpRef& x);
 

@@ -126,19 +126,28 @@ absl::Status need_same(const std::vector<UOpRef>& xs, const char* what) {
   return absl::OkStatus();
 }
 
-// 16-bit floats compute in float32: their own precision cannot hold the coefficients, and torch
-// computes them in float32 too.
-DType work_dtype(DType dt) { return dt == DType::Float64 ? DType::Float64 : DType::Float32; }
+// How much wider than its operands a function computes. Functions of the math library compute
+// float32 in float64 and round once, so they stay within about half an ulp of the true value
+// (torch's float32 libm is within 1-1.5), where float32 steps would compound their roundings to
+// several ulp (an exp through exp2(x log2 e) alone loses |x| ulp). Activations, which models
+// run over whole tensors, stay in float32. 16-bit floats compute in float32 either way: their
+// own precision cannot hold the coefficients, and torch computes them in float32 too.
+enum class Work { Activation, Library };
+
+DType work_dtype(DType dt, Work w) {
+  if (dt == DType::Float64 || (dt == DType::Float32 && w == Work::Library)) return DType::Float64;
+  return DType::Float32;
+}
 
 // f over float operands of one dtype and shape, computed in the work dtype and cast back.
 template <typename F>
-absl::StatusOr<UOpRef> elementwise(const char* what, std::vector<UOpRef> xs, F f) {
+absl::StatusOr<UOpRef> elementwise(const char* what, std::vector<UOpRef> xs, F f, Work w = Work::Library) {
   if (auto s = need_float(xs[0], what); !s.ok()) return s;
   if (auto s = need_same(xs, what); !s.ok()) return s;
-  const DType out = xs[0]->dtype, work = work_dtype(out);
+  const DType out = xs[0]->dtype, work = work_dtype(out, w);
   for (UOpRef& t : xs) {
-    PG_ASSIGN(w, cast(t, work));
-    t = w;
+    PG_ASSIGN(wt, cast(t, work));
+    t = wt;
   }
   Expr e(work, xs[0]->shape);
   PG_ASSIGN(r, e.done(f(e, xs)));
@@ -146,8 +155,8 @@ absl::StatusOr<UOpRef> elementwise(const char* what, std::vector<UOpRef> xs, F f
 }
 
 template <typename F>
-absl::StatusOr<UOpRef> unary(const char* what, const UOpRef& x, F f) {
-  return elementwise(what, {x}, [&](Expr& e, const std::vector<UOpRef>& xs) { return f(e, xs[0]); });
+absl::StatusOr<UOpRef> unary(const char* what, const UOpRef& x, F f, Work w = Work::Library) {
+  return elementwise(what, {x}, [&](Expr& e, const std::vector<UOpRef>& xs) { return f(e, xs[0]); }, w);
 }
 
 // atan on [0, 0.66]: x + x^3 P(x^2) / Q(x^2) (Cephes atan.c).
@@ -319,7 +328,8 @@ absl::StatusOr<UOpRef> expm1(const UOpRef& x) {
 }
 
 absl::StatusOr<UOpRef> softsign(const UOpRef& x) {
-  return unary("softsign", x, [](Expr& e, const UOpRef& v) { return e.div(v, e.add(e.abs_tie(v), 1.0)); });
+  return unary("softsign", x, [](Expr& e, const UOpRef& v) { return e.div(v, e.add(e.abs_tie(v), 1.0)); },
+               Work::Activation);
 }
 
 namespace {
@@ -339,12 +349,14 @@ UOpRef elu_expr(Expr& e, const UOpRef& v, double alpha, double input_scale) {
 absl::StatusOr<UOpRef> celu(const UOpRef& x, double alpha) {
   if (alpha == 0 || !std::isfinite(alpha))
     return absl::InvalidArgumentError(absl::StrCat("celu needs a finite nonzero alpha, got ", alpha));
-  return unary("celu", x, [&](Expr& e, const UOpRef& v) { return elu_expr(e, v, alpha, 1.0 / alpha); });
+  return unary("celu", x, [&](Expr& e, const UOpRef& v) { return elu_expr(e, v, alpha, 1.0 / alpha); },
+               Work::Activation);
 }
 
 absl::StatusOr<UOpRef> selu(const UOpRef& x) {
   constexpr double kAlpha = 1.6732632423543772848170429916717, kScale = 1.0507009873554804934193349852946;
-  return unary("selu", x, [](Expr& e, const UOpRef& v) { return e.mul(elu_expr(e, v, kAlpha, 1.0), kScale); });
+  return unary("selu", x, [](Expr& e, const UOpRef& v) { return e.mul(elu_expr(e, v, kAlpha, 1.0), kScale); },
+               Work::Activation);
 }
 
 absl::StatusOr<UOpRef> softplus(const UOpRef& x, double beta, double threshold) {
@@ -359,7 +371,7 @@ absl::StatusOr<UOpRef> softplus(const UOpRef& x, double beta, double threshold) 
     UOpRef over = e.gt(bx, threshold);
     UOpRef r = e.mul(e.log1p(e.exp(e.where(over, 0.0, bx))), 1.0 / beta);
     return e.where(over, v, r);
-  });
+  }, Work::Activation);
 }
 
 namespace {
@@ -381,6 +393,16 @@ absl::StatusOr<UOpRef> clamp(const char* what, const UOpRef& x, const UOpRef& bo
 
 absl::StatusOr<UOpRef> clamp_min(const UOpRef& x, const UOpRef& lo) { return clamp("clamp_min", x, lo, false); }
 absl::StatusOr<UOpRef> clamp_max(const UOpRef& x, const UOpRef& hi) { return clamp("clamp_max", x, hi, true); }
+
+absl::StatusOr<UOpRef> tanh(const UOpRef& x) {
+  return unary("tanh", x, [](Expr& e, const UOpRef& v) {
+    // -E / (2 + E) with E = expm1(-2|x|), signed like x: 2 sigmoid(2x) - 1 cancels to nothing
+    // near 0 (tanh(1e-5) lost every digit in float32), and E never overflows. |x| and the sign
+    // go through WHERE, so the slope at 0 is 1 and -0.0 stays -0.0.
+    UOpRef em = e.expm1(e.mul(e.abs_odd(v), -2.0));
+    return e.with_sign_of(v, e.div(e.neg(em), e.add(em, 2.0)));
+  }, Work::Activation);
+}
 
 absl::StatusOr<UOpRef> logaddexp(const UOpRef& a, const UOpRef& b) {
   return elementwise("logaddexp", {a, b}, [](Expr& e, const std::vector<UOpRef>& v) {
@@ -419,7 +441,7 @@ absl::StatusOr<UOpRef> lerp(const UOpRef& start, const UOpRef& end, const UOpRef
     UOpRef from_start = e.add(v[0], e.mul(v[2], diff));
     UOpRef from_end = e.sub(v[1], e.mul(diff, e.sub(e.c(1.0), v[2])));
     return e.where(near_start, from_start, from_end);
-  });
+  }, Work::Activation);
 }
 
 absl::StatusOr<UOpRef> isfinite(const UOpRef& x) {
@@ -437,7 +459,7 @@ absl::StatusOr<UOpRef> isclose(const UOpRef& a_in, const UOpRef& b_in, double rt
     PG_ASSIGN(ne, alu(Ops::CMPNE, {a_in, b_in}));
     return alu(Ops::NOT, {ne});
   }
-  const DType work = dtype_is_float(a_in->dtype) ? work_dtype(a_in->dtype) : DType::Float64;
+  const DType work = dtype_is_float(a_in->dtype) ? work_dtype(a_in->dtype, Work::Activation) : DType::Float64;
   PG_ASSIGN(a, cast(a_in, work));
   PG_ASSIGN(b, cast(b_in, work));
   Expr e(work, a->shape);

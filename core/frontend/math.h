@@ -11,7 +11,10 @@
 
 namespace polygrad::frontend {
 
-// Unary, float tensors only.
+// Unary, float tensors only. The library functions compute float32 in float64 and round once
+// (within about half an ulp); the activations (tanh, softsign, celu, selu, softplus) and lerp
+// compute in float32, as models run them over whole tensors.
+absl::StatusOr<UOpRef> tanh(const UOpRef& x);  // through expm1: exact near 0, no overflow
 absl::StatusOr<UOpRef> erf(const UOpRef& x);    // FreeBSD msun's rational approximations, |error| < 1 ulp of float64
 absl::StatusOr<UOpRef> atan(const UOpRef& x);   // Cephes' reduction to [0, 0.66] and rational approximation
 absl::StatusOr<UOpRef> asin(const UOpRef& x);   // atan(x / sqrt((1 - x)(1 + x))): nan outside [-1, 1]

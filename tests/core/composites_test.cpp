@@ -7,6 +7,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/kernels_for.h"
 #include "core/frontend/composites.h"
+#include "core/frontend/math.h"
 #include "core/frontend/tensor_ops.h"
 #include "core/render/c_renderer.h"
 #include "tests/core/realize_fixture.h"

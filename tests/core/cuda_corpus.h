@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/frontend/composites.h"
+#include "core/frontend/math.h"
 #include "core/frontend/gradient.h"
 #include "core/frontend/tensor_ops.h"
 #include "core/ir/uop.h"
