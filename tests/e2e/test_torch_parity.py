@@ -1053,6 +1053,36 @@ def test_float32_library_functions_round_once(name, f, lo, hi):
   assert ulps.max() <= 0.501, f"{name}: {ulps.max():.2f} ulp at x = {x[ulps.argmax()]!r}"
 
 
+# Creation functions against torch's: exact endpoints, int64 past int32, float steps.
+CREATION = {
+    "linspace_endpoints": (lambda: Tensor.linspace(-1.3, 2.7, 7), lambda: torch.linspace(-1.3, 2.7, 7)),
+    "linspace_descending": (lambda: Tensor.linspace(5.0, -3.0, 9), lambda: torch.linspace(5.0, -3.0, 9)),
+    "linspace_one_step": (lambda: Tensor.linspace(0.1, 0.7, 2), lambda: torch.linspace(0.1, 0.7, 2)),
+    "linspace_single": (lambda: Tensor.linspace(3.5, 9.0, 1), lambda: torch.linspace(3.5, 9.0, 1)),
+    "arange_past_int32": (lambda: Tensor.arange(2**31 - 2, 2**31 + 3), lambda: torch.arange(2**31 - 2, 2**31 + 3)),
+    "arange_negative_past_int32": (lambda: Tensor.arange(-2**31 - 1, -2**31 + 2), lambda: torch.arange(-2**31 - 1, -2**31 + 2)),
+    "arange_float_step": (lambda: Tensor.arange(0.0, 1.0, 0.1), lambda: torch.arange(0.0, 1.0, 0.1)),
+    "arange_negative_step": (lambda: Tensor.arange(10, 0, -3), lambda: torch.arange(10, 0, -3)),
+}
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("name", CREATION)
+def test_creation_matches_torch(name):
+  pg, th = CREATION[name]
+  got, ref = pg().numpy(), th().numpy()
+  # tinygrad's default int is int32 (torch's int64); past int32 both are int64
+  if "int32" in name:
+    assert got.dtype == ref.dtype == np.int64, f"{name}: dtype {got.dtype}, torch's {ref.dtype}"
+  assert got.dtype.kind == ref.dtype.kind
+  # Inner linspace points are the correctly rounded values; torch's float32 steps may be a few
+  # ulp of the range away from them.
+  np.testing.assert_array_equal(got, ref) if got.dtype.kind in "iu" else \
+      np.testing.assert_allclose(got, ref, rtol=0, atol=4e-7 * float(np.abs(ref).max()))
+  if name.startswith("linspace"):  # the endpoints exactly
+    assert got[0] == ref[0] and got[-1] == ref[-1]
+
+
 def test_allclose_is_a_python_bool():
   a = Tensor([1.0, _INF, _NAN])
   assert a.allclose(Tensor([1.0 + 1e-7, _INF, _NAN]), equal_nan=True) is True
