@@ -1362,10 +1362,13 @@ EDGE_CASES = {
     # means over zero elements
     "mean_over_empty_axis": (lambda a: a.reshape(0, 3).mean(0), lambda a: a.reshape(0, 3).mean(0), [[]], False),
     "mean_of_empty": (lambda a: a.mean(), lambda a: a.mean(), [[]], False),
+    "var_over_empty_axis": (lambda a: a.reshape(0, 3).var(0), lambda a: a.reshape(0, 3).var(0), [[]], False),
+    "var_of_one_element": (lambda a: a.reshape(1, 3).var(0), lambda a: a.reshape(1, 3).var(0), [[1.0, 2.0, 3.0]], False),
     # gradients at the points where a max-based formula ties
     "relu_grad_at_0": (lambda a: a.relu(), torch.relu if torch else None, [[0.0, 1.0, -1.0]], True),
     "sigmoid_grad_at_0": (lambda a: a.sigmoid(), torch.sigmoid if torch else None, [[0.0, -0.0, 1.0]], True),
     "tanh_grad_at_0": (lambda a: a.tanh(), torch.tanh if torch else None, [[0.0, 0.5]], True),
+    "minimum_tie_grad": (lambda a, b: a.minimum(b), torch.minimum if torch else None, [[1.0, 2.0], [1.0, 3.0]], True),
     "maximum_tie_grad": (lambda a, b: a.maximum(b), torch.maximum if torch else None, [[1.0, 2.0], [1.0, 3.0]], True),
     # extremes without overflow
     # 2 sigmoid(2x) - 1 cancelled to nothing near 0 (tanh(1e-5) was off by 66,000 ulp in float32)
