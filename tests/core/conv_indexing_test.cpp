@@ -56,8 +56,8 @@ TEST_P(ConvCases, MatchesDirectConvolution) {
   UOpRef X = randd({c.n, c.cin, c.h, c.w}, x), W = randd({c.cout, c.cin / c.groups, c.k, c.k}, w);
   int64_t oh, ow;
   auto want = conv_ref(x, w, c.n, c.cin, c.h, c.w, c.cout, c.k, c.k, c.stride, c.pad, c.dil, c.groups, oh, ow);
-  fe::Conv2dParams p{{c.stride, c.stride}, {c.pad, c.pad}, {c.dil, c.dil}, c.groups};
-  auto got = run<double>(fe::conv2d(X, W, p), {c.n, c.cout, oh, ow});
+  fe::ConvParams p{{c.stride, c.stride}, {c.pad, c.pad}, {c.dil, c.dil}, c.groups};
+  auto got = run<double>(fe::conv(X, W, p), {c.n, c.cout, oh, ow});
   // Padding gets a kernel of its own, so the convolution's loads carry no bounds checks.
   EXPECT_EQ(last_kernels_, c.pad > 0 ? 2u : 1u);
   ASSERT_EQ(got.size(), want.size());
@@ -72,8 +72,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvCases,
 TEST_F(ConvIndexingTest, ConvWeightGradientMatchesFiniteDifferences) {
   std::vector<double> x, w;
   UOpRef X = randd({1, 2, 5, 5}, x), W = randd({3, 2, 3, 3}, w);
-  fe::Conv2dParams p{{2, 2}, {1, 1}, {1, 1}, 1};
-  UOpRef y = *fe::conv2d(X, W, p);
+  fe::ConvParams p{{2, 2}, {1, 1}, {1, 1}, 1};
+  UOpRef y = *fe::conv(X, W, p);
   UOpRef loss = *fe::reduce(Ops::ADD, *fe::alu(Ops::MUL, {y, y}), {0, 1, 2, 3});
   auto g = fe::gradient(loss, {W});
   ASSERT_TRUE(g.ok()) << g.status();
@@ -93,10 +93,10 @@ TEST_F(ConvIndexingTest, ConvWeightGradientMatchesFiniteDifferences) {
 TEST_F(ConvIndexingTest, MaxAndAvgPoolWithPadding) {
   std::vector<double> x;
   UOpRef X = randd({2, 3, 7, 6}, x);
-  fe::Conv2dParams p{{2, 2}, {1, 1}, {1, 1}, 1};
+  fe::ConvParams p{{2, 2}, {1, 1}, {1, 1}, 1};
   int64_t oh = (7 + 2 - 3) / 2 + 1, ow = (6 + 2 - 3) / 2 + 1;
-  auto mx = run<double>(fe::max_pool2d(X, {3, 3}, p), {2, 3, oh, ow});
-  auto av = run<double>(fe::avg_pool2d(X, {3, 3}, p), {2, 3, oh, ow});
+  auto mx = run<double>(fe::max_pool(X, {3, 3}, p), {2, 3, oh, ow});
+  auto av = run<double>(fe::avg_pool(X, {3, 3}, p), {2, 3, oh, ow});
   for (int64_t b = 0; b < 6; ++b)
     for (int64_t y = 0; y < oh; ++y)
       for (int64_t z = 0; z < ow; ++z) {
@@ -121,8 +121,8 @@ TEST_F(ConvIndexingTest, IntegerMaxPoolPaddingNeverWins) {
     bound_[x64.get()] = buf;
     leaves_.push_back(x64);
     UOpRef x = *fe::cast(x64, dt);
-    fe::Conv2dParams p{{2, 2}, {1, 1}, {1, 1}, 1};
-    auto got = run<int64_t>(fe::cast(*fe::max_pool2d(x, {2, 2}, p), DType::Int64), {1, 3, 3});
+    fe::ConvParams p{{2, 2}, {1, 1}, {1, 1}, 1};
+    auto got = run<int64_t>(fe::cast(*fe::max_pool(x, {2, 2}, p), DType::Int64), {1, 3, 3});
     // Windows over the padded 6x6 grid: the top-left one holds only element (0,0).
     EXPECT_EQ(got[0], -100) << dtype_name(dt);
     EXPECT_EQ(got[4], -100 + 10) << dtype_name(dt);  // original rows and columns 1..2
