@@ -1,7 +1,9 @@
 // Convolution, pooling and index ops against direct float64 loops on random inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "core/engine/engine.h"
@@ -128,6 +130,66 @@ TEST_F(ConvIndexingTest, IntegerMaxPoolPaddingNeverWins) {
     EXPECT_EQ(got[4], -100 + 10) << dtype_name(dt);  // original rows and columns 1..2
     EXPECT_EQ(got[8], -100 + 15) << dtype_name(dt);
   }
+}
+
+TEST_F(ConvIndexingTest, OneAndThreeSpatialAxes) {
+  // A 3-D convolution whose depth and width kernels are 1 is the 2-D one on each depth slice; a
+  // 1-D one is the 2-D one over a height of 1.
+  std::vector<double> x, w;
+  UOpRef X = randd({1, 2, 3, 6, 1}, x), W = randd({3, 2, 1, 3, 1}, w);
+  fe::ConvParams p3{{1, 2, 1}, {0, 1, 0}, {1, 1, 1}, 1};
+  auto got3 = run<double>(fe::conv(X, W, p3), {1, 3, 3, 3, 1});
+  UOpRef X1 = *fe::reshape(X, {1, 2, 18}), W1 = *fe::reshape(W, {3, 2, 3});
+  fe::ConvParams p1{{2}, {1, 2}, {1}, 1};
+  auto got1 = run<double>(fe::conv(X1, W1, p1), {1, 3, 10});
+  for (int64_t o = 0; o < 3; ++o) {
+    for (int64_t d = 0; d < 3; ++d)
+      for (int64_t y = 0; y < 3; ++y) {
+        double acc = 0;
+        for (int64_t c = 0; c < 2; ++c)
+          for (int64_t k = 0; k < 3; ++k) {
+            int64_t yy = y * 2 + k - 1;
+            if (yy >= 0 && yy < 6) acc += x[(c * 3 + d) * 6 + yy] * w[(o * 2 + c) * 3 + k];
+          }
+        EXPECT_NEAR(got3[(o * 3 + d) * 3 + y], acc, 1e-12);
+      }
+    for (int64_t y = 0; y < 10; ++y) {  // padding (1, 2): (18 + 3 - 3) / 2 + 1 outputs
+      double acc = 0;
+      for (int64_t c = 0; c < 2; ++c)
+        for (int64_t k = 0; k < 3; ++k) {
+          int64_t yy = y * 2 + k - 1;
+          if (yy >= 0 && yy < 18) acc += x[c * 18 + yy] * w[(o * 2 + c) * 3 + k];
+        }
+      EXPECT_NEAR(got1[o * 10 + y], acc, 1e-12);
+    }
+  }
+  // Four spatial axes are refused, naming the shapes.
+  auto bad = fe::conv(*fe::reshape(X, {1, 2, 3, 6, 1, 1}), *fe::reshape(W, {3, 2, 1, 3, 1, 1}), p3);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ConvIndexingTest, MaxPoolIndicesTiesNanAndPadding) {
+  // One row: windows of 3, stride 2, padding 1 over [5, 5, 1, nan, 7, nan, 2]. Torch: a tie
+  // keeps the first, a NaN beats numbers and the last NaN of a window wins, padding never wins.
+  BufferPtr buf = *engine_->allocate(DType::Float64, {1, 7});
+  const double nan = std::nan("");
+  double vals[] = {5, 5, 1, nan, 7, nan, 2};
+  std::copy(std::begin(vals), std::end(vals), static_cast<double*>(buf->data()));
+  UOpRef x = *fe::buffer(buf->id(), DType::Float64, {1, 7});
+  bound_[x.get()] = buf;
+  leaves_.push_back(x);
+  fe::ConvParams p{{2}, {1}, {1}, 1};
+  auto idx = run<int32_t>(fe::max_pool_indices(x, {3}, p), {1, 4});
+  EXPECT_EQ(idx, (std::vector<int32_t>{0, 3, 5, 5}));
+  // Every element the lowest int: the first one inside the input wins, not the padding.
+  BufferPtr ib = *engine_->allocate(DType::Int32, {2, 2});
+  std::fill_n(static_cast<int32_t*>(ib->data()), 4, std::numeric_limits<int32_t>::min());
+  UOpRef xi = *fe::buffer(ib->id(), DType::Int32, {2, 2});
+  bound_[xi.get()] = ib;
+  leaves_.push_back(xi);
+  fe::ConvParams q{{1, 1}, {1, 1}, {1, 1}, 1};
+  auto ii = run<int32_t>(fe::max_pool_indices(xi, {2, 2}, q), {3, 3});
+  EXPECT_EQ(ii, (std::vector<int32_t>{0, 0, 1, 0, 0, 1, 2, 2, 3}));
 }
 
 TEST_F(ConvIndexingTest, CumsumTrilTriu) {
