@@ -9,13 +9,13 @@
 #include "absl/strings/str_join.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/sorting.h"
-#include "core/frontend/conv.h"
 #include "core/frontend/indexing.h"
 #include "core/frontend/math.h"
 #include "core/frontend/gradient.h"
 #include "core/frontend/random.h"
 #include "core/frontend/tensor_ops.h"
 #include "core/engine/placement.h"
+#include "server/decode_window.h"
 #include "server/status.h"
 
 namespace polygrad::server {
@@ -242,26 +242,6 @@ class NodeDecoder {
     return absl::InternalError("op kind without a builder");
   }
 
-  std::vector<int64_t> kernel() const {
-    const auto& k = node_.composite().kernel();
-    return std::vector<int64_t>(k.begin(), k.end());
-  }
-
-  // Convolution and pooling parameters with their defaults: stride 1 (pooling: the kernel),
-  // padding 0, dilation 1, groups 1.
-  frontend::Conv2dParams conv_params(size_t spatial, bool pooling) const {
-    const v1::CompositeArg& c = node_.composite();
-    frontend::Conv2dParams p;
-    auto list = [&](const auto& field, std::vector<int64_t> fallback) {
-      return field.empty() ? fallback : std::vector<int64_t>(field.begin(), field.end());
-    };
-    p.stride = list(c.stride(), pooling ? kernel() : std::vector<int64_t>(spatial, 1));
-    p.padding = list(c.padding(), std::vector<int64_t>(spatial, 0));
-    p.dilation = list(c.dilation(), std::vector<int64_t>(spatial, 1));
-    p.groups = c.groups() == 0 ? 1 : c.groups();
-    return p;
-  }
-
   // Scans and sorts compare every element of the axis with every other: the work of a tensor
   // with the axis' size appended, held to max_elements like any tensor (else one node could keep
   // a worker busy for hours).
@@ -313,9 +293,10 @@ class NodeDecoder {
         if (absl::Status s = check_shape(shape, limits_, "shape"); !s.ok()) return s;
         return frontend::arange(shape[0], *dt);
       }
-      case v1::CONV2D: return frontend::conv2d(x, src_[1], conv_params(2, false));
-      case v1::MAX_POOL2D: return frontend::max_pool2d(x, kernel(), conv_params(2, true));
-      case v1::AVG_POOL2D: return frontend::avg_pool2d(x, kernel(), conv_params(2, true));
+      case v1::CONV2D:
+      case v1::MAX_POOL2D:
+      case v1::AVG_POOL2D:
+      case v1::CONV_TRANSPOSE2D: return build_window_op(spec_.wire, c, src_, limits_);
       case v1::CUMSUM: {
         absl::StatusOr<int64_t> axis = one_axis();
         if (!axis.ok()) return axis.status();
@@ -352,11 +333,6 @@ class NodeDecoder {
         return frontend::randint(shape, *dt, c.low(), c.high(), key);
       }
       case v1::DROPOUT: return frontend::dropout(x, c.p(), key);
-      case v1::CONV_TRANSPOSE2D: {
-        std::vector<int64_t> output_padding(c.output_padding().begin(), c.output_padding().end());
-        if (output_padding.empty()) output_padding = {0, 0};
-        return frontend::conv_transpose2d(x, src_[1], conv_params(2, false), output_padding);
-      }
       case v1::RMS_NORM: return frontend::rms_norm(x, c.normalized_axes(), c.eps());
       case v1::GROUP_NORM: return frontend::group_norm(x, c.groups(), c.eps());
       case v1::BATCHNORM_TRAIN: return frontend::batchnorm_train(x, c.eps());

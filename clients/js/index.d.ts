@@ -65,16 +65,17 @@ export interface SumOptions extends ReduceOptions {
 export interface VarOptions extends ReduceOptions {
   correction?: number;
 }
+/** Convolution and pooling take 1, 2 or 3 spatial axes: one value per axis, or a number for all. */
 export interface Conv2dOptions {
   groups?: number;
-  stride?: number | [number, number];
-  dilation?: number | [number, number];
-  /** a number, [h, w], or [left, right, top, bottom] */
+  stride?: number | number[];
+  dilation?: number | number[];
+  /** a number, one value per axis, or (before, after) pairs from the last axis back: [left, right, top, bottom] in 2-D */
   padding?: number | number[];
 }
 export interface PoolOptions {
-  stride?: number | [number, number] | null;
-  dilation?: number | [number, number];
+  stride?: number | number[] | null;
+  dilation?: number | number[];
   padding?: number | number[];
 }
 /** A slice: 'start:stop:step' (parts may be empty) or { start, stop, step }. */
@@ -294,9 +295,10 @@ export declare class Tensor {
   linear(weight: Tensor, bias?: Tensor | null): Tensor;
   sequential(layers: Array<((x: Tensor) => Tensor) | { forward(x: Tensor): Tensor }>): Tensor;
   conv2d(weight: Tensor, bias?: Tensor | null, options?: Conv2dOptions): Tensor;
-  convTranspose2d(weight: Tensor, bias?: Tensor | null, options?: Conv2dOptions & { outputPadding?: number | [number, number] }): Tensor;
-  maxPool2d(kernelSize?: number | [number, number], options?: PoolOptions): Tensor;
-  avgPool2d(kernelSize?: number | [number, number], options?: PoolOptions): Tensor;
+  convTranspose2d(weight: Tensor, bias?: Tensor | null, options?: Conv2dOptions & { outputPadding?: number | number[] }): Tensor;
+  /** over the last kernelSize.length axes (1 to 3; a number: 2-D) */
+  maxPool2d(kernelSize?: number | number[], options?: PoolOptions): Tensor;
+  avgPool2d(kernelSize?: number | number[], options?: PoolOptions): Tensor;
   tril(diagonal?: number): Tensor;
   triu(diagonal?: number): Tensor;
   gather(dim: number, index: Tensor | NestedArray): Tensor;
@@ -324,7 +326,7 @@ export declare namespace nn {
     forward(x: Tensor): Tensor;
   }
   class Conv2d implements Layer {
-    constructor(inChannels: number, outChannels: number, kernelSize: number | [number, number],
+    constructor(inChannels: number, outChannels: number, kernelSize: number | number[],
       options?: { stride?: number | [number, number]; padding?: number | number[] | 'valid' | 'same'; dilation?: number | [number, number]; groups?: number; bias?: boolean });
     weight: Tensor;
     bias: Tensor | null;

@@ -1,15 +1,14 @@
 #include "core/frontend/conv.h"
 
-#include <limits>
+#include <algorithm>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/frontend/conv_internal.h"
 #include "core/frontend/status_macros.h"
-#include "core/frontend/tensor_ops.h"
 
 namespace polygrad::frontend {
-namespace {
 
 absl::Status positive(const std::vector<int64_t>& v, size_t n, const char* what) {
   if (v.size() != n)
@@ -19,39 +18,30 @@ absl::Status positive(const std::vector<int64_t>& v, size_t n, const char* what)
   return absl::OkStatus();
 }
 
-// (top, bottom, left, right) from (h, w) or the four values.
-absl::StatusOr<std::vector<int64_t>> padding4(const std::vector<int64_t>& p) {
-  std::vector<int64_t> out;
-  if (p.size() == 2) out = {p[0], p[0], p[1], p[1]};
-  else if (p.size() == 4) out = p;
-  else return absl::InvalidArgumentError(absl::StrCat("padding needs 2 or 4 values, got ", p.size()));
-  for (int64_t v : out)
+absl::StatusOr<UOpRef> pad_spatial(const UOpRef& x, const Pairs& pads) {
+  const size_t r = x->shape.size(), n = pads.size();
+  bool any = false;
+  for (const auto& [lo, hi] : pads) any = any || lo != 0 || hi != 0;
+  if (!any) return x;
+  Pairs all(r, {0, 0});
+  std::copy(pads.begin(), pads.end(), all.end() - static_cast<std::ptrdiff_t>(n));
+  return pad(x, all);
+}
+
+absl::StatusOr<Pairs> spatial_padding(const std::vector<int64_t>& p, size_t n) {
+  Pairs out;
+  if (p.size() == n) {
+    for (int64_t v : p) out.emplace_back(v, v);
+  } else if (p.size() == 2 * n) {
+    for (size_t i = 0; i < n; ++i) out.emplace_back(p[2 * i], p[2 * i + 1]);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("padding needs ", n, " values (one per spatial axis) or ", 2 * n,
+                                                   " ((before, after) per axis), got ", p.size()));
+  }
+  for (int64_t v : p)
     if (v < 0) return absl::InvalidArgumentError(absl::StrCat("padding must be >= 0, got ", v));
   return out;
 }
-
-// The smallest value of a dtype (-inf for floats), exactly representable in it.
-std::variant<int64_t, double> lowest(DType dt) {
-  switch (dt) {
-    case DType::Int8: return int64_t{std::numeric_limits<int8_t>::min()};
-    case DType::Int16: return int64_t{std::numeric_limits<int16_t>::min()};
-    case DType::Int32: return int64_t{std::numeric_limits<int32_t>::min()};
-    case DType::Int64: return std::numeric_limits<int64_t>::min();
-    default:
-      if (dtype_is_float(dt)) return -std::numeric_limits<double>::infinity();
-      return int64_t{0};  // unsigned and bool
-  }
-}
-
-absl::StatusOr<UOpRef> pad_spatial(const UOpRef& x, const std::vector<int64_t>& pad4) {
-  Pairs pairs(x->shape.size(), {0, 0});
-  size_t r = x->shape.size();
-  pairs[r - 2] = {pad4[0], pad4[1]};
-  pairs[r - 1] = {pad4[2], pad4[3]};
-  return pad(x, pairs);
-}
-
-}  // namespace
 
 absl::StatusOr<UOpRef> pool_windows(const UOpRef& x, const std::vector<int64_t>& kernel,
                                     const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation) {
@@ -112,130 +102,150 @@ absl::StatusOr<UOpRef> pool_windows(const UOpRef& x, const std::vector<int64_t>&
   return permute(k, order);
 }
 
-absl::StatusOr<UOpRef> conv_transpose2d(const UOpRef& x, const UOpRef& w, const Conv2dParams& p,
-                                        const std::vector<int64_t>& output_padding) {
-  if (x->shape.size() != 4 || w->shape.size() != 4)
-    return absl::InvalidArgumentError(absl::StrCat("conv_transpose2d takes (N, Cin, H, W) input and (Cin, Cout/groups, KH, KW) "
-                                                   "weight, got ranks ", x->shape.size(), " and ", w->shape.size()));
-  if (auto s = positive(p.stride, 2, "stride"); !s.ok()) return s;
-  if (auto s = positive(p.dilation, 2, "dilation"); !s.ok()) return s;
-  if (p.padding.size() != 2)
-    return absl::InvalidArgumentError(absl::StrCat("conv_transpose2d padding needs 2 values (h, w), got ", p.padding.size()));
-  if (output_padding.size() != 2)
-    return absl::InvalidArgumentError(absl::StrCat("output_padding needs 2 values (h, w), got ", output_padding.size()));
-  const int64_t groups = p.groups, cin = x->shape[1];
+
+namespace {
+
+// Axes first..first+n-1 as a list (for reduce, flip and permute).
+std::vector<int64_t> axes_from(int64_t first, size_t n) {
+  std::vector<int64_t> a(n);
+  for (size_t i = 0; i < n; ++i) a[i] = first + static_cast<int64_t>(i);
+  return a;
+}
+
+absl::Status spatial_count(size_t n, const char* what, const UOpRef& x, const UOpRef& w) {
+  if (n < 1 || n > kMaxSpatial || x->shape.size() != n + 2)
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " takes an (N, C, *spatial) input and a weight of the same rank with 1 to ", kMaxSpatial,
+        " spatial axes, got input (", absl::StrJoin(x->shape, ", "), ") and weight (", absl::StrJoin(w->shape, ", "), ")"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> conv(const UOpRef& x, const UOpRef& w, const ConvParams& p) {
+  const size_t ns = w->shape.size() < 2 ? 0 : w->shape.size() - 2;
+  if (auto s = spatial_count(ns, "conv", x, w); !s.ok()) return s;
+  if (x->dtype != w->dtype)
+    return absl::InvalidArgumentError(absl::StrCat("conv input and weight differ in dtype: ", dtype_name(x->dtype), " vs ",
+                                                   dtype_name(w->dtype)));
+  const int64_t n = x->shape[0], cin_all = x->shape[1], cout = w->shape[0], cin = w->shape[1];
+  const int64_t g = p.groups;
+  if (g < 1 || cin * g != cin_all || cout % g != 0)
+    return absl::InvalidArgumentError(absl::StrCat("conv groups=", g, " do not fit input channels ", cin_all,
+                                                   ", weight input channels ", cin, " and output channels ", cout));
+  PG_ASSIGN(pads, spatial_padding(p.padding, ns));
+  PG_ASSIGN(xp, pad_spatial(x, pads));
+  const Shape k(w->shape.begin() + 2, w->shape.end());
+  PG_ASSIGN(win, pool_windows(xp, k, p.stride, p.dilation));  // (N, Cin, *out, *k)
+  const Shape out(win->shape.begin() + 2, win->shape.begin() + 2 + static_cast<std::ptrdiff_t>(ns));
+  const int64_t rc = cout / g;
+  const auto nsi = static_cast<int64_t>(ns);
+  // Broadcast both to (N, g, Cout/g, *out, Cin/g, *k) and sum over the last 1 + ns axes.
+  Shape xr{n, g, cin, 1}, xe{n, g, cin, rc}, wr{1, g, rc}, full{n, g, rc};
+  for (int64_t o : out) {
+    xr.push_back(o);
+    xe.push_back(o);
+    wr.push_back(1);
+    full.push_back(o);
+  }
+  wr.push_back(cin);
+  full.push_back(cin);
+  for (int64_t kk : k) {
+    xr.push_back(kk);
+    xe.push_back(kk);
+    wr.push_back(kk);
+    full.push_back(kk);
+  }
+  std::vector<int64_t> order{0, 1, 3};
+  for (int64_t a : axes_from(4, ns)) order.push_back(a);
+  order.push_back(2);
+  for (int64_t a : axes_from(4 + nsi, ns)) order.push_back(a);
+  PG_ASSIGN(x1, reshape(win, xr));
+  PG_ASSIGN(x2, expand(x1, xe));
+  PG_ASSIGN(x3, permute(x2, order));
+  PG_ASSIGN(w1, reshape(w, wr));
+  PG_ASSIGN(w2, expand(w1, full));
+  PG_ASSIGN(prod, alu(Ops::MUL, {x3, w2}));
+  PG_ASSIGN(s, reduce(Ops::ADD, prod, axes_from(3 + nsi, ns + 1)));
+  Shape y{n, cout};
+  y.insert(y.end(), out.begin(), out.end());
+  return reshape(s, y);
+}
+
+absl::StatusOr<UOpRef> conv_transpose(const UOpRef& x, const UOpRef& w, const ConvParams& p,
+                                      const std::vector<int64_t>& output_padding) {
+  const size_t ns = w->shape.size() < 2 ? 0 : w->shape.size() - 2;
+  if (auto s = spatial_count(ns, "conv_transpose", x, w); !s.ok()) return s;
+  if (auto s = positive(p.stride, ns, "stride"); !s.ok()) return s;
+  if (auto s = positive(p.dilation, ns, "dilation"); !s.ok()) return s;
+  if (p.padding.size() != ns)
+    return absl::InvalidArgumentError(absl::StrCat("conv_transpose padding needs ", ns, " values (one per spatial axis), got ",
+                                                   p.padding.size()));
+  if (output_padding.size() != ns)
+    return absl::InvalidArgumentError(absl::StrCat("output_padding needs ", ns, " values, got ", output_padding.size()));
+  const int64_t groups = p.groups, n = x->shape[0], cin = x->shape[1];
   if (groups < 1 || cin % groups != 0 || w->shape[0] != cin)
-    return absl::InvalidArgumentError(absl::StrCat("conv_transpose2d: weight (", absl::StrJoin(w->shape, ", "),
+    return absl::InvalidArgumentError(absl::StrCat("conv_transpose: weight (", absl::StrJoin(w->shape, ", "),
                                                    ") does not fit ", cin, " input channels in ", groups, " groups"));
   const int64_t cout_g = w->shape[1];
-  std::vector<int64_t> pad4;
-  for (int i = 0; i < 2; ++i) {
+  Pairs pads;
+  for (size_t i = 0; i < ns; ++i) {
     const int64_t k = w->shape[2 + i], s = p.stride[i], d = p.dilation[i], pd = p.padding[i], op = output_padding[i];
     if (pd < 0 || op < 0 || (op >= s && op >= d))
-      return absl::InvalidArgumentError(absl::StrCat("conv_transpose2d: padding ", pd, " and output_padding ", op,
+      return absl::InvalidArgumentError(absl::StrCat("conv_transpose: padding ", pd, " and output_padding ", op,
                                                      " must be >= 0, output_padding smaller than stride or dilation"));
-    pad4.push_back(d * (k - 1) - pd);
-    pad4.push_back(d * (k - 1) - pd + op);
+    pads.emplace_back(d * (k - 1) - pd, d * (k - 1) - pd + op);
   }
   // Zero-stuff the input: each spatial element followed by stride - 1 zeros, the last ones cut.
   UOpRef xs = x;
-  if (p.stride[0] > 1 || p.stride[1] > 1) {
-    const int64_t n = x->shape[0], h = x->shape[2], wd = x->shape[3], sh = p.stride[0], sw = p.stride[1];
-    PG_ASSIGN(a, reshape(x, {n, cin, h, 1, wd, 1}));
-    PG_ASSIGN(b, pad(a, {{0, 0}, {0, 0}, {0, 0}, {0, sh - 1}, {0, 0}, {0, sw - 1}}));
-    PG_ASSIGN(c, reshape(b, {n, cin, h * sh, wd * sw}));
-    PG_ASSIGN(d, shrink(c, {{0, n}, {0, cin}, {0, h * sh - (sh - 1)}, {0, wd * sw - (sw - 1)}}));
+  if (std::any_of(p.stride.begin(), p.stride.end(), [](int64_t s) { return s > 1; })) {
+    Shape split{n, cin}, joined{n, cin};
+    Pairs grow{{0, 0}, {0, 0}}, cut{{0, n}, {0, cin}};
+    for (size_t i = 0; i < ns; ++i) {
+      const int64_t in = x->shape[2 + i], s = p.stride[i];
+      split.insert(split.end(), {in, 1});
+      grow.insert(grow.end(), {{0, 0}, {0, s - 1}});
+      joined.push_back(in * s);
+      cut.emplace_back(0, in * s - (s - 1));
+    }
+    PG_ASSIGN(a, reshape(x, split));
+    PG_ASSIGN(b, pad(a, grow));
+    PG_ASSIGN(c, reshape(b, joined));
+    PG_ASSIGN(d, shrink(c, cut));
     xs = d;
   }
   // Negative padding (padding beyond the kernel's reach) crops instead.
-  Pairs crop{{0, xs->shape[0]}, {0, xs->shape[1]}, {0, xs->shape[2]}, {0, xs->shape[3]}};
+  Pairs crop{{0, n}, {0, cin}};
   bool cropped = false;
-  for (int i = 0; i < 2; ++i) {
-    int64_t& lo = pad4[2 * i];
-    int64_t& hi = pad4[2 * i + 1];
-    if (lo < 0) { crop[2 + i].first = -lo; lo = 0; cropped = true; }
-    if (hi < 0) { crop[2 + i].second += hi; hi = 0; cropped = true; }
-    if (crop[2 + i].first > crop[2 + i].second)
-      return absl::InvalidArgumentError("conv_transpose2d: padding leaves no output");
+  for (size_t i = 0; i < ns; ++i) {
+    crop.emplace_back(0, xs->shape[2 + i]);
+    auto& [lo, hi] = pads[i];
+    if (lo < 0) { crop.back().first = -lo; lo = 0; cropped = true; }
+    if (hi < 0) { crop.back().second += hi; hi = 0; cropped = true; }
+    if (crop.back().first >= crop.back().second)
+      return absl::InvalidArgumentError("conv_transpose: padding leaves no output");
   }
   if (cropped) {
     PG_ASSIGN(cr, shrink(xs, crop));
     xs = cr;
   }
-  // weight (Cin, Cout/g, KH, KW) -> (g, Cin/g, Cout/g, KH, KW) -> (g, Cout/g, Cin/g, KH, KW), flipped.
-  const int64_t kh = w->shape[2], kw = w->shape[3];
-  PG_ASSIGN(w1, reshape(w, {groups, cin / groups, cout_g, kh, kw}));
-  PG_ASSIGN(w2, permute(w1, {0, 2, 1, 3, 4}));
-  PG_ASSIGN(w3, flip(w2, {3, 4}));
-  PG_ASSIGN(w4, reshape(w3, {groups * cout_g, cin / groups, kh, kw}));
-  Conv2dParams q;
-  q.stride = {1, 1};
-  q.padding = pad4;
+  // weight (Cin, Cout/g, *k) -> (g, Cin/g, Cout/g, *k) -> (g, Cout/g, Cin/g, *k), flipped.
+  const Shape k(w->shape.begin() + 2, w->shape.end());
+  Shape grouped{groups, cin / groups, cout_g}, regrouped{groups * cout_g, cin / groups};
+  grouped.insert(grouped.end(), k.begin(), k.end());
+  regrouped.insert(regrouped.end(), k.begin(), k.end());
+  std::vector<int64_t> order{0, 2, 1};
+  for (int64_t a : axes_from(3, ns)) order.push_back(a);
+  PG_ASSIGN(w1, reshape(w, grouped));
+  PG_ASSIGN(w2, permute(w1, order));
+  PG_ASSIGN(w3, flip(w2, axes_from(3, ns)));
+  PG_ASSIGN(w4, reshape(w3, regrouped));
+  ConvParams q;
+  q.stride.assign(ns, 1);
+  for (const auto& [lo, hi] : pads) q.padding.insert(q.padding.end(), {lo, hi});
   q.dilation = p.dilation;
   q.groups = groups;
-  return conv2d(xs, w4, q);
-}
-
-absl::StatusOr<UOpRef> conv2d(const UOpRef& x, const UOpRef& w, const Conv2dParams& p) {
-  if (x->shape.size() != 4 || w->shape.size() != 4)
-    return absl::InvalidArgumentError(absl::StrCat("conv2d takes (N, C, H, W) input and (O, C/groups, KH, KW) weight, got ranks ",
-                                                   x->shape.size(), " and ", w->shape.size()));
-  if (x->dtype != w->dtype)
-    return absl::InvalidArgumentError(absl::StrCat("conv2d input and weight differ in dtype: ", dtype_name(x->dtype), " vs ",
-                                                   dtype_name(w->dtype)));
-  const int64_t n = x->shape[0], cin_all = x->shape[1], cout = w->shape[0], cin = w->shape[1];
-  const int64_t g = p.groups;
-  if (g < 1 || cin * g != cin_all || cout % g != 0)
-    return absl::InvalidArgumentError(absl::StrCat("conv2d groups=", g, " do not fit input channels ", cin_all,
-                                                   ", weight input channels ", cin, " and output channels ", cout));
-  PG_ASSIGN(pad4, padding4(p.padding));
-  PG_ASSIGN(xp, pad_spatial(x, pad4));
-  const int64_t kh = w->shape[2], kw = w->shape[3];
-  PG_ASSIGN(win, pool_windows(xp, {kh, kw}, p.stride, p.dilation));  // (N, Cin, OH, OW, KH, KW)
-  const int64_t oh = win->shape[2], ow = win->shape[3], rc = cout / g;
-  Shape full{n, g, rc, oh, ow, cin, kh, kw};
-  PG_ASSIGN(xr, reshape(win, {n, g, cin, 1, oh, ow, kh, kw}));
-  PG_ASSIGN(xe, expand(xr, {n, g, cin, rc, oh, ow, kh, kw}));
-  PG_ASSIGN(xt, permute(xe, {0, 1, 3, 4, 5, 2, 6, 7}));
-  PG_ASSIGN(wr, reshape(w, {1, g, rc, 1, 1, cin, kh, kw}));
-  PG_ASSIGN(we, expand(wr, full));
-  PG_ASSIGN(prod, alu(Ops::MUL, {xt, we}));
-  PG_ASSIGN(s, reduce(Ops::ADD, prod, {5, 6, 7}));
-  return reshape(s, {n, cout, oh, ow});
-}
-
-absl::StatusOr<UOpRef> max_pool2d(const UOpRef& x, const std::vector<int64_t>& kernel, const Conv2dParams& p) {
-  if (x->shape.size() < 2) return absl::InvalidArgumentError("max_pool2d needs at least 2 axes");
-  PG_ASSIGN(pad4, padding4(p.padding));
-  UOpRef src = x;
-  if (pad4 != std::vector<int64_t>{0, 0, 0, 0}) {
-    // Padding must never win a max: pad with -inf (or the dtype's lowest value).
-    PG_ASSIGN(ones, constant(int64_t{1}, DType::Bool, x->shape));
-    PG_ASSIGN(inside, pad_spatial(ones, pad4));
-    PG_ASSIGN(padded, pad_spatial(x, pad4));
-    PG_ASSIGN(fill, constant(lowest(x->dtype), x->dtype, padded->shape));
-    PG_ASSIGN(masked, alu(Ops::WHERE, {inside, padded, fill}));
-    src = masked;
-  }
-  PG_ASSIGN(win, pool_windows(src, kernel, p.stride, p.dilation));
-  int64_t r = static_cast<int64_t>(win->shape.size());
-  PG_ASSIGN(m, reduce(Ops::MAX, win, {r - 2, r - 1}));
-  Shape out(win->shape.begin(), win->shape.end() - 2);
-  return reshape(m, out);
-}
-
-absl::StatusOr<UOpRef> avg_pool2d(const UOpRef& x, const std::vector<int64_t>& kernel, const Conv2dParams& p) {
-  if (!dtype_is_float(x->dtype)) return absl::InvalidArgumentError("avg_pool2d needs a float tensor");
-  if (x->shape.size() < 2) return absl::InvalidArgumentError("avg_pool2d needs at least 2 axes");
-  PG_ASSIGN(pad4, padding4(p.padding));
-  PG_ASSIGN(padded, pad_spatial(x, pad4));
-  PG_ASSIGN(win, pool_windows(padded, kernel, p.stride, p.dilation));
-  int64_t r = static_cast<int64_t>(win->shape.size());
-  PG_ASSIGN(s, reduce(Ops::ADD, win, {r - 2, r - 1}));
-  Shape out(win->shape.begin(), win->shape.end() - 2);
-  PG_ASSIGN(flat, reshape(s, out));
-  PG_ASSIGN(inv, constant(1.0 / static_cast<double>(kernel[0] * kernel[1]), x->dtype, out));
-  return alu(Ops::MUL, {flat, inv});
+  return conv(xs, w4, q);
 }
 
 }  // namespace polygrad::frontend

@@ -100,6 +100,9 @@ num_or <- function(args, y) if (!is.null(args$scalar)) args$scalar else y
 binary <- function(f) function(ins, args) f(ins[[1]], num_or(args, ins[[2]]))
 unary <- function(f) function(ins, args) f(ins[[1]])
 input <- function(ins, i) if (length(ins) >= i) ins[[i]] else NULL
+# A case's kernel list names the pooled axes (a one-value list: 1-D); a number means 2-D, and R
+# cannot tell c(3) from 3, so say it.
+pool_axes <- function(kernel) if (is.list(kernel)) length(kernel) else NULL
 seeded <- function(f) function(ins, args) { pg_manual_seed(args$seed); f(ins, args) }
 pair_list <- function(p) lapply(p, function(e) as.numeric(unlist(e)))
 
@@ -270,9 +273,11 @@ builders <- list(
     stride = unlist(args$stride %||% 1), padding = unlist(args$padding %||% 0), dilation = unlist(args$dilation %||% 1),
     groups = args$groups %||% 1, output_padding = unlist(args$outputPadding %||% 0)),
   maxPool2d = function(ins, args) pg_max_pool2d(ins[[1]], unlist(args$kernel %||% 2), unlist(args$stride),
-                                                unlist(args$padding %||% 0), unlist(args$dilation %||% 1)),
+                                                unlist(args$padding %||% 0), unlist(args$dilation %||% 1),
+                                                spatial = pool_axes(args$kernel)),
   avgPool2d = function(ins, args) pg_avg_pool2d(ins[[1]], unlist(args$kernel %||% 2), unlist(args$stride),
-                                                unlist(args$padding %||% 0), unlist(args$dilation %||% 1)),
+                                                unlist(args$padding %||% 0), unlist(args$dilation %||% 1),
+                                                spatial = pool_axes(args$kernel)),
   scaledDotProductAttention = function(ins, args) pg_scaled_dot_product_attention(ins[[1]], ins[[2]], ins[[3]],
     attn_mask = input(ins, 4), is_causal = isTRUE(args$causal)),
   grad = function(ins, args) {

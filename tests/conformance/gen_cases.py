@@ -374,6 +374,26 @@ case("maxPool2d/bf16-dilation", "maxPool2d", "MAX_POOL2D", [inp("bfloat16", (1, 
 case("avgPool2d/f32", "avgPool2d", "AVG_POOL2D", [inp("float32", (1, 2, 4, 4))])
 case("avgPool2d/pad-stride", "avgPool2d", "AVG_POOL2D", [inp("float32", (1, 1, 5, 5))], {"kernel": 3, "stride": 2, "padding": 1})
 case("avgPool2d/f16", "avgPool2d", ["AVG_POOL2D", "CAST"], [inp("float16", (1, 1, 4, 4))], {"kernel": 2})
+# 1-D and 3-D forms of the same wire ops: the weight's rank or the kernel list's length gives the
+# spatial count (a number kernel is 2-D)
+case("conv2d/1d-stride-pad", "conv2d", "CONV2D", [inp("float32", (2, 3, 9)), inp("float32", (4, 3, 3))],
+     {"stride": 2, "padding": [1]})
+case("conv2d/1d-groups-dilation-bias", "conv2d", ["CONV2D", "ADD"],
+     [inp("float32", (1, 4, 10)), inp("float32", (2, 2, 2)), inp("float32", (2,))], {"groups": 2, "dilation": 3})
+case("conv2d/3d", "conv2d", "CONV2D", [inp("float32", (1, 2, 4, 5, 4)), inp("float32", (3, 2, 2, 3, 2))],
+     {"padding": [1, 0, 1], "stride": [1, 2, 1]})
+case("conv2d/3d-f16", "conv2d", ["CONV2D", "CAST"], [inp("float16", (1, 2, 3, 4, 3)), inp("float16", (2, 1, 2, 2, 2))],
+     {"groups": 2, "dilation": [1, 2, 1]})
+case("convTranspose2d/1d", "convTranspose2d", "CONV_TRANSPOSE2D", [inp("float32", (1, 2, 5)), inp("float32", (2, 3, 3))],
+     {"stride": 2, "padding": 1, "outputPadding": 1})
+case("convTranspose2d/3d", "convTranspose2d", "CONV_TRANSPOSE2D",
+     [inp("float32", (1, 2, 2, 3, 2)), inp("float32", (2, 2, 2, 2, 3))], {"stride": [2, 1, 2], "padding": [0, 1, 1]})
+case("maxPool2d/1d", "maxPool2d", "MAX_POOL2D", [inp("float32", (2, 3, 9))], {"kernel": [3], "stride": 2, "padding": 1})
+case("maxPool2d/3d-i32", "maxPool2d", "MAX_POOL2D", [inp("int32", (1, 2, 4, 5, 4))],
+     {"kernel": [2, 3, 2], "stride": 1, "dilation": [1, 1, 2]})
+case("avgPool2d/1d", "avgPool2d", "AVG_POOL2D", [inp("float32", (2, 8))], {"kernel": [3], "stride": 2, "padding": 1})
+case("avgPool2d/3d-pad", "avgPool2d", "AVG_POOL2D", [inp("float32", (1, 1, 5, 4, 5))],
+     {"kernel": [3, 2, 3], "stride": 2, "padding": [1, 0, 1]})
 case("sdpa/f32", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTION",
      [inp("float32", (2, 3, 4)), inp("float32", (2, 5, 4)), inp("float32", (2, 5, 6))])
 case("sdpa/causal", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTION",

@@ -1,7 +1,9 @@
 // Convolution, pooling and index ops against direct float64 loops on random inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "core/engine/engine.h"
@@ -56,8 +58,8 @@ TEST_P(ConvCases, MatchesDirectConvolution) {
   UOpRef X = randd({c.n, c.cin, c.h, c.w}, x), W = randd({c.cout, c.cin / c.groups, c.k, c.k}, w);
   int64_t oh, ow;
   auto want = conv_ref(x, w, c.n, c.cin, c.h, c.w, c.cout, c.k, c.k, c.stride, c.pad, c.dil, c.groups, oh, ow);
-  fe::Conv2dParams p{{c.stride, c.stride}, {c.pad, c.pad}, {c.dil, c.dil}, c.groups};
-  auto got = run<double>(fe::conv2d(X, W, p), {c.n, c.cout, oh, ow});
+  fe::ConvParams p{{c.stride, c.stride}, {c.pad, c.pad}, {c.dil, c.dil}, c.groups};
+  auto got = run<double>(fe::conv(X, W, p), {c.n, c.cout, oh, ow});
   // Padding gets a kernel of its own, so the convolution's loads carry no bounds checks.
   EXPECT_EQ(last_kernels_, c.pad > 0 ? 2u : 1u);
   ASSERT_EQ(got.size(), want.size());
@@ -72,8 +74,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvCases,
 TEST_F(ConvIndexingTest, ConvWeightGradientMatchesFiniteDifferences) {
   std::vector<double> x, w;
   UOpRef X = randd({1, 2, 5, 5}, x), W = randd({3, 2, 3, 3}, w);
-  fe::Conv2dParams p{{2, 2}, {1, 1}, {1, 1}, 1};
-  UOpRef y = *fe::conv2d(X, W, p);
+  fe::ConvParams p{{2, 2}, {1, 1}, {1, 1}, 1};
+  UOpRef y = *fe::conv(X, W, p);
   UOpRef loss = *fe::reduce(Ops::ADD, *fe::alu(Ops::MUL, {y, y}), {0, 1, 2, 3});
   auto g = fe::gradient(loss, {W});
   ASSERT_TRUE(g.ok()) << g.status();
@@ -93,10 +95,10 @@ TEST_F(ConvIndexingTest, ConvWeightGradientMatchesFiniteDifferences) {
 TEST_F(ConvIndexingTest, MaxAndAvgPoolWithPadding) {
   std::vector<double> x;
   UOpRef X = randd({2, 3, 7, 6}, x);
-  fe::Conv2dParams p{{2, 2}, {1, 1}, {1, 1}, 1};
+  fe::ConvParams p{{2, 2}, {1, 1}, {1, 1}, 1};
   int64_t oh = (7 + 2 - 3) / 2 + 1, ow = (6 + 2 - 3) / 2 + 1;
-  auto mx = run<double>(fe::max_pool2d(X, {3, 3}, p), {2, 3, oh, ow});
-  auto av = run<double>(fe::avg_pool2d(X, {3, 3}, p), {2, 3, oh, ow});
+  auto mx = run<double>(fe::max_pool(X, {3, 3}, p), {2, 3, oh, ow});
+  auto av = run<double>(fe::avg_pool(X, {3, 3}, p), {2, 3, oh, ow});
   for (int64_t b = 0; b < 6; ++b)
     for (int64_t y = 0; y < oh; ++y)
       for (int64_t z = 0; z < ow; ++z) {
@@ -121,13 +123,73 @@ TEST_F(ConvIndexingTest, IntegerMaxPoolPaddingNeverWins) {
     bound_[x64.get()] = buf;
     leaves_.push_back(x64);
     UOpRef x = *fe::cast(x64, dt);
-    fe::Conv2dParams p{{2, 2}, {1, 1}, {1, 1}, 1};
-    auto got = run<int64_t>(fe::cast(*fe::max_pool2d(x, {2, 2}, p), DType::Int64), {1, 3, 3});
+    fe::ConvParams p{{2, 2}, {1, 1}, {1, 1}, 1};
+    auto got = run<int64_t>(fe::cast(*fe::max_pool(x, {2, 2}, p), DType::Int64), {1, 3, 3});
     // Windows over the padded 6x6 grid: the top-left one holds only element (0,0).
     EXPECT_EQ(got[0], -100) << dtype_name(dt);
     EXPECT_EQ(got[4], -100 + 10) << dtype_name(dt);  // original rows and columns 1..2
     EXPECT_EQ(got[8], -100 + 15) << dtype_name(dt);
   }
+}
+
+TEST_F(ConvIndexingTest, OneAndThreeSpatialAxes) {
+  // A 3-D convolution whose depth and width kernels are 1 is the 2-D one on each depth slice; a
+  // 1-D one is the 2-D one over a height of 1.
+  std::vector<double> x, w;
+  UOpRef X = randd({1, 2, 3, 6, 1}, x), W = randd({3, 2, 1, 3, 1}, w);
+  fe::ConvParams p3{{1, 2, 1}, {0, 1, 0}, {1, 1, 1}, 1};
+  auto got3 = run<double>(fe::conv(X, W, p3), {1, 3, 3, 3, 1});
+  UOpRef X1 = *fe::reshape(X, {1, 2, 18}), W1 = *fe::reshape(W, {3, 2, 3});
+  fe::ConvParams p1{{2}, {1, 2}, {1}, 1};
+  auto got1 = run<double>(fe::conv(X1, W1, p1), {1, 3, 10});
+  for (int64_t o = 0; o < 3; ++o) {
+    for (int64_t d = 0; d < 3; ++d)
+      for (int64_t y = 0; y < 3; ++y) {
+        double acc = 0;
+        for (int64_t c = 0; c < 2; ++c)
+          for (int64_t k = 0; k < 3; ++k) {
+            int64_t yy = y * 2 + k - 1;
+            if (yy >= 0 && yy < 6) acc += x[(c * 3 + d) * 6 + yy] * w[(o * 2 + c) * 3 + k];
+          }
+        EXPECT_NEAR(got3[(o * 3 + d) * 3 + y], acc, 1e-12);
+      }
+    for (int64_t y = 0; y < 10; ++y) {  // padding (1, 2): (18 + 3 - 3) / 2 + 1 outputs
+      double acc = 0;
+      for (int64_t c = 0; c < 2; ++c)
+        for (int64_t k = 0; k < 3; ++k) {
+          int64_t yy = y * 2 + k - 1;
+          if (yy >= 0 && yy < 18) acc += x[c * 18 + yy] * w[(o * 2 + c) * 3 + k];
+        }
+      EXPECT_NEAR(got1[o * 10 + y], acc, 1e-12);
+    }
+  }
+  // Four spatial axes are refused, naming the shapes.
+  auto bad = fe::conv(*fe::reshape(X, {1, 2, 3, 6, 1, 1}), *fe::reshape(W, {3, 2, 1, 3, 1, 1}), p3);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ConvIndexingTest, MaxPoolIndicesTiesNanAndPadding) {
+  // One row: windows of 3, stride 2, padding 1 over [5, 5, 1, nan, 7, nan, 2]. Torch: a tie
+  // keeps the first, a NaN beats numbers and the last NaN of a window wins, padding never wins.
+  BufferPtr buf = *engine_->allocate(DType::Float64, {1, 7});
+  const double nan = std::nan("");
+  double vals[] = {5, 5, 1, nan, 7, nan, 2};
+  std::copy(std::begin(vals), std::end(vals), static_cast<double*>(buf->data()));
+  UOpRef x = *fe::buffer(buf->id(), DType::Float64, {1, 7});
+  bound_[x.get()] = buf;
+  leaves_.push_back(x);
+  fe::ConvParams p{{2}, {1}, {1}, 1};
+  auto idx = run<int32_t>(fe::max_pool_indices(x, {3}, p), {1, 4});
+  EXPECT_EQ(idx, (std::vector<int32_t>{0, 3, 5, 5}));
+  // Every element the lowest int: the first one inside the input wins, not the padding.
+  BufferPtr ib = *engine_->allocate(DType::Int32, {2, 2});
+  std::fill_n(static_cast<int32_t*>(ib->data()), 4, std::numeric_limits<int32_t>::min());
+  UOpRef xi = *fe::buffer(ib->id(), DType::Int32, {2, 2});
+  bound_[xi.get()] = ib;
+  leaves_.push_back(xi);
+  fe::ConvParams q{{1, 1}, {1, 1}, {1, 1}, 1};
+  auto ii = run<int32_t>(fe::max_pool_indices(xi, {2, 2}, q), {3, 3});
+  EXPECT_EQ(ii, (std::vector<int32_t>{0, 0, 1, 0, 0, 1, 2, 2, 3}));
 }
 
 TEST_F(ConvIndexingTest, CumsumTrilTriu) {

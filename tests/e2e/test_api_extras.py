@@ -219,18 +219,39 @@ def test_interpolate_matches_torch(rng, shape, size, mode, ac):
   np.testing.assert_allclose(px.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("shape,k", [((2, 3, 4, 6), 2), ((1, 2, 6, 6), 3), ((3, 4, 4), (2, 1))])
-def test_max_pool_indices_and_unpool_match_torch(rng, shape, k):
-  x = rng.permutation(int(np.prod(shape))).reshape(shape).astype(np.float32)  # no ties
-  values, indices = Tensor(x).max_pool2d(k, return_indices=True)
-  tv, ti = F.max_pool2d(torch.tensor(x), k, return_indices=True)
+_TORCH_POOL = {1: (F.max_pool1d, F.max_unpool1d), 2: (F.max_pool2d, F.max_unpool2d),
+               3: (F.max_pool3d, F.max_unpool3d)}
+
+
+# Windows that tile, overlap, pad, dilate and keep a last partial window (ceil_mode), in 1-D, 2-D
+# and 3-D; inputs with ties and NaNs (torch: the first maximum wins a tie, the last NaN a window).
+@pytest.mark.parametrize("shape,k,kw", [
+    ((2, 3, 4, 6), (2, 2), {}), ((1, 2, 6, 6), (3, 3), {}), ((3, 4, 4), (2, 1), {}),
+    ((2, 2, 7, 8), (3, 3), dict(stride=2, padding=1)), ((1, 2, 9, 7), (3, 2), dict(stride=1, dilation=2)),
+    ((1, 1, 7, 7), (3, 3), dict(stride=2, padding=1, dilation=2, ceil_mode=True)),
+    ((2, 3, 11), (3,), dict(stride=2, padding=1, ceil_mode=True)), ((2, 10), (4,), dict(stride=1, dilation=2)),
+    ((1, 2, 5, 6, 7), (2, 3, 2), dict(stride=(1, 2, 1), padding=1)),
+    ((1, 1, 6, 5, 5), (3, 3, 3), dict(stride=2, padding=1, dilation=(1, 2, 1), ceil_mode=True))])
+@pytest.mark.parametrize("data", ["distinct", "ties_nans"])
+def test_max_pool_indices_and_unpool_match_torch(rng, shape, k, kw, data):
+  n = int(np.prod(shape))
+  if data == "distinct":
+    x = rng.permutation(n).reshape(shape).astype(np.float32)
+  else:
+    x = rng.integers(0, 3, shape).astype(np.float32)  # many ties
+    x.reshape(-1)[rng.choice(n, max(1, n // 10), replace=False)] = np.nan
+  pool, unpool = _TORCH_POOL[len(k)]
+  values, indices = Tensor(x).max_pool2d(k, return_indices=True, **kw)
+  tx = torch.tensor(x) if len(shape) > len(k) + 1 else torch.tensor(x).unsqueeze(0)  # torch wants (C, *spatial)
+  tv, ti = pool(tx, k, return_indices=True, **kw)
+  tv, ti = tv.reshape(values.shape), ti.reshape(indices.shape)
   np.testing.assert_array_equal(values.numpy(), tv.numpy())
   np.testing.assert_array_equal(indices.numpy(), ti.numpy())
-  got = values.max_unpool2d(indices, k)
-  ref = F.max_unpool2d(tv, ti, k)
-  np.testing.assert_array_equal(got.numpy(), ref.numpy())
-  with pytest.raises(NotImplementedError, match="tile the input"):
-    Tensor(x).max_pool2d(3, stride=1, return_indices=True)
+  if data == "distinct" and len(shape) > len(k) + 1 and "dilation" not in kw:  # torch's unpool takes no dilation
+    stride = kw.get("stride", k)
+    got = values.max_unpool2d(indices, k, stride, kw.get("padding", 0), output_size=shape[-len(k):])
+    ref = unpool(tv, ti, k, stride, kw.get("padding", 0), output_size=shape[-len(k):])
+    np.testing.assert_array_equal(got.numpy(), ref.numpy())
 
 
 @pytest.mark.parametrize("shape", [(4, 3), (3, 3), (3, 5), (2, 4, 4), (5, 1), (1, 4)])

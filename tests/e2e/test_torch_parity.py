@@ -225,6 +225,20 @@ def _nonzero(b):
   return (b == 0).where(1, b) if isinstance(b, Tensor) else torch.where(b == 0, torch.ones_like(b), b)
 
 
+MAX_POOL_INDEX_SHAPES = [
+    V((2, 2, 7, 8), k=(3, 3), kw=dict(stride=2, padding=1)), V((1, 2, 9, 7), k=(3, 2), kw=dict(stride=1, dilation=2)),
+    V((1, 1, 7, 7), k=(3, 3), kw=dict(stride=2, padding=1, dilation=2, ceil_mode=True)),
+    V((2, 3, 11), k=(3,), kw=dict(stride=2, padding=1, ceil_mode=True)),
+    V((1, 1, 6, 5, 5), k=(3, 3, 3), kw=dict(stride=2, padding=1, dilation=(1, 2, 1), ceil_mode=True))]
+
+
+def _max_pool_th(p, x):
+  """torch's max_pool1d/2d/3d(return_indices=True) over len(k) axes (float64 for integer x)."""
+  f = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[len(p["k"])]
+  v, i = f(x if x.dtype.is_floating_point else x.double(), p["k"], return_indices=True, **p["kw"])
+  return v.to(x.dtype), i
+
+
 SORT_SHAPES = [V((3, 5), dim=1), V((4, 3), dim=0, desc=True), V((2, 3, 4), dim=-1), V((6,), dim=0, desc=True),
                V((2, 0), dim=1), V((1, 4), dim=0)]
 TOPK_SHAPES = [V((3, 5), k=2, dim=1), V((4, 6), k=3, dim=0, largest=False), V((7,), k=7, dim=0), V((3, 4), k=0, dim=1)]
@@ -625,6 +639,64 @@ OPS: List[Op] = [
     Op("conv_transpose2d_bias", lambda p, x, w, b: x.conv_transpose2d(w, b, stride=2),
        lambda p, x, w, b: F.conv_transpose2d(x, w, b, stride=2), [V((1, 2, 3, 3), (2, 3, 2, 2), (3,))], tol_scale=3.0,
        quick_layouts=QUICK_WINDOWED),
+    # 1-D and 3-D convolutions and pools (issue 17): the same wire ops, the weight's rank or the
+    # kernel's length giving the spatial count, as tinygrad's conv2d/max_pool2d/avg_pool2d
+    Op("conv1d", lambda p, x, w: x.conv2d(w, stride=p.get("s", 1), padding=p.get("pad", 0), dilation=p.get("d", 1),
+                                          groups=p.get("g", 1)),
+       lambda p, x, w: F.conv1d(x, w, stride=p.get("s", 1), padding=p.get("pad", 0), dilation=p.get("d", 1),
+                                groups=p.get("g", 1)),
+       [V((2, 3, 9), (4, 3, 3)), V((1, 4, 10), (4, 2, 3), s=2, pad=1, g=2), V((1, 2, 11), (3, 2, 2), d=3, pad=2)],
+       tol_scale=3.0, quick_layouts=QUICK_WINDOWED),
+    Op("conv3d", lambda p, x, w: x.conv2d(w, stride=p.get("s", 1), padding=p.get("pad", 0), dilation=p.get("d", 1),
+                                          groups=p.get("g", 1)),
+       lambda p, x, w: F.conv3d(x, w, stride=p.get("s", 1), padding=p.get("pad", 0), dilation=p.get("d", 1),
+                                groups=p.get("g", 1)),
+       [V((1, 2, 4, 5, 4), (3, 2, 2, 3, 2)), V((1, 4, 5, 6, 5), (4, 2, 3, 2, 3), s=2, pad=1, g=2),
+        V((1, 1, 5, 6, 4), (2, 1, 2, 2, 2), d=(1, 2, 1), pad=(1, 0, 1), s=(1, 2, 1))],
+       tol_scale=3.0, quick_layouts=QUICK_WINDOWED),
+    Op("conv_transpose1d", lambda p, x, w: x.conv_transpose2d(w, **p), lambda p, x, w: F.conv_transpose1d(x, w, **p),
+       [V((2, 4, 5), (4, 3, 3)), V((1, 4, 6), (4, 2, 3), stride=2, padding=1, output_padding=1, groups=2),
+        V((1, 2, 4), (2, 3, 2), stride=3, dilation=2)], tol_scale=3.0, quick_layouts=QUICK_WINDOWED),
+    Op("conv_transpose3d", lambda p, x, w: x.conv_transpose2d(w, **p), lambda p, x, w: F.conv_transpose3d(x, w, **p),
+       [V((1, 2, 3, 3, 2), (2, 3, 2, 2, 2)), V((1, 4, 2, 3, 3), (4, 1, 3, 2, 3), stride=2, padding=1, output_padding=1,
+                                                groups=2),
+        V((1, 2, 3, 2, 3), (2, 2, 2, 2, 2), stride=(2, 1, 2), dilation=(1, 2, 1), padding=(0, 1, 1))],
+       tol_scale=3.0, quick_layouts=QUICK_WINDOWED),
+    Op("max_pool1d", lambda p, x: x.max_pool2d(p["k"], stride=p.get("s"), padding=p.get("pad", 0), dilation=p.get("d", 1),
+                                               ceil_mode=p.get("ceil", False)),
+       lambda p, x: _via_double(x, lambda t: F.max_pool1d(t, p["k"], stride=p.get("s"), padding=p.get("pad", 0),
+                                                       dilation=p.get("d", 1), ceil_mode=p.get("ceil", False))),
+       [V((2, 3, 8), k=(2,)), V((1, 2, 11), k=(3,), s=2, pad=1, ceil=True), V((2, 9), k=(2,), s=1, d=3)],
+       FLOATS + ("int32",), gen=_distinct, quick_layouts=QUICK_WINDOWED),
+    Op("max_pool3d", lambda p, x: x.max_pool2d(p["k"], stride=p.get("s"), padding=p.get("pad", 0), dilation=p.get("d", 1),
+                                               ceil_mode=p.get("ceil", False)),
+       lambda p, x: _via_double(x, lambda t: F.max_pool3d(t, p["k"], stride=p.get("s"), padding=p.get("pad", 0),
+                                                       dilation=p.get("d", 1), ceil_mode=p.get("ceil", False))),
+       [V((1, 2, 4, 4, 6), k=(2, 2, 2)), V((1, 1, 5, 6, 5), k=(3, 3, 2), s=2, pad=1, ceil=True),
+        V((1, 5, 5, 6), k=(2, 2, 3), s=(1, 2, 1), d=(2, 1, 1))],
+       FLOATS + ("int32",), gen=_distinct, quick_layouts=QUICK_WINDOWED),
+    Op("avg_pool1d", lambda p, x: x.avg_pool2d(p["k"], stride=p.get("s"), padding=p.get("pad", 0),
+                                               ceil_mode=p.get("ceil", False), count_include_pad=p.get("cip", True)),
+       lambda p, x: F.avg_pool1d(x, p["k"], stride=p.get("s"), padding=p.get("pad", 0), ceil_mode=p.get("ceil", False),
+                                 count_include_pad=p.get("cip", True)),
+       [V((2, 3, 8), k=(2,)), V((1, 2, 9), k=(3,), s=2, pad=1, cip=False), V((1, 2, 10), k=(3,), s=2, pad=1, ceil=True),
+        V((2, 3, 7), k=(3,), s=2, pad=1, ceil=True, cip=False)], quick_layouts=QUICK_WINDOWED),
+    Op("avg_pool3d", lambda p, x: x.avg_pool2d(p["k"], stride=p.get("s"), padding=p.get("pad", 0),
+                                               ceil_mode=p.get("ceil", False), count_include_pad=p.get("cip", True)),
+       lambda p, x: F.avg_pool3d(x, p["k"], stride=p.get("s"), padding=p.get("pad", 0), ceil_mode=p.get("ceil", False),
+                                 count_include_pad=p.get("cip", True)),
+       [V((1, 2, 4, 4, 6), k=(2, 2, 2)), V((1, 1, 5, 6, 5), k=(3, 3, 2), s=2, pad=1, cip=False),
+        V((1, 2, 5, 4, 5), k=(3, 2, 3), s=2, pad=1, ceil=True),
+        V((1, 1, 5, 6, 5), k=(3, 3, 3), s=2, pad=1, ceil=True, cip=False)], quick_layouts=QUICK_WINDOWED),
+    # return_indices for any window: overlapping, padded, dilated, ceil_mode, in 1-D, 2-D and 3-D
+    # (values with their gradient, and torch's flat indices); distinct values, as torch's tie is
+    # the first in window order and a layout that repeats one element would make ties
+    Op("max_pool_values", lambda p, x: x.max_pool2d(p["k"], **p["kw"], return_indices=True).values,
+       lambda p, x: _max_pool_th(p, x)[0], MAX_POOL_INDEX_SHAPES, FLOATS, gen=_distinct,
+       layouts=("contiguous", "permuted", "shrunk", "flipped", "strided"), quick_layouts=QUICK_WINDOWED),
+    Op("max_pool_indices", lambda p, x: x.max_pool2d(p["k"], **p["kw"], return_indices=True).indices,
+       lambda p, x: _max_pool_th(p, x)[1], MAX_POOL_INDEX_SHAPES, FLOATS, grad=False, gen=_distinct,
+       layouts=("contiguous", "permuted", "shrunk", "flipped", "strided"), quick_layouts=QUICK_WINDOWED),
     # normalization layers and attention as core composites
     Op("rms_norm", lambda p, x: x.rms_norm(p["axis"], eps=1e-6), lambda p, x: _rms_norm(x, p["n"]),
        [V((3, 8), axis=-1, n=1), V((2, 3, 4), axis=(-2, -1), n=2), V((4, 1), axis=-1, n=1)], tol_scale=4.0),

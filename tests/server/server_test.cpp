@@ -329,6 +329,73 @@ TEST_F(ServerTest, ConvPoolingAndIndexOps) {
   EXPECT_TRUE(close_session(sid).ok());
 }
 
+TEST_F(ServerTest, WindowOpsTakeOneToThreeSpatialAxes) {
+  const std::string sid = create_session();
+  // x (1,1,4,4) = 1..16. A 1-D max pool (kernel [3], stride 1) over each row of 4, with torch's
+  // indices: the maxima are the windows' last elements, at row positions 2 and 3.
+  v1::Node idx = op(3, v1::MAX_POOL2D, {1});
+  idx.mutable_composite()->add_kernel(3);
+  idx.mutable_composite()->add_stride(1);
+  idx.mutable_composite()->set_indices(true);
+  // A 3-D mean over (1,4,4) with a (1,2,2) kernel: the 2x2 block means.
+  v1::Node avg3 = op(4, v1::AVG_POOL2D, {1});
+  for (int64_t k : {1, 2, 2}) avg3.mutable_composite()->add_kernel(k);
+  v1::RealizeResponse resp;
+  grpc::Status s = realize(sid, {inline_buffer(1, v1::FLOAT32, {1, 1, 4, 4}, bytes_of(iota_floats(16))), idx, avg3},
+                           {3, 4}, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(values_of<int32_t>(resp.results(0).data()), (std::vector<int32_t>{2, 3, 2, 3, 2, 3, 2, 3}));
+  EXPECT_EQ(values_of<float>(resp.results(1).data()), (std::vector<float>{3.5, 5.5, 11.5, 13.5}));
+
+  // Each error names the op and what is wrong with the shapes or lists.
+  auto expect_error = [&](v1::Node node, std::vector<v1::Node> extra, grpc::StatusCode code, const std::string& text) {
+    v1::RealizeResponse bad;
+    uint64_t id = node.id();
+    extra.push_back(std::move(node));
+    grpc::Status st = realize(sid, extra, {id}, &bad);
+    EXPECT_EQ(st.error_code(), code) << st.error_message();
+    EXPECT_NE(st.error_message().find(text), std::string::npos) << st.error_message();
+  };
+  v1::Node four = op(10, v1::MAX_POOL2D, {1});
+  for (int i = 0; i < 4; ++i) four.mutable_composite()->add_kernel(1);
+  expect_error(four, {}, grpc::StatusCode::INVALID_ARGUMENT, "node 10 (MAX_POOL2D): pools over the last len(kernel) axes, 1 to 3");
+  // A weight of rank 6 (4 spatial axes), and a 2-D weight for a 3-D input.
+  v1::Node rank6 = op(11, v1::CONV2D, {1, 5});
+  rank6.mutable_composite()->set_groups(1);
+  v1::Node rank_mismatch = op(12, v1::CONV_TRANSPOSE2D, {6, 2});
+  rank_mismatch.mutable_composite()->set_groups(1);
+  expect_error(rank6, {float_const(5, 1.0, {1, 1, 1, 1, 1, 1})}, grpc::StatusCode::INVALID_ARGUMENT,
+               "node 11 (CONV2D): takes an input (N, C, *spatial) and a weight (O, C/groups, *kernel) of the same rank");
+  expect_error(rank_mismatch, {float_const(6, 1.0, {1, 1, 2, 2, 2}), float_const(2, 1.0, {1, 1, 2, 2})},
+               grpc::StatusCode::INVALID_ARGUMENT, "got input (1, 1, 2, 2, 2) and weight (1, 1, 2, 2)");
+  v1::Node stride3 = op(13, v1::CONV2D, {1, 2});
+  for (int i = 0; i < 3; ++i) stride3.mutable_composite()->add_stride(1);
+  expect_error(stride3, {float_const(2, 1.0, {1, 1, 2, 2})}, grpc::StatusCode::INVALID_ARGUMENT,
+               "stride needs 2 values (one per spatial axis), got 3");
+  v1::Node pad5 = op(14, v1::AVG_POOL2D, {1});
+  pad5.mutable_composite()->add_kernel(2);
+  for (int i = 0; i < 5; ++i) pad5.mutable_composite()->add_padding(0);
+  expect_error(pad5, {}, grpc::StatusCode::INVALID_ARGUMENT, "padding needs 1 values (one per spatial axis) or 2");
+  v1::Node opad = op(15, v1::CONV_TRANSPOSE2D, {1, 2});
+  opad.mutable_composite()->add_output_padding(1);
+  expect_error(opad, {float_const(2, 1.0, {1, 1, 2, 2})}, grpc::StatusCode::INVALID_ARGUMENT,
+               "output_padding needs 2 values (one per spatial axis), got 1");
+  // Work beyond max_elements: 39999^2 windows of 4 elements from a cheap constant.
+  v1::Node big = op(16, v1::MAX_POOL2D, {7});
+  for (int i = 0; i < 2; ++i) big.mutable_composite()->add_kernel(2), big.mutable_composite()->add_stride(1);
+  expect_error(big, {float_const(7, 1.0, {40000, 40000})}, grpc::StatusCode::RESOURCE_EXHAUSTED,
+               "node 16 (MAX_POOL2D): MAX_POOL2D's work: output (39999, 39999) times window (2, 2)");
+  // Padding that makes the input itself too big, and a padding value over max_elements.
+  v1::Node wide = op(17, v1::AVG_POOL2D, {1});
+  for (int i = 0; i < 2; ++i) wide.mutable_composite()->add_kernel(1), wide.mutable_composite()->add_padding(40000);
+  expect_error(wide, {}, grpc::StatusCode::RESOURCE_EXHAUSTED, "AVG_POOL2D's padded input");
+  v1::Node huge = op(18, v1::CONV2D, {1, 2});
+  huge.mutable_composite()->add_padding(int64_t{1} << 62);
+  huge.mutable_composite()->add_padding(0);
+  expect_error(huge, {float_const(2, 1.0, {1, 1, 2, 2})}, grpc::StatusCode::RESOURCE_EXHAUSTED, "padding value");
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
 TEST_F(ServerTest, RealizedNodesStandForTheirBuffer) {
   // A loop of updates p = p - 0.5 * p, each realized. Later nodes must refer to the realized
   // buffer, not to the chain of earlier steps: a loss built from the last p then does not

@@ -75,9 +75,9 @@ class Composite:
   eps: float = 0.0
   correction: float = 0.0
   normalized_axes: int = 0
-  kernel: Tuple[int, ...] = ()  # pooling window (KH, KW)
+  kernel: Tuple[int, ...] = ()  # pooling window, one value per spatial axis (1 to 3)
   stride: Tuple[int, ...] = ()
-  padding: Tuple[int, ...] = ()  # (h, w) or (top, bottom, left, right)
+  padding: Tuple[int, ...] = ()  # per spatial axis, or (before, after) per axis in axis order
   dilation: Tuple[int, ...] = ()
   groups: int = 0
   n: int = 0  # ONE_HOT classes
@@ -88,7 +88,7 @@ class Composite:
   low: int = 0  # RANDINT: [low, high)
   high: int = 0
   p: float = 0.0  # DROPOUT
-  output_padding: Tuple[int, ...] = ()  # CONV_TRANSPOSE2D
+  output_padding: Tuple[int, ...] = ()  # CONV_TRANSPOSE2D, per spatial axis
   causal: bool = False  # SCALED_DOT_PRODUCT_ATTENTION*
   device: str = ""  # COPY: the target device ("CPU", "CUDA:0")
   alpha: float = 0.0  # CELU
@@ -96,7 +96,7 @@ class Composite:
   atol: float = 0.0
   equal_nan: bool = False
   descending: bool = False  # SORT, TOPK (largest)
-  indices: bool = False  # SORT, TOPK, CUMMAX, CUMMIN: positions instead of values
+  indices: bool = False  # SORT, TOPK, CUMMAX, CUMMIN, MAX_POOL2D: positions instead of values
   beta: float = 0.0  # SOFTPLUS
   threshold: float = 0.0  # SOFTPLUS
 

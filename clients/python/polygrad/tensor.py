@@ -2104,21 +2104,25 @@ class Tensor:
       x = acc
     return x
 
-  # --- convolution and pooling (the daemon's CONV2D, MAX_POOL2D, AVG_POOL2D) ------------------
+  # --- convolution and pooling over 1, 2 or 3 spatial axes (the daemon's CONV2D,
+  # CONV_TRANSPOSE2D, MAX_POOL2D, AVG_POOL2D, named for 2-D but taking any of the three) ---------
 
   def conv2d(self, weight: "Tensor", bias: Optional["Tensor"] = None, groups: int = 1, stride=1, dilation=1,
              padding=0) -> "Tensor":
-    """2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, KH, KW), as torch and
-    tinygrad. stride/dilation: an int or (h, w); padding: an int, (h, w), or tinygrad's
-    (left, right, top, bottom). bias (O,) is added with the broadcasting add. float16/bfloat16
-    accumulate in float32 and are cast back."""
+    """Cross-correlation of x (N, C, *spatial) with weight (O, C/groups, *kernel) over 1, 2 or 3
+    spatial axes, their count being weight.ndim - 2 (tinygrad's conv2d; torch's conv1d/2d/3d).
+    stride/dilation: an int or one value per axis; padding: an int, one value per axis, or
+    tinygrad's (before, after) pairs from the last axis back, e.g. (left, right, top, bottom).
+    bias (O,) is added with the broadcasting add. float16/bfloat16 accumulate in float32 and are
+    cast back."""
     if not isinstance(weight, Tensor):
       weight = Tensor(weight)
-    st, dil = _pair(stride, "stride", 1), _pair(dilation, "dilation", 1)
-    pad4 = _padding4(padding)
+    n = _spatial_count(self.shape, weight.shape, "conv2d", "(O, C/groups, *kernel)")
+    st, dil = _ntuple(stride, n, "stride", 1), _ntuple(dilation, n, "dilation", 1)
+    pads = _padding_pairs(padding, n)
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
       raise ShapeError(f"conv2d: groups must be an int >= 1, got {groups!r}")
-    shape = _conv2d_shape(self.shape, weight.shape, groups, st, dil, pad4)
+    shape = _conv_shape(self.shape, weight.shape, groups, st, dil, pads)
     if bias is not None:
       if not isinstance(bias, Tensor):
         bias = Tensor(bias)
@@ -2126,34 +2130,33 @@ class Tensor:
         raise ShapeError(f"conv2d: bias must have shape ({weight.shape[0]},), got {bias.shape}")
     out = least_upper_float(least_upper_dtype(self.dtype, weight.dtype))
     acc = sum_acc_dtype(out)
-    arg = g.Composite(stride=st, padding=pad4, dilation=dil, groups=groups)
+    arg = g.Composite(stride=st, padding=pads, dilation=dil, groups=groups)
     y = Tensor._make(g.CONV2D, acc, shape, (self.cast(acc), weight.cast(acc)), arg).cast(out)
-    return y if bias is None else y + bias.reshape(1, -1, 1, 1)
+    return y if bias is None else y + bias.reshape(1, -1, *(1,) * n)
 
   def conv_transpose2d(self, weight: "Tensor", bias: Optional["Tensor"] = None, groups: int = 1, stride=1,
                        dilation=1, padding=0, output_padding=0) -> "Tensor":
-    """The transposed 2-D convolution of x (N, Cin, H, W) with weight (Cin, Cout/groups, KH, KW)
-    (the daemon's CONV_TRANSPOSE2D, as torch's conv_transpose2d): OH = (H-1)*stride - 2*padding
-    + dilation*(KH-1) + output_padding + 1. stride, dilation, padding, output_padding: an int or
-    (h, w). bias (Cout,) is added with the broadcasting add."""
+    """The transposed convolution of x (N, Cin, *spatial) with weight (Cin, Cout/groups, *kernel)
+    over 1, 2 or 3 spatial axes (torch's conv_transpose1d/2d/3d): out = (in-1)*stride -
+    2*padding + dilation*(k-1) + output_padding + 1 per axis. stride, dilation, padding,
+    output_padding: an int or one value per axis. bias (Cout,) is added with the broadcasting
+    add."""
     if not isinstance(weight, Tensor):
       weight = Tensor(weight)
-    st, dil = _pair(stride, "stride", 1), _pair(dilation, "dilation", 1)
-    pad, opad = _pair(padding, "padding", 0), _pair(output_padding, "output_padding", 0)
+    n = _spatial_count(self.shape, weight.shape, "conv_transpose2d", "(Cin, Cout/groups, *kernel)")
+    st, dil = _ntuple(stride, n, "stride", 1), _ntuple(dilation, n, "dilation", 1)
+    pad, opad = _ntuple(padding, n, "padding", 0), _ntuple(output_padding, n, "output_padding", 0)
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
       raise ShapeError(f"conv_transpose2d: groups must be an int >= 1, got {groups!r}")
-    if self.ndim != 4 or weight.ndim != 4:
-      raise ShapeError(f"conv_transpose2d takes (N, Cin, H, W) and (Cin, Cout/groups, KH, KW), got {self.shape} "
-                       f"and {weight.shape}")
-    n, cin, h, w = self.shape
+    cin = self.shape[1]
     if weight.shape[0] != cin or cin % groups:
       raise ShapeError(f"conv_transpose2d: weight {weight.shape} does not fit {cin} input channels in {groups} groups")
     for o, s, d in zip(opad, st, dil):
       if o >= s and o >= d:
         raise ShapeError(f"conv_transpose2d: output_padding {opad} must be smaller than stride or dilation")
-    out_hw = tuple((i - 1) * s - 2 * p + d * (k - 1) + o + 1
-                   for i, s, p, d, k, o in zip((h, w), st, pad, dil, weight.shape[2:], opad))
-    if any(v <= 0 for v in out_hw):
+    out_sp = tuple((i - 1) * s - 2 * p + d * (k - 1) + o + 1
+                   for i, s, p, d, k, o in zip(self.shape[2:], st, pad, dil, weight.shape[2:], opad))
+    if any(v <= 0 for v in out_sp):
       raise ShapeError(f"conv_transpose2d: padding {pad} leaves no output for input {self.shape}")
     cout = weight.shape[1] * groups
     if bias is not None:
@@ -2164,110 +2167,108 @@ class Tensor:
     out = least_upper_float(least_upper_dtype(self.dtype, weight.dtype))
     acc = sum_acc_dtype(out)
     arg = g.Composite(stride=st, padding=pad, dilation=dil, groups=groups, output_padding=opad)
-    y = Tensor._make(g.CONV_TRANSPOSE2D, acc, (n, cout) + out_hw, (self.cast(acc), weight.cast(acc)), arg).cast(out)
-    return y if bias is None else y + bias.reshape(1, -1, 1, 1)
+    y = Tensor._make(g.CONV_TRANSPOSE2D, acc, (self.shape[0], cout) + out_sp, (self.cast(acc), weight.cast(acc)),
+                     arg).cast(out)
+    return y if bias is None else y + bias.reshape(1, -1, *(1,) * n)
 
-  def _pool(self, op: int, kernel_size, stride, dilation, padding) -> Tuple[Tuple[int, ...], g.Composite]:
-    k = _pair(kernel_size, "kernel_size", 1)
-    st = k if stride is None else _pair(stride, "stride", 1)
-    dil = _pair(dilation, "dilation", 1)
-    pad4 = _padding4(padding)
-    name = g.OP_NAMES[op].lower()
-    if self.ndim < 2:
-      raise ShapeError(f"{name} needs a tensor of at least 2 axes, got shape {self.shape}")
-    hw = _window_out(self.shape[-2:], k, st, dil, pad4, name)
-    return self.shape[:-2] + hw, g.Composite(kernel=k, stride=st, padding=pad4, dilation=dil)
+  def _pool_geometry(self, name: str, kernel_size, stride, dilation, padding, ceil_mode: bool):
+    """(kernel, stride, dilation, the user's padding pairs, the pairs sent) of a pooling over the
+    last len(kernel_size) axes (an int kernel: 2, as tinygrad). ceil_mode grows each axis' after-
+    padding so a last partial window counts as long as it starts inside the input or its
+    before-padding (torch); padding never wins a max, and a mean leaves it out (see avg_pool2d)."""
+    k = _ntuple(kernel_size, 2, "kernel_size", 1) if isinstance(kernel_size, (int, np.integer)) \
+        else _ints(kernel_size, "kernel_size")
+    n = len(k)
+    if not 1 <= n <= 3 or any(v < 1 for v in k):
+      raise ShapeError(f"{name}: kernel_size needs an int or 1 to 3 values >= 1, got {kernel_size!r}")
+    if self.ndim < n:
+      raise ShapeError(f"{name} pools over the last {n} axes, got shape {self.shape}")
+    st = k if stride is None else _ntuple(stride, n, "stride", 1)
+    dil = _ntuple(dilation, n, "dilation", 1)
+    base = _padding_pairs(padding, n)
+    pads = list(base)
+    if ceil_mode:
+      for i, size in enumerate(self.shape[-n:]):
+        before, after = pads[2 * i], pads[2 * i + 1]
+        span = dil[i] * (k[i] - 1) + 1
+        out = -(-(size + before + after - span) // st[i]) + 1
+        if (out - 1) * st[i] >= size + before:
+          out -= 1
+        pads[2 * i + 1] += max(0, (out - 1) * st[i] + span - (size + before + after))
+    return k, st, dil, base, tuple(pads)
 
-  def _ceil_padding(self, kernel_size, stride, dilation, padding) -> Tuple[int, int, int, int]:
-    """torch's ceil_mode: the bottom/right padding grown so a last partial window counts, as
-    long as it starts inside the input or the left/top padding."""
-    k, dil = _pair(kernel_size, "kernel_size", 1), _pair(dilation, "dilation", 1)
-    st = k if stride is None else _pair(stride, "stride", 1)
-    pad4 = list(_padding4(padding))
-    for i, size in enumerate(self.shape[-2:]):
-      before, after = pad4[2 * i], pad4[2 * i + 1]
-      span = dil[i] * (k[i] - 1) + 1
-      out = -(-(size + before + after - span) // st[i]) + 1
-      if (out - 1) * st[i] >= size + before:
-        out -= 1
-      pad4[2 * i + 1] += max(0, (out - 1) * st[i] + span - (size + before + after))
-    return tuple(pad4)
+  def _pool(self, op: int, name: str, kernel_size, stride, dilation, padding, ceil_mode: bool, **kw):
+    k, st, dil, base, pads = self._pool_geometry(name, kernel_size, stride, dilation, padding, ceil_mode)
+    n = len(k)
+    shape = self.shape[:-n] + _window_out(self.shape[-n:], k, st, dil, pads, name)
+    return shape, g.Composite(kernel=k, stride=st, padding=pads, dilation=dil, **kw), base
 
   def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
-                 return_indices: bool = False) -> "Tensor":
-    """Max over 2-D windows of the last two axes (stride defaults to the kernel; padding never
-    wins). padding: an int, (h, w) or (left, right, top, bottom). ceil_mode keeps a last partial
-    window (torch)."""
-    if return_indices:
-      return self._max_pool2d_with_indices(kernel_size, stride, dilation, padding, ceil_mode)
-    if ceil_mode:
-      pad4 = self._ceil_padding(kernel_size, stride, dilation, padding)
-      padding = (pad4[2], pad4[3], pad4[0], pad4[1])
-    shape, arg = self._pool(g.MAX_POOL2D, kernel_size, stride, dilation, padding)
-    return Tensor._make(g.MAX_POOL2D, self.dtype, shape, (self,), arg)
-
-  def _max_pool2d_with_indices(self, kernel_size, stride, dilation, padding, ceil_mode) -> "ValuesIndices":
-    """(values, indices) with torch's indices: each maximum's flat position h * W + w in its
-    (H, W) plane, the first on ties. For windows that tile the input (stride = kernel, no padding
-    or dilation, sizes divisible), the case max_unpool2d undoes; others raise NotImplementedError."""
-    k = _pair(kernel_size, "kernel_size", 1)
-    st = k if stride is None else _pair(stride, "stride", 1)
-    h, w = self.shape[-2:]
-    if st != k or _pair(dilation, "dilation", 1) != (1, 1) or any(_padding4(padding)) or ceil_mode \
-        or h % k[0] or w % k[1]:
-      raise NotImplementedError("max_pool2d(return_indices=True) supports windows that tile the input (stride = "
-                                f"kernel, no padding or dilation, no ceil_mode); got kernel {k}, stride {st}, "
-                                f"input {self.shape}")
-    lead = self.shape[:-2]
-    oh, ow = h // k[0], w // k[1]
-    x = self.reshape(*lead, oh, k[0], ow, k[1])
-    n = len(lead)
-    x = x.permute(*range(n), n, n + 2, n + 1, n + 3).reshape(*lead, oh, ow, k[0] * k[1])
-    values, local = x.max(-1), x.argmax(-1)  # argmax: the first maximum in the window's row-major order
-    rows = Tensor.arange(oh).reshape(oh, 1) * k[0] + local // k[1]
-    cols = Tensor.arange(ow).reshape(1, ow) * k[1] + local % k[1]
-    return ValuesIndices(values, (rows * w + cols).cast(dtypes.int32))
+                 return_indices: bool = False):
+    """Max over windows of the last len(kernel_size) axes, 1 to 3 (an int kernel: 2), as
+    tinygrad's max_pool2d and torch's max_pool1d/2d/3d; stride defaults to the kernel; padding
+    never wins. padding: an int, one value per axis, or tinygrad's (before, after) pairs from the
+    last axis back. ceil_mode keeps a last partial window (torch). return_indices: (values,
+    indices), the indices (int32) being torch's: each maximum's flat position in the input's
+    spatial volume, the first on ties, a NaN over numbers."""
+    shape, arg, _ = self._pool(g.MAX_POOL2D, "max_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
+    values = Tensor._make(g.MAX_POOL2D, self.dtype, shape, (self,), arg)
+    if not return_indices:
+      return values
+    indices = Tensor._make(g.MAX_POOL2D, dtypes.int32, shape, (self,), dataclasses.replace(arg, indices=True))
+    return ValuesIndices(values, indices)
 
   def max_unpool2d(self, indices: "Tensor", kernel_size=(2, 2), stride=None, padding=0,
                    output_size: Optional[Sequence[int]] = None) -> "Tensor":
-    """torch's max_unpool2d: zeros of the pooled input's (H, W), with each value written at its
-    flat position from max_pool2d(return_indices=True) (a scatter along the flattened plane)."""
-    k = _pair(kernel_size, "kernel_size", 1)
-    st = k if stride is None else _pair(stride, "stride", 1)
-    pad = _pair(padding, "padding", 0)
-    if self.ndim < 2 or indices.shape != self.shape:
-      raise ShapeError(f"max_unpool2d: indices {indices.shape} must have the values' shape {self.shape} (at least 2-D)")
-    oh, ow = self.shape[-2:]
-    h, w = ((oh - 1) * st[0] - 2 * pad[0] + k[0], (ow - 1) * st[1] - 2 * pad[1] + k[1]) if output_size is None \
-        else tuple(output_size)[-2:]
-    lead = self.shape[:-2]
-    zeros = Tensor.zeros(*lead, h * w, dtype=self.dtype)
-    flat = zeros.scatter(-1, indices.reshape(*lead, oh * ow), self.reshape(*lead, oh * ow))
-    return flat.reshape(*lead, h, w)
+    """torch's max_unpool1d/2d/3d over the last len(kernel_size) axes (an int kernel: 2): zeros
+    of the pooled input's spatial shape, with each value written at its flat position from
+    max_pool2d(return_indices=True) (a scatter along the flattened spatial volume)."""
+    k = _ntuple(kernel_size, 2, "kernel_size", 1) if isinstance(kernel_size, (int, np.integer)) \
+        else _ints(kernel_size, "kernel_size")
+    n = len(k)
+    st = k if stride is None else _ntuple(stride, n, "stride", 1)
+    pad = _ntuple(padding, n, "padding", 0)
+    if not 1 <= n <= 3 or self.ndim < n or indices.shape != self.shape:
+      raise ShapeError(f"max_unpool2d: indices {indices.shape} must have the values' shape {self.shape}, of at least "
+                       f"{n} axes (1 to 3)")
+    pooled = self.shape[-n:]
+    spatial = tuple((o - 1) * s - 2 * p + kk for o, s, p, kk in zip(pooled, st, pad, k)) if output_size is None \
+        else tuple(output_size)[-n:]
+    lead = self.shape[:-n]
+    volume, count = math.prod(spatial), math.prod(pooled)
+    zeros = Tensor.zeros(*lead, volume, dtype=self.dtype)
+    idx = indices.reshape(*lead, count)
+    flat = zeros.scatter(-1, idx, self.reshape(*lead, count))
+    if any(s < kk for s, kk in zip(st, k)):
+      # Overlapping windows can pick one element twice, with the same value each time: scatter
+      # sums the copies, so divide by how many landed (exact for 2 and 4 copies, within an ulp
+      # for others; the gradient is shared among the copies where torch gives each all of it).
+      hits = Tensor.zeros(*lead, volume, dtype=dtypes.int32).scatter(-1, idx, 1).maximum(1)
+      flat = flat / hits.cast(flat.dtype) if dtypes.is_float(flat.dtype) else flat.floor_divide(hits.cast(flat.dtype))
+    return flat.reshape(*lead, *spatial)
 
   def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True) -> "Tensor":
-    """Mean over 2-D windows of the last two axes. count_include_pad (torch's default) divides by
-    the window's elements inside the padded input; without it, inside the input only. ceil_mode
-    keeps a last partial window, whose part beyond the padding never counts (torch)."""
-    pad4 = self._ceil_padding(kernel_size, stride, dilation, padding) if ceil_mode else _padding4(padding)
-    left_right_top_bottom = (pad4[2], pad4[3], pad4[0], pad4[1])
-    shape, arg = self._pool(g.AVG_POOL2D, kernel_size, stride, dilation, left_right_top_bottom)
+    """Mean over windows of the last len(kernel_size) axes, 1 to 3 (an int kernel: 2), as
+    tinygrad's avg_pool2d and torch's avg_pool1d/2d/3d. count_include_pad (torch's default)
+    divides by the window's elements inside the padded input; without it, inside the input
+    only. ceil_mode keeps a last partial window, whose part beyond the padding never counts."""
+    shape, arg, base = self._pool(g.AVG_POOL2D, "avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
     x, out = self._acc_float()
     mean = Tensor._make(g.AVG_POOL2D, x.dtype, shape, (x,), arg)
-    if count_include_pad and not ceil_mode:
+    if count_include_pad and arg.padding == base:
       return mean.cast(out)
     # The share of each window that counts, from a pool of ones over what counts: the input, or
     # the input with its own padding when padding counts.
-    base = _padding4(padding)
-    h, w = self.shape[-2:]
+    n = len(arg.kernel)
+    spatial = self.shape[-n:]
     if count_include_pad:
-      ones = Tensor.ones(h + base[0] + base[1], w + base[2] + base[3], dtype=x.dtype)
-      extra = (0, pad4[1] - base[1], 0, pad4[3] - base[3])
+      ones = Tensor.ones(*(s + base[2 * i] + base[2 * i + 1] for i, s in enumerate(spatial)), dtype=x.dtype)
+      extra = tuple(v for i in range(n) for v in (0, arg.padding[2 * i + 1] - base[2 * i + 1]))
       ones_arg = dataclasses.replace(arg, padding=extra)
     else:
-      ones, ones_arg = Tensor.ones(h, w, dtype=x.dtype), arg
-    share = Tensor._make(g.AVG_POOL2D, x.dtype, shape[-2:], (ones,), ones_arg)
+      ones, ones_arg = Tensor.ones(*spatial, dtype=x.dtype), arg
+    share = Tensor._make(g.AVG_POOL2D, x.dtype, shape[-n:], (ones,), ones_arg)
     return (mean / share).cast(out)
 
   # --- index ops (the daemon's CUMSUM, ARGMAX, ARGMIN, TRIL, TRIU, GATHER) -----------------------
@@ -2712,59 +2713,66 @@ def _ints(v, what: str) -> Tuple[int, ...]:
   return tuple(int(x) for x in out)
 
 
-def _pair(v, what: str, low: int) -> Tuple[int, int]:
-  """(h, w) from an int or a pair, each at least `low`."""
+def _ntuple(v, n: int, what: str, low: int) -> Tuple[int, ...]:
+  """n values from an int (repeated) or n values, each at least `low`."""
   out = _ints(v, what)
   if len(out) == 1 and not isinstance(v, (tuple, list)):
-    out = out * 2
-  if len(out) != 2:
-    raise ShapeError(f"{what} needs an int or 2 values, got {v!r}")
+    out = out * n
+  if len(out) != n:
+    raise ShapeError(f"{what} needs an int or {n} values (one per spatial axis), got {v!r}")
   if any(x < low for x in out):
     raise ShapeError(f"{what} values must be >= {low}, got {v!r}")
   return out
 
 
-def _padding4(padding) -> Tuple[int, int, int, int]:
-  """The wire's (top, bottom, left, right) from an int, (h, w), or tinygrad's 4-tuple
-  (left, right, top, bottom)."""
+def _padding_pairs(padding, n: int) -> Tuple[int, ...]:
+  """The wire's (before, after) per spatial axis in axis order ((top, bottom, left, right) in
+  2-D) from an int, n values (one per axis), or tinygrad's 2n values, which list the pairs from
+  the last axis back ((left, right, top, bottom) in 2-D)."""
   p = _ints(padding, "padding")
   if len(p) == 1 and not isinstance(padding, (tuple, list)):
-    p = p * 2
-  if len(p) == 2:
-    out = (p[0], p[0], p[1], p[1])
-  elif len(p) == 4:
-    out = (p[2], p[3], p[0], p[1])
+    p = p * n
+  if len(p) == n:
+    out = tuple(v for x in p for v in (x, x))
+  elif len(p) == 2 * n:
+    out = tuple(v for i in reversed(range(n)) for v in (p[2 * i], p[2 * i + 1]))
   else:
-    raise ShapeError(f"padding needs an int, (h, w) or (left, right, top, bottom), got {padding!r}")
+    raise ShapeError(f"padding needs an int, {n} values or {2 * n} ((before, after) from the last axis back), "
+                     f"got {padding!r}")
   if any(x < 0 for x in out):
     raise ShapeError(f"padding must be >= 0, got {padding!r}")
   return out
 
 
-def _window_out(hw: Tuple[int, ...], k: Tuple[int, int], stride: Tuple[int, int], dil: Tuple[int, int],
-                pad4: Tuple[int, int, int, int], what: str) -> Tuple[int, int]:
+def _window_out(spatial: Tuple[int, ...], k: Tuple[int, ...], stride: Tuple[int, ...], dil: Tuple[int, ...],
+                pads: Tuple[int, ...], what: str) -> Tuple[int, ...]:
   out = []
-  for i, (size, before, after) in enumerate(((hw[0], pad4[0], pad4[1]), (hw[1], pad4[2], pad4[3]))):
+  for i, size in enumerate(spatial):
     span = dil[i] * (k[i] - 1) + 1
-    padded = size + before + after
+    padded = size + pads[2 * i] + pads[2 * i + 1]
     if padded < span:
-      raise ShapeError(f"{what}: a window of {span} (kernel {k[i]}, dilation {dil[i]}) does not fit "
-                       f"{'HW'[i]} = {size} padded to {padded}")
+      raise ShapeError(f"{what}: a window of {span} (kernel {k[i]}, dilation {dil[i]}) does not fit spatial axis "
+                       f"{i} = {size} padded to {padded}")
     out.append((padded - span) // stride[i] + 1)
   return tuple(out)
 
 
-def _conv2d_shape(sx: Tuple[int, ...], sw: Tuple[int, ...], groups: int, stride, dil, pad4) -> Tuple[int, ...]:
-  if len(sx) != 4 or len(sw) != 4:
-    raise ShapeError(f"conv2d takes input (N, C, H, W) and weight (O, C/groups, KH, KW), got {sx} and {sw}")
-  n, c, h, w = sx
-  o, cg, kh, kw = sw
-  if cg * groups != c or o % groups:
+def _spatial_count(sx: Tuple[int, ...], sw: Tuple[int, ...], what: str, layout: str) -> int:
+  """The spatial axes of a convolution: weight.ndim - 2, 1 to 3, the input of the same rank."""
+  if not 3 <= len(sw) <= 5 or len(sx) != len(sw):
+    raise ShapeError(f"{what} takes input (N, C, *spatial) and weight {layout} of the same rank with 1 to 3 spatial "
+                     f"axes, got {sx} and {sw}")
+  return len(sw) - 2
+
+
+def _conv_shape(sx: Tuple[int, ...], sw: Tuple[int, ...], groups: int, stride, dil, pads) -> Tuple[int, ...]:
+  o, cg = sw[:2]
+  if cg * groups != sx[1] or o % groups:
     raise ShapeError(f"conv2d: weight {sw} with groups={groups} does not fit input {sx} "
                      f"(need C = groups * weight.shape[1] and O divisible by groups)")
-  if kh < 1 or kw < 1:
+  if any(k < 1 for k in sw[2:]):
     raise ShapeError(f"conv2d: empty kernel {sw}")
-  return (n, o) + _window_out((h, w), (kh, kw), stride, dil, pad4, "conv2d")
+  return (sx[0], o) + _window_out(sx[2:], sw[2:], stride, dil, pads, "conv2d")
 
 
 def _reduced_shape(shape: Tuple[int, ...], axes: Tuple[int, ...], keepdim: bool) -> Tuple[int, ...]:

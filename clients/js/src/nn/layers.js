@@ -74,27 +74,29 @@ class Dropout {
 function kernelOf(inC, outC, kernelSize, groups) {
   if (groups < 1 || inC % groups || outC % groups) throw new RangeError(`inChannels ${inC} and outChannels ${outC} must be divisible by groups ${groups}`);
   const k = typeof kernelSize === 'number' ? [kernelSize, kernelSize] : [...kernelSize];
-  if (k.length !== 2) throw new RangeError(`kernelSize needs a number or 2 values, got ${kernelSize}`);
+  if (k.length < 1 || k.length > 3) throw new RangeError(`kernelSize needs a number or 1 to 3 values, got ${kernelSize}`);
   return k;
 }
 
-// 2-D convolution over (N, C, H, W); weight and bias from U(-1/sqrt(fanIn), 1/sqrt(fanIn)).
-// padding: a number, [h, w], 'valid' or 'same' (stride 1).
+// Convolution over (N, C, *spatial), kernelSize's length (1 to 3; a number: 2-D) giving the
+// spatial axes, as tinygrad's; weight and bias from U(-1/sqrt(fanIn), 1/sqrt(fanIn)).
+// padding: a number, one value per axis, 'valid' or 'same' (stride 1).
 class Conv2d {
   constructor(inChannels, outChannels, kernelSize, { stride = 1, padding = 0, dilation = 1, groups = 1, bias = true } = {}) {
     this.kernelSize = kernelOf(inChannels, outChannels, kernelSize, groups);
     Object.assign(this, { inChannels, outChannels, groups, stride, dilation });
     if (typeof padding === 'string') {
-      const dil = typeof dilation === 'number' ? [dilation, dilation] : dilation;
+      const dil = typeof dilation === 'number' ? this.kernelSize.map(() => dilation) : dilation;
       if (padding === 'valid') padding = 0;
       else if (padding === 'same') {
         if (!(stride === 1 || (Array.isArray(stride) && stride.every((s) => s === 1)))) throw new RangeError("padding 'same' needs stride 1");
         const total = dil.map((d, i) => d * (this.kernelSize[i] - 1));
-        padding = [Math.floor(total[1] / 2), total[1] - Math.floor(total[1] / 2), Math.floor(total[0] / 2), total[0] - Math.floor(total[0] / 2)];
+        // tinygrad's (before, after) pairs from the last axis back; the extra element goes after
+        padding = [...total].reverse().flatMap((t) => [Math.floor(t / 2), t - Math.floor(t / 2)]);
       } else throw new RangeError(`padding must be a number, an array, 'valid' or 'same', got '${padding}'`);
     }
     this.padding = padding;
-    const fanIn = (inChannels / groups) * this.kernelSize[0] * this.kernelSize[1];
+    const fanIn = (inChannels / groups) * this.kernelSize.reduce((a, v) => a * v, 1);
     const b = 1 / Math.sqrt(fanIn);
     this.weight = param(Tensor.uniform([outChannels, inChannels / groups, ...this.kernelSize], { low: -b, high: b }));
     this.bias = bias ? param(Tensor.uniform([outChannels], { low: -b, high: b })) : null;

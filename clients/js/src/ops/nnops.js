@@ -45,7 +45,7 @@ P.sequential = function sequential(layers) {
   return layers.reduce((x, f) => (typeof f === 'function' ? f(x) : f.forward(x)), this);
 };
 
-// --- convolution and pooling ---------------------------------------------------------------------
+// --- convolution and pooling over 1, 2 or 3 spatial axes (the wire ops are named for 2-D) -------
 
 function ints(v, what) {
   const out = typeof v === 'number' ? [v] : [...v];
@@ -53,104 +53,121 @@ function ints(v, what) {
   return out;
 }
 
-function pair(v, what, low) {
+// n values from a number (repeated) or n values, each >= low.
+function ntuple(v, n, what, low) {
   let out = ints(v, what);
-  if (out.length === 1 && typeof v === 'number') out = [out[0], out[0]];
-  if (out.length !== 2) throw new RangeError(`${what} needs an integer or 2 values, got ${v}`);
+  if (out.length === 1 && typeof v === 'number') out = Array(n).fill(out[0]);
+  if (out.length !== n) throw new RangeError(`${what} needs an integer or ${n} values (one per spatial axis), got ${v}`);
   if (out.some((x) => x < low)) throw new RangeError(`${what} values must be >= ${low}, got ${v}`);
   return out;
 }
 
-// The wire's (top, bottom, left, right) from a number, [h, w], or tinygrad's [left, right, top, bottom].
-function padding4(padding) {
+// The wire's (before, after) per spatial axis in axis order ([top, bottom, left, right] in 2-D)
+// from a number, n values (one per axis), or tinygrad's 2n values, which list the pairs from the
+// last axis back ([left, right, top, bottom] in 2-D).
+function paddingPairs(padding, n) {
   let p = ints(padding, 'padding');
-  if (p.length === 1 && typeof padding === 'number') p = [p[0], p[0]];
+  if (p.length === 1 && typeof padding === 'number') p = Array(n).fill(p[0]);
   let out;
-  if (p.length === 2) out = [p[0], p[0], p[1], p[1]];
-  else if (p.length === 4) out = [p[2], p[3], p[0], p[1]];
-  else throw new RangeError(`padding needs an integer, [h, w] or [left, right, top, bottom], got ${padding}`);
+  if (p.length === n) out = p.flatMap((x) => [x, x]);
+  else if (p.length === 2 * n) out = [...Array(n).keys()].reverse().flatMap((i) => [p[2 * i], p[2 * i + 1]]);
+  else throw new RangeError(`padding needs an integer, ${n} values or ${2 * n} ((before, after) from the last axis back), got ${padding}`);
   if (out.some((x) => x < 0)) throw new RangeError(`padding must be >= 0, got ${padding}`);
   return out;
 }
 
-function windowOut(hw, k, stride, dil, pad4, what) {
-  return [0, 1].map((i) => {
+function windowOut(spatial, k, stride, dil, pads, what) {
+  return spatial.map((size, i) => {
     const span = dil[i] * (k[i] - 1) + 1;
-    const padded = hw[i] + pad4[2 * i] + pad4[2 * i + 1];
-    if (padded < span) throw new RangeError(`${what}: a window of ${span} (kernel ${k[i]}, dilation ${dil[i]}) does not fit ${'HW'[i]} = ${hw[i]} padded to ${padded}`);
+    const padded = size + pads[2 * i] + pads[2 * i + 1];
+    if (padded < span) throw new RangeError(`${what}: a window of ${span} (kernel ${k[i]}, dilation ${dil[i]}) does not fit spatial axis ${i} = ${size} padded to ${padded}`);
     return Math.floor((padded - span) / stride[i]) + 1;
   });
 }
 
-// 2-D cross-correlation of x (N, C, H, W) with weight (O, C/groups, KH, KW), as torch and tinygrad.
+// The spatial axes of a convolution: weight.ndim - 2, 1 to 3, the input of the same rank.
+function spatialCount(sx, sw, what, layout) {
+  if (sw.length < 3 || sw.length > 5 || sx.length !== sw.length) {
+    throw new RangeError(`${what} takes input (N, C, *spatial) and weight ${layout} of the same rank with 1 to 3 spatial axes, got [${sx}] and [${sw}]`);
+  }
+  return sw.length - 2;
+}
+
+// Cross-correlation of x (N, C, *spatial) with weight (O, C/groups, *kernel) over 1, 2 or 3
+// spatial axes (weight.ndim - 2 of them), as tinygrad's conv2d and torch's conv1d/2d/3d.
 P.conv2d = function conv2d(weight, bias = null, { groups = 1, stride = 1, dilation = 1, padding = 0 } = {}) {
   weight = asTensor(weight);
-  const st = pair(stride, 'stride', 1);
-  const dil = pair(dilation, 'dilation', 1);
-  const pad4 = padding4(padding);
-  if (!Number.isInteger(groups) || groups < 1) throw new RangeError(`conv2d: groups must be an integer >= 1, got ${groups}`);
   const sx = this._node.shape;
   const sw = weight._node.shape;
-  if (sx.length !== 4 || sw.length !== 4) throw new RangeError(`conv2d takes input (N, C, H, W) and weight (O, C/groups, KH, KW), got [${sx}] and [${sw}]`);
+  const n = spatialCount(sx, sw, 'conv2d', '(O, C/groups, *kernel)');
+  const st = ntuple(stride, n, 'stride', 1);
+  const dil = ntuple(dilation, n, 'dilation', 1);
+  const pads = paddingPairs(padding, n);
+  if (!Number.isInteger(groups) || groups < 1) throw new RangeError(`conv2d: groups must be an integer >= 1, got ${groups}`);
   if (sw[1] * groups !== sx[1] || sw[0] % groups) {
     throw new RangeError(`conv2d: weight [${sw}] with groups=${groups} does not fit input [${sx}] (need C = groups * weight.shape[1] and O divisible by groups)`);
   }
-  if (sw[2] < 1 || sw[3] < 1) throw new RangeError(`conv2d: empty kernel [${sw}]`);
-  const shape = [sx[0], sw[0], ...windowOut(sx.slice(2), sw.slice(2), st, dil, pad4, 'conv2d')];
+  if (sw.slice(2).some((k) => k < 1)) throw new RangeError(`conv2d: empty kernel [${sw}]`);
+  const shape = [sx[0], sw[0], ...windowOut(sx.slice(2), sw.slice(2), st, dil, pads, 'conv2d')];
   if (bias) {
     bias = asTensor(bias);
     if (!sameShape(bias._node.shape, [sw[0]])) throw new RangeError(`conv2d: bias must have shape [${sw[0]}], got [${bias._node.shape}]`);
   }
   const out = leastUpperFloat(leastUpperDType(this.dtype, weight.dtype));
   const acc = sumAccDType(out);
-  const arg = new Composite({ stride: st, padding: pad4, dilation: dil, groups });
+  const arg = new Composite({ stride: st, padding: pads, dilation: dil, groups });
   const y = Tensor._make(OPS.CONV2D, acc, shape, [this.cast(acc), weight.cast(acc)], arg).cast(out);
-  return bias ? y.add(bias.reshape([1, -1, 1, 1])) : y;
+  return bias ? y.add(bias.reshape([1, -1, ...Array(n).fill(1)])) : y;
 };
 
-// The transposed 2-D convolution (torch's conv_transpose2d), weight (Cin, Cout/groups, KH, KW).
+// The transposed convolution over 1, 2 or 3 spatial axes (torch's conv_transpose1d/2d/3d),
+// weight (Cin, Cout/groups, *kernel).
 P.convTranspose2d = function convTranspose2d(weight, bias = null, { groups = 1, stride = 1, dilation = 1, padding = 0, outputPadding = 0 } = {}) {
   weight = asTensor(weight);
-  const st = pair(stride, 'stride', 1);
-  const dil = pair(dilation, 'dilation', 1);
-  const pad = pair(padding, 'padding', 0);
-  const opad = pair(outputPadding, 'outputPadding', 0);
-  if (this.ndim !== 4 || weight.ndim !== 4) throw new RangeError(`convTranspose2d takes (N, Cin, H, W) and (Cin, Cout/groups, KH, KW), got [${this._node.shape}] and [${weight._node.shape}]`);
-  const [n, cin, h, w] = this._node.shape;
+  const sx = this._node.shape;
   const ws = weight._node.shape;
+  const n = spatialCount(sx, ws, 'convTranspose2d', '(Cin, Cout/groups, *kernel)');
+  const st = ntuple(stride, n, 'stride', 1);
+  const dil = ntuple(dilation, n, 'dilation', 1);
+  const pad = ntuple(padding, n, 'padding', 0);
+  const opad = ntuple(outputPadding, n, 'outputPadding', 0);
+  const cin = sx[1];
   if (ws[0] !== cin || cin % groups) throw new RangeError(`convTranspose2d: weight [${ws}] does not fit ${cin} input channels in ${groups} groups`);
-  for (let i = 0; i < 2; i++) {
+  for (let i = 0; i < n; i++) {
     if (opad[i] >= st[i] && opad[i] >= dil[i]) throw new RangeError(`convTranspose2d: outputPadding [${opad}] must be smaller than stride or dilation`);
   }
-  const hw = [h, w].map((v, i) => (v - 1) * st[i] - 2 * pad[i] + dil[i] * (ws[2 + i] - 1) + opad[i] + 1);
-  if (hw.some((v) => v <= 0)) throw new RangeError(`convTranspose2d: padding [${pad}] leaves no output for input [${this._node.shape}]`);
+  const sp = sx.slice(2).map((v, i) => (v - 1) * st[i] - 2 * pad[i] + dil[i] * (ws[2 + i] - 1) + opad[i] + 1);
+  if (sp.some((v) => v <= 0)) throw new RangeError(`convTranspose2d: padding [${pad}] leaves no output for input [${sx}]`);
   const cout = ws[1] * groups;
   if (bias) bias = asTensor(bias);
   const out = leastUpperFloat(leastUpperDType(this.dtype, weight.dtype));
   const acc = sumAccDType(out);
   const arg = new Composite({ stride: st, padding: pad, dilation: dil, groups, output_padding: opad });
-  const y = Tensor._make(OPS.CONV_TRANSPOSE2D, acc, [n, cout, ...hw], [this.cast(acc), weight.cast(acc)], arg).cast(out);
-  return bias ? y.add(bias.reshape([1, -1, 1, 1])) : y;
+  const y = Tensor._make(OPS.CONV_TRANSPOSE2D, acc, [sx[0], cout, ...sp], [this.cast(acc), weight.cast(acc)], arg).cast(out);
+  return bias ? y.add(bias.reshape([1, -1, ...Array(n).fill(1)])) : y;
 };
 
+// Pooling over the last kernelSize.length axes, 1 to 3 (a number: 2-D, as tinygrad).
 P._pool = function _pool(op, kernelSize, { stride = null, dilation = 1, padding = 0 } = {}) {
-  const k = pair(kernelSize, 'kernelSize', 1);
-  const st = stride === null || stride === undefined ? k : pair(stride, 'stride', 1);
-  const dil = pair(dilation, 'dilation', 1);
-  const pad4 = padding4(padding);
   const name = OP_NAMES[op].toLowerCase();
-  if (this.ndim < 2) throw new RangeError(`${name} needs a tensor of at least 2 axes, got shape [${this._node.shape}]`);
-  const hw = windowOut(this._node.shape.slice(-2), k, st, dil, pad4, name);
-  return [[...this._node.shape.slice(0, -2), ...hw], new Composite({ kernel: k, stride: st, padding: pad4, dilation: dil })];
+  const k = typeof kernelSize === 'number' ? ntuple(kernelSize, 2, 'kernelSize', 1) : ints(kernelSize, 'kernelSize');
+  const n = k.length;
+  if (n < 1 || n > 3 || k.some((v) => v < 1)) throw new RangeError(`${name}: kernelSize needs an integer or 1 to 3 values >= 1, got ${kernelSize}`);
+  const st = stride === null || stride === undefined ? k : ntuple(stride, n, 'stride', 1);
+  const dil = ntuple(dilation, n, 'dilation', 1);
+  const pads = paddingPairs(padding, n);
+  if (this.ndim < n) throw new RangeError(`${name} pools over the last ${n} axes, got shape [${this._node.shape}]`);
+  const sp = windowOut(this._node.shape.slice(-n), k, st, dil, pads, name);
+  return [[...this._node.shape.slice(0, -n), ...sp], new Composite({ kernel: k, stride: st, padding: pads, dilation: dil })];
 };
 
-// Max over 2-D windows of the last two axes (stride defaults to the kernel; padding never wins).
+// Max over windows of the last kernelSize.length axes (stride defaults to the kernel; padding never wins).
 P.maxPool2d = function maxPool2d(kernelSize = [2, 2], opts = {}) {
   const [shape, arg] = this._pool(OPS.MAX_POOL2D, kernelSize, opts);
   return Tensor._make(OPS.MAX_POOL2D, this.dtype, shape, [this], arg);
 };
 
-// Mean over 2-D windows of the last two axes; padded zeros count.
+// Mean over windows of the last kernelSize.length axes; padded zeros count.
 P.avgPool2d = function avgPool2d(kernelSize = [2, 2], opts = {}) {
   const [shape, arg] = this._pool(OPS.AVG_POOL2D, kernelSize, opts);
   const [x, out] = this._accFloat();

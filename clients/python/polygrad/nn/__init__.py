@@ -230,42 +230,44 @@ class LSTMCell:
     return o.sigmoid() * c.tanh(), c
 
 
-def _conv_kernel(in_channels: int, out_channels: int, kernel_size, groups: int) -> Tuple[int, int]:
-  """The (KH, KW) of a 2-D (transposed) convolution layer, after checking its channels divide
-  into `groups`."""
+def _conv_kernel(in_channels: int, out_channels: int, kernel_size, groups: int) -> Tuple[int, ...]:
+  """The kernel of a (transposed) convolution layer, after checking its channels divide into
+  `groups`: an int is a 2-D (k, k), a tuple of 1 to 3 values gives the spatial count (tinygrad)."""
   if groups < 1 or in_channels % groups or out_channels % groups:
     raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must be divisible by "
                      f"groups {groups}")
   kernel = _shape_tuple(kernel_size) * (2 if isinstance(kernel_size, int) else 1)
-  if len(kernel) != 2:
-    raise ValueError(f"kernel_size needs an int or 2 values, got {kernel_size!r}")
+  if not 1 <= len(kernel) <= 3:
+    raise ValueError(f"kernel_size needs an int or 1 to 3 values, got {kernel_size!r}")
   return kernel
 
 
 class Conv2d:
-  """2-D convolution over (N, C, H, W) with weight (out, in/groups, KH, KW) and bias (out,), both
-  drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in/groups * KH * KW (torch's
-  kaiming-uniform default). padding: an int, (h, w), 'valid' or 'same' (stride 1)."""
+  """Convolution over (N, C, *spatial) with weight (out, in/groups, *kernel) and bias (out,), both
+  drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in/groups * prod(kernel) (torch's
+  kaiming-uniform default). As tinygrad's, kernel_size's length gives the spatial axes, 1 to 3
+  (an int: 2-D). padding: an int, one value per axis, 'valid' or 'same' (stride 1)."""
 
   def __init__(self, in_channels: int, out_channels: int, kernel_size: Union[int, Sequence[int]], stride=1,
                padding: Union[int, str, Sequence[int]] = 0, dilation=1, groups: int = 1, bias: bool = True):
     self.kernel_size = _conv_kernel(in_channels, out_channels, kernel_size, groups)
+    n = len(self.kernel_size)
     self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
     self.stride, self.dilation = stride, dilation
     if isinstance(padding, str):
-      dil = _shape_tuple(dilation) * (2 if isinstance(dilation, int) else 1)
+      dil = _shape_tuple(dilation) * (n if isinstance(dilation, int) else 1)
       if padding == "valid":
         padding = 0
       elif padding == "same":
-        if stride not in (1, (1, 1), [1, 1]):
+        if any(s != 1 for s in _shape_tuple(stride)):
           raise ValueError("padding='same' needs stride 1")
         total = [d * (k - 1) for d, k in zip(dil, self.kernel_size)]
-        # tinygrad's (left, right, top, bottom); the extra pixel goes right and bottom, as in torch
-        padding = (total[1] // 2, total[1] - total[1] // 2, total[0] // 2, total[0] - total[0] // 2)
+        # tinygrad's (before, after) pairs from the last axis back; the extra element goes after, as in torch
+        padding = tuple(v for t in reversed(total) for v in (t // 2, t - t // 2))
       else:
         raise ValueError(f"padding must be an int, a tuple, 'valid' or 'same', got {padding!r}")
     self.padding = padding
-    fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
+    fan_in = in_channels // groups * math.prod(self.kernel_size)
     bound = 1 / math.sqrt(fan_in)
     self.weight = _param(Tensor.uniform(out_channels, in_channels // groups, *self.kernel_size, low=-bound,
                                         high=bound))
@@ -277,16 +279,17 @@ class Conv2d:
 
 
 class ConvTranspose2d:
-  """Transposed 2-D convolution (torch's ConvTranspose2d) with weight (in, out/groups, KH, KW)
-  and bias (out,) drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = out/groups * KH * KW
-  (torch's default); computed by the daemon's CONV_TRANSPOSE2D."""
+  """Transposed convolution (torch's ConvTranspose1d/2d/3d) with weight (in, out/groups, *kernel)
+  and bias (out,) drawn from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = out/groups *
+  prod(kernel) (torch's default); kernel_size's length gives the spatial axes, 1 to 3 (an int:
+  2-D); computed by the daemon's CONV_TRANSPOSE2D."""
 
   def __init__(self, in_channels: int, out_channels: int, kernel_size: Union[int, Sequence[int]], stride=1,
                padding=0, output_padding=0, dilation=1, groups: int = 1, bias: bool = True):
     self.kernel_size = _conv_kernel(in_channels, out_channels, kernel_size, groups)
     self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
     self.stride, self.padding, self.output_padding, self.dilation = stride, padding, output_padding, dilation
-    fan_in = out_channels // groups * self.kernel_size[0] * self.kernel_size[1]
+    fan_in = out_channels // groups * math.prod(self.kernel_size)
     bound = 1 / math.sqrt(fan_in)
     self.weight = _param(Tensor.uniform(in_channels, out_channels // groups, *self.kernel_size, low=-bound,
                                         high=bound))
@@ -306,39 +309,32 @@ def _single(v, name: str) -> int:
 
 
 class Conv1d(Conv2d):
-  """1-D convolution over (N, C, L) (torch's Conv1d): weight (out, in/groups, K), computed as the
-  daemon's 2-D convolution over (N, C, 1, L) with a (1, K) kernel. padding: an int, 'valid' or
-  'same' (stride 1)."""
+  """1-D convolution over (N, C, L) (torch's Conv1d): weight (out, in/groups, K), the daemon's
+  convolution over one spatial axis. padding: an int, 'valid' or 'same' (stride 1)."""
 
   def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1,
                groups: int = 1, bias: bool = True):
     k, st, dil = (_single(v, n) for v, n in ((kernel_size, "kernel_size"), (stride, "stride"), (dilation, "dilation")))
-    pad = padding if isinstance(padding, str) else (0, _single(padding, "padding"))
-    super().__init__(in_channels, out_channels, (1, k), (1, st), pad, (1, dil), groups, bias)
-    self.weight = _param(self.weight.reshape(out_channels, in_channels // groups, k).detach())
+    pad = padding if isinstance(padding, str) else _single(padding, "padding")
+    super().__init__(in_channels, out_channels, (k,), st, pad, dil, groups, bias)
 
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim != 3:
       raise ValueError(f"Conv1d takes (N, C, L), got {x.shape}")
-    w = self.weight.unsqueeze(2)
-    return x.unsqueeze(2).conv2d(w, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
-                                 padding=self.padding).squeeze(2)
+    return super().__call__(x)
 
 
 class ConvTranspose1d(ConvTranspose2d):
   """Transposed 1-D convolution over (N, Cin, L) (torch's ConvTranspose1d): weight
-  (in, out/groups, K), computed as the daemon's transposed 2-D convolution with a (1, K) kernel."""
+  (in, out/groups, K), the daemon's transposed convolution over one spatial axis."""
 
   def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0,
                dilation=1, groups: int = 1, bias: bool = True):
-    k = _single(kernel_size, "kernel_size")
-    super().__init__(in_channels, out_channels, (1, k), (1, _single(stride, "stride")), (0, _single(padding, "padding")),
-                     (0, _single(output_padding, "output_padding")), (1, _single(dilation, "dilation")), groups, bias)
-    self.weight = _param(self.weight.reshape(in_channels, out_channels // groups, k).detach())
+    super().__init__(in_channels, out_channels, (_single(kernel_size, "kernel_size"),), _single(stride, "stride"),
+                     _single(padding, "padding"), _single(output_padding, "output_padding"),
+                     _single(dilation, "dilation"), groups, bias)
 
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim != 3:
       raise ValueError(f"ConvTranspose1d takes (N, Cin, L), got {x.shape}")
-    return x.unsqueeze(2).conv_transpose2d(self.weight.unsqueeze(2), self.bias, groups=self.groups, stride=self.stride,
-                                           dilation=self.dilation, padding=self.padding,
-                                           output_padding=self.output_padding).squeeze(2)
+    return super().__call__(x)

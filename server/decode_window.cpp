@@ -1,0 +1,180 @@
+#include "server/decode_window.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/frontend/conv.h"
+#include "server/decode.h"
+
+namespace polygrad::server {
+namespace {
+
+namespace v1 = ::polygrad::v1;
+namespace fe = ::polygrad::frontend;
+
+constexpr int64_t kSaturated = std::numeric_limits<int64_t>::max();
+
+// Arithmetic on checked values that saturates instead of overflowing; a saturated size then
+// fails check_shape with RESOURCE_EXHAUSTED.
+int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? kSaturated : r;
+}
+int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? kSaturated : r;
+}
+
+std::string dims(const Shape& s) { return absl::StrCat("(", absl::StrJoin(s, ", "), ")"); }
+
+class WindowOp {
+ public:
+  WindowOp(v1::Op op, const v1::CompositeArg& c, const std::vector<UOpRef>& src, const Limits& limits)
+      : op_(op), c_(c), src_(src), limits_(limits), name_(v1::Op_Name(op)) {}
+
+  absl::StatusOr<UOpRef> build() {
+    const UOpRef& x = src_[0];
+    const bool conv = op_ == v1::CONV2D || op_ == v1::CONV_TRANSPOSE2D;
+    std::vector<int64_t> kernel;
+    if (conv) {
+      const UOpRef& w = src_[1];
+      if (w->shape.size() < 3 || w->shape.size() > 2 + fe::kMaxSpatial || x->shape.size() != w->shape.size())
+        return invalid(absl::StrCat("takes an input (N, C, *spatial) and a weight (", weight_layout(),
+                                    ", *kernel) of the same rank, 3 to ", 2 + fe::kMaxSpatial, " (1 to ", fe::kMaxSpatial,
+                                    " spatial axes); got input ", dims(x->shape), " and weight ", dims(w->shape)));
+      kernel.assign(w->shape.begin() + 2, w->shape.end());
+      if (absl::Status s = values("the weight's kernel", kernel, 1); !s.ok()) return s;
+    } else {
+      kernel.assign(c_.kernel().begin(), c_.kernel().end());
+      if (kernel.empty() || kernel.size() > fe::kMaxSpatial || kernel.size() > x->shape.size())
+        return invalid(absl::StrCat("pools over the last len(kernel) axes, 1 to ", fe::kMaxSpatial,
+                                    "; got a kernel of ", kernel.size(), " values for input ", dims(x->shape)));
+      if (absl::Status s = values("kernel", kernel, 1); !s.ok()) return s;
+    }
+    const size_t n = kernel.size();
+    p_.stride = list(c_.stride(), conv ? std::vector<int64_t>(n, 1) : kernel);
+    p_.dilation = list(c_.dilation(), std::vector<int64_t>(n, 1));
+    p_.padding = list(c_.padding(), std::vector<int64_t>(n, 0));
+    p_.groups = c_.groups() == 0 ? 1 : c_.groups();
+    if (absl::Status s = length("stride", p_.stride, n); !s.ok()) return s;
+    if (absl::Status s = length("dilation", p_.dilation, n); !s.ok()) return s;
+    if (absl::Status s = values("stride", p_.stride, 1); !s.ok()) return s;
+    if (absl::Status s = values("dilation", p_.dilation, 1); !s.ok()) return s;
+    if (absl::Status s = values("padding", p_.padding, 0); !s.ok()) return s;
+    if (op_ == v1::CONV_TRANSPOSE2D) return build_transpose(kernel);
+    if (p_.padding.size() != n && p_.padding.size() != 2 * n)
+      return invalid(absl::StrCat("padding needs ", n, " values (one per spatial axis) or ", 2 * n,
+                                  " ((before, after) per axis), got ", p_.padding.size()));
+    if (op_ != v1::MAX_POOL2D && c_.indices()) return invalid("indices are for MAX_POOL2D only");
+    absl::StatusOr<fe::Pairs> pads = fe::spatial_padding(p_.padding, n);
+    if (!pads.ok()) return pads.status();
+    // The padded input, and the work: every output element reads a whole window (a convolution's
+    // window spans the group's input channels too).
+    const size_t lead = x->shape.size() - n;
+    Shape padded(x->shape.begin(), x->shape.begin() + static_cast<std::ptrdiff_t>(lead));
+    Shape work = padded;
+    if (conv) work[1] = src_[1]->shape[0];
+    Shape window;
+    if (conv) window.push_back(src_[1]->shape[1]);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t size = sat_add(x->shape[lead + i], sat_add((*pads)[i].first, (*pads)[i].second));
+      const int64_t span = sat_add(sat_mul(p_.dilation[i], kernel[i] - 1), 1);
+      if (size < span)
+        return invalid(absl::StrCat("a window of ", span, " (kernel ", kernel[i], ", dilation ", p_.dilation[i],
+                                    ") does not fit spatial axis ", i, " of input ", dims(x->shape), " padded to ", size));
+      padded.push_back(size);
+      work.push_back((size - span) / p_.stride[i] + 1);
+      window.push_back(kernel[i]);
+    }
+    if (absl::Status s = check_shape(padded, limits_, absl::StrCat(name_, "'s padded input")); !s.ok()) return s;
+    if (absl::Status s = check_work(work, window); !s.ok()) return s;
+    switch (op_) {
+      case v1::CONV2D: return fe::conv(x, src_[1], p_);
+      case v1::MAX_POOL2D: return c_.indices() ? fe::max_pool_indices(x, kernel, p_) : fe::max_pool(x, kernel, p_);
+      default: return fe::avg_pool(x, kernel, p_);
+    }
+  }
+
+ private:
+  absl::StatusOr<UOpRef> build_transpose(const std::vector<int64_t>& kernel) {
+    const UOpRef& x = src_[0];
+    const size_t n = kernel.size();
+    if (p_.padding.size() != n)
+      return invalid(absl::StrCat("padding needs ", n, " values (one per spatial axis), got ", p_.padding.size()));
+    std::vector<int64_t> output_padding = list(c_.output_padding(), std::vector<int64_t>(n, 0));
+    if (absl::Status s = length("output_padding", output_padding, n); !s.ok()) return s;
+    if (absl::Status s = values("output_padding", output_padding, 0); !s.ok()) return s;
+    const int64_t groups = p_.groups;
+    if (groups < 1 || x->shape[1] % groups != 0)
+      return invalid(absl::StrCat("groups=", groups, " do not divide the ", x->shape[1], " input channels"));
+    // It runs as a convolution of the zero-stuffed, padded input: bound that input and the work.
+    Shape stuffed{x->shape[0], x->shape[1]}, work{x->shape[0], sat_mul(src_[1]->shape[1], groups)};
+    Shape window{x->shape[1] / groups};
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t reach = sat_mul(p_.dilation[i], kernel[i] - 1);
+      stuffed.push_back(sat_add(sat_mul(x->shape[2 + i], p_.stride[i]), sat_add(sat_mul(reach, 2), output_padding[i])));
+      const int64_t out = sat_add(sat_add(sat_mul(x->shape[2 + i] - 1, p_.stride[i]), reach),
+                                  sat_add(output_padding[i] + 1, sat_mul(-2, p_.padding[i])));
+      if (out <= 0)
+        return invalid(absl::StrCat("padding ", p_.padding[i], " leaves no output on spatial axis ", i, " of input ",
+                                    dims(x->shape), " with weight ", dims(src_[1]->shape)));
+      work.push_back(out);
+      window.push_back(kernel[i]);
+    }
+    if (absl::Status s = check_shape(stuffed, limits_, absl::StrCat(name_, "'s zero-stuffed input")); !s.ok()) return s;
+    if (absl::Status s = check_work(work, window); !s.ok()) return s;
+    return fe::conv_transpose(x, src_[1], p_, output_padding);
+  }
+
+  // output elements × window elements, held to max_elements like one tensor of that many.
+  absl::Status check_work(const Shape& out, const Shape& window) const {
+    Shape grid = out;
+    grid.insert(grid.end(), window.begin(), window.end());
+    return check_shape(grid, limits_,
+                       absl::StrCat(name_, "'s work: output ", dims(out), " times window ", dims(window), ", as a tensor"));
+  }
+
+  const char* weight_layout() const { return op_ == v1::CONV2D ? "O, C/groups" : "C, O/groups"; }
+
+  template <typename Field>
+  static std::vector<int64_t> list(const Field& f, std::vector<int64_t> fallback) {
+    return f.empty() ? fallback : std::vector<int64_t>(f.begin(), f.end());
+  }
+
+  absl::Status length(const char* what, const std::vector<int64_t>& v, size_t n) const {
+    if (v.size() == n) return absl::OkStatus();
+    return invalid(absl::StrCat(what, " needs ", n, " values (one per spatial axis), got ", v.size()));
+  }
+
+  absl::Status values(const char* what, const std::vector<int64_t>& v, int64_t low) const {
+    for (int64_t x : v) {
+      if (x < low) return invalid(absl::StrCat(what, " values must be >= ", low, ", got ", x));
+      if (static_cast<uint64_t>(x) > limits_.max_elements)
+        return absl::ResourceExhaustedError(
+            absl::StrCat(what, " value ", x, " exceeds max_elements (", limits_.max_elements, ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status invalid(const std::string& msg) { return absl::InvalidArgumentError(msg); }
+
+  v1::Op op_;
+  const v1::CompositeArg& c_;
+  const std::vector<UOpRef>& src_;
+  const Limits& limits_;
+  std::string name_;
+  fe::ConvParams p_;
+};
+
+}  // namespace
+
+absl::StatusOr<UOpRef> build_window_op(v1::Op op, const v1::CompositeArg& c, const std::vector<UOpRef>& src,
+                                       const Limits& limits) {
+  return WindowOp(op, c, src, limits).build();
+}
+
+}  // namespace polygrad::server
