@@ -32,6 +32,13 @@ const prometheus::Histogram::BucketBoundaries& compile_buckets() {
   static const prometheus::Histogram::BucketBoundaries b = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
   return b;
 }
+// From a simplify of a few microseconds to a compile of a minute.
+const prometheus::Histogram::BucketBoundaries& pass_buckets() {
+  static const prometheus::Histogram::BucketBoundaries b = {1e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05,
+                                                            0.1,  0.5,  1,    5,    30,   120};
+  return b;
+}
+
 const prometheus::Histogram::BucketBoundaries& kernel_buckets() {
   static const prometheus::Histogram::BucketBoundaries b = {1e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3,
                                                             0.01, 0.05, 0.1,  0.5,  1,    5,    30};
@@ -202,6 +209,11 @@ Metrics::Metrics(std::string_view version)
                            .Help("Kernel compiles that failed.")
                            .Register(*registry_)
                            .Add({});
+  pass_family_ = &BuildHistogram()
+                      .Name("polygradd_compile_pass_duration_seconds")
+                      .Help("Time of one run of a compiler pass (core/engine/pipeline.h), by pass; per-kernel "
+                            "passes once per kernel.")
+                      .Register(*registry_);
   kernel_family_ = &BuildHistogram()
                         .Name("polygradd_kernel_duration_seconds")
                         .Help("Time to run one kernel, by device (GPU kernels timed with events on the GPU).")
@@ -296,6 +308,11 @@ void Metrics::on_schedule_cache_lookup(bool hit) { (hit ? schedule_hit_ : schedu
 void Metrics::on_compile(double seconds, bool ok) {
   compile_seconds_->Observe(seconds);
   if (!ok) compile_failures_->Increment();
+}
+
+void Metrics::on_pass(std::string_view pass, double seconds) {
+  // Pass names are the engine's own few: no client string reaches this label.
+  pass_family_->Add({{"pass", std::string(pass)}}, pass_buckets()).Observe(seconds);
 }
 
 void Metrics::on_kernel(double seconds) { kernel_seconds_->Observe(seconds); }

@@ -72,6 +72,7 @@ class Metrics final : public EngineObserver {
   void on_remote_error(std::string_view kind) override;
   void on_schedule_cache_lookup(bool hit) override;
   void on_compile(double seconds, bool ok) override;
+  void on_pass(std::string_view pass, double seconds) override;
   void on_kernel(double seconds) override;
   void on_device_kernel(const std::string& device, double seconds) override;
 
@@ -99,6 +100,7 @@ class Metrics final : public EngineObserver {
   prometheus::Counter* schedule_miss_;
   prometheus::Histogram* compile_seconds_;
   prometheus::Counter* compile_failures_;
+  prometheus::Family<prometheus::Histogram>* pass_family_;
   prometheus::Family<prometheus::Histogram>* kernel_family_;
   prometheus::Histogram* kernel_seconds_;  // the CPU's series
   prometheus::Counter* upload_bytes_;

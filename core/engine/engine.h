@@ -38,6 +38,10 @@ class EngineObserver {
   // A realize looked its structure up in the schedule cache (only while the cache is enabled).
   virtual void on_schedule_cache_lookup(bool hit) {}
   virtual void on_compile(double seconds, bool ok) {}
+  // One run of a named compiler pass (core/engine/pipeline.h lists them: "schedule_cache",
+  // "schedule", "lower", "simplify", "optimize", "linearize", "render", "compile", "plan_memory",
+  // "run"); per-kernel passes report once per kernel.
+  virtual void on_pass(std::string_view pass, double seconds) {}
   virtual void on_kernel(double seconds) {}  // a CPU kernel
   // A kernel on another device ("CUDA:0"), timed on that device.
   virtual void on_device_kernel(const std::string& device, double seconds) { on_kernel(seconds); }

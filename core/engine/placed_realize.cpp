@@ -5,8 +5,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/engine/cuda_realize.h"
+#include "core/engine/cuda_backend.h"
 #include "core/engine/engine_impl.h"
+#include "core/engine/pipeline.h"
 #include "core/engine/placement.h"
 #include "core/engine/transfers.h"
 #include "core/frontend/tensor_ops.h"
@@ -70,7 +71,7 @@ absl::StatusOr<RealizeResult> realize_placed(Engine& engine, Engine::Impl& impl,
     if (code == kCpuDevice) return engine.realize(outs, b, on_cpu);
     auto stream = streams->on(code);
     if (!stream.ok()) return stream.status();
-    return realize_on_cuda(impl, **stream, outs, b, options);
+    return realize_on(impl, *make_cuda_backend(impl, **stream), outs, b, options);
   };
 
   // Each transfer in order, sources first: its source is realized where it lives, then copied.

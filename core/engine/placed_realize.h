@@ -1,6 +1,6 @@
 // Realizes graphs that involve a device other than the CPU: COPY nodes become transfers between
-// kernels, and each output is computed on its device (CPU kernels through the unchanged CPU
-// path, CUDA kernels through cuda_realize.h). Only core/engine includes this.
+// kernels, and each output is computed on its device, through the one pipeline (pipeline.h) on
+// that device's backend. Only core/engine includes this.
 #pragma once
 
 #include <vector>

@@ -1,16 +1,17 @@
 #include "core/engine/plan.h"
 
 #include <algorithm>
-#include <cstring>
+#include <chrono>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/engine/buffer_arena.h"
-#include "core/engine/cuda_realize.h"
+#include "core/engine/cuda_backend.h"
 #include "core/engine/device_streams.h"
 #include "core/engine/engine_impl.h"
+#include "core/engine/pipeline.h"
 #include "core/engine/placement.h"
 #include "core/engine/transfers.h"
 #include "core/schedule/schedule.h"
@@ -64,8 +65,7 @@ absl::StatusOr<PlanPlace> plan_place(const std::vector<UOpRef>& roots, const Bin
 }  // namespace
 
 struct ExecutionPlan::Step {
-  CompiledKernel kernel;  // on the CPU
-  CudaKernel cuda;        // on a GPU
+  CompiledKernel kernel;
   std::vector<void*> args;
 };
 
@@ -77,40 +77,22 @@ absl::Status ExecutionPlan::run(const std::function<bool()>& should_stop) {
   // so before its kernels either way).
   for (const Transfer& t : transfers_)
     if (absl::Status s = copy_contents(*t.to, *t.from, *streams_); !s.ok()) return s;
-  if (stream_) return run_on_gpu(should_stop);
-  for (const Copy& c : snapshots_) std::memcpy(c.to, c.from, c.bytes);
-  for (const Step& s : steps_) {
-    if (should_stop && should_stop()) return absl::CancelledError("step cancelled between kernels");
-    engine_->launch(s.kernel, s.args.data());
-  }
-  for (const Copy& c : copies_) std::memcpy(c.to, c.from, c.bytes);
-  return absl::OkStatus();
-}
-
-absl::Status ExecutionPlan::run_on_gpu(const std::function<bool()>& should_stop) {
-  CudaStream& stream = *stream_;
-  CudaDevice& dev = stream.device();
-  auto address = [](const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
-  KernelTimes times(*engine_, stream);
+  Backend& backend = *backend_;
   // Everything is queued, then waited for once; on an early return, the queued work still
-  // finishes before the caller may touch a buffer.
+  // finishes before the caller may touch a buffer. A failed launch leaves the targets as they
+  // were: the assigns are copied only after every kernel.
   auto finish = [&](absl::Status s) {
-    absl::Status synced = stream.synchronize();
-    if (s.ok()) s = synced;
-    if (s.ok()) s = times.report();
-    return s;
+    absl::Status synced = backend.synchronize();
+    return s.ok() ? synced : s;
   };
   for (const Copy& c : snapshots_)
-    if (absl::Status s = dev.copy(address(c.from), address(c.to), c.bytes, stream); !s.ok()) return finish(s);
+    if (absl::Status s = backend.copy(c.from, c.to, c.bytes); !s.ok()) return finish(s);
   for (const Step& s : steps_) {
-    if (should_stop && should_stop()) {
-      (void)finish(absl::OkStatus());
-      return absl::CancelledError("step cancelled between kernels");
-    }
-    if (absl::Status st = times.launch(s.cuda, s.args.data(), s.args.size()); !st.ok()) return finish(st);
+    if (should_stop && should_stop()) return finish(absl::CancelledError("step cancelled between kernels"));
+    if (absl::Status st = backend.launch(s.kernel, s.args.data(), s.args.size()); !st.ok()) return finish(st);
   }
   for (const Copy& c : copies_)
-    if (absl::Status s = dev.copy(address(c.from), address(c.to), c.bytes, stream); !s.ok()) return finish(s);
+    if (absl::Status s = backend.copy(c.from, c.to, c.bytes); !s.ok()) return finish(s);
   return finish(absl::OkStatus());
 }
 
@@ -146,63 +128,50 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
 
   // The spec's buffers, and each COPY's destination (filled before every run).
   Bindings bound = spec.bound;
-  // The kernels, in order, as (output and parameters, launchable or not) on the plan's device.
   auto is_bound = [&](const UOp* n) { return bound.count(n) > 0; };
-  RealizeStats build_stats;
-  Schedule sched;
-  std::vector<ExecutionPlan::Step> built;
-  std::vector<std::vector<const UOp*>> params;
-  CudaDevice* gpu = nullptr;
   // Transfers read and write across devices through the session's streams.
   if (device != kCpuDevice || !where->copies.empty())
     plan->streams_ = options.streams ? options.streams : std::make_shared<DeviceStreams>();
-  auto fresh = [&](DType dtype, const Shape& shape) -> absl::StatusOr<BufferPtr> {
-    if (!gpu) return allocate_host_buffer(dtype, shape);
-    return gpu->allocate(dtype, shape, *plan->stream_);
-  };
-  std::vector<BufferPtr> transfer_ends;  // kept by the plan
-  auto add_transfers = [&]() -> absl::Status {
-    for (const UOp* c : where->copies) {
-      absl::StatusOr<BufferPtr> to = fresh(c->dtype, c->shape);
-      if (!to.ok()) return to.status();
-      const BufferPtr& from = bound.at(c->src[0].get());
-      plan->transfers_.push_back(ExecutionPlan::Transfer{from.get(), to->get()});
-      transfer_ends.push_back(from);
-      transfer_ends.push_back(*to);
-      bound[c] = *to;
-    }
-    return absl::OkStatus();
-  };
   if (device == kCpuDevice) {
-    if (absl::Status s = add_transfers(); !s.ok()) return s;
-    auto compiled = impl_->compile(roots, is_bound, options, "step compile", build_stats);
-    if (!compiled.ok()) return compiled.status();
-    sched = std::move(compiled->schedule);
-    for (CompiledKernel& k : compiled->kernels) {
-      params.push_back(k.params);
-      built.push_back(ExecutionPlan::Step{std::move(k), {}, {}});
-    }
+    plan->backend_ = impl_->cpu.get();
   } else {
     if (absl::Status s = check_device(device); !s.ok()) return s;
     auto stream = plan->streams_->on(device);
     if (!stream.ok()) return stream.status();
-    plan->stream_ = *stream;
-    gpu = &plan->stream_->device();
-    if (absl::Status s = add_transfers(); !s.ok()) return s;
-    auto compiled = compile_for_cuda(*impl_, *gpu, roots, is_bound, options, "step compile", build_stats);
-    if (!compiled.ok()) return compiled.status();
-    sched = std::move(compiled->schedule);
-    for (CudaKernel& k : compiled->kernels) {
-      params.push_back(k.params);
-      built.push_back(ExecutionPlan::Step{CompiledKernel{nullptr, {}, 0, 0}, std::move(k), {}});
-    }
+    plan->own_backend_ = make_cuda_backend(*impl_, **stream);
+    plan->backend_ = plan->own_backend_.get();
   }
-  auto launchable = [&](size_t i) { return gpu ? built[i].cuda.program != nullptr : built[i].kernel.program != nullptr; };
+  Backend& backend = *plan->backend_;
+  auto fresh = [&](DType dtype, const Shape& shape) { return backend.allocate(dtype, shape); };
+  std::vector<BufferPtr> transfer_ends;  // kept by the plan
+  for (const UOp* c : where->copies) {
+    absl::StatusOr<BufferPtr> to = fresh(c->dtype, c->shape);
+    if (!to.ok()) return to.status();
+    const BufferPtr& from = bound.at(c->src[0].get());
+    plan->transfers_.push_back(ExecutionPlan::Transfer{from.get(), to->get()});
+    transfer_ends.push_back(from);
+    transfer_ends.push_back(*to);
+    bound[c] = *to;
+  }
+  // The kernels, in order, as (output and parameters, launchable or not) on the plan's device.
+  RealizeStats build_stats;
+  auto compiled = compile_schedule(*impl_, backend, roots, is_bound, options, "step compile", build_stats);
+  if (!compiled.ok()) return compiled.status();
+  const Schedule& sched = compiled->schedule;
+  std::vector<ExecutionPlan::Step> built;
+  std::vector<std::vector<const UOp*>> params;
+  for (CompiledKernel& k : compiled->kernels) {
+    params.push_back(k.params);
+    built.push_back(ExecutionPlan::Step{std::move(k), {}});
+  }
+  auto launchable = [&](size_t i) { return built[i].kernel.program != nullptr; };
   plan->stats_.compiled = build_stats.compiled;
   plan->stats_.cache_hits = build_stats.cache_hits;
 
-  // Values that outlive the kernels (outputs and assigned values) get buffers of their own; the
-  // others share an arena, each buffer going back after its last reader.
+  // plan_memory: values that outlive the kernels (outputs and assigned values) get buffers of
+  // their own; the others share an arena, each buffer going back after its last reader.
+  PassLog log(impl_->observer());
+  const auto memory_t0 = std::chrono::steady_clock::now();
   std::unordered_set<const UOp*> finals;
   for (size_t i = 0; i < spec.outputs.size() + spec.assigns.size(); ++i) finals.insert(sched.outputs[i].get());
   std::unordered_map<const UOp*, size_t> last_use;
@@ -250,10 +219,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
   for (const BufferPtr& b : transfer_ends)
     if (used.insert(b.get()).second) plan->held_.push_back(b);
   // The graph goes when planning ends; launches need only the pointers.
-  for (ExecutionPlan::Step& s : plan->steps_) {
-    s.kernel.params.clear();
-    s.cuda.params.clear();
-  }
+  for (ExecutionPlan::Step& s : plan->steps_) s.kernel.params.clear();
 
   for (size_t i = 0; i < spec.outputs.size(); ++i) plan->outputs_.push_back(buffers.at(sched.outputs[i].get()));
   for (size_t i = 0; i < spec.assigns.size(); ++i) {
@@ -270,6 +236,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
     }
     plan->copies_.push_back(ExecutionPlan::Copy{value->data(), a.target->data(), a.target->nbytes()});
   }
+  log.done("plan_memory", memory_t0);
   return plan;
 }
 

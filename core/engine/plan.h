@@ -18,7 +18,7 @@
 
 namespace polygrad {
 
-class CudaStream;
+class Backend;
 class DeviceStreams;
 
 // After each run, `target` holds the value `value` had during that run (an in-place update of a
@@ -81,12 +81,12 @@ class ExecutionPlan {
     Buffer* to;
   };
   ExecutionPlan() = default;
-  absl::Status run_on_gpu(const std::function<bool()>& should_stop);
 
   Engine::Impl* engine_ = nullptr;
   std::string device_ = "CPU";
-  std::shared_ptr<DeviceStreams> streams_;  // keeps stream_ alive
-  CudaStream* stream_ = nullptr;            // null: the kernels run on the CPU
+  std::shared_ptr<DeviceStreams> streams_;  // keeps a GPU backend's stream alive
+  std::unique_ptr<Backend> own_backend_;    // a GPU's, on the planning session's stream
+  Backend* backend_ = nullptr;              // where the kernels run: own_backend_ or the engine's CPU
   std::vector<Step> steps_;
   std::vector<Transfer> transfers_;  // first of all
   std::vector<Copy> snapshots_;  // before the kernels: assigned values that are other targets

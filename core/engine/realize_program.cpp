@@ -10,21 +10,9 @@
 
 namespace polygrad {
 
-namespace {
-
-void take(RealizeProgram::Launch& launch, CompiledKernel&& k) {
-  launch.kernel = std::move(k);
-  launch.kernel.params.clear();
-}
-void take(RealizeProgram::Launch& launch, CudaKernel&& k) {
-  launch.cuda = std::move(k);
-  launch.cuda.params.clear();
-}
-
-template <typename Kernel>
-absl::StatusOr<RealizeProgram> make_any_program(const Schedule& sched, std::vector<Kernel> kernels,
-                                                const std::vector<const UOp*>& key_leaves, const Bindings& bound,
-                                                std::vector<BufferPtr>& leaf_buffers) {
+absl::StatusOr<RealizeProgram> make_program(const Schedule& sched, std::vector<CompiledKernel> kernels,
+                                            const std::vector<const UOp*>& key_leaves, const Bindings& bound,
+                                            std::vector<BufferPtr>& leaf_buffers) {
   RealizeProgram program;
   std::unordered_map<const UOp*, uint32_t> slot;
   for (const UOp* leaf : key_leaves) slot.emplace(leaf, static_cast<uint32_t>(slot.size()));
@@ -35,7 +23,7 @@ absl::StatusOr<RealizeProgram> make_any_program(const Schedule& sched, std::vect
     leaf_buffers.push_back(b->second);
     program.cacheable = false;
   };
-  for (const Kernel& k : kernels)
+  for (const CompiledKernel& k : kernels)
     for (const UOp* p : k.params) add_leaf(p);
   for (const UOpRef& o : sched.outputs) add_leaf(o.get());
   program.leaves = static_cast<uint32_t>(slot.size());
@@ -66,7 +54,8 @@ absl::StatusOr<RealizeProgram> make_any_program(const Schedule& sched, std::vect
       last_use[*s] = i;
     }
     if (launch.args[0] != program.leaves + i) return absl::InternalError("kernel output out of schedule order");
-    take(launch, std::move(kernels[i]));
+    launch.kernel = std::move(kernels[i]);
+    launch.kernel.params.clear();
     program.launches.push_back(std::move(launch));
   }
   for (const auto& [s, i] : last_use)
@@ -74,90 +63,51 @@ absl::StatusOr<RealizeProgram> make_any_program(const Schedule& sched, std::vect
   return program;
 }
 
-absl::StatusOr<RealizeResult> run_on_gpu(Engine::Impl& engine, const RealizeProgram& program, std::vector<BufferPtr> slots,
-                                         const RealizeOptions& options, CudaStream& stream) {
-  CudaDevice& dev = stream.device();
-  RealizeResult result;
-  const std::unordered_set<uint32_t> kept(program.outputs.begin(), program.outputs.end());
-  // Intermediates: a block this stream's kernels finished with is reused by its later kernels
-  // (the stream runs them in order). The arena holds every block until the function returns:
-  // the allocator is shared with other sessions' streams, which must not get a block this
-  // stream's queued kernels still read.
-  BufferArena arena([&](DType dtype, const Shape& shape) { return dev.allocate(dtype, shape, stream); });
-  KernelTimes times(engine, stream);
-  // Destroyed first: on any return, queued work has finished before a block goes back.
-  struct SyncOnExit {
-    CudaStream& stream;
-    ~SyncOnExit() { (void)stream.synchronize(); }
-  } sync_on_exit{stream};
-  std::vector<const void*> ptrs;
-  for (const RealizeProgram::Launch& launch : program.launches) {
-    if (options.should_stop && options.should_stop()) return absl::CancelledError("realize cancelled between kernels");
-    const uint32_t out = launch.args[0];
-    absl::StatusOr<BufferPtr> buf = kept.count(out) || !launch.cuda.program ? dev.allocate(launch.dtype, launch.shape, stream)
-                                                                            : arena.take(launch.dtype, launch.shape);
-    if (!buf.ok()) return buf.status();
-    slots[out] = *std::move(buf);
-    if (launch.cuda.program) {
-      ptrs.clear();
-      for (uint32_t s : launch.args) {
-        const BufferPtr& b = slots[s];
-        if (b->device() != dev.name())  // placement keeps this from happening; never launch on it
-          return absl::InternalError(absl::StrCat("a ", dev.name(), " kernel was given a ", b->device(), " buffer"));
-        ptrs.push_back(b->data());
-      }
-      if (absl::Status s = times.launch(launch.cuda, ptrs.data(), ptrs.size()); !s.ok()) return s;
-      ++result.stats.kernels;
-    }
-    for (uint32_t s : launch.release) {
-      if (s != out) arena.give_back(slots[s]);
-      slots[s].reset();
-    }
-  }
-  if (absl::Status s = stream.synchronize(); !s.ok()) return s;
-  if (absl::Status s = times.report(); !s.ok()) return s;
-  for (uint32_t s : program.outputs) result.outputs.push_back(slots[s]);
-  return result;
-}
-
-}  // namespace
-
-absl::StatusOr<RealizeProgram> make_program(const Schedule& sched, std::vector<CompiledKernel> kernels,
-                                            const std::vector<const UOp*>& key_leaves, const Bindings& bound,
-                                            std::vector<BufferPtr>& leaf_buffers) {
-  return make_any_program(sched, std::move(kernels), key_leaves, bound, leaf_buffers);
-}
-
-absl::StatusOr<RealizeProgram> make_program(const Schedule& sched, std::vector<CudaKernel> kernels,
-                                            const std::vector<const UOp*>& key_leaves, const Bindings& bound,
-                                            std::vector<BufferPtr>& leaf_buffers) {
-  return make_any_program(sched, std::move(kernels), key_leaves, bound, leaf_buffers);
-}
-
-absl::StatusOr<RealizeResult> run_program(Engine::Impl& engine, const RealizeProgram& program,
-                                          std::vector<BufferPtr> leaf_buffers, const RealizeOptions& options,
-                                          CudaStream* stream) {
+absl::StatusOr<RealizeResult> run_program(Backend& backend, const RealizeProgram& program,
+                                          std::vector<BufferPtr> leaf_buffers, const RealizeOptions& options) {
   if (leaf_buffers.size() != program.leaves) {
     return absl::InternalError(absl::StrCat("program of ", program.leaves, " leaves run with ", leaf_buffers.size()));
   }
   std::vector<BufferPtr> slots = std::move(leaf_buffers);
   slots.resize(program.leaves + program.launches.size());
-  if (stream) return run_on_gpu(engine, program, std::move(slots), options, *stream);
   RealizeResult result;
+  const std::unordered_set<uint32_t> kept(program.outputs.begin(), program.outputs.end());
+  // Intermediates on a backend that runs its work in order: a block its kernels finished with is
+  // reused by its later kernels. The arena holds every block until the function returns: the
+  // allocator is shared with other sessions' queues, which must not get a block this queue's
+  // kernels still read.
+  BufferArena arena([&](DType dtype, const Shape& shape) { return backend.allocate(dtype, shape); });
+  const bool reuse = backend.reuses_intermediates();
+  // Destroyed first: on any return, queued work has finished before a block goes back.
+  struct SyncOnExit {
+    Backend& backend;
+    ~SyncOnExit() { (void)backend.synchronize(); }
+  } sync_on_exit{backend};
   std::vector<void*> ptrs;
   for (const RealizeProgram::Launch& launch : program.launches) {
     if (options.should_stop && options.should_stop()) return absl::CancelledError("realize cancelled between kernels");
-    absl::StatusOr<BufferPtr> buf = allocate_host_buffer(launch.dtype, launch.shape);
+    const uint32_t out = launch.args[0];
+    const bool own = !reuse || kept.count(out) || !launch.kernel.program;
+    absl::StatusOr<BufferPtr> buf = own ? backend.allocate(launch.dtype, launch.shape) : arena.take(launch.dtype, launch.shape);
     if (!buf.ok()) return buf.status();
-    slots[launch.args[0]] = *std::move(buf);
+    slots[out] = *std::move(buf);
     if (launch.kernel.program) {
       ptrs.clear();
-      for (uint32_t s : launch.args) ptrs.push_back(slots[s]->data());
-      engine.launch(launch.kernel, ptrs.data());
+      for (uint32_t s : launch.args) {
+        const BufferPtr& b = slots[s];
+        if (b->device() != backend.name())  // placement keeps this from happening; never launch on it
+          return absl::InternalError(absl::StrCat("a ", backend.name(), " kernel was given a ", b->device(), " buffer"));
+        ptrs.push_back(b->data());
+      }
+      if (absl::Status s = backend.launch(launch.kernel, ptrs.data(), ptrs.size()); !s.ok()) return s;
       ++result.stats.kernels;
     }
-    for (uint32_t s : launch.release) slots[s].reset();
+    for (uint32_t s : launch.release) {
+      if (reuse && s != out) arena.give_back(slots[s]);
+      slots[s].reset();
+    }
   }
+  if (absl::Status s = backend.synchronize(); !s.ok()) return s;
   for (uint32_t s : program.outputs) result.outputs.push_back(slots[s]);
   return result;
 }

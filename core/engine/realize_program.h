@@ -12,9 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/engine/cuda_realize.h"
+#include "core/engine/backend.h"
 #include "core/engine/engine.h"
-#include "core/engine/engine_impl.h"
 #include "core/ir/uop.h"
 #include "core/schedule/schedule.h"
 
@@ -22,8 +21,7 @@ namespace polygrad {
 
 struct RealizeProgram {
   struct Launch {
-    CompiledKernel kernel;          // on the CPU; params cleared: a program holds no graph
-    CudaKernel cuda;                // on a GPU (a program is for one device; the other is empty)
+    CompiledKernel kernel;          // for the program's one device; params cleared: a program holds no graph
     std::vector<uint32_t> args;     // slot of each kernel argument; args[0] is this launch's output
     DType dtype;                    // of the output
     Shape shape;
@@ -39,24 +37,19 @@ struct RealizeProgram {
   bool cacheable = true;
 };
 
-// The program of `sched` (its items compiled, in order, into `kernels`, for the CPU or for one
-// GPU). `key_leaves` are the bound nodes of the request's key, which take the first slots;
+// The program of `sched` (its items compiled, in order, into `kernels`, for one device). `key_leaves` are the bound nodes of the request's key, which take the first slots;
 // `leaf_buffers` holds their buffers on entry and gets the buffers of bound nodes outside the
 // key appended.
 absl::StatusOr<RealizeProgram> make_program(const Schedule& sched, std::vector<CompiledKernel> kernels,
                                             const std::vector<const UOp*>& key_leaves, const Bindings& bound,
                                             std::vector<BufferPtr>& leaf_buffers);
-absl::StatusOr<RealizeProgram> make_program(const Schedule& sched, std::vector<CudaKernel> kernels,
-                                            const std::vector<const UOp*>& key_leaves, const Bindings& bound,
-                                            std::vector<BufferPtr>& leaf_buffers);
 
 // Runs `program` over `leaf_buffers` (one per leaf slot): allocates each launch's output,
 // launches, frees intermediates after their last reader. `should_stop` is polled between
-// launches (CANCELLED); a failed allocation is RESOURCE_EXHAUSTED. Fills stats.kernels.
-// A GPU program (made from CudaKernels) runs on `stream`: its intermediates share blocks in
-// stream order, and it returns when the stream has finished.
-absl::StatusOr<RealizeResult> run_program(Engine::Impl& engine, const RealizeProgram& program,
-                                          std::vector<BufferPtr> leaf_buffers, const RealizeOptions& options,
-                                          CudaStream* stream = nullptr);
+// launches (CANCELLED); a failed allocation is RESOURCE_EXHAUSTED, a failed launch its status.
+// Fills stats.kernels. On a backend that reuses intermediates (a GPU's stream) they share blocks
+// in launch order. Returns when the backend has finished the work.
+absl::StatusOr<RealizeResult> run_program(Backend& backend, const RealizeProgram& program,
+                                          std::vector<BufferPtr> leaf_buffers, const RealizeOptions& options);
 
 }  // namespace polygrad

@@ -4,13 +4,17 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/status/status.h"
+
 namespace polygrad {
 
 class Program {
  public:
   virtual ~Program() = default;
   // Runs iterations [start, end) of the kernel's outer loop over `bufs` (DEFINE_GLOBAL order).
-  virtual void launch(void** bufs, int64_t start, int64_t end) const = 0;
+  // OK, or why the launch failed (the device's error, with its name): callers pass it on, so a
+  // failed launch fails the realize or step that made it.
+  virtual absl::Status launch(void** bufs, int64_t start, int64_t end) const = 0;
 };
 
 using ProgramPtr = std::shared_ptr<const Program>;

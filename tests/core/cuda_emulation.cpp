@@ -640,7 +640,7 @@ absl::Status KernelSet::launch(size_t kernel, const std::vector<void*>& bufs, in
   std::vector<void*> args{call};
   args.insert(args.end(), bufs.begin(), bufs.end());
   // The CPU dispatcher reads only call[0] and runs [0, n); the emulation ignores start and end.
-  programs_[s.program]->launch(args.data(), 0, n);
+  if (absl::Status st = programs_[s.program]->launch(args.data(), 0, n); !st.ok()) return st;
   if (call[4] != 0)
     return absl::InternalError(
         absl::StrCat("emulation stopped: ", reinterpret_cast<const char*>(static_cast<intptr_t>(call[4]))));

@@ -101,7 +101,7 @@ class KernelCacheTest : public ::testing::Test {
   static void expect_runs(const ProgramPtr& p) {
     float out[4] = {};
     void* bufs[1] = {out};
-    p->launch(bufs, 0, 4);
+    ASSERT_TRUE(p->launch(bufs, 0, 4).ok());
     EXPECT_EQ(out[3], 6.0f);
   }
 
@@ -303,7 +303,7 @@ void pg_kernel(void** bufs, int64_t start, int64_t end) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) / 250.0f - 2.0f;
   std::vector<float> in = v;
   void* bufs[1] = {v.data()};
-  (*program)->launch(bufs, 0, static_cast<int64_t>(v.size()));
+  ASSERT_TRUE((*program)->launch(bufs, 0, static_cast<int64_t>(v.size())).ok());
   for (size_t i = 0; i < v.size(); ++i) {
     float want = std::exp(in[i]) + std::sin(in[i]) + std::log(1.0f + in[i] * in[i]);
     EXPECT_NEAR(v[i], want, 1e-5f * (1.0f + std::abs(want))) << "x = " << in[i];

@@ -1171,7 +1171,17 @@ TEST_F(OwnServerTest, MetricsEndpoint) {
                            "polygradd_queue_duration_seconds_bucket{method=\"Realize\"", "polygradd_sessions ",
                            "polygradd_sessions_created_total ", "polygradd_buffers ", "polygradd_buffer_bytes ",
                            "polygradd_transfer_bytes_total{direction=\"upload\"}", "polygradd_build_info{version=",
-                           "polygradd_compile_duration_seconds", "polygradd_kernel_duration_seconds"}) {
+                           "polygradd_compile_duration_seconds", "polygradd_kernel_duration_seconds",
+                           // Every pass of the realize above (core/engine/pipeline.h), by name.
+                           "polygradd_compile_pass_duration_seconds_count{pass=\"schedule_cache\"}",
+                           "polygradd_compile_pass_duration_seconds_count{pass=\"schedule\"}",
+                           "polygradd_compile_pass_duration_seconds_count{pass=\"lower\"}",
+                           "polygradd_compile_pass_duration_seconds_count{pass=\"simplify\"}",
+                           "polygradd_compile_pass_duration_seconds_count{pass=\"optimize\"}",
+                           "polygradd_compile_pass_duration_seconds_count{pass=\"linearize\"}",
+                           "polygradd_compile_pass_duration_seconds_count{pass=\"render\"}",
+                           "polygradd_compile_pass_duration_seconds_count{pass=\"compile\"}",
+                           "polygradd_compile_pass_duration_seconds_count{pass=\"run\"}"}) {
     EXPECT_NE(text.find(name), std::string::npos) << "missing " << name;
   }
   // The in-process rendering carries the same families.

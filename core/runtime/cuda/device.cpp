@@ -1,7 +1,6 @@
 #include "core/runtime/cuda/device.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -212,14 +211,12 @@ absl::Status CudaProgram::run(const CudaStream& stream, const void* const* args,
                                                               1, 0, stream.handle(), params.data(), nullptr));
 }
 
-void CudaProgram::launch(void** bufs, int64_t start, int64_t end) const {
-  absl::Status s = start == 0 ? absl::OkStatus() : absl::InternalError("a CUDA kernel cannot start mid-loop");
-  if (s.ok()) {
-    auto stream = CudaStream::create(device_);
-    s = stream.ok() ? run(**stream, bufs, nparams_, end) : stream.status();
-    if (s.ok()) s = (*stream)->synchronize();
-  }
-  if (!s.ok()) std::fprintf(stderr, "polygrad: CUDA kernel launch failed: %s\n", s.ToString().c_str());
+absl::Status CudaProgram::launch(void** bufs, int64_t start, int64_t end) const {
+  if (start != 0) return absl::InternalError("a CUDA kernel cannot start mid-loop");
+  auto stream = CudaStream::create(device_);
+  if (!stream.ok()) return stream.status();
+  if (absl::Status s = run(**stream, bufs, nparams_, end); !s.ok()) return s;
+  return (*stream)->synchronize();
 }
 
 // --- Timer --------------------------------------------------------------------------------------

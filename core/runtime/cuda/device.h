@@ -65,9 +65,8 @@ class CudaProgram final : public Program {
   absl::Status run(const CudaStream& stream, const void* const* args, size_t nargs, int64_t n,
                    int threads_per_iteration = 1) const;
   // Program's host-side entry: runs [0, end) on a stream of its own and waits. `start` must be 0
-  // (a GPU kernel is never split across host threads). Errors are reported on stderr; the
-  // engine's CUDA path calls run() instead and gets them as statuses.
-  void launch(void** bufs, int64_t start, int64_t end) const override;
+  // (a GPU kernel is never split across host threads). The driver's error, if any, is returned.
+  absl::Status launch(void** bufs, int64_t start, int64_t end) const override;
 
  private:
   friend class CudaDevice;

@@ -1,0 +1,98 @@
+#include "core/engine/cpu_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/engine/engine_impl.h"
+#include "core/render/c_renderer.h"
+
+namespace polygrad {
+namespace {
+
+// Below this much work per launch, threads cost more than they save.
+constexpr int64_t kParallelThreshold = 1 << 15;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(Engine::Impl& impl) : impl_(impl) {}
+
+  const std::string& name() const override { return name_; }
+  const CodegenCaps& caps() const override { return caps_; }
+
+  absl::StatusOr<RenderedKernel> render(const LinearKernel& kernel) const override {
+    auto source = render_c(kernel);
+    if (!source.ok()) return source.status();
+    if (impl_.dump_kernels) std::fprintf(stderr, "polygrad kernel:\n%s\n", source->c_str());
+    std::string key = KernelCache::key("CPU", impl_.compiler.identity(), *source);
+    return RenderedKernel{*std::move(source), std::move(key), kernel.params.size(), 1};
+  }
+
+  ProgramPtr cached(const RenderedKernel& k) const override { return impl_.cache.in_memory(k.key); }
+
+  absl::StatusOr<KernelCache::Found> build(const RenderedKernel& k, const KernelCache::StopFn& should_stop) override {
+    return impl_.cache.get_or_build(
+        k.key,
+        [&](const KernelCache::StopFn& abandoned) -> absl::StatusOr<std::string> {
+          impl_.compile_slots.acquire();
+          auto t0 = std::chrono::steady_clock::now();
+          auto bytes = impl_.compiler.compile(k.source, abandoned);
+          impl_.compile_slots.release();
+          if (impl_.observer()) impl_.observer()->on_compile(seconds_since(t0), bytes.ok());
+          return bytes;
+        },
+        CpuCompiler::load, should_stop);
+  }
+
+  absl::StatusOr<BufferPtr> allocate(DType dtype, const Shape& shape) override {
+    return allocate_host_buffer(dtype, shape);
+  }
+  absl::Status copy(const void* from, void* to, size_t bytes) override {
+    std::memcpy(to, from, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status upload(const void* host, Buffer& dst) override { return copy(host, dst.data(), dst.nbytes()); }
+  absl::Status download(const Buffer& src, void* host) override { return copy(src.data(), host, src.nbytes()); }
+
+  absl::Status launch(const CompiledKernel& k, void* const* bufs, size_t) override {
+    auto t0 = std::chrono::steady_clock::now();
+    const int64_t n = k.outer_size;
+    const int64_t chunks = (k.work >= kParallelThreshold && n > 1) ? std::min<int64_t>(n, impl_.pool.size()) : 1;
+    void** args = const_cast<void**>(bufs);
+    absl::Status status;
+    if (chunks == 1) {
+      status = k.program->launch(args, 0, n);
+    } else {
+      std::mutex mu;  // chunks fail on several threads; the first failure is the one reported
+      impl_.pool.parallel_for(chunks, [&](int64_t c) {
+        absl::Status s = k.program->launch(args, n * c / chunks, n * (c + 1) / chunks);
+        if (s.ok()) return;
+        std::lock_guard lock(mu);
+        if (status.ok()) status = std::move(s);
+      });
+    }
+    if (status.ok() && impl_.observer()) impl_.observer()->on_kernel(seconds_since(t0));
+    return status;
+  }
+  // Launches return when their kernel has run.
+  absl::Status synchronize() override { return absl::OkStatus(); }
+
+ private:
+  Engine::Impl& impl_;
+  const std::string name_ = "CPU";
+  const CodegenCaps caps_{};
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(Engine::Impl& impl) { return std::make_unique<CpuBackend>(impl); }
+
+}  // namespace polygrad

@@ -1,0 +1,47 @@
+// The pipeline of a realize, in one place and in order (core/engine/pipeline.cpp reads top to
+// bottom): schedule-cache lookup, schedule, then per kernel lower → simplify → optimize →
+// linearize → render → kernel-cache lookup or compile, then run. Every pass is named and timed
+// (pass_log.h). Devices vary it only through their Backend (backend.h): its CodegenCaps, its
+// renderer and its compiler. Only core/engine includes this.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/engine/backend.h"
+#include "core/engine/engine.h"
+#include "core/engine/kernels_for.h"
+#include "core/engine/pass_log.h"
+#include "core/ir/uop.h"
+#include "core/schedule/schedule.h"
+
+namespace polygrad {
+
+// A schedule and its kernels, compiled in execution order (kernels[i] computes items[i]).
+struct CompiledSchedule {
+  Schedule schedule;
+  std::vector<CompiledKernel> kernels;
+};
+
+// One scheduled kernel root through the code-generation passes: lower, simplify, optimize (the
+// CPU's vector lanes or a GPU's register tiles, by `caps`), linearize. `index` names the kernel
+// in the debug log.
+absl::StatusOr<LoweredKernel> generate_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
+                                              const CodegenCaps& caps, PassLog& log, size_t index = 0);
+
+// Schedules `roots` and builds every kernel for `backend` (the pipeline without the schedule
+// cache and the run: what a compiled step plans from). Kernels not in the kernel cache's memory
+// are built side by side, at most one compiler per hardware thread across the engine. `what`
+// names the caller in the CANCELLED message when `options.should_stop` fires before a compile.
+absl::StatusOr<CompiledSchedule> compile_schedule(Engine::Impl& impl, Backend& backend, const std::vector<UOpRef>& roots,
+                                                  const std::function<bool(const UOp*)>& is_bound,
+                                                  const RealizeOptions& options, const char* what, RealizeStats& stats);
+
+// The whole pipeline: computes `outputs` on `backend`, every node of which lives on that device
+// (placement.h), reusing the program of an earlier request of the same structure on it.
+absl::StatusOr<RealizeResult> realize_on(Engine::Impl& impl, Backend& backend, const std::vector<UOpRef>& outputs,
+                                         const Bindings& bound, const RealizeOptions& options);
+
+}  // namespace polygrad
