@@ -190,19 +190,35 @@ absl::StatusOr<UOpRef> resize_axis(const UOpRef& x, int64_t axis, int64_t m, std
   PG_ASSIGN(lo_f, cast(lo, DType::Float64));
   PG_ASSIGN(frac64, alu(Ops::SUB, {src, lo_f}));
   PG_ASSIGN(frac, cast(frac64, x->dtype));
-  Shape ws(x->shape.size(), 1);
-  ws[axis] = m;
-  PG_ASSIGN(wr, reshape(frac, ws));
-  Shape full = x->shape;
-  full[axis] = m;
-  PG_ASSIGN(wt, expand(wr, full));
-  PG_ASSIGN(ones, constant(1.0, x->dtype, full));
-  PG_ASSIGN(wl, alu(Ops::SUB, {ones, wt}));
-  PG_ASSIGN(a, gather_at(x, axis, lo));
-  PG_ASSIGN(b, gather_at(x, axis, hi));
-  PG_ASSIGN(pa, alu(Ops::MUL, {a, wl}));
-  PG_ASSIGN(pb, alu(Ops::MUL, {b, wt}));
-  return alu(Ops::ADD, {pa, pb});
+  // One reduce for the axis, not a gather per neighbour (a kernel per axis, not 2^axes copies of
+  // the ones before): out[..., j] = sum_i [i == lo_j] x_i (1 - f_j) + [i == hi_j] x_i f_j,
+  // selected with WHERE so an inf elsewhere in the row stays out.
+  const std::vector<int64_t> perm = axis_last(x->shape.size(), axis);
+  PG_ASSIGN(xt, permute(x, perm));
+  PG_ASSIGN(xg, repeat_rows(xt, m));  // (..., m, n)
+  const Shape& g = xg->shape;
+  auto per_output = [&](const UOpRef& t) -> absl::StatusOr<UOpRef> {  // (m,) along the grid's m axis
+    Shape s(g.size(), 1);
+    s[g.size() - 2] = m;
+    PG_ASSIGN(r, reshape(t, s));
+    return expand(r, g);
+  };
+  PG_ASSIGN(pos, positions_last(g, DType::Int32));
+  PG_ASSIGN(lo_g, per_output(lo));
+  PG_ASSIGN(hi_g, per_output(hi));
+  PG_ASSIGN(f_g, per_output(frac));
+  PG_ASSIGN(is_lo, equal(pos, lo_g));
+  PG_ASSIGN(is_hi, equal(pos, hi_g));
+  PG_ASSIGN(ones, constant(1.0, x->dtype, g));
+  PG_ASSIGN(zeros, constant(0.0, x->dtype, g));
+  PG_ASSIGN(wl, alu(Ops::SUB, {ones, f_g}));
+  PG_ASSIGN(xl, alu(Ops::MUL, {xg, wl}));
+  PG_ASSIGN(xh, alu(Ops::MUL, {xg, f_g}));
+  PG_ASSIGN(a, alu(Ops::WHERE, {is_lo, xl, zeros}));
+  PG_ASSIGN(b, alu(Ops::WHERE, {is_hi, xh, zeros}));
+  PG_ASSIGN(both, alu(Ops::ADD, {a, b}));
+  PG_ASSIGN(out, reduce_drop(Ops::ADD, both, -1));
+  return permute(out, inverse(perm));
 }
 
 }  // namespace
