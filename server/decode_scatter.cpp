@@ -68,10 +68,9 @@ absl::StatusOr<UOpRef> multinomial(const v1::CompositeArg& c, const UOpRef& w, c
   if (!w->shape.empty() && w->shape.size() <= 2 && c.n() >= 1) {
     const int64_t rows = w->shape.size() == 2 ? w->shape[0] : 1, classes = w->shape.back();
     // Replacement: a running sum (classes²) and every draw against every class; without: a sort.
-    if (absl::Status s = check_shape(Shape{rows, classes, classes}, limits, "its comparisons along the classes"); !s.ok())
-      return s;
-    if (absl::Status s = check_shape(Shape{rows, c.n(), classes}, limits, "its draw-by-class comparisons"); !s.ok())
-      return s;
+    absl::Status s = check_shape(Shape{rows, classes, classes}, limits, "its comparisons along the classes");
+    if (s.ok()) s = check_shape(Shape{rows, c.n(), classes}, limits, "its draw-by-class comparisons");
+    if (!s.ok()) return s;
   }
   return frontend::multinomial(w, c.n(), c.replacement(), frontend::RandomKey{c.seed(), c.counter()});
 }

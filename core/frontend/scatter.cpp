@@ -23,6 +23,9 @@ absl::Status invalid(std::string_view op, std::string_view what) {
 
 std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
 
+// A client's word in quotes, cut short: a message never carries a long string back.
+std::string quoted(std::string_view s) { return absl::StrCat("'", std::string(s.substr(0, 32)), "'"); }
+
 std::vector<int64_t> axis_last(size_t rank, int64_t axis) {
   std::vector<int64_t> p;
   for (size_t i = 0; i < rank; ++i)
@@ -153,7 +156,8 @@ absl::StatusOr<UOpRef> at_most(const UOpRef& t, int64_t hi) {
 
 // One axis of interpolate: n -> m. Positions as torch (area_pixel_compute_source_index and the
 // nearest rules), in float64 from 0..m-1.
-absl::StatusOr<UOpRef> resize_axis(const UOpRef& x, int64_t axis, int64_t m, std::string_view mode, bool align_corners) {
+absl::StatusOr<UOpRef> resize_axis(const UOpRef& x, int64_t axis, int64_t m, std::string_view mode,
+                                   bool align_corners) {
   const int64_t n = x->shape[axis];
   PG_ASSIGN(dst, arange(m, DType::Float64));
   if (mode != "linear") {
@@ -231,7 +235,7 @@ absl::StatusOr<ScatterReduce> parse_scatter_reduce(std::string_view name) {
   if (name == "amax") return ScatterReduce::Amax;
   if (name == "amin") return ScatterReduce::Amin;
   return absl::InvalidArgumentError(absl::StrCat(
-      "scatter_reduce: reduce must be 'none', 'sum', 'prod', 'mean', 'amax' or 'amin', got '", std::string(name.substr(0, 32)), "'"));
+      "scatter_reduce: reduce must be 'none', 'sum', 'prod', 'mean', 'amax' or 'amin', got ", quoted(name)));
 }
 
 absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UOpRef& index, const UOpRef& src_in,
@@ -341,7 +345,7 @@ absl::StatusOr<UOpRef> nll_loss(const UOpRef& logp, const UOpRef& target_in, con
                                 int64_t ignore_index, std::string_view reduction) {
   const auto rank = static_cast<int64_t>(logp->shape.size());
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    return invalid("nll_loss", absl::StrCat("reduction must be 'mean', 'sum' or 'none', got '", std::string(reduction.substr(0, 32)), "'"));
+    return invalid("nll_loss", absl::StrCat("reduction must be 'mean', 'sum' or 'none', got ", quoted(reduction)));
   if (rank == 0) return invalid("nll_loss", "log-probabilities need a class axis, got a 0-d tensor");
   if (!dtype_is_float(logp->dtype))
     return invalid("nll_loss", absl::StrCat("log-probabilities must be float, got ", dtype_name(logp->dtype)));
@@ -350,17 +354,22 @@ absl::StatusOr<UOpRef> nll_loss(const UOpRef& logp, const UOpRef& target_in, con
   Shape want = logp->shape;
   want.erase(want.begin() + ax);
   if (target_in->shape != want)
-    return invalid("nll_loss", absl::StrCat("targets of shape ", shape_str(target_in->shape), " do not fit log-probabilities ",
-                                            shape_str(logp->shape), " (want ", shape_str(want), ")"));
+    return invalid("nll_loss", absl::StrCat("targets of shape ", shape_str(target_in->shape),
+                                            " do not fit log-probabilities ", shape_str(logp->shape), " (want ",
+                                            shape_str(want), ")"));
+  if (!dtype_is_float(target_in->dtype) && !dtype_is_int(target_in->dtype))
+    return invalid("nll_loss", absl::StrCat("targets must be class indices, got ", dtype_name(target_in->dtype)));
+  // Compared as int64: in a narrow or unsigned dtype, ignore_index (-100 for none) or a class
+  // number past the dtype would wrap onto a real class. Float targets (class indices loaded as
+  // floats, the seed API) are truncated.
   UOpRef target = target_in;
-  if (dtype_is_float(target->dtype)) {  // class indices loaded as floats (the seed API)
-    PG_ASSIGN(t, cast(target, DType::Int32));
+  if (target->dtype != DType::Int64) {
+    PG_ASSIGN(t, cast(target, DType::Int64));
     target = t;
-  } else if (!dtype_is_int(target->dtype)) {
-    return invalid("nll_loss", absl::StrCat("targets must be class indices, got ", dtype_name(target->dtype)));
   }
   if (weight && weight->shape != Shape{classes})
-    return invalid("nll_loss", absl::StrCat("weight ", shape_str(weight->shape), " must have one entry per class (", classes, ")"));
+    return invalid("nll_loss",
+                   absl::StrCat("weight ", shape_str(weight->shape), " must have one entry per class (", classes, ")"));
   if (classes == 0) return invalid("nll_loss", "no classes");
   // Sums of 16-bit floats accumulate in float32.
   const DType w = logp->dtype == DType::Float16 || logp->dtype == DType::BFloat16 ? DType::Float32 : logp->dtype;
@@ -414,11 +423,12 @@ absl::StatusOr<UOpRef> nll_loss(const UOpRef& logp, const UOpRef& target_in, con
 absl::StatusOr<UOpRef> interpolate(const UOpRef& x, const std::vector<int64_t>& sizes, std::string_view mode,
                                    bool align_corners) {
   if (mode != "linear" && mode != "nearest" && mode != "nearest-exact")
-    return invalid("interpolate", absl::StrCat("mode must be 'linear', 'nearest' or 'nearest-exact', got '", std::string(mode.substr(0, 32)), "'"));
+    return invalid("interpolate",
+                   absl::StrCat("mode must be 'linear', 'nearest' or 'nearest-exact', got ", quoted(mode)));
   const size_t rank = x->shape.size();
   if (sizes.empty() || sizes.size() > rank)
-    return invalid("interpolate", absl::StrCat("needs 1 to ", rank, " output sizes for a tensor of shape ", shape_str(x->shape),
-                                               ", got ", sizes.size()));
+    return invalid("interpolate", absl::StrCat("needs 1 to ", rank, " output sizes for a tensor of shape ",
+                                               shape_str(x->shape), ", got ", sizes.size()));
   UOpRef t = x;
   if (mode == "linear" && !dtype_is_float(x->dtype)) {
     PG_ASSIGN(f, cast(x, DType::Float32));
@@ -426,7 +436,8 @@ absl::StatusOr<UOpRef> interpolate(const UOpRef& x, const std::vector<int64_t>& 
   }
   for (size_t k = 0; k < sizes.size(); ++k) {
     const auto axis = static_cast<int64_t>(rank - sizes.size() + k);
-    if (sizes[k] < 1) return invalid("interpolate", absl::StrCat("output size ", sizes[k], " for axis ", axis, " is not positive"));
+    if (sizes[k] < 1)
+      return invalid("interpolate", absl::StrCat("output size ", sizes[k], " for axis ", axis, " is not positive"));
     if (t->shape[axis] == 0) return invalid("interpolate", absl::StrCat("axis ", axis, " is empty"));
     PG_ASSIGN(r, resize_axis(t, axis, sizes[k], mode, align_corners));
     t = r;
@@ -517,7 +528,8 @@ absl::StatusOr<UOpRef> nonzero(const UOpRef& x, int64_t count) {
 absl::StatusOr<UOpRef> multinomial(const UOpRef& weights, int64_t num_samples, bool replacement, RandomKey key) {
   const size_t rank = weights->shape.size();
   if (rank != 1 && rank != 2)
-    return invalid("multinomial", absl::StrCat("takes a 1-D or 2-D tensor of weights, got shape ", shape_str(weights->shape)));
+    return invalid("multinomial",
+                   absl::StrCat("takes a 1-D or 2-D tensor of weights, got shape ", shape_str(weights->shape)));
   if (num_samples < 1) return invalid("multinomial", absl::StrCat("num_samples must be >= 1, got ", num_samples));
   const int64_t rows = rank == 2 ? weights->shape[0] : 1, n = weights->shape.back();
   if (n == 0) return invalid("multinomial", "no classes to draw from");

@@ -30,7 +30,7 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis, const UOpRe
                                       ScatterReduce reduce, bool include_self);
 
 // torch's nll_loss: log-probabilities logp (N, C, ...) or (C,) (float), targets (N, ...) or ()
-// (integer; float targets are cast to int32); per element -weight[t] * logp[t], a target equal
+// (integer; float targets are truncated); per element -weight[t] * logp[t], a target equal
 // to ignore_index (or outside [0, C)) counting for nothing. weight (C,) is optional. reduction
 // "none" keeps the targets' shape, "sum" sums, "mean" divides by the summed weights counted.
 absl::StatusOr<UOpRef> nll_loss(const UOpRef& logp, const UOpRef& target, const UOpRef& weight,

@@ -26,7 +26,8 @@ class ScatterTest : public testing::RealizeFixture {
 };
 
 // scatter_reduce along axis 1 of (R, N) x with (R, M) index and (R, K >= M) src.
-std::vector<double> scatter_ref(const std::vector<double>& x, const std::vector<int32_t>& idx, const std::vector<double>& src,
+std::vector<double> scatter_ref(const std::vector<double>& x, const std::vector<int32_t>& idx,
+                                const std::vector<double>& src,
                                 int64_t rows, int64_t n, int64_t m, int64_t k, fe::ScatterReduce mode, bool self) {
   std::vector<double> out = x;
   for (int64_t r = 0; r < rows; ++r)
@@ -149,7 +150,8 @@ TEST_F(ScatterTest, UnfoldAndNonzero) {
 TEST_F(ScatterTest, MultinomialDrawsOnlyWeightedClasses) {
   std::vector<double> w;
   int i = 0;
-  UOpRef W = leaf<double>(DType::Float64, {2, 5}, w, [&] { return (i++ % 2 == 0) ? 1.0 : 0.0; });  // classes 0, 2, 4 / 1, 3
+  // Row 0 weighs classes 0, 2 and 4, row 1 classes 1 and 3.
+  UOpRef W = leaf<double>(DType::Float64, {2, 5}, w, [&] { return (i++ % 2 == 0) ? 1.0 : 0.0; });
   auto without = run<int32_t>(fe::multinomial(W, 2, false, {7, 0}), {2, 2});
   EXPECT_NE(without[0], without[1]);
   for (int k = 0; k < 2; ++k) EXPECT_EQ(without[k] % 2, 0);
@@ -185,7 +187,8 @@ TEST_F(ScatterTest, RejectsBadArguments) {
   EXPECT_NE(message(fe::nll_loss(X, Y3, S, -100, "mean")).find("one entry per class"), std::string::npos);
   EXPECT_NE(message(fe::nll_loss(X, Y3, nullptr, -100, "avg")).find("reduction must be"), std::string::npos);
   EXPECT_NE(message(fe::nll_loss(I, Y3, nullptr, -100, "mean")).find("must be float"), std::string::npos);
-  EXPECT_NE(message(fe::interpolate(X, {2, 2, 2}, "linear", false)).find("needs 1 to 2 output sizes"), std::string::npos);
+  EXPECT_NE(message(fe::interpolate(X, {2, 2, 2}, "linear", false)).find("needs 1 to 2 output sizes"),
+            std::string::npos);
   EXPECT_NE(message(fe::interpolate(X, {0}, "linear", false)).find("not positive"), std::string::npos);
   EXPECT_NE(message(fe::interpolate(X, {3}, "cubic", false)).find("mode must be"), std::string::npos);
   EXPECT_NE(message(fe::unfold(X, 1, 5, 1)).find("size 5 must be from 0 to 4"), std::string::npos);
