@@ -256,12 +256,15 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UO
   const DType w = work_dtype(x->dtype, reduce);
   const std::vector<int64_t> perm = axis_last(x->shape.size(), axis);
   PG_ASSIGN(xt, permute(x, perm));   // (..., n)
-  PG_ASSIGN(it, permute(index, perm));  // (..., m)
+  // Positions compare in int32 or int64: in a narrow or unsigned index dtype, an arange past its
+  // range would wrap onto small positions.
+  PG_ASSIGN(wide, index->dtype == DType::Int32 ? index : cast(index, DType::Int64));
+  PG_ASSIGN(it, permute(wide, perm));  // (..., m)
   PG_ASSIGN(ut, permute(src, perm));
   const int64_t n = xt->shape.back();
   // hits[..., j, i]: update j lands on position i.
   PG_ASSIGN(ie, spread_last(it, n));
-  PG_ASSIGN(pos, positions_last(ie->shape, index->dtype));
+  PG_ASSIGN(pos, positions_last(ie->shape, it->dtype));
   PG_ASSIGN(hits, equal(ie, pos));
   PG_ASSIGN(uw, cast(ut, w));
   PG_ASSIGN(upd, spread_last(uw, n));

@@ -89,6 +89,16 @@ TEST_F(ScatterTest, IntegerMeanRoundsTowardMinusInfinity) {
   EXPECT_EQ(got, (std::vector<int32_t>{-2, 0}));
 }
 
+TEST_F(ScatterTest, NarrowIndexDtypesNeverWrapOntoLaterPositions) {
+  std::vector<double> x, s;
+  std::vector<uint8_t> idx;
+  UOpRef X = leaf<double>(DType::Float64, {1, 300}, x, [] { return 0.0; });
+  UOpRef S = leaf<double>(DType::Float64, {1, 1}, s, [] { return 1.0; });
+  UOpRef I = leaf<uint8_t>(DType::UInt8, {1, 1}, idx, [] { return uint8_t{4}; });
+  auto got = run<double>(fe::scatter_reduce(X, 1, I, S, fe::ScatterReduce::Sum, true), {1, 300});
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], i == 4 ? 1.0 : 0.0) << i;  // 260 = 4 + 256
+}
+
 TEST_F(ScatterTest, NllLossMatchesDirectLoopWithWeightAndIgnoredClass) {
   const int64_t batch = 6, classes = 4, ignore = 2;
   std::vector<double> logp, w;
