@@ -119,6 +119,15 @@ TEST_F(ScatterTest, NllLossMatchesDirectLoopWithWeightAndIgnoredClass) {
   EXPECT_NEAR(run<double>(fe::nll_loss(L, Y, W, ignore, "mean"), {})[0], total / weights, 1e-12);
 }
 
+TEST_F(ScatterTest, NllLossTargetsInANarrowDtypeNeverWrapOntoLaterClasses) {
+  std::vector<double> logp;
+  std::vector<uint8_t> y;
+  UOpRef L = randd({1, 300}, logp, -3, -1);
+  UOpRef Y = leaf<uint8_t>(DType::UInt8, {1}, y, [] { return uint8_t{4}; });
+  // A one-hot over 300 classes counted in uint8 would also pick class 260 = 4 + 256.
+  EXPECT_NEAR(run<double>(fe::nll_loss(L, Y, nullptr, -100, "sum"), {})[0], -logp[4], 1e-12);
+}
+
 TEST_F(ScatterTest, InterpolateLinearAndNearestMatchTorchsIndexRules) {
   const int64_t n = 4, m = 7;
   std::vector<double> x;
