@@ -1,5 +1,6 @@
 #include "server/decode.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "core/frontend/tensor_ops.h"
 #include "core/engine/placement.h"
 #include "server/decode_window.h"
+#include "server/decode_scatter.h"
 #include "server/status.h"
 
 namespace polygrad::server {
@@ -44,6 +46,7 @@ struct OpSpec {
   Ops core;                   // the ALU op, or for reductions the reduce op
   int arity;                  // number of sources
   v1::Node::ArgCase arg;      // the arg it must carry (ARG_NOT_SET: none)
+  int max_arity = 0;          // more than `arity` when trailing sources are optional
 };
 
 constexpr v1::Node::ArgCase kNoArg = v1::Node::ARG_NOT_SET;
@@ -150,6 +153,12 @@ constexpr OpSpec kOpTable[] = {
     {v1::SOFTPLUS, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
     {v1::CLAMP_MIN, Kind::Composite, Ops::SINK, 2, kNoArg},
     {v1::CLAMP_MAX, Kind::Composite, Ops::SINK, 2, kNoArg},
+    {v1::SCATTER_REDUCE, Kind::Composite, Ops::SINK, 3, v1::Node::kComposite},
+    {v1::NLL_LOSS, Kind::Composite, Ops::SINK, 2, v1::Node::kComposite, 3},  // the weight is optional
+    {v1::INTERPOLATE, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::UNFOLD, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::NONZERO, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
+    {v1::MULTINOMIAL, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
 };
 
 const OpSpec* find_op(v1::Op op) {
@@ -389,7 +398,9 @@ class NodeDecoder {
           default: return frontend::logcumsumexp(x, *axis);
         }
       }
-      default: return absl::InternalError("composite op without a builder");
+      default:
+        if (is_scatter_op(spec_.wire)) return build_scatter_op(spec_.wire, c, src_, limits_);
+        return absl::InternalError("composite op without a builder");
     }
   }
 
@@ -570,8 +581,10 @@ absl::StatusOr<DecodedNodes> decode_nodes(const google::protobuf::RepeatedPtrFie
     if (resolver.find_node(node.id()) != nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(prefix, "id ", node.id(), " is already defined in this session"));
     }
-    if (node.src_size() != spec->arity) {
-      return absl::InvalidArgumentError(absl::StrCat(prefix, "takes ", spec->arity, " source(s), got ", node.src_size()));
+    if (node.src_size() < spec->arity || node.src_size() > std::max(spec->arity, spec->max_arity)) {
+      const std::string takes = spec->max_arity > spec->arity ? absl::StrCat(spec->arity, " to ", spec->max_arity)
+                                                              : absl::StrCat(spec->arity);
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "takes ", takes, " source(s), got ", node.src_size()));
     }
     if (node.arg_case() != spec->arg) {
       return absl::InvalidArgumentError(

@@ -98,6 +98,10 @@ export declare class Tensor {
   static rand(...shape: Array<number | Shape | FactoryOptions>): Tensor;
   static randn(...shape: Array<number | Shape | FactoryOptions>): Tensor;
   static randint(...shape: Array<number | Shape | (FactoryOptions & { low?: number; high?: number })>): Tensor;
+  /** randn scaled by std and shifted by mean, on the device. */
+  static normal(...shape: Array<number | Shape | (FactoryOptions & { mean?: number; std?: number })>): Tensor;
+  /** A random permutation of 0..n-1 (int32 unless dtype): argsort of n uniform draws. */
+  static randperm(n: number, options?: { dtype?: DTypeLike }): Tensor;
   static uniform(...shape: Array<number | Shape | (FactoryOptions & { low?: number; high?: number })>): Tensor;
   static scaledUniform(...shape: Array<number | Shape | FactoryOptions>): Tensor;
   static glorotUniform(...shape: Array<number | Shape | FactoryOptions>): Tensor;
@@ -303,6 +307,27 @@ export declare class Tensor {
   triu(diagonal?: number): Tensor;
   gather(dim: number, index: Tensor | NestedArray): Tensor;
   oneHot(numClasses: number): Tensor;
+  /** torch's scatter: src (a tensor or a number) written at index along dim; colliding updates sum. */
+  scatter(dim: number, index: Tensor | NestedArray, src: Tensor | number, reduce?: 'add' | 'multiply' | { reduce?: 'add' | 'multiply' }): Tensor;
+  scatterReduce(dim: number, index: Tensor | NestedArray, src: Tensor, reduce: 'sum' | 'prod' | 'mean' | 'amax' | 'amin',
+    options?: { includeSelf?: boolean }): Tensor;
+  /** torch's nll_loss: log-probabilities (N, C, ...) or (C), class indices (N, ...) or (). */
+  nllLoss(Y: Tensor | NestedArray, options?: { weight?: Tensor | NestedArray; ignoreIndex?: number;
+    reduction?: 'mean' | 'sum' | 'none' }): Tensor;
+  /** Resizes the last size.length axes (torch's F.interpolate on the spatial axes). */
+  interpolate(size: number[], options?: { mode?: 'linear' | 'nearest' | 'nearest-exact'; alignCorners?: boolean }): Tensor;
+  /** torch's Tensor.unfold: windows of size every step along dim, as a new last axis. */
+  unfold(dim: number, size: number, step: number): Tensor;
+  /** (count, ndim) int32 positions of the nonzero elements; async: the count is read first. */
+  nonzero(): Promise<Tensor>;
+  maskedSelect(mask: Tensor | NestedArray): Promise<Tensor>;
+  /** int32 class indices drawn from the weights along the last axis of a 1-D or 2-D tensor. */
+  multinomial(numSamples?: number, replacement?: boolean | { replacement?: boolean }): Tensor;
+  maxUnpool2d(indices: Tensor | NestedArray, options?: { kernelSize?: number | [number, number];
+    stride?: number | [number, number]; padding?: number | [number, number]; outputSize?: number[] }): Tensor;
+  contiguousBackward(): Tensor;
+  /** This tensor now stands for x (same shape): x's dtype and history come along. */
+  replace(x: Tensor): Tensor;
   crossEntropy(y: Tensor | NestedArray, options?: { reduction?: 'mean' | 'sum' | 'none'; labelSmoothing?: number; axis?: number }): Tensor;
   sparseCategoricalCrossentropy(y: Tensor, options?: { ignoreIndex?: number; labelSmoothing?: number; reduction?: 'mean' | 'sum' | 'none' }): Tensor;
   binaryCrossentropy(y: Tensor, options?: { reduction?: 'mean' | 'sum' | 'none' }): Tensor;

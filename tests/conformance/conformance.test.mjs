@@ -197,6 +197,17 @@ const BUILD = {
   tril: (xs, a) => xs[0].tril(a.diagonal ?? 0),
   triu: (xs, a) => xs[0].triu(a.diagonal ?? 0),
   gather: (xs, a) => xs[0].gather(a.dim, xs[1]),
+  scatter: (xs, a) => xs[0].scatter(a.dim, xs[1], xs.length > 2 ? xs[2] : a.value),
+  scatterReduce: (xs, a) => xs[0].scatterReduce(a.dim, xs[1], xs[2], a.reduce, { includeSelf: a.includeSelf }),
+  nllLoss: (xs, a) => xs[0].nllLoss(xs[1], { weight: xs[2], ignoreIndex: a.ignoreIndex, reduction: a.reduction ?? 'mean' }),
+  interpolate: (xs, a) => xs[0].interpolate(a.size, { mode: a.mode ?? 'linear', alignCorners: Boolean(a.alignCorners) }),
+  unfold: (xs, a) => xs[0].unfold(a.dim, a.size, a.step),
+  nonzero: (xs) => xs[0].nonzero(),
+  maskedSelect: (xs) => xs[0].maskedSelect(xs[1]),
+  multinomial: seeded((xs, a) => xs[0].multinomial(a.n, Boolean(a.replacement))),
+  randperm: seeded((xs, a) => Tensor.randperm(a.n)),
+  normal: seeded((xs, a) => Tensor.normal(a.shape, { mean: a.mean, std: a.std })),
+  maxUnpool2d: (xs) => xs[0].maxUnpool2d(xs[1]),
   conv2d: (xs, a) => xs[0].conv2d(xs[1], xs[2] ?? null, { groups: a.groups ?? 1, stride: a.stride ?? 1,
     dilation: a.dilation ?? 1, padding: a.padding ?? 0 }),
   convTranspose2d: (xs, a) => xs[0].convTranspose2d(xs[1], null, { groups: a.groups ?? 1, stride: a.stride ?? 1,
@@ -220,9 +231,9 @@ const BUILD = {
 };
 
 // The case's op on its inputs, then each `then` step on the previous result.
-function build(c, xs) {
-  let t = BUILD[c.op](xs, c.args);
-  for (const step of c.then ?? []) t = BUILD[step.op]([t], step.args);
+async function build(c, xs) {
+  let t = await BUILD[c.op](xs, c.args);
+  for (const step of c.then ?? []) t = await BUILD[step.op]([t], step.args);
   return t;
 }
 
@@ -323,7 +334,7 @@ describe('cases', () => {
       let bytes;
       try {
         const xs = c.inputs.map(makeInput);
-        x = build(c, xs);
+        x = await build(c, xs);  // nonzero and maskedSelect read their count first
         sent = wireOpsIn(x);
         await x.realize();
         down = await conn.download(x._node.handle);

@@ -356,6 +356,43 @@ case("triu/f16-diag-neg", "triu", "TRIU", [inp("float16", (4, 3))], {"diagonal":
 case("triu/bool", "triu", "TRIU", [inp("bool", (3, 3))])
 case("gather/f32-axis1", "gather", "GATHER", [inp("float32", (3, 4)), inp("int32", (3, 2), lo=0, hi=3)], {"dim": 1})
 case("gather/i16-axis0", "gather", "GATHER", [inp("int16", (3, 4)), inp("int64", (2, 4), lo=0, hi=2)], {"dim": 0})
+# scatter and selection by index (positions are 1-based in R: its runner converts)
+case("scatter/f32", "scatter", "SCATTER_REDUCE", [inp("float32", (3, 5)), inp("int32", (3, 4), lo=0, hi=4),
+                                                  inp("float32", (3, 4))], {"dim": 1})
+case("scatter/i16-scalar", "scatter", "SCATTER_REDUCE", [inp("int16", (4, 3)), inp("int64", (2, 3), lo=0, hi=3)],
+     {"dim": 0, "value": 7})
+case("scatter/bool", "scatter", "SCATTER_REDUCE", [inp("bool", (2, 4)), inp("int32", (2, 3), lo=0, hi=3),
+                                                   inp("bool", (2, 3))], {"dim": -1})
+for red, dt, self_ in [("sum", "float32", True), ("prod", "float64", True), ("mean", "int32", True),
+                       ("mean", "float16", False), ("amax", "int16", False), ("amin", "float32", True)]:
+  case(f"scatterReduce/{red}-{short(dt)}" + ("" if self_ else "-exclude-self"), "scatterReduce", "SCATTER_REDUCE",
+       [inp(dt, (3, 4), "small"), inp("int32", (3, 6), lo=0, hi=3), inp(dt, (3, 7), "small")],
+       {"dim": 1, "reduce": red, "includeSelf": self_})
+case("nllLoss/f32", "nllLoss", "NLL_LOSS", [inp("float32", (4, 5)), inp("int32", (4,), lo=0, hi=4)])
+case("nllLoss/weight-ignore-sum", "nllLoss", "NLL_LOSS",
+     [inp("float32", (6, 3)), inp("int64", (6,), lo=0, hi=2), inp("float32", (3,), "pos")],
+     {"ignoreIndex": 1, "reduction": "sum"})
+case("nllLoss/none-3d-f64", "nllLoss", "NLL_LOSS", [inp("float64", (2, 3, 4)), inp("int32", (2, 4), lo=0, hi=2)],
+     {"reduction": "none"})
+case("interpolate/linear-2d", "interpolate", "INTERPOLATE", [inp("float32", (1, 2, 3, 4))], {"size": [5, 7]})
+case("interpolate/linear-1d-align", "interpolate", "INTERPOLATE", [inp("float64", (2, 5))],
+     {"size": [8], "alignCorners": True})
+case("interpolate/linear-int", "interpolate", "INTERPOLATE", [inp("int32", (2, 3), "small")], {"size": [5]})
+case("interpolate/nearest-u8", "interpolate", "INTERPOLATE", [inp("uint8", (2, 3, 4))], {"size": [5, 3], "mode": "nearest"})
+case("interpolate/nearest-exact-3d", "interpolate", "INTERPOLATE", [inp("float16", (1, 2, 3, 2))],
+     {"size": [3, 4, 5], "mode": "nearest-exact"})
+case("unfold/f32", "unfold", "UNFOLD", [inp("float32", (2, 9, 3))], {"dim": 1, "size": 4, "step": 2})
+case("unfold/i8-last", "unfold", "UNFOLD", [inp("int8", (4, 5))], {"dim": -1, "size": 5, "step": 3})
+case("nonzero/f32", "nonzero", "NONZERO", [inp("float32", (3, 4), lo=-1, hi=1, div=1)])
+case("nonzero/bool-3d", "nonzero", "NONZERO", [inp("bool", (2, 3, 2))])
+case("maskedSelect/i32", "maskedSelect", ["NONZERO", "GATHER"], [inp("int32", (3, 4)), inp("bool", (3, 1))])
+case("multinomial/replacement", "multinomial", "MULTINOMIAL", [inp("float32", (2, 4), "pos")],
+     {"seed": 5, "n": 6, "replacement": True})
+case("multinomial/without-1d", "multinomial", "MULTINOMIAL", [inp("float32", (6,), "pos")], {"seed": 9, "n": 4})
+case("randperm/10", "randperm", ["RAND", "SORT"], args={"seed": 3, "n": 10})
+case("normal/f32", "normal", ["RANDN", "MUL", "ADD"], args={"seed": 4, "shape": [2, 3], "mean": 1.5, "std": 0.5})
+case("maxUnpool2d/f32", "maxUnpool2d", ["SCATTER_REDUCE", "RESHAPE"],
+     [inp("float32", (1, 2, 2, 2)), inp("int32", (1, 2, 2, 2), lo=0, hi=15)])
 case("conv2d/f32", "conv2d", "CONV2D", [inp("float32", (2, 3, 6, 6)), inp("float32", (4, 3, 3, 3))])
 case("conv2d/stride-pad-bias", "conv2d", ["CONV2D", "ADD"],
      [inp("float32", (1, 2, 7, 7)), inp("float32", (3, 2, 3, 3)), inp("float32", (3,))], {"stride": 2, "padding": 1})
@@ -467,6 +504,10 @@ GRADS = [
     ("gelu", [inp("float16", (2, 3))], {}, 0),
     ("sum", [inp("float32", (3, 4))], {"axis": 1}, 0),
     ("sdpa", [inp("float32", (1, 3, 4)), inp("float32", (1, 3, 4)), inp("float32", (1, 3, 2))], {"causal": True}, 2),
+    ("scatterReduce", [inp("float32", (3, 4)), inp("int32", (3, 5), lo=0, hi=3), inp("float32", (3, 5))],
+     {"dim": 1, "reduce": "mean", "includeSelf": True}, 2),
+    ("nllLoss", [inp("float32", (4, 3)), inp("int32", (4,), lo=0, hi=2)], {}, 0),
+    ("interpolate", [inp("float32", (1, 1, 3, 3))], {"size": [5, 4]}, 0),
 ]
 for of, ins, a, wrt in GRADS:
   op = "scaledDotProductAttention" if of == "sdpa" else of

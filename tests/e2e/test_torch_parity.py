@@ -270,6 +270,75 @@ def _cross_entropy_th(p, x, y):
   return F.cross_entropy(x, y.long(), label_smoothing=p.get("ls", 0.0))
 
 
+def _distinct_index(shape, n, dim, seed):
+  """An index of `shape` whose entries along `dim` are distinct positions in [0, n): scatter's
+  winner is undefined in torch where two updates land on one position."""
+  r = np.random.default_rng(seed)
+  moved = np.moveaxis(np.zeros(shape, dtype=np.int64), dim, -1)
+  out = np.stack([r.permutation(n)[:moved.shape[-1]] for _ in range(int(np.prod(moved.shape[:-1])))])
+  return np.moveaxis(out.reshape(moved.shape), -1, dim)
+
+
+def _pg_or_th_index(p, like):
+  return torch.tensor(p["idx"]) if isinstance(like, torch.Tensor) else Tensor(p["idx"].astype(np.int32))
+
+
+SCATTER_SHAPES = [V((3, 5), (3, 4), dim=1, idx=_distinct_index((3, 4), 5, 1, 1)),
+                  V((4, 3), (2, 3), dim=0, idx=_distinct_index((2, 3), 4, 0, 2)),
+                  V((2, 3, 4), (2, 3, 4), dim=-1, idx=_distinct_index((2, 3, 4), 4, 2, 3)),
+                  V((5,), (6,), dim=0, idx=_distinct_index((3,), 5, 0, 4))]
+# Indices drawn freely: several updates land on one position.
+SCATTER_REDUCE_SHAPES = [V((3, 5), (3, 4), (3, 4), dim=1, n=5), V((4, 3), (6, 3), (6, 3), dim=0, n=4),
+                         V((2, 3, 4), (2, 3, 6), (2, 3, 7), dim=2, n=4), V((6,), (9,), (9,), dim=0, n=6)]
+
+
+def _scatter_reduce_op(reduce, include_self, dts, grad):
+  return Op(f"scatter_reduce_{reduce}" + ("" if include_self else "_exclude_self"),
+            lambda p, x, i, s: x.scatter_reduce(p["dim"], i, s, reduce, include_self=include_self),
+            lambda p, x, i, s: x.scatter_reduce(p["dim"], i.long(), s[tuple(slice(0, d) for d in i.shape)], reduce,
+                                                include_self=include_self),
+            SCATTER_REDUCE_SHAPES, dts, kinds="xix", grad=grad)
+
+
+def _nll_gen(rng, shape, dt, p):
+  return rng.uniform(0.5, 2.0, shape) if p["_arg"] == 2 else rng.uniform(-3.0, 0.0, shape)
+
+
+def _nll_th(p, x, y, w=None):
+  ignore = p.get("ignore", -100)
+  # contiguous(): torch 1.13's nll_loss backward refuses a non-contiguous input ("grad_input must
+  # be contiguous"); the copy changes no value or gradient.
+  return F.nll_loss(x.contiguous(), y.long(), weight=w, ignore_index=ignore, reduction=p.get("red", "mean"))
+
+
+NLL_SHAPES = [V((4, 5), (4,), n=5), V((4, 5), (4,), n=5, red="sum"), V((6, 3), (6,), n=3, red="none", ignore=1),
+              V((2, 3, 4), (2, 4), n=3), V((2, 4, 2, 3), (2, 2, 3), n=4, red="none"), V((5,), (), n=5)]
+NLL_WEIGHT_SHAPES = [V((4, 5), (4,), (5,), n=5), V((6, 3), (6,), (3,), n=3, ignore=0),
+                     V((2, 3, 4), (2, 4), (3,), n=3, red="sum"), V((3, 4, 2), (3, 2), (4,), n=4, red="none")]
+_TORCH_MODE = {1: "linear", 2: "bilinear", 3: "trilinear"}
+
+
+def _interp_th(p, x):
+  size = p["size"]
+  mode = _TORCH_MODE[len(size)] if p["mode"] == "linear" else p["mode"]
+  kw = {"align_corners": p.get("ac", False)} if p["mode"] == "linear" else {}
+  if not x.dtype.is_floating_point:  # torch's nearest has no integer kernels: it selects, so float64 is exact
+    return F.interpolate(x.double(), size=size, mode=mode, **kw).to(x.dtype)
+  return F.interpolate(x, size=size, mode=mode, **kw)
+
+
+def _interp_shapes(mode):
+  ac = [False, True] if mode == "linear" else [False]
+  return [V(shape, size=size, mode=mode, ac=a) for a in ac
+          for shape, size in [((2, 3, 5), (8,)), ((1, 2, 4, 6), (3, 9)), ((1, 1, 3, 4, 2), (5, 2, 3)),
+                              ((2, 1, 7), (3,)), ((1, 1, 1, 5), (4, 1))]]
+
+
+def _zeros_gen(rng, shape, dt, p):
+  """Values with many zeros, for nonzero and masked_select."""
+  return rng.integers(-1, 2, shape) * rng.uniform(0.5, 2.0, shape)
+
+
 OPS: List[Op] = [
     # arithmetic
     _binary("add", lambda a, b: a + b, lambda a, b: a + b, dts=ALL_NUM),
@@ -735,6 +804,45 @@ OPS: List[Op] = [
         V((5, 4, 6), (3,), (3,), n=4, at=lambda i, j: (i, 1, j))], FLOATS + ("int32",), kinds="xii"),
     Op("one_hot", lambda p, i: i.one_hot(p["n"]), lambda p, i: F.one_hot(i.long(), p["n"]),
        [V((5,), n=4), V((2, 3), n=6), V((0,), n=3)], ("int32", "int64"), grad=False, kinds="i"),
+    # scatter and selection by index (issue 17: the daemon's SCATTER_REDUCE, NLL_LOSS, INTERPOLATE,
+    # UNFOLD, NONZERO)
+    # torch's scatter backward fails for a src larger than the index: the reference cuts it first
+    Op("scatter", lambda p, x, s: x.scatter(p["dim"], _pg_or_th_index(p, x), s),
+       lambda p, x, s: x.scatter(p["dim"], _pg_or_th_index(p, x), s[tuple(slice(0, d) for d in p["idx"].shape)]),
+       SCATTER_SHAPES, ALL_NUM + ("bool",)),
+    Op("scatter_scalar", lambda p, x: x.scatter(p["dim"], _pg_or_th_index(p, x), 3),
+       lambda p, x: x.scatter(p["dim"], _pg_or_th_index(p, x), 3), [V(v.shapes[0], **v.params) for v in SCATTER_SHAPES],
+       ALL_NUM),
+    _scatter_reduce_op("sum", True, ALL_NUM, True),
+    _scatter_reduce_op("sum", False, ALL_NUM, True),
+    _scatter_reduce_op("mean", True, ALL_NUM, True),
+    _scatter_reduce_op("mean", False, FLOATS + ("int32",), True),
+    _scatter_reduce_op("prod", True, ALL_NUM, False),
+    _scatter_reduce_op("prod", False, FLOATS + ("int32",), False),
+    _scatter_reduce_op("amax", True, ALL_NUM, False),
+    _scatter_reduce_op("amax", False, FLOATS + ("int32",), False),
+    _scatter_reduce_op("amin", True, ALL_NUM, False),
+    _scatter_reduce_op("amin", False, FLOATS + ("int32",), False),
+    Op("nll_loss", lambda p, x, y: x.nll_loss(y, ignore_index=p.get("ignore"), reduction=p.get("red", "mean")), _nll_th,
+       NLL_SHAPES, kinds="xi", gen=_nll_gen, tol_scale=2.0),
+    Op("nll_loss_weight", lambda p, x, y, w: x.nll_loss(y, w, ignore_index=p.get("ignore"), reduction=p.get("red", "mean")),
+       _nll_th, NLL_WEIGHT_SHAPES, kinds="xic", gen=_nll_gen, tol_scale=2.0),
+    Op("interpolate_linear", lambda p, x: x.interpolate(p["size"], mode="linear", align_corners=p["ac"]), _interp_th,
+       _interp_shapes("linear"), tol_scale=2.0),
+    Op("interpolate_nearest", lambda p, x: x.interpolate(p["size"], mode="nearest"), _interp_th,
+       _interp_shapes("nearest"), ALL_NUM),
+    Op("interpolate_nearest_exact", lambda p, x: x.interpolate(p["size"], mode="nearest-exact"), _interp_th,
+       _interp_shapes("nearest-exact"), ALL_NUM),
+    Op("unfold", lambda p, x: x.unfold(p["dim"], p["size"], p["step"]), lambda p, x: x.unfold(p["dim"], p["size"], p["step"]),
+       [V((7,), dim=0, size=3, step=2), V((2, 9, 3), dim=1, size=4, step=1), V((4, 5), dim=-1, size=5, step=3),
+        V((3, 4), dim=0, size=0, step=1), V((), dim=0, size=1, step=1), V((6, 4), dim=0, size=2, step=4)],
+       ALL_NUM + ("bool",)),
+    Op("nonzero", lambda p, x: x.nonzero(), lambda p, x: x.nonzero(),
+       [V((3, 4)), V((2, 3, 2)), V((7,)), V(()), V((0, 3))], ALL_NUM + ("bool",), grad=False, gen=_zeros_gen),
+    # contiguous(): torch 1.13's masked_select backward scatters into a zeros_like of a permuted
+    # input in memory order, so its gradient comes out transposed (checked against torch.gather).
+    Op("masked_select", lambda p, x, m: x.masked_select(m), lambda p, x, m: x.contiguous().masked_select(m),
+       [V((3, 4), (3, 4)), V((2, 3, 2), (3, 1)), V((7,), (7,)), V((4, 2), (2,))], ALL_NUM, kinds="xb"),
 ]
 
 

@@ -10,8 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "server/bounded.h"
 #include "server/decode.h"
+#include "server/decode_scatter.h"
 #include "server/log.h"
 #include "server/memory_trim.h"
 #include "server/options.h"
@@ -212,6 +214,78 @@ TEST(Decode, ShapeLimitsNameTheLimit) {
   EXPECT_EQ(check_shape(huge, l, "shape").code(), absl::StatusCode::kResourceExhausted);
   std::vector<int64_t> negative = {-1};
   EXPECT_EQ(check_shape(negative, l, "shape").code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The scatter ops' decoding: NLL_LOSS's optional weight, and the index-by-position grid held to
+// max_elements.
+class NoNodes : public NodeResolver {
+ public:
+  const UOpRef* find_node(uint64_t) const override { return nullptr; }
+  absl::StatusOr<BufferPtr> find_handle(uint64_t h) const override { return absl::NotFoundError(absl::StrCat(h)); }
+};
+
+v1::Node const_node(uint64_t id, v1::DType dt, std::vector<int64_t> shape) {
+  v1::Node n;
+  n.set_id(id);
+  n.set_op(v1::CONST);
+  n.set_dtype(dt);
+  n.mutable_constant()->set_int_value(1);
+  for (int64_t d : shape) n.mutable_constant()->add_shape(d);
+  return n;
+}
+
+v1::Node composite_node(uint64_t id, v1::Op op, std::vector<uint64_t> src) {
+  v1::Node n;
+  n.set_id(id);
+  n.set_op(op);
+  for (uint64_t s : src) n.add_src(s);
+  n.mutable_composite();
+  return n;
+}
+
+TEST(Decode, ScatterOpsCheckSourcesAndWork) {
+  auto engine = Engine::create({.threads = 1, .devices = {"cpu"}});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  Limits limits;
+  limits.max_elements = 24;
+  NoNodes none;
+  google::protobuf::RepeatedPtrField<v1::Node> nodes;
+  *nodes.Add() = const_node(1, v1::FLOAT32, {3, 4});
+  *nodes.Add() = const_node(2, v1::INT32, {3, 2});
+  *nodes.Add() = const_node(3, v1::FLOAT32, {3, 2});
+  v1::Node scatter = composite_node(4, v1::SCATTER_REDUCE, {1, 2, 3});
+  scatter.mutable_composite()->add_axes(1);
+  scatter.mutable_composite()->set_mode("sum");
+  *nodes.Add() = scatter;
+  absl::StatusOr<DecodedNodes> ok = decode_nodes(nodes, none, **engine, limits);
+  EXPECT_TRUE(ok.ok()) << ok.status();  // its grid is 3 x 2 x 4 = 24 elements: one too many below
+  limits.max_elements = 23;
+  absl::StatusOr<DecodedNodes> big = decode_nodes(nodes, none, **engine, limits);
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("node 4 (SCATTER_REDUCE): its index-by-position comparisons"),
+            absl::string_view::npos) << big.status();
+  nodes.Mutable(3)->mutable_composite()->set_mode("max");
+  limits.max_elements = 100;
+  absl::StatusOr<DecodedNodes> mode = decode_nodes(nodes, none, **engine, limits);
+  EXPECT_EQ(mode.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(mode.status().message().find("reduce must be"), absl::string_view::npos) << mode.status();
+
+  // NLL_LOSS takes log-probabilities, targets and an optional weight.
+  nodes.RemoveLast();
+  *nodes.Add() = const_node(4, v1::INT32, {3});
+  *nodes.Add() = const_node(5, v1::FLOAT32, {4});
+  *nodes.Add() = composite_node(6, v1::NLL_LOSS, {1, 4});
+  *nodes.Add() = composite_node(7, v1::NLL_LOSS, {1, 4, 5});
+  nodes.Mutable(5)->mutable_composite()->set_mode("mean");
+  nodes.Mutable(6)->mutable_composite()->set_mode("sum");
+  absl::StatusOr<DecodedNodes> nll = decode_nodes(nodes, none, **engine, limits);
+  EXPECT_TRUE(nll.ok()) << nll.status();
+  nodes.Mutable(6)->add_src(5);
+  absl::StatusOr<DecodedNodes> four = decode_nodes(nodes, none, **engine, limits);
+  EXPECT_EQ(four.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(four.status().message().find("takes 2 to 3 source(s), got 4"), absl::string_view::npos) << four.status();
+  EXPECT_TRUE(is_scatter_op(v1::MULTINOMIAL));
+  EXPECT_FALSE(is_scatter_op(v1::GATHER));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@ const FIELDS = {
   dilation: [], groups: 0, n: 0, diagonal: 0, seed: '0', counter: '0', shape: [], low: 0, high: 0, p: 0,
   output_padding: [], causal: false, device: '', alpha: 0, rtol: 0, atol: 0, equal_nan: false, descending: false,
   indices: false, beta: 0, threshold: 0,
+  mode: '', include_self: false, align_corners: false, ignore_index: 0, step: 0, replacement: false,
 };
 
 class Composite {
@@ -18,7 +19,7 @@ class Composite {
     const out = {};
     for (const k of Object.keys(FIELDS)) {
       const v = this[k];
-      out[k] = typeof v === 'bigint' ? v.toString() : (k === 'low' || k === 'high') ? String(v) : v;
+      out[k] = typeof v === 'bigint' ? v.toString() : (k === 'low' || k === 'high' || k === 'ignore_index' || k === 'step') ? String(v) : v;
     }
     return out;
   }

@@ -497,3 +497,4 @@ require('./ops/movement');
 require('./ops/reduce');
 require('./ops/sorting');
 require('./ops/nnops');
+require('./ops/scatter');

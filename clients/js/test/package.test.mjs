@@ -60,7 +60,8 @@ test('every wire op has a Tensor method that builds it', () => {
     f.to('CUDA'), f.erf(), f.atan(), f.asin(), f.acos(), f.sinh(), f.cosh(), f.asinh(), f.acosh(), f.atanh(),
     f.log10(), f.log1p(), f.expm1(), f.logaddexp(f), f.copysign(f), f.lerp(f, 0.5), f.softsign(), f.celu(), f.selu(),
     f.isfinite(), f.isclose(f), f.sort(0).values, f.topk(2).indices, f.cummax(1)[0], f.cummin(1)[1], f.cumprod(0),
-    f.logcumsumexp(1), f.softplus(), f.clip(0, 1),
+    f.logcumsumexp(1), f.softplus(), f.clip(0, 1), f.scatter(0, Tensor.from([[0, 1, 2, 3]]), f), f.nllLoss(Tensor.from([1, 0, 2, 3])),
+    x.interpolate([5]), f.unfold(0, 2, 1), f.abs().add(1).multinomial(2),
   ];
   Tensor.training = false;
   const made = new Set(built.flatMap((t) => {
@@ -76,7 +77,8 @@ test('every wire op has a Tensor method that builds it', () => {
     }
     return out;
   }));
-  const missing = Object.entries(OPS).filter(([, v]) => !made.has(v)).map(([k]) => k);
+  // NONZERO's count is read from a daemon first, which this file has none of: tensor.test.mjs builds it.
+  const missing = Object.entries(OPS).filter(([k, v]) => !made.has(v) && k !== 'NONZERO').map(([k]) => k);
   assert.deepEqual(missing, [], 'every wire op is reachable from the public API');
 });
 

@@ -111,6 +111,48 @@ test('sort, topk and running extremes: the daemon SORT, TOPK, CUMMAX, CUMMIN, CU
   assert.throws(() => y.topk(6), /topk: k must be an integer from 0 to 5/);
 });
 
+test('scatter, nllLoss, interpolate, unfold, nonzero, multinomial: the daemon SCATTER_REDUCE, NLL_LOSS, INTERPOLATE, UNFOLD, NONZERO, MULTINOMIAL', async () => {
+  // Expected values worked out by hand from torch's definitions.
+  const x = Tensor.from([[1, 2, 3], [4, 5, 6]], { dtype: 'float32' });
+  const idx = Tensor.from([[2, 0], [1, 1]]);
+  const src = Tensor.from([[10, 20], [30, 40]], { dtype: 'float32' });
+  assert.deepEqual(await x.scatter(1, idx, src).data(), new Float32Array([20, 2, 10, 4, 70, 6]));  // collisions sum
+  assert.deepEqual(await x.scatter(1, idx, 9).data(), new Float32Array([9, 2, 9, 4, 18, 6]));
+  assert.deepEqual(await x.scatter(1, idx, src, 'multiply').data(), new Float32Array([20, 2, 30, 4, 6000, 6]));
+  assert.deepEqual(await x.scatterReduce(1, idx, src, 'mean').data(), new Float32Array([10.5, 2, 6.5, 4, 25, 6]));
+  assert.deepEqual(await x.scatterReduce(1, idx, src, 'amin', { includeSelf: false }).data(),
+    new Float32Array([20, 2, 10, 4, 30, 6]));
+  assert.throws(() => x.scatter(1, Tensor.from([[0.5]]), src), /index must be an integer tensor/);
+  // nll_loss: -(w[y] * logp[y]) averaged by the summed weights of the counted targets.
+  const logp = Tensor.from([[-1, -2, -3], [-0.5, -1.5, -2.5], [-4, -5, -6]], { dtype: 'float32' });
+  const y = Tensor.from([2, 0, 1]);
+  close6(await logp.nllLoss(y).item(), (3 + 0.5 + 5) / 3);
+  close6(await logp.nllLoss(y, { weight: [1, 2, 4], ignoreIndex: 1 }).item(), (4 * 3 + 1 * 0.5) / 5);
+  assert.deepEqual(await logp.nllLoss(y, { reduction: 'none' }).data(), new Float32Array([3, 0.5, 5]));
+  // linear: positions (j + 0.5) * 2/4 - 0.5 clamped at 0 -> 0, 0.25, 0.75, 1.25 ... on [0, 4]
+  const line = Tensor.from([[[0, 4]]], { dtype: 'float32' });
+  assert.deepEqual(await line.interpolate([4]).data(), new Float32Array([0, 1, 3, 4]));
+  assert.deepEqual(await line.interpolate([3], { alignCorners: true }).data(), new Float32Array([0, 2, 4]));
+  assert.deepEqual(await Tensor.from([1, 2, 3]).interpolate([5], { mode: 'nearest' }).data(), new Int32Array([1, 1, 2, 2, 3]));
+  const w = Tensor.arange(7).unfold(0, 3, 2);
+  assert.deepEqual(w.shape, [3, 3]);
+  assert.deepEqual(await w.array(), [[0, 1, 2], [2, 3, 4], [4, 5, 6]]);
+  const nz = await Tensor.from([[0, 1.5, 0], [2, 0, -1]]).nonzero();
+  assert.deepEqual(await nz.array(), [[0, 1], [1, 0], [1, 2]]);
+  assert.deepEqual(await (await Tensor.from([1, 2, 3, 4]).maskedSelect([true, false, false, true])).data(), new Int32Array([1, 4]));
+  Tensor.manualSeed(3);
+  const draws = await Tensor.from([[0, 1, 0], [2, 0, 0]], { dtype: 'float32' }).multinomial(20, true).data();
+  assert.ok(draws.slice(0, 20).every((v) => v === 1) && draws.slice(20).every((v) => v === 0));
+  const perm = await Tensor.randperm(8).data();
+  assert.deepEqual([...perm].sort((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7]);
+  assert.deepEqual(Tensor.normal(2, 3, { mean: 1, std: 2 }).shape, [2, 3]);
+  const pooled = Tensor.from([[[[5, 7]]]], { dtype: 'float32' });
+  assert.deepEqual(await pooled.maxUnpool2d(Tensor.from([[[[1, 2]]]])).array(), [[[[0, 5, 7, 0], [0, 0, 0, 0]]]]);
+  const r = Tensor.zeros(2);
+  assert.equal(r.replace(Tensor.ones(2, { dtype: 'int32' })).dtype, dtypes.int32);
+  assert.equal(r.contiguousBackward(), r);
+});
+
 test('reductions with { axis, keepdim }', async () => {
   const x = Tensor.from([[1, 2, 3], [4, 5, 6]], { dtype: 'float32' });
   assert.deepEqual(await x.sum().data(), new Float32Array([21]));

@@ -47,6 +47,7 @@ ERF, ATAN, ASIN, ACOS, SINH, COSH, ASINH, ACOSH, ATANH = 146, 147, 148, 149, 150
 LOG10, LOG1P, EXPM1, LOGADDEXP, COPYSIGN, LERP, SOFTSIGN, CELU, SELU = 155, 156, 157, 158, 159, 160, 161, 162, 163
 ISFINITE, ISCLOSE = 164, 165
 SORT, TOPK, CUMMAX, CUMMIN, CUMPROD, LOGCUMSUMEXP = 200, 201, 202, 203, 204, 205
+SCATTER_REDUCE, NLL_LOSS, INTERPOLATE, UNFOLD, NONZERO, MULTINOMIAL = 206, 207, 208, 209, 210, 211
 SOFTPLUS, CLAMP_MIN, CLAMP_MAX = 220, 221, 222
 
 OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
@@ -56,7 +57,8 @@ COMPOSITE_ARG_OPS = frozenset({SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYER
                                RANDINT, DROPOUT, CONV_TRANSPOSE2D, RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN,
                                BATCHNORM_EVAL, SCALED_DOT_PRODUCT_ATTENTION,
                                SCALED_DOT_PRODUCT_ATTENTION_MASKED, COPY, CELU, ISCLOSE, SORT, TOPK, CUMMAX,
-                               CUMMIN, CUMPROD, LOGCUMSUMEXP, SOFTPLUS})
+                               CUMMIN, CUMPROD, LOGCUMSUMEXP, SOFTPLUS, SCATTER_REDUCE, NLL_LOSS, INTERPOLATE, UNFOLD,
+                               NONZERO, MULTINOMIAL})
 
 # Queued releases beyond this go out in a Release call of their own before the next node is made.
 RELEASE_BATCH = 4096
@@ -99,6 +101,12 @@ class Composite:
   indices: bool = False  # SORT, TOPK, CUMMAX, CUMMIN, MAX_POOL2D: positions instead of values
   beta: float = 0.0  # SOFTPLUS
   threshold: float = 0.0  # SOFTPLUS
+  mode: str = ""  # SCATTER_REDUCE (reduce), NLL_LOSS (reduction), INTERPOLATE
+  include_self: bool = False  # SCATTER_REDUCE
+  align_corners: bool = False  # INTERPOLATE
+  ignore_index: int = 0  # NLL_LOSS (-100, torch's, for none)
+  step: int = 0  # UNFOLD
+  replacement: bool = False  # MULTINOMIAL
 
 
 class Node:
@@ -402,6 +410,12 @@ class Graph:
       c.equal_nan = a.equal_nan
       c.beta = a.beta
       c.threshold = a.threshold
+      c.mode = a.mode
+      c.include_self = a.include_self
+      c.align_corners = a.align_corners
+      c.ignore_index = a.ignore_index
+      c.step = a.step
+      c.replacement = a.replacement
     elif n.op == CONST:
       c = msg.constant
       c.shape.extend(n.shape)

@@ -750,26 +750,23 @@ class Tensor:
     return perm if dtype is None else perm.cast(to_dtype(dtype))
 
   def multinomial(self, num_samples: int = 1, replacement: bool = False) -> "Tensor":
-    """Class indices (int32) drawn from the weights along the last axis of a 1-D or 2-D tensor:
-    with replacement by inverting the running distribution at uniform draws; without, the
-    largest of log(weight) plus Gumbel noise (a draw without replacement), so num_samples is at
-    most the number of classes."""
+    """Class indices (int32) drawn from the weights along the last axis of a 1-D or 2-D tensor,
+    on the daemon (its MULTINOMIAL, seeded like rand): with replacement by inverting the running
+    distribution at uniform draws; without, the largest of log(weight) plus Gumbel noise, so
+    num_samples is at most the number of classes."""
     if self.ndim not in (1, 2):
       raise ShapeError(f"multinomial takes a 1-D or 2-D tensor of weights, got shape {self.shape}")
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
       raise ShapeError(f"multinomial: num_samples must be an int >= 1, got {num_samples!r}")
-    w = self._float() if self.ndim == 2 else self._float().unsqueeze(0)
-    rows, n = w.shape
+    n = self.shape[-1]
+    if n == 0:
+      raise ShapeError("multinomial: no classes to draw from")
     if not replacement and num_samples > n:
       raise ShapeError(f"multinomial: {num_samples} samples without replacement from {n} classes")
-    if replacement:
-      cdf = w.cumsum(1) / w.sum(1, keepdim=True)
-      u = Tensor.rand(rows, num_samples, 1)
-      out = (u >= cdf.unsqueeze(1)).sum(2).cast(dtypes.int32).minimum(n - 1)
-    else:
-      gumbel = -(-(Tensor.rand(rows, n).maximum(1e-20)).log()).log()
-      out = (w.log() + gumbel).topk(num_samples, 1).indices
-    return out if self.ndim == 2 else out.squeeze(0)
+    seed, counter = Tensor._random_key()
+    shape = self.shape[:-1] + (num_samples,)
+    return Tensor._make(g.MULTINOMIAL, dtypes.int32, shape, (self,),
+                        g.Composite(n=num_samples, replacement=bool(replacement), seed=seed, counter=counter))
 
   def rand_like(self, **kwargs) -> "Tensor":
     return Tensor.rand(*self.shape, dtype=kwargs.pop("dtype", self.dtype), **kwargs)
@@ -935,81 +932,45 @@ class Tensor:
 
   def interpolate(self, size: Sequence[int], mode: str = "linear", align_corners: bool = False) -> "Tensor":
     """Resizes the last len(size) axes (tinygrad's interpolate; torch's F.interpolate on the
-    spatial axes): mode 'linear' (separable: torch's linear, bilinear, trilinear), 'nearest' or
-    'nearest-exact'. The sampling positions depend on the shapes only, so they are made here as
-    small index tensors; the values are gathered and blended on the daemon. Differentiable."""
+    spatial axes): mode 'linear' (separable: torch's linear, bilinear, trilinear; integers become
+    float32), 'nearest' or 'nearest-exact'. The daemon's INTERPOLATE: sampling positions from
+    the shapes, values gathered and blended there. Differentiable."""
     size = tuple(size)
     if mode not in ("linear", "nearest", "nearest-exact"):
       raise ShapeError(f"interpolate: mode must be 'linear', 'nearest' or 'nearest-exact', got {mode!r}")
     if not size or len(size) > self.ndim or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in size):
       raise ShapeError(f"interpolate: size {size} must be 1 to {self.ndim} positive ints for a tensor of shape {self.shape}")
-    x = self._float() if mode == "linear" else self
-    for k, m in enumerate(size):
-      ax = self.ndim - len(size) + k
-      n = x.shape[ax]
-      dst = np.arange(m, dtype=np.float64)
-      if mode == "linear":
-        if align_corners:
-          src = dst * ((n - 1) / (m - 1)) if m > 1 else np.zeros(m)
-        else:
-          src = np.maximum((dst + 0.5) * (n / m) - 0.5, 0.0)
-        lo = np.minimum(np.floor(src).astype(np.int64), n - 1)
-        hi = np.minimum(lo + 1, n - 1)
-        frac = (src - lo).astype(np.float32)
-        w_shape = tuple(m if a == ax else 1 for a in range(x.ndim))
-        w = Tensor(frac.reshape(w_shape), dtype=x.dtype)
-        x = x._gather_at(ax, lo) * (1 - w) + x._gather_at(ax, hi) * w
-      else:
-        offset = 0.5 if mode == "nearest-exact" else 0.0
-        x = x._gather_at(ax, np.minimum(np.floor((dst + offset) * (n / m)).astype(np.int64), n - 1))
-    return x
-
-  def _gather_at(self, ax: int, positions: np.ndarray) -> "Tensor":
-    """self's elements at `positions` along axis ax, the same positions in every other index."""
-    shape = tuple(len(positions) if a == ax else 1 for a in range(self.ndim))
-    idx = Tensor(positions.astype(np.int32).reshape(shape)).expand(
-        *[len(positions) if a == ax else d for a, d in enumerate(self.shape)])
-    return self.gather(ax, idx)
+    lead = self.ndim - len(size)
+    if 0 in self.shape[lead:]:
+      raise ShapeError(f"interpolate: cannot resize the empty axes of shape {self.shape}")
+    dt = self.dtype if mode != "linear" or dtypes.is_float(self.dtype) else dtypes.float32
+    return Tensor._make(g.INTERPOLATE, dt, self.shape[:lead] + size, (self,),
+                        g.Composite(shape=size, mode=mode, align_corners=bool(align_corners)))
 
   def unfold(self, dim: int, size: int, step: int) -> "Tensor":
     """torch's unfold: the windows of `size` elements every `step` along `dim`, that axis becoming
-    the window count and a new last axis the window (slices of x, no copy in the graph)."""
+    the window count and a new last axis the window (the daemon's UNFOLD, a view). A 0-d tensor
+    gives the (size,) window of its element, as torch."""
     ax = _axis_of(dim, max(self.ndim, 1), "unfold")
     n = self.shape[ax] if self.ndim else 1
     if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= n:
       raise ShapeError(f"unfold: size {size!r} must be an int from 0 to {n} (the size of dim {dim})")
     if isinstance(step, bool) or not isinstance(step, int) or step < 1:
       raise ShapeError(f"unfold: step must be an int >= 1, got {step!r}")
-    x = self if self.ndim else self.reshape(1)
     count = (n - size) // step + 1
-    windows = [x.shrink(tuple((i * step, i * step + size) if a == ax else (0, d) for a, d in enumerate(x.shape)))
-               for i in range(count)]
-    out = Tensor.stack(*windows, dim=ax)  # (..., count, ..., size at ax + 1, ...)
-    out = out.permute(*[a for a in range(out.ndim) if a != ax + 1], ax + 1)
-    return out if self.ndim else out.reshape(count, size)
+    shape = self.shape[:ax] + (count,) + self.shape[ax + 1:] + (size,) if self.ndim else (size,)
+    return Tensor._make(g.UNFOLD, self.dtype, shape, (self,), g.Composite(axes=(ax,), n=size, step=step))
 
   def nonzero(self) -> "Tensor":
     """The (count, ndim) int32 positions of the nonzero elements, in row-major order. The count is
-    data: it is realized first (one round trip), then the positions are computed on the daemon
-    from running counts of the nonzero mask."""
-    mask = (self != 0).reshape(-1)
-    count = int(mask.cast(dtypes.int32).sum().item())
-    n = mask.shape[0]
-    if count == 0 or self.ndim == 0:  # (a 0-d tensor's position has no coordinates)
-      return Tensor.zeros(count, self.ndim, dtype=dtypes.int32)
-    rank = mask.cast(dtypes.int32).cumsum(0) - 1  # the k-th nonzero has rank k
-    hit = (rank.unsqueeze(0) == Tensor.arange(count).unsqueeze(1)) & mask.unsqueeze(0)  # (count, n)
-    flat = (hit.cast(dtypes.int32) * Tensor.arange(n).unsqueeze(0)).sum(1)  # flat positions
-    cols, stride = [], 1
-    for d in reversed(self.shape):
-      cols.append((flat // stride) % d if d > 1 else flat * 0)
-      stride *= d
-    return Tensor.stack(*reversed(cols), dim=1)
+    data: it is realized first (one round trip), then the daemon's NONZERO computes the positions."""
+    count = int((self != 0).cast(dtypes.int32).sum().item())
+    return Tensor._make(g.NONZERO, dtypes.int32, (count, self.ndim), (self,), g.Composite(n=count))
 
   def masked_select(self, mask: "Tensor") -> "Tensor":
     """The elements where `mask` (broadcast to this shape) is true, flattened in row-major order;
     the count is realized first, as in nonzero."""
-    x, m = self._broadcasted(mask) if isinstance(mask, Tensor) else self._broadcasted(Tensor(mask))
+    x, m = self._broadcasted(mask if isinstance(mask, Tensor) else Tensor(mask), match_dtype=False)
     flat_x, flat_m = x.reshape(-1), m.cast(dtypes.bool).reshape(-1)
     idx = flat_m.nonzero().reshape(-1)
     return flat_x.gather(0, idx) if idx.shape[0] else Tensor.zeros(0, dtype=self.dtype)
@@ -2387,10 +2348,11 @@ class Tensor:
     """Zero the elements below the `diagonal`-th diagonal of the last two axes."""
     return self._triangle(g.TRIU, diagonal)
 
-  def _scatter_hits(self, dim: int, index: "Tensor", src, name: str):
-    """(x, hits, values, perm): x and the update moved so `dim` is last, hits (..., m, n) true where
-    update m lands on position n, values (..., m, 1) the update's elements."""
-    ax = _axis_of(dim, max(self.ndim, 1), name)
+  def _scatter(self, dim: int, index: "Tensor", src, mode: str, include_self: bool, name: str) -> "Tensor":
+    """The daemon's SCATTER_REDUCE after the shape checks (src a tensor or a scalar)."""
+    if self.ndim == 0:
+      raise ShapeError(f"{name} needs a tensor of at least 1 axis")
+    ax = _axis_of(dim, self.ndim, name)
     if not isinstance(index, Tensor):
       index = Tensor(index)
     if not dtypes.is_int(index.dtype) or index.ndim != self.ndim:
@@ -2401,11 +2363,8 @@ class Tensor:
     src = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype)
     if src.ndim != self.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
       raise ShapeError(f"{name}: src {src.shape} must be at least index's shape {index.shape}")
-    src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
-    perm = tuple(a for a in range(self.ndim) if a != ax) + (ax,)
-    x, idx, upd = self.permute(*perm), index.permute(*perm), src.permute(*perm)
-    hits = idx.unsqueeze(-1) == Tensor.arange(x.shape[-1], dtype=idx.dtype)  # (..., m, n)
-    return x, hits, upd.unsqueeze(-1), perm
+    return Tensor._make(g.SCATTER_REDUCE, self.dtype, self.shape, (self, index, src),
+                        g.Composite(axes=(ax,), mode=mode, include_self=include_self))
 
   def scatter(self, dim: int, index: "Tensor", src, reduce: Optional[str] = None) -> "Tensor":
     """torch's scatter: a copy of self with src's elements written at `index` along `dim` (src a
@@ -2414,10 +2373,7 @@ class Tensor:
     their sum."""
     if reduce is not None:
       return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}.get(reduce, reduce))
-    x, hits, upd, perm = self._scatter_hits(dim, index, src, "scatter")
-    written = hits.any(-2)
-    new = hits.where(upd, 0).sum(-2, dtype=x.dtype) if x.dtype != dtypes.bool else hits.where(upd, False).any(-2)
-    return written.where(new, x).permute(*_inverse_perm(perm))
+    return self._scatter(dim, index, src, "none", False, "scatter")
 
   def scatter_reduce(self, dim: int, index: "Tensor", src: "Tensor", reduce: str, include_self: bool = True
                      ) -> "Tensor":
@@ -2426,28 +2382,7 @@ class Tensor:
     start from the updates alone. Differentiable for sum and mean."""
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
       raise ShapeError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
-    x, hits, upd, perm = self._scatter_hits(dim, index, src, "scatter_reduce")
-    written = hits.any(-2)
-    keep = x if include_self else None
-    if reduce in ("sum", "mean"):
-      total = hits.where(upd, 0).sum(-2, dtype=x.dtype)
-      if keep is not None:
-        total = total + keep
-      if reduce == "mean":
-        count = hits.cast(dtypes.int32).sum(-2) + (1 if include_self else 0)
-        total = total / count.maximum(1).cast(total.dtype) if dtypes.is_float(x.dtype) else \
-            total.floor_divide(count.maximum(1).cast(x.dtype))
-    elif reduce == "prod":
-      total = hits.where(upd, 1).prod(-2, dtype=x.dtype)
-      if keep is not None:
-        total = total * keep
-    else:
-      extreme = dtypes.min(x.dtype) if reduce == "amax" else dtypes.max(x.dtype)
-      filled = hits.where(upd, extreme)
-      total = filled.max(-2) if reduce == "amax" else filled.min(-2)
-      if keep is not None:
-        total = total.maximum(keep) if reduce == "amax" else total.minimum(keep)
-    return written.where(total.cast(x.dtype), x).permute(*_inverse_perm(perm))
+    return self._scatter(dim, index, src, reduce, bool(include_self), "scatter_reduce")
 
   def gather(self, dim: int, index: "Tensor") -> "Tensor":
     """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim` (torch.gather): index has
@@ -2529,26 +2464,31 @@ class Tensor:
 
   def nll_loss(self, Y: "Tensor", weight: Optional["Tensor"] = None, ignore_index: Optional[int] = None,
                reduction: str = "mean") -> "Tensor":
-    """torch's nll_loss: log-probabilities `self` (N, C, ...) or (C,), class indices Y (N, ...) or
-    (); -weight[y] * self[y] per element, targets equal to ignore_index counting for nothing; the
-    mean divides by the summed weights of the counted targets."""
-    ax = 1 if self.ndim >= 2 else 0
-    n_cls = self.shape[ax]
-    if Y.ndim != self.ndim - 1:
-      raise ShapeError(f"nll_loss: targets of shape {Y.shape} do not fit log-probabilities {self.shape}")
-    y = Y.cast(dtypes.int32) if dtypes.is_float(Y.dtype) else Y
-    hot = y.one_hot(n_cls).cast(self.dtype)  # (..., C)
-    if ax == 1:
-      hot = hot.permute(0, hot.ndim - 1, *range(1, hot.ndim - 1))
-    w = hot if weight is None else hot * weight.reshape(n_cls, *[1] * (self.ndim - ax - 1))
-    if ignore_index is not None:
-      w = w * (y != ignore_index).unsqueeze(ax).cast(self.dtype)
-    picked = -(self * w).sum(ax)
-    if reduction == "mean":
-      return picked.sum() / w.sum()
-    if reduction not in ("sum", "none"):
+    """torch's nll_loss (the daemon's NLL_LOSS): log-probabilities `self` (N, C, ...) or (C,),
+    class indices Y (N, ...) or (); -weight[y] * self[y] per element, targets equal to
+    ignore_index counting for nothing; the mean divides by the summed weights of the counted
+    targets."""
+    if reduction not in ("mean", "sum", "none"):
       raise ShapeError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    return picked.sum() if reduction == "sum" else picked
+    if self.ndim == 0 or not dtypes.is_float(self.dtype):
+      raise ShapeError(f"nll_loss: log-probabilities must be a float tensor with a class axis, got {self.dtype.name} "
+                       f"of shape {self.shape}")
+    if not isinstance(Y, Tensor):
+      Y = Tensor(Y)
+    ax = 1 if self.ndim >= 2 else 0
+    want = self.shape[:ax] + self.shape[ax + 1:]
+    if Y.shape != want or Y.dtype == dtypes.bool:
+      raise ShapeError(f"nll_loss: targets of shape {Y.shape} do not fit log-probabilities {self.shape} "
+                       f"(want class indices of shape {want})")
+    src = (self, Y)
+    if weight is not None:
+      weight = weight if isinstance(weight, Tensor) else Tensor(weight)
+      if weight.shape != (self.shape[ax],):
+        raise ShapeError(f"nll_loss: weight {weight.shape} must have one entry per class ({self.shape[ax]})")
+      src = (self, Y, weight)
+    # -100 is torch's default: never a class, like None (a target outside [0, C) counts for nothing).
+    arg = g.Composite(mode=reduction, ignore_index=-100 if ignore_index is None else int(ignore_index))
+    return Tensor._make(g.NLL_LOSS, self.dtype, Y.shape if reduction == "none" else (), src, arg)
 
   def sparse_categorical_crossentropy(self, Y: "Tensor", ignore_index: int = -1, label_smoothing: float = 0.0,
                                       reduction: str = "mean") -> "Tensor":
@@ -2684,13 +2624,6 @@ def _arange_buffer(n: int) -> "Tensor":
   if t is None or (t._node.sent and t._node.gen != g.GRAPH.gen):
     t = _ARANGES[n] = Tensor(np.arange(n, dtype=np.int32))
   return t
-
-
-def _inverse_perm(perm: Sequence[int]) -> Tuple[int, ...]:
-  inv = [0] * len(perm)
-  for i, p in enumerate(perm):
-    inv[p] = i
-  return tuple(inv)
 
 
 def _axis_of(axis, ndim: int, what: str) -> int:

@@ -15,7 +15,8 @@ OP <- list(BUFFER = 1, CONST = 2, NEG = 10, EXP2 = 11, LOG2 = 12, SQRT = 13, REC
            LOG1P = 156, EXPM1 = 157, LOGADDEXP = 158, COPYSIGN = 159, LERP = 160, SOFTSIGN = 161, CELU = 162,
            SELU = 163, ISFINITE = 164, ISCLOSE = 165,
            SORT = 200, TOPK = 201, CUMMAX = 202, CUMMIN = 203, CUMPROD = 204, LOGCUMSUMEXP = 205,
-           SOFTPLUS = 220, CLAMP_MIN = 221, CLAMP_MAX = 222)
+           SOFTPLUS = 220, CLAMP_MIN = 221, CLAMP_MAX = 222,
+           SCATTER_REDUCE = 206, NLL_LOSS = 207, INTERPOLATE = 208, UNFOLD = 209, NONZERO = 210, MULTINOMIAL = 211)
 # Ops whose argument is a CompositeArg (the rest of the composites take none).
 COMPOSITE_ARG_OPS <- unlist(OP[c("SOFTMAX", "LOG_SOFTMAX", "LOGSUMEXP", "MEAN", "VAR", "LAYERNORM", "CONV2D",
                                  "MAX_POOL2D", "AVG_POOL2D", "CUMSUM", "ONE_HOT", "ARGMAX", "ARGMIN", "TRIL",
@@ -23,4 +24,5 @@ COMPOSITE_ARG_OPS <- unlist(OP[c("SOFTMAX", "LOG_SOFTMAX", "LOGSUMEXP", "MEAN", 
                                  "RMS_NORM", "GROUP_NORM", "BATCHNORM_TRAIN", "BATCHNORM_EVAL",
                                  "SCALED_DOT_PRODUCT_ATTENTION", "SCALED_DOT_PRODUCT_ATTENTION_MASKED",
                                  "COPY", "CELU", "ISCLOSE", "SORT", "TOPK", "CUMMAX", "CUMMIN", "CUMPROD",
-                                 "LOGCUMSUMEXP", "SOFTPLUS")])
+                                 "LOGCUMSUMEXP", "SOFTPLUS", "SCATTER_REDUCE", "NLL_LOSS", "INTERPOLATE", "UNFOLD", "NONZERO",
+                                 "MULTINOMIAL")])

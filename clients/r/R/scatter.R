@@ -1,0 +1,254 @@
+#' Scatter, selection by index and resampling
+#'
+#' The daemon's SCATTER_REDUCE, NLL_LOSS, INTERPOLATE, UNFOLD, NONZERO and MULTINOMIAL, and the
+#' functions built from them. Positions and classes are 1-based, as in `pg_gather` and
+#' `pg_one_hot`; elements are visited in row-major order (the wire's).
+#'
+#' `pg_scatter` writes `src` (a tensor, or a number for every position) at `index` along `axis`
+#' (torch's scatter; updates landing on one position are summed, where torch leaves the winner
+#' undefined); `reduce` "add" or "multiply" combines them with x. `pg_scatter_reduce` combines
+#' with "sum", "prod", "mean", "amax" or "amin"; without `include_self` the positions written
+#' start from the updates alone. `pg_nll_loss` is torch's nll_loss on log-probabilities
+#' (N, C, ...) or (C) with 1-based class targets. `pg_interpolate` resizes the last
+#' `length(size)` axes ("linear", "nearest" or "nearest-exact"). `pg_unfold` is torch's
+#' `Tensor.unfold`. `pg_nonzero` gives the (count, rank) 1-based positions of the nonzero
+#' elements (the count is read first), `pg_masked_select` the elements where `mask` is true.
+#' `pg_multinomial` draws 1-based class indices from weights along the last axis, `pg_randperm`
+#' a permutation of 1..n, `pg_normal` normal numbers. `pg_max_unpool2d` writes each value at its
+#' 1-based flat position in the (H, W) plane. `pg_contiguous_backward` returns x;
+#' `pg_replace` makes x stand for y.
+#' @param x a tensor.
+#' @param axis a 1-based axis (-1: the last).
+#' @param index an integer tensor of 1-based positions.
+#' @param src a tensor (at least index's extents) or a number.
+#' @param reduce NULL, "add" or "multiply" (`pg_scatter`); "sum", "prod", "mean", "amax" or
+#'   "amin" (`pg_scatter_reduce`).
+#' @param include_self whether x's value takes part.
+#' @param y targets (`pg_nll_loss`); the tensor x now stands for (`pg_replace`).
+#' @param weight NULL or a weight per class.
+#' @param ignore_index NULL or a class that counts for nothing.
+#' @param reduction "mean", "sum" or "none".
+#' @param size output sizes (`pg_interpolate`); the window length (`pg_unfold`).
+#' @param mode "linear", "nearest" or "nearest-exact".
+#' @param align_corners (linear) corners of input and output align.
+#' @param step the distance between window starts.
+#' @param mask a bool tensor broadcasting to x.
+#' @param num_samples how many draws per row.
+#' @param replacement draw with replacement.
+#' @param n the permutation's length.
+#' @param dtype the result's dtype.
+#' @param mean,std the normal's mean and standard deviation.
+#' @param ... the shape.
+#' @param indices 1-based flat positions in the (H, W) plane.
+#' @param kernel,stride,padding the pooling's geometry.
+#' @param output_size NULL or c(H, W).
+#' @return a tensor.
+#' @export
+pg_scatter <- function(x, axis, index, src, reduce = NULL) {
+  if (!is.null(reduce)) {
+    r <- switch(reduce, add = "sum", multiply = "prod", reduce)
+    return(pg_scatter_reduce(x, axis, index, src, r))
+  }
+  scatter_node(x, axis, index, src, "none", FALSE, "pg_scatter")
+}
+
+#' @rdname pg_scatter
+#' @export
+pg_scatter_reduce <- function(x, axis, index, src, reduce, include_self = TRUE) {
+  if (!(length(reduce) == 1L && reduce %in% c("sum", "prod", "mean", "amax", "amin"))) {
+    pg_abort("invalid_argument", sprintf("pg_scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got '%s'",
+                                         format(reduce)))
+  }
+  scatter_node(x, axis, index, src, reduce, isTRUE(include_self), "pg_scatter_reduce")
+}
+
+scatter_node <- function(x, axis, index, src, mode, include_self, name) {
+  if (!is_tensor(index)) index <- pg_tensor(index)
+  s <- x$node$shape
+  is <- index$node$shape
+  if (!length(s)) pg_abort("invalid_argument", sprintf("%s needs a tensor of at least 1 axis", name))
+  ax <- wire_axis(axis, length(s))
+  if (!is_int_dtype(index$node$dtype) || length(is) != length(s)) {
+    pg_abort("invalid_argument", sprintf("%s: index must be an integer tensor of rank %d, got %s of shape (%s)", name,
+                                         length(s), index$node$dtype, paste(is, collapse = ", ")))
+  }
+  other <- seq_along(s) != ax + 1
+  if (any(is[other] != s[other])) {
+    pg_abort("invalid_argument", sprintf("%s: index (%s) must match x (%s) on every axis but %d", name,
+                                         paste(is, collapse = ", "), paste(s, collapse = ", "), ax + 1))
+  }
+  if (!is_tensor(src)) src <- pg_full(is, value = src, dtype = x$node$dtype)
+  if (length(src$node$shape) != length(s) || any(is > src$node$shape)) {
+    pg_abort("invalid_argument", sprintf("%s: src (%s) must be at least index's shape (%s)", name,
+                                         paste(src$node$shape, collapse = ", "), paste(is, collapse = ", ")))
+  }
+  make(OP$SCATTER_REDUCE, x$node$dtype, s, list(x, index - 1L, src),
+       list(axes = ax, mode = mode, include_self = include_self))
+}
+
+#' @rdname pg_scatter
+#' @export
+pg_nll_loss <- function(x, y, weight = NULL, ignore_index = NULL, reduction = "mean") {
+  if (!(length(reduction) == 1L && reduction %in% c("mean", "sum", "none"))) {
+    pg_abort("invalid_argument", sprintf("pg_nll_loss: reduction must be 'mean', 'sum' or 'none', got '%s'", format(reduction)))
+  }
+  s <- x$node$shape
+  if (!length(s) || !is_float_dtype(x$node$dtype)) {
+    pg_abort("invalid_argument", sprintf("pg_nll_loss: log-probabilities must be a float tensor with a class axis, got %s of shape (%s)",
+                                         x$node$dtype, paste(s, collapse = ", ")))
+  }
+  if (!is_tensor(y)) y <- pg_tensor(if (is.double(y)) as.integer(y) else y)
+  ax <- if (length(s) >= 2) 2 else 1
+  want <- s[-ax]
+  if (!identical(as.numeric(y$node$shape), as.numeric(want)) || y$node$dtype == "bool") {
+    pg_abort("invalid_argument", sprintf("pg_nll_loss: targets of shape (%s) do not fit log-probabilities (%s)",
+                                         paste(y$node$shape, collapse = ", "), paste(s, collapse = ", ")))
+  }
+  src <- list(x, y - 1L)
+  if (!is.null(weight)) {
+    if (!is_tensor(weight)) weight <- pg_tensor(weight)
+    if (!identical(as.numeric(weight$node$shape), as.numeric(s[ax]))) {
+      pg_abort("invalid_argument", sprintf("pg_nll_loss: weight (%s) must have one entry per class (%d)",
+                                           paste(weight$node$shape, collapse = ", "), s[ax]))
+    }
+    src[[3]] <- weight
+  }
+  # -100 (torch's default, 0-based) is never a class, like no ignore_index.
+  ignore <- if (is.null(ignore_index)) -100 else ignore_index - 1
+  make(OP$NLL_LOSS, x$node$dtype, if (reduction == "none") y$node$shape else numeric(), src,
+       list(mode = reduction, ignore_index = ignore))
+}
+
+#' @rdname pg_scatter
+#' @export
+pg_interpolate <- function(x, size, mode = "linear", align_corners = FALSE) {
+  if (!(length(mode) == 1L && mode %in% c("linear", "nearest", "nearest-exact"))) {
+    pg_abort("invalid_argument", sprintf("pg_interpolate: mode must be 'linear', 'nearest' or 'nearest-exact', got '%s'",
+                                         format(mode)))
+  }
+  s <- x$node$shape
+  size <- as.numeric(size)
+  if (!length(size) || length(size) > length(s) || any(is.na(size) | size != round(size) | size < 1)) {
+    pg_abort("invalid_argument", sprintf("pg_interpolate: size (%s) must be 1 to %d positive whole numbers for shape (%s)",
+                                         paste(size, collapse = ", "), length(s), paste(s, collapse = ", ")))
+  }
+  lead <- length(s) - length(size)
+  if (any(s[lead + seq_along(size)] == 0)) pg_abort("invalid_argument", "pg_interpolate: cannot resize an empty axis")
+  dt <- if (mode != "linear" || is_float_dtype(x$node$dtype)) x$node$dtype else "float32"
+  make(OP$INTERPOLATE, dt, c(s[seq_len(lead)], size), list(x),
+       list(shape = size, mode = mode, align_corners = isTRUE(align_corners)))
+}
+
+#' @rdname pg_scatter
+#' @export
+pg_unfold <- function(x, axis, size, step) {
+  s <- x$node$shape
+  ax <- wire_axis(axis, max(length(s), 1))
+  n <- if (length(s)) s[ax + 1] else 1
+  if (length(size) != 1L || is.na(size) || size != round(size) || size < 0 || size > n) {
+    pg_abort("invalid_argument", sprintf("pg_unfold: size %s must be a whole number from 0 to %d", format(size), n))
+  }
+  if (length(step) != 1L || is.na(step) || step != round(step) || step < 1) {
+    pg_abort("invalid_argument", sprintf("pg_unfold: step must be a whole number >= 1, got %s", format(step)))
+  }
+  count <- (n - size) %/% step + 1
+  shape <- if (length(s)) {
+    out <- s
+    out[ax + 1] <- count
+    c(out, size)
+  } else size  # 0-d: one window, no count axis (torch)
+  make(OP$UNFOLD, x$node$dtype, shape, list(x), list(axes = ax, n = size, step = step))
+}
+
+#' @rdname pg_scatter
+#' @export
+pg_nonzero <- function(x) {
+  count <- as.numeric(pg_item(pg_sum(pg_cast(x != 0, "int32"))))
+  make(OP$NONZERO, "int32", c(count, length(x$node$shape)), list(x), list(n = count)) + 1L
+}
+
+#' @rdname pg_scatter
+#' @export
+pg_masked_select <- function(x, mask) {
+  b <- broadcasted(x, mask, match_dtype = FALSE)
+  flat <- pg_reshape(b[[1]], -1)
+  idx <- pg_reshape(pg_nonzero(pg_reshape(pg_cast(b[[2]], "bool"), -1)), -1)
+  if (idx$node$shape[1] > 0) pg_gather(flat, 1, idx) else pg_zeros(0, dtype = x$node$dtype)
+}
+
+#' @rdname pg_scatter
+#' @export
+pg_multinomial <- function(x, num_samples = 1, replacement = FALSE) {
+  s <- x$node$shape
+  if (!(length(s) %in% c(1, 2))) {
+    pg_abort("invalid_argument", sprintf("pg_multinomial takes a 1-D or 2-D tensor of weights, got shape (%s)",
+                                         paste(s, collapse = ", ")))
+  }
+  if (length(num_samples) != 1L || is.na(num_samples) || num_samples != round(num_samples) || num_samples < 1) {
+    pg_abort("invalid_argument", sprintf("pg_multinomial: num_samples must be a whole number >= 1, got %s", format(num_samples)))
+  }
+  n <- s[length(s)]
+  if (n == 0) pg_abort("invalid_argument", "pg_multinomial: no classes to draw from")
+  if (!isTRUE(replacement) && num_samples > n) {
+    pg_abort("invalid_argument", sprintf("pg_multinomial: %d samples without replacement from %d classes", num_samples, n))
+  }
+  out <- c(s[-length(s)], num_samples)
+  make(OP$MULTINOMIAL, "int32", out, list(x),
+       c(random_key(), list(n = num_samples, replacement = isTRUE(replacement)))) + 1L
+}
+
+#' @rdname pg_scatter
+#' @export
+pg_randperm <- function(n, dtype = NULL) {
+  if (length(n) != 1L || is.na(n) || n != round(n) || n < 0) {
+    pg_abort("invalid_argument", sprintf("pg_randperm needs a count n >= 0, got %s", format(n)))
+  }
+  perm <- pg_sort(pg_rand(n))$indices  # 1-based already
+  if (is.null(dtype)) perm else pg_cast(perm, dtype)
+}
+
+#' @rdname pg_scatter
+#' @export
+pg_normal <- function(..., mean = 0, std = 1, dtype = "float32") {
+  untracked(pg_randn(..., dtype = dtype) * std + mean)
+}
+
+#' @rdname pg_scatter
+#' @export
+pg_max_unpool2d <- function(x, indices, kernel = 2, stride = NULL, padding = 0, output_size = NULL) {
+  pair <- function(v) if (length(v) == 1L) c(v, v) else v
+  k <- pair(kernel)
+  st <- if (is.null(stride)) k else pair(stride)
+  pad <- pair(padding)
+  if (!is_tensor(indices)) indices <- pg_tensor(indices)
+  s <- x$node$shape
+  if (length(s) < 2 || !identical(as.numeric(indices$node$shape), as.numeric(s))) {
+    pg_abort("invalid_argument", sprintf("pg_max_unpool2d: indices (%s) must have the values' shape (%s) (at least 2-D)",
+                                         paste(indices$node$shape, collapse = ", "), paste(s, collapse = ", ")))
+  }
+  nd <- length(s)
+  oh <- s[nd - 1]
+  ow <- s[nd]
+  lead <- s[seq_len(nd - 2)]
+  hw <- if (is.null(output_size)) c((oh - 1) * st[1] - 2 * pad[1] + k[1], (ow - 1) * st[2] - 2 * pad[2] + k[2])
+        else utils::tail(as.numeric(output_size), 2)
+  zeros <- pg_zeros(c(lead, hw[1] * hw[2]), dtype = x$node$dtype)
+  flat <- pg_scatter(zeros, -1, pg_reshape(indices, c(lead, oh * ow)), pg_reshape(x, c(lead, oh * ow)))
+  pg_reshape(flat, c(lead, hw))
+}
+
+#' @rdname pg_scatter
+#' @export
+pg_contiguous_backward <- function(x) x
+
+#' @rdname pg_scatter
+#' @export
+pg_replace <- function(x, y) {
+  if (!is_tensor(y)) pg_abort("invalid_argument", "pg_replace takes a tensor")
+  if (!identical(as.numeric(x$node$shape), as.numeric(y$node$shape))) {
+    pg_abort("invalid_argument", sprintf("pg_replace: shape (%s) differs from (%s)", paste(y$node$shape, collapse = ", "),
+                                         paste(x$node$shape, collapse = ", ")))
+  }
+  x$node <- y$node
+  invisible(x)
+}
