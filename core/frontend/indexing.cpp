@@ -29,21 +29,6 @@ absl::StatusOr<UOpRef> eq(const UOpRef& a, const UOpRef& b) {
   return alu(Ops::NOT, {ne});
 }
 
-// Moves `axis` to the end (returns the permutation applied).
-std::vector<int64_t> axis_last(size_t rank, int64_t axis) {
-  std::vector<int64_t> p;
-  for (size_t i = 0; i < rank; ++i)
-    if (static_cast<int64_t>(i) != axis) p.push_back(static_cast<int64_t>(i));
-  p.push_back(axis);
-  return p;
-}
-
-std::vector<int64_t> inverse(const std::vector<int64_t>& p) {
-  std::vector<int64_t> inv(p.size());
-  for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = static_cast<int64_t>(i);
-  return inv;
-}
-
 absl::StatusOr<UOpRef> arg_extreme(const UOpRef& x, int64_t axis_in, bool keepdim, bool is_max) {
   PG_ASSIGN(axis, axis_of(axis_in, x));
   UOpRef v = x;
@@ -123,7 +108,7 @@ absl::StatusOr<UOpRef> argmin(const UOpRef& x, int64_t axis, bool keepdim) { ret
 
 absl::StatusOr<UOpRef> cumsum(const UOpRef& x, int64_t axis_in) {
   PG_ASSIGN(axis, axis_of(axis_in, x));
-  std::vector<int64_t> perm = axis_last(x->shape.size(), axis);
+  std::vector<int64_t> perm = axis_last_permutation(x->shape.size(), axis);
   PG_ASSIGN(t, permute(x, perm));
   const int64_t n = t->shape.back();
   if (n == 0) return x;
@@ -135,7 +120,7 @@ absl::StatusOr<UOpRef> cumsum(const UOpRef& x, int64_t axis_in) {
   int64_t r = static_cast<int64_t>(win->shape.size());
   PG_ASSIGN(s, reduce(Ops::ADD, win, {r - 1}));
   PG_ASSIGN(flat, reshape(s, t->shape));
-  return permute(flat, inverse(perm));
+  return permute(flat, inverse_permutation(perm));
 }
 
 absl::StatusOr<UOpRef> tril(const UOpRef& x, int64_t k) { return triangle(x, k, true); }
@@ -149,7 +134,7 @@ absl::StatusOr<UOpRef> gather(const UOpRef& x, int64_t axis_in, const UOpRef& in
   for (size_t i = 0; i < x->shape.size(); ++i)
     if (static_cast<int64_t>(i) != axis && index->shape[i] != x->shape[i])
       return absl::InvalidArgumentError(absl::StrCat("gather: index axis ", i, " has size ", index->shape[i], ", input has ", x->shape[i]));
-  std::vector<int64_t> perm = axis_last(x->shape.size(), axis);
+  std::vector<int64_t> perm = axis_last_permutation(x->shape.size(), axis);
   PG_ASSIGN(xt, permute(x, perm));       // (..., n)
   PG_ASSIGN(it, permute(index, perm));   // (..., m)
   const int64_t n = xt->shape.back();
@@ -170,7 +155,7 @@ absl::StatusOr<UOpRef> gather(const UOpRef& x, int64_t axis_in, const UOpRef& in
   Shape out = it->shape;
   PG_ASSIGN(flat, reshape(s, out));
   PG_ASSIGN(back, cast(flat, x->dtype));
-  return permute(back, inverse(perm));
+  return permute(back, inverse_permutation(perm));
 }
 
 }  // namespace polygrad::frontend

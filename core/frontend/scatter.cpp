@@ -26,20 +26,6 @@ std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s
 // A client's word in quotes, cut short: a message never carries a long string back.
 std::string quoted(std::string_view s) { return absl::StrCat("'", std::string(s.substr(0, 32)), "'"); }
 
-std::vector<int64_t> axis_last(size_t rank, int64_t axis) {
-  std::vector<int64_t> p;
-  for (size_t i = 0; i < rank; ++i)
-    if (static_cast<int64_t>(i) != axis) p.push_back(static_cast<int64_t>(i));
-  p.push_back(axis);
-  return p;
-}
-
-std::vector<int64_t> inverse(const std::vector<int64_t>& p) {
-  std::vector<int64_t> inv(p.size());
-  for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = static_cast<int64_t>(i);
-  return inv;
-}
-
 // t (..., k) as (..., k, n): each element repeated along a new last axis.
 absl::StatusOr<UOpRef> spread_last(const UOpRef& t, int64_t n) {
   Shape s = t->shape;
@@ -197,7 +183,7 @@ absl::StatusOr<UOpRef> resize_axis(const UOpRef& x, int64_t axis, int64_t m, std
   // One reduce for the axis, not a gather per neighbour (a kernel per axis, not 2^axes copies of
   // the ones before): out[..., j] = sum_i [i == lo_j] x_i (1 - f_j) + [i == hi_j] x_i f_j,
   // selected with WHERE so an inf elsewhere in the row stays out.
-  const std::vector<int64_t> perm = axis_last(x->shape.size(), axis);
+  const std::vector<int64_t> perm = axis_last_permutation(x->shape.size(), axis);
   PG_ASSIGN(xt, permute(x, perm));
   PG_ASSIGN(xg, repeat_rows(xt, m));  // (..., m, n)
   const Shape& g = xg->shape;
@@ -222,7 +208,7 @@ absl::StatusOr<UOpRef> resize_axis(const UOpRef& x, int64_t axis, int64_t m, std
   PG_ASSIGN(b, alu(Ops::WHERE, {is_hi, xh, zeros}));
   PG_ASSIGN(both, alu(Ops::ADD, {a, b}));
   PG_ASSIGN(out, reduce_drop(Ops::ADD, both, -1));
-  return permute(out, inverse(perm));
+  return permute(out, inverse_permutation(perm));
 }
 
 }  // namespace
@@ -254,7 +240,7 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UO
     src = cut;
   }
   const DType w = work_dtype(x->dtype, reduce);
-  const std::vector<int64_t> perm = axis_last(x->shape.size(), axis);
+  const std::vector<int64_t> perm = axis_last_permutation(x->shape.size(), axis);
   PG_ASSIGN(xt, permute(x, perm));   // (..., n)
   // Positions compare in int32 or int64: in a narrow or unsigned index dtype, an arange past its
   // range would wrap onto small positions.
@@ -341,7 +327,7 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UO
   }
   PG_ASSIGN(result, cast(total, x->dtype));
   PG_ASSIGN(out, alu(Ops::WHERE, {written, result, xt}));
-  return permute(out, inverse(perm));
+  return permute(out, inverse_permutation(perm));
 }
 
 absl::StatusOr<UOpRef> nll_loss(const UOpRef& logp, const UOpRef& target_in, const UOpRef& weight,
@@ -462,7 +448,7 @@ absl::StatusOr<UOpRef> unfold(const UOpRef& x, int64_t axis_in, int64_t size, in
     PG_ASSIGN(r, reshape(x, Shape{1}));
     return shrink(r, Pairs{{0, size}});
   }
-  const std::vector<int64_t> perm = axis_last(x->shape.size(), axis);
+  const std::vector<int64_t> perm = axis_last_permutation(x->shape.size(), axis);
   PG_ASSIGN(t, permute(x, perm));
   const int64_t count = (n - size) / step + 1;
   UOpRef w;
@@ -476,7 +462,7 @@ absl::StatusOr<UOpRef> unfold(const UOpRef& x, int64_t axis_in, int64_t size, in
     PG_ASSIGN(v, pool_windows(t, {size}, {step}, {1}));  // (..., count, size)
     w = v;
   }
-  std::vector<int64_t> back = inverse(perm);
+  std::vector<int64_t> back = inverse_permutation(perm);
   back.push_back(rank);  // the window stays last
   return permute(w, back);
 }

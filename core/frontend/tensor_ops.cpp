@@ -338,4 +338,18 @@ UOpRef copy_to_device_of(const UOpRef& x, const UOpRef& like) {
   return uop(Ops::COPY, x->dtype, {x, like}, kCopyToSourceDevice, x->shape);
 }
 
+std::vector<int64_t> axis_last_permutation(size_t rank, int64_t axis) {
+  std::vector<int64_t> p;
+  for (size_t i = 0; i < rank; ++i)
+    if (static_cast<int64_t>(i) != axis) p.push_back(static_cast<int64_t>(i));
+  p.push_back(axis);
+  return p;
+}
+
+std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& p) {
+  std::vector<int64_t> inv(p.size());
+  for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = static_cast<int64_t>(i);
+  return inv;
+}
+
 }  // namespace polygrad::frontend

@@ -60,4 +60,9 @@ absl::StatusOr<UOpRef> copy(const UOpRef& x, int64_t device_code);
 inline constexpr int64_t kCopyToSourceDevice = -2;
 UOpRef copy_to_device_of(const UOpRef& x, const UOpRef& like);
 
+// The permutation that moves `axis` to the end, the other axes keeping their order.
+std::vector<int64_t> axis_last_permutation(size_t rank, int64_t axis);
+// The permutation that undoes `p`.
+std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& p);
+
 }  // namespace polygrad::frontend
