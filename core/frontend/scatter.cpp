@@ -260,9 +260,13 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UO
   PG_ASSIGN(written, alu(Ops::CMPLT, {none, count}));
   PG_ASSIGN(keep, cast(xt, w));
   const bool with_self = include_self && reduce != ScatterReduce::None;
-  auto combine = [&](Ops op, const UOpRef& filler) -> absl::StatusOr<UOpRef> {
-    PG_ASSIGN(picked, alu(Ops::WHERE, {hits, upd, filler}));
-    return reduce_drop(op, picked, -2);
+  // The updates landing on each position folded with `op` (`filler`, its identity, where none
+  // lands), then with the input's own value when it takes part.
+  auto fold = [&](Ops op, const UOpRef& u, const UOpRef& filler, const UOpRef& self) -> absl::StatusOr<UOpRef> {
+    PG_ASSIGN(picked, alu(Ops::WHERE, {hits, u, filler}));
+    PG_ASSIGN(r, reduce_drop(op, picked, -2));
+    if (!with_self) return r;
+    return alu(op, {r, self});
   };
   UOpRef total;
   switch (reduce) {
@@ -270,12 +274,8 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UO
     case ScatterReduce::Sum:
     case ScatterReduce::Mean: {
       PG_ASSIGN(zero, constant(int64_t{0}, w, upd->shape));
-      PG_ASSIGN(s, combine(Ops::ADD, zero));
+      PG_ASSIGN(s, fold(Ops::ADD, upd, zero, keep));
       total = s;
-      if (with_self) {
-        PG_ASSIGN(t, alu(Ops::ADD, {total, keep}));
-        total = t;
-      }
       if (reduce == ScatterReduce::Mean) {
         PG_ASSIGN(one, constant(int64_t{1}, DType::Int32, count->shape));
         UOpRef c = count;
@@ -292,12 +292,8 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UO
     }
     case ScatterReduce::Prod: {
       PG_ASSIGN(one, constant(int64_t{1}, w, upd->shape));
-      PG_ASSIGN(p, combine(Ops::MUL, one));
+      PG_ASSIGN(p, fold(Ops::MUL, upd, one, keep));
       total = p;
-      if (with_self) {
-        PG_ASSIGN(t, alu(Ops::MUL, {total, keep}));
-        total = t;
-      }
       break;
     }
     case ScatterReduce::Amax:
@@ -311,13 +307,8 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UO
         k = rk;
       }
       PG_ASSIGN(low, lowest(w, u->shape));
-      PG_ASSIGN(picked, alu(Ops::WHERE, {hits, u, low}));
-      PG_ASSIGN(mx, reduce_drop(Ops::MAX, picked, -2));
+      PG_ASSIGN(mx, fold(Ops::MAX, u, low, k));
       total = mx;
-      if (with_self) {
-        PG_ASSIGN(t, alu(Ops::MAX, {total, k}));
-        total = t;
-      }
       if (is_min) {
         PG_ASSIGN(back, reversed(total));
         total = back;
