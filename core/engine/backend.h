@@ -74,10 +74,6 @@ class Backend {
   virtual absl::StatusOr<BufferPtr> allocate(DType dtype, const Shape& shape) = 0;
   // `bytes` bytes of this device's memory from `from` to `to`, in queue order.
   virtual absl::Status copy(const void* from, void* to, size_t bytes) = 0;
-  // Host memory into all of `dst` and all of `src` out to host memory (buffers of this device);
-  // each returns when the bytes have arrived.
-  virtual absl::Status upload(const void* host, Buffer& dst) = 0;
-  virtual absl::Status download(const Buffer& src, void* host) = 0;
 
   // --- Running ------------------------------------------------------------------------------
   // Runs `k` (built by this backend) over `args`, one pointer into this device's memory per

@@ -59,8 +59,6 @@ class CpuBackend final : public Backend {
     std::memcpy(to, from, bytes);
     return absl::OkStatus();
   }
-  absl::Status upload(const void* host, Buffer& dst) override { return copy(host, dst.data(), dst.nbytes()); }
-  absl::Status download(const Buffer& src, void* host) override { return copy(src.data(), host, src.nbytes()); }
 
   absl::Status launch(const CompiledKernel& k, void* const* bufs, size_t) override {
     auto t0 = std::chrono::steady_clock::now();

@@ -56,12 +56,6 @@ class CudaBackend final : public Backend {
   absl::Status copy(const void* from, void* to, size_t bytes) override {
     return dev_.copy(address(from), address(to), bytes, stream_);
   }
-  absl::Status upload(const void* host, Buffer& dst) override {
-    return dev_.upload(host, address(dst.data()), dst.nbytes(), stream_);
-  }
-  absl::Status download(const Buffer& src, void* host) override {
-    return dev_.download(address(src.data()), host, src.nbytes(), stream_);
-  }
 
   absl::Status launch(const CompiledKernel& k, void* const* args, size_t nargs) override {
     if (impl_.observer()) {

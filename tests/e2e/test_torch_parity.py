@@ -904,11 +904,6 @@ def _applies(op: Op, v: Variant, layout: str) -> bool:
   return any(_base_shape(s, layout) is not None for s in xs)
 
 
-def _np_dtype(dt):
-  return {"bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
-          "uint8": np.uint8}.get(dt)
-
-
 def _torch_dtype(dt):
   return getattr(torch, dt)
 

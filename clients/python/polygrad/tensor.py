@@ -2615,17 +2615,6 @@ class Tensor:
   def __imatmul__(self, x): return self.assign(self @ x)
 
 
-# One int32 arange buffer per size, for one_hot/Embedding (uploaded once per session).
-_ARANGES: dict = {}
-
-
-def _arange_buffer(n: int) -> "Tensor":
-  t = _ARANGES.get(n)
-  if t is None or (t._node.sent and t._node.gen != g.GRAPH.gen):
-    t = _ARANGES[n] = Tensor(np.arange(n, dtype=np.int32))
-  return t
-
-
 def _axis_of(axis, ndim: int, what: str) -> int:
   if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
     raise AxisError(f"{what}: axis must be an int, got {axis!r}")
