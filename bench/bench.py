@@ -1,15 +1,23 @@
 #!/usr/bin/python3
 """polygrad benchmarks against numpy and PyTorch (CPU), all in this one process.
 
-    /usr/bin/python3 bench/bench.py [--repeat N] [--only NAME ...]
+    /usr/bin/python3 bench/bench.py [--repeat N] [--only NAME ...] [--no-cold] [--no-overhead]
 
-Each workload runs through the Python client against a daemon (POLYGRAD_ADDRESS, or the
-embedded default), and the same computation in numpy and in PyTorch when it is installed
-(Debian's python3-torch). Inputs are on the daemon before timing starts; a polygrad time covers
-sending the graph, scheduling, running the kernels and (for scalar results) reading the value,
-the work a training loop pays per step. The first run of each workload (which compiles, or
-loads from the kernel cache) is reported separately and not counted. Times are medians.
-Ratios > 1 mean polygrad is faster.
+Three tables, each from this one run:
+
+1. Workloads. Each runs through the Python client against a daemon (POLYGRAD_ADDRESS, or the
+   embedded default), and the same computation in numpy and in PyTorch when it is installed
+   (Debian's python3-torch), PyTorch once on one thread and once on every core. Inputs are on the
+   daemon before timing starts; a polygrad time covers sending the graph, scheduling, running the
+   kernels and (for scalar results) reading the value, the work a training loop pays per step.
+   The first run of each workload (which compiles, or loads from the kernel cache) is reported
+   separately and not counted. Times are medians. "pg/torch" is polygrad's time over PyTorch's on
+   every core: above 1 polygrad is slower.
+2. Cold compiles: a fresh embedded daemon on an empty kernel cache (a child process) realizes a
+   set of distinct one-kernel graphs; each first realize less the same graph's warm realize is
+   the time to make that kernel runnable. The median over the set, and a first softmax.
+3. Request overhead: a warm realize of a one-element graph against a bare gRPC call (GetInfo) on
+   the same channel, both medians over many calls.
 
 tinygrad's CPU backend on this machine (the marks issue 3 sets): matmul 1024^2 267 ms,
 elementwise chain 6.8 ms, MLP step 20 steps/s eager and 202 steps/s with its JIT.
@@ -18,7 +26,9 @@ import argparse
 import gc
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -30,9 +40,10 @@ from polygrad.graph import GRAPH  # noqa: E402
 try:
   import torch
   torch.set_grad_enabled(False)
-  torch.set_num_threads(os.cpu_count() or 1)  # Debian's build defaults to one thread here
 except ImportError:  # the table says so
   torch = None
+
+ALL_THREADS = os.cpu_count() or 1
 
 
 def forget_results():
@@ -53,6 +64,17 @@ def timed(fn, repeat, polygrad=False):
     fn()
     times.append(time.perf_counter() - t0)
   return statistics.median(times)
+
+
+def torch_timed(fn, repeat):
+  """PyTorch's median time on one thread and on every core (Debian's build defaults to one)."""
+  if fn is None:
+    return None, None
+  out = []
+  for threads in (1, ALL_THREADS):
+    torch.set_num_threads(threads)
+    out.append(timed(fn, repeat))
+  return tuple(out)
 
 
 def first_run(fn):
@@ -206,11 +228,90 @@ def mlp_step(rng, compiled=False):
   return counted(pg, "pg"), counted(numpy_step, "np"), tf, check
 
 
+def ms(t):
+  return f"{t * 1e3:9.2f}ms" if t is not None else f"{'-':>11}"
+
+
+def machine():
+  model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+  return f"machine: {model}, {ALL_THREADS} CPUs"
+
+
+def cold_kernels():
+  """name -> a graph builder; each realizes one kernel not built before in this daemon."""
+  def unary(op, n):
+    return lambda T: getattr(T.arange(n).float() / n, op)()
+  return {
+      "add 1M": lambda T: T.arange(1 << 20).float() + 1.5,
+      "exp 4096": unary("exp", 4096),
+      "sqrt 3000": unary("sqrt", 3000),
+      "sigmoid 5000": unary("sigmoid", 5000),
+      "sum 1024x512 rows": lambda T: (T.arange(1024 * 512).float().reshape(1024, 512)).sum(1),
+      "max 300x700 cols": lambda T: (T.arange(300 * 700).float().reshape(300, 700)).max(0),
+      "matmul 128x96x64": lambda T: T.arange(128 * 96).float().reshape(128, 96) @ T.ones(96, 64),
+      "where 2000": lambda T: (T.arange(2000) > 700).where(T.arange(2000).float(), 0.5),
+  }
+
+
+def cold_child():
+  """Runs in a child with an empty cache: prints one line per kernel and one for softmax."""
+  from polygrad import Tensor as T
+  T([1.0, 2.0]).numpy()  # starts the daemon; not timed
+  for name, build in cold_kernels().items():
+    t0 = time.perf_counter()
+    build(T).realize()
+    cold = time.perf_counter() - t0
+    forget_results()
+    warm = timed(lambda: build(T).realize(), 5, polygrad=True)
+    print(f"kernel\t{name}\t{cold - warm:.6f}", flush=True)
+  x = T.randn(512, 1000).realize()
+  t0 = time.perf_counter()
+  x.softmax(-1).realize()
+  print(f"softmax\t{time.perf_counter() - t0:.6f}", flush=True)
+
+
+def print_cold_compiles():
+  with tempfile.TemporaryDirectory(prefix="polygrad-bench-cold-") as cache:
+    env = {k: v for k, v in os.environ.items() if k != "POLYGRAD_ADDRESS"}
+    env["XDG_CACHE_HOME"] = cache  # the embedded daemon's kernel cache lives under it
+    out = subprocess.run([sys.executable, __file__, "--cold-child"], capture_output=True, text=True, timeout=1200,
+                         env=env)
+  lines = [line.split("\t") for line in out.stdout.splitlines()]
+  kernels = {f[1]: float(f[2]) for f in lines if f[0] == "kernel"}
+  softmax = next((float(f[1]) for f in lines if f[0] == "softmax"), None)
+  if not kernels or softmax is None:
+    raise RuntimeError(f"the cold-compile child failed:\n{out.stderr[-3000:]}")
+  print("\ncold compile on an empty kernel cache (first realize less a warm one):")
+  for name, t in kernels.items():
+    print(f"  {name:24} {ms(t)}")
+  print(f"  {'median per kernel':24} {ms(statistics.median(kernels.values()))}")
+  print(f"  {'first softmax 512x1000':24} {ms(softmax)}  (3 kernels, end to end)")
+
+
+def print_request_overhead(calls):
+  from polygrad.connection import get_connection
+  from polygrad.v1 import polygrad_pb2 as pb
+  conn = get_connection()
+  one = Tensor([1.0]).realize()
+  tiny = timed(lambda: (one + 1).realize(), calls, polygrad=True)
+  bare = timed(lambda: conn.stub.GetInfo(pb.GetInfoRequest()), calls)
+  print(f"\nrequest overhead (medians of {calls}):")
+  print(f"  warm one-element realize {ms(tiny)}")
+  print(f"  bare gRPC call (GetInfo) {ms(bare)}")
+  print(f"  realize / bare call      {tiny / bare:9.2f}x")
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--repeat", type=int, default=10)
   ap.add_argument("--only", nargs="*", default=None, help="substrings of workload names to run")
+  ap.add_argument("--no-cold", action="store_true", help="skip the cold-compile table")
+  ap.add_argument("--no-overhead", action="store_true", help="skip the request-overhead table")
+  ap.add_argument("--cold-child", action="store_true", help=argparse.SUPPRESS)
   args = ap.parse_args()
+  if args.cold_child:
+    cold_child()
+    return 0
   rng = np.random.default_rng(0)
   rows = []
   for name, (pg, npf, tf, check) in workloads(rng).items():
@@ -221,19 +322,24 @@ def main():
     forget_results()
     t_pg = timed(pg, args.repeat, polygrad=True)
     t_np = timed(npf, args.repeat)
-    t_t = timed(tf, args.repeat) if tf else None
-    rows.append((name, cold, t_pg, t_np, t_t, ok))
+    t_t1, t_tn = torch_timed(tf, args.repeat) if torch else (None, None)
+    rows.append((name, cold, t_pg, t_np, t_t1, t_tn, ok))
 
-  print(f"torch: {torch.__version__ if torch else 'not installed (apt-get install python3-torch)'}; "
-        f"numpy {np.__version__}; threads: torch {torch.get_num_threads() if torch else '-'}")
-  hdr = f"{'workload':36} {'first run':>10} {'polygrad':>10} {'numpy':>10} {'torch':>10} {'np/pg':>7} {'torch/pg':>8}  correct"
+  print(f"{machine()}\ntorch: {torch.__version__ if torch else 'not installed (apt-get install python3-torch)'}; "
+        f"numpy {np.__version__}; torch threads: 1 and {ALL_THREADS}")
+  hdr = (f"{'workload':36} {'first run':>10} {'polygrad':>10} {'numpy':>10} {'torch 1T':>10} "
+         f"{f'torch {ALL_THREADS}T':>10} {'pg/np':>7} {'pg/torch':>8}  correct")
   print(hdr)
   print("-" * len(hdr))
-  for name, cold, t_pg, t_np, t_t, ok in rows:
-    ms = lambda t: f"{t * 1e3:9.2f}ms" if t is not None else f"{'-':>11}"
-    tr = f"{t_t / t_pg:8.2f}" if t_t else f"{'-':>8}"
-    print(f"{name:36} {ms(cold)} {ms(t_pg)} {ms(t_np)} {ms(t_t)} {t_np / t_pg:7.2f} {tr}  {'yes' if ok else 'NO'}")
-  return 0 if all(r[5] for r in rows) else 1
+  for name, cold, t_pg, t_np, t_t1, t_tn, ok in rows:
+    tr = f"{t_pg / t_tn:8.2f}" if t_tn else f"{'-':>8}"
+    print(f"{name:36} {ms(cold)} {ms(t_pg)} {ms(t_np)} {ms(t_t1)} {ms(t_tn)} {t_pg / t_np:7.2f} {tr}  "
+          f"{'yes' if ok else 'NO'}")
+  if not args.no_cold:
+    print_cold_compiles()
+  if not args.no_overhead:
+    print_request_overhead(args.repeat * 100)
+  return 0 if all(r[-1] for r in rows) else 1
 
 
 if __name__ == "__main__":
