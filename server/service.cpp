@@ -55,6 +55,29 @@ absl::StatusOr<v1::RealizeResponse> run_realize(const ServiceDeps& deps, Session
   return r;
 }
 
+// A realize the engine can answer from its schedule cache with little work is answered on the
+// calling gRPC thread: handing it to the worker pool (a thread wake-up each way) would cost more
+// than the work. The bounds keep that thread from blocking: a request's bytes are decoded twice
+// when it is deferred, and the kernels may iterate this much in all (a few microseconds; a CPU
+// launch is split across threads from 2^15 iterations on).
+constexpr size_t kInlineRequestBytes = 16 << 10;
+constexpr int64_t kInlineWorkLimit = 1 << 14;
+
+// The response when the realize could be answered at once, else nullopt (it had no effect).
+std::optional<absl::StatusOr<v1::RealizeResponse>> realize_now(const ServiceDeps& deps, Session& session,
+                                                                const v1::RealizeRequest& request,
+                                                                const std::function<bool()>& should_stop) {
+  if (request.ByteSizeLong() > kInlineRequestBytes) return std::nullopt;
+  Transfer transfer;
+  std::optional<absl::StatusOr<v1::RealizeResponse>> r =
+      session.realize_now(request, should_stop, transfer, kInlineWorkLimit);
+  if (r) {
+    deps.metrics.add_upload_bytes(transfer.upload);
+    deps.metrics.add_download_bytes(transfer.download);
+  }
+  return r;
+}
+
 // ---- Upload: client stream of chunks, the first with the header -----------------------------
 
 class UploadReactor final : public grpc::ServerReadReactor<v1::UploadChunk> {
@@ -284,6 +307,11 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
     if (absl::Status s = require_session(); !s.ok()) return done("Execute.realize", rid, start, s);
     absl::StatusOr<std::shared_ptr<Quotas::Ticket>> ticket = deps_.admit();
     if (!ticket.ok()) return done("Execute.realize", rid, start, ticket.status());
+    if (auto now = realize_now(deps_, *session_, req.realize(), [this] { return cancelled_.load(); })) {
+      ticket->reset();
+      if (now->ok()) *reply(rid).mutable_realized() = **std::move(now);
+      return done("Execute.realize", rid, start, now->status());
+    }
     // The heavy part runs on the pool; it resumes the stream when its answer is queued.
     deps_.submit("Execute.realize", [this, rid, start, session = session_, request = std::move(*req.mutable_realize()),
                        ticket = *std::move(ticket)]() mutable {
@@ -513,20 +541,29 @@ grpc::ServerUnaryReactor* PolygradService::Realize(grpc::CallbackServerContext* 
   absl::StatusOr<SessionPtr> s = deps_.sessions.find(request->session_id(), tenant_of(*ctx));
   if (!s.ok()) return finish(ctx, "Realize", request->session_id(), start, s.status());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  deps_.submit("Realize", [this, ctx, request, response, reactor, start, session = *std::move(s),
-                     ticket = *std::move(ticket)]() mutable {
-    const auto past_deadline = [ctx] { return std::chrono::system_clock::now() > ctx->deadline(); };
-    absl::StatusOr<v1::RealizeResponse> r =
-        run_realize(deps_, *session, *request, [&] { return ctx->IsCancelled() || past_deadline(); });
+  const auto answer = [this, ctx, response, reactor, start](Session& session, absl::StatusOr<v1::RealizeResponse> r,
+                                                           bool past_deadline) {
     absl::Status status = r.status();
     if (r.ok()) {
       *response = *std::move(r);
-    } else if (status.code() == absl::StatusCode::kCancelled && past_deadline()) {
+    } else if (status.code() == absl::StatusCode::kCancelled && past_deadline) {
       status = absl::DeadlineExceededError(absl::StrCat("deadline exceeded during realize: ", status.message()));
     }
-    deps_.record("Realize", session->id(), start, status, request_id_of(*ctx));
-    ticket.reset();
+    deps_.record("Realize", session.id(), start, status, request_id_of(*ctx));
     reactor->Finish(to_grpc_status(status));
+  };
+  const auto past_deadline = [ctx] { return std::chrono::system_clock::now() > ctx->deadline(); };
+  if (auto now = realize_now(deps_, **s, *request, [&] { return ctx->IsCancelled() || past_deadline(); })) {
+    ticket->reset();
+    answer(**s, *std::move(now), past_deadline());
+    return reactor;
+  }
+  deps_.submit("Realize", [this, ctx, request, answer, past_deadline, session = *std::move(s),
+                           ticket = *std::move(ticket)]() mutable {
+    absl::StatusOr<v1::RealizeResponse> r =
+        run_realize(deps_, *session, *request, [&] { return ctx->IsCancelled() || past_deadline(); });
+    ticket.reset();
+    answer(*session, std::move(r), past_deadline());
   });
   return reactor;
 }

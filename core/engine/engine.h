@@ -89,6 +89,9 @@ struct RealizeStats {
 struct RealizeResult {
   std::vector<BufferPtr> outputs;  // one per requested output, in order
   RealizeStats stats;
+  // Set when RealizeOptions::inline_work_limit turned the realize down: nothing ran, nothing
+  // was allocated or reported, and `outputs` is empty.
+  bool deferred = false;
 };
 
 // Buffers standing for graph nodes: every BUFFER leaf, and any lazy node already realized
@@ -111,6 +114,11 @@ struct RealizeOptions {
   // The GPU streams to queue work on (a client session's, core/engine/device_streams.h), kept
   // by a compiled plan for its runs; empty: streams of this call's own.
   std::shared_ptr<DeviceStreams> streams;
+  // Positive: run only a program the schedule cache already holds, on the CPU, whose kernels
+  // iterate at most this many times in all; anything else (a miss, more work, transfers or
+  // another device) returns at once with RealizeResult::deferred. For a caller on a thread that
+  // must not block, which then hands the request to a worker.
+  int64_t inline_work_limit = 0;
 };
 
 class Engine {
