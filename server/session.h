@@ -93,7 +93,7 @@ class Session {
   absl::StatusOr<BufferPtr> buffer(uint64_t handle) const;
 
   // Compiled steps (defined in server/step.cpp; wire contract in polygrad.proto). CompileStep adds
-  // the request's nodes (kept only when the compile succeeds) and plans the step; RunStep feeds
+  // the request's nodes (kept only when the compile succeeds) and compiles the step; RunStep feeds
   // inputs, runs it and updates the assign targets in place; another session's step id is
   // NOT_FOUND. Targets and inputs that share a buffer with other nodes get a private copy first.
   absl::StatusOr<v1::CompileStepResponse> compile_step(const v1::CompileStepRequest& request,

@@ -26,10 +26,10 @@
 #include "core/codegen/lower.h"
 #include "core/codegen/upcast.h"
 #include "core/engine/engine_impl.h"
-#include "core/engine/realize_key.h"
-#include "core/engine/realize_program.h"
+#include "core/engine/run_program.h"
 #include "core/ir/symbolic.h"
 #include "core/runtime/concurrent_jobs.h"
+#include "core/schedule/realize_key.h"
 
 namespace polygrad {
 namespace {

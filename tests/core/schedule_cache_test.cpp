@@ -1,4 +1,4 @@
-// The schedule cache (core/engine/schedule_cache.h): a realize whose structure was seen before
+// The schedule cache (core/schedule/schedule_cache.h): a realize whose structure was seen before
 // reuses the compiled program with its own buffers. Results are compared with an engine whose
 // cache is off (the uncached pipeline), bit for bit, since both run the same kernels.
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 
 #include "core/engine/engine.h"
 #include "core/engine/placement.h"
-#include "core/engine/realize_key.h"
-#include "core/engine/realize_program.h"
-#include "core/engine/schedule_cache.h"
+#include "core/schedule/realize_key.h"
+#include "core/schedule/realize_program.h"
+#include "core/schedule/schedule_cache.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/random.h"
 #include "core/frontend/tensor_ops.h"
@@ -164,7 +164,7 @@ TEST_F(ScheduleCacheTest, AliasedLeavesAreAnotherStructure) {
     }
   };
   // Distinct buffers first, then two leaves of one buffer: the key differs, and so does the
-  // result a plan could compute if it wrote in place.
+  // result a program could compute if it wrote in place.
   ASSERT_FALSE(realize(cached_, {f(leaf({16}), leaf({16}))}, bound_).stats.schedule_cache_hit);
   RealizeResult aliased = realize(cached_, {f(bind(shared, DType::Float32, {16}), bind(shared, DType::Float32, {16}))}, bound_);
   EXPECT_FALSE(aliased.stats.schedule_cache_hit);
