@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import itertools
 import mmap
 import os
+import random
 import threading
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -35,7 +37,7 @@ import grpc
 from . import wire
 from .channel import make_channel
 from .daemon import EmbeddedDaemon
-from .endpoints import Endpoint, _endpoint_order, _suspect, probe_address, resolve_target
+from .endpoints import Endpoint, probe_address, resolve_target
 from .errors import PolygradConnectionError, PolygradError, from_rpc_error
 from .progress import Waiting
 
@@ -57,6 +59,25 @@ def _timeout_env(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
   except ValueError:
     return default
+
+
+# Spreads this process's sessions over the endpoints of a target: the next session goes to the
+# next endpoint. It starts at a random place so that many one-session processes (a job's
+# workers) spread too instead of all starting on the first daemon.
+_next_endpoint = itertools.count(random.randrange(1 << 16))
+# Endpoints that failed to connect or lost a session recently (address -> monotonic time): a new
+# session tries them last for this long, so a dead daemon costs a new session no connect grace.
+_SUSPECT_SECONDS = 30.0
+_suspect: dict = {}
+
+
+def _endpoint_order(endpoints: List[Endpoint]) -> List[Endpoint]:
+  if len(endpoints) == 1:
+    return endpoints
+  start = next(_next_endpoint) % len(endpoints)
+  turn = endpoints[start:] + endpoints[:start]
+  now = time.monotonic()
+  return sorted(turn, key=lambda e: now - _suspect.get(e.address, -1e18) < _SUSPECT_SECONDS)
 
 
 class _ShmUnavailable(Exception):

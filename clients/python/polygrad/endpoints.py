@@ -1,16 +1,12 @@
 """Where a session can live: a target (``host:port``, ``unix:/path``, a comma-separated list, a
-name with several addresses) resolved to daemons, the order a new session tries them in, and a
-transport-level probe that names why nothing listens at an address (docs/PROTOCOL.md, "Several
-daemons")."""
+name with several addresses) resolved to daemons (docs/PROTOCOL.md, "Several daemons"), and a
+transport-level probe that names why nothing listens at an address."""
 from __future__ import annotations
 
 import ipaddress
-import itertools
 import os
-import random
 import re
 import socket
-import time
 from typing import List, NamedTuple, Optional, Tuple
 
 
@@ -108,23 +104,3 @@ def resolve_target(target: str) -> List[Endpoint]:
   out = [e for e in out if not (e.address in seen or seen.add(e.address))]
   # One daemon: dial the target as written, so messages name what the user wrote.
   return [Endpoint(original)] if len(out) == 1 and out[0].server_name is None else out
-
-
-# Spreads this process's sessions over the endpoints of a target: the next session goes to the
-# next endpoint. It starts at a random place so that many one-session processes (a job's
-# workers) spread too instead of all starting on the first daemon.
-_next_endpoint = itertools.count(random.randrange(1 << 16))
-# Endpoints that failed to connect or lost a session recently (address -> monotonic time): a new
-# session tries them last for this long, so a dead daemon costs a new session no connect grace.
-_SUSPECT_SECONDS = 30.0
-_suspect: dict = {}
-
-
-def _endpoint_order(endpoints: List[Endpoint]) -> List[Endpoint]:
-  if len(endpoints) == 1:
-    return endpoints
-  start = next(_next_endpoint) % len(endpoints)
-  turn = endpoints[start:] + endpoints[:start]
-  now = time.monotonic()
-  return sorted(turn, key=lambda e: now - _suspect.get(e.address, -1e18) < _SUSPECT_SECONDS)
-

@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
-import dataclasses
 import threading
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -31,6 +30,7 @@ from .device import Device
 from .dtype import DType, dtypes, np_dtype
 from .errors import PolygradError, PolygradNotFound
 from .ops import *  # noqa: F401,F403  (re-exported: the client and its tests name ops graph.ADD, graph.Composite)
+from .ops import BUFFER, COPY, GRADIENT, OP_NAMES
 
 # Queued releases beyond this go out in a Release call of their own before the next node is made.
 RELEASE_BATCH = 4096
