@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import weakref
 from collections import namedtuple
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
@@ -73,10 +74,15 @@ def _infer_list_dtype(arr: np.ndarray) -> DType:
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
 
-class _GradMode:
-  """Process-wide autograd switches (nesting counters)."""
+class _GradMode(threading.local):
+  """Autograd switches (nesting counters), per thread: one thread's optimizer update or no_grad
+  block must not stop the graph another thread builds (a compile_step traced in each) from
+  being tracked."""
   no_grad = 0  # inside Tensor.no_grad: nothing is tracked, and results are stop nodes
   untracked = 0  # inside the optimizers' own updates: nothing is tracked
+
+
+_grad_mode = _GradMode()
 
 
 class _NoGrad:
@@ -97,14 +103,14 @@ class _NoGrad:
     return wrapper
 
   def __enter__(self):
-    _GradMode.no_grad += 1
+    _grad_mode.no_grad += 1
     return self
 
   def __exit__(self, *exc) -> None:
-    _GradMode.no_grad -= 1
+    _grad_mode.no_grad -= 1
 
   def __bool__(self) -> bool:
-    return _GradMode.no_grad > 0
+    return _grad_mode.no_grad > 0
 
   def __repr__(self) -> str:
     return f"Tensor.no_grad(active={bool(self)})"
@@ -112,10 +118,10 @@ class _NoGrad:
 
 class _Untracked:
   def __enter__(self):
-    _GradMode.untracked += 1
+    _grad_mode.untracked += 1
 
   def __exit__(self, *exc) -> None:
-    _GradMode.untracked -= 1
+    _grad_mode.untracked -= 1
 
 
 def untracked() -> _Untracked:
@@ -233,10 +239,10 @@ class Tensor:
 
   @staticmethod
   def _make(op: int, dtype: DType, shape: Tuple[int, ...], src: Sequence["Tensor"] = (), arg=None) -> "Tensor":
-    track = (not _GradMode.no_grad and not _GradMode.untracked
+    track = (not _grad_mode.no_grad and not _grad_mode.untracked
              and any(t._rg or t._node.rg for t in src))
     n = g.GRAPH.node(op, dtype, tuple(shape), tuple(t._node for t in src), arg, rg=track,
-                     stop=_GradMode.no_grad > 0)
+                     stop=_grad_mode.no_grad > 0)
     t = Tensor(n)
     if track:
       t._rg = True
@@ -427,7 +433,7 @@ class Tensor:
       if not dtypes.is_float(t.dtype):
         raise RuntimeError(f"cannot take a gradient with respect to a {t.dtype.name} tensor")
     root = loss._node  # re-lazied when sent (Graph._unsent), should parts of it be realized by then
-    track = not _GradMode.no_grad and not _GradMode.untracked
+    track = not _grad_mode.no_grad and not _grad_mode.untracked
     out = []
     for t in targets:
       n = g.GRAPH.node(g.GRADIENT, t.dtype, t.shape, (root, t._node), None, rg=track)
