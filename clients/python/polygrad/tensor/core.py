@@ -178,7 +178,7 @@ class Tensor:
     if device is None and not isinstance(data, (g.Node, Tensor)):
       device = None if Device.DEFAULT == "CPU" else Device.DEFAULT  # tinygrad's Device.DEFAULT
     if device is not None:
-      target = _require_device(device)
+      target = Device.require(device)
       if target != self.device:  # data lands on the CPU first; an explicit COPY moves it
         self._node = self.to(target)._node
     if requires_grad and dtype is None and not dtypes.is_float(self.dtype) and not isinstance(data, (g.Node, Tensor)):
@@ -509,7 +509,7 @@ class Tensor:
     transfer the daemon runs between kernels; gradients pass through it). Raises
     PolygradDeviceError quoting the daemon's reason when it lacks the device or lists it as
     unavailable."""
-    target = _require_device(device)
+    target = Device.require(device)
     if target == self.device:
       return self
     return Tensor._make(g.COPY, self.dtype, self.shape, (self,), g.Composite(device=target))
@@ -544,12 +544,6 @@ def _const_value(value, dt: DType):
   if dt.kind == "b":
     return bool(value)
   return float(value)
-
-
-def _require_device(device: Optional[str]) -> str:
-  """The canonical name of `device` (None: the default) if tensors can live there, else raises;
-  the CPU needs no round trip."""
-  return Device.require(device)
 
 
 # Names every class has: not methods of an area.

@@ -7,10 +7,11 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import graph as g
+from ..device import Device
 from ..dtype import DTypeLike, dtypes, np_dtype, to_dtype
 from ..errors import ShapeError
 from ..shape import as_shape, check_shape, prod
-from .core import _py_scalar, _require_device, Scalar, Tensor, tensor_methods
+from .core import _py_scalar, Scalar, Tensor, tensor_methods
 
 
 @tensor_methods
@@ -22,7 +23,7 @@ class Creation:
   @staticmethod
   def full(shape, fill_value: Scalar, dtype: Optional[DTypeLike] = None,
            requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
-    _require_device(kwargs.get("device"))
+    Device.require(kwargs.get("device"))
     shape = check_shape(as_shape((shape,) if isinstance(shape, int) else tuple(shape)))
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(_py_scalar(fill_value))
     t = Tensor._const(_py_scalar(fill_value), dt, shape)
@@ -55,7 +56,7 @@ class Creation:
   def arange(start, stop=None, step=1, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
     """start, start + step, ... up to (not including) stop: the daemon's ARANGE times step plus
     start (computed in the result dtype, or in the default float for a float step into ints)."""
-    _require_device(kwargs.get("device"))
+    Device.require(kwargs.get("device"))
     if stop is None:
       start, stop = 0, start
     for v in (start, stop, step):

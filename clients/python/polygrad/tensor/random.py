@@ -9,10 +9,11 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import graph as g
+from ..device import Device
 from ..dtype import DType, DTypeLike, dtypes, to_dtype
 from ..errors import ShapeError
 from ..shape import as_shape, check_shape, prod
-from .core import _require_device, Tensor, tensor_methods, untracked
+from .core import Tensor, tensor_methods, untracked
 
 
 @tensor_methods
@@ -54,7 +55,7 @@ class Random:
 
   @staticmethod
   def _random_float(op: int, name: str, shape, dtype, requires_grad, kwargs) -> "Tensor":
-    _require_device(kwargs.get("device"))
+    Device.require(kwargs.get("device"))
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     if not dtypes.is_float(dt):
       raise TypeError(f"{name} makes float tensors, got {dt.name}")
@@ -86,7 +87,7 @@ class Random:
   @staticmethod
   def randint(*shape, low: int = 0, high: int = 10, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
     """Integers uniform in [low, high), computed on the device."""
-    _require_device(kwargs.get("device"))
+    Device.require(kwargs.get("device"))
     dt = to_dtype(dtype) if dtype is not None else dtypes.int32
     if not dtypes.is_int(dt):
       raise TypeError(f"randint makes integer tensors, got {dt.name}")
@@ -100,7 +101,7 @@ class Random:
   @staticmethod
   def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype: Optional[DTypeLike] = None,
               requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
-    _require_device(kwargs.get("device"))
+    Device.require(kwargs.get("device"))
     vals = Tensor._generator().uniform(low, high, as_shape(shape))
     return Tensor(vals.astype(np.float32), dtype=dtype or dtypes.default_float, requires_grad=requires_grad)
 
