@@ -31,6 +31,11 @@ const UOpRef* scaled_operand(const UOp& mul, double want) {
   return nullptr;
 }
 
+// An integer constant equal to `v`.
+bool is_int_const(const UOpRef& u, int64_t v) {
+  return u->op == Ops::CONST && std::holds_alternative<int64_t>(u->arg) && u->arg_int() == v;
+}
+
 // exp(x) as the frontend spells it, exp2(x * +-log2(e)): x, with `negate` for the minus sign.
 const UOpRef* natural_exp_arg(const UOp& exp2, bool& negate) {
   if (exp2.op != Ops::EXP2) return nullptr;
@@ -320,7 +325,7 @@ absl::StatusOr<std::string> CStyleRenderer::Emitter::raw_expression(const UOp& n
       if (n.src.size() == 3) return absl::StrFormat("(%s ? %s : (%s)0)", a(2), v, t_.value_type(dt));
       return v;
     }
-    case Ops::NEG: return absl::StrCat("(-", a(0), ")");
+    case Ops::NEG: return t_.negate(dt, a(0));
     case Ops::NOT: return absl::StrCat("(!", a(0), ")");
     case Ops::EXP2: {
       // exp2(x * log2(e)) is how the frontend spells exp(x): render it as exp(x), which is
@@ -337,10 +342,14 @@ absl::StatusOr<std::string> CStyleRenderer::Emitter::raw_expression(const UOp& n
     case Ops::CAST: return absl::StrFormat("((%s)%s)", t_.value_type(dt), a(0));
     case Ops::BITCAST: return bitcast(n.src[0], dt);
     case Ops::ADD: return absl::StrFormat("(%s + %s)", a(0), a(1));
-    case Ops::SUB: return absl::StrFormat("(%s - %s)", a(0), a(1));
+    case Ops::SUB:
+      if (dtype_is_int(dt) && is_int_const(n.src[0], 0)) return t_.negate(dt, a(1));
+      return absl::StrFormat("(%s - %s)", a(0), a(1));
     case Ops::MUL:
       // log2(x) * ln(2) is the frontend's log(x); see EXP2.
       if (const UOpRef* l = natural_log_of(n)) return t_.math_call("log", dt, name((*l)->src[0]));
+      if (dtype_is_int(dt) && is_int_const(n.src[1], -1)) return t_.negate(dt, a(0));
+      if (dtype_is_int(dt) && is_int_const(n.src[0], -1)) return t_.negate(dt, a(1));
       return absl::StrFormat("(%s * %s)", a(0), a(1));
     case Ops::FDIV: return absl::StrFormat("(%s / %s)", a(0), a(1));
     case Ops::IDIV:

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <string>
+
+#include "absl/strings/str_cat.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,6 +51,9 @@ class CStyleRenderer {
   // A math function of a float value, in the precision of `dt` (default: C99's fnf for float
   // and half types, fn for float64).
   virtual std::string math_call(const char* fn, DType dt, const std::string& x) const;
+  // -x for a value of `dt` (default: C's unary minus). Integer products by -1 and differences
+  // from 0 come here too, so a target can keep every integer negation in one spelling.
+  virtual std::string negate(DType dt, const std::string& x) const { return absl::StrCat("(-", x, ")"); }
 
   // Cooperative reductions, for targets with warps (the default has none). `lane_ranges` lists the
   // reduction loops whose iterations the `group_lanes` threads of a group (a warp, or a block of

@@ -14,6 +14,12 @@ namespace {
 // The fixed-width types and IEEE constants C gets from its headers, and the 16-bit float
 // conversions as single PTX instructions (cvt.rn: round-to-nearest-even, like the C prelude;
 // bf16 conversion needs sm_80).
+//
+// pg_ineg works around a ptxas bug (CUDA 13.0.88, sm_90, offline and in the 580 driver's JIT,
+// at -O1 and above): a max or min over negated 32- or 16-bit integers, unrolled, becomes sm_90's
+// three-input VIMNMX3 with some of the negations dropped, so argmin and min of int32 came out
+// wrong on an H200 (found by tests/gpu/run.sh's parity table, 2026-11-27). The PTX is right;
+// the SASS is not. Negation written as not-then-add-one is left alone by that rewrite.
 constexpr const char* kCudaPrelude = R"(typedef signed char int8_t;
 typedef short int16_t;
 typedef int int32_t;
@@ -42,6 +48,8 @@ struct alignas(16) pg_v16 { uint32_t w[4]; };
 struct alignas(8) pg_v8 { uint32_t w[2]; };
 __device__ __forceinline__ pg_v16 pg_load16(const void* p) { return *(const pg_v16*)p; }
 __device__ __forceinline__ pg_v8 pg_load8(const void* p) { return *(const pg_v8*)p; }
+/* Integer negation as not and add one, never a plain neg: see kCudaPrelude's comment. */
+__device__ __forceinline__ int32_t pg_ineg(int32_t x) { int32_t y; asm("{.reg .b32 t; not.b32 t, %1; add.s32 %0, t, 1;}" : "=r"(y) : "r"(x)); return y; }
 )";
 
 constexpr const char* kGlobalId = "(int64_t)blockIdx.x * blockDim.x + threadIdx.x";
@@ -60,6 +68,16 @@ class CudaRenderer final : public CStyleRenderer {
  protected:
   std::string prelude() const override {
     return absl::StrCat(kCudaPrelude, divmod_helpers("__device__ __forceinline__"));
+  }
+
+  // Integers of 32 bits or fewer are negated in 32-bit registers: through pg_ineg (see above).
+  std::string negate(DType dt, const std::string& x) const override {
+    switch (dt) {
+      case DType::Int8: case DType::Int16: case DType::Int32:
+      case DType::UInt8: case DType::UInt16: case DType::UInt32:
+        return absl::StrCat("((", scalar_type(dt), ")pg_ineg((int32_t)", x, "))");
+      default: return CStyleRenderer::negate(dt, x);
+    }
   }
 
   std::string kernel_open(const LinearKernel& k) const override {

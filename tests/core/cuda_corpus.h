@@ -205,6 +205,12 @@ class Corpus {
         try_add(fe::reduce(op, x, {0, 1, 2}));
       }
     }
+    // Min as the frontend writes it, max of the negation, for the integer widths a GPU computes
+    // in 32-bit registers (the renderer's pg_ineg: cuda_renderer.cpp says why).
+    for (DType dt : {DType::Int8, DType::Int16, DType::Int32, DType::UInt32}) {
+      add(fe::reduce(Ops::MAX, *fe::alu(Ops::NEG, {leaf(dt, {5, 7})}), {1}));
+      add(fe::reduce(Ops::MAX, *fe::alu(Ops::NEG, {leaf(dt, {4, 7})}), {0}));
+    }
     // Large reductions: split into two kernels by the scheduler.
     for (DType dt : {DType::Float32, DType::Float16, DType::Int32, DType::Float64}) {
       add(fe::reduce(Ops::ADD, leaf(dt, {1 << 16}), {0}));

@@ -53,6 +53,12 @@ inline pg_v8 pg_load8(const void* p) {
   return v;
 }
 )pg";
+// Integer negation, in PTX to keep ptxas from a miscompile (cuda_renderer.cpp says which); on the
+// host, the same two's-complement negation in C.
+constexpr const char* kPtxIneg =
+    "__device__ __forceinline__ int32_t pg_ineg(int32_t x) { int32_t y; asm(\"{.reg .b32 t; not.b32 t, %1; add.s32 "
+    "%0, t, 1;}\" : \"=r\"(y) : \"r\"(x)); return y; }\n";
+constexpr const char* kHostIneg = "inline int32_t pg_ineg(int32_t x) { return (int32_t)(0u - (uint32_t)x); }\n";
 constexpr const char* kPtxF2BF =
     "__device__ __forceinline__ uint16_t pg_f2bf(float x) { uint16_t b; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(b) "
     ": \"f\"(x)); return b; }\n";
@@ -557,14 +563,16 @@ absl::StatusOr<std::string> host_cuda_prelude(const std::string& cuda_source) {
   const auto& conversions = c_half_conversions();
   if (!conversions.ok()) return conversions.status();
   std::string prelude = parts->first;
-  for (const char* line : {kPtxH2F, kPtxF2H, kPtxF2BF, kLoad16, kLoad8}) {
+  for (const char* line : {kPtxH2F, kPtxF2H, kPtxF2BF, kLoad16, kLoad8, kPtxIneg}) {
     size_t at = prelude.find(line);
     if (at == std::string::npos)
       return absl::FailedPreconditionError(
           absl::StrCat("the CUDA prelude changed: this line is no longer in it, update the emulation:\n", line));
     // The C versions of the three conversions go where the first was, the checked loads where
     // the first load was; the others are dropped.
-    prelude.replace(at, std::strlen(line), line == kPtxH2F ? *conversions : line == kLoad16 ? kHostLoads : "");
+    // The negation becomes its host twin.
+    prelude.replace(at, std::strlen(line),
+                    line == kPtxH2F ? *conversions : line == kLoad16 ? kHostLoads : line == kPtxIneg ? kHostIneg : "");
   }
   if (prelude.find("asm") != std::string::npos)
     return absl::FailedPreconditionError("the CUDA prelude has inline assembly the emulation does not replace");

@@ -10,11 +10,12 @@
 // promises (cuda_emulation.cpp says how). The C math calls the renderer emits (expf, logf, ...)
 // resolve to the host's libm, the same the CPU path uses.
 //
-// One exception: the prelude's 16-bit float conversions pg_h2f, pg_f2h and pg_f2bf are inline
-// PTX, which no host compiler accepts. Those three lines are replaced, by exact match, with the
-// C renderer's portable conversions (the same semantics: round-to-nearest-even); any other change
-// to the prelude is an error, so the emulation cannot silently drift from what NVRTC compiles.
-// The PTX conversions themselves are therefore not covered here — only a GPU run checks them.
+// Two exceptions: the prelude's 16-bit float conversions pg_h2f, pg_f2h and pg_f2bf, and its
+// integer negation pg_ineg, are inline PTX, which no host compiler accepts. Those lines are
+// replaced, by exact match, with the C renderer's portable conversions (the same semantics:
+// round-to-nearest-even) and a C negation; any other change to the prelude is an error, so the
+// emulation cannot silently drift from what NVRTC compiles. The PTX itself is therefore not
+// covered here — only a GPU run (tests/gpu) checks it.
 //
 // The reference is compiled by the system C compiler with the CPU path's semantics and loaded by
 // CpuCompiler::load. Both sides are compiled unoptimised with the scalar libm (common_flags in

@@ -16,6 +16,7 @@
 #include "core/engine/kernels_for.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/tensor_ops.h"
+#include "core/render/c_renderer.h"
 #include "core/render/cuda_renderer.h"
 #include "core/runtime/cuda/device.h"
 #include "core/runtime/cuda/driver.h"
@@ -130,6 +131,35 @@ TEST(CudaRender, HalfMatmulCompilesToCubin) {
 
 // The CUDA target differs from C only in prelude, signature and the outer loop: the grid-stride
 // mapping, typed parameters, and no header NVRTC would have to find.
+// ptxas 13.0 drops negations it folds into sm_90's three-input integer max/min (an argmin of
+// int32 was wrong on an H200): every integer negation of 32 bits or fewer, however the graph
+// spells it, renders through pg_ineg for CUDA, and stays C's minus for the CPU.
+TEST(CudaRender, IntegerNegationsGoThroughPgIneg) {
+  for (DType dt : {DType::Int8, DType::Int16, DType::Int32, DType::UInt32}) {
+    UOpRef x = *fe::buffer(1, dt, {5, 7});
+    UOpRef neg = *fe::alu(Ops::NEG, {x});
+    UOpRef minus_one = *fe::alu(Ops::MUL, {x, *fe::constant(int64_t{-1}, dt, {5, 7})});
+    UOpRef from_zero = *fe::alu(Ops::SUB, {*fe::constant(int64_t{0}, dt, {5, 7}), x});
+    for (const UOpRef& v : {neg, minus_one, from_zero}) {
+      auto ks = kernels_for({*fe::reduce(Ops::MAX, v, {1})}, is_buffer, /*cuda=*/true);
+      ASSERT_TRUE(ks.ok()) << ks.status();
+      ASSERT_EQ(ks->size(), 1u);
+      std::string src = *render_cuda((*ks)[0]);
+      std::string body = src.substr(src.find("pg_kernel("));
+      EXPECT_NE(body.find("pg_ineg("), std::string::npos) << dtype_name(dt) << "\n" << body;
+      EXPECT_EQ(body.find("(-v"), std::string::npos) << dtype_name(dt) << "\n" << body;
+      EXPECT_EQ(render_c((*ks)[0])->find("pg_ineg"), std::string::npos);
+    }
+  }
+  // Floats and 64-bit integers keep the plain minus.
+  for (DType dt : {DType::Float32, DType::Int64}) {
+    auto ks = kernels_for({*fe::reduce(Ops::MAX, *fe::alu(Ops::NEG, {*fe::buffer(1, dt, {5, 7})}), {1})}, is_buffer, true);
+    ASSERT_TRUE(ks.ok()) << ks.status();
+    std::string src = *render_cuda((*ks)[0]);
+    EXPECT_EQ(src.substr(src.find("pg_kernel(")).find("pg_ineg("), std::string::npos) << src;
+  }
+}
+
 TEST(CudaRender, KernelShape) {
   UOpRef x = *fe::buffer(1, DType::Float32, {64, 8}), y = *fe::buffer(2, DType::Bool, {64, 8});
   auto ks = kernels_for({*fe::sum(*fe::alu(Ops::WHERE, {y, x, *fe::alu(Ops::NEG, {x})}), {1}, false)}, is_buffer);

@@ -116,3 +116,13 @@ def test_devices_example(daemon):
                      text=True, timeout=120, cwd=REPO)
   assert r.returncode == 0, r.stdout + r.stderr
   assert r.stdout.strip() == ("CUDA" if Device.cuda_available() else "CPU")
+
+
+def test_a_gradient_lives_where_its_target_does():
+  # The daemon copies a gradient back to its target's device (a CPU tensor moved to a GPU gets
+  # a CPU gradient): the node says so without asking the daemon, whatever the loss's device.
+  target = g.GRAPH.node(g.BUFFER, polygrad.dtypes.float32, (3,), (), None)
+  moved = g.GRAPH.node(g.COPY, polygrad.dtypes.float32, (3,), (target,), g.Composite(device="CUDA"))
+  grad = g.GRAPH.node(g.GRADIENT, polygrad.dtypes.float32, (3,), (moved, target), None)
+  assert (target.device, moved.device, grad.device) == ("CPU", "CUDA", "CPU")
+  assert g.GRAPH.node(g.GRADIENT, polygrad.dtypes.float32, (3,), (target, moved), None).device == "CUDA"

@@ -4,6 +4,10 @@
 #
 #   tests/gpu/run.sh [pytest args...]
 #
+# POLYGRAD_DAEMON names a prebuilt daemon to use instead of building one (a GPU machine lent
+# without a toolchain gets the binary built elsewhere), and POLYGRAD_PYTHON the interpreter
+# (default /usr/bin/python3, Debian's, which sees python3-torch).
+#
 # Exits non-zero when any test fails, and also when the suite could not run on a GPU (the daemon
 # refuses --devices=cuda:0 without one, or a test skipped with "CUDA unavailable"), so a machine
 # without a usable GPU can never pass it silently.
@@ -12,12 +16,17 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 1
 
-"$root/scripts/build" build || { echo "tests/gpu/run.sh: build failed"; exit 1; }
+daemon=${POLYGRAD_DAEMON:-}
+python=${POLYGRAD_PYTHON:-/usr/bin/python3}
+if [[ -z "$daemon" ]]; then
+  "$root/scripts/build" build || { echo "tests/gpu/run.sh: build failed"; exit 1; }
+  daemon="$root/build/polygradd"
+fi
 
 # The daemon refuses --devices=cuda:0 at start without a usable GPU: say so once, in its words,
 # instead of one error per test.
 probe_dir=$(mktemp -d /tmp/polygrad-gpu-probe.XXXXXX)
-"$root/build/polygradd" --devices=cpu,cuda:0 --listen= --metrics-listen= --unix-socket="$probe_dir/d.sock" \
+"$daemon" --devices=cpu,cuda:0 --listen= --metrics-listen= --unix-socket="$probe_dir/d.sock" \
   --cache-dir="$probe_dir/cache" >"$probe_dir/log" 2>&1 &
 probe=$!
 # Waits for the socket or the daemon's exit; the 120 s bound is for a start that hangs, far past
@@ -42,11 +51,11 @@ report=$(mktemp /tmp/polygrad-gpu-suite.XXXXXX.xml)
 trap 'rm -f "$report"' EXIT
 rc=0
 env -u POLYGRAD_ADDRESS \
-  POLYGRAD_DAEMON="$root/build/polygradd" \
-  POLYGRAD_TEST_DAEMON="$root/build/polygradd" \
+  POLYGRAD_DAEMON="$daemon" \
+  POLYGRAD_TEST_DAEMON="$daemon" \
   POLYGRAD_DAEMON_ARGS="--devices=cpu,cuda:0" \
   PYTHONPATH="$root/clients/python${PYTHONPATH:+:$PYTHONPATH}" \
-  timeout --kill-after=30 3600 /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider --junitxml="$report" \
+  timeout --kill-after=30 3600 "$python" -m pytest -q -rs -p no:cacheprovider --junitxml="$report" \
   tests/gpu "$@" || rc=$?
 
 if grep -q "CUDA unavailable" "$report" 2>/dev/null; then

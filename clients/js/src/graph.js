@@ -39,9 +39,11 @@ class Node {
     this.stop = stop;
     this.keep = [];
     this.disposed = false;
-    // The daemon's placement rule: a COPY's target; a BUFFER on the CPU; else its sources' device;
-    // null for nodes without sources (they take their consumer's device).
+    // The daemon's placement rule: a COPY's target; a BUFFER on the CPU; a gradient where its
+    // target lives; else its sources' device; null for nodes without sources (they take their
+    // consumer's device).
     if (op === OPS.COPY) this.device = arg.device;
+    else if (op === OPS.GRADIENT) this.device = src[1].device;
     else if (op === OPS.BUFFER) this.device = 'CPU';
     else this.device = (src.find((s) => s.device !== null) || { device: null }).device;
   }

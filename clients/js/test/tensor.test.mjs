@@ -340,3 +340,14 @@ test('a hand-written assign loop sends the same graph every step', async () => {
     Connection.prototype.realize = real;
   }
 });
+
+test('a gradient node lives where its target does, whatever the loss\'s device', () => {
+  // The daemon copies a gradient back to its target's device (a CPU tensor moved to a GPU).
+  const { Node } = createRequire(import.meta.url)('../src/graph.js');
+  const { OPS } = createRequire(import.meta.url)('../src/ops.js');
+  const target = new Node(-1, OPS.BUFFER, dtypes.float32, [3], [], null);
+  const moved = new Node(-2, OPS.COPY, dtypes.float32, [3], [target], { device: 'CUDA' });
+  assert.deepEqual([target.device, moved.device], ['CPU', 'CUDA']);
+  assert.equal(new Node(-3, OPS.GRADIENT, dtypes.float32, [3], [moved, target], null).device, 'CPU');
+  assert.equal(new Node(-4, OPS.GRADIENT, dtypes.float32, [3], [target, moved], null).device, 'CUDA');
+});

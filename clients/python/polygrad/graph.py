@@ -66,10 +66,13 @@ class Node:
     self.rg = rg  # computed from tensors that require grad
     self.stop = stop  # no gradient flows through this node (detach, Tensor.no_grad)
     self.keep: Tuple["Node", ...] = ()  # the sources of a realized rg node, for relazy()
-    # Where the daemon computes it (its placement rule): a COPY's target; else its sources'
-    # device; None for nodes without sources, which take their consumer's device.
+    # Where the daemon computes it (its placement rule): a COPY's target; a gradient where its
+    # target lives (the daemon copies it back there); else its sources' device; None for nodes
+    # without sources, which take their consumer's device.
     if op == COPY:
       self.device: Optional[str] = arg.device
+    elif op == GRADIENT:
+      self.device = src[1].device
     elif op == BUFFER:
       self.device = "CPU"  # uploads and inline data land in host memory
     else:

@@ -113,6 +113,11 @@ tensor_device <- function(x) {
   n <- x$node
   while (TRUE) {
     if (n$op == OP$COPY) return(n$arg$device)
+    # A gradient lives where its target does (the daemon copies it back there).
+    if (n$op == OP$GRADIENT) {
+      n <- n$src[[2]]
+      next
+    }
     if (n$op == OP$BUFFER || !length(n$src)) return("CPU")
     n <- n$src[[1]]
   }
