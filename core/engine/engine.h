@@ -60,6 +60,12 @@ struct EngineOptions {
   std::chrono::milliseconds cache_remote_breaker{30000};
   std::string compiler;             // C compiler executable; empty: clang, then gcc, then cc
   std::chrono::seconds compile_timeout{120};
+  // The quick tier (core/runtime/cpu/quick_compiler.h): a CPU kernel missing from every cache
+  // tier first runs a TinyCC build made in milliseconds while the C compiler builds the optimized
+  // one in the background (quick_tier_eligible says which kernels may; the rest wait for the C
+  // compiler). Results are the same bits either way; only timing differs. No effect when this
+  // polygrad was built without libtcc.
+  bool quick_compile = true;
   unsigned threads = 0;             // kernel worker threads; 0: hardware concurrency
   EngineObserver* observer = nullptr;
   // Compiled realize programs kept by graph structure (core/engine/schedule_cache.h), least
