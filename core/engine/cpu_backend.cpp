@@ -37,7 +37,8 @@ class CpuBackend final : public Backend {
     if (!source.ok()) return source.status();
     if (impl_.dump_kernels) std::fprintf(stderr, "polygrad kernel:\n%s\n", source->c_str());
     std::string key = KernelCache::key("CPU", impl_.compiler.identity(), *source);
-    return RenderedKernel{*std::move(source), std::move(key), kernel.params.size(), 1};
+    const bool quick = impl_.quick_compile && quick_tier_eligible(kernel, *source, impl_.compiler.uses_vector_math());
+    return RenderedKernel{*std::move(source), std::move(key), kernel.params.size(), 1, quick};
   }
 
   ProgramPtr cached(const RenderedKernel& k) const override { return impl_.cache.in_memory(k.key); }
@@ -56,7 +57,7 @@ class CpuBackend final : public Backend {
       return bytes;
     };
     KernelCache::QuickBuild quick;
-    if (impl_.quick_compile && quick_tier_eligible(k.source, impl_.compiler.uses_vector_math()))
+    if (k.quick_eligible)
       quick = [&k] { return quick_compile(k.source); };  // runs within this call
     return impl_.cache.get_or_build(k.key, compile, CpuCompiler::load, should_stop, quick);
   }

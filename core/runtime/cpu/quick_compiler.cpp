@@ -16,8 +16,20 @@ extern "C" {
 
 namespace polygrad {
 
-bool quick_tier_eligible(std::string_view source, bool optimized_uses_vector_math) {
-  if (!optimized_uses_vector_math) return true;
+namespace {
+
+// Rule 1 of quick_tier_eligible: a CAST from a float type to an integer type (not bool: a float's
+// truth is defined for every value).
+bool converts_float_to_int(const LinearKernel& kernel) {
+  for (const UOpRef& u : kernel.ops)
+    if (u->op == Ops::CAST && !u->src.empty() && dtype_is_float(u->src[0]->dtype) && !dtype_is_float(u->dtype) &&
+        u->dtype != DType::Bool)
+      return true;
+  return false;
+}
+
+// Rule 2: a call of a function clang's -fveclib=libmvec vectorises.
+bool calls_vectorised_math(std::string_view source) {
   // The functions clang's -fveclib=libmvec maps to vector versions (LLVM's VecFuncs.def,
   // LIBMVEC_X86). A call is the name as a whole identifier followed by '('.
   static constexpr std::string_view kVectorised[] = {"exp", "expf", "log",  "logf", "sin",
@@ -35,10 +47,17 @@ bool quick_tier_eligible(std::string_view source, bool optimized_uses_vector_mat
     while (next < source.size() && (source[next] == ' ' || source[next] == '\t')) ++next;
     if (next < source.size() && source[next] == '(')
       for (std::string_view f : kVectorised)
-        if (word == f) return false;
+        if (word == f) return true;
     i = end;
   }
-  return true;
+  return false;
+}
+
+}  // namespace
+
+bool quick_tier_eligible(const LinearKernel& kernel, std::string_view source, bool optimized_uses_vector_math) {
+  if (converts_float_to_int(kernel)) return false;
+  return !(optimized_uses_vector_math && calls_vectorised_math(source));
 }
 
 #ifdef POLYGRAD_HAVE_LIBTCC

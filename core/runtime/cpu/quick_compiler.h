@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "core/codegen/linearize.h"
 #include "core/runtime/program.h"
 
 namespace polygrad {
@@ -28,8 +29,14 @@ std::string quick_compiler_version();
 // source does not compile or link.
 absl::StatusOr<ProgramPtr> quick_compile(const std::string& source);
 
-// Whether a kernel may run its quick build before the optimized one is ready: true unless its
-// source calls a math function whose optimized build may round differently.
+// Whether a kernel (`kernel`, rendered as `source`) may run its quick build before the optimized
+// one is ready: true unless the two builds may compute different bits for it, which is when
+//
+// 1. it converts a float to an integer type. C leaves the conversion of NaN, an infinity or a
+//    value outside the integer type's range undefined, and the two compilers pick different x86
+//    instructions for it (clang's AVX-512 vcvttss2usi saturates unsigned conversions; TinyCC
+//    converts through a signed 64-bit integer), so such values give different integers; or
+// 2. it calls a math function the optimized build vectorises through libmvec:
 //
 // The optimized compiler (clang with -fveclib=libmvec, CpuCompiler::uses_vector_math) turns loops
 // over exp, log, sin, cos and pow (double and float) into calls to glibc's libmvec, whose vector
@@ -37,8 +44,14 @@ absl::StatusOr<ProgramPtr> quick_compile(const std::string& source);
 // arithmetic on both tiers: one IEEE operation per C statement, no contraction
 // (-ffp-contract=off), no reassociation, the same scalar libm for every other call
 // (exp2, log2, sqrt, ...; sqrt is correctly rounded either way). So a kernel calling any of those
-// ten functions waits for the optimized build when it uses libmvec; every other kernel is
-// eligible. `optimized_uses_vector_math` false (gcc, or clang without libmvec): every kernel is.
-bool quick_tier_eligible(std::string_view source, bool optimized_uses_vector_math);
+// ten functions waits for the optimized build when it uses libmvec. `optimized_uses_vector_math`
+// false (gcc, or clang without libmvec): rule 2 does not apply.
+//
+// Beyond these, one difference remains, which is not a kernel's but IEEE 754's: when a result is
+// NaN, which NaN (its sign and payload bits) is not fixed — x86 returns one operand's NaN, or the
+// default NaN (sign bit set) for an invalid operation, and a compiler may swap the operands of +,
+// * or a comparison-select. NaN stays NaN, and every other value is bit for bit the same
+// (tests/core/quick_tier_test.cpp checks the whole corpus).
+bool quick_tier_eligible(const LinearKernel& kernel, std::string_view source, bool optimized_uses_vector_math);
 
 }  // namespace polygrad
