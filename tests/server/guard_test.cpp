@@ -101,10 +101,12 @@ class GuardTest : public ::testing::Test {
     stub_ = v1::Polygrad::NewStub(channel_);
   }
 
-  // Starts the daemon with the default options and `cc` as its C compiler.
+  // Starts the daemon with the default options and `cc` as its C compiler. Without the quick
+  // tier (--quick-compile=off): these tests need a realize to wait for the compiler they hold.
   void start_compiling_with(const HeldCompiler& cc) {
     ServerOptions o = options();
     o.compiler = cc.path();
+    o.quick_compile = false;
     start(std::move(o));
   }
 
@@ -875,6 +877,7 @@ TEST_F(GuardTest, AFullCacheDiskStillRealizesAndTheMetricSaysWhy) {
   {
     ServerOptions o = options();
     o.cache_dir = small / "cache";
+    o.quick_compile = false;  // each kernel written (or not) before the realize returns
     start(std::move(o));
     std::string id;
     ASSERT_TRUE(create(kAlice, &id).ok());
