@@ -289,12 +289,12 @@ def print_cold_compiles():
 
 
 def print_request_overhead(calls):
+  from polygrad import wire
   from polygrad.connection import get_connection
-  from polygrad.v1 import polygrad_pb2 as pb
   conn = get_connection()
   one = Tensor([1.0]).realize()
   tiny = timed(lambda: (one + 1).realize(), calls, polygrad=True)
-  bare = timed(lambda: conn.stub.GetInfo(pb.GetInfoRequest()), calls)
+  bare = timed(lambda: conn.stub.GetInfo(wire.get_info()), calls)
   print(f"\nrequest overhead (medians of {calls}):")
   print(f"  warm one-element realize {ms(tiny)}")
   print(f"  bare gRPC call (GetInfo) {ms(bare)}")

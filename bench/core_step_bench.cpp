@@ -1,5 +1,5 @@
 // The bench MLP training step (784-256-10, batch 128, one-hot cross-entropy, SGD) run in-process
-// through a compiled execution plan: the floor the daemon's RunStep is measured against
+// through a compiled step (Engine::compile_step): the floor the daemon's RunStep is measured against
 // (bench/step_bench.py prints the ratio). Prints one line: `core_step_bench: N steps/s ...`.
 //
 //   build/core_step_bench [--seconds=S] [--threads=T] [--profile]
@@ -14,7 +14,7 @@
 
 #include "bench/mlp_step.h"
 #include "core/engine/engine.h"
-#include "core/engine/plan.h"
+#include "core/engine/step_program.h"
 
 namespace {
 
@@ -71,29 +71,29 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto t0 = std::chrono::steady_clock::now();
-  auto plan = (*engine)->plan(step->spec());
-  if (!plan.ok()) {
-    std::fprintf(stderr, "core_step_bench: %s\n", plan.status().ToString().c_str());
+  auto compiled = (*engine)->compile_step(step->spec());
+  if (!compiled.ok()) {
+    std::fprintf(stderr, "core_step_bench: %s\n", compiled.status().ToString().c_str());
     return 1;
   }
   const double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (int i = 0; i < 5; ++i) (void)(*plan)->run();  // warm caches and threads
-  clock.set_kernels((*plan)->stats().kernels);
-  const float first_loss = *static_cast<const float*>((*plan)->outputs()[0]->data());
+  for (int i = 0; i < 5; ++i) (void)(*compiled)->run();  // warm caches and threads
+  clock.set_kernels((*compiled)->stats().kernels);
+  const float first_loss = *static_cast<const float*>((*compiled)->outputs()[0]->data());
   int64_t n = 0;
   t0 = std::chrono::steady_clock::now();
   double elapsed = 0;
   while (elapsed < seconds) {
-    if (absl::Status s = (*plan)->run(); !s.ok()) {
+    if (absl::Status s = (*compiled)->run(); !s.ok()) {
       std::fprintf(stderr, "core_step_bench: %s\n", s.ToString().c_str());
       return 1;
     }
     ++n;
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  const float last_loss = *static_cast<const float*>((*plan)->outputs()[0]->data());
-  const PlanStats& st = (*plan)->stats();
-  std::printf("core_step_bench: %.1f steps/s (%lld steps in %.2fs; %u kernels, %u intermediates, %.2fs to plan; "
+  const float last_loss = *static_cast<const float*>((*compiled)->outputs()[0]->data());
+  const StepStats& st = (*compiled)->stats();
+  std::printf("core_step_bench: %.1f steps/s (%lld steps in %.2fs; %u kernels, %u intermediates, %.2fs to compile; "
               "loss %.4f -> %.4f)\n",
               static_cast<double>(n) / elapsed, static_cast<long long>(n), elapsed, st.kernels, st.intermediates,
               compile_s, first_loss, last_loss);

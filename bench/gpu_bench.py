@@ -101,7 +101,7 @@ def mlp_step(rng, repeat, compiled=False):
         return loss
 
       if compiled:
-        # One plan on the GPU: a run launches its kernels on the session's stream and waits.
+        # One compiled step on the GPU: a run launches its kernels on the session's stream and waits.
         run = compile_step(train, px, py)
         out["polygrad"] = timed(lambda: run.run(), repeat)
       else:

@@ -1,7 +1,7 @@
 // The bench MLP training step as a core graph: a ReLU MLP (in-hidden-out), one-hot cross-entropy
 // loss, SGD update of every parameter. The same computation the Python client sends for
 // `-(l2(l1(x).relu()).log_softmax(-1) * y).sum(1).mean(); loss.backward(); opt.step()`, built with
-// the frontend directly. Used by the core-only benchmark and the plan tests.
+// the frontend directly. Used by the core-only benchmark and the compiled-step tests.
 #pragma once
 
 #include <cmath>
@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/engine/engine.h"
-#include "core/engine/plan.h"
+#include "core/engine/step_program.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/gradient.h"
 #include "core/frontend/tensor_ops.h"
@@ -34,9 +34,9 @@ struct MlpStep {
   }
   // With `materialize_grads`, the gradients get kernels of their own, as when the Python client
   // compiles this step (its optimizer realizes them, see compile_step).
-  PlanSpec spec(bool materialize_grads = true) const {
-    PlanSpec s{{loss}, bindings(), {}, {}};
-    for (size_t i = 0; i < new_params.size(); ++i) s.assigns.push_back(PlanAssign{buffers[2 + i], new_params[i]});
+  StepSpec spec(bool materialize_grads = true) const {
+    StepSpec s{{loss}, bindings(), {}, {}};
+    for (size_t i = 0; i < new_params.size(); ++i) s.assigns.push_back(StepAssign{buffers[2 + i], new_params[i]});
     if (materialize_grads) s.materialize = grads;
     return s;
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Steps/s of the bench MLP training step (784-256-10 ReLU, batch 128, one-hot cross-entropy,
 SGD lr 0.01) three ways: eager through the client (a Realize per step), compiled through the
-daemon (compile_step: one RunStep per step), and the same plan in-process without the daemon
+daemon (compile_step: one RunStep per step), and the same compiled step in-process without the daemon
 (build/core_step_bench). The last ratio is the service's overhead (issue 5 acceptance 6 asks
 for compiled/core >= 0.9). The eager step is also timed in child processes against two fresh
 daemons, one with the schedule cache and one with --schedule-cache-entries=0, to show what

@@ -1,6 +1,6 @@
 // CompileStepRequest bytes -> Session::compile_step on a fresh session holding one uploaded
 // buffer (handle 1, float32 [2,2], so requests can name it): decoding its nodes, the inputs,
-// outputs, materialize list and assigns checks, then planning, which schedules and renders the
+// outputs, materialize list and assigns checks, then Engine::compile_step, which schedules and renders the
 // kernels and stops before compiling (the step's stop predicate is always true).
 // Invariants: no crash, exception or sanitizer report; a refusal is the client's error with a
 // message; a request that passes every check ends CANCELLED at the compile; either way the

@@ -16,8 +16,9 @@
 #include "core/frontend/random.h"
 #include "core/frontend/tensor_ops.h"
 #include "core/engine/placement.h"
-#include "server/decode_window.h"
+#include "server/decode_ops.h"
 #include "server/decode_scatter.h"
+#include "server/decode_window.h"
 #include "server/status.h"
 
 namespace polygrad::server {
@@ -32,154 +33,6 @@ constexpr std::array<std::pair<v1::DType, DType>, 13> kDTypes = {{
     {v1::FLOAT16, DType::Float16}, {v1::BFLOAT16, DType::BFloat16}, {v1::FLOAT32, DType::Float32},
     {v1::FLOAT64, DType::Float64},
 }};
-
-// ---- the op table: every wire op, what it becomes in core, and what it must carry ----------
-
-enum class Kind {
-  Buffer, Const, Unary, Cast, Binary, Ternary, Reduce, Reshape, Permute, Expand, Pad, Shrink, Flip,
-  Gradient, Composite
-};
-
-struct OpSpec {
-  v1::Op wire;
-  Kind kind;
-  Ops core;                   // the ALU op, or for reductions the reduce op
-  int arity;                  // number of sources
-  v1::Node::ArgCase arg;      // the arg it must carry (ARG_NOT_SET: none)
-  int max_arity = 0;          // more than `arity` when trailing sources are optional
-};
-
-constexpr v1::Node::ArgCase kNoArg = v1::Node::ARG_NOT_SET;
-
-constexpr OpSpec kOpTable[] = {
-    {v1::BUFFER, Kind::Buffer, Ops::BUFFER, 0, v1::Node::kBuffer},
-    {v1::CONST, Kind::Const, Ops::CONST, 0, v1::Node::kConstant},
-    {v1::NEG, Kind::Unary, Ops::NEG, 1, kNoArg},
-    {v1::EXP2, Kind::Unary, Ops::EXP2, 1, kNoArg},
-    {v1::LOG2, Kind::Unary, Ops::LOG2, 1, kNoArg},
-    {v1::SQRT, Kind::Unary, Ops::SQRT, 1, kNoArg},
-    {v1::RECIPROCAL, Kind::Unary, Ops::RECIP, 1, kNoArg},
-    {v1::SIN, Kind::Unary, Ops::SIN, 1, kNoArg},
-    {v1::CAST, Kind::Cast, Ops::CAST, 1, kNoArg},
-    {v1::BITCAST, Kind::Cast, Ops::BITCAST, 1, kNoArg},
-    {v1::ADD, Kind::Binary, Ops::ADD, 2, kNoArg},
-    {v1::SUB, Kind::Binary, Ops::SUB, 2, kNoArg},
-    {v1::MUL, Kind::Binary, Ops::MUL, 2, kNoArg},
-    {v1::DIV, Kind::Binary, Ops::FDIV, 2, kNoArg},
-    {v1::MAX, Kind::Binary, Ops::MAX, 2, kNoArg},
-    {v1::CMPLT, Kind::Binary, Ops::CMPLT, 2, kNoArg},
-    {v1::CMPNE, Kind::Binary, Ops::CMPNE, 2, kNoArg},
-    {v1::WHERE, Kind::Ternary, Ops::WHERE, 3, kNoArg},
-    {v1::IDIV, Kind::Binary, Ops::IDIV, 2, kNoArg},
-    {v1::MOD, Kind::Binary, Ops::MOD, 2, kNoArg},
-    {v1::AND, Kind::Binary, Ops::AND, 2, kNoArg},
-    {v1::OR, Kind::Binary, Ops::OR, 2, kNoArg},
-    {v1::XOR, Kind::Binary, Ops::XOR, 2, kNoArg},
-    {v1::REDUCE_SUM, Kind::Reduce, Ops::ADD, 1, v1::Node::kAxes},
-    {v1::REDUCE_MAX, Kind::Reduce, Ops::MAX, 1, v1::Node::kAxes},
-    {v1::REDUCE_PROD, Kind::Reduce, Ops::MUL, 1, v1::Node::kAxes},
-    {v1::RESHAPE, Kind::Reshape, Ops::RESHAPE, 1, v1::Node::kShape},
-    {v1::PERMUTE, Kind::Permute, Ops::PERMUTE, 1, v1::Node::kAxes},
-    {v1::EXPAND, Kind::Expand, Ops::EXPAND, 1, v1::Node::kShape},
-    {v1::PAD, Kind::Pad, Ops::PAD, 1, v1::Node::kPairs},
-    {v1::SHRINK, Kind::Shrink, Ops::SHRINK, 1, v1::Node::kPairs},
-    {v1::FLIP, Kind::Flip, Ops::FLIP, 1, v1::Node::kAxes},
-    {v1::GRADIENT, Kind::Gradient, Ops::SINK, 2, kNoArg},
-    // Composites: `core` is unused; the builder dispatches on the wire op.
-    {v1::MATMUL, Kind::Composite, Ops::SINK, 2, kNoArg},
-    {v1::SOFTMAX, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::LOG_SOFTMAX, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::LOGSUMEXP, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::MEAN, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::VAR, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::LAYERNORM, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::EXP, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::LOG, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::RELU, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::SIGMOID, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::TANH, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::GELU, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::SILU, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::ARANGE, Kind::Composite, Ops::SINK, 0, v1::Node::kShape},
-    {v1::CONV2D, Kind::Composite, Ops::SINK, 2, v1::Node::kComposite},
-    {v1::MAX_POOL2D, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::AVG_POOL2D, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::CUMSUM, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::ONE_HOT, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::ARGMAX, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::ARGMIN, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::TRIL, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::TRIU, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::GATHER, Kind::Composite, Ops::SINK, 2, v1::Node::kComposite},
-    {v1::POW, Kind::Composite, Ops::SINK, 2, kNoArg},
-    {v1::RAND, Kind::Composite, Ops::SINK, 0, v1::Node::kComposite},
-    {v1::RANDN, Kind::Composite, Ops::SINK, 0, v1::Node::kComposite},
-    {v1::RANDINT, Kind::Composite, Ops::SINK, 0, v1::Node::kComposite},
-    {v1::DROPOUT, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::CONV_TRANSPOSE2D, Kind::Composite, Ops::SINK, 2, v1::Node::kComposite},
-    {v1::RMS_NORM, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::GROUP_NORM, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::BATCHNORM_TRAIN, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::BATCHNORM_EVAL, Kind::Composite, Ops::SINK, 3, v1::Node::kComposite},
-    {v1::SCALED_DOT_PRODUCT_ATTENTION, Kind::Composite, Ops::SINK, 3, v1::Node::kComposite},
-    {v1::SCALED_DOT_PRODUCT_ATTENTION_MASKED, Kind::Composite, Ops::SINK, 4, v1::Node::kComposite},
-    {v1::COPY, Kind::Composite, Ops::COPY, 1, v1::Node::kComposite},
-    {v1::ERF, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::ATAN, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::ASIN, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::ACOS, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::SINH, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::COSH, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::ASINH, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::ACOSH, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::ATANH, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::LOG10, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::LOG1P, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::EXPM1, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::LOGADDEXP, Kind::Composite, Ops::SINK, 2, kNoArg},
-    {v1::COPYSIGN, Kind::Composite, Ops::SINK, 2, kNoArg},
-    {v1::LERP, Kind::Composite, Ops::SINK, 3, kNoArg},
-    {v1::SOFTSIGN, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::CELU, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::SELU, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::ISFINITE, Kind::Composite, Ops::SINK, 1, kNoArg},
-    {v1::ISCLOSE, Kind::Composite, Ops::SINK, 2, v1::Node::kComposite},
-    {v1::SORT, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::TOPK, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::CUMMAX, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::CUMMIN, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::CUMPROD, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::LOGCUMSUMEXP, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::SOFTPLUS, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::CLAMP_MIN, Kind::Composite, Ops::SINK, 2, kNoArg},
-    {v1::CLAMP_MAX, Kind::Composite, Ops::SINK, 2, kNoArg},
-    {v1::SCATTER_REDUCE, Kind::Composite, Ops::SINK, 3, v1::Node::kComposite},
-    {v1::NLL_LOSS, Kind::Composite, Ops::SINK, 2, v1::Node::kComposite, 3},  // the weight is optional
-    {v1::INTERPOLATE, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::UNFOLD, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::NONZERO, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-    {v1::MULTINOMIAL, Kind::Composite, Ops::SINK, 1, v1::Node::kComposite},
-};
-
-const OpSpec* find_op(v1::Op op) {
-  for (const OpSpec& spec : kOpTable) {
-    if (spec.wire == op) return &spec;
-  }
-  return nullptr;
-}
-
-std::string_view arg_name(v1::Node::ArgCase c) {
-  switch (c) {
-    case v1::Node::kShape: return "shape";
-    case v1::Node::kAxes: return "axes";
-    case v1::Node::kPairs: return "pairs";
-    case v1::Node::kConstant: return "constant";
-    case v1::Node::kBuffer: return "buffer";
-    case v1::Node::kComposite: return "composite";
-    case v1::Node::ARG_NOT_SET: return "none";
-  }
-  return "unknown";
-}
 
 std::string_view wire_dtype_name(v1::DType dt) {
   const std::string& name = v1::DType_Name(dt);
@@ -202,7 +55,7 @@ class NodeDecoder {
     const UOpRef& u = *built;
     // Movement ops such as PAD can grow a tensor past the limits: check what was built.
     if (absl::Status s = check_shape(u->shape, limits_, absl::StrCat(prefix_, "result shape")); !s.ok()) return s;
-    if (node_.dtype() != v1::DTYPE_UNSPECIFIED && spec_.kind != Kind::Buffer) {
+    if (node_.dtype() != v1::DTYPE_UNSPECIFIED && spec_.kind != OpKind::Buffer) {
       std::optional<DType> stated = from_wire(node_.dtype());
       if (stated != u->dtype) {
         return absl::InvalidArgumentError(absl::StrCat(prefix_, "stated dtype ", av(wire_dtype_name(node_.dtype())),
@@ -215,38 +68,38 @@ class NodeDecoder {
  private:
   absl::StatusOr<UOpRef> build(uint64_t& inline_bytes) {
     switch (spec_.kind) {
-      case Kind::Buffer: return build_buffer(inline_bytes);
-      case Kind::Const: return build_const();
-      case Kind::Unary:
-      case Kind::Binary:
-      case Kind::Ternary: return frontend::alu(spec_.core, src_);
-      case Kind::Cast: {
+      case OpKind::Buffer: return build_buffer(inline_bytes);
+      case OpKind::Const: return build_const();
+      case OpKind::Unary:
+      case OpKind::Binary:
+      case OpKind::Ternary: return frontend::alu(spec_.core, src_);
+      case OpKind::Cast: {
         absl::StatusOr<DType> dt = required_dtype();
         if (!dt.ok()) return dt.status();
         return spec_.core == Ops::BITCAST ? frontend::bitcast(src_[0], *dt) : frontend::cast(src_[0], *dt);
       }
-      case Kind::Reduce: return frontend::reduce(spec_.core, src_[0], axes());
-      case Kind::Reshape:
-      case Kind::Expand: {
+      case OpKind::Reduce: return frontend::reduce(spec_.core, src_[0], axes());
+      case OpKind::Reshape:
+      case OpKind::Expand: {
         Shape shape(node_.shape().dims().begin(), node_.shape().dims().end());
         if (absl::Status s = check_shape(shape, limits_, "shape"); !s.ok()) return s;
-        return spec_.kind == Kind::Reshape ? frontend::reshape(src_[0], std::move(shape))
+        return spec_.kind == OpKind::Reshape ? frontend::reshape(src_[0], std::move(shape))
                                            : frontend::expand(src_[0], std::move(shape));
       }
-      case Kind::Permute: return frontend::permute(src_[0], axes());
-      case Kind::Flip: return frontend::flip(src_[0], axes());
-      case Kind::Pad:
-      case Kind::Shrink: {
+      case OpKind::Permute: return frontend::permute(src_[0], axes());
+      case OpKind::Flip: return frontend::flip(src_[0], axes());
+      case OpKind::Pad:
+      case OpKind::Shrink: {
         absl::StatusOr<frontend::Pairs> pairs = this->pairs();
         if (!pairs.ok()) return pairs.status();
-        return spec_.kind == Kind::Pad ? frontend::pad(src_[0], *pairs) : frontend::shrink(src_[0], *pairs);
+        return spec_.kind == OpKind::Pad ? frontend::pad(src_[0], *pairs) : frontend::shrink(src_[0], *pairs);
       }
-      case Kind::Gradient: {
+      case OpKind::Gradient: {
         absl::StatusOr<std::vector<UOpRef>> g = frontend::gradient(src_[0], {src_[1]});
         if (!g.ok()) return g.status();
         return (*g)[0];
       }
-      case Kind::Composite: return build_composite();
+      case OpKind::Composite: return build_composite();
     }
     return absl::InternalError("op kind without a builder");
   }

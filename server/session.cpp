@@ -213,10 +213,27 @@ uint64_t Session::new_handle(const BufferPtr& buffer, uint64_t node_id, bool fro
 absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& request,
                                                      const std::function<bool()>& should_stop,
                                                      Transfer& transfer) {
+  bool deferred = false;
+  return realize_with(request, should_stop, transfer, 0, deferred);
+}
+
+std::optional<absl::StatusOr<v1::RealizeResponse>> Session::realize_now(const v1::RealizeRequest& request,
+                                                                        const std::function<bool()>& should_stop,
+                                                                        Transfer& transfer, int64_t work_limit) {
+  bool deferred = false;
+  absl::StatusOr<v1::RealizeResponse> r = realize_with(request, should_stop, transfer, work_limit, deferred);
+  if (deferred) return std::nullopt;
+  return r;
+}
+
+absl::StatusOr<v1::RealizeResponse> Session::realize_with(const v1::RealizeRequest& request,
+                                                          const std::function<bool()>& should_stop,
+                                                          Transfer& transfer, int64_t work_limit, bool& deferred) {
   BusyGuard busy(*this);
   const Clock::time_point start = Clock::now();
   RealizeOptions options;
   options.streams = streams_;
+  options.inline_work_limit = work_limit;
   if (!request.default_device().empty()) {
     // Parsed to a code here; the client's text goes no further.
     absl::StatusOr<int64_t> code = device_code(request.default_device());
@@ -268,6 +285,13 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
   // and closing the session stops the realize between kernels.
   options.should_stop = [this, &should_stop] { return closed_.load() || (should_stop && should_stop()); };
   absl::StatusOr<RealizeResult> result = engine_.realize(outputs, bound, options);
+  if (result.ok() && result->deferred) {
+    // Not run: undone as a failed request is, for the worker that takes it to do it whole.
+    deferred = true;
+    std::lock_guard lock(mu_);
+    erase_nodes(added);
+    return v1::RealizeResponse();
+  }
   if (!result.ok()) {
     // A failed request has no effect: the nodes it defined go again, so a retry can resend them.
     std::lock_guard lock(mu_);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -73,6 +74,13 @@ class Session {
   // `should_stop` is polled between kernels (client gone, deadline, shutdown).
   absl::StatusOr<v1::RealizeResponse> realize(const v1::RealizeRequest& request,
                                               const std::function<bool()>& should_stop, Transfer& transfer);
+  // The same, only when it can be answered at once: the engine holds the request's program in its
+  // schedule cache and its kernels iterate at most `work_limit` times (RealizeOptions::
+  // inline_work_limit). Otherwise nullopt, and the request had no effect: give it to realize().
+  // For a thread that must not block, such as a gRPC callback.
+  std::optional<absl::StatusOr<v1::RealizeResponse>> realize_now(const v1::RealizeRequest& request,
+                                                                 const std::function<bool()>& should_stop,
+                                                                 Transfer& transfer, int64_t work_limit);
   // Forgets node ids (with the handles given for them) and explicit handles. All or nothing:
   // an unknown id or handle is NOT_FOUND and nothing is released.
   absl::Status release(const v1::ReleaseRequest& request);
@@ -85,7 +93,7 @@ class Session {
   absl::StatusOr<BufferPtr> buffer(uint64_t handle) const;
 
   // Compiled steps (defined in server/step.cpp; wire contract in polygrad.proto). CompileStep adds
-  // the request's nodes (kept only when the compile succeeds) and plans the step; RunStep feeds
+  // the request's nodes (kept only when the compile succeeds) and compiles the step; RunStep feeds
   // inputs, runs it and updates the assign targets in place; another session's step id is
   // NOT_FOUND. Targets and inputs that share a buffer with other nodes get a private copy first.
   absl::StatusOr<v1::CompileStepResponse> compile_step(const v1::CompileStepRequest& request,
@@ -145,6 +153,10 @@ class Session {
   absl::Status stopped(absl::Status engine_status, const char* what, const std::function<bool()>& should_stop) const;
   void bind(const UOpRef& uop, const BufferPtr& buffer);
   void unbind(const UOp* uop);
+  // realize() and realize_now(): a deferred realize (work_limit > 0) returns OK with `deferred` set.
+  absl::StatusOr<v1::RealizeResponse> realize_with(const v1::RealizeRequest& request,
+                                                   const std::function<bool()>& should_stop, Transfer& transfer,
+                                                   int64_t work_limit, bool& deferred);
   // Drops the orphaned bindings no unrealized node's graph reaches any more (mu_ held).
   void sweep_orphans();
   void erase_node(uint64_t id);

@@ -116,7 +116,7 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
                                                               Transfer& transfer) {
   InUse busy(busy_, *this);
   const Clock::time_point start = Clock::now();
-  PlanSpec spec;
+  StepSpec spec;
   std::vector<UOpRef> keep_alive;
   std::vector<uint64_t> added;
   auto step = std::make_shared<CompiledStep>();
@@ -196,13 +196,13 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
       if (!written.insert(target->get()).second) {
         return fail(absl::InvalidArgumentError(absl::StrCat(name, " is also an input or another assign's target")));
       }
-      spec.assigns.push_back(PlanAssign{*target, value});
+      spec.assigns.push_back(StepAssign{*target, value});
       step->written_ids.insert((*target)->id());
     }
     if (quotas_ != nullptr) {
       std::vector<UOpRef> roots = spec.outputs;
       roots.insert(roots.end(), spec.materialize.begin(), spec.materialize.end());
-      for (const PlanAssign& a : spec.assigns) roots.push_back(a.value);
+      for (const StepAssign& a : spec.assigns) roots.push_back(a.value);
       if (absl::Status s = quotas_->check_depth(roots); !s.ok()) return fail(s);
     }
     keep_alive.reserve(bindings_.size());
@@ -215,21 +215,21 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
   RealizeOptions options;
   options.should_stop = [this, &should_stop] { return closed_.load() || (should_stop && should_stop()); };
   options.streams = streams_;
-  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = engine_.plan(spec, options);
+  absl::StatusOr<std::unique_ptr<StepProgram>> compiled = engine_.compile_step(spec, options);
   std::lock_guard lock(mu_);
-  if (!plan.ok()) {
+  if (!compiled.ok()) {
     erase_nodes(added);
-    return stopped(plan.status(), "step's compile", should_stop);
+    return stopped(compiled.status(), "step's compile", should_stop);
   }
   if (absl::Status s = check_open(); !s.ok()) return s;
   // A step's buffers count against the session's and tenant's quotas like any others it holds.
-  absl::StatusOr<Reservation> room = held_.reserve((*plan)->buffers());
+  absl::StatusOr<Reservation> room = held_.reserve((*compiled)->buffers());
   if (!room.ok()) {
     erase_nodes(added);
     return room.status();
   }
-  for (const BufferPtr& b : (*plan)->buffers()) held_.hold(b);
-  step->plan = *std::move(plan);
+  for (const BufferPtr& b : (*compiled)->buffers()) held_.hold(b);
+  step->program = *std::move(compiled);
   uint64_t id = next_step_++;
   if (id == 0) id = next_step_++;
   steps_[id] = step;
@@ -239,7 +239,7 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
 
   v1::CompileStepResponse response;
   response.set_step_id(id);
-  const PlanStats& st = step->plan->stats();
+  const StepStats& st = step->program->stats();
   v1::StepStats* stats = response.mutable_stats();
   stats->set_kernels(st.kernels);
   stats->set_intermediates(st.intermediates);
@@ -322,13 +322,13 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
       if (!f.from) transfer.upload += f.bytes.size();
     }
     absl::Status ran =
-        step->plan->run([this, &should_stop] { return closed_.load() || (should_stop && should_stop()); });
+        step->program->run([this, &should_stop] { return closed_.load() || (should_stop && should_stop()); });
     if (!ran.ok()) return stopped(ran, "step", should_stop);
     uint64_t inline_budget = limits_.max_inline_bytes;
-    const std::vector<BufferPtr>& outs = step->plan->outputs();
+    const std::vector<BufferPtr>& outs = step->program->outputs();
     for (size_t i = 0; i < outs.size(); ++i) {
       const Buffer& b = *outs[i];
-      // A GPU output is read through a host copy, which is new (the plan overwrites its output
+      // A GPU output is read through a host copy, which is new (the program overwrites its output
       // buffers on every run) and so can be handed out as it is.
       absl::StatusOr<BufferPtr> host = request.want_data() ? engine_.to_host(outs[i], streams_.get()) : outs[i];
       if (!host.ok()) return host.status();
@@ -368,7 +368,7 @@ absl::Status Session::release_step(const v1::ReleaseStepRequest& request) {
   if (it == steps_.end()) return absl::NotFoundError(absl::StrCat("step ", request.step_id(), " is not a step of this session"));
   step = std::move(it->second);
   steps_.erase(it);
-  for (const BufferPtr& b : step->plan->buffers()) held_.drop(b.get());
+  for (const BufferPtr& b : step->program->buffers()) held_.drop(b.get());
   return absl::OkStatus();
 }
 

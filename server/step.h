@@ -1,6 +1,6 @@
-// A compiled step held by a session: the execution plan, which buffers RunStep feeds, and what
-// it returns. The plan and every buffer it uses live as long as the step (released explicitly,
-// or with the session).
+// A compiled step held by a session: its program (core/engine/step_program.h), which buffers
+// RunStep feeds, and what it returns. The program and every buffer it uses live as long as the
+// step (released explicitly, or with the session).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "core/engine/plan.h"
+#include "core/engine/step_program.h"
 #include "core/runtime/buffer.h"
 
 namespace polygrad::server {
@@ -19,9 +19,9 @@ struct CompiledStep {
     uint64_t node_id;
     BufferPtr buffer;  // RunStep copies new data here before the kernels run
   };
-  std::unique_ptr<ExecutionPlan> plan;
+  std::unique_ptr<StepProgram> program;
   std::vector<Input> inputs;
-  std::vector<uint64_t> output_ids;            // node ids, in the order of plan->outputs()
+  std::vector<uint64_t> output_ids;            // node ids, in the order of program->outputs()
   absl::flat_hash_set<uint64_t> written_ids;   // ids of the buffers a run writes (inputs, targets)
   absl::flat_hash_map<uint64_t, const UOp*> clean;  // nodes seen not to read written buffers
 };

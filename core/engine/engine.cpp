@@ -145,8 +145,10 @@ absl::StatusOr<RealizeResult> Engine::realize(const std::vector<UOpRef>& outputs
                                               const RealizeOptions& options) {
   // Transfers or device buffers: placed_realize.cpp splits the work by device (and calls back
   // here for the CPU part, which then needs no placement).
-  if (options.default_device != kCpuDevice || needs_placement(outputs, bound))
+  if (options.default_device != kCpuDevice || needs_placement(outputs, bound)) {
+    if (options.inline_work_limit > 0) return RealizeResult{.deferred = true};
     return realize_placed(*this, *impl_, outputs, bound, options);
+  }
   return realize_on(*impl_, *impl_->cpu, outputs, bound, options);
 }
 

@@ -68,7 +68,7 @@ struct EngineOptions {
   bool quick_compile = true;
   unsigned threads = 0;             // kernel worker threads; 0: hardware concurrency
   EngineObserver* observer = nullptr;
-  // Compiled realize programs kept by graph structure (core/engine/schedule_cache.h), least
+  // Compiled realize programs kept by graph structure (core/schedule/schedule_cache.h), least
   // recently used evicted; 0 disables the schedule cache.
   size_t schedule_cache_entries = 1024;
   // Devices tensors may be placed on ("cpu", "cuda:0"); empty: every device that exists. The
@@ -95,6 +95,9 @@ struct RealizeStats {
 struct RealizeResult {
   std::vector<BufferPtr> outputs;  // one per requested output, in order
   RealizeStats stats;
+  // Set when RealizeOptions::inline_work_limit turned the realize down: nothing ran, nothing
+  // was allocated or reported, and `outputs` is empty.
+  bool deferred = false;
 };
 
 // Buffers standing for graph nodes: every BUFFER leaf, and any lazy node already realized
@@ -104,8 +107,8 @@ struct RealizeResult {
 // from UOpRefs you hold, or drop an entry when its node is released.
 using Bindings = std::unordered_map<const UOp*, BufferPtr>;
 
-class ExecutionPlan;
-struct PlanSpec;
+class StepProgram;
+struct StepSpec;
 
 struct RealizeOptions {
   // Polled between kernels and before compiles; returning true abandons the realize with
@@ -115,8 +118,13 @@ struct RealizeOptions {
   // (computed from constants and random ops only); 0: the CPU.
   int64_t default_device = 0;
   // The GPU streams to queue work on (a client session's, core/engine/device_streams.h), kept
-  // by a compiled plan for its runs; empty: streams of this call's own.
+  // by a compiled step for its runs; empty: streams of this call's own.
   std::shared_ptr<DeviceStreams> streams;
+  // Positive: run only a program the schedule cache already holds, on the CPU, whose kernels
+  // iterate at most this many times in all; anything else (a miss, more work, transfers or
+  // another device) returns at once with RealizeResult::deferred. For a caller on a thread that
+  // must not block, which then hands the request to a worker.
+  int64_t inline_work_limit = 0;
 };
 
 class Engine {
@@ -155,10 +163,11 @@ class Engine {
   KernelCache& kernel_cache();
   // Programs in the schedule cache now.
   size_t schedule_cache_entries() const;
-  // Schedules, compiles and allocates `spec` once (core/engine/plan.h); the plan runs it many
-  // times. Errors as for realize; INVALID_ARGUMENT for an assign whose value does not match its
-  // target, or two assigns to one buffer. The engine must outlive the plan.
-  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan(const PlanSpec& spec, const RealizeOptions& options = {});
+  // Schedules, compiles and allocates `spec` once (core/engine/step_program.h); the step runs it
+  // many times. Errors as for realize; INVALID_ARGUMENT for an assign whose value does not match
+  // its target, or two assigns to one buffer. The engine must outlive the step.
+  absl::StatusOr<std::unique_ptr<StepProgram>> compile_step(const StepSpec& spec,
+                                                             const RealizeOptions& options = {});
 
   struct Impl;
 

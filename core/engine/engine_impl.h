@@ -1,5 +1,5 @@
 // The engine's internals, shared by the pipeline (pipeline.cpp), the backends and compiled
-// execution plans (plan.cpp). Not a public header: only core/engine includes it.
+// steps (step_program.cpp). Not a public header: only core/engine includes it.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include "core/cache/kernel_cache.h"
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
-#include "core/engine/schedule_cache.h"
+#include "core/schedule/schedule_cache.h"
 #include "core/ir/uop.h"
 #include "core/runtime/cpu/compiler.h"
 #include "core/runtime/thread_pool.h"

@@ -26,10 +26,10 @@
 #include "core/codegen/lower.h"
 #include "core/codegen/upcast.h"
 #include "core/engine/engine_impl.h"
-#include "core/engine/realize_key.h"
-#include "core/engine/realize_program.h"
+#include "core/engine/run_program.h"
 #include "core/ir/symbolic.h"
 #include "core/runtime/concurrent_jobs.h"
+#include "core/schedule/realize_key.h"
 
 namespace polygrad {
 namespace {
@@ -60,6 +60,13 @@ int64_t work_of(const LinearKernel& linear) {
   int64_t work = 1;
   for (const UOpRef& u : linear.ops)
     if (u->op == Ops::RANGE) work *= std::max<int64_t>(1, u->src[0]->arg_int());
+  return work;
+}
+
+// Iterations of every kernel of `program`: what running it costs, roughly.
+int64_t total_work(const RealizeProgram& program) {
+  int64_t work = 0;
+  for (const RealizeProgram::Launch& l : program.launches) work += l.kernel.work;
   return work;
 }
 
@@ -155,11 +162,16 @@ absl::StatusOr<RealizeResult> realize_on(Engine::Impl& impl, Backend& backend, c
   ScheduleCache& schedules = impl.schedules;
   // 0. schedule_cache: a hit runs the stored program over this request's buffers.
   RealizeKey key;
+  const bool inline_only = options.inline_work_limit > 0;
+  if (inline_only && !schedules.enabled()) return RealizeResult{.deferred = true};
   if (schedules.enabled()) {
     std::shared_ptr<const RealizeProgram> cached = log.run("schedule_cache", [&] {
       key = realize_key(outputs, bound, backend.name());
       return schedules.find(key);
     });
+    // A deferred request is looked up again by the worker that takes it: reported there.
+    if (inline_only && (!cached || total_work(*cached) > options.inline_work_limit))
+      return RealizeResult{.deferred = true};
     if (impl.observer()) impl.observer()->on_schedule_cache_lookup(cached != nullptr);
     if (cached) {
       auto result = log.run("run", [&] { return run_program(backend, *cached, std::move(key.leaf_buffers), options); });

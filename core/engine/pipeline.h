@@ -32,7 +32,7 @@ absl::StatusOr<LoweredKernel> generate_kernel(const UOpRef& root, const std::fun
                                               const CodegenCaps& caps, PassLog& log, size_t index = 0);
 
 // Schedules `roots` and builds every kernel for `backend` (the pipeline without the schedule
-// cache and the run: what a compiled step plans from). Kernels not in the kernel cache's memory
+// cache and the run: what a compiled step is built from). Kernels not in the kernel cache's memory
 // are built side by side, at most one compiler per hardware thread across the engine. `what`
 // names the caller in the CANCELLED message when `options.should_stop` fires before a compile.
 absl::StatusOr<CompiledSchedule> compile_schedule(Engine::Impl& impl, Backend& backend, const std::vector<UOpRef>& roots,

@@ -3,16 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <unordered_map>
-#include <unordered_set>
 #include <variant>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "core/render/operand_staging.h"
+#include "core/render/cstyle_emitter.h"
 
 namespace polygrad {
 namespace {
@@ -102,520 +100,290 @@ PG_UNSIGNED_DIVMOD(uint8_t, u8) PG_UNSIGNED_DIVMOD(uint16_t, u16) PG_UNSIGNED_DI
       q, q, q, q);
 }
 
-// One render: the names given to emitted nodes and the body being written.
-class CStyleRenderer::Emitter {
- public:
-  explicit Emitter(const CStyleRenderer& target) : t_(target) {}
-
-  absl::StatusOr<std::string> run(const LinearKernel& k) {
-    std::string body;
-    int indent = 1;
-    auto line = [&](const std::string& s) { absl::StrAppend(&body, std::string(2 * indent, ' '), s, "\n"); };
-    skip_absorbed(k);
-    const std::vector<int64_t> lanes = t_.lane_ranges(k);
-    if (lanes.empty()) plan_staging_for(k);
-    int staged_loop_depth = -1;  // open_loops' size inside the staged reduction loop
-    const bool warp = !lanes.empty();
-    const int group = warp ? t_.group_lanes(k) : 1;
-    std::string pending_acc;  // the accumulator whose first loop opens next
-    // Per open loop: the accumulator its lanes combine when it closes ("" for other loops).
-    std::vector<std::pair<std::string, const UOp*>> open_loops;
-    const UOp* pending_reduce = nullptr;
-    for (const UOpRef& u : k.ops) {
-      const UOp& n = *u;
-      if (absorbed_.count(&n) || skipped_.count(static_cast<size_t>(&u - k.ops.data()))) continue;
-      switch (n.op) {
-        case Ops::CONST:
-        case Ops::DEFINE_GLOBAL:
-          continue;
-        case Ops::RANGE: {
-          std::string r = absl::StrCat("r", n.arg_int());
-          names_[&n] = r;
-          const bool lane = warp && std::find(lanes.begin(), lanes.end(), n.arg_int()) != lanes.end();
-          open_loops.emplace_back(lane ? pending_acc : std::string(), lane ? pending_reduce : nullptr);
-          pending_acc.clear();
-          pending_reduce = nullptr;
-          if (!lane && n.arg_int() != k.outer_range_id &&
-              std::binary_search(k.upcast_ranges.begin(), k.upcast_ranges.end(), n.arg_int()))
-            for (const std::string& l : vector_loads(k, static_cast<size_t>(&u - k.ops.data()))) line(l);
-          if (staging_ && static_cast<size_t>(&u - k.ops.data()) == staging_->loop_at) {
-            for (const std::string& l : staged_chunk_open()) line(l);
-            ++indent;
-            staged_loop_depth = static_cast<int>(open_loops.size());
-            line(staging_->trip % staging_->chunk == 0
-                     ? absl::StrFormat("for (int64_t %s = pg_k; %s < pg_k + %d; %s++) {", r, r, staging_->chunk, r)
-                     : absl::StrFormat("for (int64_t %s = pg_k; %s < pg_k + %d && %s < %d; %s++) {", r, r,
-                                       staging_->chunk, r, staging_->trip, r));
-          } else if (n.arg_int() == k.outer_range_id)
-            line(warp ? t_.group_outer_loop(r, name(n.src[0]), group) : t_.outer_loop(r, name(n.src[0])));
-          else if (lane)
-            line(t_.lane_loop(r, name(n.src[0]), group));
-          else {
-            if (std::binary_search(k.upcast_ranges.begin(), k.upcast_ranges.end(), n.arg_int()))
-              line(t_.unroll_pragma(n.src[0]->arg_int()));
-            line(absl::StrFormat("for (int64_t %s = 0; %s < %s; %s++) {", r, r, name(n.src[0]), r));
-          }
-          ++indent;
-          continue;
-        }
-        case Ops::END_RANGE: {
-          --indent;
-          line("}");
-          if (static_cast<int>(open_loops.size()) == staged_loop_depth) {  // and the chunk loop around it
-            --indent;
-            line("}");
-            staged_loop_depth = -1;
-          }
-          auto [acc, red] = open_loops.back();
-          open_loops.pop_back();
-          if (red != nullptr)
-            for (absl::string_view l : absl::StrSplit(t_.group_combine(acc, static_cast<Ops>(red->arg_int()),
-                                                                        t_.value_type(red->dtype), group),
-                                                       '\n'))
-              line(std::string(l));
-          continue;
-        }
-        case Ops::DEFINE_ACC: {
-          // A scalar, or an array with one slot per combination of its upcast lanes.
-          std::string a = absl::StrCat("acc", n.arg_int());
-          const UOp& red = *n.src[0];
-          std::string init = reduce_identity(static_cast<Ops>(red.arg_int()), n.dtype);
-          if (n.src.size() == 1) {
-            line(absl::StrFormat("%s %s = %s;", t_.value_type(n.dtype), a, init));
-            names_[&n] = names_[&red] = a;
-            pending_acc = a;
-            pending_reduce = &red;
-            continue;
-          }
-          int64_t slots = 1;
-          std::string index;
-          for (size_t i = 1; i < n.src.size(); ++i) {
-            int64_t size = n.src[i]->src[0]->arg_int();
-            index = index.empty() ? name(n.src[i]) : absl::StrCat("(", index, ")*", size, "+", name(n.src[i]));
-            slots *= size;
-          }
-          line(absl::StrFormat("%s %s[%d];", t_.value_type(n.dtype), a, slots));
-          line(t_.unroll_pragma(slots));
-          line(absl::StrFormat("for (int i = 0; i < %d; i++) %s[i] = %s;", slots, a, init));
-          names_[&n] = names_[&red] = absl::StrCat(a, "[", index, "]");
-          continue;
-        }
-        case Ops::ACCUMULATE: {
-          std::string a = name(n.src[0]), v = name(n.src[1]);
-          if (static_cast<Ops>(n.arg_int()) == Ops::ADD)
-            line(absl::StrFormat("%s = %s + %s;", a, a, v));
-          else if (static_cast<Ops>(n.arg_int()) == Ops::MUL)
-            line(absl::StrFormat("%s = %s * %s;", a, a, v));
-          else if (dtype_is_float(n.src[0]->dtype))  // a NaN, once seen, stays (torch's max)
-            line(absl::StrFormat("%s = (%s > %s || %s != %s) ? %s : %s;", a, v, a, v, v, v, a));
-          else
-            line(absl::StrFormat("%s = %s > %s ? %s : %s;", a, v, a, v, a));
-          continue;
-        }
-        case Ops::STORE: {
-          DType dt = n.src[0]->dtype;
-          std::string v = is_half(dt) ? half_bits(n.src[2]) : name(n.src[2]);
-          line(absl::StrFormat("%s%s[%s] = %s;", warp ? t_.lane_store_guard() : "", name(n.src[0]), name(n.src[1]), v));
-          continue;
-        }
-        default:
-          break;
-      }
-      auto expr = expression(n);
-      if (!expr.ok()) return expr.status();
-      std::string v = absl::StrCat("v", next_var_++);
-      names_[&n] = v;
-      line(absl::StrFormat("const %s %s = %s;", t_.value_type(n.dtype), v, *expr));
-    }
-    return absl::StrCat(t_.prelude(), t_.kernel_open(k), body, "}\n");
-  }
-
- private:
-  std::string name(const UOpRef& u) {
-    if (u->op == Ops::CONST) return render_const(*u);
-    if (u->op == Ops::RANGE) return absl::StrCat("r", u->arg_int());
-    if (u->op == Ops::DEFINE_GLOBAL) return absl::StrCat("b", u->arg_int());
-    return names_.at(u.get());
-  }
-
-  std::string render_const(const UOp& c) const {
-    DType dt = c.dtype;
-    if (dtype_is_float(dt)) {
-      double v = std::holds_alternative<double>(c.arg) ? c.arg_float() : static_cast<double>(c.arg_int());
-      // Narrower floats hold the value as a float: 1e300 is infinity there, not a literal.
-      if (dt != DType::Float64) v = to_float(v);
-      std::string lit;
-      if (std::isnan(v)) lit = "NAN";
-      else if (std::isinf(v)) lit = v > 0 ? "INFINITY" : "(-INFINITY)";
-      else if (dt == DType::Float64) lit = absl::StrFormat("%a", v);
-      else lit = absl::StrFormat("%af", v);
-      if (is_half(dt)) return round_to(dt, lit);
-      if (dt == DType::Float64 && (std::isnan(v) || std::isinf(v))) return absl::StrCat("((double)", lit, ")");
-      return lit;
-    }
-    int64_t v = c.arg_int();
-    const char* type = t_.scalar_type(dt);
-    if (dt == DType::Bool) return v ? "1" : "0";
-    if (dtype_is_unsigned(dt)) return absl::StrFormat("((%s)%lluULL)", type, static_cast<unsigned long long>(v));
-    if (v == std::numeric_limits<int64_t>::min()) return absl::StrCat("((", type, ")(-9223372036854775807LL-1))");
-    return absl::StrFormat("((%s)%lldLL)", type, static_cast<long long>(v));
-  }
-
-  std::string reduce_identity(Ops op, DType dt) const {
-    if (op == Ops::ADD) return dt == DType::Bool ? "0" : absl::StrCat("((", t_.value_type(dt), ")0)");
-    if (op == Ops::MUL) return dt == DType::Bool ? "1" : absl::StrCat("((", t_.value_type(dt), ")1)");
-    if (dtype_is_float(dt)) return dt == DType::Float64 ? "(-(double)INFINITY)" : "(-INFINITY)";
-    switch (dt) {
-      case DType::Bool: return "0";
-      case DType::Int8: return "((int8_t)-128)";
-      case DType::Int16: return "((int16_t)-32768)";
-      case DType::Int32: return "((int32_t)(-2147483647-1))";
-      case DType::Int64: return "((int64_t)(-9223372036854775807LL-1))";
-      default: return absl::StrCat("((", t_.scalar_type(dt), ")0)");
-    }
-  }
-
-  absl::StatusOr<std::string> expression(const UOp& n) {
-    auto e = raw_expression(n);
-    // A loaded or bitcast 16-bit value is a 16-bit value already.
-    if (!e.ok() || !is_half(n.dtype) || n.op == Ops::LOAD || n.op == Ops::BITCAST) return e;
-    return round_to(n.dtype, *e);
-  }
-
-  // The bits of a 16-bit float node as a uint16_t expression. A loaded or bitcast value is
-  // taken from memory or from its integer source, so any bit pattern, a NaN's payload
-  // included, survives copies and bitcasts; only a computed value is converted from its float
-  // (pg_f2h gives every NaN the one quiet payload, as arithmetic would anyway).
-  std::string half_bits(const UOpRef& u) {
+absl::StatusOr<std::string> CStyleRenderer::Emitter::run(const LinearKernel& k) {
+  std::string body;
+  int indent = 1;
+  auto line = [&](const std::string& s) { absl::StrAppend(&body, std::string(2 * indent, ' '), s, "\n"); };
+  skip_absorbed(k);
+  const std::vector<int64_t> lanes = t_.lane_ranges(k);
+  if (lanes.empty()) plan_staging_for(k);
+  int staged_loop_depth = -1;  // open_loops' size inside the staged reduction loop
+  const bool warp = !lanes.empty();
+  const int group = warp ? t_.group_lanes(k) : 1;
+  std::string pending_acc;  // the accumulator whose first loop opens next
+  // Per open loop: the accumulator its lanes combine when it closes ("" for other loops).
+  std::vector<std::pair<std::string, const UOp*>> open_loops;
+  const UOp* pending_reduce = nullptr;
+  for (const UOpRef& u : k.ops) {
     const UOp& n = *u;
-    if (n.op == Ops::LOAD) {
-      std::string v = absl::StrFormat("%s[%s]", name(n.src[0]), name(n.src[1]));
-      return n.src.size() == 3 ? absl::StrFormat("(%s ? %s : (uint16_t)0)", name(n.src[2]), v) : v;
-    }
-    if (n.op == Ops::BITCAST) {
-      const UOpRef& x = n.src[0];
-      return is_half(x->dtype) ? half_bits(x) : absl::StrCat("((uint16_t)", name(x), ")");
-    }
-    return absl::StrCat(n.dtype == DType::Float16 ? "pg_f2h(" : "pg_f2bf(", name(u), ")");
-  }
-
-  // x's bits read as dt, a type of the same size. The 4- and 8-byte helpers pg_f2u/pg_u2f and
-  // pg_d2u/pg_u2d are the target's (memcpy in C, the reinterpreting intrinsics in CUDA).
-  std::string bitcast(const UOpRef& x, DType dt) {
-    DType from = x->dtype;
-    if (is_half(from) || is_half(dt)) {
-      std::string bits = is_half(from) ? half_bits(x) : absl::StrCat("((uint16_t)", name(x), ")");
-      if (dt == DType::Float16) return absl::StrCat("pg_h2f(", bits, ")");
-      if (dt == DType::BFloat16) return absl::StrCat("pg_bf2f(", bits, ")");
-      return absl::StrFormat("((%s)%s)", t_.value_type(dt), bits);
-    }
-    bool wide = dtype_itemsize(dt) == 8;
-    if (dtype_is_float(dt))
-      return absl::StrFormat("%s((%s)%s)", wide ? "pg_u2d" : "pg_u2f", wide ? "uint64_t" : "uint32_t", name(x));
-    return absl::StrFormat("((%s)%s(%s))", t_.value_type(dt), wide ? "pg_d2u" : "pg_f2u", name(x));
-  }
-
-  absl::StatusOr<std::string> raw_expression(const UOp& n) {
-    DType dt = n.dtype;
-    auto a = [&](size_t i) { return name(n.src[i]); };
+    if (absorbed_.count(&n) || skipped_.count(static_cast<size_t>(&u - k.ops.data()))) continue;
     switch (n.op) {
-      case Ops::LOAD: {
-        auto vec = vector_lane_.find(&n);
-        auto staged = staged_element_.find(&n);
-        std::string v = vec != vector_lane_.end()       ? vec->second
-                        : staged != staged_element_.end() ? staged->second
-                                                          : absl::StrFormat("%s[%s]", a(0), a(1));
-        if (dt == DType::Float16) v = absl::StrCat("pg_h2f(", v, ")");
-        if (dt == DType::BFloat16) v = absl::StrCat("pg_bf2f(", v, ")");
-        if (n.src.size() == 3) return absl::StrFormat("(%s ? %s : (%s)0)", a(2), v, t_.value_type(dt));
-        return v;
-      }
-      case Ops::NEG: return absl::StrCat("(-", a(0), ")");
-      case Ops::NOT: return absl::StrCat("(!", a(0), ")");
-      case Ops::EXP2: {
-        // exp2(x * log2(e)) is how the frontend spells exp(x): render it as exp(x), which is
-        // one rounding more accurate and which vector math libraries (libmvec) provide.
-        bool negate = false;
-        if (const UOpRef* x = natural_exp_arg(n, negate))
-          return t_.math_call("exp", dt, negate ? absl::StrCat("(-", name(*x), ")") : name(*x));
-        return t_.math_call("exp2", dt, a(0));
-      }
-      case Ops::LOG2: return t_.math_call("log2", dt, a(0));
-      case Ops::SQRT: return t_.math_call("sqrt", dt, a(0));
-      case Ops::SIN: return t_.math_call("sin", dt, a(0));
-      case Ops::RECIP: return absl::StrFormat("((%s)1 / %s)", t_.value_type(dt), a(0));
-      case Ops::CAST: return absl::StrFormat("((%s)%s)", t_.value_type(dt), a(0));
-      case Ops::BITCAST: return bitcast(n.src[0], dt);
-      case Ops::ADD: return absl::StrFormat("(%s + %s)", a(0), a(1));
-      case Ops::SUB: return absl::StrFormat("(%s - %s)", a(0), a(1));
-      case Ops::MUL:
-        // log2(x) * ln(2) is the frontend's log(x); see EXP2.
-        if (const UOpRef* l = natural_log_of(n)) return t_.math_call("log", dt, name((*l)->src[0]));
-        return absl::StrFormat("(%s * %s)", a(0), a(1));
-      case Ops::FDIV: return absl::StrFormat("(%s / %s)", a(0), a(1));
-      case Ops::IDIV:
-      case Ops::MOD: {
-        // Index arithmetic divides by positive constants; anything else goes through the guard.
-        const UOpRef& d = n.src[1];
-        bool safe = d->op == Ops::CONST && d->arg_int() > 0;
-        if (safe) return absl::StrFormat("(%s %s %s)", a(0), n.op == Ops::IDIV ? "/" : "%", a(1));
-        return absl::StrFormat("pg_%s_%s(%s, %s)", n.op == Ops::IDIV ? "idiv" : "mod", suffix(dt), a(0), a(1));
-      }
-      case Ops::MAX:
-        // A NaN on either side wins, as in torch (max, maximum, clip, a reduction's accumulator);
-        // a bare "a > b ? a : b" drops a NaN on the left.
-        if (dtype_is_float(dt))
-          return absl::StrFormat("((%s > %s || %s != %s) ? %s : %s)", a(0), a(1), a(0), a(0), a(0), a(1));
-        return absl::StrFormat("(%s > %s ? %s : %s)", a(0), a(1), a(0), a(1));
-      case Ops::CMPLT: return absl::StrFormat("(%s < %s)", a(0), a(1));
-      case Ops::CMPNE: return absl::StrFormat("(%s != %s)", a(0), a(1));
-      case Ops::AND: return absl::StrFormat("(%s & %s)", a(0), a(1));
-      case Ops::OR: return absl::StrFormat("(%s | %s)", a(0), a(1));
-      case Ops::XOR: return absl::StrFormat("(%s ^ %s)", a(0), a(1));
-      case Ops::WHERE: return absl::StrFormat("(%s ? %s : %s)", a(0), a(1), a(2));
-      default:
-        return absl::InternalError(absl::StrCat("the C-style renderer has no rule for ", op_name(n.op)));
-    }
-  }
-
-  const CStyleRenderer& t_;
-  // Nodes every user of which renders without them (the scaling inside a natural exp or log; a
-  // 16-bit load or bitcast whose users all want its bits, see half_bits): never emitted, since
-  // an unused variable is a warning NVRTC reports.
-  // The vector loads to emit before the upcast loop that k.ops[at] opens: each load inside it
-  // (not in a nested loop) that reads the loop variable + base, base a multiple of the trip count
-  // already computed, with 8 or 16 bytes for all lanes, becomes one load here; inside the loop
-  // each lane reads its element of that value (vector_lane_). A RANGE node opens one loop per
-  // place it is used, so the position, not the node, says which loop.
-  std::vector<std::string> vector_loads(const LinearKernel& k, size_t at) {
-    std::vector<std::string> out;
-    const UOp* r = k.ops[at].get();
-    if (r->src[0]->op != Ops::CONST || !t_.has_vector_loads()) return out;
-    const int64_t trip = r->src[0]->arg_int();
-    if (trip != 2 && trip != 4) return out;
-    // The loop's ops, where each node is emitted in it, and how many of its ops read it.
-    size_t end = at + 1;
-    std::unordered_map<const UOp*, size_t> where;
-    std::unordered_map<const UOp*, int> readers;
-    for (int depth = 0; end < k.ops.size(); ++end) {
-      const UOp& n = *k.ops[end];
-      if (n.op == Ops::RANGE) ++depth;
-      if (n.op == Ops::END_RANGE && depth-- == 0) break;
-      where.emplace(&n, end);
-      for (const UOpRef& s : n.src) ++readers[s.get()];
-    }
-    int depth = 0;
-    for (size_t i = at + 1; i < end; ++i) {
-      const UOp& n = *k.ops[i];
-      if (n.op == Ops::RANGE) ++depth;
-      if (n.op == Ops::END_RANGE) --depth;
-      if (depth != 0 || n.op != Ops::LOAD || n.src.size() != 2 || absorbed_.count(&n)) continue;
-      const size_t bytes = static_cast<size_t>(trip) * dtype_itemsize(n.dtype);
-      if (bytes != 8 && bytes != 16) continue;
-      if (staged_element_.count(&n)) {
-        // A staged load by column: the tile's columns are consecutive in shared memory, from an
-        // offset that is a multiple of the tile (the array is aligned to 16 bytes).
-        auto base = staged_vector_base_.find(&n);
-        if (base == staged_vector_base_.end() || r->arg_int() != staging_->col_id || trip != staging_->tile) continue;
-        const std::string v = absl::StrCat("pg_vec", next_vec_++);
-        out.push_back(absl::StrFormat("const auto %s = %s;", v, t_.vector_load(bytes, base->second)));
-        vector_lane_[&n] = absl::StrFormat("((const %s*)&%s)[r%d]", t_.storage_type(n.dtype), v, r->arg_int());
+      case Ops::CONST:
+      case Ops::DEFINE_GLOBAL:
+        continue;
+      case Ops::RANGE: {
+        std::string r = absl::StrCat("r", n.arg_int());
+        names_[&n] = r;
+        const bool lane = warp && std::find(lanes.begin(), lanes.end(), n.arg_int()) != lanes.end();
+        open_loops.emplace_back(lane ? pending_acc : std::string(), lane ? pending_reduce : nullptr);
+        pending_acc.clear();
+        pending_reduce = nullptr;
+        if (!lane && n.arg_int() != k.outer_range_id &&
+            std::binary_search(k.upcast_ranges.begin(), k.upcast_ranges.end(), n.arg_int()))
+          for (const std::string& l : vector_loads(k, static_cast<size_t>(&u - k.ops.data()))) line(l);
+        if (staging_ && static_cast<size_t>(&u - k.ops.data()) == staging_->loop_at) {
+          for (const std::string& l : staged_loop_open(r)) line(l);
+          ++indent;  // the chunk loop's
+          staged_loop_depth = static_cast<int>(open_loops.size());
+        } else if (n.arg_int() == k.outer_range_id)
+          line(warp ? t_.group_outer_loop(r, name(n.src[0]), group) : t_.outer_loop(r, name(n.src[0])));
+        else if (lane)
+          line(t_.lane_loop(r, name(n.src[0]), group));
+        else {
+          if (std::binary_search(k.upcast_ranges.begin(), k.upcast_ranges.end(), n.arg_int()))
+            line(t_.unroll_pragma(n.src[0]->arg_int()));
+          line(absl::StrFormat("for (int64_t %s = 0; %s < %s; %s++) {", r, r, name(n.src[0]), r));
+        }
+        ++indent;
         continue;
       }
-      std::vector<const UOp*> terms;
-      add_terms(n.src[1].get(), terms);
-      bool lane = false, ready = true;
-      std::string base;
-      for (const UOp* t : terms) {
-        if (t == r && !lane) {
-          lane = true;
+      case Ops::END_RANGE: {
+        --indent;
+        line("}");
+        if (static_cast<int>(open_loops.size()) == staged_loop_depth) {  // and the chunk loop around it
+          --indent;
+          line("}");
+          staged_loop_depth = -1;
+        }
+        auto [acc, red] = open_loops.back();
+        open_loops.pop_back();
+        if (red != nullptr)
+          for (absl::string_view l : absl::StrSplit(t_.group_combine(acc, static_cast<Ops>(red->arg_int()),
+                                                                      t_.value_type(red->dtype), group),
+                                                     '\n'))
+            line(std::string(l));
+        continue;
+      }
+      case Ops::DEFINE_ACC: {
+        // A scalar, or an array with one slot per combination of its upcast lanes.
+        std::string a = absl::StrCat("acc", n.arg_int());
+        const UOp& red = *n.src[0];
+        std::string init = reduce_identity(static_cast<Ops>(red.arg_int()), n.dtype);
+        if (n.src.size() == 1) {
+          line(absl::StrFormat("%s %s = %s;", t_.value_type(n.dtype), a, init));
+          names_[&n] = names_[&red] = a;
+          pending_acc = a;
+          pending_reduce = &red;
           continue;
         }
-        // Computed before the loop (so independent of it), and keeping the alignment.
-        ready = ready && t != r && (t->op == Ops::CONST || t->op == Ops::RANGE || names_.count(t)) &&
-                multiple_of(*t, trip);
-        if (ready) base = base.empty() ? plain_name(*t) : absl::StrCat(base, " + ", plain_name(*t));
-      }
-      if (!lane || !ready) continue;
-      const std::string v = absl::StrCat("pg_vec", next_vec_++);
-      const std::string load = t_.vector_load(bytes, absl::StrCat(plain_name(*n.src[0]), " + ", base.empty() ? "0" : base));
-      if (load.empty()) return {};
-      out.push_back(absl::StrFormat("const auto %s = %s;", v, load));
-      vector_lane_[&n] = absl::StrFormat("((const %s*)&%s)[r%d]", t_.storage_type(n.dtype), v, r->arg_int());
-      // The scalar index is no longer read here (an unread variable is a warning).
-      drop_reader(n.src[1].get(), where, readers);
-    }
-    return out;
-  }
-
-  // The summands of an index expression: through ADDs not computed yet (a computed one is a
-  // named value, itself a summand).
-  void add_terms(const UOp* u, std::vector<const UOp*>& out) const {
-    if (u->op == Ops::ADD && !dtype_is_float(u->dtype) && !names_.count(u)) {
-      for (const UOpRef& s : u->src) add_terms(s.get(), out);
-      return;
-    }
-    out.push_back(u);
-  }
-
-  // One reader of `u` fewer in the loop whose ops `where` places; the emission of a node in it
-  // that nobody there reads any more is skipped, and its sources lose it as a reader.
-  void drop_reader(const UOp* u, const std::unordered_map<const UOp*, size_t>& where,
-                   std::unordered_map<const UOp*, int>& readers) {
-    if (u->op == Ops::RANGE || u->op == Ops::DEFINE_ACC || u->op == Ops::LOAD) return;  // loops, state, memory
-    auto at = where.find(u);
-    if (at == where.end() || --readers[u] > 0) return;
-    skipped_.insert(at->second);
-    for (const UOpRef& s : u->src) drop_reader(s.get(), where, readers);
-  }
-
-  // Whether index expression `u` is always a multiple of `m`.
-  static bool multiple_of(const UOp& u, int64_t m) {
-    switch (u.op) {
-      case Ops::CONST: return !dtype_is_float(u.dtype) && u.arg_int() % m == 0;
-      case Ops::MUL: return multiple_of(*u.src[0], m) || multiple_of(*u.src[1], m);
-      case Ops::ADD: return multiple_of(*u.src[0], m) && multiple_of(*u.src[1], m);
-      default: return false;
-    }
-  }
-
-  std::string plain_name(const UOp& u) {
-    if (u.op == Ops::CONST) return render_const(u);
-    if (u.op == Ops::RANGE) return absl::StrCat("r", u.arg_int());
-    if (u.op == Ops::DEFINE_GLOBAL) return absl::StrCat("b", u.arg_int());
-    return names_.at(&u);
-  }
-
-  // Plans the operand staging of `k` when the target has shared memory and blocks of one square
-  // of tiles: the element each staged load reads from shared memory, and its index computation,
-  // which nothing reads any more, skipped.
-  void plan_staging_for(const LinearKernel& k) {
-    if (t_.block_threads() <= 0) return;
-    staging_ = plan_staging(k, t_.block_threads());
-    if (!staging_) return;
-    const StagingPlan& p = *staging_;
-    const int64_t side = p.square * p.tile;  // rows (or columns) of the square
-    const std::string outer = absl::StrCat("r", p.outer_id), chunk_pos = absl::StrFormat("(r%d - pg_k)", p.reduce_id);
-    for (size_t i = 0; i < p.loads.size(); ++i) {
-      const StagedLoad& l = p.loads[i];
-      if (l.by_row) {
-        staged_element_[l.load] = absl::StrFormat("pg_s%d[((%s %% %d) / %d * %d + r%d) * %d + %s]", i, outer,
-                                                  p.square * p.square, p.square, p.tile, p.row_id, p.chunk, chunk_pos);
-      } else {  // the tile's columns are consecutive from its first: a vector read can take them
-        staged_vector_base_[l.load] =
-            absl::StrFormat("pg_s%d + %s * %d + (%s %% %d) * %d", i, chunk_pos, side, outer, p.square, p.tile);
-        staged_element_[l.load] = absl::StrFormat("(%s)[r%d]", staged_vector_base_[l.load], p.col_id);
-      }
-    }
-    skip_unread_index_math(k);
-  }
-
-  // Skips the emission of integer index arithmetic that no emitted op reads any more (a staged
-  // load no longer reads its global index): an unread variable is a warning NVRTC reports. An op
-  // at position p is read by the ops after it in its loop; repeated until nothing changes.
-  void skip_unread_index_math(const LinearKernel& k) {
-    auto index_math = [](const UOp& n) {
-      return !dtype_is_float(n.dtype) && (n.op == Ops::ADD || n.op == Ops::SUB || n.op == Ops::MUL ||
-                                          n.op == Ops::IDIV || n.op == Ops::MOD);
-    };
-    auto reads = [&](size_t q, const UOp* u) {
-      const UOp& r = *k.ops[q];
-      for (size_t i = 0; i < r.src.size(); ++i)
-        if (r.src[i].get() == u && !(i == 1 && staged_element_.count(&r))) return true;
-      return false;
-    };
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t p = 0; p < k.ops.size(); ++p) {
-        if (skipped_.count(p) || !index_math(*k.ops[p])) continue;
-        bool read = false;
-        for (size_t q = p + 1, depth = 0; q < k.ops.size() && !read; ++q) {
-          if (k.ops[q]->op == Ops::END_RANGE && depth-- == 0) break;
-          if (k.ops[q]->op == Ops::RANGE) ++depth;
-          read = !skipped_.count(q) && reads(q, k.ops[p].get());
+        int64_t slots = 1;
+        std::string index;
+        for (size_t i = 1; i < n.src.size(); ++i) {
+          int64_t size = n.src[i]->src[0]->arg_int();
+          index = index.empty() ? name(n.src[i]) : absl::StrCat("(", index, ")*", size, "+", name(n.src[i]));
+          slots *= size;
         }
-        if (!read) changed = skipped_.insert(p).second;
+        line(absl::StrFormat("%s %s[%d];", t_.value_type(n.dtype), a, slots));
+        line(t_.unroll_pragma(slots));
+        line(absl::StrFormat("for (int i = 0; i < %d; i++) %s[i] = %s;", slots, a, init));
+        names_[&n] = names_[&red] = absl::StrCat(a, "[", index, "]");
+        continue;
       }
+      case Ops::ACCUMULATE: {
+        std::string a = name(n.src[0]), v = name(n.src[1]);
+        if (static_cast<Ops>(n.arg_int()) == Ops::ADD)
+          line(absl::StrFormat("%s = %s + %s;", a, a, v));
+        else if (static_cast<Ops>(n.arg_int()) == Ops::MUL)
+          line(absl::StrFormat("%s = %s * %s;", a, a, v));
+        else if (dtype_is_float(n.src[0]->dtype))  // a NaN, once seen, stays (torch's max)
+          line(absl::StrFormat("%s = (%s > %s || %s != %s) ? %s : %s;", a, v, a, v, v, v, a));
+        else
+          line(absl::StrFormat("%s = %s > %s ? %s : %s;", a, v, a, v, a));
+        continue;
+      }
+      case Ops::STORE: {
+        DType dt = n.src[0]->dtype;
+        std::string v = is_half(dt) ? half_bits(n.src[2]) : name(n.src[2]);
+        line(absl::StrFormat("%s%s[%s] = %s;", warp ? t_.lane_store_guard() : "", name(n.src[0]), name(n.src[1]), v));
+        continue;
+      }
+      default:
+        break;
     }
+    auto expr = expression(n);
+    if (!expr.ok()) return expr.status();
+    std::string v = absl::StrCat("v", next_var_++);
+    names_[&n] = v;
+    line(absl::StrFormat("const %s %s = %s;", t_.value_type(n.dtype), v, *expr));
   }
+  return absl::StrCat(t_.prelude(), t_.kernel_open(k), body, "}\n");
+}
 
-  // Opens the chunk loop around the staged reduction loop: every thread of the block helps fill
-  // each staged operand's chunk, between two barriers (the first keeps a fill from overwriting
-  // what slower threads still read of the previous chunk, the second lets no thread read before
-  // the fill is complete). Thread e of the fill takes chunk element e, e + block_threads, ...
-  std::vector<std::string> staged_chunk_open() {
-    const StagingPlan& p = *staging_;
-    const int64_t side = p.square * p.tile, elements = side * p.chunk, block = p.square * p.square;
-    std::vector<std::string> out;
-    for (size_t i = 0; i < p.loads.size(); ++i)
-      out.push_back(t_.shared_array(t_.storage_type(p.loads[i].load->dtype), absl::StrCat("pg_s", i), elements));
-    out.push_back(absl::StrFormat("for (int64_t pg_k = 0; pg_k < %d; pg_k += %d) {", p.trip, p.chunk));
-    out.push_back(absl::StrCat("  ", t_.block_barrier()));
-    const std::string base = absl::StrFormat("r%d / %d * %d", p.outer_id, block, block);
-    for (size_t i = 0; i < p.loads.size(); ++i) {
-      const StagedLoad& l = p.loads[i];
-      // pg_q: the row (or column) in the square, pg_c: the position in the chunk.
-      out.push_back(absl::StrFormat("  for (int64_t pg_e = %s; pg_e < %d; pg_e += %d) {", t_.thread_in_block(),
-                                    elements, block));
-      out.push_back(l.chunk_fastest ? absl::StrFormat("    const int64_t pg_q = pg_e / %d, pg_c = pg_e %% %d;", p.chunk, p.chunk)
-                                    : absl::StrFormat("    const int64_t pg_q = pg_e %% %d, pg_c = pg_e / %d;", side, side));
-      // The index of the first tile of the row (or column) of tiles holding pg_q: the load's
-      // value is the same for all of them (plan_staging checked).
-      std::unordered_map<int64_t, std::string> ranges{
-          {p.outer_id, absl::StrFormat("(%s + pg_q / %d%s)", base, p.tile, l.by_row ? absl::StrCat(" * ", p.square) : "")},
-          {l.by_row ? p.row_id : p.col_id, absl::StrFormat("(pg_q %% %d)", p.tile)},
-          {p.reduce_id, "(pg_k + pg_c)"}};
-      // A last chunk shorter than the others fills only its part.
-      const std::string guard =
-          p.trip % p.chunk == 0 ? "" : absl::StrFormat("if (pg_k + pg_c < %d) ", p.trip);
-      out.push_back(absl::StrFormat("    %spg_s%d[%s] = %s[%s];", guard, i, l.by_row ? absl::StrFormat("pg_q * %d + pg_c", p.chunk)
-                                                                          : absl::StrFormat("pg_c * %d + pg_q", side),
-                                    plain_name(*l.load->src[0]), inline_index(*l.load->src[1], ranges)));
-      out.push_back("  }");
+std::string CStyleRenderer::Emitter::name(const UOpRef& u) { return plain_name(*u); }
+
+std::string CStyleRenderer::Emitter::plain_name(const UOp& u) {
+  if (u.op == Ops::CONST) return render_const(u);
+  if (u.op == Ops::RANGE) return absl::StrCat("r", u.arg_int());
+  if (u.op == Ops::DEFINE_GLOBAL) return absl::StrCat("b", u.arg_int());
+  return names_.at(&u);
+}
+
+std::string CStyleRenderer::Emitter::render_const(const UOp& c) const {
+  DType dt = c.dtype;
+  if (dtype_is_float(dt)) {
+    double v = std::holds_alternative<double>(c.arg) ? c.arg_float() : static_cast<double>(c.arg_int());
+    // Narrower floats hold the value as a float: 1e300 is infinity there, not a literal.
+    if (dt != DType::Float64) v = to_float(v);
+    std::string lit;
+    if (std::isnan(v)) lit = "NAN";
+    else if (std::isinf(v)) lit = v > 0 ? "INFINITY" : "(-INFINITY)";
+    else if (dt == DType::Float64) lit = absl::StrFormat("%a", v);
+    else lit = absl::StrFormat("%af", v);
+    if (is_half(dt)) return round_to(dt, lit);
+    if (dt == DType::Float64 && (std::isnan(v) || std::isinf(v))) return absl::StrCat("((double)", lit, ")");
+    return lit;
+  }
+  int64_t v = c.arg_int();
+  const char* type = t_.scalar_type(dt);
+  if (dt == DType::Bool) return v ? "1" : "0";
+  if (dtype_is_unsigned(dt)) return absl::StrFormat("((%s)%lluULL)", type, static_cast<unsigned long long>(v));
+  if (v == std::numeric_limits<int64_t>::min()) return absl::StrCat("((", type, ")(-9223372036854775807LL-1))");
+  return absl::StrFormat("((%s)%lldLL)", type, static_cast<long long>(v));
+}
+
+std::string CStyleRenderer::Emitter::reduce_identity(Ops op, DType dt) const {
+  if (op == Ops::ADD) return dt == DType::Bool ? "0" : absl::StrCat("((", t_.value_type(dt), ")0)");
+  if (op == Ops::MUL) return dt == DType::Bool ? "1" : absl::StrCat("((", t_.value_type(dt), ")1)");
+  if (dtype_is_float(dt)) return dt == DType::Float64 ? "(-(double)INFINITY)" : "(-INFINITY)";
+  switch (dt) {
+    case DType::Bool: return "0";
+    case DType::Int8: return "((int8_t)-128)";
+    case DType::Int16: return "((int16_t)-32768)";
+    case DType::Int32: return "((int32_t)(-2147483647-1))";
+    case DType::Int64: return "((int64_t)(-9223372036854775807LL-1))";
+    default: return absl::StrCat("((", t_.scalar_type(dt), ")0)");
+  }
+}
+
+absl::StatusOr<std::string> CStyleRenderer::Emitter::expression(const UOp& n) {
+  auto e = raw_expression(n);
+  // A loaded or bitcast 16-bit value is a 16-bit value already.
+  if (!e.ok() || !is_half(n.dtype) || n.op == Ops::LOAD || n.op == Ops::BITCAST) return e;
+  return round_to(n.dtype, *e);
+}
+
+// The bits of a 16-bit float node as a uint16_t expression. A loaded or bitcast value is
+// taken from memory or from its integer source, so any bit pattern, a NaN's payload
+// included, survives copies and bitcasts; only a computed value is converted from its float
+// (pg_f2h gives every NaN the one quiet payload, as arithmetic would anyway).
+std::string CStyleRenderer::Emitter::half_bits(const UOpRef& u) {
+  const UOp& n = *u;
+  if (n.op == Ops::LOAD) {
+    std::string v = absl::StrFormat("%s[%s]", name(n.src[0]), name(n.src[1]));
+    return n.src.size() == 3 ? absl::StrFormat("(%s ? %s : (uint16_t)0)", name(n.src[2]), v) : v;
+  }
+  if (n.op == Ops::BITCAST) {
+    const UOpRef& x = n.src[0];
+    return is_half(x->dtype) ? half_bits(x) : absl::StrCat("((uint16_t)", name(x), ")");
+  }
+  return absl::StrCat(n.dtype == DType::Float16 ? "pg_f2h(" : "pg_f2bf(", name(u), ")");
+}
+
+// x's bits read as dt, a type of the same size. The 4- and 8-byte helpers pg_f2u/pg_u2f and
+// pg_d2u/pg_u2d are the target's (memcpy in C, the reinterpreting intrinsics in CUDA).
+std::string CStyleRenderer::Emitter::bitcast(const UOpRef& x, DType dt) {
+  DType from = x->dtype;
+  if (is_half(from) || is_half(dt)) {
+    std::string bits = is_half(from) ? half_bits(x) : absl::StrCat("((uint16_t)", name(x), ")");
+    if (dt == DType::Float16) return absl::StrCat("pg_h2f(", bits, ")");
+    if (dt == DType::BFloat16) return absl::StrCat("pg_bf2f(", bits, ")");
+    return absl::StrFormat("((%s)%s)", t_.value_type(dt), bits);
+  }
+  bool wide = dtype_itemsize(dt) == 8;
+  if (dtype_is_float(dt))
+    return absl::StrFormat("%s((%s)%s)", wide ? "pg_u2d" : "pg_u2f", wide ? "uint64_t" : "uint32_t", name(x));
+  return absl::StrFormat("((%s)%s(%s))", t_.value_type(dt), wide ? "pg_d2u" : "pg_f2u", name(x));
+}
+
+absl::StatusOr<std::string> CStyleRenderer::Emitter::raw_expression(const UOp& n) {
+  DType dt = n.dtype;
+  auto a = [&](size_t i) { return name(n.src[i]); };
+  switch (n.op) {
+    case Ops::LOAD: {
+      auto vec = vector_lane_.find(&n);
+      auto staged = staged_element_.find(&n);
+      std::string v = vec != vector_lane_.end()       ? vec->second
+                      : staged != staged_element_.end() ? staged->second
+                                                        : absl::StrFormat("%s[%s]", a(0), a(1));
+      if (dt == DType::Float16) v = absl::StrCat("pg_h2f(", v, ")");
+      if (dt == DType::BFloat16) v = absl::StrCat("pg_bf2f(", v, ")");
+      if (n.src.size() == 3) return absl::StrFormat("(%s ? %s : (%s)0)", a(2), v, t_.value_type(dt));
+      return v;
     }
-    out.push_back(absl::StrCat("  ", t_.block_barrier()));
-    return out;
-  }
-
-  // An index expression (the node kinds plan_staging accepts) written out whole, its ranges
-  // replaced by `ranges`.
-  std::string inline_index(const UOp& u, const std::unordered_map<int64_t, std::string>& ranges) const {
-    if (u.op == Ops::CONST) return render_const(u);
-    if (u.op == Ops::RANGE) return ranges.at(u.arg_int());
-    const char* op = u.op == Ops::ADD ? "+" : u.op == Ops::SUB ? "-" : u.op == Ops::MUL ? "*" : u.op == Ops::IDIV ? "/" : "%";
-    return absl::StrFormat("(%s %s %s)", inline_index(*u.src[0], ranges), op, inline_index(*u.src[1], ranges));
-  }
-
-  void skip_absorbed(const LinearKernel& k) {
-    std::unordered_map<const UOp*, int> uses, absorbed_uses;
-    auto wants_bits = [&](const UOpRef& v) {
-      if (is_half(v->dtype) && (v->op == Ops::LOAD || v->op == Ops::BITCAST)) ++absorbed_uses[v.get()];
-    };
-    for (const UOpRef& u : k.ops) {
-      for (const UOpRef& s : u->src) ++uses[s.get()];
+    case Ops::NEG: return absl::StrCat("(-", a(0), ")");
+    case Ops::NOT: return absl::StrCat("(!", a(0), ")");
+    case Ops::EXP2: {
+      // exp2(x * log2(e)) is how the frontend spells exp(x): render it as exp(x), which is
+      // one rounding more accurate and which vector math libraries (libmvec) provide.
       bool negate = false;
-      if (natural_exp_arg(*u, negate) != nullptr) ++absorbed_uses[u->src[0].get()];
-      if (const UOpRef* l = natural_log_of(*u)) ++absorbed_uses[l->get()];
-      if (u->op == Ops::STORE) wants_bits(u->src[2]);
-      if (u->op == Ops::BITCAST && is_half(u->src[0]->dtype)) wants_bits(u->src[0]);
+      if (const UOpRef* x = natural_exp_arg(n, negate))
+        return t_.math_call("exp", dt, negate ? absl::StrCat("(-", name(*x), ")") : name(*x));
+      return t_.math_call("exp2", dt, a(0));
     }
-    for (auto [n, count] : absorbed_uses)
-      if (count == uses[n]) absorbed_.insert(n);
+    case Ops::LOG2: return t_.math_call("log2", dt, a(0));
+    case Ops::SQRT: return t_.math_call("sqrt", dt, a(0));
+    case Ops::SIN: return t_.math_call("sin", dt, a(0));
+    case Ops::RECIP: return absl::StrFormat("((%s)1 / %s)", t_.value_type(dt), a(0));
+    case Ops::CAST: return absl::StrFormat("((%s)%s)", t_.value_type(dt), a(0));
+    case Ops::BITCAST: return bitcast(n.src[0], dt);
+    case Ops::ADD: return absl::StrFormat("(%s + %s)", a(0), a(1));
+    case Ops::SUB: return absl::StrFormat("(%s - %s)", a(0), a(1));
+    case Ops::MUL:
+      // log2(x) * ln(2) is the frontend's log(x); see EXP2.
+      if (const UOpRef* l = natural_log_of(n)) return t_.math_call("log", dt, name((*l)->src[0]));
+      return absl::StrFormat("(%s * %s)", a(0), a(1));
+    case Ops::FDIV: return absl::StrFormat("(%s / %s)", a(0), a(1));
+    case Ops::IDIV:
+    case Ops::MOD: {
+      // Index arithmetic divides by positive constants; anything else goes through the guard.
+      const UOpRef& d = n.src[1];
+      bool safe = d->op == Ops::CONST && d->arg_int() > 0;
+      if (safe) return absl::StrFormat("(%s %s %s)", a(0), n.op == Ops::IDIV ? "/" : "%", a(1));
+      return absl::StrFormat("pg_%s_%s(%s, %s)", n.op == Ops::IDIV ? "idiv" : "mod", suffix(dt), a(0), a(1));
+    }
+    case Ops::MAX:
+      // A NaN on either side wins, as in torch (max, maximum, clip, a reduction's accumulator);
+      // a bare "a > b ? a : b" drops a NaN on the left.
+      if (dtype_is_float(dt))
+        return absl::StrFormat("((%s > %s || %s != %s) ? %s : %s)", a(0), a(1), a(0), a(0), a(0), a(1));
+      return absl::StrFormat("(%s > %s ? %s : %s)", a(0), a(1), a(0), a(1));
+    case Ops::CMPLT: return absl::StrFormat("(%s < %s)", a(0), a(1));
+    case Ops::CMPNE: return absl::StrFormat("(%s != %s)", a(0), a(1));
+    case Ops::AND: return absl::StrFormat("(%s & %s)", a(0), a(1));
+    case Ops::OR: return absl::StrFormat("(%s | %s)", a(0), a(1));
+    case Ops::XOR: return absl::StrFormat("(%s ^ %s)", a(0), a(1));
+    case Ops::WHERE: return absl::StrFormat("(%s ? %s : %s)", a(0), a(1), a(2));
+    default:
+      return absl::InternalError(absl::StrCat("the C-style renderer has no rule for ", op_name(n.op)));
   }
+}
 
-  std::unordered_set<const UOp*> absorbed_;
-  std::unordered_map<const UOp*, std::string> names_;
-  // A load that reads its lane of a vector load emitted before its loop: the element's expression.
-  std::unordered_map<const UOp*, std::string> vector_lane_;
-  std::unordered_set<size_t> skipped_;  // positions in the kernel's ops not to emit
-  std::optional<StagingPlan> staging_;
-  // A staged load: the expression reading this thread's element from shared memory.
-  std::unordered_map<const UOp*, std::string> staged_element_;
-  // A staged load by column: the address of its tile's first column in shared memory.
-  std::unordered_map<const UOp*, std::string> staged_vector_base_;
-  int next_var_ = 0;
-  int next_vec_ = 0;
-};
+void CStyleRenderer::Emitter::skip_absorbed(const LinearKernel& k) {
+  std::unordered_map<const UOp*, int> uses, absorbed_uses;
+  auto wants_bits = [&](const UOpRef& v) {
+    if (is_half(v->dtype) && (v->op == Ops::LOAD || v->op == Ops::BITCAST)) ++absorbed_uses[v.get()];
+  };
+  for (const UOpRef& u : k.ops) {
+    for (const UOpRef& s : u->src) ++uses[s.get()];
+    bool negate = false;
+    if (natural_exp_arg(*u, negate) != nullptr) ++absorbed_uses[u->src[0].get()];
+    if (const UOpRef* l = natural_log_of(*u)) ++absorbed_uses[l->get()];
+    if (u->op == Ops::STORE) wants_bits(u->src[2]);
+    if (u->op == Ops::BITCAST && is_half(u->src[0]->dtype)) wants_bits(u->src[0]);
+  }
+  for (auto [n, count] : absorbed_uses)
+    if (count == uses[n]) absorbed_.insert(n);
+}
 
 absl::StatusOr<std::string> CStyleRenderer::render(const LinearKernel& kernel) const {
   return Emitter(*this).run(kernel);

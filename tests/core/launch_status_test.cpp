@@ -11,7 +11,7 @@
 #include "core/cache/kernel_cache.h"
 #include "core/engine/engine.h"
 #include "core/engine/kernels_for.h"
-#include "core/engine/plan.h"
+#include "core/engine/step_program.h"
 #include "core/frontend/tensor_ops.h"
 #include "core/render/c_renderer.h"
 #include "core/runtime/cpu/compiler.h"
@@ -77,9 +77,9 @@ TEST_P(LaunchStatusTest, RealizeFailsWithTheLaunchStatus) {
 TEST_P(LaunchStatusTest, StepRunFailsAndLeavesItsTargetsAlone) {
   std::vector<float> before(a_->numel(), 1.5f);
   std::memcpy(a_->data(), before.data(), a_->nbytes());
-  auto plan = engine_->plan(PlanSpec{{}, bound_, {{a_, y_}}, {}});
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  expect_launch_error((*plan)->run());
+  auto compiled = engine_->compile_step(StepSpec{{}, bound_, {{a_, y_}}, {}});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  expect_launch_error((*compiled)->run());
   EXPECT_EQ(std::memcmp(a_->data(), before.data(), a_->nbytes()), 0);
 }
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/engine/engine.h"
-#include "core/engine/plan.h"
+#include "core/engine/step_program.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/tensor_ops.h"
 
@@ -83,14 +83,14 @@ TEST_F(PipelineTest, SeveralKernelsRunThePassesPerKernel) {
 
 TEST_F(PipelineTest, CompiledStepReportsItsPasses) {
   UOpRef next = *fe::alu(Ops::MUL, {x_, x_});
-  auto plan = engine_->plan(PlanSpec{{}, bound_, {{a_, next}}, {}});
-  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto compiled = engine_->compile_step(StepSpec{{}, bound_, {{a_, next}}, {}});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
   std::vector<std::string> want = {"schedule"};
   want.insert(want.end(), kKernelPasses.begin(), kKernelPasses.end());
   want.insert(want.end(), {"compile", "plan_memory"});
   EXPECT_EQ(passes_.take(), want);
   // A run launches; it compiles nothing.
-  ASSERT_TRUE((*plan)->run().ok());
+  ASSERT_TRUE((*compiled)->run().ok());
   EXPECT_TRUE(passes_.take().empty());
 }
 

@@ -9,7 +9,7 @@
 #include "core/engine/device_streams.h"
 #include "core/engine/engine.h"
 #include "core/engine/placement.h"
-#include "core/engine/plan.h"
+#include "core/engine/step_program.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/gradient.h"
 #include "core/frontend/tensor_ops.h"
@@ -179,8 +179,8 @@ TEST_F(PlacementTest, MixingDevicesInOneKernelIsRefused) {
   EXPECT_NE(r.status().message().find("node ADD float32[2,3] reads tensors on CPU and CUDA:0"), std::string::npos)
       << r.status();
   // A compiled step over the mixed graph is refused the same way, before any device is opened.
-  auto plan = engine_->plan(PlanSpec{.outputs = {*fe::alu(Ops::ADD, {x, *fe::alu(Ops::MUL, {g, c})})}, .bound = bound_});
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument) << plan.status();
+  auto compiled = engine_->compile_step(StepSpec{.outputs = {*fe::alu(Ops::ADD, {x, *fe::alu(Ops::MUL, {g, c})})}, .bound = bound_});
+  EXPECT_EQ(compiled.status().code(), absl::StatusCode::kInvalidArgument) << compiled.status();
 }
 
 // Compiled steps run on the one device their tensors live on. What can be decided without a GPU:
@@ -194,31 +194,31 @@ TEST_F(PlacementTest, CompiledStepsRunOnOneDevice) {
   bound_[g.get()] = on_gpu;
   UOpRef twice = *fe::alu(Ops::MUL, {g, *fe::constant(2.0, DType::Float32, {2, 3})});
 
-  auto copy = engine_->plan(PlanSpec{.outputs = {*fe::copy(*fe::alu(Ops::NEG, {x}), kCpuDevice)}, .bound = bound_});
+  auto copy = engine_->compile_step(StepSpec{.outputs = {*fe::copy(*fe::alu(Ops::NEG, {x}), kCpuDevice)}, .bound = bound_});
   EXPECT_EQ(copy.status().code(), absl::StatusCode::kUnimplemented) << copy.status();
   EXPECT_NE(copy.status().message().find("node COPY float32[2,3] copies a computed NEG float32[2,3] to CPU"),
             std::string::npos)
       << copy.status();
 
-  auto two = engine_->plan(PlanSpec{.outputs = {*fe::alu(Ops::NEG, {x}), twice}, .bound = bound_});
+  auto two = engine_->compile_step(StepSpec{.outputs = {*fe::alu(Ops::NEG, {x}), twice}, .bound = bound_});
   EXPECT_EQ(two.status().code(), absl::StatusCode::kUnimplemented) << two.status();
   EXPECT_NE(two.status().message().find("a compiled step runs on one device"), std::string::npos) << two.status();
 
   BufferPtr host_target = *engine_->allocate(DType::Float32, {2, 3});
-  auto across = engine_->plan(PlanSpec{.bound = bound_, .assigns = {PlanAssign{host_target, twice}}});
+  auto across = engine_->compile_step(StepSpec{.bound = bound_, .assigns = {StepAssign{host_target, twice}}});
   EXPECT_EQ(across.status().code(), absl::StatusCode::kInvalidArgument) << across.status();
   EXPECT_NE(across.status().message().find("assign 0: the target buffer is on CPU but the step runs on CUDA:0"),
             std::string::npos)
       << across.status();
 
   if (cuda_availability().available) return;  // the fake buffer must never reach a real GPU
-  auto absent = engine_->plan(PlanSpec{.outputs = {twice}, .bound = bound_});
+  auto absent = engine_->compile_step(StepSpec{.outputs = {twice}, .bound = bound_});
   EXPECT_EQ(absent.status().code(), absl::StatusCode::kFailedPrecondition) << absent.status();
   EXPECT_NE(absent.status().message().find("CUDA:0 is not available: "), std::string::npos) << absent.status();
   // Constants only, with the GPU as the default device: the same reason.
   RealizeOptions on_gpu_default;
   on_gpu_default.default_device = 1;
-  auto consts = engine_->plan(PlanSpec{.outputs = {*fe::constant(1.0, DType::Float32, {4})}}, on_gpu_default);
+  auto consts = engine_->compile_step(StepSpec{.outputs = {*fe::constant(1.0, DType::Float32, {4})}}, on_gpu_default);
   EXPECT_EQ(consts.status().code(), absl::StatusCode::kFailedPrecondition) << consts.status();
 }
 
@@ -228,14 +228,14 @@ TEST_F(PlacementTest, CompiledStepsTransferBufferedInputsOnEveryRun) {
   std::vector<float> a;
   UOpRef x = host_leaf({5}, a);
   UOpRef twice = *fe::alu(Ops::ADD, {*fe::copy(x, kCpuDevice), *fe::copy(x, kCpuDevice)});
-  auto plan = engine_->plan(PlanSpec{.outputs = {twice}, .bound = bound_});
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ((*plan)->device(), "CPU");
+  auto compiled = engine_->compile_step(StepSpec{.outputs = {twice}, .bound = bound_});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ((*compiled)->device(), "CPU");
   for (int run = 0; run < 3; ++run) {
     for (float& v : a) v += 1.5f;
     std::memcpy(bound_.at(x.get())->data(), a.data(), a.size() * 4);
-    ASSERT_TRUE((*plan)->run().ok());
-    std::vector<float> got = read((*plan)->outputs()[0]);
+    ASSERT_TRUE((*compiled)->run().ok());
+    std::vector<float> got = read((*compiled)->outputs()[0]);
     for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(got[i], a[i] + a[i]) << run << " " << i;
   }
 }
@@ -321,8 +321,8 @@ TEST_F(PlacementTest, CompiledStepOnCudaMatchesTheCpu) {
   UOpRef gx = upload(x), gw = upload(w);
   auto [cpu_loss, cpu_w] = step(x, w);
   auto [gpu_loss, gpu_w] = step(gx, gw);
-  auto cpu = engine_->plan(PlanSpec{.outputs = {cpu_loss}, .bound = bound_, .assigns = {PlanAssign{bound_.at(w.get()), cpu_w}}});
-  auto gpu = engine_->plan(PlanSpec{.outputs = {gpu_loss}, .bound = bound_, .assigns = {PlanAssign{bound_.at(gw.get()), gpu_w}}});
+  auto cpu = engine_->compile_step(StepSpec{.outputs = {cpu_loss}, .bound = bound_, .assigns = {StepAssign{bound_.at(w.get()), cpu_w}}});
+  auto gpu = engine_->compile_step(StepSpec{.outputs = {gpu_loss}, .bound = bound_, .assigns = {StepAssign{bound_.at(gw.get()), gpu_w}}});
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ((*gpu)->device(), "CUDA:0");

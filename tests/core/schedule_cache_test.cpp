@@ -1,4 +1,4 @@
-// The schedule cache (core/engine/schedule_cache.h): a realize whose structure was seen before
+// The schedule cache (core/schedule/schedule_cache.h): a realize whose structure was seen before
 // reuses the compiled program with its own buffers. Results are compared with an engine whose
 // cache is off (the uncached pipeline), bit for bit, since both run the same kernels.
 #include <gtest/gtest.h>
@@ -9,9 +9,10 @@
 #include <thread>
 
 #include "core/engine/engine.h"
-#include "core/engine/realize_key.h"
-#include "core/engine/realize_program.h"
-#include "core/engine/schedule_cache.h"
+#include "core/engine/placement.h"
+#include "core/schedule/realize_key.h"
+#include "core/schedule/realize_program.h"
+#include "core/schedule/schedule_cache.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/random.h"
 #include "core/frontend/tensor_ops.h"
@@ -163,7 +164,7 @@ TEST_F(ScheduleCacheTest, AliasedLeavesAreAnotherStructure) {
     }
   };
   // Distinct buffers first, then two leaves of one buffer: the key differs, and so does the
-  // result a plan could compute if it wrote in place.
+  // result a program could compute if it wrote in place.
   ASSERT_FALSE(realize(cached_, {f(leaf({16}), leaf({16}))}, bound_).stats.schedule_cache_hit);
   RealizeResult aliased = realize(cached_, {f(bind(shared, DType::Float32, {16}), bind(shared, DType::Float32, {16}))}, bound_);
   EXPECT_FALSE(aliased.stats.schedule_cache_hit);
@@ -262,6 +263,45 @@ TEST_F(ScheduleCacheTest, CancelledHitFreesEverything) {
   ASSERT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
   EXPECT_EQ(Buffer::live_count(), live);
   EXPECT_EQ(polls, 2) << "the hit path polls between kernels";
+}
+
+// RealizeOptions::inline_work_limit: only a cached program of little enough work runs; anything
+// else is deferred with nothing run, allocated or counted, and the same request then runs whole.
+TEST_F(ScheduleCacheTest, InlineWorkLimitRunsOnlySmallCachedPrograms) {
+  auto graph = [&](Shape shape) {
+    UOpRef x = leaf(shape), y = leaf(shape);
+    return std::vector<UOpRef>{ok(fe::alu(Ops::ADD, {ok(fe::alu(Ops::MUL, {x, y})), x}))};
+  };
+  const RealizeOptions small{.inline_work_limit = 64};
+  for (Shape shape : {Shape{4, 8}, Shape{16, 16}}) {  // 32 iterations: within the limit; 256: over it
+    std::vector<UOpRef> outs = graph(shape);
+    const int64_t live = Buffer::live_count();
+    const int misses = lookups_.misses.load(), hits = lookups_.hits.load();
+    RealizeResult first = realize(cached_, outs, bound_, small);  // not cached yet
+    EXPECT_TRUE(first.deferred);
+    EXPECT_TRUE(first.outputs.empty());
+    EXPECT_EQ(Buffer::live_count(), live);
+    EXPECT_EQ(lookups_.misses.load(), misses) << "a deferred lookup is counted where the request runs";
+    RealizeResult whole = realize(cached_, outs, bound_);
+    ASSERT_FALSE(whole.deferred);
+    std::vector<UOpRef> again = graph(shape);
+    RealizeResult inline_run = realize(cached_, again, bound_, small);
+    const bool fits = shape[0] * shape[1] <= 64;
+    EXPECT_EQ(inline_run.deferred, !fits) << shape[0] << "x" << shape[1];
+    if (fits) {
+      EXPECT_TRUE(inline_run.stats.schedule_cache_hit);
+      ASSERT_EQ(inline_run.outputs.size(), 1u);
+      RealizeResult want = realize(uncached_, again, bound_);
+      EXPECT_TRUE(same_bytes(inline_run.outputs[0], want.outputs[0]));
+      EXPECT_EQ(lookups_.hits.load(), hits + 1);
+    } else {
+      EXPECT_EQ(lookups_.hits.load(), hits);
+    }
+  }
+  // Transfers and other devices are never run inline.
+  std::vector<UOpRef> outs = graph({4, 8});
+  ASSERT_FALSE(realize(cached_, outs, bound_).deferred);
+  EXPECT_TRUE(realize(cached_, {ok(fe::copy(outs[0], kCpuDevice))}, bound_, small).deferred);
 }
 
 TEST(ScheduleCacheLru, BoundedByEntriesAndZeroDisables) {

@@ -9,7 +9,7 @@ import pytest
 
 import polygrad
 from polygrad import Tensor, dtypes
-from polygrad import graph as g
+from polygrad import graph as g, wire
 from polygrad.connection import Connection, EmbeddedDaemon
 from polygrad.dtype import least_upper_dtype, sum_acc_dtype
 from polygrad.v1 import polygrad_pb2 as pb
@@ -191,7 +191,7 @@ def test_bitcast_shape_rule_raises_locally(shape, dst, why):
 
 def test_bitcast_goes_on_the_wire_with_its_dtype():
   t = Tensor(np.zeros((2, 4), np.float32)).bitcast(dtypes.float16)
-  n = g.GRAPH._to_wire(pb, t._node)
+  n = wire.node(t._node)
   assert (n.op, n.dtype, len(n.src)) == (pb.BITCAST, pb.FLOAT16, 1)
 
 

@@ -10,7 +10,7 @@ import pytest
 from polygrad import Tensor, dtypes
 from polygrad import graph as g
 from polygrad import nn
-from polygrad.v1 import polygrad_pb2 as pb
+from polygrad.wire import node as wire_node
 
 
 def f32(*shape):
@@ -22,7 +22,7 @@ def top(t):
 
 
 def wire(t):
-  return g.GRAPH._to_wire(pb, t._node)
+  return wire_node(t._node)
 
 
 @pytest.mark.parametrize("method,op", [("exp", "EXP"), ("log", "LOG"), ("relu", "RELU"), ("sigmoid", "SIGMOID"),

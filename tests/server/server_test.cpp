@@ -472,6 +472,41 @@ TEST_F(ServerTest, EagerStepsReuseTheScheduleWithFreshResults) {
   EXPECT_TRUE(close_session(sid).ok());
 }
 
+TEST_F(ServerTest, SmallCachedRealizesSkipTheWorkerQueue) {
+  // A schedule-cache hit of little work is answered on the gRPC thread (service.cpp,
+  // realize_now): it never waits in the worker pool's queue. A miss, or a hit of more work, does.
+  Server& server = SharedServer::server();
+  auto queued = [&] {
+    const std::string name = "polygradd_queue_duration_seconds_count{method=\"Realize\"}";
+    const std::string text = server.metrics().render();
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? 0.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  const std::string sid = create_session();
+  uint64_t id = 1;
+  for (int64_t n : {7, 40000}) {  // 40000 iterations are over service.cpp's kInlineWorkLimit
+    for (int round = 0; round < 2; ++round) {
+      const double before = queued();
+      // x + 1 over a new one-element x each round, broadcast to n: the same structure.
+      const uint64_t x = id++, wide = id++, one = id++, sum = id++;
+      const float v = static_cast<float>(round) + 2.0f;
+      v1::Node expand = reshape(wide, x, {n});
+      expand.set_op(v1::EXPAND);
+      v1::RealizeResponse resp;
+      ASSERT_TRUE(realize(sid, {inline_buffer(x, v1::FLOAT32, {1}, bytes_of(std::vector<float>{v})), expand,
+                                float_const(one, 1.0, {n}), op(sum, v1::ADD, {wide, one})},
+                          {sum}, &resp).ok());
+      const std::vector<float> got = values_of<float>(resp.results(0).data());
+      ASSERT_EQ(got.size(), static_cast<size_t>(n));
+      EXPECT_FLOAT_EQ(got[n - 1], v + 1.0f);
+      EXPECT_EQ(resp.stats().schedule_cache_hit(), round == 1) << n;
+      const bool inline_answer = round == 1 && n == 7;
+      EXPECT_EQ(queued() - before, inline_answer ? 0.0 : 1.0) << n << " elements, round " << round;
+    }
+  }
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
 TEST_F(ServerTest, MovementAndWhereOps) {
   const std::string sid = create_session();
   const std::vector<float> x = iota_floats(6, -2.0f);  // -2..3

@@ -20,23 +20,18 @@ from typing import BinaryIO, Iterator, Optional
 
 import grpc
 
+from . import wire
+
 BUNDLE_MAGIC = b"PGKBNDL1"
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
-
-
-def _pb():
-  from .v1 import admin_pb2, admin_pb2_grpc
-  return admin_pb2, admin_pb2_grpc
 
 
 class Admin:
   """A PolygradAdmin stub on its own channel."""
 
   def __init__(self, address: str, token: Optional[str] = None):
-    pb, pb_grpc = _pb()
-    self.pb = pb
     self.channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
-    self.stub = pb_grpc.PolygradAdminStub(self.channel)
+    self.stub = wire.admin_stub(self.channel)
     token = token if token is not None else os.environ.get("POLYGRAD_ADMIN_TOKEN")
     self.metadata = [("authorization", f"Bearer {token}")] if token else []
 
@@ -50,13 +45,13 @@ class Admin:
     self.close()
 
   def cache_stats(self):
-    return self.stub.CacheStats(self.pb.CacheStatsRequest(), metadata=self.metadata)
+    return self.stub.CacheStats(wire.cache_stats(), metadata=self.metadata)
 
   def export_cache(self, out: BinaryIO) -> int:
     """Writes every cache entry to `out` as a bundle; returns how many."""
     out.write(BUNDLE_MAGIC)
     n = 0
-    for entry in self.stub.ExportCache(self.pb.ExportCacheRequest(), metadata=self.metadata):
+    for entry in self.stub.ExportCache(wire.export_cache(), metadata=self.metadata):
       data = entry.SerializeToString()
       out.write(struct.pack("<I", len(data)))
       out.write(data)
@@ -65,14 +60,13 @@ class Admin:
 
   def import_cache(self, bundle: BinaryIO):
     """Sends a bundle written by export_cache; returns the ImportCacheResponse."""
-    return self.stub.ImportCache(read_bundle(bundle, self.pb), metadata=self.metadata)
+    return self.stub.ImportCache(read_bundle(bundle), metadata=self.metadata)
 
   def prewarm(self, manifest, timeout: Optional[float] = None):
     return self.stub.Prewarm(manifest, metadata=self.metadata, timeout=timeout)
 
 
-def read_bundle(f: BinaryIO, pb=None) -> Iterator:
-  pb = pb or _pb()[0]
+def read_bundle(f: BinaryIO) -> Iterator:
   if f.read(len(BUNDLE_MAGIC)) != BUNDLE_MAGIC:
     raise ValueError("not a polygrad cache bundle (bad magic)")
   while True:
@@ -85,18 +79,14 @@ def read_bundle(f: BinaryIO, pb=None) -> Iterator:
     data = f.read(size)
     if len(data) != size:
       raise ValueError("truncated cache bundle")
-    yield pb.CacheEntry.FromString(data)
+    yield wire.cache_entry(data)
 
 
 def load_manifest(path: str):
   """A PrewarmManifest from a file, read the way the daemon reads --prewarm."""
-  from google.protobuf import text_format
-  pb = _pb()[0]
   with open(path, "rb") as f:
     data = f.read()
-  if path.endswith((".pb", ".binpb")):
-    return pb.PrewarmManifest.FromString(data)
-  return text_format.Parse(data.decode(), pb.PrewarmManifest())
+  return wire.prewarm_manifest(data, text=not path.endswith((".pb", ".binpb")))
 
 
 def main(argv=None) -> int:

@@ -1,47 +1,45 @@
-"""The connection to polygradd: an address from POLYGRAD_ADDRESS, or a private embedded daemon.
+"""The session with polygradd and its calls: an address from POLYGRAD_ADDRESS, or a private
+embedded daemon (daemon.py).
 
 With POLYGRAD_ADDRESS set (``host:port`` or ``unix:/path``) the client connects there. Unset, it
 starts its own daemon on a Unix socket in a temporary directory (the embedded default) and stops
-it at exit. The binary is POLYGRAD_DAEMON, else ``build/polygradd`` of the source tree this
-package lives in, else ``polygradd`` on PATH.
+it at exit.
 
 One process holds one Connection with one session; everything is closed at exit.
 
 Several daemons (docs/PROTOCOL.md, "Several daemons"): a comma-separated list (``h1:50051,h2:50051``,
 ``ipv4:10.0.0.1:50051,10.0.0.2:50051``) or a name with several addresses (a Kubernetes headless
-Service) is resolved to endpoints when a Connection is made, and its session goes to the next one
+Service) is resolved to endpoints (endpoints.py) when a Connection is made, and its session goes to the next one
 in turn; every call of that session then uses that endpoint's channel. A session lives in one
 daemon's memory, so a call that cannot reach it says the session is lost (UNAVAILABLE) rather than
 trying another daemon that would answer NOT_FOUND.
 
 Security (see docs/OPERATIONS.md): POLYGRAD_TOKEN (or ``token=``) is sent as
-``authorization: Bearer <token>`` on every call. POLYGRAD_TLS_CA (a PEM file) makes a TCP address
-use TLS; POLYGRAD_TLS_CERT and POLYGRAD_TLS_KEY add a client certificate (mTLS), and
-POLYGRAD_TLS_SERVER_NAME overrides the name checked against the server's certificate.
+``authorization: Bearer <token>`` on every call; TLS is channel.py's.
+
+Messages are built by wire.py. This module knows nothing of graphs: code that keeps state of the
+session (the node table) registers on_session_end to hear when the session is gone.
 """
 from __future__ import annotations
 
 import atexit
 import hashlib
-import ipaddress
 import itertools
 import mmap
 import os
 import random
-import re
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
-from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import grpc
 
+from . import wire
+from .channel import make_channel
+from .daemon import EmbeddedDaemon
+from .endpoints import Endpoint, probe_address, resolve_target
 from .errors import PolygradConnectionError, PolygradError, from_rpc_error
+from .progress import Waiting
 
 CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_INLINE_BYTES = 1 << 20
@@ -54,46 +52,6 @@ SHM_MIN_BYTES = 4 << 20
 # are allocated once (POLYGRAD_SHM_KEEP_BYTES); larger ones are freed after each transfer.
 SHM_KEEP_BYTES = 256 << 20
 BLOB_MIN_BYTES = 16 << 20
-_CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", -1),
-    ("grpc.max_send_message_length", -1),
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-]
-
-
-def _pb():
-  """The generated protobuf modules (built by cmake into polygrad/v1, git-ignored)."""
-  try:
-    from .v1 import polygrad_pb2, polygrad_pb2_grpc
-  except ImportError as e:  # pragma: no cover - depends on the build
-    raise ImportError(
-        "polygrad's generated gRPC stubs (polygrad/v1/polygrad_pb2.py) are missing: run the cmake "
-        "build, or protoc --python_out/--grpc_python_out on proto/polygrad/v1/polygrad.proto") from e
-  return polygrad_pb2, polygrad_pb2_grpc
-
-
-def default_cache_dir() -> str:
-  """The daemon's default kernel-cache directory: $XDG_CACHE_HOME/polygrad or ~/.cache/polygrad."""
-  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return os.path.join(base, "polygrad")
-
-
-def find_daemon_binary() -> str:
-  """POLYGRAD_DAEMON, else <repo>/build/polygradd next to this package's source tree, else PATH."""
-  env = os.environ.get("POLYGRAD_DAEMON")
-  if env:
-    return env
-  repo_build = Path(__file__).resolve().parent.parent.parent.parent / "build" / "polygradd"
-  if repo_build.is_file() and os.access(repo_build, os.X_OK):
-    return str(repo_build)
-  found = shutil.which("polygradd")
-  if found:
-    return found
-  raise PolygradConnectionError(
-      "cannot reach polygradd at <embedded> (no daemon binary: set POLYGRAD_ADDRESS to a running "
-      f"daemon, or POLYGRAD_DAEMON to a polygradd binary; looked for {repo_build} and PATH)")
 
 
 def _timeout_env(name: str, default: float) -> float:
@@ -101,104 +59,6 @@ def _timeout_env(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
   except ValueError:
     return default
-
-
-def probe_address(address: str, timeout: float = 1.0) -> Optional[str]:
-  """Why nothing can listen at `address` (no socket file, connection refused, unknown host), or
-  None when a plain connect succeeds or the address form is not one this probe knows. Only the
-  transport is tried: it names the cause that gRPC's own retrying hides."""
-  import socket
-  if address.startswith("unix:"):
-    path = address[len("unix:"):]
-    path = path[2:] if path.startswith("//") else path
-    if not os.path.exists(path):
-      return f"no socket file at {path}"
-    try:
-      with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(path)
-    except OSError as e:
-      return f"cannot connect to {path}: {e.strerror or e}"
-    return None
-  target = address.split("///", 1)[1] if "///" in address else address
-  host, sep, port = target.rpartition(":")
-  if not sep or not port.isdigit():
-    return None
-  host = host.strip("[]") or "localhost"
-  try:
-    with socket.create_connection((host, int(port)), timeout=timeout):
-      return None
-  except socket.timeout:
-    return None  # slow, not refused: the connect timeout decides
-  except socket.gaierror as e:
-    return f"cannot resolve host {host}: {e.strerror or e}"
-  except OSError as e:
-    return f"cannot connect to {host}:{port}: {e.strerror or e}"
-
-
-class Endpoint(NamedTuple):
-  """One daemon of a target: `address` is what the channel dials; `server_name` is the name TLS
-  checks when `address` is an IP taken from a DNS answer (the certificate names the host)."""
-  address: str
-  server_name: Optional[str] = None
-
-
-def _split_host_port(item: str) -> Tuple[str, str]:
-  if item.startswith("["):
-    host, _, rest = item[1:].partition("]")
-    return host, rest[1:] if rest.startswith(":") else ""
-  host, sep, port = item.rpartition(":")
-  return (host, port) if sep and port.isdigit() else (item, "")
-
-
-def resolve_target(target: str) -> List[Endpoint]:
-  """The daemons behind `target`, in a stable order. A Unix socket, a gRPC target of another
-  resolver (``xds:``...) and a name with one address are one endpoint (dialled as written);
-  ``ipv4:``/``ipv6:`` lists and comma-separated lists give one endpoint per item, and a host name
-  (also as ``dns:///name:port``) with several addresses of its preferred family (a headless
-  Service) one per address. Names are resolved by the system resolver, also where a ``dns:``
-  target names a DNS server."""
-  import socket
-  target = original = target.strip()
-  if target.startswith(("unix:", "unix-abstract:", "vsock:")):
-    return [Endpoint(target)]
-  scheme = ""
-  m = re.match(r"^(ipv4|ipv6|dns):(?!\d+(,|$))", target)
-  if m:
-    scheme, target = m.group(1), target[m.end():]
-    if scheme == "dns":
-      target = target.split("/", 3)[-1] if target.startswith("//") else target
-  elif re.match(r"^[a-z][a-z0-9+.-]*:(?!\d+(,|$))", target) and not target.startswith("["):
-    return [Endpoint(target)]  # some other resolver's syntax: gRPC's to interpret
-  items = [i.strip() for i in target.split(",") if i.strip()]
-  out: List[Endpoint] = []
-  for item in items:
-    host, port = _split_host_port(item)
-    if scheme in ("ipv4", "ipv6") or not port:
-      out.append(Endpoint(item))
-      continue
-    try:
-      ipaddress.ip_address(host)
-      out.append(Endpoint(item))
-      continue
-    except ValueError:
-      pass
-    try:
-      infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError):
-      infos = []  # let the channel fail with its own message, as a single name does today
-    # Only the family the system prefers: "localhost" is ::1 and 127.0.0.1, one daemon, not two.
-    family = infos[0][0] if infos else None
-    addrs = sorted({i[4][0] for i in infos if i[0] == family})
-    if len(addrs) < 2:
-      out.append(Endpoint(item))
-      continue
-    for a in addrs:
-      out.append(Endpoint(f"[{a}]:{port}" if ":" in a else f"{a}:{port}", host))
-  seen = set()
-  out = [e for e in out if not (e.address in seen or seen.add(e.address))]
-  # One daemon: dial the target as written, so messages name what the user wrote.
-  return [Endpoint(original)] if len(out) == 1 and out[0].server_name is None else out
 
 
 # Spreads this process's sessions over the endpoints of a target: the next session goes to the
@@ -220,131 +80,9 @@ def _endpoint_order(endpoints: List[Endpoint]) -> List[Endpoint]:
   return sorted(turn, key=lambda e: now - _suspect.get(e.address, -1e18) < _SUSPECT_SECONDS)
 
 
-def _set_parent_death_signal() -> None:  # runs in the child between fork and exec
-  try:
-    import ctypes
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: the daemon dies with its parent
-  except Exception:
-    pass
-
-
 class _ShmUnavailable(Exception):
   """The daemon does not offer shared memory to this client: use the streams."""
 
-
-class EmbeddedDaemon:
-  """A private polygradd on a Unix socket in a temporary directory."""
-
-  def __init__(self, binary: Optional[str] = None, cache_dir: Optional[str] = None,
-               extra_args: Sequence[str] = ()):
-    self.binary = binary or find_daemon_binary()
-    self.cache_dir = cache_dir or default_cache_dir()
-    self.tmpdir = tempfile.mkdtemp(prefix="polygrad-")
-    self.socket = os.path.join(self.tmpdir, "polygradd.sock")
-    self.address = "unix:" + self.socket
-    self.log_path = os.path.join(self.tmpdir, "polygradd.log")
-    args = [self.binary, "--listen=", "--metrics-listen=", f"--unix-socket={self.socket}",
-            f"--cache-dir={self.cache_dir}", *extra_args]
-    # The parent-death signal is tied to the forking thread, so only use it from the main thread.
-    preexec = (_set_parent_death_signal
-               if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread()
-               else None)
-    self._log = open(self.log_path, "wb")
-    try:
-      self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log,
-                                   stderr=subprocess.STDOUT, preexec_fn=preexec)
-    except OSError as e:
-      self._log.close()
-      shutil.rmtree(self.tmpdir, ignore_errors=True)
-      raise PolygradConnectionError(f"cannot reach polygradd at {self.address} "
-                                    f"(cannot start {self.binary}: {e})") from e
-
-  def log_tail(self, n: int = 2000) -> str:
-    try:
-      with open(self.log_path, "rb") as f:
-        data = f.read()
-      return data[-n:].decode("utf-8", "replace").strip()
-    except OSError:
-      return ""
-
-  def wait_for_socket(self, deadline: float) -> None:
-    """Wait until the socket file exists; fail early if the daemon exits."""
-    while not os.path.exists(self.socket):
-      rc = self.proc.poll()
-      if rc is not None:
-        raise PolygradConnectionError(
-            f"cannot reach polygradd at {self.address} ({self.binary} exited with status {rc} "
-            f"before listening; log: {self.log_tail() or '<empty>'})")
-      if time.monotonic() > deadline:
-        raise PolygradConnectionError(
-            f"cannot reach polygradd at {self.address} (socket did not appear; log: "
-            f"{self.log_tail() or '<empty>'})")
-      time.sleep(0.02)
-
-  def stop(self, timeout: float = 10.0) -> None:
-    if self.proc.poll() is None:
-      self.proc.terminate()
-      try:
-        self.proc.wait(timeout=timeout)
-      except subprocess.TimeoutExpired:
-        self.proc.kill()
-        self.proc.wait()
-    self._log.close()
-    shutil.rmtree(self.tmpdir, ignore_errors=True)
-
-
-class _TokenInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
-                        grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
-  """Adds the bearer token to every call (call credentials need TLS; the Unix socket has none)."""
-
-  def __init__(self, token: str):
-    self._md = ("authorization", f"Bearer {token}")
-
-  def _details(self, d):
-    return d._replace(metadata=list(d.metadata or ()) + [self._md])
-
-  def intercept_unary_unary(self, continuation, d, request):
-    return continuation(self._details(d), request)
-
-  def intercept_unary_stream(self, continuation, d, request):
-    return continuation(self._details(d), request)
-
-  def intercept_stream_unary(self, continuation, d, request_iterator):
-    return continuation(self._details(d), request_iterator)
-
-  def intercept_stream_stream(self, continuation, d, request_iterator):
-    return continuation(self._details(d), request_iterator)
-
-
-def _read_env_file(name: str) -> Optional[bytes]:
-  path = os.environ.get(name)
-  if not path:
-    return None
-  try:
-    with open(path, "rb") as f:
-      return f.read()
-  except OSError as e:
-    raise PolygradConnectionError(f"cannot read {name}={path}: {e}") from e
-
-
-def make_channel(address: str, token: Optional[str] = None, server_name: Optional[str] = None) -> grpc.Channel:
-  """A channel to `address`: TLS when POLYGRAD_TLS_CA is set (TCP only), the token on every call.
-  `server_name` is the name to check in the certificate when `address` is an IP the client
-  resolved itself (POLYGRAD_TLS_SERVER_NAME still wins)."""
-  options = list(_CHANNEL_OPTIONS)
-  ca = None if address.startswith("unix:") else _read_env_file("POLYGRAD_TLS_CA")
-  if ca is not None:
-    creds = grpc.ssl_channel_credentials(root_certificates=ca,
-                                         private_key=_read_env_file("POLYGRAD_TLS_KEY"),
-                                         certificate_chain=_read_env_file("POLYGRAD_TLS_CERT"))
-    name = os.environ.get("POLYGRAD_TLS_SERVER_NAME") or server_name
-    if name:
-      options.append(("grpc.ssl_target_name_override", name))
-    channel = grpc.secure_channel(address, creds, options=options)
-  else:
-    channel = grpc.insecure_channel(address, options=options)
-  return grpc.intercept_channel(channel, _TokenInterceptor(token)) if token else channel
 
 
 class Connection:
@@ -352,8 +90,6 @@ class Connection:
 
   def __init__(self, address: Optional[str] = None, connect_timeout: Optional[float] = None,
                token: Optional[str] = None):
-    pb, pb_grpc = _pb()
-    self._pb = pb
     self.daemon: Optional[EmbeddedDaemon] = None
     timeout = connect_timeout if connect_timeout is not None else _timeout_env(
         "POLYGRAD_CONNECT_TIMEOUT", 30.0)
@@ -373,13 +109,13 @@ class Connection:
       if self.daemon is not None:
         self.daemon.wait_for_socket(deadline)
       self._connect(resolve_target(address), token, deadline)
-      self.stub = pb_grpc.PolygradStub(self.channel)
-      self.info = self._call("GetInfo", self.stub.GetInfo, pb.GetInfoRequest())
+      self.stub = wire.polygrad_stub(self.channel)
+      self.info = self._call("GetInfo", self.stub.GetInfo, wire.get_info())
       self.max_inline_bytes = int(self.info.max_inline_bytes) or DEFAULT_MAX_INLINE_BYTES
       self.max_nodes_per_request = int(self.info.max_nodes_per_request) or 0
       self.chunk_bytes = int(self.info.chunk_bytes) or CHUNK_BYTES
       self.session_id = self._call("CreateSession", self.stub.CreateSession,
-                                   pb.CreateSessionRequest()).session_id
+                                   wire.create_session()).session_id
       self.pid = os.getpid()
       self.use_shm = self.address.startswith("unix:") and os.environ.get("POLYGRAD_SHM", "1") != "0"
       self.blob_min_bytes = int(_timeout_env("POLYGRAD_BLOB_MIN_BYTES", BLOB_MIN_BYTES))
@@ -426,7 +162,7 @@ class Connection:
 
   def _keep_alive(self, interval: float) -> None:
     """The daemon expires idle sessions; a live process keeps its lease with an empty Release."""
-    req = self._pb.ReleaseRequest(session_id=self.session_id)
+    req = wire.release(self.session_id)
     while not self._stop.wait(interval):
       try:
         self.stub.Release(req, timeout=10)
@@ -500,22 +236,15 @@ class Connection:
   # --- RPCs -------------------------------------------------------------------------------------
 
   def realize(self, nodes: List, outputs: Sequence[int], want_data: bool,
-              release_nodes: Sequence[int] = ()):
-    pb = self._pb
-    from .device import Device
-    # Results of constants and random ops alone are computed on Device.DEFAULT (tinygrad's rule).
-    default = "" if Device.DEFAULT in ("CPU", "CPU:0") else Device.DEFAULT
-    req = pb.RealizeRequest(session_id=self.session_id, nodes=nodes, outputs=list(outputs),
-                            want_data=want_data, release_nodes=list(release_nodes), default_device=default)
-    from .progress import Waiting
+              release_nodes: Sequence[int] = (), default_device: str = ""):
+    """Realize: `nodes` are wire.node messages; `default_device` places results of constants and
+    random ops alone ("" is the CPU)."""
+    req = wire.realize(self.session_id, nodes, outputs, want_data, release_nodes, default_device)
     with Waiting(f"realizing {len(nodes)} nodes"):
       return self._call("Realize", self.stub.Realize, req)
 
   def release(self, node_ids: Sequence[int] = (), handles: Sequence[int] = ()) -> None:
-    pb = self._pb
-    req = pb.ReleaseRequest(session_id=self.session_id, node_ids=list(node_ids),
-                            handles=list(handles))
-    self._call("Release", self.stub.Release, req)
+    self._call("Release", self.stub.Release, wire.release(self.session_id, node_ids, handles))
 
   def upload(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
     """Send `data` in chunks (header in the first); returns the new handle. Large tensors go
@@ -531,23 +260,9 @@ class Connection:
 
   def upload_stream(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
     """Upload by the chunked stream only."""
-    pb = self._pb
-    chunk = self.chunk_bytes
     total = len(data)
-
-    def chunks() -> Iterator:
-      header = pb.UploadHeader(session_id=self.session_id, dtype=wire_dtype, shape=list(shape))
-      if total == 0:
-        yield pb.UploadChunk(header=header, data=b"", last=True)
-        return
-      for off in range(0, total, chunk):
-        end = min(total, off + chunk)
-        msg = pb.UploadChunk(data=bytes(data[off:end]), last=end == total)
-        if off == 0:
-          msg.header.CopyFrom(header)
-        yield msg
-
-    resp = self._call("Upload", self.stub.Upload, chunks())
+    resp = self._call("Upload", self.stub.Upload,
+                      wire.upload_chunks(self.session_id, wire_dtype, shape, data, self.chunk_bytes))
     if resp.bytes and resp.bytes != total:
       raise PolygradError(f"Upload: daemon stored {resp.bytes} bytes, sent {total}")
     return int(resp.handle)
@@ -563,8 +278,7 @@ class Connection:
 
   def download_stream(self, handle: int) -> Tuple[int, Tuple[int, ...], bytes]:
     """Download by the chunked stream only."""
-    pb = self._pb
-    req = pb.DownloadRequest(session_id=self.session_id, handle=handle, chunk_bytes=0)
+    req = wire.download(self.session_id, handle)
     buf = bytearray()
     dtype, shape = 0, None
     try:
@@ -596,7 +310,7 @@ class Connection:
       fd = os.open(region.path, os.O_RDWR)
     except OSError as e:
       self._call("FreeSharedMemory", self.stub.FreeSharedMemory,
-                 self._pb.FreeSharedMemoryRequest(session_id=self.session_id, region=region.region))
+                 wire.free_shm(self.session_id, region.region))
       raise _ShmUnavailable(str(e)) from e
     try:
       # Populating at map time takes the page faults in one go rather than one per 4 KiB.
@@ -626,7 +340,7 @@ class Connection:
     staging[2].close()
     try:
       self._call("FreeSharedMemory", self.stub.FreeSharedMemory,
-                 self._pb.FreeSharedMemoryRequest(session_id=self.session_id, region=staging[0]))
+                 wire.free_shm(self.session_id, staging[0]))
     except PolygradError:
       pass  # the region goes with the session anyway
 
@@ -636,28 +350,25 @@ class Connection:
 
   def upload_shm(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
     """Upload through the staging region of the daemon: one copy in, one copy into the buffer."""
-    pb = self._pb
     total = len(data)
     with self._staging_lock:
       if self._staging is None or self._staging[1] < total:
         region = self._shm_call("CreateSharedMemory", self.stub.CreateSharedMemory,
-                                pb.CreateSharedMemoryRequest(session_id=self.session_id, bytes=max(1, total)))
+                                wire.create_shm(self.session_id, max(1, total)))
         self._adopt_staging(region, max(1, total))
       region_id, _, mm = self._staging
       mm[:total] = data
       r = self._call("CommitSharedMemory", self.stub.CommitSharedMemory,
-                     pb.CommitSharedMemoryRequest(session_id=self.session_id, region=region_id, dtype=wire_dtype,
-                                                  shape=list(shape)))
+                     wire.commit_shm(self.session_id, region_id, wire_dtype, shape))
       self._trim_staging()
     return int(r.handle)
 
   def download_shm(self, handle: int) -> Tuple[int, Tuple[int, ...], bytes]:
     """Download through the staging region (the daemon answers with a new one when it is too small)."""
-    pb = self._pb
     with self._staging_lock:
       staging_id = self._staging[0] if self._staging is not None else 0
       region = self._shm_call("ReadSharedMemory", self.stub.ReadSharedMemory,
-                              pb.ReadSharedMemoryRequest(session_id=self.session_id, handle=handle, region=staging_id))
+                              wire.read_shm(self.session_id, handle, staging_id))
       if region.region == staging_id:
         mm = self._staging[2]
       else:
@@ -667,24 +378,13 @@ class Connection:
     return region.dtype, tuple(region.shape), data
 
   def has_blobs(self, hashes: Sequence[str]) -> List[bool]:
-    r = self._call("HasBlobs", self.stub.HasBlobs, self._pb.HasBlobsRequest(sha256=list(hashes)))
+    r = self._call("HasBlobs", self.stub.HasBlobs, wire.has_blobs(hashes))
     return list(r.present)
 
   def upload_blob(self, data: memoryview, sha256: Optional[str] = None) -> str:
     """Stores `data` on the daemon under its sha256 (sent whole even if present); returns the hash."""
-    pb = self._pb
     sha256 = sha256 or hashlib.sha256(data).hexdigest()
-    total = len(data)
-
-    def chunks() -> Iterator:
-      first = True
-      for off in range(0, max(total, 1), self.chunk_bytes):
-        msg = pb.BlobChunk(data=bytes(data[off:off + self.chunk_bytes]))
-        if first:
-          msg.sha256, msg.size, first = sha256, total, False
-        yield msg
-
-    self._call("UploadBlob", self.stub.UploadBlob, chunks())
+    self._call("UploadBlob", self.stub.UploadBlob, wire.blob_chunks(data, sha256, self.chunk_bytes))
     return sha256
 
   def upload_once(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
@@ -695,8 +395,7 @@ class Connection:
       if attempt or not self.has_blobs([sha256])[0]:
         self.upload_blob(data, sha256)
       try:
-        r = self.stub.BufferFromBlob(self._pb.BufferFromBlobRequest(
-            session_id=self.session_id, sha256=sha256, dtype=wire_dtype, shape=list(shape)))
+        r = self.stub.BufferFromBlob(wire.buffer_from_blob(self.session_id, sha256, wire_dtype, shape))
         return int(r.handle)
       except grpc.RpcError as e:
         # Evicted between HasBlobs and BufferFromBlob (the daemon's blob memory is capped): once more.
@@ -709,25 +408,16 @@ class Connection:
   def compile_step(self, nodes: List, inputs: Sequence[int], outputs: Sequence[int],
                    assigns: Sequence[Tuple[int, int]], materialize: Sequence[int] = ()):
     """CompileStep: `assigns` are (target node id, value node id) pairs."""
-    pb = self._pb
-    req = pb.CompileStepRequest(session_id=self.session_id, nodes=nodes, inputs=list(inputs),
-                                outputs=list(outputs),
-                                assigns=[pb.StepAssign(target_node=t, value=v) for t, v in assigns],
-                                materialize=list(materialize))
+    req = wire.compile_step(self.session_id, nodes, inputs, outputs, assigns, materialize)
     return self._call("CompileStep", self.stub.CompileStep, req)
 
   def run_step(self, step_id: int, inputs: Sequence, want_data: bool = True):
     """RunStep: `inputs` are (node id, bytes) or (node id, handle int) pairs."""
-    pb = self._pb
-    msgs = [pb.StepInput(node_id=n, handle=v) if isinstance(v, int) else pb.StepInput(node_id=n, data=v)
-            for n, v in inputs]
-    req = pb.RunStepRequest(session_id=self.session_id, step_id=step_id, inputs=msgs, want_data=want_data)
+    req = wire.run_step(self.session_id, step_id, inputs, want_data)
     return self._call("RunStep", self.stub.RunStep, req)
 
   def release_step(self, step_id: int) -> None:
-    pb = self._pb
-    self._call("ReleaseStep", self.stub.ReleaseStep, pb.ReleaseStepRequest(session_id=self.session_id,
-                                                                            step_id=step_id))
+    self._call("ReleaseStep", self.stub.ReleaseStep, wire.release_step(self.session_id, step_id))
 
   def close(self) -> None:
     self._stop.set()
@@ -739,7 +429,7 @@ class Connection:
     try:
       if self.session_id:
         self._call("CloseSession", self.stub.CloseSession,
-                   self._pb.CloseSessionRequest(session_id=self.session_id), timeout=5)
+                   wire.close_session(self.session_id), timeout=5)
     except PolygradError:
       pass
     finally:
@@ -753,6 +443,18 @@ class Connection:
 _lock = threading.Lock()
 _conn: Optional[Connection] = None
 _atexit_registered = False
+_session_end_hooks: List[Callable[[], None]] = []
+
+
+def on_session_end(hook: Callable[[], None]) -> None:
+  """Call `hook` whenever this process's session is dropped (close_connection, or a fork that
+  leaves the parent's session behind): what it held on the daemon is gone."""
+  _session_end_hooks.append(hook)
+
+
+def _session_ended() -> None:
+  for hook in _session_end_hooks:
+    hook()
 
 
 def get_connection() -> Connection:
@@ -764,8 +466,7 @@ def get_connection() -> Connection:
     if _conn is not None and _conn.pid != os.getpid():
       # Forked: the parent's channel, session and daemon are not ours.
       _conn = None
-      from . import graph
-      graph.GRAPH.forget_session()
+      _session_ended()
     if _conn is None:
       _conn = Connection()
       if not _atexit_registered:
@@ -784,6 +485,5 @@ def close_connection() -> None:
   with _lock:
     conn, _conn = _conn, None
   if conn is not None:
-    from . import graph
-    graph.GRAPH.forget_session()
+    _session_ended()
     conn.close()

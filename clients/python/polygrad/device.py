@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import List, NamedTuple, Optional
 
+from .connection import get_connection
 from .errors import PolygradError
 
 _NAME = re.compile(r"^([A-Za-z]+)(?::(\d+))?$")
@@ -56,7 +57,6 @@ class Device(metaclass=_DeviceNames):
   @staticmethod
   def list() -> List[DeviceInfo]:
     """The daemon's devices, from the GetInfo answer cached when the connection was made."""
-    from .connection import get_connection
     return [DeviceInfo(d.name, bool(d.available), d.detail) for d in get_connection().info.devices]
 
   @staticmethod
@@ -85,7 +85,6 @@ class Device(metaclass=_DeviceNames):
     name = Device.canonicalize(device)
     if name in ("CPU", "CPU:0"):
       return "CPU"
-    from .connection import get_connection
     conn = get_connection()
     info = Device.find(name)
     if info is None:

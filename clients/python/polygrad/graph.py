@@ -16,49 +16,21 @@ through it.
 from __future__ import annotations
 
 import collections
-import dataclasses
+import contextlib
+import contextvars
 import threading
 import weakref
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from . import wire
+from .connection import current_connection, get_connection, on_session_end
+from .device import Device
 from .dtype import DType, dtypes, np_dtype
 from .errors import PolygradError, PolygradNotFound
-
-# Wire op numbers, from proto/polygrad/v1/polygrad.proto (checked against the stubs in tests).
-BUFFER, CONST = 1, 2
-NEG, EXP2, LOG2, SQRT, RECIPROCAL, SIN, CAST = 10, 11, 12, 13, 14, 15, 16
-ADD, SUB, MUL, DIV, MAX, CMPLT, CMPNE, WHERE = 30, 31, 32, 33, 34, 35, 36, 37
-IDIV, MOD, AND, OR, XOR = 38, 39, 40, 41, 42
-REDUCE_SUM, REDUCE_MAX = 50, 51
-RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP = 70, 71, 72, 73, 74, 75
-GRADIENT = 90
-MATMUL, SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYERNORM = 100, 101, 102, 103, 104, 105, 106
-EXP, LOG, RELU, SIGMOID, TANH, GELU, SILU = 110, 111, 112, 113, 114, 115, 116
-ARANGE, CONV2D, MAX_POOL2D, AVG_POOL2D, CUMSUM, ONE_HOT = 120, 121, 122, 123, 124, 125
-ARGMAX, ARGMIN, TRIL, TRIU, GATHER = 126, 127, 128, 129, 130
-REDUCE_PROD, POW, RAND, RANDN, RANDINT, DROPOUT, CONV_TRANSPOSE2D = 131, 132, 133, 134, 135, 136, 137
-RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN, BATCHNORM_EVAL = 138, 139, 140, 141
-SCALED_DOT_PRODUCT_ATTENTION, SCALED_DOT_PRODUCT_ATTENTION_MASKED = 142, 143
-BITCAST = 144
-COPY = 145  # an explicit transfer to Composite.device
-ERF, ATAN, ASIN, ACOS, SINH, COSH, ASINH, ACOSH, ATANH = 146, 147, 148, 149, 150, 151, 152, 153, 154
-LOG10, LOG1P, EXPM1, LOGADDEXP, COPYSIGN, LERP, SOFTSIGN, CELU, SELU = 155, 156, 157, 158, 159, 160, 161, 162, 163
-ISFINITE, ISCLOSE = 164, 165
-SORT, TOPK, CUMMAX, CUMMIN, CUMPROD, LOGCUMSUMEXP = 200, 201, 202, 203, 204, 205
-SCATTER_REDUCE, NLL_LOSS, INTERPOLATE, UNFOLD, NONZERO, MULTINOMIAL = 206, 207, 208, 209, 210, 211
-SOFTPLUS, CLAMP_MIN, CLAMP_MAX = 220, 221, 222
-
-OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
-# Composite ops whose node carries a CompositeArg (the others take no argument).
-COMPOSITE_ARG_OPS = frozenset({SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYERNORM, CONV2D, MAX_POOL2D,
-                               AVG_POOL2D, CUMSUM, ONE_HOT, ARGMAX, ARGMIN, TRIL, TRIU, GATHER, RAND, RANDN,
-                               RANDINT, DROPOUT, CONV_TRANSPOSE2D, RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN,
-                               BATCHNORM_EVAL, SCALED_DOT_PRODUCT_ATTENTION,
-                               SCALED_DOT_PRODUCT_ATTENTION_MASKED, COPY, CELU, ISCLOSE, SORT, TOPK, CUMMAX,
-                               CUMMIN, CUMPROD, LOGCUMSUMEXP, SOFTPLUS, SCATTER_REDUCE, NLL_LOSS, INTERPOLATE, UNFOLD,
-                               NONZERO, MULTINOMIAL})
+from .ops import *  # noqa: F401,F403  (re-exported: the client and its tests name ops graph.ADD, graph.Composite)
+from .ops import BUFFER, COPY, GRADIENT, OP_NAMES
 
 # Queued releases beyond this go out in a Release call of their own before the next node is made.
 RELEASE_BATCH = 4096
@@ -67,46 +39,9 @@ CACHE_BYTES = 64 << 10
 # Inline BUFFER bytes per Realize request, so a request stays well under gRPC's message limit.
 REQUEST_INLINE_BUDGET = 3 << 20
 
-
-@dataclasses.dataclass(frozen=True)
-class Composite:
-  """The argument of a composite op (polygrad.v1.CompositeArg); each op reads its own fields."""
-
-  axes: Tuple[int, ...] = ()
-  keepdim: bool = False
-  eps: float = 0.0
-  correction: float = 0.0
-  normalized_axes: int = 0
-  kernel: Tuple[int, ...] = ()  # pooling window, one value per spatial axis (1 to 3)
-  stride: Tuple[int, ...] = ()
-  padding: Tuple[int, ...] = ()  # per spatial axis, or (before, after) per axis in axis order
-  dilation: Tuple[int, ...] = ()
-  groups: int = 0
-  n: int = 0  # ONE_HOT classes
-  diagonal: int = 0  # TRIL, TRIU
-  seed: int = 0  # RAND, RANDN, RANDINT, DROPOUT: the generator's key
-  counter: int = 0  # the stream within the seed
-  shape: Tuple[int, ...] = ()  # RAND, RANDN, RANDINT
-  low: int = 0  # RANDINT: [low, high)
-  high: int = 0
-  p: float = 0.0  # DROPOUT
-  output_padding: Tuple[int, ...] = ()  # CONV_TRANSPOSE2D, per spatial axis
-  causal: bool = False  # SCALED_DOT_PRODUCT_ATTENTION*
-  device: str = ""  # COPY: the target device ("CPU", "CUDA:0")
-  alpha: float = 0.0  # CELU
-  rtol: float = 0.0  # ISCLOSE
-  atol: float = 0.0
-  equal_nan: bool = False
-  descending: bool = False  # SORT, TOPK (largest)
-  indices: bool = False  # SORT, TOPK, CUMMAX, CUMMIN, MAX_POOL2D: positions instead of values
-  beta: float = 0.0  # SOFTPLUS
-  threshold: float = 0.0  # SOFTPLUS
-  mode: str = ""  # SCATTER_REDUCE (reduce), NLL_LOSS (reduction), INTERPOLATE
-  include_self: bool = False  # SCATTER_REDUCE
-  align_corners: bool = False  # INTERPOLATE
-  ignore_index: int = 0  # NLL_LOSS (-100, torch's, for none)
-  step: int = 0  # UNFOLD
-  replacement: bool = False  # MULTINOMIAL
+# What realize does instead of sending, inside Graph.tracing (compile_step's trace). A context
+# variable, so a trace in one thread does not capture the realizes of another.
+_tracer: contextvars.ContextVar[Optional[Callable]] = contextvars.ContextVar("polygrad_tracer", default=None)
 
 
 class Node:
@@ -248,7 +183,6 @@ class Graph:
 
   def flush_releases(self) -> None:
     """Send queued releases now in one Release call (no-op without a session)."""
-    from .connection import current_connection
     conn = current_connection()
     if conn is None:
       return
@@ -369,78 +303,20 @@ class Graph:
       stack.extend((s, False) for s in reversed(n.src) if s.id not in state)
     return order
 
-  def _to_wire(self, pb, n: Node):
-    msg = pb.Node(id=n.id, op=n.op, dtype=n.dtype.wire, src=[s.id for s in n.src])
-    a = n.arg
-    if n.op in (RESHAPE, EXPAND, ARANGE):
-      msg.shape.dims.extend(a)
-    elif n.op in (PERMUTE, FLIP, REDUCE_SUM, REDUCE_MAX, REDUCE_PROD):
-      msg.axes.axes.extend(a)
-    elif n.op in (PAD, SHRINK):
-      msg.pairs.begin.extend(p[0] for p in a)
-      msg.pairs.end.extend(p[1] for p in a)
-    elif n.op in COMPOSITE_ARG_OPS:
-      c = msg.composite
-      c.axes.extend(a.axes)
-      c.keepdim = a.keepdim
-      c.eps = a.eps
-      c.correction = a.correction
-      c.normalized_axes = a.normalized_axes
-      c.kernel.extend(a.kernel)
-      c.stride.extend(a.stride)
-      c.padding.extend(a.padding)
-      c.dilation.extend(a.dilation)
-      c.groups = a.groups
-      c.n = a.n
-      c.diagonal = a.diagonal
-      c.seed = a.seed
-      c.counter = a.counter
-      c.shape.extend(a.shape)
-      c.low = a.low
-      c.high = a.high
-      c.p = a.p
-      c.output_padding.extend(a.output_padding)
-      c.descending = a.descending
-      c.indices = a.indices
-      c.causal = a.causal
-      c.device = a.device
-      c.alpha = a.alpha
-      c.rtol = a.rtol
-      c.atol = a.atol
-      c.equal_nan = a.equal_nan
-      c.beta = a.beta
-      c.threshold = a.threshold
-      c.mode = a.mode
-      c.include_self = a.include_self
-      c.align_corners = a.align_corners
-      c.ignore_index = a.ignore_index
-      c.step = a.step
-      c.replacement = a.replacement
-    elif n.op == CONST:
-      c = msg.constant
-      c.shape.extend(n.shape)
-      k = n.dtype.kind
-      if k == "f":
-        c.float_value = float(a)
-      elif k == "b":
-        c.bool_value = bool(a)
-      elif k == "u":
-        c.uint_value = int(a)
-      else:
-        c.int_value = int(a)
-    elif n.op == BUFFER:
-      b = msg.buffer
-      b.shape.extend(n.shape)
-      if isinstance(a, np.ndarray):
-        b.data = a.tobytes()
-      else:
-        b.handle = int(a)
-    return msg
+  @contextlib.contextmanager
+  def tracing(self, realize: Callable[[Sequence[Node], bool], List[Optional[np.ndarray]]]):
+    """Within, this thread's realize(outputs, want_data) calls `realize` and sends nothing."""
+    token = _tracer.set(realize)
+    try:
+      yield
+    finally:
+      _tracer.reset(token)
 
   def realize(self, outputs: Sequence[Node], want_data: bool) -> List[Optional[np.ndarray]]:
     """Send what the daemon lacks and realize `outputs`. With want_data, returns their arrays."""
-    from .connection import _pb, get_connection
-    pb, _ = _pb()
+    tracer = _tracer.get()
+    if tracer is not None:
+      return tracer(outputs, want_data)
     conn = get_connection()
     with self._lock:
       if want_data and all(n.cache is not None for n in outputs):
@@ -465,27 +341,20 @@ class Graph:
             self.uploads += 1
           else:
             budget -= nbytes
-      wire = [self._to_wire(pb, n) for n in todo]
+      msgs = [wire.node(n) for n in todo]
       release = self._drain(self._dead)
       handles = self._drain(self._dead_handles)
       out_ids = [n.id for n in uniq]
-      limit = conn.max_nodes_per_request or len(wire) or 1
       try:
-        # Node batches beyond the daemon's per-request limit go first, realizing nothing.
-        start = 0
-        while len(wire) - start > limit:
-          conn.realize(wire[start:start + limit], [], False)
-          for n in todo[start:start + limit]:
-            self._mark_sent(n)
-          start += limit
+        start = self.send_leading_batches(conn, todo, msgs)
         try:
-          resp = conn.realize(wire[start:], out_ids, want_data, release)
+          resp = conn.realize(msgs[start:], out_ids, want_data, release, default_device())
         except PolygradNotFound as e:
           if "release_nodes" not in e.details:
             raise
           # A release the daemon does not know would fail every later request: drop them.
           release = []
-          resp = conn.realize(wire[start:], out_ids, want_data, ())
+          resp = conn.realize(msgs[start:], out_ids, want_data, (), default_device())
         self.requests += 1
       except BaseException:
         self._dead.extendleft(reversed(release))
@@ -522,6 +391,18 @@ class Graph:
           arrays[n.id] = arr
       return [arrays.get(n.id) for n in outputs]
 
+  def send_leading_batches(self, conn, todo: List[Node], msgs: List) -> int:
+    """Sends the node batches beyond the daemon's per-request limit, realizing nothing, so the
+    rest fits one request; returns where that rest starts in `msgs` (wire.node of each of `todo`)."""
+    limit = conn.max_nodes_per_request or len(msgs) or 1
+    start = 0
+    while len(msgs) - start > limit:
+      conn.realize(msgs[start:start + limit], [], False, (), default_device())
+      for n in todo[start:start + limit]:
+        self._mark_sent(n)
+      start += limit
+    return start
+
   @staticmethod
   def _any_stop_src(todo: List[Node]) -> bool:
     return any(s.stop and not s.handle for n in todo for s in n.src)
@@ -555,4 +436,11 @@ def decode(n: Node, wire_dtype: int, shape: Tuple[int, ...], data: bytes) -> np.
   return arr.astype(npdt.newbyteorder("="), copy=True)
 
 
+def default_device() -> str:
+  """Where the daemon computes results of constants and random ops alone: Device.DEFAULT
+  (tinygrad's rule), "" for the CPU."""
+  return "" if Device.DEFAULT in ("CPU", "CPU:0") else Device.DEFAULT
+
+
 GRAPH = Graph()
+on_session_end(GRAPH.forget_session)

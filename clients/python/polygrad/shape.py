@@ -1,8 +1,11 @@
 """Shape rules, computed locally so that `t.shape` never asks the daemon and shape errors are
-raised before any round trip."""
+raised before any round trip: broadcasting, reshape/expand inference, axis normalisation, and the
+output shapes of matmul, reductions, convolution and pooling windows. The one place for them."""
 from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence, Tuple, Union
+
+import numpy as np
 
 from .errors import AxisError, ShapeError
 
@@ -139,3 +142,108 @@ def normalize_pairs(arg, shape: Shape, what: str, default) -> Tuple[Tuple[int, i
       raise ShapeError(f"{what}: each entry must be a (begin, end) pair, got {p}")
     out.append((int(p[0]), int(p[1])))
   return tuple(out)
+
+
+def axis_of(axis, ndim: int, what: str) -> int:
+  """normalize_axis for ops along one axis, which name themselves (`what`) in the error and take
+  numpy ints; a 0-d tensor has no axis to name."""
+  if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+    raise AxisError(f"{what}: axis must be an int, got {axis!r}")
+  axis = int(axis)
+  if not -ndim <= axis < ndim:
+    raise AxisError(f"{what}: axis {axis} is out of range for {ndim} axes")
+  return axis % ndim
+
+
+def ints(v, what: str) -> Tuple[int, ...]:
+  vals = (v,) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else v
+  try:
+    out = tuple(vals)
+  except TypeError:
+    raise ShapeError(f"{what} must be an int or a tuple of ints, got {v!r}") from None
+  if not all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in out):
+    raise ShapeError(f"{what} must be an int or a tuple of ints, got {v!r}")
+  return tuple(int(x) for x in out)
+
+
+def ntuple(v, n: int, what: str, low: int) -> Tuple[int, ...]:
+  """n values from an int (repeated) or n values, each at least `low`."""
+  out = ints(v, what)
+  if len(out) == 1 and not isinstance(v, (tuple, list)):
+    out = out * n
+  if len(out) != n:
+    raise ShapeError(f"{what} needs an int or {n} values (one per spatial axis), got {v!r}")
+  if any(x < low for x in out):
+    raise ShapeError(f"{what} values must be >= {low}, got {v!r}")
+  return out
+
+
+def padding_pairs(padding, n: int) -> Tuple[int, ...]:
+  """The wire's (before, after) per spatial axis in axis order ((top, bottom, left, right) in
+  2-D) from an int, n values (one per axis), or tinygrad's 2n values, which list the pairs from
+  the last axis back ((left, right, top, bottom) in 2-D)."""
+  p = ints(padding, "padding")
+  if len(p) == 1 and not isinstance(padding, (tuple, list)):
+    p = p * n
+  if len(p) == n:
+    out = tuple(v for x in p for v in (x, x))
+  elif len(p) == 2 * n:
+    out = tuple(v for i in reversed(range(n)) for v in (p[2 * i], p[2 * i + 1]))
+  else:
+    raise ShapeError(f"padding needs an int, {n} values or {2 * n} ((before, after) from the last axis back), "
+                     f"got {padding!r}")
+  if any(x < 0 for x in out):
+    raise ShapeError(f"padding must be >= 0, got {padding!r}")
+  return out
+
+
+def window_out(spatial: Tuple[int, ...], k: Tuple[int, ...], stride: Tuple[int, ...], dil: Tuple[int, ...],
+                pads: Tuple[int, ...], what: str) -> Tuple[int, ...]:
+  out = []
+  for i, size in enumerate(spatial):
+    span = dil[i] * (k[i] - 1) + 1
+    padded = size + pads[2 * i] + pads[2 * i + 1]
+    if padded < span:
+      raise ShapeError(f"{what}: a window of {span} (kernel {k[i]}, dilation {dil[i]}) does not fit spatial axis "
+                       f"{i} = {size} padded to {padded}")
+    out.append((padded - span) // stride[i] + 1)
+  return tuple(out)
+
+
+def spatial_count(sx: Tuple[int, ...], sw: Tuple[int, ...], what: str, layout: str) -> int:
+  """The spatial axes of a convolution: weight.ndim - 2, 1 to 3, the input of the same rank."""
+  if not 3 <= len(sw) <= 5 or len(sx) != len(sw):
+    raise ShapeError(f"{what} takes input (N, C, *spatial) and weight {layout} of the same rank with 1 to 3 spatial "
+                     f"axes, got {sx} and {sw}")
+  return len(sw) - 2
+
+
+def conv_shape(sx: Tuple[int, ...], sw: Tuple[int, ...], groups: int, stride, dil, pads) -> Tuple[int, ...]:
+  o, cg = sw[:2]
+  if cg * groups != sx[1] or o % groups:
+    raise ShapeError(f"conv2d: weight {sw} with groups={groups} does not fit input {sx} "
+                     f"(need C = groups * weight.shape[1] and O divisible by groups)")
+  if any(k < 1 for k in sw[2:]):
+    raise ShapeError(f"conv2d: empty kernel {sw}")
+  return (sx[0], o) + window_out(sx[2:], sw[2:], stride, dil, pads, "conv2d")
+
+
+def reduced_shape(shape: Tuple[int, ...], axes: Tuple[int, ...], keepdim: bool) -> Tuple[int, ...]:
+  if keepdim:
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+  return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
+def matmul_shape(sa: Tuple[int, ...], sb: Tuple[int, ...]) -> Tuple[int, ...]:
+  """numpy matmul's result shape (the daemon's MATMUL rule), or the error numpy would give."""
+  if not sa or not sb:
+    raise ShapeError(f"both tensors need to be at least 1D, got {len(sa)}D and {len(sb)}D")
+  a = (1,) + sa if len(sa) == 1 else sa
+  b = sb + (1,) if len(sb) == 1 else sb
+  if a[-1] != b[-2]:
+    raise ShapeError(f"cannot matmul {sa} with {sb} ({a[-1]} != {b[-2]})")
+  try:
+    batch = broadcast_shape(a[:-2], b[:-2])
+  except ValueError as e:
+    raise ShapeError(f"cannot matmul {sa} with {sb}: batch {e}") from None
+  return batch + ((a[-2],) if len(sa) > 1 else ()) + ((b[-1],) if len(sb) > 1 else ())

@@ -29,15 +29,20 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from . import graph as g
+from . import wire
+from .connection import get_connection
 from .errors import PolygradError
+from .nn.optim import LAMB, Adam, Optimizer, _Scalar
+from .nn.state import get_parameters
 from .tensor import Tensor, _to_wire_array
 
 __all__ = ["compile_step", "CompiledTrainingStep"]
 
 
 class _Tracing:
-  """Graph.realize while tracing: realizes are deferred (their nodes become part of the step);
-  reading a value is impossible, since nothing runs until the step does."""
+  """Graph.realize while fn is traced (Graph.tracing, in this thread only): realizes are deferred
+  (their nodes become part of the step); reading a value is impossible, since nothing runs until
+  the step does."""
 
   def __init__(self) -> None:
     self.deferred: List[g.Node] = []
@@ -49,22 +54,9 @@ class _Tracing:
     self.deferred.extend(outputs)
     return [None] * len(outputs)
 
-  def __enter__(self):
-    g.GRAPH.realize = self.realize  # an instance attribute shadows the method
-    return self
-
-  def __exit__(self, *exc) -> None:
-    del g.GRAPH.realize
-
-
-def _tensors_in(obj: Any) -> List[Tensor]:
-  from .nn.state import get_parameters
-  return get_parameters(obj)
-
 
 def _optimizers_in(obj: Any) -> List[Any]:
   """The optimizers among obj (and in lists/tuples/dicts of it)."""
-  from .nn.optim import Optimizer
   if isinstance(obj, Optimizer):
     return [obj]
   if isinstance(obj, (list, tuple)):
@@ -77,7 +69,6 @@ def _optimizers_in(obj: Any) -> List[Any]:
 def _optimizer_scalars(opt, k: int) -> Dict[str, float]:
   """The per-step scalars an optimizer's step k uses (k counts from 1), by _Scalar attribute
   name: the values nn.optim computes on the host before building its update."""
-  from .nn.optim import LAMB, Adam
   out = {"_lr": opt.lr}
   if isinstance(opt, Adam):
     out["_step_size"] = opt.lr / (1 - opt.b1 ** k)
@@ -99,8 +90,11 @@ def _step_died(gen: int, step_id: int) -> None:
 
 
 def _flush_dead_steps(conn) -> None:
-  while _DEAD_STEPS:
-    gen, step_id = _DEAD_STEPS.pop()
+  while True:
+    try:
+      gen, step_id = _DEAD_STEPS.pop()
+    except IndexError:  # empty, or another thread took the last one
+      return
     if gen != g.GRAPH.gen or not conn.session_id:
       continue  # that session is gone, and its steps with it
     try:
@@ -240,8 +234,6 @@ class CompiledTrainingStep:
 
 def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
   """Trace `fn(*args, **kwargs)` once into a step compiled by the daemon (see the module doc)."""
-  from .connection import _pb, get_connection
-  pb, _ = _pb()
   conn = get_connection()
   _flush_dead_steps(conn)
   try:
@@ -254,7 +246,7 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
   others = [a for _, a in named if not isinstance(a, Tensor)]
   state: List[Tensor] = []
   seen = set()
-  for t in _tensors_in(others):
+  for t in get_parameters(others):
     if id(t) not in seen and not any(t is i for i in inputs.values()):
       seen.add(id(t))
       state.append(t)
@@ -272,7 +264,7 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
   grads = [(t, t.grad) for t in state]
   first_steps = {id(o): o.steps for o in optimizers}
   try:
-    resp, outs, assigns, scalars = _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids,
+    resp, outs, assigns, scalars = _trace_and_compile(conn, fn, args, kwargs, before, input_nodes, ids,
                                                       optimizers)
   except BaseException:
     for t, gr in grads:  # a failed trace leaves the model as it was
@@ -292,10 +284,11 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
   return step
 
 
-def _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids, optimizers):
+def _trace_and_compile(conn, fn, args, kwargs, before, input_nodes, ids, optimizers):
   """Runs fn with realizes deferred and sends what it built as one CompileStep."""
   first_new_id = g.GRAPH.stats()["next_id"]
-  with _Tracing() as tracing:
+  tracing = _Tracing()
+  with g.GRAPH.tracing(tracing.realize):
     result = fn(*args, **kwargs)
   if result is None:
     outs: List[Tensor] = []
@@ -324,7 +317,6 @@ def _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids, opt
     # Optimizer scalars that change per step become inputs of the step (realized BUFFER nodes:
     # sent before the trace, or sent now with inline data). A scalar on a GPU is a COPY of such a
     # buffer: the buffer is the input, and the step transfers it before every run.
-    from .nn.optim import _Scalar
     scalars = []
     todo_ids = {n.id for n in todo}
     for opt in optimizers:
@@ -350,18 +342,12 @@ def _trace_and_compile(conn, pb, fn, args, kwargs, before, input_nodes, ids, opt
         handle = conn.upload(n.dtype.wire, n.shape, memoryview(n.arg).cast("B"))
         n.arg = handle
         g.GRAPH._uploads[n.id] = handle
-    wire = [g.GRAPH._to_wire(pb, n) for n in todo]
-    limit = conn.max_nodes_per_request or len(wire) or 1
-    start = 0
-    while len(wire) - start > limit:  # node batches past the per-request limit go first
-      conn.realize(wire[start:start + limit], [], False)
-      for n in todo[start:start + limit]:
-        g.GRAPH._mark_sent(n)
-      start += limit
+    msgs = [wire.node(n) for n in todo]
+    start = g.GRAPH.send_leading_batches(conn, todo, msgs)
     # What fn realized (an optimizer step: gradients, new state) gets its own kernels, as eagerly.
     sent_or_todo = todo_ids | {n.id for n in tracing.deferred if n.sent}
     materialize = list(dict.fromkeys(n.id for n in tracing.deferred if n.id in sent_or_todo))
-    resp = conn.compile_step(wire[start:], [*ids, *sorted(scalar_ids)], [t._node.id for t in outs],
+    resp = conn.compile_step(msgs[start:], [*ids, *sorted(scalar_ids)], [t._node.id for t in outs],
                              [(old.id, new.id) for old, new in assigns], materialize)
     for n in todo[start:]:
       g.GRAPH._mark_sent(n)

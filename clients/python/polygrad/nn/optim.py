@@ -18,6 +18,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..dtype import dtypes
+from ..graph import GRAPH
 from ..tensor import Tensor, take_pending_losses, untracked
 
 
@@ -48,7 +49,6 @@ class _Scalar:
 
 
 def _graph_gen() -> int:
-  from ..graph import GRAPH
   return GRAPH.gen
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import string
 from typing import Dict, List, Sequence, Tuple
 
-from .errors import ShapeError
+from ..errors import ShapeError
+from .core import Tensor
 
 __all__ = ["einsum", "rearrange"]
 
@@ -32,7 +33,6 @@ def einsum(formula: str, *operands):
   """numpy.einsum's semantics for one or more tensors: explicit ("ij,jk->ik") or implicit
   output (letters used once, sorted), "..." for broadcast axes. A letter repeated within one
   operand (a diagonal) is not supported."""
-  from .tensor import Tensor
   if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
     operands = tuple(operands[0])
   if not operands or not all(isinstance(t, Tensor) for t in operands):

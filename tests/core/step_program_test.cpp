@@ -1,4 +1,4 @@
-// Execution plans: a plan run must equal a fresh realize of the same graph, step after step, with
+// Compiled steps: a step's run must equal a fresh realize of the same graph, step after step, with
 // assigns applied after every kernel read the old values.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "bench/mlp_step.h"
 #include "core/engine/engine.h"
-#include "core/engine/plan.h"
+#include "core/engine/step_program.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/tensor_ops.h"
 
@@ -17,7 +17,7 @@ namespace {
 
 namespace fe = frontend;
 
-class PlanTest : public ::testing::Test {
+class StepProgramTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { engine_ = std::move(*Engine::create({.threads = 2})).release(); }
   static void TearDownTestSuite() { delete engine_; }
@@ -46,36 +46,36 @@ std::vector<float> copy_of(const BufferPtr& b) {
   return std::vector<float>(p, p + b->numel());
 }
 
-// Ten SGD steps of a small MLP through one plan equal ten eager steps (realize, then copy the
+// Ten SGD steps of a small MLP through one compiled step equal ten eager steps (realize, then copy the
 // new parameters back), and the inputs can change between runs.
-TEST_F(PlanTest, MlpStepsMatchEagerRealize) {
-  auto planned = bench::make_mlp_step(*engine_, 16, 20, 12, 5, 0.1f, 7);
+TEST_F(StepProgramTest, MlpStepsMatchEagerRealize) {
+  auto stepped = bench::make_mlp_step(*engine_, 16, 20, 12, 5, 0.1f, 7);
   auto eager = bench::make_mlp_step(*engine_, 16, 20, 12, 5, 0.1f, 7);
-  ASSERT_TRUE(planned.ok()) << planned.status();
+  ASSERT_TRUE(stepped.ok()) << stepped.status();
   ASSERT_TRUE(eager.ok()) << eager.status();
-  auto plan = engine_->plan(planned->spec());
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_GT((*plan)->stats().kernels, 4u);
-  ASSERT_EQ((*plan)->outputs().size(), 1u);
+  auto compiled = engine_->compile_step(stepped->spec());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_GT((*compiled)->stats().kernels, 4u);
+  ASSERT_EQ((*compiled)->outputs().size(), 1u);
 
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> d(0, 1);
   for (int step = 0; step < 10; ++step) {
     // New inputs for both, as a training loop feeds batches.
-    for (int64_t i = 0; i < planned->buffers[0]->numel(); ++i) {
+    for (int64_t i = 0; i < stepped->buffers[0]->numel(); ++i) {
       const float v = d(rng);
-      static_cast<float*>(planned->buffers[0]->data())[i] = v;
+      static_cast<float*>(stepped->buffers[0]->data())[i] = v;
       static_cast<float*>(eager->buffers[0]->data())[i] = v;
     }
-    ASSERT_TRUE((*plan)->run().ok());
+    ASSERT_TRUE((*compiled)->run().ok());
     std::vector<UOpRef> outs = {eager->loss};
     outs.insert(outs.end(), eager->new_params.begin(), eager->new_params.end());
     auto r = engine_->realize(outs, eager->bindings());
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_NEAR(copy_of((*plan)->outputs()[0])[0], copy_of(r->outputs[0])[0], 1e-5) << "step " << step;
+    EXPECT_NEAR(copy_of((*compiled)->outputs()[0])[0], copy_of(r->outputs[0])[0], 1e-5) << "step " << step;
     for (size_t p = 0; p < 4; ++p) {
       std::memcpy(eager->buffers[2 + p]->data(), r->outputs[1 + p]->data(), eager->buffers[2 + p]->nbytes());
-      std::vector<float> a = copy_of(planned->buffers[2 + p]), b = copy_of(eager->buffers[2 + p]);
+      std::vector<float> a = copy_of(stepped->buffers[2 + p]), b = copy_of(eager->buffers[2 + p]);
       ASSERT_EQ(a.size(), b.size());
       for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-5) << "step " << step << " param " << p;
     }
@@ -84,12 +84,12 @@ TEST_F(PlanTest, MlpStepsMatchEagerRealize) {
 
 // Materialized values are kernel boundaries only: the same results, more kernels, and their
 // buffers are intermediates.
-TEST_F(PlanTest, MaterializeAddsKernelsNotResults) {
+TEST_F(StepProgramTest, MaterializeAddsKernelsNotResults) {
   auto a = bench::make_mlp_step(*engine_, 16, 20, 12, 5, 0.1f, 9);
   auto b = bench::make_mlp_step(*engine_, 16, 20, 12, 5, 0.1f, 9);
   ASSERT_TRUE(a.ok() && b.ok());
-  auto fused = engine_->plan(a->spec(false));
-  auto split = engine_->plan(b->spec(true));
+  auto fused = engine_->compile_step(a->spec(false));
+  auto split = engine_->compile_step(b->spec(true));
   ASSERT_TRUE(fused.ok()) << fused.status();
   ASSERT_TRUE(split.ok()) << split.status();
   EXPECT_GT((*split)->stats().kernels, (*fused)->stats().kernels);
@@ -107,7 +107,7 @@ TEST_F(PlanTest, MaterializeAddsKernelsNotResults) {
 
 // Intermediates with disjoint lifetimes share buffers: a chain of materialized reductions needs
 // at most two live intermediates at a time, however long it is.
-TEST_F(PlanTest, IntermediatesShareMemory) {
+TEST_F(StepProgramTest, IntermediatesShareMemory) {
   std::vector<float> v(64 * 64, 0.5f);
   UOpRef x = leaf(v, {64, 64});
   UOpRef cur = x;
@@ -117,78 +117,78 @@ TEST_F(PlanTest, IntermediatesShareMemory) {
     cur = *fe::alu(Ops::SUB, {x, e});
   }
   UOpRef out = *fe::sum(cur, {0, 1}, false);
-  auto plan = engine_->plan(PlanSpec{{out}, bound_, {}});
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  const PlanStats& st = (*plan)->stats();
+  auto compiled = engine_->compile_step(StepSpec{{out}, bound_, {}});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const StepStats& st = (*compiled)->stats();
   EXPECT_GE(st.kernels, 7u);
   EXPECT_LE(st.intermediates, 2u) << st.kernels << " kernels";
   auto r = engine_->realize({out}, bound_);
   ASSERT_TRUE(r.ok());
-  ASSERT_TRUE((*plan)->run().ok());
-  EXPECT_NEAR(copy_of((*plan)->outputs()[0])[0], copy_of(r->outputs[0])[0], 1e-3);
+  ASSERT_TRUE((*compiled)->run().ok());
+  EXPECT_NEAR(copy_of((*compiled)->outputs()[0])[0], copy_of(r->outputs[0])[0], 1e-3);
 }
 
-// a <- b and b <- a in one plan swap the two: every value is read before any target is written.
-TEST_F(PlanTest, AssignsReadOldValues) {
+// a <- b and b <- a in one step swap the two: every value is read before any target is written.
+TEST_F(StepProgramTest, AssignsReadOldValues) {
   UOpRef a = leaf({1, 2, 3}, {3});
   UOpRef b = leaf({10, 20, 30}, {3});
   UOpRef c = leaf({100, 200, 300}, {3});
   UOpRef sum = *fe::alu(Ops::ADD, {a, b});
-  PlanSpec spec{{sum}, bound_, {{buf(a), b}, {buf(b), a}, {buf(c), *fe::alu(Ops::ADD, {c, a})}}};
-  auto plan = engine_->plan(spec);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  ASSERT_TRUE((*plan)->run().ok());
+  StepSpec spec{{sum}, bound_, {{buf(a), b}, {buf(b), a}, {buf(c), *fe::alu(Ops::ADD, {c, a})}}};
+  auto compiled = engine_->compile_step(spec);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  ASSERT_TRUE((*compiled)->run().ok());
   EXPECT_EQ(values(buf(a)), (std::vector<float>{10, 20, 30}));
   EXPECT_EQ(values(buf(b)), (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(values(buf(c)), (std::vector<float>{101, 202, 303}));
-  EXPECT_EQ(values((*plan)->outputs()[0]), (std::vector<float>{11, 22, 33}));
-  ASSERT_TRUE((*plan)->run().ok());  // and back
+  EXPECT_EQ(values((*compiled)->outputs()[0]), (std::vector<float>{11, 22, 33}));
+  ASSERT_TRUE((*compiled)->run().ok());  // and back
   EXPECT_EQ(values(buf(a)), (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(values(buf(c)), (std::vector<float>{111, 222, 333}));
 }
 
-TEST_F(PlanTest, CancelledRunChangesNoTarget) {
+TEST_F(StepProgramTest, CancelledRunChangesNoTarget) {
   UOpRef a = leaf({1, 2, 3}, {3});
   UOpRef big = *fe::sum(*fe::alu(Ops::MUL, {a, a}), {0}, true);
   UOpRef next = *fe::alu(Ops::ADD, {a, *fe::broadcast_to(big, {3})});
-  auto plan = engine_->plan(PlanSpec{{}, bound_, {{buf(a), next}}});
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  absl::Status s = (*plan)->run([] { return true; });
+  auto compiled = engine_->compile_step(StepSpec{{}, bound_, {{buf(a), next}}});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  absl::Status s = (*compiled)->run([] { return true; });
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(values(buf(a)), (std::vector<float>{1, 2, 3}));
-  ASSERT_TRUE((*plan)->run().ok());
+  ASSERT_TRUE((*compiled)->run().ok());
   EXPECT_EQ(values(buf(a)), (std::vector<float>{15, 16, 17}));
 }
 
-TEST_F(PlanTest, BadAssignsAreInvalidArgument) {
+TEST_F(StepProgramTest, BadAssignsAreInvalidArgument) {
   UOpRef a = leaf({1, 2, 3}, {3});
   UOpRef b = leaf({1, 2, 3, 4}, {4});
-  auto wrong_shape = engine_->plan(PlanSpec{{}, bound_, {{buf(a), b}}});
+  auto wrong_shape = engine_->compile_step(StepSpec{{}, bound_, {{buf(a), b}}});
   ASSERT_FALSE(wrong_shape.ok());
   EXPECT_EQ(wrong_shape.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(wrong_shape.status().message().find("assign 0"), std::string::npos) << wrong_shape.status();
   UOpRef a2 = *fe::alu(Ops::ADD, {a, a});
-  auto twice = engine_->plan(PlanSpec{{}, bound_, {{buf(a), a2}, {buf(a), a}}});
+  auto twice = engine_->compile_step(StepSpec{{}, bound_, {{buf(a), a2}, {buf(a), a}}});
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.status().message().find("assigned twice"), std::string::npos) << twice.status();
   auto as_int = fe::cast(a, DType::Int32);
-  auto wrong_dtype = engine_->plan(PlanSpec{{}, bound_, {{buf(a), *as_int}}});
+  auto wrong_dtype = engine_->compile_step(StepSpec{{}, bound_, {{buf(a), *as_int}}});
   EXPECT_EQ(wrong_dtype.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// A plan keeps what it needs alive: its buffers outlive the caller's bindings, and releasing the
-// plan returns every buffer it allocated.
-TEST_F(PlanTest, PlanOwnsItsBuffers) {
+// A step keeps what it needs alive: its buffers outlive the caller's bindings, and releasing the
+// step returns every buffer it allocated.
+TEST_F(StepProgramTest, StepOwnsItsBuffers) {
   const int64_t before = Buffer::live_count();
   {
     auto m = bench::make_mlp_step(*engine_, 8, 6, 5, 3, 0.1f, 1);
     ASSERT_TRUE(m.ok());
-    auto plan = engine_->plan(m->spec());
-    ASSERT_TRUE(plan.ok());
+    auto compiled = engine_->compile_step(m->spec());
+    ASSERT_TRUE(compiled.ok());
     std::vector<BufferPtr> params(m->buffers.begin() + 2, m->buffers.end());
     std::vector<float> w_before = copy_of(params[0]);
     m = absl::InternalError("dropped");  // the caller's graph and bindings are gone
-    ASSERT_TRUE((*plan)->run().ok());
+    ASSERT_TRUE((*compiled)->run().ok());
     EXPECT_NE(copy_of(params[0]), w_before);
   }
   EXPECT_EQ(Buffer::live_count(), before);

@@ -1,8 +1,8 @@
 // Intermediate buffers shared between values whose lifetimes do not overlap, on one device.
 // Kernels see only pointers, so a buffer goes to any later value that fits in it; the buffer
-// keeps the dtype and shape it was made with. Used by compiled plans (one arena for the plan's
+// keeps the dtype and shape it was made with. Used by compiled steps (one arena for the step's
 // life) and by a CUDA realize (where work queued on one stream may reuse a block the stream's
-// earlier kernels finished with: the stream runs them in order). Only core/engine includes this.
+// earlier kernels finished with: the stream runs them in order). Not a public header.
 #pragma once
 
 #include <functional>

@@ -1,11 +1,12 @@
 // A realize's schedule, compiled and reduced to buffer slots: what a one-shot realize runs, and
-// what the schedule cache keeps so a request with the same structure (core/engine/realize_key.h)
-// skips scheduling, code generation and kernel-cache lookups. Not a public header.
+// what the schedule cache keeps so a request with the same structure (core/schedule/realize_key.h)
+// skips scheduling, code generation and kernel-cache lookups. Its run: core/engine/run_program.h.
+// Not a public header.
 //
-// Unlike an ExecutionPlan (plan.h), whose buffers are fixed when it is planned, a program names
-// buffers by slot and gets them per run: the leaves from the request, every kernel output freshly
-// allocated. So concurrent runs of one program share nothing mutable, and each run's outputs are
-// new buffers (a client still holds the previous run's).
+// Unlike a StepProgram (core/engine/step_program.h), whose buffers are fixed when it is
+// compiled, a program names buffers by slot and gets them per run: the leaves from the request,
+// every kernel output freshly allocated. So concurrent runs of one program share nothing mutable,
+// and each run's outputs are new buffers (a client still holds the previous run's).
 #pragma once
 
 #include <cstdint>
@@ -43,13 +44,5 @@ struct RealizeProgram {
 absl::StatusOr<RealizeProgram> make_program(const Schedule& sched, std::vector<CompiledKernel> kernels,
                                             const std::vector<const UOp*>& key_leaves, const Bindings& bound,
                                             std::vector<BufferPtr>& leaf_buffers);
-
-// Runs `program` over `leaf_buffers` (one per leaf slot): allocates each launch's output,
-// launches, frees intermediates after their last reader. `should_stop` is polled between
-// launches (CANCELLED); a failed allocation is RESOURCE_EXHAUSTED, a failed launch its status.
-// Fills stats.kernels. On a backend that reuses intermediates (a GPU's stream) they share blocks
-// in launch order. Returns when the backend has finished the work.
-absl::StatusOr<RealizeResult> run_program(Backend& backend, const RealizeProgram& program,
-                                          std::vector<BufferPtr> leaf_buffers, const RealizeOptions& options);
 
 }  // namespace polygrad

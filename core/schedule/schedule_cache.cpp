@@ -1,9 +1,9 @@
-#include "core/engine/schedule_cache.h"
+#include "core/schedule/schedule_cache.h"
 
 #include <utility>
 #include <vector>
 
-#include "core/engine/realize_program.h"
+#include "core/schedule/realize_program.h"
 
 namespace polygrad {
 

@@ -1,4 +1,4 @@
-#include "core/engine/plan.h"
+#include "core/engine/step_program.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/engine/buffer_arena.h"
+#include "core/schedule/buffer_arena.h"
 #include "core/engine/cuda_backend.h"
 #include "core/engine/device_streams.h"
 #include "core/engine/engine_impl.h"
@@ -26,18 +26,18 @@ std::string describe(DType dtype, const Shape& shape) {
 // Where a step runs: the one device of every node it computes (constants and random numbers
 // alone: the default device), and its COPY nodes, each of which must read a tensor with a buffer
 // (a transfer before every run). A COPY of a computed value, or kernels on two devices, is
-// UNIMPLEMENTED: a plan has one stream and one allocator.
-struct PlanPlace {
+// UNIMPLEMENTED: a compiled step has one stream and one allocator.
+struct StepPlace {
   int64_t device = kCpuDevice;
   std::vector<const UOp*> copies;
 };
 
-absl::StatusOr<PlanPlace> plan_place(const std::vector<UOpRef>& roots, const Bindings& bound,
+absl::StatusOr<StepPlace> step_place(const std::vector<UOpRef>& roots, const Bindings& bound,
                                      const RealizeOptions& options) {
-  if (options.default_device == kCpuDevice && !needs_placement(roots, bound)) return PlanPlace{};
+  if (options.default_device == kCpuDevice && !needs_placement(roots, bound)) return StepPlace{};
   auto placed = place(roots, bound);
   if (!placed.ok()) return placed.status();
-  PlanPlace out;
+  StepPlace out;
   int64_t device = kAnyDevice;
   const UOp* first = nullptr;
   for (const auto& [node, code] : *placed) {
@@ -64,16 +64,16 @@ absl::StatusOr<PlanPlace> plan_place(const std::vector<UOpRef>& roots, const Bin
 
 }  // namespace
 
-struct ExecutionPlan::Step {
+struct StepProgram::Launch {
   CompiledKernel kernel;
   std::vector<void*> args;
 };
 
-ExecutionPlan::~ExecutionPlan() = default;
+StepProgram::~StepProgram() = default;
 
-absl::Status ExecutionPlan::run(const std::function<bool()>& should_stop) {
+absl::Status StepProgram::run(const std::function<bool()>& should_stop) {
   std::lock_guard lock(run_mu_);
-  // Each transfer returns when its bytes have arrived (GPU plans: queued on the plan's stream,
+  // Each transfer returns when its bytes have arrived (GPU steps: queued on the step's stream,
   // so before its kernels either way).
   for (const Transfer& t : transfers_)
     if (absl::Status s = copy_contents(*t.to, *t.from, *streams_); !s.ok()) return s;
@@ -87,7 +87,7 @@ absl::Status ExecutionPlan::run(const std::function<bool()>& should_stop) {
   };
   for (const Copy& c : snapshots_)
     if (absl::Status s = backend.copy(c.from, c.to, c.bytes); !s.ok()) return finish(s);
-  for (const Step& s : steps_) {
+  for (const Launch& s : launches_) {
     if (should_stop && should_stop()) return finish(absl::CancelledError("step cancelled between kernels"));
     if (absl::Status st = backend.launch(s.kernel, s.args.data(), s.args.size()); !st.ok()) return finish(st);
   }
@@ -96,10 +96,10 @@ absl::Status ExecutionPlan::run(const std::function<bool()>& should_stop) {
   return finish(absl::OkStatus());
 }
 
-absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec, const RealizeOptions& options) {
+absl::StatusOr<std::unique_ptr<StepProgram>> Engine::compile_step(const StepSpec& spec, const RealizeOptions& options) {
   std::unordered_set<const Buffer*> targets;
   for (size_t i = 0; i < spec.assigns.size(); ++i) {
-    const PlanAssign& a = spec.assigns[i];
+    const StepAssign& a = spec.assigns[i];
     if (!a.target || !a.value) return absl::InvalidArgumentError(absl::StrCat("assign ", i, ": missing target or value"));
     if (a.value->dtype != a.target->dtype() || a.value->shape != a.target->shape()) {
       return absl::InvalidArgumentError(absl::StrCat("assign ", i, ": value is ", describe(a.value->dtype, a.value->shape),
@@ -112,61 +112,61 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
   }
 
   std::vector<UOpRef> roots = spec.outputs;
-  for (const PlanAssign& a : spec.assigns) roots.push_back(a.value);
+  for (const StepAssign& a : spec.assigns) roots.push_back(a.value);
   roots.insert(roots.end(), spec.materialize.begin(), spec.materialize.end());
-  auto where = plan_place(roots, spec.bound, options);
+  auto where = step_place(roots, spec.bound, options);
   if (!where.ok()) return where.status();
   const int64_t device = where->device;
-  std::unique_ptr<ExecutionPlan> plan(new ExecutionPlan());
-  plan->engine_ = impl_.get();
-  plan->device_ = device_name(device);
+  std::unique_ptr<StepProgram> step(new StepProgram());
+  step->engine_ = impl_.get();
+  step->device_ = device_name(device);
   for (size_t i = 0; i < spec.assigns.size(); ++i)
-    if (spec.assigns[i].target->device() != plan->device_)
+    if (spec.assigns[i].target->device() != step->device_)
       return absl::InvalidArgumentError(absl::StrCat("assign ", i, ": the target buffer is on ",
                                                      spec.assigns[i].target->device(), " but the step runs on ",
-                                                     plan->device_));
+                                                     step->device_));
 
   // The spec's buffers, and each COPY's destination (filled before every run).
   Bindings bound = spec.bound;
   auto is_bound = [&](const UOp* n) { return bound.count(n) > 0; };
   // Transfers read and write across devices through the session's streams.
   if (device != kCpuDevice || !where->copies.empty())
-    plan->streams_ = options.streams ? options.streams : std::make_shared<DeviceStreams>();
+    step->streams_ = options.streams ? options.streams : std::make_shared<DeviceStreams>();
   if (device == kCpuDevice) {
-    plan->backend_ = impl_->cpu.get();
+    step->backend_ = impl_->cpu.get();
   } else {
     if (absl::Status s = check_device(device); !s.ok()) return s;
-    auto stream = plan->streams_->on(device);
+    auto stream = step->streams_->on(device);
     if (!stream.ok()) return stream.status();
-    plan->own_backend_ = make_cuda_backend(*impl_, **stream);
-    plan->backend_ = plan->own_backend_.get();
+    step->own_backend_ = make_cuda_backend(*impl_, **stream);
+    step->backend_ = step->own_backend_.get();
   }
-  Backend& backend = *plan->backend_;
+  Backend& backend = *step->backend_;
   auto fresh = [&](DType dtype, const Shape& shape) { return backend.allocate(dtype, shape); };
-  std::vector<BufferPtr> transfer_ends;  // kept by the plan
+  std::vector<BufferPtr> transfer_ends;  // kept by the step
   for (const UOp* c : where->copies) {
     absl::StatusOr<BufferPtr> to = fresh(c->dtype, c->shape);
     if (!to.ok()) return to.status();
     const BufferPtr& from = bound.at(c->src[0].get());
-    plan->transfers_.push_back(ExecutionPlan::Transfer{from.get(), to->get()});
+    step->transfers_.push_back(StepProgram::Transfer{from.get(), to->get()});
     transfer_ends.push_back(from);
     transfer_ends.push_back(*to);
     bound[c] = *to;
   }
-  // The kernels, in order, as (output and parameters, launchable or not) on the plan's device.
+  // The kernels, in order, as (output and parameters, launchable or not) on the step's device.
   RealizeStats build_stats;
   auto compiled = compile_schedule(*impl_, backend, roots, is_bound, options, "step compile", build_stats);
   if (!compiled.ok()) return compiled.status();
   const Schedule& sched = compiled->schedule;
-  std::vector<ExecutionPlan::Step> built;
+  std::vector<StepProgram::Launch> built;
   std::vector<std::vector<const UOp*>> params;
   for (CompiledKernel& k : compiled->kernels) {
     params.push_back(k.params);
-    built.push_back(ExecutionPlan::Step{std::move(k), {}});
+    built.push_back(StepProgram::Launch{std::move(k), {}});
   }
   auto launchable = [&](size_t i) { return built[i].kernel.program != nullptr; };
-  plan->stats_.compiled = build_stats.compiled;
-  plan->stats_.cache_hits = build_stats.cache_hits;
+  step->stats_.compiled = build_stats.compiled;
+  step->stats_.cache_hits = build_stats.cache_hits;
 
   // plan_memory: values that outlive the kernels (outputs and assigned values) get buffers of
   // their own; the others share an arena, each buffer going back after its last reader.
@@ -187,11 +187,11 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
     absl::StatusOr<BufferPtr> buf = own ? fresh(out->dtype, out->shape) : arena.take(out->dtype, out->shape);
     if (!buf.ok()) return buf.status();
     buffers[out] = *buf;
-    if (own) plan->held_.push_back(*buf);
+    if (own) step->held_.push_back(*buf);
     if (launchable(i)) {
-      ExecutionPlan::Step step = std::move(built[i]);
-      for (const UOp* p : params[i]) step.args.push_back(buffers.at(p)->data());
-      plan->steps_.push_back(std::move(step));
+      StepProgram::Launch launch = std::move(built[i]);
+      for (const UOp* p : params[i]) launch.args.push_back(buffers.at(p)->data());
+      step->launches_.push_back(std::move(launch));
     }
     // Sources read here for the last time return to the arena for the next kernels.
     for (size_t j = 1; j < params[i].size(); ++j) {
@@ -200,44 +200,44 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> Engine::plan(const PlanSpec& spec
     }
   }
   for (const BufferPtr& b : arena.all()) {
-    plan->held_.push_back(b);
-    ++plan->stats_.intermediates;
-    plan->stats_.intermediate_bytes += b->nbytes();
+    step->held_.push_back(b);
+    ++step->stats_.intermediates;
+    step->stats_.intermediate_bytes += b->nbytes();
   }
-  plan->stats_.kernels = static_cast<uint32_t>(plan->steps_.size());
-  // Of the bound buffers, the plan keeps those its kernels, outputs and assigns use.
+  step->stats_.kernels = static_cast<uint32_t>(step->launches_.size());
+  // Of the bound buffers, the step keeps those its kernels, outputs and assigns use.
   std::unordered_set<const Buffer*> used;
   for (size_t i = 0; i < built.size(); ++i)
     for (const UOp* p : params[i])
       if (auto it = bound.find(p); it != bound.end() && used.insert(it->second.get()).second)
-        plan->held_.push_back(it->second);
+        step->held_.push_back(it->second);
   for (const UOp* r : finals)
     if (auto it = bound.find(r); it != bound.end() && used.insert(it->second.get()).second)
-      plan->held_.push_back(it->second);
-  for (const PlanAssign& a : spec.assigns)
-    if (used.insert(a.target.get()).second) plan->held_.push_back(a.target);
+      step->held_.push_back(it->second);
+  for (const StepAssign& a : spec.assigns)
+    if (used.insert(a.target.get()).second) step->held_.push_back(a.target);
   for (const BufferPtr& b : transfer_ends)
-    if (used.insert(b.get()).second) plan->held_.push_back(b);
-  // The graph goes when planning ends; launches need only the pointers.
-  for (ExecutionPlan::Step& s : plan->steps_) s.kernel.params.clear();
+    if (used.insert(b.get()).second) step->held_.push_back(b);
+  // The graph goes when compiling ends; launches need only the pointers.
+  for (StepProgram::Launch& l : step->launches_) l.kernel.params.clear();
 
-  for (size_t i = 0; i < spec.outputs.size(); ++i) plan->outputs_.push_back(buffers.at(sched.outputs[i].get()));
+  for (size_t i = 0; i < spec.outputs.size(); ++i) step->outputs_.push_back(buffers.at(sched.outputs[i].get()));
   for (size_t i = 0; i < spec.assigns.size(); ++i) {
-    const PlanAssign& a = spec.assigns[i];
+    const StepAssign& a = spec.assigns[i];
     BufferPtr value = buffers.at(sched.outputs[spec.outputs.size() + i].get());
     if (value.get() == a.target.get()) continue;  // assigned its own value: nothing to write
     if (targets.count(value.get())) {
       // The value is another target's buffer, which this run overwrites: read it first.
-      absl::StatusOr<BufferPtr> snap = fresh(value->dtype(), value->shape());  // on the plan's device
+      absl::StatusOr<BufferPtr> snap = fresh(value->dtype(), value->shape());  // on the step's device
       if (!snap.ok()) return snap.status();
-      plan->held_.push_back(*snap);
-      plan->snapshots_.push_back(ExecutionPlan::Copy{value->data(), (*snap)->data(), value->nbytes()});
+      step->held_.push_back(*snap);
+      step->snapshots_.push_back(StepProgram::Copy{value->data(), (*snap)->data(), value->nbytes()});
       value = *snap;
     }
-    plan->copies_.push_back(ExecutionPlan::Copy{value->data(), a.target->data(), a.target->nbytes()});
+    step->copies_.push_back(StepProgram::Copy{value->data(), a.target->data(), a.target->nbytes()});
   }
   log.done("plan_memory", memory_t0);
-  return plan;
+  return step;
 }
 
 }  // namespace polygrad

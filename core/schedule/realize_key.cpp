@@ -1,4 +1,4 @@
-#include "core/engine/realize_key.h"
+#include "core/schedule/realize_key.h"
 
 #include <bit>
 #include <cstring>

@@ -1,5 +1,5 @@
-// The structural key of a realize request, for the schedule cache (core/engine/schedule_cache.h).
-// Two requests with equal keys schedule, lower and compile to the same kernels, so one plan
+// The structural key of a realize request, for the schedule cache (core/schedule/schedule_cache.h).
+// Two requests with equal keys schedule, lower and compile to the same kernels, so one program
 // serves both with each request's own leaf buffers.
 #pragma once
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "core/engine/realize_key.h"
+#include "core/schedule/realize_key.h"
 
 namespace polygrad {
 

@@ -1,5 +1,5 @@
-// Compiled execution plans: a graph scheduled, compiled and given its buffers once, then run
-// many times. A training step (forward, backward, optimizer update) becomes one plan whose run()
+// Compiled steps: a graph scheduled, compiled and given its buffers once, then run many times. A
+// training step (forward, backward, optimizer update) becomes one compiled step whose run()
 // only launches kernels: no scheduling, no hashing, no cache lookups, no allocation.
 #pragma once
 
@@ -23,77 +23,77 @@ class DeviceStreams;
 
 // After each run, `target` holds the value `value` had during that run (an in-place update of a
 // parameter or optimizer state). The value must have the target's dtype and shape.
-struct PlanAssign {
+struct StepAssign {
   BufferPtr target;
   UOpRef value;
 };
 
-struct PlanSpec {
-  std::vector<UOpRef> outputs;      // results of each run, read from ExecutionPlan::outputs()
+struct StepSpec {
+  std::vector<UOpRef> outputs;      // results of each run, read from StepProgram::outputs()
   Bindings bound;                   // every BUFFER leaf reachable from outputs and assign values
-  std::vector<PlanAssign> assigns;  // distinct targets
+  std::vector<StepAssign> assigns;  // distinct targets
   // Values computed into a buffer of their own (a kernel boundary) though nothing returns them,
   // as a one-shot realize of them would (e.g. gradients, which then get matmul-shaped kernels
   // instead of being recomputed inside each consumer). Their buffers are intermediates.
   std::vector<UOpRef> materialize;
 };
 
-struct PlanStats {
+struct StepStats {
   uint32_t kernels = 0;             // kernels launched per run
   uint32_t intermediates = 0;       // buffers for values only kernels read (after memory sharing)
   uint64_t intermediate_bytes = 0;  // their total size
-  uint32_t compiled = 0;            // kernels compiled while planning (kernel-cache misses)
+  uint32_t compiled = 0;            // kernels compiled by compile_step (kernel-cache misses)
   uint32_t cache_hits = 0;
 };
 
-class ExecutionPlan {
+class StepProgram {
  public:
-  ~ExecutionPlan();
-  ExecutionPlan(const ExecutionPlan&) = delete;
-  ExecutionPlan& operator=(const ExecutionPlan&) = delete;
+  ~StepProgram();
+  StepProgram(const StepProgram&) = delete;
+  StepProgram& operator=(const StepProgram&) = delete;
 
   // Launches every kernel in order, then writes each assign's value into its target. Every
   // kernel reads the targets' values from before the run: updates are written to temporaries and
   // copied at the end. `should_stop` is polled between kernels; stopping returns CANCELLED with
-  // no target changed. Concurrent calls are serialized. A plan on a GPU queues everything on
-  // its stream (the planning session's) and returns when the GPU has finished.
+  // no target changed. Concurrent calls are serialized. A step on a GPU queues everything on
+  // its stream (the compiling session's) and returns when the GPU has finished.
   absl::Status run(const std::function<bool()>& should_stop = {});
 
-  // One buffer per PlanSpec output, the same buffers on every run (overwritten by each run). An
+  // One buffer per StepSpec output, the same buffers on every run (overwritten by each run). An
   // output that is a bound buffer is that buffer (and shows the assigns of the run).
   const std::vector<BufferPtr>& outputs() const { return outputs_; }
-  // Every buffer the plan keeps alive (bound inputs and targets included), for accounting.
+  // Every buffer the step keeps alive (bound inputs and targets included), for accounting.
   const std::vector<BufferPtr>& buffers() const { return held_; }
-  const PlanStats& stats() const { return stats_; }
+  const StepStats& stats() const { return stats_; }
   // Where the kernels run ("CPU", "CUDA:0"); every buffer above lives there.
   const std::string& device() const { return device_; }
 
  private:
   friend class Engine;
-  struct Step;  // one launch: a kernel and its argument pointers
+  struct Launch;  // a kernel and its argument pointers
   struct Copy {
     const void* from;
     void* to;
     size_t bytes;
   };
-  struct Transfer {  // a COPY node of the step: a bound buffer into the plan's, across devices
+  struct Transfer {  // a COPY node of the step: a bound buffer into the step's, across devices
     const Buffer* from;
     Buffer* to;
   };
-  ExecutionPlan() = default;
+  StepProgram() = default;
 
   Engine::Impl* engine_ = nullptr;
   std::string device_ = "CPU";
   std::shared_ptr<DeviceStreams> streams_;  // keeps a GPU backend's stream alive
-  std::unique_ptr<Backend> own_backend_;    // a GPU's, on the planning session's stream
+  std::unique_ptr<Backend> own_backend_;    // a GPU's, on the compiling session's stream
   Backend* backend_ = nullptr;              // where the kernels run: own_backend_ or the engine's CPU
-  std::vector<Step> steps_;
+  std::vector<Launch> launches_;
   std::vector<Transfer> transfers_;  // first of all
   std::vector<Copy> snapshots_;  // before the kernels: assigned values that are other targets
   std::vector<Copy> copies_;     // after the kernels: values into their targets
   std::vector<BufferPtr> outputs_;
   std::vector<BufferPtr> held_;  // every buffer the pointers above point into
-  PlanStats stats_;
+  StepStats stats_;
   std::mutex run_mu_;
 };
 

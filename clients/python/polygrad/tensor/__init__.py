@@ -1,0 +1,10 @@
+"""The lazy Tensor (tinygrad names and semantics). Methods only add nodes to the local graph;
+realize()/numpy()/item()/tolist() send the graph to polygradd and bring results back.
+
+The wire's elementwise ops take equal shapes and equal dtypes, so the client does broadcasting
+(RESHAPE then EXPAND) and dtype promotion (CAST, tinygrad's lattice) itself.
+
+core.py defines the class; each other module adds the methods of one area (see core.py)."""
+# Each area module adds its methods to Tensor when imported.
+from . import creation, elementwise, functional, indexing, linalg, movement, random, reduce, unary  # noqa: F401
+from .core import Tensor, ValuesIndices, _to_wire_array, take_pending_losses, untracked  # noqa: F401

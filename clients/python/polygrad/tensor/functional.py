@@ -1,0 +1,384 @@
+"""nn functional: convolution and pooling, dropout, one_hot, losses, normalization, attention."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .. import graph as g
+from ..dtype import dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype
+from ..errors import ShapeError
+from ..shape import (broadcast_shape, conv_shape, ints, normalize_axes, normalize_axis, ntuple, padding_pairs,
+                     spatial_count, window_out)
+from .core import Tensor, tensor_methods, ValuesIndices
+
+
+@tensor_methods
+class Functional:
+  """Tensor.conv2d, Tensor.cross_entropy, Tensor.layernorm, ... (attached to Tensor)."""
+
+  # --- convolution and pooling over 1, 2 or 3 spatial axes (the daemon's CONV2D,
+  # CONV_TRANSPOSE2D, MAX_POOL2D, AVG_POOL2D, named for 2-D but taking any of the three) ---------
+
+  def conv2d(self, weight: "Tensor", bias: Optional["Tensor"] = None, groups: int = 1, stride=1, dilation=1,
+             padding=0) -> "Tensor":
+    """Cross-correlation of x (N, C, *spatial) with weight (O, C/groups, *kernel) over 1, 2 or 3
+    spatial axes, their count being weight.ndim - 2 (tinygrad's conv2d; torch's conv1d/2d/3d).
+    stride/dilation: an int or one value per axis; padding: an int, one value per axis, or
+    tinygrad's (before, after) pairs from the last axis back, e.g. (left, right, top, bottom).
+    bias (O,) is added with the broadcasting add. float16/bfloat16 accumulate in float32 and are
+    cast back."""
+    if not isinstance(weight, Tensor):
+      weight = Tensor(weight)
+    n = spatial_count(self.shape, weight.shape, "conv2d", "(O, C/groups, *kernel)")
+    st, dil = ntuple(stride, n, "stride", 1), ntuple(dilation, n, "dilation", 1)
+    pads = padding_pairs(padding, n)
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+      raise ShapeError(f"conv2d: groups must be an int >= 1, got {groups!r}")
+    shape = conv_shape(self.shape, weight.shape, groups, st, dil, pads)
+    if bias is not None:
+      if not isinstance(bias, Tensor):
+        bias = Tensor(bias)
+      if bias.shape != (weight.shape[0],):
+        raise ShapeError(f"conv2d: bias must have shape ({weight.shape[0]},), got {bias.shape}")
+    out = least_upper_float(least_upper_dtype(self.dtype, weight.dtype))
+    acc = sum_acc_dtype(out)
+    arg = g.Composite(stride=st, padding=pads, dilation=dil, groups=groups)
+    y = Tensor._make(g.CONV2D, acc, shape, (self.cast(acc), weight.cast(acc)), arg).cast(out)
+    return y if bias is None else y + bias.reshape(1, -1, *(1,) * n)
+
+  def conv_transpose2d(self, weight: "Tensor", bias: Optional["Tensor"] = None, groups: int = 1, stride=1,
+                       dilation=1, padding=0, output_padding=0) -> "Tensor":
+    """The transposed convolution of x (N, Cin, *spatial) with weight (Cin, Cout/groups, *kernel)
+    over 1, 2 or 3 spatial axes (torch's conv_transpose1d/2d/3d): out = (in-1)*stride -
+    2*padding + dilation*(k-1) + output_padding + 1 per axis. stride, dilation, padding,
+    output_padding: an int or one value per axis. bias (Cout,) is added with the broadcasting
+    add."""
+    if not isinstance(weight, Tensor):
+      weight = Tensor(weight)
+    n = spatial_count(self.shape, weight.shape, "conv_transpose2d", "(Cin, Cout/groups, *kernel)")
+    st, dil = ntuple(stride, n, "stride", 1), ntuple(dilation, n, "dilation", 1)
+    pad, opad = ntuple(padding, n, "padding", 0), ntuple(output_padding, n, "output_padding", 0)
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+      raise ShapeError(f"conv_transpose2d: groups must be an int >= 1, got {groups!r}")
+    cin = self.shape[1]
+    if weight.shape[0] != cin or cin % groups:
+      raise ShapeError(f"conv_transpose2d: weight {weight.shape} does not fit {cin} input channels in {groups} groups")
+    for o, s, d in zip(opad, st, dil):
+      if o >= s and o >= d:
+        raise ShapeError(f"conv_transpose2d: output_padding {opad} must be smaller than stride or dilation")
+    out_sp = tuple((i - 1) * s - 2 * p + d * (k - 1) + o + 1
+                   for i, s, p, d, k, o in zip(self.shape[2:], st, pad, dil, weight.shape[2:], opad))
+    if any(v <= 0 for v in out_sp):
+      raise ShapeError(f"conv_transpose2d: padding {pad} leaves no output for input {self.shape}")
+    cout = weight.shape[1] * groups
+    if bias is not None:
+      if not isinstance(bias, Tensor):
+        bias = Tensor(bias)
+      if bias.shape != (cout,):
+        raise ShapeError(f"conv_transpose2d: bias must have shape ({cout},), got {bias.shape}")
+    out = least_upper_float(least_upper_dtype(self.dtype, weight.dtype))
+    acc = sum_acc_dtype(out)
+    arg = g.Composite(stride=st, padding=pad, dilation=dil, groups=groups, output_padding=opad)
+    y = Tensor._make(g.CONV_TRANSPOSE2D, acc, (self.shape[0], cout) + out_sp, (self.cast(acc), weight.cast(acc)),
+                     arg).cast(out)
+    return y if bias is None else y + bias.reshape(1, -1, *(1,) * n)
+
+  def _pool_geometry(self, name: str, kernel_size, stride, dilation, padding, ceil_mode: bool):
+    """(kernel, stride, dilation, the user's padding pairs, the pairs sent) of a pooling over the
+    last len(kernel_size) axes (an int kernel: 2, as tinygrad). ceil_mode grows each axis' after-
+    padding so a last partial window counts as long as it starts inside the input or its
+    before-padding (torch); padding never wins a max, and a mean leaves it out (see avg_pool2d)."""
+    k = ntuple(kernel_size, 2, "kernel_size", 1) if isinstance(kernel_size, (int, np.integer)) \
+        else ints(kernel_size, "kernel_size")
+    n = len(k)
+    if not 1 <= n <= 3 or any(v < 1 for v in k):
+      raise ShapeError(f"{name}: kernel_size needs an int or 1 to 3 values >= 1, got {kernel_size!r}")
+    if self.ndim < n:
+      raise ShapeError(f"{name} pools over the last {n} axes, got shape {self.shape}")
+    st = k if stride is None else ntuple(stride, n, "stride", 1)
+    dil = ntuple(dilation, n, "dilation", 1)
+    base = padding_pairs(padding, n)
+    pads = list(base)
+    if ceil_mode:
+      for i, size in enumerate(self.shape[-n:]):
+        before, after = pads[2 * i], pads[2 * i + 1]
+        span = dil[i] * (k[i] - 1) + 1
+        out = -(-(size + before + after - span) // st[i]) + 1
+        if (out - 1) * st[i] >= size + before:
+          out -= 1
+        pads[2 * i + 1] += max(0, (out - 1) * st[i] + span - (size + before + after))
+    return k, st, dil, base, tuple(pads)
+
+  def _pool(self, op: int, name: str, kernel_size, stride, dilation, padding, ceil_mode: bool, **kw):
+    k, st, dil, base, pads = self._pool_geometry(name, kernel_size, stride, dilation, padding, ceil_mode)
+    n = len(k)
+    shape = self.shape[:-n] + window_out(self.shape[-n:], k, st, dil, pads, name)
+    return shape, g.Composite(kernel=k, stride=st, padding=pads, dilation=dil, **kw), base
+
+  def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
+                 return_indices: bool = False):
+    """Max over windows of the last len(kernel_size) axes, 1 to 3 (an int kernel: 2), as
+    tinygrad's max_pool2d and torch's max_pool1d/2d/3d; stride defaults to the kernel; padding
+    never wins. padding: an int, one value per axis, or tinygrad's (before, after) pairs from the
+    last axis back. ceil_mode keeps a last partial window (torch). return_indices: (values,
+    indices), the indices (int32) being torch's: each maximum's flat position in the input's
+    spatial volume, the first on ties, a NaN over numbers."""
+    shape, arg, _ = self._pool(g.MAX_POOL2D, "max_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
+    values = Tensor._make(g.MAX_POOL2D, self.dtype, shape, (self,), arg)
+    if not return_indices:
+      return values
+    indices = Tensor._make(g.MAX_POOL2D, dtypes.int32, shape, (self,), dataclasses.replace(arg, indices=True))
+    return ValuesIndices(values, indices)
+
+  def max_unpool2d(self, indices: "Tensor", kernel_size=(2, 2), stride=None, padding=0,
+                   output_size: Optional[Sequence[int]] = None) -> "Tensor":
+    """torch's max_unpool1d/2d/3d over the last len(kernel_size) axes (an int kernel: 2): zeros
+    of the pooled input's spatial shape, with each value written at its flat position from
+    max_pool2d(return_indices=True) (a scatter along the flattened spatial volume)."""
+    k = ntuple(kernel_size, 2, "kernel_size", 1) if isinstance(kernel_size, (int, np.integer)) \
+        else ints(kernel_size, "kernel_size")
+    n = len(k)
+    st = k if stride is None else ntuple(stride, n, "stride", 1)
+    pad = ntuple(padding, n, "padding", 0)
+    if not 1 <= n <= 3 or self.ndim < n or indices.shape != self.shape:
+      raise ShapeError(f"max_unpool2d: indices {indices.shape} must have the values' shape {self.shape}, of at least "
+                       f"{n} axes (1 to 3)")
+    pooled = self.shape[-n:]
+    spatial = tuple((o - 1) * s - 2 * p + kk for o, s, p, kk in zip(pooled, st, pad, k)) if output_size is None \
+        else tuple(output_size)[-n:]
+    lead = self.shape[:-n]
+    volume, count = math.prod(spatial), math.prod(pooled)
+    zeros = Tensor.zeros(*lead, volume, dtype=self.dtype)
+    idx = indices.reshape(*lead, count)
+    flat = zeros.scatter(-1, idx, self.reshape(*lead, count))
+    if any(s < kk for s, kk in zip(st, k)):
+      # Overlapping windows can pick one element twice, with the same value each time: scatter
+      # sums the copies, so divide by how many landed (exact for 2 and 4 copies, within an ulp
+      # for others; the gradient is shared among the copies where torch gives each all of it).
+      hits = Tensor.zeros(*lead, volume, dtype=dtypes.int32).scatter(-1, idx, 1).maximum(1)
+      flat = flat / hits.cast(flat.dtype) if dtypes.is_float(flat.dtype) else flat.floor_divide(hits.cast(flat.dtype))
+    return flat.reshape(*lead, *spatial)
+
+  def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> "Tensor":
+    """Mean over windows of the last len(kernel_size) axes, 1 to 3 (an int kernel: 2), as
+    tinygrad's avg_pool2d and torch's avg_pool1d/2d/3d. count_include_pad (torch's default)
+    divides by the window's elements inside the padded input; without it, inside the input
+    only. ceil_mode keeps a last partial window, whose part beyond the padding never counts."""
+    shape, arg, base = self._pool(g.AVG_POOL2D, "avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
+    x, out = self._acc_float()
+    mean = Tensor._make(g.AVG_POOL2D, x.dtype, shape, (x,), arg)
+    if count_include_pad and arg.padding == base:
+      return mean.cast(out)
+    # The share of each window that counts, from a pool of ones over what counts: the input, or
+    # the input with its own padding when padding counts.
+    n = len(arg.kernel)
+    spatial = self.shape[-n:]
+    if count_include_pad:
+      ones = Tensor.ones(*(s + base[2 * i] + base[2 * i + 1] for i, s in enumerate(spatial)), dtype=x.dtype)
+      extra = tuple(v for i in range(n) for v in (0, arg.padding[2 * i + 1] - base[2 * i + 1]))
+      ones_arg = dataclasses.replace(arg, padding=extra)
+    else:
+      ones, ones_arg = Tensor.ones(*spatial, dtype=x.dtype), arg
+    share = Tensor._make(g.AVG_POOL2D, x.dtype, shape[-n:], (ones,), ones_arg)
+    return (mean / share).cast(out)
+
+  # --- nn helpers -------------------------------------------------------------------------------
+
+  def dropout(self, p: float = 0.5) -> "Tensor":
+    """Zero each element with probability p and scale the rest by 1/(1-p), only while
+    Tensor.training is set. The mask is drawn on the device (the daemon's DROPOUT)."""
+    if not 0 <= p <= 1:
+      raise ShapeError(f"dropout probability must be in [0, 1], got {p}")
+    if not Tensor.training or p == 0:
+      return self
+    x = self._float()
+    seed, counter = Tensor._random_key()
+    return Tensor._make(g.DROPOUT, x.dtype, x.shape, (x,), g.Composite(seed=seed, counter=counter, p=float(p)))
+
+  def one_hot(self, num_classes: int) -> "Tensor":
+    """One-hot encoding along a new last axis, in the indices' dtype (the daemon's ONE_HOT).
+    Indices outside [0, num_classes) give a row of zeros. Float class indices (the seed polygrad
+    API: labels loaded as floats) are cast to int32, a fraction truncated toward zero."""
+    if dtypes.is_float(self.dtype):
+      return self.cast(dtypes.int32).one_hot(num_classes)
+    if not dtypes.is_int(self.dtype):
+      raise TypeError(f"one_hot needs an integer (or integral float) tensor, got {self.dtype.name}")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+      raise ShapeError(f"one_hot needs num_classes >= 1 (an int), got {num_classes!r}")
+    return Tensor._make(g.ONE_HOT, self.dtype, self.shape + (num_classes,), (self,), g.Composite(n=num_classes))
+
+  def _do_reduction(self, reduction: str) -> "Tensor":
+    if reduction == "mean":
+      return self.mean()
+    if reduction == "sum":
+      return self.sum()
+    if reduction == "none":
+      return self
+    raise ShapeError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+  def logsigmoid(self) -> "Tensor":
+    return -(-self).softplus()
+
+  def cross_entropy(self, Y: "Tensor", reduction: str = "mean", label_smoothing: float = 0.0,
+                    axis: Optional[int] = None) -> "Tensor":
+    """Cross entropy of logits `self` with class indices or class probabilities `Y`; the class
+    axis is 1 (torch), or -1 for a 1-D input, unless `axis` is given."""
+    if not 0.0 <= label_smoothing <= 1.0:
+      raise ShapeError("label_smoothing must be in [0, 1]")
+    ax = normalize_axis(axis if axis is not None else (1 if self.ndim >= 2 else -1), self.ndim)
+    n_cls = self.shape[ax]
+    if Y.ndim < self.ndim:  # class indices
+      Y = Y.one_hot(n_cls)
+      if ax != self.ndim - 1:
+        Y = Y.permute(*range(ax), Y.ndim - 1, *range(ax, Y.ndim - 1))
+    Y = Y.cast(least_upper_float(self.dtype))
+    if label_smoothing:
+      Y = (1 - label_smoothing) * Y + label_smoothing / n_cls
+    return (-(self.log_softmax(ax) * Y).sum(ax))._do_reduction(reduction)
+
+  def nll_loss(self, Y: "Tensor", weight: Optional["Tensor"] = None, ignore_index: Optional[int] = None,
+               reduction: str = "mean") -> "Tensor":
+    """torch's nll_loss (the daemon's NLL_LOSS): log-probabilities `self` (N, C, ...) or (C,),
+    class indices Y (N, ...) or (); -weight[y] * self[y] per element, targets equal to
+    ignore_index counting for nothing; the mean divides by the summed weights of the counted
+    targets."""
+    if reduction not in ("mean", "sum", "none"):
+      raise ShapeError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if self.ndim == 0 or not dtypes.is_float(self.dtype):
+      raise ShapeError(f"nll_loss: log-probabilities must be a float tensor with a class axis, got {self.dtype.name} "
+                       f"of shape {self.shape}")
+    if not isinstance(Y, Tensor):
+      Y = Tensor(Y)
+    ax = 1 if self.ndim >= 2 else 0
+    want = self.shape[:ax] + self.shape[ax + 1:]
+    if Y.shape != want or Y.dtype == dtypes.bool:
+      raise ShapeError(f"nll_loss: targets of shape {Y.shape} do not fit log-probabilities {self.shape} "
+                       f"(want class indices of shape {want})")
+    src = (self, Y)
+    if weight is not None:
+      weight = weight if isinstance(weight, Tensor) else Tensor(weight)
+      if weight.shape != (self.shape[ax],):
+        raise ShapeError(f"nll_loss: weight {weight.shape} must have one entry per class ({self.shape[ax]})")
+      src = (self, Y, weight)
+    # -100 is torch's default: never a class, like None (a target outside [0, C) counts for nothing).
+    arg = g.Composite(mode=reduction, ignore_index=-100 if ignore_index is None else int(ignore_index))
+    return Tensor._make(g.NLL_LOSS, self.dtype, Y.shape if reduction == "none" else (), src, arg)
+
+  def sparse_categorical_crossentropy(self, Y: "Tensor", ignore_index: int = -1, label_smoothing: float = 0.0,
+                                      reduction: str = "mean") -> "Tensor":
+    """tinygrad's: logits over the last axis, integer targets Y; targets equal to ignore_index
+    (when it is not -1) count for nothing."""
+    log_probs = self.log_softmax(-1)
+    mask = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
+    y = Y.one_hot(self.shape[-1]).cast(log_probs.dtype) * mask.unsqueeze(-1).cast(log_probs.dtype)
+    maskf = mask.cast(log_probs.dtype)
+    smoothing = label_smoothing * (log_probs.mean(-1) * maskf)
+    unreduced = (1 - label_smoothing) * (log_probs * y).sum(-1) + smoothing
+    if reduction == "mean":
+      return -(unreduced.sum() / maskf.sum())
+    return -(unreduced.sum() if reduction == "sum" else unreduced._do_reduction(reduction))
+
+  def binary_crossentropy(self, Y: "Tensor", reduction: str = "mean") -> "Tensor":
+    return (-Y * self.log() - (1 - Y) * (1 - self).log())._do_reduction(reduction)
+
+  def binary_crossentropy_logits(self, Y: "Tensor", reduction: str = "mean", pos_weight=None) -> "Tensor":
+    w = 1 if pos_weight is None else pos_weight
+    return (-(w * Y * self.logsigmoid() + (1 - Y) * (-self).logsigmoid()))._do_reduction(reduction)
+
+  def batchnorm(self, weight: Optional["Tensor"], bias: Optional["Tensor"], mean: "Tensor", invstd: "Tensor",
+                axis=1) -> "Tensor":
+    """(x - mean) * invstd * weight + bias, the statistics shaped along `axis` (tinygrad)."""
+    axes = normalize_axes(axis, self.ndim)
+    shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+    x = self - mean.reshape(shape)
+    if weight is not None:
+      x = x * weight.reshape(shape)
+    x = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
+    return x + bias.reshape(shape) if bias is not None else x
+
+  # --- normalization and attention (the daemon's RMS_NORM, GROUP_NORM, BATCHNORM_*, SDPA) -------
+
+  def rms_norm(self, axis=-1, eps: float = 1e-6) -> "Tensor":
+    """x / sqrt(mean(x^2) + eps) over the last axes (`axis`: -1, or a tuple of the last axes); no
+    affine part. float16/bfloat16 compute in float32 and are cast back."""
+    axes = normalize_axes(axis, self.ndim)
+    if not axes or axes != tuple(range(self.ndim - len(axes), self.ndim)):
+      raise ShapeError(f"rms_norm normalizes over the last axes, got axis={axis!r} for shape {self.shape}")
+    return self._composite(g.RMS_NORM, self.shape, g.Composite(normalized_axes=len(axes), eps=float(eps)))
+
+  def group_norm(self, num_groups: int, weight: Optional["Tensor"] = None, bias: Optional["Tensor"] = None,
+                 eps: float = 1e-5) -> "Tensor":
+    """torch's group_norm: x (N, C, ...) normalized per (sample, group of C/num_groups channels),
+    then weight and bias (C,) per channel when given."""
+    if self.ndim < 2:
+      raise ShapeError(f"group_norm needs (N, C, ...), got shape {self.shape}")
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1 or self.shape[1] % num_groups:
+      raise ShapeError(f"group_norm: {self.shape[1]} channels do not split into {num_groups!r} groups")
+    y = self._composite(g.GROUP_NORM, self.shape, g.Composite(groups=num_groups, eps=float(eps)))
+    return y._channel_affine(weight, bias)
+
+  def _channel_affine(self, weight, bias) -> "Tensor":
+    shape = (1, -1) + (1,) * (self.ndim - 2)
+    y = self if weight is None else self * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+  def batch_norm(self, running_mean: Optional["Tensor"] = None, running_var: Optional["Tensor"] = None,
+                 weight: Optional["Tensor"] = None, bias: Optional["Tensor"] = None, training: bool = False,
+                 eps: float = 1e-5) -> "Tensor":
+    """torch's batch_norm over axis 1 of x (N, C, ...): with the batch statistics (mean and
+    biased variance) when `training` or no running statistics are given, else with
+    running_mean/running_var (C,); then weight and bias (C,) per channel when given. The running
+    statistics are inputs only (nn.BatchNorm updates them)."""
+    if self.ndim < 2:
+      raise ShapeError(f"batch_norm needs (N, C, ...), got shape {self.shape}")
+    x, out = self._acc_float()
+    if training or running_mean is None or running_var is None:
+      y = Tensor._make(g.BATCHNORM_TRAIN, x.dtype, x.shape, (x,), g.Composite(eps=float(eps)))
+    else:
+      for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if t.shape != (self.shape[1],):
+          raise ShapeError(f"batch_norm: {name} must have shape ({self.shape[1]},), got {t.shape}")
+      stats = (running_mean.cast(x.dtype), running_var.cast(x.dtype))
+      y = Tensor._make(g.BATCHNORM_EVAL, x.dtype, x.shape, (x, *stats), g.Composite(eps=float(eps)))
+    return y.cast(out)._channel_affine(weight, bias)
+
+  def scaled_dot_product_attention(self, key: "Tensor", value: "Tensor", attn_mask: Optional["Tensor"] = None,
+                                   dropout_p: float = 0.0, is_causal: bool = False) -> "Tensor":
+    """softmax(q @ k^T / sqrt(d) + mask) @ v with q = self (..., L, d), k (..., S, d), v (..., S,
+    dv), batch axes broadcasting (the daemon's SCALED_DOT_PRODUCT_ATTENTION). attn_mask
+    broadcasts to (..., L, S): bool keeps where true, float is added. is_causal masks keys after
+    the query position. dropout_p applies to the attention weights while Tensor.training."""
+    q, k, v = self, key, value
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+      raise ShapeError(f"scaled_dot_product_attention needs q, k, v of rank >= 2, got {q.shape}, {k.shape}, {v.shape}")
+    if k.shape[-1] != q.shape[-1] or v.shape[-2] != k.shape[-2]:
+      raise ShapeError(f"scaled_dot_product_attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit")
+    batch = broadcast_shape(broadcast_shape(q.shape[:-2], k.shape[:-2]), v.shape[:-2])
+    scores = batch + (q.shape[-2], k.shape[-2])
+    if attn_mask is not None:
+      if not isinstance(attn_mask, Tensor):
+        attn_mask = Tensor(attn_mask)
+      if broadcast_shape(attn_mask.shape, scores) != scores:
+        raise ShapeError(f"attention mask {attn_mask.shape} does not broadcast to the scores {scores}")
+    if dropout_p and Tensor.training:  # the weights themselves are needed: compose it here
+      qf = q._float()
+      w = (qf @ k.cast(qf.dtype).transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1]))
+      if attn_mask is not None:
+        w = attn_mask.where(w, -math.inf) if attn_mask.dtype == dtypes.bool else w + attn_mask.cast(w.dtype)
+      if is_causal:
+        keep = Tensor.ones(q.shape[-2], k.shape[-2], dtype=dtypes.bool).tril()
+        w = keep.where(w, -math.inf)
+      return w.softmax(-1).dropout(dropout_p) @ v.cast(w.dtype)
+    dt = least_upper_float(least_upper_dtype(q.dtype, k.dtype, v.dtype))
+    acc = sum_acc_dtype(dt)
+    src = [q.cast(acc), k.cast(acc), v.cast(acc)]
+    op = g.SCALED_DOT_PRODUCT_ATTENTION
+    if attn_mask is not None:
+      src.append(attn_mask if attn_mask.dtype == dtypes.bool else attn_mask.cast(acc))
+      op = g.SCALED_DOT_PRODUCT_ATTENTION_MASKED
+    out_shape = batch + (q.shape[-2], v.shape[-1])
+    return Tensor._make(op, acc, out_shape, tuple(src), g.Composite(causal=bool(is_causal))).cast(dt)

@@ -1,0 +1,227 @@
+"""Indexing: t[...] (ints, slices, None, ..., index tensors), tril/triu, gather and the scatter family."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import numpy as np
+
+from .. import graph as g
+from ..dtype import dtypes
+from ..errors import ShapeError
+from ..shape import axis_of, broadcast_shape
+from .core import _py_scalar, Tensor, tensor_methods
+
+
+@tensor_methods
+class Indexing:
+  """Tensor.__getitem__, Tensor.gather, Tensor.scatter_reduce, ... (attached to Tensor)."""
+
+  # --- t[...] -------------------------------------------------------------------------------------
+
+  def __getitem__(self, idx) -> "Tensor":
+    idx = self._expand_ellipsis(idx if isinstance(idx, tuple) else (idx,))
+    if any(isinstance(i, (Tensor, list, np.ndarray)) for i in idx):
+      return self._index_with_tensor(idx)
+    x, axis, final = self, 0, []
+    for i in idx:
+      if i is None:
+        final.append(1)
+      elif isinstance(i, slice):
+        x, n = x._slice_axis(axis, i)
+        final.append(n)
+        axis += 1
+      else:
+        x = x._select(axis, i)
+    return x.reshape(tuple(final))
+
+  def _expand_ellipsis(self, idx: tuple) -> tuple:
+    """`idx` with its ellipsis (or an implied trailing one) replaced by full slices."""
+    n_ell = sum(1 for i in idx if i is Ellipsis)
+    if n_ell > 1:
+      raise IndexError("an index can only have a single ellipsis")
+    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if n_real > self.ndim:
+      raise IndexError(f"too many indices for a tensor of {self.ndim} dimensions")
+    if n_ell == 0:
+      idx = idx + (Ellipsis,)
+    pos = idx.index(Ellipsis)
+    return idx[:pos] + (slice(None),) * (self.ndim - n_real) + idx[pos + 1:]
+
+  def _index_with_tensor(self, idx: tuple) -> "Tensor":
+    """Advanced indexing as torch does it: integer index tensors (or lists/arrays), mixed with
+    ints, slices, None and an ellipsis. Ints drop their axis first (numpy would instead broadcast
+    them with the tensors, which moves the result axes when an int separates them from a slice).
+    The index tensors broadcast to one shape B; B replaces the indexed axes where they are
+    adjacent, and comes first when a slice separates them. Negative indices count from the end; an index
+    still out of range selects zeros (no error can come back from a lazy graph). Built as
+    one_hot(flat index) @ x over the indexed axes flattened, so it is differentiable."""
+    # Basic entries first (slices, None); the advanced ones keep their axis in the result `x`.
+    x = self if dtypes.is_float(self.dtype) or dtypes.is_int(self.dtype) else self.cast(dtypes.int32)
+    axis, adv = 0, []
+    for i in idx:
+      if i is None:
+        x = x.unsqueeze(axis)
+      elif isinstance(i, slice):
+        x, _ = x._slice_axis(axis, i)
+      elif isinstance(i, (Tensor, list, np.ndarray)):
+        adv.append((axis, self._index_tensor(i, x.shape[axis])))
+      else:  # an int drops its axis first, as in torch (numpy would broadcast it with the tensors)
+        x = x._select(axis, i)
+        continue
+      axis += 1
+    axes = [a for a, _ in adv]
+    sizes = [x.shape[a] for a in axes]
+    rest = [d for d in range(x.ndim) if d not in axes]
+    b_shape = broadcast_shape(*[t.shape for _, t in adv])
+    # One flat index over the indexed axes (row-major); -1 where any index is out of range.
+    flat, valid, stride = None, None, 1
+    for (_, t), n in reversed(list(zip(adv, sizes))):
+      term = t * stride if stride != 1 else t
+      flat = term if flat is None else flat + term
+      ok = (t >= 0) & (t < n)
+      valid = ok if valid is None else valid & ok
+      stride *= n
+    out_rest = tuple(x.shape[d] for d in rest)
+    adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
+    if stride == 0:  # an indexed axis is empty: every index is out of range
+      p = axes[0] if adjacent else 0
+      return Tensor.zeros(out_rest[:p] + b_shape + out_rest[p:], dtype=self.dtype)
+    flat = valid.where(flat, -1)._broadcast_to(b_shape)
+    moved = x.permute(axes + rest)
+    rows = moved.reshape(stride, -1)
+    picked = flat.reshape(-1).one_hot(stride).cast(rows.dtype) @ rows
+    out = picked.reshape(b_shape + out_rest)
+    nb = len(b_shape)
+    if adjacent:  # B goes where the indexed axes were
+      p = axes[0]
+      out = out.permute(list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, out.ndim)))
+    return out.cast(self.dtype)
+
+  def _select(self, axis: int, i) -> "Tensor":
+    """x[..., i, ...] for an int i on `axis`: that axis removed."""
+    size = self.shape[axis]
+    i = _py_scalar(i)
+    if isinstance(i, bool) or not isinstance(i, int):
+      raise TypeError(f"unsupported index type {type(i).__name__}")
+    if not -size <= i < size:
+      raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
+    i = i + size if i < 0 else i
+    pairs = [(0, s) for s in self.shape]
+    pairs[axis] = (i, i + 1)
+    return self.shrink(pairs).reshape(self.shape[:axis] + self.shape[axis + 1:])
+
+  @staticmethod
+  def _index_tensor(i, size: int) -> "Tensor":
+    """One index tensor (or list/array) as int32 with negative entries wrapped."""
+    index = i if isinstance(i, Tensor) else Tensor(np.asarray(i))
+    if index.dtype == dtypes.bool:
+      raise IndexError("boolean mask indexing gives a data-dependent shape, which a lazy graph cannot have; "
+                       "use mask.where(x, 0) or realize the mask and index with np.nonzero")
+    if not dtypes.is_int(index.dtype):
+      raise IndexError(f"tensor indices must be integers, got {index.dtype.name}")
+    index = index.cast(dtypes.int32)
+    return (index < 0).where(index + size, index)
+
+  def _slice_axis(self, axis: int, sl: slice) -> Tuple["Tensor", int]:
+    size = self.shape[axis]
+    start, stop, step = sl.indices(size)
+    x = self
+    if step < 0:
+      x = x.flip(axis)
+      start, stop, step = size - 1 - start, size - 1 - stop, -step
+    n = max(0, -(-(stop - start) // step))
+    pairs = [(0, s) for s in x.shape]
+    if n == 0:
+      pairs[axis] = (0, 0)
+      return x.shrink(pairs), 0
+    if step == 1:
+      pairs[axis] = (start, start + n)
+      return x.shrink(pairs), n
+    end = min(size, start + n * step)
+    pairs[axis] = (start, end)
+    x = x.shrink(pairs)
+    pads = [(0, 0)] * x.ndim
+    pads[axis] = (0, n * step - (end - start))
+    x = x.pad(pads)
+    x = x.reshape(x.shape[:axis] + (n, step) + x.shape[axis + 1:])
+    pairs = [(0, s) for s in x.shape]
+    pairs[axis + 1] = (0, 1)
+    x = x.shrink(pairs)
+    return x.reshape(x.shape[:axis] + (n,) + x.shape[axis + 2:]), n
+
+  # --- index ops (the daemon's TRIL, TRIU, GATHER, SCATTER_REDUCE) ------------------------------
+
+  def _triangle(self, op: int, diagonal: int) -> "Tensor":
+    if self.ndim < 2:
+      raise ShapeError(f"{g.OP_NAMES[op].lower()} needs at least 2 axes, got shape {self.shape}")
+    if isinstance(diagonal, bool) or not isinstance(diagonal, int):
+      raise ShapeError(f"diagonal must be an int, got {diagonal!r}")
+    return Tensor._make(op, self.dtype, self.shape, (self,), g.Composite(diagonal=diagonal))
+
+  def tril(self, diagonal: int = 0) -> "Tensor":
+    """Zero the elements above the `diagonal`-th diagonal of the last two axes."""
+    return self._triangle(g.TRIL, diagonal)
+
+  def triu(self, diagonal: int = 0) -> "Tensor":
+    """Zero the elements below the `diagonal`-th diagonal of the last two axes."""
+    return self._triangle(g.TRIU, diagonal)
+
+  def _scatter(self, dim: int, index: "Tensor", src, mode: str, include_self: bool, name: str) -> "Tensor":
+    """The daemon's SCATTER_REDUCE after the shape checks (src a tensor or a scalar)."""
+    if self.ndim == 0:
+      raise ShapeError(f"{name} needs a tensor of at least 1 axis")
+    ax = axis_of(dim, self.ndim, name)
+    if not isinstance(index, Tensor):
+      index = Tensor(index)
+    if not dtypes.is_int(index.dtype) or index.ndim != self.ndim:
+      raise ShapeError(f"{name}: index must be an integer tensor of rank {self.ndim}, got {index.dtype.name} "
+                       f"of shape {index.shape}")
+    if any(i != s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != ax):
+      raise ShapeError(f"{name}: index {index.shape} must match {self.shape} on every axis but {ax}")
+    src = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype)
+    if src.ndim != self.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
+      raise ShapeError(f"{name}: src {src.shape} must be at least index's shape {index.shape}")
+    return Tensor._make(g.SCATTER_REDUCE, self.dtype, self.shape, (self, index, src),
+                        g.Composite(axes=(ax,), mode=mode, include_self=include_self))
+
+  def scatter(self, dim: int, index: "Tensor", src, reduce: Optional[str] = None) -> "Tensor":
+    """torch's scatter: a copy of self with src's elements written at `index` along `dim` (src a
+    tensor or a scalar); reduce 'add' or 'multiply' combines them with self instead. Where two
+    updates land on one position without a reduce, torch leaves the winner undefined; here it is
+    their sum."""
+    if reduce is not None:
+      return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}.get(reduce, reduce))
+    return self._scatter(dim, index, src, "none", False, "scatter")
+
+  def scatter_reduce(self, dim: int, index: "Tensor", src: "Tensor", reduce: str, include_self: bool = True
+                     ) -> "Tensor":
+    """torch's scatter_reduce: src's elements combined into self at `index` along `dim` with
+    reduce 'sum', 'prod', 'mean', 'amax' or 'amin'; without include_self the positions written
+    start from the updates alone. Differentiable for sum and mean."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise ShapeError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+    return self._scatter(dim, index, src, reduce, bool(include_self), "scatter_reduce")
+
+  def gather(self, dim: int, index: "Tensor") -> "Tensor":
+    """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim` (torch.gather): index has
+    self's rank and, on the other axes, sizes up to self's. Indices must lie in
+    [0, self.shape[dim]); others select nothing (zero)."""
+    if not isinstance(index, Tensor):
+      index = Tensor(index)
+    if not dtypes.is_int(index.dtype):
+      raise ShapeError(f"gather needs an integer index, got {index.dtype.name}")
+    if self.ndim == 0:
+      raise ShapeError("gather needs a tensor of at least 1 axis")
+    ax = axis_of(dim, self.ndim, "gather")
+    if index.ndim != self.ndim:
+      raise ShapeError(f"gather: index has {index.ndim} axes, the input {self.ndim}")
+    for i, (a, b) in enumerate(zip(index.shape, self.shape)):
+      if i != ax and a > b:
+        raise ShapeError(f"gather: index size {a} on axis {i} exceeds the input's {b} "
+                         f"(index {index.shape}, input {self.shape})")
+    x = self
+    if any(i != ax and a != b for i, (a, b) in enumerate(zip(index.shape, self.shape))):
+      x = self.shrink(tuple((0, self.shape[i]) if i == ax else (0, s) for i, s in enumerate(index.shape)))
+    if self.shape[ax] == 0 and index.shape[ax] > 0:
+      raise ShapeError(f"gather from an empty axis {ax}")
+    return Tensor._make(g.GATHER, self.dtype, index.shape, (x, index), g.Composite(axes=(ax,)))

@@ -1,0 +1,141 @@
+"""Linear algebra: matmul/dot, linear, einsum and rearrange, qr, svd, newton_schulz."""
+from __future__ import annotations
+
+import functools
+from typing import Callable, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import graph as g
+from ..dtype import DTypeLike, least_upper_dtype, sum_acc_dtype, to_dtype
+from ..errors import ShapeError
+from ..shape import matmul_shape
+from .core import Tensor, tensor_methods
+from .einsum import einsum as einsum_formula, rearrange as rearrange_formula
+
+
+@tensor_methods
+class LinAlg:
+  """Tensor.dot, Tensor.einsum, Tensor.svd, ... (attached to Tensor)."""
+
+  # --- linear algebra ---------------------------------------------------------------------------
+
+  @staticmethod
+  def einsum(formula: str, *operands) -> "Tensor":
+    """numpy.einsum over Tensors ("ij,jk->ik", implicit output, "..."); see tensor/einsum.py."""
+    return einsum_formula(formula, *operands)
+
+  def rearrange(self, formula: str, **sizes: int) -> "Tensor":
+    """einops-style rearrange ("b (h w) c -> b h w c", h=2); see tensor/einsum.py."""
+    return rearrange_formula(self, formula, **sizes)
+
+  def dot(self, w: "Tensor", dtype: Optional[DTypeLike] = None) -> "Tensor":
+    """numpy matmul semantics, computed by the daemon's MATMUL (which the client only types and
+    shapes): 1-D operands are promoted and the added axis dropped, batch axes broadcast.
+    float16/bfloat16 and small integer types accumulate in float32/int32 and are cast back."""
+    if not isinstance(w, Tensor):
+      w = Tensor(w)
+    shape = matmul_shape(self.shape, w.shape)
+    out_dt = least_upper_dtype(self.dtype, w.dtype) if dtype is None else to_dtype(dtype)
+    acc = sum_acc_dtype(out_dt)
+    a, b = self.cast(acc), w.cast(acc)
+    return Tensor._make(g.MATMUL, acc, shape, (a, b)).cast(out_dt)
+
+  matmul = dot
+
+  def __matmul__(self, x) -> "Tensor":
+    return self.dot(x)
+
+  def __rmatmul__(self, x) -> "Tensor":
+    return Tensor(x).dot(self)
+
+  def linear(self, weight: "Tensor", bias: Optional["Tensor"] = None) -> "Tensor":
+    x = self * weight if weight.ndim == 1 else self.dot(weight)
+    return x + bias if bias is not None else x
+
+  def sequential(self, layers: Sequence[Callable[["Tensor"], "Tensor"]]) -> "Tensor":
+    return functools.reduce(lambda x, f: f(x), layers, self)
+
+  def qr(self) -> Tuple["Tensor", "Tensor"]:
+    """(Q, R) of the last two axes, reduced as torch.linalg.qr: Householder reflections with
+    LAPACK's signs (each R[j, j] is minus the sign of the column's leading element times its
+    norm), so Q and R match torch's. min(m, n) - (m <= n) reflections, each a few matmuls on the
+    daemon; differentiable."""
+    if self.ndim < 2:
+      raise ShapeError(f"qr needs a matrix (or a batch of them), got shape {self.shape}")
+    m, n = self.shape[-2:]
+    r = self._float()
+    q = Tensor.eye(m, dtype=r.dtype).expand(*self.shape[:-2], m, m)
+    for j in range(min(m - 1, n)):
+      x = r[..., j:, j]  # (..., m - j)
+      alpha = x[..., 0]
+      norm = (x * x).sum(-1).sqrt()
+      beta = -(alpha >= 0).where(1.0, -1.0) * norm
+      v = Tensor.cat((alpha - beta).unsqueeze(-1), x[..., 1:], dim=-1)  # (..., m - j)
+      vv = (v * v).sum(-1)
+      scale = (vv == 0).where(0.0, 2 / vv.maximum(1e-30)).unsqueeze(-1).unsqueeze(-1)
+      vc, vr = v.unsqueeze(-1), v.unsqueeze(-2)  # column and row
+      below, right = r[..., j:, :], q[..., :, j:]
+      below, right = below - scale * (vc @ (vr @ below)), right - scale * ((right @ vc) @ vr)
+      r = Tensor.cat(r[..., :j, :], below, dim=-2) if j else below  # rows above j are final
+      q = Tensor.cat(q[..., :, :j], right, dim=-1) if j else right
+    k = min(m, n)
+    return q[..., :, :k], r[..., :k, :].triu()
+
+  def svd(self, full_matrices: bool = True, sweeps: int = 12) -> Tuple["Tensor", "Tensor", "Tensor"]:
+    """(U, S, Vh) of the last two axes by one-sided Jacobi rotations (Hestenes): `sweeps` passes
+    over every column pair, each rotation a small matmul on the daemon, so the graph grows with
+    sweeps * n² / 2 for n = min(m, n) columns: meant for small matrices. Singular values
+    descending; singular vectors are unique up to sign (torch's may differ in sign). With
+    full_matrices the square cases only (the reduced and full factors coincide)."""
+    if self.ndim < 2:
+      raise ShapeError(f"svd needs a matrix (or a batch of them), got shape {self.shape}")
+    m, n = self.shape[-2:]
+    if m < n:
+      u, sv, vh = self.transpose(-2, -1).svd(full_matrices, sweeps)
+      return vh.transpose(-2, -1), sv, u.transpose(-2, -1)
+    if full_matrices and m != n:
+      raise NotImplementedError(f"svd(full_matrices=True) of a non-square {m}x{n} matrix: pass full_matrices=False")
+    u = self._float()
+    lead = self.shape[:-2]
+    v = Tensor.eye(n, dtype=u.dtype).expand(*lead, n, n)
+    eye = np.eye(n, dtype=np.float32)
+    for _ in range(sweeps):
+      for p in range(n - 1):
+        for q in range(p + 1, n):
+          up, uq = u[..., :, p], u[..., :, q]
+          alpha, beta, gamma = (up * up).sum(-1), (uq * uq).sum(-1), (up * uq).sum(-1)
+          # the rotation that zeroes gamma (c, s) = (1, 0) when the columns are already orthogonal
+          flat = gamma == 0
+          zeta = (beta - alpha) / (2 * flat.where(1.0, gamma))
+          t = (zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta * zeta).sqrt())
+          c = flat.where(1.0, 1 / (1 + t * t).sqrt())
+          sn = flat.where(0.0, c * t)
+          pp, qq, pq = (Tensor(np.outer(eye[a], eye[b]), dtype=u.dtype) for a, b in ((p, p), (q, q), (p, q)))
+          rot = Tensor(eye, dtype=u.dtype) + (c - 1).unsqueeze(-1).unsqueeze(-1) * (pp + qq) \
+              + sn.unsqueeze(-1).unsqueeze(-1) * (pq - pq.transpose())
+          u, v = u @ rot, v @ rot
+    sv = (u * u).sum(-2).sqrt()  # (..., n)
+    order = sv.argsort(-1, descending=True)
+    sv = sv.gather(-1, order)
+    cols = order.unsqueeze(-2).expand(*lead, m, n)
+    u = u.gather(-1, cols) / (sv == 0).where(1.0, sv).unsqueeze(-2)
+    v = v.gather(-1, order.unsqueeze(-2).expand(*lead, n, n))
+    return u, sv, v.transpose(-2, -1)
+
+  def newton_schulz(self, steps: int, params: Sequence[float], eps: float = 1.0e-7) -> "Tensor":
+    """Orthogonalizes the last two axes (tinygrad's newton_schulz, Muon's core): X = self / (its
+    Frobenius norm + eps), then `steps` times X = sum_i params[i] * (X X^T)^i X, computed on the
+    wide orientation (a tall matrix is transposed there and back)."""
+    if self.ndim < 2:
+      raise ShapeError(f"newton_schulz needs a matrix (or a batch of them), got shape {self.shape}")
+    if self.shape[-2] > self.shape[-1]:
+      return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    x = self / (self.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      gram, term, acc = x @ x.transpose(-2, -1), x, x * params[0]
+      for p in params[1:]:
+        term = gram @ term
+        acc = acc + term * p
+      x = acc
+    return x

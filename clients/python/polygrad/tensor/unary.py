@@ -1,0 +1,235 @@
+"""Elementwise unary math and activations: exp, log, sin, relu, gelu, clip, erf, ..."""
+from __future__ import annotations
+
+import math
+
+from .. import graph as g
+from ..dtype import dtypes, least_upper_float
+from ..errors import ShapeError
+from .core import Tensor, tensor_methods
+
+
+@tensor_methods
+class Unary:
+  """Tensor.exp, Tensor.relu, Tensor.clip, ... (attached to Tensor)."""
+
+  # --- unary math -------------------------------------------------------------------------------
+
+  def exp2(self) -> "Tensor":
+    return self._float()._unop(g.EXP2)
+
+  def log2(self) -> "Tensor":
+    return self._float()._unop(g.LOG2)
+
+  def exp(self) -> "Tensor":
+    return self._float()._unop(g.EXP)
+
+  def log(self) -> "Tensor":
+    return self._float()._unop(g.LOG)
+
+  def sqrt(self) -> "Tensor":
+    return self._float()._unop(g.SQRT)
+
+  def rsqrt(self) -> "Tensor":
+    return self.sqrt().reciprocal()
+
+  def reciprocal(self) -> "Tensor":
+    return self._float()._unop(g.RECIPROCAL)
+
+  def sin(self) -> "Tensor":
+    return self._float()._unop(g.SIN)
+
+  def cos(self) -> "Tensor":
+    return ((math.pi / 2) - self._float()).sin()
+
+  def tan(self) -> "Tensor":
+    return self.sin() / self.cos()
+
+  def relu(self) -> "Tensor":
+    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
+      return self
+    return self._unop(g.RELU)
+
+  def relu6(self) -> "Tensor":
+    return self.relu().minimum(6)
+
+  def leaky_relu(self, neg_slope: float = 0.01) -> "Tensor":
+    return (self < 0).where(self * neg_slope, self)
+
+  def sigmoid(self) -> "Tensor":
+    return self._float()._unop(g.SIGMOID)
+
+  def tanh(self) -> "Tensor":
+    return self._float()._unop(g.TANH)
+
+  def silu(self) -> "Tensor":
+    return self._float()._unop(g.SILU)
+
+  swish = silu
+
+  def gelu(self, approximate: str = "tanh") -> "Tensor":
+    """The tanh approximation (tinygrad's gelu, the default), or with approximate='none' the exact
+    x * Phi(x) through erf (torch's default)."""
+    if approximate == "none":
+      x = self._float()
+      return x * 0.5 * (1 + (x * (1 / math.sqrt(2))).erf())
+    if approximate != "tanh":
+      raise ShapeError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
+    return self._float()._unop(g.GELU)
+
+  def elu(self, alpha: float = 1.0) -> "Tensor":
+    return self.relu() - alpha * (1 - self.exp()).relu()
+
+  def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> "Tensor":
+    """log(1 + exp(beta * x)) / beta, and x where beta * x > threshold (torch's softplus): no
+    overflow at large inputs, and a gradient of 1 there."""
+    x = self._float()
+    return Tensor._make(g.SOFTPLUS, x.dtype, x.shape, (x,), g.Composite(beta=float(beta), threshold=float(threshold)))
+
+  def abs(self) -> "Tensor":
+    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
+      return self
+    return self.maximum(-self)
+
+  def sign(self) -> "Tensor":
+    return (self != 0).where((self < 0).where(self.full_like(-1), self.full_like(1)), self.full_like(0))
+
+  def square(self) -> "Tensor":
+    return self * self
+
+  def clip(self, min_=None, max_=None) -> "Tensor":
+    """torch's clamp: min_ and max_ are numbers or tensors (broadcast, promoting the dtype). A nan
+    anywhere gives nan; at a bound the whole gradient reaches self."""
+    if min_ is None and max_ is None:
+      raise ShapeError("clip needs min_ or max_")
+    x = self if min_ is None else self._clamp(g.CLAMP_MIN, min_)
+    return x if max_ is None else x._clamp(g.CLAMP_MAX, max_)
+
+  def clamp_min(self, min_) -> "Tensor":
+    return self._clamp(g.CLAMP_MIN, min_)
+
+  def clamp_max(self, max_) -> "Tensor":
+    return self._clamp(g.CLAMP_MAX, max_)
+
+  def _clamp(self, op: int, bound) -> "Tensor":
+    if self.dtype == dtypes.bool:
+      raise ShapeError(f"{g.OP_NAMES[op].lower()} does not take bool tensors")
+    return self._binop(op, bound)
+
+  clamp = clip
+
+  def isnan(self) -> "Tensor":
+    return self != self
+
+  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> "Tensor":
+    pos = (self == math.inf) if detect_positive else self.zeros_like(dtype=dtypes.bool)
+    return pos | (self == -math.inf) if detect_negative else pos
+
+  def round(self) -> "Tensor":
+    """Round half to even (numpy, torch, tinygrad)."""
+    if not dtypes.is_float(self.dtype):
+      return self
+    lo = self.floor()
+    frac = self - lo
+    odd = (lo * 0.5)._trunc() != lo * 0.5
+    return (frac > 0.5).where(lo + 1, (frac < 0.5).where(lo, odd.where(lo + 1, lo)))
+
+  def quick_gelu(self) -> "Tensor":
+    return self * (self * 1.702).sigmoid()
+
+  def mish(self) -> "Tensor":
+    return self * self.softplus().tanh()
+
+  def hardtanh(self, min_val: float = -1, max_val: float = 1) -> "Tensor":
+    return self.clip(min_val, max_val)
+
+  def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> "Tensor":
+    return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+
+  def hardswish(self) -> "Tensor":
+    return self * (self + 3).relu6() * (1 / 6)
+
+  # The daemon's elementwise math (core/frontend/math.h): torch's values at the domain edges,
+  # e.g. asin(2) is nan, atanh(1) is inf; float16/bfloat16 are computed in float32.
+
+  def erf(self) -> "Tensor":
+    return self._float()._unop(g.ERF)
+
+  def atan(self) -> "Tensor":
+    return self._float()._unop(g.ATAN)
+
+  def asin(self) -> "Tensor":
+    return self._float()._unop(g.ASIN)
+
+  def acos(self) -> "Tensor":
+    return self._float()._unop(g.ACOS)
+
+  def sinh(self) -> "Tensor":
+    return self._float()._unop(g.SINH)
+
+  def cosh(self) -> "Tensor":
+    return self._float()._unop(g.COSH)
+
+  def asinh(self) -> "Tensor":
+    return self._float()._unop(g.ASINH)
+
+  def acosh(self) -> "Tensor":
+    return self._float()._unop(g.ACOSH)
+
+  def atanh(self) -> "Tensor":
+    return self._float()._unop(g.ATANH)
+
+  def log10(self) -> "Tensor":
+    return self._float()._unop(g.LOG10)
+
+  def log1p(self) -> "Tensor":
+    return self._float()._unop(g.LOG1P)
+
+  def expm1(self) -> "Tensor":
+    return self._float()._unop(g.EXPM1)
+
+  def softsign(self) -> "Tensor":
+    return self._float()._unop(g.SOFTSIGN)
+
+  def selu(self) -> "Tensor":
+    return self._float()._unop(g.SELU)
+
+  def celu(self, alpha: float = 1.0) -> "Tensor":
+    x = self._float()
+    return Tensor._make(g.CELU, x.dtype, x.shape, (x,), g.Composite(alpha=float(alpha)))
+
+  def _float_binop(self, op: int, x, reverse: bool = False) -> "Tensor":
+    a, b = self._broadcasted(x, reverse)
+    a, b = a._float(), b._float()
+    return Tensor._make(op, a.dtype, a.shape, (a, b))
+
+  def logaddexp(self, x) -> "Tensor":
+    """log(exp(self) + exp(x)) without overflow; -inf operands are fine."""
+    return self._float_binop(g.LOGADDEXP, x)
+
+  def copysign(self, x) -> "Tensor":
+    """|self| with the sign bit of x (-0.0 counts as negative); no gradient flows to x."""
+    return self._float_binop(g.COPYSIGN, x)
+
+  def lerp(self, end, weight) -> "Tensor":
+    """self + weight * (end - self), computed from the nearer end (exact at weight 1)."""
+    a, b = self._broadcasted(end)
+    a, w = a._broadcasted(weight)
+    a, b = a._broadcasted(b)
+    a, b, w = a._float(), b._float(), w.cast(least_upper_float(a.dtype))
+    return Tensor._make(g.LERP, a.dtype, a.shape, (a, b, w))
+
+  def isfinite(self) -> "Tensor":
+    return Tensor._make(g.ISFINITE, dtypes.bool, self.shape, (self,))
+
+  def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> "Tensor":
+    """|self - other| <= atol + rtol * |other| elementwise (bool), as torch.isclose."""
+    if rtol < 0 or atol < 0:
+      raise ValueError(f"isclose needs rtol >= 0 and atol >= 0, got {rtol} and {atol}")
+    a, b = self._broadcasted(other)
+    return Tensor._make(g.ISCLOSE, dtypes.bool, a.shape, (a, b),
+                        g.Composite(rtol=float(rtol), atol=float(atol), equal_nan=bool(equal_nan)))
+
+  def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """Whether every element isclose (a Python bool: this realizes)."""
+    return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
