@@ -44,6 +44,10 @@ struct LiveCounts {
   uint64_t kernel_builds_optimized = 0;
   uint64_t background_build_failures = 0;
   uint64_t background_builds_pending = 0;
+  // Quick builds that failed (those kernels waited for the C compiler), and launches that ran a
+  // quick build.
+  uint64_t kernel_build_failures_quick = 0;
+  uint64_t kernel_quick_launches = 0;
 };
 
 class Metrics final : public EngineObserver {

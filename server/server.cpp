@@ -246,6 +246,8 @@ void Server::add_cache_counts(LiveCounts& c) const {
   c.kernel_builds_optimized = s.optimized_builds;
   c.background_build_failures = s.background_failures;
   c.background_builds_pending = s.background_pending;
+  c.kernel_build_failures_quick = s.quick_failures;
+  c.kernel_quick_launches = s.quick_launches;
   c.schedule_cache_entries = engine_->schedule_cache_entries();
 }
 

@@ -128,6 +128,8 @@ KernelCache::Stats KernelCache::stats() const {
   s.optimized_builds = optimized_builds_.load();
   s.background_failures = background_failures_.load();
   s.background_pending = background_.pending();
+  s.quick_failures = quick_failures_.load();
+  s.quick_launches = quick_launches_.load();
   return s;
 }
 
@@ -355,12 +357,13 @@ ProgramPtr KernelCache::build_tiered(const std::string& key, const Compile& comp
   auto program = quick();
   if (!program.ok()) {
     // The optimized compiler decides: a kernel it compiles runs as it always did.
+    quick_failures_.fetch_add(1);
     std::fprintf(stderr, "polygrad: quick build of kernel %s failed, waiting for the optimized one: %s\n",
                  key.c_str(), std::string(program.status().message()).c_str());
     return nullptr;
   }
   quick_builds_.fetch_add(1);
-  auto tiered = std::make_shared<TieredProgram>(*std::move(program));
+  auto tiered = std::make_shared<TieredProgram>(*std::move(program), &quick_launches_);
   // The job owns copies of what it uses; `this` outlives it (the destructor stops the builds).
   background_.submit([this, key, compile, load, tiered](const StopFn& stopping) {
     auto optimized = compile_and_store(key, compile, load, stopping);

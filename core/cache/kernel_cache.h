@@ -116,6 +116,11 @@ class KernelCache {
     uint64_t optimized_builds = 0;
     uint64_t background_failures = 0;
     uint64_t background_pending = 0;
+    // Quick builds that failed (each of those kernels was built by the optimized compiler before
+    // it ran, as without the quick tier), and launches that ran a quick build (none of a kernel
+    // once its optimized build is swapped in).
+    uint64_t quick_failures = 0;
+    uint64_t quick_launches = 0;
   };
   Stats stats() const;
   // Counts the directory again (other daemons write to it too) and returns fresh stats.
@@ -178,6 +183,8 @@ class KernelCache {
   std::atomic<uint64_t> quick_builds_{0};
   std::atomic<uint64_t> optimized_builds_{0};
   std::atomic<uint64_t> background_failures_{0};
+  std::atomic<uint64_t> quick_failures_{0};
+  std::atomic<uint64_t> quick_launches_{0};  // TieredProgram counts into it: declared before background_
   std::unique_ptr<RemoteTier> remote_;  // destroyed (its uploads drained) before the rest
   BackgroundBuilds background_;         // stopped by the destructor, before anything else goes
 };

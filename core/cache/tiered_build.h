@@ -9,6 +9,7 @@
 // queued ones and joins every thread, so nothing outlives the cache, compiler and slots they use.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -24,9 +25,19 @@ namespace polygrad {
 
 class TieredProgram final : public Program {
  public:
-  explicit TieredProgram(ProgramPtr quick) : current_(std::move(quick)) {}
+  // `quick_launches` (may be null; must outlive every launch) counts the launches that ran `quick`.
+  explicit TieredProgram(ProgramPtr quick, std::atomic<uint64_t>* quick_launches = nullptr)
+      : current_(std::move(quick)), quick_launches_(quick_launches) {}
 
-  absl::Status launch(void** bufs, int64_t start, int64_t end) const override { return current()->launch(bufs, start, end); }
+  absl::Status launch(void** bufs, int64_t start, int64_t end) const override {
+    ProgramPtr p;
+    {
+      std::lock_guard lock(mu_);
+      p = current_;
+      if (!optimized_ && quick_launches_ != nullptr) quick_launches_->fetch_add(1, std::memory_order_relaxed);
+    }
+    return p->launch(bufs, start, end);
+  }
 
   // The program launches run now.
   ProgramPtr current() const {
@@ -49,6 +60,7 @@ class TieredProgram final : public Program {
   mutable std::mutex mu_;
   ProgramPtr current_;
   bool optimized_ = false;
+  std::atomic<uint64_t>* const quick_launches_;
 };
 
 class BackgroundBuilds {

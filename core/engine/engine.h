@@ -125,6 +125,12 @@ struct RealizeOptions {
   // another device) returns at once with RealizeResult::deferred. For a caller on a thread that
   // must not block, which then hands the request to a worker.
   int64_t inline_work_limit = 0;
+  // false: a CPU kernel missing from every kernel-cache tier is built by the optimized compiler
+  // before it runs, even with EngineOptions::quick_compile on (prewarm: the kernels it builds are
+  // meant to be final, on disk when the call returns). A kernel whose quick build is already in
+  // memory (another realize got there first) is used as it is; its optimized build lands in the
+  // background as usual.
+  bool quick_compile = true;
 };
 
 class Engine {

@@ -20,12 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/cache/kernel_cache.h"
 #include "core/cache/tiered_build.h"
 #include "core/engine/engine.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/tensor_ops.h"
+#include "core/render/c_renderer.h"
 #include "core/runtime/cpu/compiler.h"
 #include "core/runtime/cpu/quick_compiler.h"
 #include "tests/core/cuda_corpus.h"
@@ -82,6 +84,59 @@ TEST(QuickCompiler, ReportsWhatDoesNotCompile) {
   EXPECT_NE(p.status().message().find("TinyCC"), std::string::npos) << p.status();
   auto missing = quick_compile("void other(void) {}\n");
   EXPECT_FALSE(missing.ok()) << "no entry point";
+}
+
+// A kernel TinyCC rejects (it has no __int128) and the C compiler builds: its quick build fails
+// the same way every time, the optimized compiler builds it before get_or_build returns (as
+// without the quick tier: nothing runs in the background), it computes the right values, and the
+// failure is counted (polygradd_kernel_build_failures_total{tier="quick"}).
+TEST(QuickTierFallback, AKernelTinyCCRejectsIsBuiltByTheOptimizedCompilerBeforeItRuns) {
+  SKIP_WITHOUT_LIBTCC();
+  const std::string source = absl::StrCat(
+      "#include <stdint.h>\nvoid ", kKernelEntry,
+      "(void** b, int64_t start, int64_t end) {\n"
+      "  float* out = b[0];\n  const float* x = b[1];\n"
+      "  for (int64_t i = start; i < end; ++i) {\n"
+      "    const __int128 wide = (__int128)i * 3;\n"
+      "    out[i] = x[i] * 2.0f + (float)(int64_t)(wide - 3 * i) + 1.0f;\n  }\n}\n");
+  auto rejected = quick_compile(source);
+  ASSERT_FALSE(rejected.ok()) << "TinyCC has no __int128";
+  EXPECT_NE(rejected.status().message().find("error"), std::string::npos) << "TinyCC's message: " << rejected.status();
+  auto cc = CpuCompiler::find("", std::chrono::seconds(120));
+  ASSERT_TRUE(cc.ok()) << cc.status();
+
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    absl::StrFormat("polygrad-quick-fallback-%d", getpid());
+  std::filesystem::remove_all(dir);
+  {
+    KernelCache cache(dir);
+    const std::string key = KernelCache::key("CPU", cc->identity(), source);
+    int quick_calls = 0;
+    auto found = cache.get_or_build(
+        key, [&](const KernelCache::StopFn& abandoned) { return cc->compile(source, abandoned); }, CpuCompiler::load,
+        {}, [&] {
+          ++quick_calls;
+          return quick_compile(source);
+        });
+    ASSERT_TRUE(found.ok()) << found.status();
+    EXPECT_EQ(quick_calls, 1);
+    EXPECT_EQ(found->result, CacheResult::Miss);
+    EXPECT_EQ(dynamic_cast<const TieredProgram*>(found->program.get()), nullptr) << "no quick program to wrap";
+    const KernelCache::Stats s = cache.stats();
+    EXPECT_EQ(s.quick_failures, 1u);
+    EXPECT_EQ(s.quick_builds, 0u);
+    EXPECT_EQ(s.optimized_builds, 1u);
+    EXPECT_EQ(s.background_pending, 0u) << "built in the foreground";
+    EXPECT_EQ(cache.disk_keys(), std::vector<std::string>{key}) << "on disk when the call returns";
+
+    std::vector<float> x(100), out(100, -1.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) - 50.0f;
+    void* bufs[] = {out.data(), x.data()};
+    ASSERT_TRUE(found->program->launch(bufs, 0, 100).ok());
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], x[i] * 2.0f + 1.0f) << i;
+    EXPECT_EQ(cache.stats().quick_launches, 0u);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // Fully random bits for every element: huge, tiny, subnormal and NaN-payload floats, every
@@ -304,6 +359,63 @@ TEST_F(QuickTierEngine, RealizeRunsTheQuickBuildThenTheOptimizedOneIsSwappedIn) 
   expect_relu(realize(y, &stats));
   EXPECT_EQ(stats.compiled, 0u);
   EXPECT_EQ(cache().stats().quick_builds, 1u);
+}
+
+// Which tier ran, counted: launches run the quick build while the optimized one is held, and none
+// does once the background builds have drained (the optimized build swapped in), through the
+// schedule cache's program and through a graph compiled afresh alike.
+TEST_F(QuickTierEngine, OnceTheBackgroundBuildsDrainNoLaunchRunsAQuickBuild) {
+  SKIP_WITHOUT_LIBTCC();
+  start(true);
+  gate_->hold();
+  UOpRef y = eligible_graph(1000);
+  expect_relu(realize(y));
+  const uint64_t first = cache().stats().quick_launches;
+  EXPECT_GE(first, 1u) << "the first realize ran the quick build";
+  expect_relu(realize(y));
+  EXPECT_GT(cache().stats().quick_launches, first) << "still the quick build while the optimized one is held";
+
+  ASSERT_TRUE(eventually([&] { return !gate_->held_pids().empty(); }));
+  gate_->release();
+  ASSERT_TRUE(eventually([&] { return cache().stats().background_pending == 0; }));
+  ASSERT_EQ(cache().stats().optimized_builds, 1u);
+  const uint64_t drained = cache().stats().quick_launches;
+  RealizeStats stats;
+  for (int i = 0; i < 5; ++i) {
+    expect_relu(realize(y, &stats));
+    EXPECT_EQ(stats.compiled, 0u);
+  }
+  UOpRef again = eligible_graph(1000);  // the same kernel from another input: another program, same key
+  expect_relu(realize(again, &stats));
+  EXPECT_EQ(stats.compiled, 0u);
+  EXPECT_EQ(cache().stats().quick_launches, drained) << "a launch ran the quick build after the swap";
+  EXPECT_EQ(cache().stats().quick_builds, 1u);
+}
+
+// RealizeOptions::quick_compile false (what prewarm asks): with the quick tier on, a new kernel
+// still waits for the optimized compiler, and is on disk when the realize returns.
+TEST_F(QuickTierEngine, ARealizeRefusingTheQuickTierWaitsForTheOptimizedBuild) {
+  SKIP_WITHOUT_LIBTCC();
+  start(true);
+  UOpRef y = eligible_graph(500);
+  RealizeOptions final_only;
+  final_only.quick_compile = false;
+  gate_->hold();
+  auto pending = std::async(std::launch::async, [&] { return engine_->realize({y}, bound_, final_only); });
+  ASSERT_TRUE(eventually([&] { return !gate_->held_pids().empty(); }));
+  // The compiler is held: the realize cannot have finished unless a quick build ran it.
+  EXPECT_EQ(pending.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  gate_->release();
+  auto r = pending.get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  const float* d = static_cast<const float*>(r->outputs[0]->data());
+  expect_relu(std::vector<float>(d, d + r->outputs[0]->numel()));
+  EXPECT_EQ(r->stats.compiled, 1u);
+  const KernelCache::Stats s = cache().stats();
+  EXPECT_EQ(s.quick_builds, 0u);
+  EXPECT_EQ(s.optimized_builds, 1u);
+  EXPECT_EQ(s.background_pending, 0u);
+  EXPECT_EQ(cache().disk_keys().size(), 1u) << "built in the foreground: on disk when the realize returns";
 }
 
 TEST_F(QuickTierEngine, AKernelCallingExpWaitsForTheOptimizedCompiler) {

@@ -1210,6 +1210,8 @@ TEST_F(OwnServerTest, MetricsEndpoint) {
                            "polygradd_kernel_builds_total{tier=\"quick\"}",
                            "polygradd_kernel_builds_total{tier=\"optimized\"}",
                            "polygradd_kernel_background_build_failures_total ",
+                           "polygradd_kernel_build_failures_total{tier=\"quick\"}",
+                           "polygradd_kernel_quick_launches_total ", "polygradd_kernel_background_builds ",
                            // Every pass of the realize above (core/engine/pipeline.h), by name.
                            "polygradd_compile_pass_duration_seconds_count{pass=\"schedule_cache\"}",
                            "polygradd_compile_pass_duration_seconds_count{pass=\"schedule\"}",
