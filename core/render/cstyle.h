@@ -10,11 +10,10 @@
 
 #include <cstdint>
 #include <string>
-
-#include "absl/strings/str_cat.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "core/codegen/linearize.h"
 
 namespace polygrad {
