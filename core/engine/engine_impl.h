@@ -31,8 +31,6 @@ struct Engine::Impl {
   ThreadPool pool;
 
   Impl(EngineOptions opts, CpuCompiler cc);
-  // Stops the kernel cache's background builds before the compiler and the slots they use go.
-  ~Impl();
 
   EngineObserver* observer() const { return options.observer; }
 
@@ -44,8 +42,6 @@ struct Engine::Impl {
   std::counting_semaphore<1024> compile_slots;
   const bool dump_kernels;    // POLYGRAD_DUMP_KERNELS=1 prints every rendered kernel to stderr
   bool cuda_enabled = true;  // EngineOptions::devices named CUDA, or named nothing
-  // EngineOptions::quick_compile, and this build has the quick tier.
-  const bool quick_compile;
 };
 
 }  // namespace polygrad

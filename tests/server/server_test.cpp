@@ -1207,11 +1207,6 @@ TEST_F(OwnServerTest, MetricsEndpoint) {
                            "polygradd_sessions_created_total ", "polygradd_buffers ", "polygradd_buffer_bytes ",
                            "polygradd_transfer_bytes_total{direction=\"upload\"}", "polygradd_build_info{version=",
                            "polygradd_compile_duration_seconds", "polygradd_kernel_duration_seconds",
-                           "polygradd_kernel_builds_total{tier=\"quick\"}",
-                           "polygradd_kernel_builds_total{tier=\"optimized\"}",
-                           "polygradd_kernel_background_build_failures_total ",
-                           "polygradd_kernel_build_failures_total{tier=\"quick\"}",
-                           "polygradd_kernel_quick_launches_total ", "polygradd_kernel_background_builds ",
                            // Every pass of the realize above (core/engine/pipeline.h), by name.
                            "polygradd_compile_pass_duration_seconds_count{pass=\"schedule_cache\"}",
                            "polygradd_compile_pass_duration_seconds_count{pass=\"schedule\"}",
