@@ -9,7 +9,8 @@
 # The build stage runs the same scripts as CI (scripts/install-deps, scripts/build), which is
 # how CI exercises these steps on machines without a Docker engine. The run-time stage installs
 # exactly the packages that own the libraries the binary links (scripts/runtime-deps), plus
-# clang: polygradd compiles CPU kernels at run time with the system C compiler. CUDA kernels
+# clang: polygradd compiles CPU kernels at run time with the system C compiler, and tcc: the
+# quick compile tier (libtcc, linked statically) needs TinyCC's run-time files. CUDA kernels
 # are compiled with NVRTC, which the CUDA runtime base image provides; the daemon dlopen()s
 # libcuda and NVRTC, so the same image starts (CPU only) on a host without a GPU.
 ARG CUDA_VERSION=13.0.1
@@ -35,7 +36,7 @@ COPY --from=build /out/runtime-packages.txt /tmp/runtime-packages.txt
 # hadolint ignore=DL3008,SC2046
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      $(cat /tmp/runtime-packages.txt) clang libc6-dev binutils curl ca-certificates \
+      $(cat /tmp/runtime-packages.txt) clang tcc libc6-dev binutils curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages.txt
 RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/polygrad --create-home \
       --shell /usr/sbin/nologin polygrad \

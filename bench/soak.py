@@ -15,7 +15,8 @@ polygradd_objects_created_total must equal polygradd_objects_released_total for 
 buffers, with no live buffer left.
 
 Exit status 1 on any unexpected error, any leak, or RSS growth over --max-rss-growth (default
-10%) after the warm-up: the highest RSS of the last third of the load against the highest of the
+10%) after the warm-up (which also waits, up to 120 s more, until no optimized kernel build runs
+behind a quick one): the highest RSS of the last third of the load against the highest of the
 first third. Peaks against peaks, because RSS follows how many requests are in flight (the
 allocator keeps what the busiest moment needed), which changes with the machine's speed and
 load; a leak grows through the run. scripts/test runs a 60-second variant.
@@ -43,6 +44,7 @@ WIDTH = 256
 UPLOAD_BYTES = 128 << 10
 KINDS = ("realize", "upload", "download", "step", "cancel", "disconnect", "stream_drop")
 WEIGHTS = (0.34, 0.14, 0.14, 0.22, 0.08, 0.04, 0.04)
+WARMUP_EXTENSION_LIMIT = 120.0  # seconds the warm-up may wait for background kernel builds
 FRESH_KERNELS = 64  # distinct constants: kernels compiled during the run, then cache hits
 WAIT_LIMIT = 120.0  # bound on waits for the daemon to settle; only a fault reaches it
 
@@ -257,6 +259,13 @@ def main() -> int:
           f"sessions idle out after {args.idle_timeout} s", flush=True)
     print(f"{'t s':>6} {'ops':>7} {'ops/s':>7} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8}  {'RSS MiB':>8}  per kind (count p99 ms)",
           flush=True)
+    # The warm-up also lasts until no optimized kernel build is running behind a quick one
+    # (--quick-compile): until then the kernels that quick builds run get faster as the builds
+    # land, and more requests in flight per second hold more memory, which a comparison of the
+    # first third with the last would read as growth. Bounded: a daemon whose builds never drain
+    # is measured from then on, and that line says so.
+    settled = False
+    settle_limit = warm_at + WARMUP_EXTENSION_LIMIT
     rss_samples = []  # (time, bytes) once a second during the measured load
     window = []
     errors = {}
@@ -269,6 +278,14 @@ def main() -> int:
       except queue.Empty:
         msg = None
       now = time.time()
+      if not settled and now >= warm_at:  # warm_at moves a second on each time: one scrape a second
+        pending = scrape(metrics_url).get("polygradd_kernel_background_builds", 0)
+        if pending > 0 and now < settle_limit:
+          warm_at = now + 1.0
+          end_at.value = warm_at + args.duration
+        else:
+          settled = True
+          print(f"warm-up ended at {now - start:.0f} s ({pending:.0f} background kernel builds still running)", flush=True)
       if warm_at <= now < end_at.value and (not rss_samples or now - rss_samples[-1][0] >= 1.0):
         rss_samples.append((now, rss_bytes(proc.pid)))
       if msg is not None and msg[0] == "op":

@@ -106,6 +106,7 @@ grpc::ServerUnaryReactor* AdminService::CacheStats(grpc::CallbackServerContext* 
   response->set_evictions(s.evictions);
   response->set_discarded(s.discarded);
   response->set_imported(s.imported);
+  response->set_background_builds(s.background_pending);
   deps_.record("Admin.CacheStats", "", start, absl::OkStatus());
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);

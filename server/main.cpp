@@ -68,6 +68,10 @@ ABSL_FLAG(uint64_t, shm_max_bytes, kDefaults.shm_max_bytes,
 ABSL_FLAG(std::string, log_level, "info", "Log level: debug, info, warning or error.");
 ABSL_FLAG(std::string, log_format, "text", "Log format: text (key=value) or json (one object per line).");
 ABSL_FLAG(std::string, compiler, "", "C compiler for CPU kernels; empty picks clang, then gcc, then cc.");
+ABSL_FLAG(std::string, quick_compile, "on",
+          "on: a new CPU kernel first runs a TinyCC build made in milliseconds while the C compiler builds the "
+          "optimized one in the background (same results; kernels calling exp, log, sin, cos or pow wait for the "
+          "C compiler when it vectorises them); off: every new kernel waits for the C compiler.");
 ABSL_FLAG(std::string, devices, "",
           "Devices tensors may be placed on, comma-separated (cpu, cuda, cuda:0); empty: every device that exists. "
           "Naming a device that cannot be used fails at start with the reason.");
@@ -170,6 +174,10 @@ int main(int argc, char** argv) {
   o.blob_max_bytes = absl::GetFlag(FLAGS_blob_max_bytes);
   o.shm_max_bytes = absl::GetFlag(FLAGS_shm_max_bytes);
   o.compiler = absl::GetFlag(FLAGS_compiler);
+  if (const std::string quick = absl::GetFlag(FLAGS_quick_compile); quick == "on" || quick == "off")
+    o.quick_compile = quick == "on";
+  else
+    return fail(absl::StrCat("--quick-compile must be on or off, not '", quick, "'"));
   for (absl::string_view d : absl::StrSplit(absl::GetFlag(FLAGS_devices), ',', absl::SkipWhitespace()))
     o.devices.emplace_back(absl::StripAsciiWhitespace(d));
   o.threads = absl::GetFlag(FLAGS_threads);

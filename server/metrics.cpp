@@ -142,6 +142,22 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
         single("polygradd_schedule_cache_entries",
                "Compiled realize programs in the schedule cache (bounded by --schedule-cache-entries).",
                MetricType::Gauge, static_cast<double>(c.schedule_cache_entries)),
+        by_label("polygradd_kernel_builds_total",
+                 "CPU kernels built, by tier: quick (TinyCC in process, run until the optimized build is ready; "
+                 "--quick-compile) and optimized (the C compiler, in the foreground or the background).",
+                 "tier", {{"quick", c.kernel_builds_quick}, {"optimized", c.kernel_builds_optimized}}),
+        single("polygradd_kernel_background_build_failures_total",
+               "Optimized builds behind a quick one that failed (the kernel keeps running its quick build).",
+               MetricType::Counter, static_cast<double>(c.background_build_failures)),
+        single("polygradd_kernel_background_builds", "Optimized builds queued or running behind a quick one.",
+               MetricType::Gauge, static_cast<double>(c.background_builds_pending)),
+        by_label("polygradd_kernel_build_failures_total",
+                 "CPU kernel builds that failed, by tier: quick (TinyCC rejected the kernel, which was then built by "
+                 "the C compiler before it ran, as with --quick-compile=off).",
+                 "tier", {{"quick", c.kernel_build_failures_quick}}),
+        single("polygradd_kernel_quick_launches_total",
+               "CPU kernel launches that ran a quick build (before the kernel's optimized build was swapped in).",
+               MetricType::Counter, static_cast<double>(c.kernel_quick_launches)),
         // Leak accounting: for every kind, created - released == live, and all three return to
         // their idle values when every client has gone.
         by_label("polygradd_objects_created_total", "Objects created, by kind.", "kind",

@@ -38,6 +38,16 @@ struct LiveCounts {
   uint64_t cache_write_permission = 0;
   uint64_t cache_write_other = 0;
   uint64_t schedule_cache_entries = 0;  // compiled realize programs in the engine's memory
+  // Kernel builds by tier (core/cache/kernel_cache.h: quick and optimized), optimized builds run
+  // behind a quick one that failed, and those queued or running now.
+  uint64_t kernel_builds_quick = 0;
+  uint64_t kernel_builds_optimized = 0;
+  uint64_t background_build_failures = 0;
+  uint64_t background_builds_pending = 0;
+  // Quick builds that failed (those kernels waited for the C compiler), and launches that ran a
+  // quick build.
+  uint64_t kernel_build_failures_quick = 0;
+  uint64_t kernel_quick_launches = 0;
 };
 
 class Metrics final : public EngineObserver {

@@ -67,6 +67,7 @@ struct ServerOptions {
   uint64_t blob_max_bytes = uint64_t{2} << 30;  // content-addressed blobs kept in memory (LRU)
   uint64_t shm_max_bytes = uint64_t{8} << 30;   // shared-memory regions of all sessions together
   std::string compiler;                        // C compiler; empty: auto
+  bool quick_compile = true;                   // --quick-compile (EngineOptions::quick_compile)
   std::vector<std::string> devices;            // --devices: "cpu", "cuda:0"; empty: every device that exists
   unsigned threads = 0;                        // engine kernel threads; 0: hardware concurrency
   unsigned workers = 4;                        // concurrent realize requests

@@ -16,7 +16,8 @@ namespace polygrad::server {
 absl::StatusOr<v1::PrewarmManifest> load_manifest(const std::filesystem::path& file);
 
 // Realizes each graph once in a private session (BUFFER nodes without a source get zeros), so
-// every kernel it needs is compiled into the cache; the sessions are closed afterwards. Stops
+// every kernel it needs is compiled into the cache by the optimized compiler, never the quick
+// tier (--quick-compile), so its kernels are final; the sessions are closed afterwards. Stops
 // at the first graph that fails, naming it. `should_stop` is polled between kernels.
 absl::StatusOr<v1::PrewarmResponse> prewarm(const v1::PrewarmManifest& manifest, SessionManager& sessions,
                                             const std::function<bool()>& should_stop);

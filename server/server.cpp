@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/cache/kernel_cache.h"
+#include "core/runtime/cpu/quick_compiler.h"
 #include "core/runtime/host_allocator.h"
 #include "server/memory_trim.h"
 #include "server/admin.h"
@@ -110,6 +111,7 @@ absl::Status Server::init() {
   }
   eo.schedule_cache_entries = options_.schedule_cache_entries;
   eo.compiler = options_.compiler;
+  eo.quick_compile = options_.quick_compile;
   eo.devices = options_.devices;
   eo.threads = options_.threads;
   eo.observer = metrics_.get();
@@ -194,6 +196,11 @@ absl::Status Server::init() {
   // One line per device, so an operator sees at start why a device is not used.
   for (const DeviceInfo& d : engine_->devices())
     logger_.info("device", {{"name", d.name}, {"available", d.available ? "true" : "false"}, {"detail", d.detail}});
+  if (!quick_compiler_available())
+    logger_.info("quick compile tier", {{"state", "unavailable"}, {"why", "this polygradd was built without libtcc"}});
+  else
+    logger_.info("quick compile tier", {{"state", options_.quick_compile ? "on" : "off (--quick-compile=off)"},
+                                        {"compiler", quick_compiler_version()}});
   return absl::OkStatus();
 }
 
@@ -235,6 +242,12 @@ void Server::add_cache_counts(LiveCounts& c) const {
   c.cache_write_read_only = s.write_failures_read_only;
   c.cache_write_permission = s.write_failures_permission;
   c.cache_write_other = s.write_failures_other;
+  c.kernel_builds_quick = s.quick_builds;
+  c.kernel_builds_optimized = s.optimized_builds;
+  c.background_build_failures = s.background_failures;
+  c.background_builds_pending = s.background_pending;
+  c.kernel_build_failures_quick = s.quick_failures;
+  c.kernel_quick_launches = s.quick_launches;
   c.schedule_cache_entries = engine_->schedule_cache_entries();
 }
 
@@ -290,13 +303,22 @@ void Server::shutdown(std::chrono::milliseconds grace) {
     grpc_->Shutdown(std::chrono::system_clock::now() + grace);
     grpc_->Wait();
   }
-  // Order matters: nothing may scrape or run while what it reads goes away.
+  // Order matters: nothing may scrape or run while what it reads goes away. Each step is logged
+  // (debug) so that a shutdown that does not finish says where it stands.
+  const auto step = [this](std::string_view what) { logger_.debug("shutdown step", {{"step", std::string(what)}}); };
+  step("prewarm");
   if (prewarm_.joinable()) prewarm_.join();  // it stops between kernels once stopping_ is set
+  step("background builds");
+  if (engine_) engine_->kernel_cache().stop_background_builds();  // kills their compilers, joins
+  step("metrics");
   metrics_->stop_serving();
   metrics_->set_live_source({});
+  step("pool");
   pool_.reset();
+  step("sessions");
   if (sessions_) sessions_->close_all("shutdown");
   if (unix_bound_) unlink(options_.unix_socket.c_str());
+  step("done");
 }
 
 Server::~Server() {
@@ -306,9 +328,11 @@ Server::~Server() {
   service_.reset();
   sessions_.reset();
   quotas_.reset();
+  logger_.debug("shutdown step", {{"step", "engine"}});
   engine_.reset();
   shm_.reset();
   blobs_.reset();
+  logger_.debug("shutdown step", {{"step", "destroyed"}});
 }
 
 }  // namespace polygrad::server

@@ -212,28 +212,30 @@ uint64_t Session::new_handle(const BufferPtr& buffer, uint64_t node_id, bool fro
 
 absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& request,
                                                      const std::function<bool()>& should_stop,
-                                                     Transfer& transfer) {
+                                                     Transfer& transfer, QuickTier quick) {
   bool deferred = false;
-  return realize_with(request, should_stop, transfer, 0, deferred);
+  return realize_with(request, should_stop, transfer, 0, quick, deferred);
 }
 
 std::optional<absl::StatusOr<v1::RealizeResponse>> Session::realize_now(const v1::RealizeRequest& request,
                                                                         const std::function<bool()>& should_stop,
                                                                         Transfer& transfer, int64_t work_limit) {
   bool deferred = false;
-  absl::StatusOr<v1::RealizeResponse> r = realize_with(request, should_stop, transfer, work_limit, deferred);
+  absl::StatusOr<v1::RealizeResponse> r = realize_with(request, should_stop, transfer, work_limit, QuickTier::kAllowed, deferred);
   if (deferred) return std::nullopt;
   return r;
 }
 
 absl::StatusOr<v1::RealizeResponse> Session::realize_with(const v1::RealizeRequest& request,
                                                           const std::function<bool()>& should_stop,
-                                                          Transfer& transfer, int64_t work_limit, bool& deferred) {
+                                                          Transfer& transfer, int64_t work_limit, QuickTier quick,
+                                                          bool& deferred) {
   BusyGuard busy(*this);
   const Clock::time_point start = Clock::now();
   RealizeOptions options;
   options.streams = streams_;
   options.inline_work_limit = work_limit;
+  options.quick_compile = quick == QuickTier::kAllowed;
   if (!request.default_device().empty()) {
     // Parsed to a code here; the client's text goes no further.
     absl::StatusOr<int64_t> code = device_code(request.default_device());

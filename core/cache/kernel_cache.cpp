@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <thread>
 #include <vector>
 #include <fstream>
 #include <random>
@@ -88,12 +90,19 @@ void remove_abandoned_temporaries(const std::filesystem::path& vdir) {
 }  // namespace
 
 KernelCache::KernelCache(std::filesystem::path dir, uint64_t max_bytes, std::string signing_key)
-    : dir_(std::move(dir)), max_bytes_(max_bytes), signing_key_(std::move(signing_key)) {
+    : dir_(std::move(dir)),
+      max_bytes_(max_bytes),
+      signing_key_(std::move(signing_key)),
+      // Each background build holds one of its owner's compile slots while it compiles; threads
+      // beyond the cores would only wait for one.
+      background_(std::thread::hardware_concurrency()) {
   if (!dir_.empty()) {
     remove_abandoned_temporaries(version_dir());
     rescan();
   }
 }
+
+KernelCache::~KernelCache() { stop_background_builds(); }
 
 bool KernelCache::valid_key(std::string_view key) {
   return key.size() == 64 &&
@@ -115,6 +124,12 @@ KernelCache::Stats KernelCache::stats() const {
   s.write_failures_read_only = write_read_only_.load();
   s.write_failures_permission = write_permission_.load();
   s.write_failures_other = write_other_.load();
+  s.quick_builds = quick_builds_.load();
+  s.optimized_builds = optimized_builds_.load();
+  s.background_failures = background_failures_.load();
+  s.background_pending = background_.pending();
+  s.quick_failures = quick_failures_.load();
+  s.quick_launches = quick_launches_.load();
   return s;
 }
 
@@ -248,7 +263,8 @@ struct KernelCache::Build {
 };
 
 absl::StatusOr<KernelCache::Found> KernelCache::get_or_build(const std::string& key, const Compile& compile,
-                                                             const Load& load, const StopFn& should_stop) {
+                                                             const Load& load, const StopFn& should_stop,
+                                                             const QuickBuild& quick) {
   const auto stopped = [&] { return should_stop && should_stop(); };
   while (true) {
     std::promise<absl::StatusOr<Found>> promise;
@@ -268,7 +284,7 @@ absl::StatusOr<KernelCache::Found> KernelCache::get_or_build(const std::string& 
       build->join(&should_stop);  // under mu_: the builder cannot finish and be forgotten first
     }
     if (building) {
-      auto r = lookup_or_build(key, compile, load, [&build] { return build->abandoned(); });
+      auto r = lookup_or_build(key, compile, load, [&build] { return build->abandoned(); }, quick);
       {
         std::lock_guard lock(mu_);
         if (r.ok()) memory_.emplace(key, r->program);
@@ -295,7 +311,8 @@ absl::StatusOr<KernelCache::Found> KernelCache::get_or_build(const std::string& 
 }
 
 absl::StatusOr<KernelCache::Found> KernelCache::lookup_or_build(const std::string& key, const Compile& compile,
-                                                                const Load& load, const StopFn& abandoned) {
+                                                                const Load& load, const StopFn& abandoned,
+                                                                const QuickBuild& quick) {
   if (!dir_.empty()) {
     if (auto bytes = read_disk(key)) {
       auto program = load(*bytes);
@@ -316,13 +333,50 @@ absl::StatusOr<KernelCache::Found> KernelCache::lookup_or_build(const std::strin
       return Found{std::move(loaded), CacheResult::RemoteHit};
     }
   }
+  if (quick)
+    if (ProgramPtr tiered = build_tiered(key, compile, load, quick)) return Found{std::move(tiered), CacheResult::Miss};
+  auto program = compile_and_store(key, compile, load, abandoned);
+  if (!program.ok()) return program.status();
+  return Found{*std::move(program), CacheResult::Miss};
+}
+
+absl::StatusOr<ProgramPtr> KernelCache::compile_and_store(const std::string& key, const Compile& compile,
+                                                          const Load& load, const StopFn& abandoned) {
   auto bytes = compile(abandoned);
   if (!bytes.ok()) return bytes.status();
   auto program = load(*bytes);
   if (!program.ok()) return program.status();
+  optimized_builds_.fetch_add(1);
   if (!dir_.empty()) write_disk(key, *bytes);  // a failed write costs a recompile later
   if (remote_) remote_->upload(key, *bytes);
-  return Found{*program, CacheResult::Miss};
+  return program;
+}
+
+ProgramPtr KernelCache::build_tiered(const std::string& key, const Compile& compile, const Load& load,
+                                     const QuickBuild& quick) {
+  auto program = quick();
+  if (!program.ok()) {
+    // The optimized compiler decides: a kernel it compiles runs as it always did.
+    quick_failures_.fetch_add(1);
+    std::fprintf(stderr, "polygrad: quick build of kernel %s failed, waiting for the optimized one: %s\n",
+                 key.c_str(), std::string(program.status().message()).c_str());
+    return nullptr;
+  }
+  quick_builds_.fetch_add(1);
+  auto tiered = std::make_shared<TieredProgram>(*std::move(program), &quick_launches_);
+  // The job owns copies of what it uses; `this` outlives it (the destructor stops the builds).
+  background_.submit([this, key, compile, load, tiered](const StopFn& stopping) {
+    auto optimized = compile_and_store(key, compile, load, stopping);
+    if (optimized.ok()) {
+      tiered->swap_in(*std::move(optimized));
+    } else if (!stopping()) {
+      // The quick program stays: the kernel still runs, at the quick tier's speed.
+      background_failures_.fetch_add(1);
+      std::fprintf(stderr, "polygrad: background optimized build of kernel %s failed, keeping its quick build: %s\n",
+                   key.c_str(), optimized.status().ToString().c_str());
+    }
+  });
+  return tiered;  // refused (stopping): the quick program simply stays
 }
 
 std::optional<std::string> KernelCache::read_disk(const std::string& key, bool touch) {

@@ -15,6 +15,12 @@
 // "Recently used" is the file's mtime, set when the entry is written and touched on every disk
 // hit, so several daemons sharing one directory agree on it without any shared lock; an entry
 // that vanishes under one daemon (another evicted it) is simply a miss.
+//
+// Quick tier: on a full miss (memory, disk and remote) a caller that passes a QuickBuild gets a
+// program built by it at once (in milliseconds), wrapped in a TieredProgram (tiered_build.h) that
+// the memory tier keeps; the optimized build then runs in the background, and when it is done it
+// is written to disk and uploaded exactly as a foreground build is, and swapped into the wrapper.
+// The disk and remote tiers only ever hold optimized builds.
 #pragma once
 
 #include <atomic>
@@ -31,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/cache/remote_tier.h"
+#include "core/cache/tiered_build.h"
 #include "core/engine/engine.h"
 #include "core/runtime/program.h"
 
@@ -44,6 +51,8 @@ class KernelCache {
   // compile that can be interrupted should poll it and then give up with CANCELLED.
   using Compile = std::function<absl::StatusOr<std::string>(const StopFn& abandoned)>;
   using Load = std::function<absl::StatusOr<ProgramPtr>(const std::string& bytes)>;
+  // Builds a program for a key at once, computing exactly what the optimized build computes.
+  using QuickBuild = std::function<absl::StatusOr<ProgramPtr>()>;
 
   static constexpr uint64_t kDefaultMaxBytes = uint64_t{1} << 30;
 
@@ -51,6 +60,10 @@ class KernelCache {
   // entries are written signed with it and only entries it signed are read (cache_entry.h); an
   // entry that does not check is discarded and rebuilt, like a damaged one.
   explicit KernelCache(std::filesystem::path dir, uint64_t max_bytes = kDefaultMaxBytes, std::string signing_key = {});
+  // Stops the background builds first (stop_background_builds).
+  ~KernelCache();
+  KernelCache(const KernelCache&) = delete;
+  KernelCache& operator=(const KernelCache&) = delete;
 
   // Puts `remote` behind the disk tier: a local miss asks it before compiling, and each compile
   // is uploaded to it in the background. Call before the first lookup.
@@ -69,8 +82,11 @@ class KernelCache {
   // The program for `key`: from memory, from disk, or built by `compile` (one build per key at a
   // time, shared by concurrent callers). `should_stop` (may be empty: never) is polled while this
   // caller waits: once it says true the call returns CANCELLED without waiting for the build.
+  // With `quick`, a full miss returns quick()'s program in a TieredProgram and runs `compile` in
+  // the background (see the top of this file), so `compile` must own everything it uses; when
+  // quick() fails the call builds as without it.
   absl::StatusOr<Found> get_or_build(const std::string& key, const Compile& compile, const Load& load,
-                                     const StopFn& should_stop = {});
+                                     const StopFn& should_stop = {}, const QuickBuild& quick = {});
   // The loaded program for `key` if this process already has it, else null; never builds.
   ProgramPtr in_memory(const std::string& key) const;
 
@@ -93,6 +109,18 @@ class KernelCache {
     uint64_t write_failures_read_only = 0;
     uint64_t write_failures_permission = 0;
     uint64_t write_failures_other = 0;
+    // Builds by tier: quick programs handed out, optimized builds (foreground or background)
+    // that loaded, background builds that failed (their kernels keep the quick program), and
+    // background builds queued or running now.
+    uint64_t quick_builds = 0;
+    uint64_t optimized_builds = 0;
+    uint64_t background_failures = 0;
+    uint64_t background_pending = 0;
+    // Quick builds that failed (each of those kernels was built by the optimized compiler before
+    // it ran, as without the quick tier), and launches that ran a quick build (none of a kernel
+    // once its optimized build is swapped in).
+    uint64_t quick_failures = 0;
+    uint64_t quick_launches = 0;
   };
   Stats stats() const;
   // Counts the directory again (other daemons write to it too) and returns fresh stats.
@@ -113,9 +141,19 @@ class KernelCache {
   // match; FAILED_PRECONDITION for a memory-only cache. An existing entry is kept.
   absl::Status import_entry(const std::string& key, const std::string& payload, std::string_view payload_sha256);
 
+  // Kills the background builds' compilers, drops the queued ones and joins their threads; later
+  // quick builds get no optimized build. The owner of what a Compile uses calls this before it
+  // destroys that; the destructor does too.
+  void stop_background_builds() { background_.stop(); }
+
  private:
   absl::StatusOr<Found> lookup_or_build(const std::string& key, const Compile& compile, const Load& load,
-                                        const StopFn& abandoned);
+                                        const StopFn& abandoned, const QuickBuild& quick);
+  // The optimized build of a missed key: compiled, loaded, written to disk and uploaded.
+  absl::StatusOr<ProgramPtr> compile_and_store(const std::string& key, const Compile& compile, const Load& load,
+                                               const StopFn& abandoned);
+  // quick()'s program in a TieredProgram, its optimized build queued; null when quick() failed.
+  ProgramPtr build_tiered(const std::string& key, const Compile& compile, const Load& load, const QuickBuild& quick);
   // `touch`: mark the entry recently used (a lookup does; an export must not reorder the LRU).
   std::optional<std::string> read_disk(const std::string& key, bool touch = true);
   bool write_disk(const std::string& key, const std::string& bytes);
@@ -142,7 +180,13 @@ class KernelCache {
   std::atomic<uint64_t> write_read_only_{0};
   std::atomic<uint64_t> write_permission_{0};
   std::atomic<uint64_t> write_other_{0};
-  std::unique_ptr<RemoteTier> remote_;  // last: destroyed (its uploads drained) first
+  std::atomic<uint64_t> quick_builds_{0};
+  std::atomic<uint64_t> optimized_builds_{0};
+  std::atomic<uint64_t> background_failures_{0};
+  std::atomic<uint64_t> quick_failures_{0};
+  std::atomic<uint64_t> quick_launches_{0};  // TieredProgram counts into it: declared before background_
+  std::unique_ptr<RemoteTier> remote_;  // destroyed (its uploads drained) before the rest
+  BackgroundBuilds background_;         // stopped by the destructor, before anything else goes
 };
 
 }  // namespace polygrad

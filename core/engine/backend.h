@@ -38,6 +38,8 @@ struct RenderedKernel {
   std::string key;  // its binary's name in the kernel cache (content only: device, compiler, source)
   size_t nparams = 0;
   int threads_per_iteration = 1;  // render/cuda_renderer.h: 32 when a warp computes an iteration
+  // The CPU: its first launches may run a quick build (quick_compiler.h: quick_tier_eligible).
+  bool quick_eligible = false;
 };
 
 // A kernel ready to launch, with what the engine needs to place and split its launches.

@@ -10,9 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "core/engine/engine_impl.h"
 #include "core/render/c_renderer.h"
+#include "core/runtime/cpu/quick_compiler.h"
 
 namespace polygrad {
 namespace {
+
+// How often a compile waiting for a slot asks whether it is still wanted.
+constexpr std::chrono::milliseconds kSlotPoll{50};
 
 // Below this much work per launch, threads cost more than they save.
 constexpr int64_t kParallelThreshold = 1 << 15;
@@ -33,23 +37,29 @@ class CpuBackend final : public Backend {
     if (!source.ok()) return source.status();
     if (impl_.dump_kernels) std::fprintf(stderr, "polygrad kernel:\n%s\n", source->c_str());
     std::string key = KernelCache::key("CPU", impl_.compiler.identity(), *source);
-    return RenderedKernel{*std::move(source), std::move(key), kernel.params.size(), 1};
+    const bool quick = impl_.quick_compile && quick_tier_eligible(kernel, *source, impl_.compiler.uses_vector_math());
+    return RenderedKernel{*std::move(source), std::move(key), kernel.params.size(), 1, quick};
   }
 
   ProgramPtr cached(const RenderedKernel& k) const override { return impl_.cache.in_memory(k.key); }
 
   absl::StatusOr<KernelCache::Found> build(const RenderedKernel& k, const KernelCache::StopFn& should_stop) override {
-    return impl_.cache.get_or_build(
-        k.key,
-        [&](const KernelCache::StopFn& abandoned) -> absl::StatusOr<std::string> {
-          impl_.compile_slots.acquire();
-          auto t0 = std::chrono::steady_clock::now();
-          auto bytes = impl_.compiler.compile(k.source, abandoned);
-          impl_.compile_slots.release();
-          if (impl_.observer()) impl_.observer()->on_compile(seconds_since(t0), bytes.ok());
-          return bytes;
-        },
-        CpuCompiler::load, should_stop);
+    // Owns its source: with the quick tier it runs in the background after this call returns.
+    // `impl_` outlives it (Engine::Impl's destructor stops the background builds first).
+    auto compile = [&impl = impl_, source = k.source](const KernelCache::StopFn& abandoned) -> absl::StatusOr<std::string> {
+      // A slot is waited for the way the compiler runs: given up once nobody wants the result.
+      if (!impl.compile_slots.acquire(abandoned, kSlotPoll))
+        return absl::CancelledError("abandoned while waiting for a compile slot");
+      auto t0 = std::chrono::steady_clock::now();
+      auto bytes = impl.compiler.compile(source, abandoned);
+      impl.compile_slots.release();
+      if (impl.observer()) impl.observer()->on_compile(seconds_since(t0), bytes.ok());
+      return bytes;
+    };
+    KernelCache::QuickBuild quick;
+    if (k.quick_eligible)
+      quick = [&k] { return quick_compile(k.source); };  // runs within this call
+    return impl_.cache.get_or_build(k.key, compile, CpuCompiler::load, should_stop, quick);
   }
 
   absl::StatusOr<BufferPtr> allocate(DType dtype, const Shape& shape) override {

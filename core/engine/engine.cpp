@@ -13,6 +13,7 @@
 #include "core/engine/placed_realize.h"
 #include "core/engine/placement.h"
 #include "core/engine/transfers.h"
+#include "core/runtime/cpu/quick_compiler.h"
 #include "core/runtime/cuda/discovery.h"
 
 namespace polygrad {
@@ -57,9 +58,12 @@ Engine::Impl::Impl(EngineOptions opts, CpuCompiler cc)
       dump_kernels([] {
         const char* v = std::getenv("POLYGRAD_DUMP_KERNELS");
         return v != nullptr && *v != '\0' && *v != '0';
-      }()) {
+      }()),
+      quick_compile(options.quick_compile && quick_compiler_available()) {
   cpu = make_cpu_backend(*this);
 }
+
+Engine::Impl::~Impl() { cache.stop_background_builds(); }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;

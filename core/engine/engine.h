@@ -60,6 +60,12 @@ struct EngineOptions {
   std::chrono::milliseconds cache_remote_breaker{30000};
   std::string compiler;             // C compiler executable; empty: clang, then gcc, then cc
   std::chrono::seconds compile_timeout{120};
+  // The quick tier (core/runtime/cpu/quick_compiler.h): a CPU kernel missing from every cache
+  // tier first runs a TinyCC build made in milliseconds while the C compiler builds the optimized
+  // one in the background (quick_tier_eligible says which kernels may; the rest wait for the C
+  // compiler). Results are the same bits either way; only timing differs. No effect when this
+  // polygrad was built without libtcc.
+  bool quick_compile = true;
   unsigned threads = 0;             // kernel worker threads; 0: hardware concurrency
   EngineObserver* observer = nullptr;
   // Compiled realize programs kept by graph structure (core/schedule/schedule_cache.h), least
@@ -119,6 +125,12 @@ struct RealizeOptions {
   // another device) returns at once with RealizeResult::deferred. For a caller on a thread that
   // must not block, which then hands the request to a worker.
   int64_t inline_work_limit = 0;
+  // false: a CPU kernel missing from every kernel-cache tier is built by the optimized compiler
+  // before it runs, even with EngineOptions::quick_compile on (prewarm: the kernels it builds are
+  // meant to be final, on disk when the call returns). A kernel whose quick build is already in
+  // memory (another realize got there first) is used as it is; its optimized build lands in the
+  // background as usual.
+  bool quick_compile = true;
 };
 
 class Engine {

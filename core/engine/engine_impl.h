@@ -4,13 +4,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <semaphore>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/cache/kernel_cache.h"
 #include "core/engine/backend.h"
+#include "core/engine/compile_slots.h"
 #include "core/engine/engine.h"
 #include "core/schedule/schedule_cache.h"
 #include "core/ir/uop.h"
@@ -31,6 +31,8 @@ struct Engine::Impl {
   ThreadPool pool;
 
   Impl(EngineOptions opts, CpuCompiler cc);
+  // Stops the kernel cache's background builds before the compiler and the slots they use go.
+  ~Impl();
 
   EngineObserver* observer() const { return options.observer; }
 
@@ -39,9 +41,11 @@ struct Engine::Impl {
 
   // One compiler process per hardware thread at most, across all sessions' realizes.
   const unsigned compile_threads;
-  std::counting_semaphore<1024> compile_slots;
+  CompileSlots compile_slots;
   const bool dump_kernels;    // POLYGRAD_DUMP_KERNELS=1 prints every rendered kernel to stderr
   bool cuda_enabled = true;  // EngineOptions::devices named CUDA, or named nothing
+  // EngineOptions::quick_compile, and this build has the quick tier.
+  const bool quick_compile;
 };
 
 }  // namespace polygrad

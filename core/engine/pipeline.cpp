@@ -124,6 +124,7 @@ absl::StatusOr<CompiledSchedule> compile_schedule(Engine::Impl& impl, Backend& b
     if (!r.ok()) return r.status();
     PassLog::log("render", i, r->source);
     rendered[i] = *std::move(r);
+    if (!options.quick_compile) rendered[i].quick_eligible = false;
     if (ProgramPtr p = backend.cached(rendered[i])) found[i] = {std::move(p), CacheResult::MemoryHit};
     else to_build.push_back(i);
   }

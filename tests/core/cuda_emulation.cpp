@@ -437,9 +437,8 @@ absl::StatusOr<std::vector<ProgramPtr>> build_units(
   return programs;
 }
 
-// Deterministic random contents for a buffer of `dt`: full-range bits for integers, 0/1 for
-// bool, and for floats mostly ordinary values of both signs (within a few binades of 1, so
-// exp, log and sums stay meaningful) with zeros, infinities, NaNs and subnormals mixed in.
+}  // namespace
+
 std::vector<uint8_t> random_bytes(DType dt, int64_t numel, uint64_t seed) {
   std::mt19937_64 rng(seed);
   size_t size = dtype_itemsize(dt);
@@ -499,6 +498,8 @@ std::string format_element(DType dt, const uint8_t* p) {
     return absl::StrCat(static_cast<int64_t>(bits | (~uint64_t{0} << (8 * size))));
   return absl::StrFormat("%d (0x%x)", bits, bits);
 }
+
+namespace {
 
 // The accumulators of float sums and products in `k`.
 int64_t float_sum_accumulators(const LinearKernel& k) {
@@ -619,6 +620,11 @@ absl::StatusOr<KernelSet> KernelSet::emulated_cuda(const std::vector<std::string
 }
 
 absl::StatusOr<KernelSet> KernelSet::cpu(const std::vector<std::string>& sources, size_t units) {
+  return cpu(sources, units, compile_c);
+}
+
+absl::StatusOr<KernelSet> KernelSet::cpu(const std::vector<std::string>& sources, size_t units,
+                                         const std::function<absl::StatusOr<std::string>(const std::string&)>& compile) {
   if (sources.empty()) return absl::InvalidArgumentError("no kernels");
   auto first = split(sources[0], kCEntry);
   if (!first.ok()) return first.status();
@@ -636,7 +642,7 @@ absl::StatusOr<KernelSet> KernelSet::cpu(const std::vector<std::string>& sources
     return absl::StrCat(unit, "void pg_kernel(void** args, int64_t start, int64_t end) {\n",
                         "  switch (*(const int64_t*)args[0]) {\n", cases, "  }\n}\n");
   };
-  auto programs = build_units(sources.size(), units, make_unit, compile_c);
+  auto programs = build_units(sources.size(), units, make_unit, compile);
   if (!programs.ok()) return programs.status();
   return KernelSet(std::move(*programs), sources.size());
 }

@@ -74,6 +74,9 @@ class KernelSet {
   static absl::StatusOr<KernelSet> emulated_cuda(const std::vector<std::string>& sources, size_t units);
   // C sources from render_c, compiled as C (clang, else gcc), likewise.
   static absl::StatusOr<KernelSet> cpu(const std::vector<std::string>& sources, size_t units);
+  // Likewise, each unit's C source compiled to shared-object bytes by `compile`.
+  static absl::StatusOr<KernelSet> cpu(const std::vector<std::string>& sources, size_t units,
+                                       const std::function<absl::StatusOr<std::string>(const std::string&)>& compile);
 
   // CPU kernels: runs the outer loop [0, n) at once. Emulated CUDA kernels: launches `grid`
   // blocks of `block` threads with trip count `n`; a cooperative kernel's threads run round robin,
@@ -112,6 +115,13 @@ std::vector<LaunchDims> launch_shapes(int64_t n, int threads_per_iteration = 1, 
 // |want|), tol a few hundred ulps of the output type at 1. Returns one message per mismatch (the
 // kernel, the first differing element and both values, the launch shape) or failed launch;
 // empty when all agree.
+// Deterministic random contents for a buffer of `dt`: full-range bits for integers, 0/1 for
+// bool, and for floats mostly ordinary values of both signs (within a few binades of 1, so
+// exp, log and sums stay meaningful) with zeros, infinities, NaNs and subnormals mixed in.
+std::vector<uint8_t> random_bytes(DType dt, int64_t numel, uint64_t seed);
+// One element of `dt` at `p`, for messages (floats in hex with their bits).
+std::string format_element(DType dt, const uint8_t* p);
+
 std::vector<std::string> compare(const std::vector<KernelCase>& cases, const KernelSet& cpu,
                                  const KernelSet& emulated);
 

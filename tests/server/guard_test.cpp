@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "core/runtime/buffer.h"
+#include "core/runtime/cpu/quick_compiler.h"
 #include "server/auth.h"
 #include "server/server.h"
 #include "test_util.h"
@@ -101,10 +102,12 @@ class GuardTest : public ::testing::Test {
     stub_ = v1::Polygrad::NewStub(channel_);
   }
 
-  // Starts the daemon with the default options and `cc` as its C compiler.
+  // Starts the daemon with the default options and `cc` as its C compiler. Without the quick
+  // tier (--quick-compile=off): these tests need a realize to wait for the compiler they hold.
   void start_compiling_with(const HeldCompiler& cc) {
     ServerOptions o = options();
     o.compiler = cc.path();
+    o.quick_compile = false;
     start(std::move(o));
   }
 
@@ -877,6 +880,7 @@ TEST_F(GuardTest, AFullCacheDiskStillRealizesAndTheMetricSaysWhy) {
   {
     ServerOptions o = options();
     o.cache_dir = small / "cache";
+    o.quick_compile = false;  // each kernel written (or not) before the realize returns
     start(std::move(o));
     std::string id;
     ASSERT_TRUE(create(kAlice, &id).ok());
@@ -1001,6 +1005,48 @@ TEST_F(GuardTest, ThousandSessionsLeaveNothingBehind) {
             static_cast<uint64_t>(live_buffers));
   EXPECT_EQ(series_value(text, "polygradd_sessions"), 0u);
   EXPECT_EQ(series_value(text, "polygradd_device_bytes{device=\"CPU\"}"), static_cast<uint64_t>(live_bytes));
+}
+
+// ---- the quick compile tier -------------------------------------------------------------------
+
+// --quick-compile=on (the default), told by the metrics: a new kernel's realize returns while the
+// C compiler is held (its quick build ran it), and once polygradd_kernel_background_builds is 0
+// (the optimized builds swapped in) no launch runs a quick build any more.
+TEST_F(GuardTest, AfterTheBackgroundBuildsDrainEveryLaunchRunsTheOptimizedBuild) {
+  if (!quick_compiler_available()) GTEST_SKIP() << "this polygradd was built without libtcc: no quick tier";
+  HeldCompiler cc(dir_);
+  ServerOptions o = options();
+  o.compiler = cc.path();
+  start(std::move(o));
+  const auto metric = [&](const std::string& series) { return series_value(server_->metrics().render(), series); };
+  const std::string quick_launches = "polygradd_kernel_quick_launches_total";
+  const auto realize_fresh = [&](v1::RealizeResponse* rr) {
+    std::string id;
+    ASSERT_TRUE(create(kAlice, &id).ok());
+    std::vector<uint64_t> outputs;
+    std::vector<v1::Node> nodes = many_kernels(2, &outputs, 0.75);
+    ASSERT_TRUE(realize(kAlice, id, nodes, outputs, rr).ok());
+  };
+  cc.hold();
+  v1::RealizeResponse rr;
+  realize_fresh(&rr);  // answered with the C compiler held
+  EXPECT_EQ(rr.stats().compiled(), 2u);
+  EXPECT_EQ(metric("polygradd_kernel_builds_total{tier=\"quick\"}"), 2u);
+  EXPECT_EQ(metric("polygradd_kernel_builds_total{tier=\"optimized\"}"), 0u);
+  EXPECT_EQ(metric("polygradd_kernel_build_failures_total{tier=\"quick\"}"), 0u);
+  const uint64_t ran_quick = metric(quick_launches);
+  EXPECT_GE(ran_quick, 2u);
+  EXPECT_TRUE(eventually([&] { return cc.held(); }));
+  cc.release();
+  ASSERT_TRUE(eventually([&] { return metric("polygradd_kernel_background_builds") == 0; }));
+  EXPECT_EQ(metric("polygradd_kernel_builds_total{tier=\"optimized\"}"), 2u);
+  EXPECT_EQ(metric("polygradd_kernel_background_build_failures_total"), 0u);
+  for (int i = 0; i < 3; ++i) {
+    realize_fresh(&rr);
+    EXPECT_EQ(rr.stats().compiled(), 0u);
+    EXPECT_EQ(rr.stats().kernels(), 2u);
+  }
+  EXPECT_EQ(metric(quick_launches), ran_quick) << "a launch ran a quick build after its optimized one landed";
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ for flag in listen unix_socket metrics_listen cache_dir log_level log_format com
             max_nodes_per_request max_rank max_elements max_inline_bytes max_message_bytes \
             max_sessions session_idle_timeout insecure_allow_remote tls_cert tls_key tls_client_ca \
             tokens_file max_graph_depth max_session_buffers max_session_bytes max_tenant_buffers \
-            max_tenant_bytes max_tenant_sessions max_requests_in_flight; do
+            max_tenant_bytes max_tenant_sessions max_requests_in_flight quick_compile; do
   grep -q -- "--$flag" <<<"$help" || fail "--help does not document --$flag"
 done
 

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <mutex>
@@ -50,6 +52,25 @@ struct LogCapture {
   }
 };
 
+// Destroys `server`. A shutdown that does not finish within 120 s aborts the test with the
+// daemon's log (`logs`, may be null; the shutdown steps are logged at debug), rather than leaving
+// ctest to time out with nothing to show.
+void stop_server(std::unique_ptr<Server>& server, LogCapture* logs) {
+  std::promise<void> stopped;
+  std::thread watchdog([done = stopped.get_future(), logs] {
+    if (done.wait_for(std::chrono::seconds(120)) == std::future_status::ready) return;
+    std::fprintf(stderr, "the test server did not shut down within 120 s\n");
+    if (logs != nullptr) {
+      std::lock_guard lock(logs->mu);
+      for (const std::string& l : logs->lines) std::fprintf(stderr, "%s\n", l.c_str());
+    }
+    std::abort();
+  });
+  server.reset();
+  stopped.set_value();
+  watchdog.join();
+}
+
 fs::path make_temp_dir() {
   std::string tmpl = (fs::temp_directory_path() / "polygrad-server-test-XXXXXX").string();
   char* dir = mkdtemp(tmpl.data());
@@ -74,7 +95,7 @@ ServerOptions test_options(const fs::path& dir, LogCapture* logs) {
 class SharedServer : public ::testing::Environment {
  public:
   void TearDown() override {
-    server_.reset();
+    stop_server(server_, &logs_);
     std::error_code ec;
     if (!dir_.empty()) fs::remove_all(dir_, ec);
   }
@@ -1068,7 +1089,7 @@ class OwnServerTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = make_temp_dir(); }
   void TearDown() override {
-    server_.reset();
+    stop_server(server_, nullptr);
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
@@ -1207,6 +1228,11 @@ TEST_F(OwnServerTest, MetricsEndpoint) {
                            "polygradd_sessions_created_total ", "polygradd_buffers ", "polygradd_buffer_bytes ",
                            "polygradd_transfer_bytes_total{direction=\"upload\"}", "polygradd_build_info{version=",
                            "polygradd_compile_duration_seconds", "polygradd_kernel_duration_seconds",
+                           "polygradd_kernel_builds_total{tier=\"quick\"}",
+                           "polygradd_kernel_builds_total{tier=\"optimized\"}",
+                           "polygradd_kernel_background_build_failures_total ",
+                           "polygradd_kernel_build_failures_total{tier=\"quick\"}",
+                           "polygradd_kernel_quick_launches_total ", "polygradd_kernel_background_builds ",
                            // Every pass of the realize above (core/engine/pipeline.h), by name.
                            "polygradd_compile_pass_duration_seconds_count{pass=\"schedule_cache\"}",
                            "polygradd_compile_pass_duration_seconds_count{pass=\"schedule\"}",

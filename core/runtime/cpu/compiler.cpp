@@ -101,7 +101,10 @@ absl::StatusOr<CpuCompiler> CpuCompiler::find(const std::string& preferred, std:
     c.path_ = cc;
     c.version_ = r->output.substr(0, r->output.find('\n'));
     c.timeout_ = timeout;
-    c.flags_ = {"-O3", "-march=native", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-w"};
+    // -ffp-contract=off: no a*b+c fused into one rounding (gcc's default fuses across
+    // statements), so the arithmetic is what the source says, as in the quick tier
+    // (quick_compiler.h): a kernel's results do not depend on which tier built it.
+    c.flags_ = {"-O3", "-march=native", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-w"};
     c.libs_ = {"-lm"};
     const std::string probe_source = absl::StrCat("#include <math.h>\n#include <stdint.h>\nvoid ", kKernelEntry,
                                                   "(void** b, int64_t s, int64_t e) { float* o = b[0];"
@@ -112,7 +115,10 @@ absl::StatusOr<CpuCompiler> CpuCompiler::find(const std::string& preferred, std:
       CpuCompiler probe = c;
       probe.flags_.push_back("-fveclib=libmvec");
       probe.libs_ = {"-lmvec", "-lm"};
-      if (auto bytes = probe.compile(probe_source); bytes.ok() && runs_exp(*bytes)) c = std::move(probe);
+      if (auto bytes = probe.compile(probe_source); bytes.ok() && runs_exp(*bytes)) {
+        c = std::move(probe);
+        c.vector_math_ = true;
+      }
     }
     // Linking through the compiler driver costs a second driver start (about 130 ms of clang's
     // 300 ms per kernel); the linker it names, run directly, links a kernel in about 15 ms.

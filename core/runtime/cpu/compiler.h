@@ -21,6 +21,9 @@ class CpuCompiler {
   // and version, its flags, the linker, and the host CPU (code is built for it with -march=native).
   const std::string& identity() const { return identity_; }
   const std::string& version_line() const { return version_; }
+  // Whether compiled loops over exp, log, sin, cos and pow call glibc's vector math library
+  // (clang's -fveclib=libmvec), whose results differ from scalar libm's by a few ulp.
+  bool uses_vector_math() const { return vector_math_; }
 
   // Compiles C source to shared-object bytes. When `abandoned` (polled while the compiler runs)
   // says true, the compiler is killed and the result is CANCELLED.
@@ -42,6 +45,7 @@ class CpuCompiler {
   std::string linker_;
   std::string linker_version_;
   std::chrono::seconds timeout_{120};
+  bool vector_math_ = false;
 };
 
 }  // namespace polygrad
