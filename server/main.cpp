@@ -72,6 +72,10 @@ ABSL_FLAG(std::string, quick_compile, "on",
           "on: a new CPU kernel first runs a TinyCC build made in milliseconds while the C compiler builds the "
           "optimized one in the background (same results; kernels calling exp, log, sin, cos or pow wait for the "
           "C compiler when it vectorises them); off: every new kernel waits for the C compiler.");
+ABSL_FLAG(std::string, tune, "cached",
+          "Tiling of CPU reduce kernels (matmul, convolution, reductions): off (the built-in heuristic), cached "
+          "(use choices stored in the kernel cache by any daemon that shares it; else the heuristic), search (time "
+          "the candidates of a kernel with no stored choice, then store the fastest: slow first realizes).");
 ABSL_FLAG(std::string, devices, "",
           "Devices tensors may be placed on, comma-separated (cpu, cuda, cuda:0); empty: every device that exists. "
           "Naming a device that cannot be used fails at start with the reason.");
@@ -178,6 +182,14 @@ int main(int argc, char** argv) {
     o.quick_compile = quick == "on";
   else
     return fail(absl::StrCat("--quick-compile must be on or off, not '", quick, "'"));
+  if (const std::string tune = absl::GetFlag(FLAGS_tune); tune == "off")
+    o.tune = polygrad::TuneMode::Off;
+  else if (tune == "cached")
+    o.tune = polygrad::TuneMode::Cached;
+  else if (tune == "search")
+    o.tune = polygrad::TuneMode::Search;
+  else
+    return fail(absl::StrCat("--tune must be off, cached or search, not '", tune, "'"));
   for (absl::string_view d : absl::StrSplit(absl::GetFlag(FLAGS_devices), ',', absl::SkipWhitespace()))
     o.devices.emplace_back(absl::StripAsciiWhitespace(d));
   o.threads = absl::GetFlag(FLAGS_threads);

@@ -215,6 +215,15 @@ Metrics::Metrics(std::string_view version)
                                .Register(*registry_);
   schedule_hit_ = &schedule_lookups.Add({{"result", "hit"}});
   schedule_miss_ = &schedule_lookups.Add({{"result", "miss"}});
+  auto& tuning = BuildCounter()
+                     .Name("polygradd_kernel_tuning_total")
+                     .Help("CPU kernels with several candidate tilings, by what tuning did (--tune): hit (a choice "
+                           "stored in the kernel cache was used), miss (none stored; the heuristic's tiling ran), "
+                           "search (the candidates were timed here and the fastest stored).")
+                     .Register(*registry_);
+  tuning_hit_ = &tuning.Add({{"result", "hit"}});
+  tuning_miss_ = &tuning.Add({{"result", "miss"}});
+  tuning_search_ = &tuning.Add({{"result", "search"}});
   compile_seconds_ = &BuildHistogram()
                           .Name("polygradd_compile_duration_seconds")
                           .Help("Time to compile one kernel.")
@@ -320,6 +329,10 @@ void Metrics::on_remote_error(std::string_view kind) {
 }
 
 void Metrics::on_schedule_cache_lookup(bool hit) { (hit ? schedule_hit_ : schedule_miss_)->Increment(); }
+
+void Metrics::on_tuning(TuningResult result) {
+  (result == TuningResult::Hit ? tuning_hit_ : result == TuningResult::Miss ? tuning_miss_ : tuning_search_)->Increment();
+}
 
 void Metrics::on_compile(double seconds, bool ok) {
   compile_seconds_->Observe(seconds);

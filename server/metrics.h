@@ -82,6 +82,7 @@ class Metrics final : public EngineObserver {
   void on_remote_error(std::string_view kind) override;
   void on_schedule_cache_lookup(bool hit) override;
   void on_compile(double seconds, bool ok) override;
+  void on_tuning(TuningResult result) override;
   void on_pass(std::string_view pass, double seconds) override;
   void on_kernel(double seconds) override;
   void on_device_kernel(const std::string& device, double seconds) override;
@@ -108,6 +109,9 @@ class Metrics final : public EngineObserver {
   prometheus::Family<prometheus::Counter>* remote_errors_;
   prometheus::Counter* schedule_hit_;
   prometheus::Counter* schedule_miss_;
+  prometheus::Counter* tuning_hit_;
+  prometheus::Counter* tuning_miss_;
+  prometheus::Counter* tuning_search_;
   prometheus::Histogram* compile_seconds_;
   prometheus::Counter* compile_failures_;
   prometheus::Family<prometheus::Histogram>* pass_family_;

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/engine/engine.h"
 #include "server/log.h"
 
 namespace polygrad::server {
@@ -68,6 +69,7 @@ struct ServerOptions {
   uint64_t shm_max_bytes = uint64_t{8} << 30;   // shared-memory regions of all sessions together
   std::string compiler;                        // C compiler; empty: auto
   bool quick_compile = true;                   // --quick-compile (EngineOptions::quick_compile)
+  TuneMode tune = TuneMode::Cached;            // --tune (EngineOptions::tune, core/engine/tuning.h)
   std::vector<std::string> devices;            // --devices: "cpu", "cuda:0"; empty: every device that exists
   unsigned threads = 0;                        // engine kernel threads; 0: hardware concurrency
   unsigned workers = 4;                        // concurrent realize requests

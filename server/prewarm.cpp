@@ -76,7 +76,7 @@ absl::StatusOr<v1::PrewarmResponse> prewarm(const v1::PrewarmManifest& manifest,
       *request.mutable_outputs() = graph.outputs();
       Transfer transfer;
       // The optimized compiler only: prewarmed kernels are final (on disk when prewarm returns).
-      r = (*session)->realize(request, should_stop, transfer, Session::QuickTier::kRefused);
+      r = (*session)->realize(request, should_stop, transfer, Session::QuickTier::kRefused, manifest.tune());
     }
     (void)sessions.close((*session)->id(), kPrewarmTenant, "prewarm done");
     if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat(what, ": ", r.status().message()));

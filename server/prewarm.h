@@ -18,7 +18,8 @@ absl::StatusOr<v1::PrewarmManifest> load_manifest(const std::filesystem::path& f
 // Realizes each graph once in a private session (BUFFER nodes without a source get zeros), so
 // every kernel it needs is compiled into the cache by the optimized compiler, never the quick
 // tier (--quick-compile), so its kernels are final; the sessions are closed afterwards. Stops
-// at the first graph that fails, naming it. `should_stop` is polled between kernels.
+// at the first graph that fails, naming it. `should_stop` is polled between kernels. With the
+// manifest's `tune`, kernels with no stored tiling choice are searched (core/engine/tuning.h).
 absl::StatusOr<v1::PrewarmResponse> prewarm(const v1::PrewarmManifest& manifest, SessionManager& sessions,
                                             const std::function<bool()>& should_stop);
 

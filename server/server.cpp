@@ -112,6 +112,7 @@ absl::Status Server::init() {
   eo.schedule_cache_entries = options_.schedule_cache_entries;
   eo.compiler = options_.compiler;
   eo.quick_compile = options_.quick_compile;
+  eo.tune = options_.tune;
   eo.devices = options_.devices;
   eo.threads = options_.threads;
   eo.observer = metrics_.get();

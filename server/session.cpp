@@ -212,16 +212,16 @@ uint64_t Session::new_handle(const BufferPtr& buffer, uint64_t node_id, bool fro
 
 absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& request,
                                                      const std::function<bool()>& should_stop,
-                                                     Transfer& transfer, QuickTier quick) {
+                                                     Transfer& transfer, QuickTier quick, bool tune_search) {
   bool deferred = false;
-  return realize_with(request, should_stop, transfer, 0, quick, deferred);
+  return realize_with(request, should_stop, transfer, 0, quick, tune_search, deferred);
 }
 
 std::optional<absl::StatusOr<v1::RealizeResponse>> Session::realize_now(const v1::RealizeRequest& request,
                                                                         const std::function<bool()>& should_stop,
                                                                         Transfer& transfer, int64_t work_limit) {
   bool deferred = false;
-  absl::StatusOr<v1::RealizeResponse> r = realize_with(request, should_stop, transfer, work_limit, QuickTier::kAllowed, deferred);
+  absl::StatusOr<v1::RealizeResponse> r = realize_with(request, should_stop, transfer, work_limit, QuickTier::kAllowed, false, deferred);
   if (deferred) return std::nullopt;
   return r;
 }
@@ -229,13 +229,14 @@ std::optional<absl::StatusOr<v1::RealizeResponse>> Session::realize_now(const v1
 absl::StatusOr<v1::RealizeResponse> Session::realize_with(const v1::RealizeRequest& request,
                                                           const std::function<bool()>& should_stop,
                                                           Transfer& transfer, int64_t work_limit, QuickTier quick,
-                                                          bool& deferred) {
+                                                          bool tune_search, bool& deferred) {
   BusyGuard busy(*this);
   const Clock::time_point start = Clock::now();
   RealizeOptions options;
   options.streams = streams_;
   options.inline_work_limit = work_limit;
   options.quick_compile = quick == QuickTier::kAllowed;
+  options.tune_search = tune_search;
   if (!request.default_device().empty()) {
     // Parsed to a code here; the client's text goes no further.
     absl::StatusOr<int64_t> code = device_code(request.default_device());

@@ -73,11 +73,11 @@ class Session {
   // Adds the request's nodes (all or none), realizes its outputs, then applies release_nodes.
   // `should_stop` is polled between kernels (client gone, deadline, shutdown).
   // `quick`: whether new CPU kernels may first run a quick build (RealizeOptions::quick_compile);
-  // prewarm refuses it.
+  // prewarm refuses it. `tune_search`: RealizeOptions::tune_search (a prewarm manifest's `tune`).
   enum class QuickTier { kAllowed, kRefused };
   absl::StatusOr<v1::RealizeResponse> realize(const v1::RealizeRequest& request,
                                               const std::function<bool()>& should_stop, Transfer& transfer,
-                                              QuickTier quick = QuickTier::kAllowed);
+                                              QuickTier quick = QuickTier::kAllowed, bool tune_search = false);
   // The same, only when it can be answered at once: the engine holds the request's program in its
   // schedule cache and its kernels iterate at most `work_limit` times (RealizeOptions::
   // inline_work_limit). Otherwise nullopt, and the request had no effect: give it to realize().
@@ -160,7 +160,8 @@ class Session {
   // realize() and realize_now(): a deferred realize (work_limit > 0) returns OK with `deferred` set.
   absl::StatusOr<v1::RealizeResponse> realize_with(const v1::RealizeRequest& request,
                                                    const std::function<bool()>& should_stop, Transfer& transfer,
-                                                   int64_t work_limit, QuickTier quick, bool& deferred);
+                                                   int64_t work_limit, QuickTier quick, bool tune_search,
+                                                   bool& deferred);
   // Drops the orphaned bindings no unrealized node's graph reaches any more (mu_ held).
   void sweep_orphans();
   void erase_node(uint64_t id);

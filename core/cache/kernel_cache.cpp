@@ -340,6 +340,35 @@ absl::StatusOr<KernelCache::Found> KernelCache::lookup_or_build(const std::strin
   return Found{*std::move(program), CacheResult::Miss};
 }
 
+std::optional<std::string> KernelCache::find_record(const std::string& key,
+                                                    const std::function<bool(const std::string&)>& usable) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = records_.find(key); it != records_.end() && usable(it->second)) return it->second;
+  }
+  std::optional<std::string> found;
+  if (!dir_.empty())
+    if (auto bytes = read_disk(key); bytes && usable(*bytes)) found = std::move(bytes);
+  if (!found && remote_) {
+    found = remote_->fetch(key, usable);
+    if (found && !dir_.empty()) write_disk(key, *found);  // the next lookup stays local
+  }
+  if (found) {
+    std::lock_guard lock(mu_);
+    records_.insert_or_assign(key, *found);
+  }
+  return found;
+}
+
+void KernelCache::store_record(const std::string& key, const std::string& payload) {
+  {
+    std::lock_guard lock(mu_);
+    records_.insert_or_assign(key, payload);
+  }
+  if (!dir_.empty()) write_disk(key, payload);  // a failed write costs another search later
+  if (remote_) remote_->upload(key, payload);
+}
+
 absl::StatusOr<ProgramPtr> KernelCache::compile_and_store(const std::string& key, const Compile& compile,
                                                           const Load& load, const StopFn& abandoned) {
   auto bytes = compile(abandoned);

@@ -30,6 +30,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -89,6 +90,15 @@ class KernelCache {
                                      const StopFn& should_stop = {}, const QuickBuild& quick = {});
   // The loaded program for `key` if this process already has it, else null; never builds.
   ProgramPtr in_memory(const std::string& key) const;
+
+  // Records: small payloads that are not programs (a kernel's tuning result, core/engine/tuning.h)
+  // under keys of their own, in the same tiers as the binaries so that every daemon on this
+  // directory or remote store sees them. find_record looks in memory, then on disk (verified
+  // like a binary), then remotely, and returns the first payload `usable` accepts; a disk or
+  // remote hit is remembered in memory. store_record keeps it in memory, writes it to disk and
+  // uploads it in the background.
+  std::optional<std::string> find_record(const std::string& key, const std::function<bool(const std::string&)>& usable);
+  void store_record(const std::string& key, const std::string& payload);
 
   std::filesystem::path entry_path(const std::string& key) const;
   size_t memory_entries() const;
@@ -167,6 +177,7 @@ class KernelCache {
   const std::string signing_key_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, ProgramPtr> memory_;
+  std::unordered_map<std::string, std::string> records_;  // find_record's memory tier
   struct Build;  // one key being built, and who waits for it
   std::unordered_map<std::string, std::shared_ptr<Build>> in_flight_;
 

@@ -1,6 +1,8 @@
 #include "core/codegen/upcast.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdio>
 #include <unordered_set>
 
 #include "core/ir/symbolic.h"
@@ -42,7 +44,7 @@ bool depends_on(const UOp* load, const UOp* r) {
   return false;
 }
 
-int64_t pick_factor(int64_t size, std::initializer_list<int64_t> choices) {
+int64_t pick_factor(int64_t size, const std::vector<int64_t>& choices) {
   for (int64_t t : choices)
     if (size % t == 0 && size >= t) return t;
   return 1;
@@ -62,7 +64,7 @@ void split_range(Upcast& out, const UOp* r, int64_t factor, int64_t& max_id) {
 // on it (that load is then shared by the tile's slots along the axis), at most `count`.
 std::vector<std::pair<const UOp*, int64_t>> reuse_axes(const std::vector<const UOp*>& nodes,
                                                         const std::vector<const UOp*>& outer, size_t count,
-                                                        std::initializer_list<int64_t> factors) {
+                                                        const std::vector<int64_t>& factors) {
   std::vector<std::pair<const UOp*, int64_t>> out;
   for (size_t i = outer.size(); i-- > 0 && out.size() < count;) {
     int64_t factor = pick_factor(outer[i]->src[0]->arg_int(), factors);
@@ -84,11 +86,15 @@ std::vector<std::pair<const UOp*, int64_t>> reuse_axes(const std::vector<const U
 // lanes), so each vector load of x serves several rows of W and the other way round, instead of
 // two loads per multiply-add. Lanes shrink to 8 then, to keep the tile in 16 vector registers.
 Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, int64_t max_id,
-                    const std::vector<const UOp*>& outer) {
+                    const std::vector<const UOp*>& outer, const UpcastChoice& choice) {
   Upcast out{sink, {}};
   size_t reductions = 0;
   for (const UOp* n : nodes) reductions += n->op == Ops::REDUCE;
-  auto tile = reductions == 1 ? reuse_axes(nodes, outer, 2, {4, 2}) : std::vector<std::pair<const UOp*, int64_t>>{};
+  const std::vector<int64_t> tile_factors = choice.tile == 0 ? std::vector<int64_t>{4, 2}
+                                            : choice.tile == 4 ? std::vector<int64_t>{4, 2}
+                                                               : std::vector<int64_t>{choice.tile};
+  auto tile = reductions == 1 && choice.tile != 1 ? reuse_axes(nodes, outer, 2, tile_factors)
+                                                  : std::vector<std::pair<const UOp*, int64_t>>{};
   // Lanes take the highest range ids so the linearizer nests them innermost, under the tile's
   // axes: the vector dimension must be the one the compiler sees last.
   int64_t tile_ids = max_id;
@@ -97,7 +103,9 @@ Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, in
     if (n->op != Ops::REDUCE) continue;
     const UOpRef& r = n->src.back();
     int64_t size = r->src[0]->arg_int();
-    int64_t lanes = tile.empty() ? pick_factor(size, {16, 8}) : pick_factor(size, {8});
+    int64_t lanes = choice.lanes != 0 ? pick_factor(size, {choice.lanes})
+                    : tile.empty()    ? pick_factor(size, {16, 8})
+                                      : pick_factor(size, {8});
     bool contiguous = false;
     for (const UOp* m : toposort({n->src[0]}))
       if (m->op == Ops::LOAD && coefficient(m->src[1], r.get()) == 1) contiguous = true;
@@ -123,7 +131,7 @@ Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, in
 
 }  // namespace
 
-Upcast apply_upcasts(const UOpRef& sink) {
+Upcast apply_upcasts(const UOpRef& sink, const UpcastChoice& choice) {
   std::vector<const UOp*> nodes = toposort({sink});
   auto owned = reduce_ranges(nodes);
   if (owned.empty()) return {sink, {}};
@@ -144,11 +152,12 @@ Upcast apply_upcasts(const UOpRef& sink) {
   bool contiguous = false;
   for (const UOp* n : nodes)
     if (n->op == Ops::LOAD && coefficient(n->src[1], inner) == 1) contiguous = true;
-  if (!contiguous) return reduce_lanes(sink, nodes, max_id, outer);
+  if (!contiguous) return reduce_lanes(sink, nodes, max_id, outer, choice);
 
   Upcast out{sink, {}};
-  int64_t cols = pick_factor(inner->src[0]->arg_int(), {16, 8, 4});
-  if (cols == 1) return reduce_lanes(sink, nodes, max_id, outer);
+  int64_t cols = pick_factor(inner->src[0]->arg_int(), choice.cols != 0 ? std::vector<int64_t>{choice.cols}
+                                                                         : std::vector<int64_t>{16, 8, 4});
+  if (cols == 1) return reduce_lanes(sink, nodes, max_id, outer, choice);
   // A second, row axis shares each column load across rows: the innermost other output axis
   // that some vector load (one moving with the columns) does not depend on, so that load serves
   // the whole tile. Matmul picks its rows (B does not depend on them); conv picks output channels
@@ -157,8 +166,9 @@ Upcast apply_upcasts(const UOpRef& sink) {
   // operands (8 rows spilled and measured 30% slower on 1024^2).
   const UOp* row_range = nullptr;
   int64_t rows = 1;
-  for (size_t i = outer.size() - 1; i-- > 0 && row_range == nullptr;) {
-    int64_t factor = pick_factor(outer[i]->src[0]->arg_int(), {6, 4, 2});
+  const std::vector<int64_t> row_factors = choice.rows != 0 ? std::vector<int64_t>{choice.rows} : std::vector<int64_t>{6, 4, 2};
+  for (size_t i = outer.size() - 1; choice.rows != 1 && i-- > 0 && row_range == nullptr;) {
+    int64_t factor = pick_factor(outer[i]->src[0]->arg_int(), row_factors);
     if (factor == 1) continue;
     for (const UOp* n : nodes)
       if (n->op == Ops::LOAD && depends_on(n, inner) && !depends_on(n, outer[i])) {
@@ -170,6 +180,48 @@ Upcast apply_upcasts(const UOpRef& sink) {
   if (rows > 1) split_range(out, row_range, rows, max_id);
   split_range(out, inner, cols, max_id);
   out.sink = graph_rewrite(out.sink, symbolic());
+  return out;
+}
+
+std::string UpcastChoice::encode() const {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "cols=%lld rows=%lld lanes=%lld tile=%lld", static_cast<long long>(cols),
+                static_cast<long long>(rows), static_cast<long long>(lanes), static_cast<long long>(tile));
+  return buf;
+}
+
+std::optional<UpcastChoice> UpcastChoice::decode(std::string_view text) {
+  UpcastChoice c;
+  for (auto [name, field] : {std::pair<std::string_view, int64_t*>{"cols=", &c.cols}, {" rows=", &c.rows},
+                             {" lanes=", &c.lanes}, {" tile=", &c.tile}}) {
+    if (text.substr(0, name.size()) != name) return std::nullopt;
+    text.remove_prefix(name.size());
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *field);
+    if (ec != std::errc() || *field < 0) return std::nullopt;
+    text.remove_prefix(static_cast<size_t>(end - text.data()));
+  }
+  // Only the factors upcast_candidates tries: a record is data from a shared store, and a larger
+  // tile would only make a slower kernel that takes longer to compile.
+  if (!text.empty() || c.cols > 16 || c.rows > 8 || c.lanes > 16 || c.tile > 4) return std::nullopt;
+  return c;
+}
+
+std::vector<UpcastChoice> upcast_candidates(const UOpRef& sink) {
+  std::vector<UpcastChoice> out;
+  std::vector<std::pair<const UOp*, std::vector<int64_t>>> seen;
+  const auto add = [&](const UpcastChoice& c) {
+    Upcast u = apply_upcasts(sink, c);
+    for (const auto& [s, ranges] : seen)
+      if (s == u.sink.get() && ranges == u.upcast_ranges) return;  // hash-consed: the same tiling
+    seen.emplace_back(u.sink.get(), u.upcast_ranges);
+    out.push_back(c);
+  };
+  add(UpcastChoice{});
+  if (out.size() == 1 && seen[0].second.empty()) return {};  // nothing tiled: nothing to choose
+  for (int64_t cols : {16, 8, 4})
+    for (int64_t rows : {1, 2, 4, 6, 8})
+      for (int64_t lanes : {16, 8, 4})
+        for (int64_t tile : {1, 2, 4}) add(UpcastChoice{cols, rows, lanes, tile});
   return out;
 }
 

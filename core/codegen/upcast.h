@@ -6,6 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/ir/uop.h"
@@ -17,6 +20,25 @@ struct Upcast {
   std::vector<int64_t> upcast_ranges;  // ids of the ranges the linearizer must place innermost
 };
 
-Upcast apply_upcasts(const UOpRef& sink);
+// One register tiling of a kernel: what a tuning search varies (core/engine/tuning.h). A zero
+// field takes the heuristic's value; a factor that does not divide its axis is not used.
+struct UpcastChoice {
+  int64_t cols = 0;   // vector lanes along the innermost output axis, when a reduction reads it contiguously
+  int64_t rows = 0;   // rows of the tile sharing each of those column loads (1: none)
+  int64_t lanes = 0;  // otherwise, partial sums side by side along the reduction
+  int64_t tile = 0;   // and output axes tiled around them: 1 none, 2 by two, 4 by four and two
+  bool operator==(const UpcastChoice&) const = default;
+  // "cols=16 rows=6 lanes=0 tile=0"; decode accepts exactly what encode writes for the factors
+  // upcast_candidates tries (cols and lanes up to 16, rows up to 8, tile up to 4).
+  std::string encode() const;
+  static std::optional<UpcastChoice> decode(std::string_view text);
+};
+
+// The kernel with its register tiles (the heuristic's, or `choice`'s where it sets a field).
+Upcast apply_upcasts(const UOpRef& sink, const UpcastChoice& choice = {});
+
+// The distinct tilings worth timing for a kernel, the heuristic's first; empty when the kernel
+// gets none (nothing to tune).
+std::vector<UpcastChoice> upcast_candidates(const UOpRef& sink);
 
 }  // namespace polygrad

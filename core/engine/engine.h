@@ -25,6 +25,11 @@ class KernelCache;
 enum class CacheResult { MemoryHit, DiskHit, RemoteHit, Miss };
 
 // Callbacks for metrics; all optional, called from any thread.
+enum class TuneMode { Off, Cached, Search };
+// What tuning did for one kernel: used a stored choice, found none (the heuristic's tiling runs),
+// or searched and stored one.
+enum class TuningResult { Hit, Miss, Search };
+
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
@@ -38,6 +43,8 @@ class EngineObserver {
   // A realize looked its structure up in the schedule cache (only while the cache is enabled).
   virtual void on_schedule_cache_lookup(bool hit) {}
   virtual void on_compile(double seconds, bool ok) {}
+  // A kernel with several candidate tilings looked up its tuning record (core/engine/tuning.h).
+  virtual void on_tuning(TuningResult result) {}
   // One run of a named compiler pass (core/engine/pipeline.h lists them: "schedule_cache",
   // "schedule", "lower", "simplify", "optimize", "linearize", "render", "compile", "plan_memory",
   // "run"); per-kernel passes report once per kernel.
@@ -66,6 +73,9 @@ struct EngineOptions {
   // compiler). Results are the same bits either way; only timing differs. No effect when this
   // polygrad was built without libtcc.
   bool quick_compile = true;
+  // Tuning (core/engine/tuning.h): off, cached (use tiling choices stored in the kernel cache),
+  // or search (time the candidates of a kernel with none stored, and store the fastest).
+  TuneMode tune = TuneMode::Cached;
   unsigned threads = 0;             // kernel worker threads; 0: hardware concurrency
   EngineObserver* observer = nullptr;
   // Compiled realize programs kept by graph structure (core/schedule/schedule_cache.h), least
@@ -131,6 +141,9 @@ struct RealizeOptions {
   // memory (another realize got there first) is used as it is; its optimized build lands in the
   // background as usual.
   bool quick_compile = true;
+  // true: a kernel with no tuning choice stored is searched (as EngineOptions::tune = Search),
+  // whatever the engine's mode (prewarm with a manifest's `tune`).
+  bool tune_search = false;
 };
 
 class Engine {

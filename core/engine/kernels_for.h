@@ -17,6 +17,7 @@ namespace polygrad {
 struct LoweredKernel {
   LinearKernel linear;
   std::vector<const UOp*> params;  // tensor node behind each DEFINE_GLOBAL; params[0] is the output
+  UOpRef simplified;               // the kernel AST before optimize: what tuning tiles otherwise
 };
 absl::StatusOr<LoweredKernel> lower_to_linear(const UOpRef& root,
                                               const std::function<bool(const UOp*)>& materialized);

@@ -11,6 +11,7 @@
 //   4. optimize        register tiles: the CPU's vector lanes (codegen/upcast.h) or a GPU's tiles
 //   5. linearize       loops, hoisting, accumulators (codegen/linearize.h)
 //   6. render          the backend's source and kernel-cache key
+//   6b. tune           a tiling stored in the kernel cache, or searched for (engine/tuning.h)
 //   7. compile         kernel-cache lookup, else compile, side by side
 //   then:
 //   8. run             the program of buffer slots (realize_program.h)
@@ -27,6 +28,7 @@
 #include "core/codegen/upcast.h"
 #include "core/engine/engine_impl.h"
 #include "core/engine/run_program.h"
+#include "core/engine/tuning.h"
 #include "core/ir/symbolic.h"
 #include "core/runtime/concurrent_jobs.h"
 #include "core/schedule/realize_key.h"
@@ -72,8 +74,14 @@ int64_t total_work(const RealizeProgram& program) {
 
 }  // namespace
 
+CompiledKernel compiled_kernel(ProgramPtr program, const LoweredKernel& lowered, const RenderedKernel& rendered) {
+  return CompiledKernel{std::move(program), lowered.params, lowered.linear.outer_size, work_of(lowered.linear),
+                        rendered.threads_per_iteration};
+}
+
 absl::StatusOr<LoweredKernel> generate_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
-                                              const CodegenCaps& caps, PassLog& log, size_t index) {
+                                              const CodegenCaps& caps, PassLog& log, size_t index,
+                                              const UpcastChoice& choice) {
   // 2. lower
   const bool tile = caps.gpu_tiles && root->numel() >= kMinGpuTiledOutputs && reduces(root, materialized);
   auto ast = log.run("lower", [&] { return lower_kernel(root, materialized, caps.flat_output, tile ? kGpuTile : 0); });
@@ -83,7 +91,7 @@ absl::StatusOr<LoweredKernel> generate_kernel(const UOpRef& root, const std::fun
   UOpRef sink = log.run("simplify", [&] { return graph_rewrite(ast->sink, symbolic()); });
   PassLog::log("simplify", index, ast->sink, sink);
   // 4. optimize: a GPU's tiles were laid out by lower; the CPU's lanes are chosen here.
-  Upcast tiled = log.run("optimize", [&] { return caps.gpu_tiles ? Upcast{sink, ast->tile_ranges} : apply_upcasts(sink); });
+  Upcast tiled = log.run("optimize", [&] { return caps.gpu_tiles ? Upcast{sink, ast->tile_ranges} : apply_upcasts(sink, choice); });
   PassLog::log("optimize", index, sink, tiled.sink);
   // 5. linearize
   auto linear = log.run("linearize", [&] { return linearize(tiled.sink, tiled.upcast_ranges); });
@@ -95,7 +103,7 @@ absl::StatusOr<LoweredKernel> generate_kernel(const UOpRef& root, const std::fun
       if (linear->params[i] == DType::Void) linear->params[i] = ast->params[i]->dtype;
   }
   PassLog::log("linearize", index, *linear);
-  return LoweredKernel{*std::move(linear), std::move(ast->params)};
+  return LoweredKernel{*std::move(linear), std::move(ast->params), sink};
 }
 
 absl::StatusOr<CompiledSchedule> compile_schedule(Engine::Impl& impl, Backend& backend, const std::vector<UOpRef>& roots,
@@ -124,6 +132,15 @@ absl::StatusOr<CompiledSchedule> compile_schedule(Engine::Impl& impl, Backend& b
     if (!r.ok()) return r.status();
     PassLog::log("render", i, r->source);
     rendered[i] = *std::move(r);
+    // 6b. tune
+    auto tuned = log.run("tune", [&] {
+      return tune_kernel(impl, backend, root, materialized, *lowered[i], rendered[i], log, i, options);
+    });
+    if (!tuned.ok()) return tuned.status();
+    if (*tuned) {
+      lowered[i] = std::move((*tuned)->lowered);
+      rendered[i] = std::move((*tuned)->rendered);
+    }
     if (!options.quick_compile) rendered[i].quick_eligible = false;
     if (ProgramPtr p = backend.cached(rendered[i])) found[i] = {std::move(p), CacheResult::MemoryHit};
     else to_build.push_back(i);
@@ -150,9 +167,7 @@ absl::StatusOr<CompiledSchedule> compile_schedule(Engine::Impl& impl, Backend& b
     if (impl.observer()) impl.observer()->on_cache_lookup(found[i].result);
     if (found[i].result == CacheResult::Miss) ++stats.compiled;
     else ++stats.cache_hits;
-    const LinearKernel& linear = lowered[i]->linear;
-    out.kernels.push_back(CompiledKernel{std::move(found[i].program), std::move(lowered[i]->params), linear.outer_size,
-                                         work_of(linear), rendered[i].threads_per_iteration});
+    out.kernels.push_back(compiled_kernel(std::move(found[i].program), *lowered[i], rendered[i]));
   }
   return out;
 }

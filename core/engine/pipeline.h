@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/codegen/upcast.h"
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
 #include "core/engine/kernels_for.h"
@@ -28,8 +29,13 @@ struct CompiledSchedule {
 // One scheduled kernel root through the code-generation passes: lower, simplify, optimize (the
 // CPU's vector lanes or a GPU's register tiles, by `caps`), linearize. `index` names the kernel
 // in the debug log.
+// `choice` sets the CPU's tiling where it sets a field (tuning.h); it does not change a GPU's.
 absl::StatusOr<LoweredKernel> generate_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
-                                              const CodegenCaps& caps, PassLog& log, size_t index = 0);
+                                              const CodegenCaps& caps, PassLog& log, size_t index = 0,
+                                              const UpcastChoice& choice = {});
+
+// A built kernel with what its launches need: the range its outer loop splits and its work.
+CompiledKernel compiled_kernel(ProgramPtr program, const LoweredKernel& lowered, const RenderedKernel& rendered);
 
 // Schedules `roots` and builds every kernel for `backend` (the pipeline without the schedule
 // cache and the run: what a compiled step is built from). Kernels not in the kernel cache's memory

@@ -4,7 +4,7 @@ of cache bundles, prewarm from a manifest.
     python -m polygrad.admin --address unix:/run/polygradd.sock stats
     python -m polygrad.admin --address HOST:PORT export bundle.pgb
     python -m polygrad.admin --address HOST:PORT import bundle.pgb
-    python -m polygrad.admin --address HOST:PORT prewarm manifest.txtpb
+    python -m polygrad.admin --address HOST:PORT prewarm manifest.txtpb [--tune]
 
 The admin token (when the daemon requires one) comes from --token or POLYGRAD_ADMIN_TOKEN and
 is sent as ``authorization: Bearer <token>``. A bundle file is the magic ``PGKBNDL1`` followed by
@@ -62,7 +62,14 @@ class Admin:
     """Sends a bundle written by export_cache; returns the ImportCacheResponse."""
     return self.stub.ImportCache(read_bundle(bundle), metadata=self.metadata)
 
-  def prewarm(self, manifest, timeout: Optional[float] = None):
+  def prewarm(self, manifest, timeout: Optional[float] = None, tune: bool = False):
+    """Compiles the manifest's kernels into the cache; with `tune`, also searches the tilings of
+    those that have no stored choice (whatever the daemon's --tune) and stores the fastest."""
+    if tune and not manifest.tune:
+      copy = type(manifest)()
+      copy.CopyFrom(manifest)
+      copy.tune = True
+      manifest = copy
     return self.stub.Prewarm(manifest, metadata=self.metadata, timeout=timeout)
 
 
@@ -97,7 +104,9 @@ def main(argv=None) -> int:
   sub.add_parser("stats")
   sub.add_parser("export").add_argument("file")
   sub.add_parser("import").add_argument("file")
-  sub.add_parser("prewarm").add_argument("manifest")
+  pw = sub.add_parser("prewarm")
+  pw.add_argument("manifest")
+  pw.add_argument("--tune", action="store_true", help="also search tilings with no stored choice, and store them")
   args = p.parse_args(argv)
   with Admin(args.address, args.token) as admin:
     try:
@@ -118,7 +127,7 @@ def main(argv=None) -> int:
           r = admin.import_cache(f)
         print(f"received {r.received} entries, stored {r.stored} new")
       elif args.cmd == "prewarm":
-        print(admin.prewarm(load_manifest(args.manifest)), end="")
+        print(admin.prewarm(load_manifest(args.manifest), tune=args.tune), end="")
     except grpc.RpcError as e:
       print(f"polygrad.admin {args.cmd}: {e.code().name}: {e.details()}", file=sys.stderr)
       return 1
