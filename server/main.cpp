@@ -70,7 +70,7 @@ ABSL_FLAG(std::string, log_format, "text", "Log format: text (key=value) or json
 ABSL_FLAG(std::string, compiler, "", "C compiler for CPU kernels; empty picks clang, then gcc, then cc.");
 ABSL_FLAG(std::string, quick_compile, "on",
           "on: a new CPU kernel first runs a TinyCC build made in milliseconds while the C compiler builds the "
-          "optimized one in the background (same results; kernels calling exp, log, sin, cos or pow wait for the "
+          "optimized one in the background (same results; kernels calling sin, cos or pow, or exp or log of float64, wait for the "
           "C compiler when it vectorises them); off: every new kernel waits for the C compiler.");
 ABSL_FLAG(std::string, tune, "cached",
           "Tiling of CPU reduce kernels (matmul, convolution, reductions): off (the built-in heuristic), cached "

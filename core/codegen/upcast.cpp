@@ -145,13 +145,18 @@ Upcast apply_upcasts(const UOpRef& sink, const UpcastChoice& choice) {
   if (outer.empty()) return {sink, {}};
   std::sort(outer.begin(), outer.end(), [](const UOp* a, const UOp* b) { return a->arg_int() < b->arg_int(); });
 
-  // Upcast the innermost output axis only when some load inside a reduction reads it
-  // contiguously: then the tile is one vector load per reduction step. Otherwise (x @ W.T, row
-  // sums) try vector lanes along the reduction itself.
+  // Upcast the innermost output axis only when some load the reduction streams (one that moves
+  // with a reduce range) reads it contiguously: then the tile is one vector load per reduction
+  // step. A load fixed for the whole reduction does not count: softmax's exp(x - max) sum reads
+  // the row maxima contiguously along rows, but x along the reduction, and lanes across rows
+  // would gather x with a stride of a row. Otherwise (x @ W.T, row sums) try vector lanes along
+  // the reduction itself.
   const UOp* inner = outer.back();
   bool contiguous = false;
   for (const UOp* n : nodes)
-    if (n->op == Ops::LOAD && coefficient(n->src[1], inner) == 1) contiguous = true;
+    if (n->op == Ops::LOAD && coefficient(n->src[1], inner) == 1 &&
+        std::any_of(owned.begin(), owned.end(), [&](const UOp* r) { return depends_on(n, r); }))
+      contiguous = true;
   if (!contiguous) return reduce_lanes(sink, nodes, max_id, outer, choice);
 
   Upcast out{sink, {}};

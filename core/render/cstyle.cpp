@@ -77,6 +77,19 @@ std::string round_to(DType dt, const std::string& expr) {
   return expr;
 }
 
+// Whether the loop opened by k.ops[at] (a RANGE) is innermost (no loop inside) and its body
+// calls a math function: exp, log (EXP2, LOG2 and the frontend's spellings of exp and log) or sin.
+bool calls_math_innermost(const LinearKernel& k, size_t at) {
+  bool math = false;
+  for (size_t i = at + 1; i < k.ops.size(); ++i) {
+    const Ops op = k.ops[i]->op;
+    if (op == Ops::RANGE) return false;
+    if (op == Ops::END_RANGE) return math;
+    math = math || op == Ops::EXP2 || op == Ops::LOG2 || op == Ops::SIN;
+  }
+  return false;
+}
+
 }  // namespace
 
 const char* CStyleRenderer::scalar_type(DType dt) const { return dtype_c_type(dt); }
@@ -146,7 +159,9 @@ absl::StatusOr<std::string> CStyleRenderer::Emitter::run(const LinearKernel& k) 
           line(t_.lane_loop(r, name(n.src[0]), group));
         else {
           if (std::binary_search(k.upcast_ranges.begin(), k.upcast_ranges.end(), n.arg_int()))
-            line(t_.unroll_pragma(n.src[0]->arg_int()));
+            line(calls_math_innermost(k, static_cast<size_t>(&u - k.ops.data()))
+                     ? t_.math_lane_pragma(n.src[0]->arg_int())
+                     : t_.unroll_pragma(n.src[0]->arg_int()));
           line(absl::StrFormat("for (int64_t %s = 0; %s < %s; %s++) {", r, r, name(n.src[0]), r));
         }
         ++indent;

@@ -45,6 +45,10 @@ class CStyleRenderer {
   // it: only an unrolled lane loop lets the compiler keep an array accumulator in (vector)
   // registers instead of memory, which is most of the point of a register tile.
   virtual std::string unroll_pragma(int64_t trip_count) const = 0;
+  // The line for an innermost upcast loop that calls a math function (exp, log, sin): default,
+  // unroll_pragma. A target whose compiler vectorises those calls only in loops (clang maps them
+  // to libmvec in its loop vectorizer, never in straight-line code) asks for that instead.
+  virtual std::string math_lane_pragma(int64_t trip_count) const { return unroll_pragma(trip_count); }
   // The target's spelling of a scalar dtype (default: dtype_c_type).
   virtual const char* scalar_type(DType dt) const;
   // A math function of a float value, in the precision of `dt` (default: C99's fnf for float

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "core/engine/kernels_for.h"
+#include "core/render/c_math.h"
 #include "core/render/c_renderer.h"
 #include "core/render/cuda_renderer.h"
 #include "core/runtime/cpu/compiler.h"
@@ -593,7 +594,9 @@ absl::StatusOr<KernelSet> KernelSet::emulated_cuda(const std::vector<std::string
   auto host_prelude = host_cuda_prelude(sources[0]);
   if (!host_prelude.ok()) return host_prelude.status();
   auto make_unit = [&](size_t first, size_t last) -> absl::StatusOr<std::string> {
-    std::string unit = absl::StrCat(kShim, *host_prelude), cases;
+    // The CPU's kernels compute exp and log with c_math.h's functions: the emulated GPU kernels
+    // do too, so that the comparison checks what the renderers write, not two libraries' exp.
+    std::string unit = absl::StrCat(kShim, kCMathPrelude, "#define expf pg_expf\n#define logf pg_logf\n", *host_prelude), cases;
     for (size_t i = first; i < last; ++i) {
       auto parts = split(sources[i], kCudaEntry);
       if (!parts.ok()) return parts.status();

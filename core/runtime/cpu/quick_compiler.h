@@ -44,7 +44,9 @@ absl::StatusOr<ProgramPtr> quick_compile(const std::string& source);
 // arithmetic on both tiers: one IEEE operation per C statement, no contraction
 // (-ffp-contract=off), no reassociation, the same scalar libm for every other call
 // (exp2, log2, sqrt, ...; sqrt is correctly rounded either way). So a kernel calling any of those
-// ten functions waits for the optimized build when it uses libmvec. `optimized_uses_vector_math`
+// ten functions waits for the optimized build when it uses libmvec. Float exp and log render as the
+// kernel's own pg_expf and pg_logf (core/render/c_math.h), which are neither: those kernels take
+// the quick tier. `optimized_uses_vector_math`
 // false (gcc, or clang without libmvec): rule 2 does not apply.
 //
 // Beyond these, one difference remains, which is not a kernel's but IEEE 754's: when a result is
