@@ -207,26 +207,31 @@ std::optional<UpcastChoice> UpcastChoice::decode(std::string_view text) {
   }
   // Only the factors upcast_candidates tries: a record is data from a shared store, and a larger
   // tile would only make a slower kernel that takes longer to compile.
-  if (!text.empty() || c.cols > 16 || c.rows > 8 || c.lanes > 16 || c.tile > 4) return std::nullopt;
+  if (!text.empty() || c.cols > 32 || c.rows > 16 || c.cols * c.rows > 256 || c.lanes > 16 || c.tile > 4)
+    return std::nullopt;
   return c;
 }
 
 std::vector<UpcastChoice> upcast_candidates(const UOpRef& sink) {
   std::vector<UpcastChoice> out;
-  std::vector<std::pair<const UOp*, std::vector<int64_t>>> seen;
+  // Kept alive: UOps are hash-consed only while an equal one lives, and then pointer equality
+  // is structural equality.
+  std::vector<Upcast> seen;
   const auto add = [&](const UpcastChoice& c) {
     Upcast u = apply_upcasts(sink, c);
-    for (const auto& [s, ranges] : seen)
-      if (s == u.sink.get() && ranges == u.upcast_ranges) return;  // hash-consed: the same tiling
-    seen.emplace_back(u.sink.get(), u.upcast_ranges);
+    for (const Upcast& s : seen)
+      if (s.sink == u.sink && s.upcast_ranges == u.upcast_ranges) return;  // the same tiling
+    seen.push_back(std::move(u));
     out.push_back(c);
   };
   add(UpcastChoice{});
-  if (out.size() == 1 && seen[0].second.empty()) return {};  // nothing tiled: nothing to choose
-  for (int64_t cols : {16, 8, 4})
-    for (int64_t rows : {1, 2, 4, 6, 8})
+  if (seen[0].upcast_ranges.empty()) return {};  // nothing tiled: nothing to choose
+  // Tiles of up to 256 accumulators: 16 AVX-512 registers of 16 floats (32 registers in all).
+  for (int64_t cols : {32, 16, 8, 4})
+    for (int64_t rows : {1, 2, 4, 6, 8, 12, 16})
       for (int64_t lanes : {16, 8, 4})
-        for (int64_t tile : {1, 2, 4}) add(UpcastChoice{cols, rows, lanes, tile});
+        for (int64_t tile : {1, 2, 4})
+          if (cols * rows <= 256) add(UpcastChoice{cols, rows, lanes, tile});
   return out;
 }
 

@@ -29,7 +29,8 @@ struct UpcastChoice {
   int64_t tile = 0;   // and output axes tiled around them: 1 none, 2 by two, 4 by four and two
   bool operator==(const UpcastChoice&) const = default;
   // "cols=16 rows=6 lanes=0 tile=0"; decode accepts exactly what encode writes for the factors
-  // upcast_candidates tries (cols and lanes up to 16, rows up to 8, tile up to 4).
+  // upcast_candidates tries (cols up to 32, rows up to 16, cols x rows up to 256, lanes up to
+  // 16, tile up to 4).
   std::string encode() const;
   static std::optional<UpcastChoice> decode(std::string_view text);
 };

@@ -24,13 +24,17 @@ double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::ste
   return std::chrono::duration<double>(b - a).count();
 }
 
-// The fastest of several launches of `k` over `args`, after one launch that warms caches.
-absl::StatusOr<double> time_kernel(Backend& backend, const CompiledKernel& k, const std::vector<void*>& args) {
+// The fastest of several launches of `k` over `args`, after one launch that warms caches. A
+// candidate whose warm-up alone took more than twice `to_beat` cannot win: that time is returned.
+absl::StatusOr<double> time_kernel(Backend& backend, const CompiledKernel& k, const std::vector<void*>& args,
+                                   double to_beat) {
   const auto run = [&]() -> absl::Status {
     if (absl::Status s = backend.launch(k, args.data(), args.size()); !s.ok()) return s;
     return backend.synchronize();
   };
+  auto warm = std::chrono::steady_clock::now();
   if (absl::Status s = run(); !s.ok()) return s;
+  if (double dt = seconds_between(warm, std::chrono::steady_clock::now()); dt > 2 * to_beat) return dt;
   double best = std::numeric_limits<double>::infinity();
   double total = 0;
   for (int runs = 0; runs < kMaxRuns && (runs < kMinRuns || total < kMinSeconds); ++runs) {
@@ -88,16 +92,19 @@ absl::StatusOr<UpcastChoice> search(Engine::Impl& impl, Backend& backend, const 
   }
   size_t best = 0;
   double best_seconds = std::numeric_limits<double>::infinity();
+  std::string timings;  // for POLYGRAD_DEBUG=2
   for (size_t c = 0; c < candidates.size(); ++c) {
     if (should_stop && should_stop()) return absl::CancelledError("cancelled while tuning a kernel");
     CompiledKernel k = compiled_kernel(candidates[c].program, *candidates[c].lowered, candidates[c].rendered);
-    auto seconds = time_kernel(backend, k, args);
+    auto seconds = time_kernel(backend, k, args, best_seconds);
     if (!seconds.ok()) return seconds.status();
+    absl::StrAppend(&timings, candidates[c].choice.encode(), ": ", *seconds * 1e3, " ms\n");
     if (*seconds < best_seconds) {
       best_seconds = *seconds;
       best = c;
     }
   }
+  PassLog::log("tune", index, absl::StrCat(timings, "chosen: ", candidates[best].choice.encode()));
   return candidates[best].choice;
 }
 

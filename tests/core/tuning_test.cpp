@@ -51,20 +51,23 @@ class TuningTest : public ::testing::Test {
   }
 
   // a @ b for a 24x40 and a 40x32 float32 matrix of fixed random values, checked against a
-  // float64 product; returns the kernels the realize ran.
-  void check_matmul(Engine& e) {
+  // float64 product. `transposed`: b is stored as its 32x40 transpose (x @ W.T, whose reduction
+  // is the contiguous axis of both operands: lanes along the reduction, not across columns).
+  void check_matmul(Engine& e, bool transposed = false) {
     std::mt19937 rng(3);
     std::uniform_real_distribution<float> d(-1, 1);
     std::vector<float> av(24 * 40), bv(40 * 32);
     for (float& x : av) x = d(rng);
     for (float& x : bv) x = d(rng);
     BufferPtr a = *e.allocate(DType::Float32, {24, 40});
-    BufferPtr b = *e.allocate(DType::Float32, {40, 32});
+    BufferPtr b = *e.allocate(DType::Float32, transposed ? Shape{32, 40} : Shape{40, 32});
     std::memcpy(a->data(), av.data(), av.size() * sizeof(float));
-    std::memcpy(b->data(), bv.data(), bv.size() * sizeof(float));
+    float* bd = static_cast<float*>(b->data());
+    for (int k = 0; k < 40; ++k)
+      for (int j = 0; j < 32; ++j) (transposed ? bd[j * 40 + k] : bd[k * 32 + j]) = bv[k * 32 + j];
     UOpRef x = *frontend::buffer(a->id(), DType::Float32, {24, 40});
-    UOpRef w = *frontend::buffer(b->id(), DType::Float32, {40, 32});
-    auto y = frontend::matmul(x, w);
+    UOpRef w = *frontend::buffer(b->id(), DType::Float32, transposed ? Shape{32, 40} : Shape{40, 32});
+    auto y = frontend::matmul(x, transposed ? *frontend::permute(w, {1, 0}) : w);
     ASSERT_TRUE(y.ok()) << y.status();
     root_ = *y;
     materialized_ = {x.get(), w.get()};
@@ -110,8 +113,8 @@ TEST(UpcastChoice, DecodesWhatItEncodesAndNothingElse) {
     ASSERT_TRUE(back.has_value()) << c.encode();
     EXPECT_EQ(*back, c);
   }
-  for (const char* bad : {"", "cols=16", "cols=16 rows=6 lanes=0 tile=0 ", "cols=32 rows=1 lanes=0 tile=0",
-                          "cols=-4 rows=1 lanes=0 tile=0", "rows=1 cols=16 lanes=0 tile=0", "cols=16 rows=9 lanes=0 tile=0",
+  for (const char* bad : {"", "cols=16", "cols=16 rows=6 lanes=0 tile=0 ", "cols=64 rows=1 lanes=0 tile=0", "cols=32 rows=16 lanes=0 tile=0",
+                          "cols=-4 rows=1 lanes=0 tile=0", "rows=1 cols=16 lanes=0 tile=0", "cols=16 rows=17 lanes=0 tile=0",
                           "cols=x rows=1 lanes=0 tile=0"})
     EXPECT_FALSE(UpcastChoice::decode(bad).has_value()) << bad;
 }
@@ -147,22 +150,28 @@ TEST_F(TuningTest, CachedModeWithNoRecordRunsTheHeuristicAndOffLooksNothingUp) {
   EXPECT_TRUE(record_keys().empty());
 }
 
-// Each candidate a search may store, forced through a record: every one computes the product.
+// Each candidate a search may store, forced through a record: every one computes the product,
+// for a matmul (tiles of columns and rows) and for x @ W.T (lanes along the reduction).
 TEST_F(TuningTest, EveryCandidateTilingComputesTheMatmul) {
-  TuningCounts searched;
-  check_matmul(*engine(TuneMode::Search, searched));
-  const std::vector<std::string> keys = record_keys();
-  ASSERT_EQ(keys.size(), 1u);
-  const std::vector<UpcastChoice> choices = candidates();
-  ASSERT_GE(choices.size(), 4u) << "a matmul has several tilings";
-  for (const UpcastChoice& c : choices) {
-    KernelCache(dir_).store_record(keys[0], c.encode());
-    TuningCounts counts;
-    auto e = engine(TuneMode::Cached, counts);
-    ASSERT_NE(e, nullptr);
-    SCOPED_TRACE(c.encode());
-    check_matmul(*e);
-    EXPECT_EQ(counts.hit.load(), 1);
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "x @ W.T" : "x @ W");
+    std::error_code ec;
+    fs::remove_all(dir_ / "v1", ec);
+    TuningCounts searched;
+    check_matmul(*engine(TuneMode::Search, searched), transposed);
+    const std::vector<std::string> keys = record_keys();
+    ASSERT_EQ(keys.size(), 1u);
+    const std::vector<UpcastChoice> choices = candidates();
+    ASSERT_GE(choices.size(), 4u) << "a matmul has several tilings";
+    for (const UpcastChoice& c : choices) {
+      KernelCache(dir_).store_record(keys[0], c.encode());
+      TuningCounts counts;
+      auto e = engine(TuneMode::Cached, counts);
+      ASSERT_NE(e, nullptr);
+      SCOPED_TRACE(c.encode());
+      check_matmul(*e, transposed);
+      EXPECT_EQ(counts.hit.load(), 1);
+    }
   }
 }
 

@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""Two polygradd builds (or one build with two sets of flags) on the same workloads, alternating.
+
+    /usr/bin/python3 bench/ab_bench.py --new build/polygradd --old OTHER/polygradd [--rounds 3]
+        [--new-args "--tune=search"] [--old-args ""] [softmax layernorm chain matmul conv]
+
+Each round starts each daemon afresh on an empty kernel cache, runs every workload in a child
+process (two warm-up runs, which compile and, with --tune=search, search; then the median of
+several), and stops it. The best median over the rounds is reported for each side, and new/old:
+below 1 the new side is faster. Rounds alternate so that a machine whose speed drifts (a shared
+VM) slows both sides alike.
+"""
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = ("softmax", "layernorm", "chain", "matmul", "conv")
+
+
+def child(names):
+  sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
+  import gc
+  import numpy as np
+  from polygrad import Tensor
+  from polygrad.graph import GRAPH
+  rng = np.random.default_rng(0)
+  w = {}
+  if {"softmax", "layernorm"} & set(names):
+    ps = Tensor(rng.standard_normal((4096, 1024), dtype=np.float32)).realize()
+
+    def layernorm(v):
+      d = v - v.mean(-1, keepdim=True)
+      return d / ((d * d).mean(-1, keepdim=True) + 1e-5).sqrt()
+
+    w["softmax"] = lambda: ps.softmax(-1).realize()
+    w["layernorm"] = lambda: layernorm(ps).realize()
+  if "matmul" in names:
+    pa, pb = (Tensor(rng.random((1024, 1024), dtype=np.float32)).realize() for _ in range(2))
+    w["matmul"] = lambda: (pa @ pb).realize()
+  if "chain" in names:
+    px, py, pz = (Tensor(rng.random(1 << 20, dtype=np.float32)).realize() for _ in range(3))
+    w["chain"] = lambda: ((px + py) * pz).relu().exp().sum().item()
+  if "conv" in names:
+    pcx = Tensor(rng.standard_normal((32, 64, 56, 56), dtype=np.float32)).realize()
+    pcw = Tensor(rng.standard_normal((64, 64, 3, 3), dtype=np.float32) * 0.05).realize()
+    w["conv"] = lambda: pcx.conv2d(pcw, padding=1).realize()
+  out = {}
+  for n in names:
+    f = w[n]
+    f()
+    f()
+    times = []
+    for _ in range(3 if n == "conv" else 7):
+      gc.collect()
+      GRAPH.flush_releases()  # a released result is computed again, not answered from the session
+      t0 = time.perf_counter()
+      f()
+      times.append(time.perf_counter() - t0)
+    out[n] = statistics.median(times)
+  print(json.dumps(out))
+
+
+def run(binary, extra, names):
+  with tempfile.TemporaryDirectory(prefix="pg-ab-") as d:
+    sock = os.path.join(d, "s.sock")
+    p = subprocess.Popen([binary, "--listen=", "--metrics-listen=", f"--unix-socket={sock}", f"--cache-dir={d}/cache",
+                          *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+      deadline = time.time() + 60
+      while not os.path.exists(sock):
+        if p.poll() is not None or time.time() > deadline:
+          raise SystemExit(f"{binary} did not start")
+        time.sleep(0.05)
+      r = subprocess.run([sys.executable, __file__, "--child", *names], capture_output=True, text=True,
+                         env=dict(os.environ, POLYGRAD_ADDRESS=f"unix:{sock}"))
+      if r.returncode:
+        raise SystemExit(r.stderr[-3000:])
+      return json.loads(r.stdout)
+    finally:
+      p.terminate()
+      p.wait()
+
+
+def main():
+  if len(sys.argv) > 1 and sys.argv[1] == "--child":
+    return child(sys.argv[2:])
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--new", required=True)
+  ap.add_argument("--old", required=True)
+  ap.add_argument("--new-args", default="")
+  ap.add_argument("--old-args", default="")
+  ap.add_argument("--rounds", type=int, default=3)
+  ap.add_argument("workloads", nargs="*", default=["softmax", "layernorm", "chain", "matmul"], choices=WORKLOADS)
+  a = ap.parse_args()
+  results = {"new": [], "old": []}
+  for _ in range(a.rounds):
+    results["new"].append(run(a.new, shlex.split(a.new_args), a.workloads))
+    results["old"].append(run(a.old, shlex.split(a.old_args), a.workloads))
+  print(f"new: {a.new} {a.new_args}\nold: {a.old} {a.old_args}\n(best of {a.rounds} rounds' medians)")
+  for n in a.workloads:
+    new, old = (min(r[n] for r in results[k]) for k in ("new", "old"))
+    print(f"{n:10s} new {new * 1e3:8.2f} ms   old {old * 1e3:8.2f} ms   new/old {new / old:.2f}")
+
+
+if __name__ == "__main__":
+  main()
