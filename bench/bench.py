@@ -301,6 +301,20 @@ def print_request_overhead(calls):
   print(f"  realize / bare call      {tiny / bare:9.2f}x")
 
 
+def start_daemon(extra: str):
+  """Without POLYGRAD_ADDRESS: a private daemon, as the client would start, with room for the conv
+  row (its windowed work is a 3.7e9-element tensor, over the default --max-elements)."""
+  if os.environ.get("POLYGRAD_ADDRESS"):
+    return None
+  import shlex
+  import time as _time
+  from polygrad.daemon import EmbeddedDaemon
+  d = EmbeddedDaemon(extra_args=["--max-elements=17179869184", *shlex.split(extra)])
+  d.wait_for_socket(_time.monotonic() + 60)
+  os.environ["POLYGRAD_ADDRESS"] = d.address
+  return d
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--repeat", type=int, default=10)
@@ -308,10 +322,13 @@ def main():
   ap.add_argument("--no-cold", action="store_true", help="skip the cold-compile table")
   ap.add_argument("--no-overhead", action="store_true", help="skip the request-overhead table")
   ap.add_argument("--cold-child", action="store_true", help=argparse.SUPPRESS)
+  ap.add_argument("--daemon-args", default="",
+                  help="extra flags for the daemon this script starts (not with POLYGRAD_ADDRESS), e.g. --tune=search")
   args = ap.parse_args()
   if args.cold_child:
     cold_child()
     return 0
+  daemon = start_daemon(args.daemon_args)
   rng = np.random.default_rng(0)
   rows = []
   for name, (pg, npf, tf, check) in workloads(rng).items():
