@@ -29,8 +29,10 @@ test_that("SIGINT during a realize cancels the call and raises R's interrupt con
   file.create(file.path(gate, "open"))  # open while the daemon starts: its compiler probe runs
   sock <- file.path(work, "d.sock")
   log <- file.path(work, "polygradd.log")
+  # --quick-compile=off: the realize waits for its held compile (a quick build would answer it).
   argv <- c(normalizePath(binary), "--listen=", "--metrics-listen=", paste0("--unix-socket=", sock),
-            paste0("--cache-dir=", file.path(work, "cache")), paste0("--compiler=", file.path(gate, "cc")))
+            paste0("--cache-dir=", file.path(work, "cache")), paste0("--compiler=", file.path(gate, "cc")),
+            "--quick-compile=off")
   daemon <- list(pid = .Call(polygrad:::pg_c_spawn, argv, log), dir = work)
   on.exit({
     file.create(file.path(gate, "open"))  # let anything still held finish
