@@ -307,10 +307,9 @@ def start_daemon(extra: str):
   if os.environ.get("POLYGRAD_ADDRESS"):
     return None
   import shlex
-  import time as _time
   from polygrad.daemon import EmbeddedDaemon
   d = EmbeddedDaemon(extra_args=["--max-elements=17179869184", *shlex.split(extra)])
-  d.wait_for_socket(_time.monotonic() + 60)
+  d.wait_for_socket(time.monotonic() + 60)
   os.environ["POLYGRAD_ADDRESS"] = d.address
   return d
 

@@ -90,9 +90,8 @@ Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, in
   Upcast out{sink, {}};
   size_t reductions = 0;
   for (const UOp* n : nodes) reductions += n->op == Ops::REDUCE;
-  const std::vector<int64_t> tile_factors = choice.tile == 0 ? std::vector<int64_t>{4, 2}
-                                            : choice.tile == 4 ? std::vector<int64_t>{4, 2}
-                                                               : std::vector<int64_t>{choice.tile};
+  const std::vector<int64_t> tile_factors =
+      choice.tile == 0 || choice.tile == 4 ? std::vector<int64_t>{4, 2} : std::vector<int64_t>{choice.tile};
   auto tile = reductions == 1 && choice.tile != 1 ? reuse_axes(nodes, outer, 2, tile_factors)
                                                   : std::vector<std::pair<const UOp*, int64_t>>{};
   // Lanes take the highest range ids so the linearizer nests them innermost, under the tile's

@@ -56,12 +56,16 @@ struct Candidate {
 
 // Compiles every candidate (side by side, through the kernel cache, never a quick build: it is
 // the optimized program that is timed), then times them one after another.
+// choices[0] is the heuristic's tiling, already generated as `heuristic`.
 absl::StatusOr<UpcastChoice> search(Engine::Impl& impl, Backend& backend, const UOpRef& root,
                                     const std::function<bool(const UOp*)>& materialized,
-                                    const std::vector<UpcastChoice>& choices, PassLog& log, size_t index,
+                                    const std::vector<UpcastChoice>& choices, const LoweredKernel& heuristic,
+                                    const RenderedKernel& heuristic_rendered, PassLog& log, size_t index,
                                     const KernelCache::StopFn& should_stop) {
   std::vector<Candidate> candidates(choices.size());
-  for (size_t c = 0; c < choices.size(); ++c) {
+  candidates[0] = Candidate{choices[0], heuristic, heuristic_rendered, nullptr};
+  candidates[0].rendered.quick_eligible = false;
+  for (size_t c = 1; c < choices.size(); ++c) {
     candidates[c].choice = choices[c];
     auto k = generate_kernel(root, materialized, backend.caps(), log, index, choices[c]);
     if (!k.ok()) return k.status();
@@ -120,26 +124,22 @@ absl::StatusOr<std::optional<TunedKernel>> tune_kernel(Engine::Impl& impl, Backe
   const TuneMode mode = options.tune_search ? TuneMode::Search : impl.options.tune;
   if (mode == TuneMode::Off || backend.caps().gpu_tiles) return std::nullopt;
   // A kernel the heuristic tiles nothing in (no reduction to tile around) has nothing to tune.
-  if (!heuristic_lowered.simplified || apply_upcasts(heuristic_lowered.simplified).upcast_ranges.empty())
-    return std::nullopt;
+  if (!heuristic_lowered.simplified || heuristic_lowered.linear.upcast_ranges.empty()) return std::nullopt;
 
   const std::string key = tuning_key(heuristic.key);
   std::optional<UpcastChoice> chosen;
-  const auto usable = [&](const std::string& payload) {
-    auto c = UpcastChoice::decode(payload);
-    // A record from another build whose candidates differ is still a valid tiling of this kernel.
-    if (c) chosen = *c;
-    return c.has_value();
-  };
+  const auto decodes = [](const std::string& payload) { return UpcastChoice::decode(payload).has_value(); };
   TuningResult result = TuningResult::Miss;
-  if (impl.cache.find_record(key, usable)) {
+  if (std::optional<std::string> record = impl.cache.find_record(key, decodes)) {
+    chosen = UpcastChoice::decode(*record);
     result = TuningResult::Hit;
   } else if (mode == TuneMode::Search) {
     // One candidate (every choice tiles it alike) is stored too: the next daemon does not ask again.
     std::vector<UpcastChoice> choices = upcast_candidates(heuristic_lowered.simplified);
     UpcastChoice best;
     if (choices.size() > 1) {
-      auto found = search(impl, backend, root, materialized, choices, log, index, options.should_stop);
+      auto found = search(impl, backend, root, materialized, choices, heuristic_lowered, heuristic, log, index,
+                          options.should_stop);
       if (!found.ok()) return found.status();
       best = *found;
     }

@@ -165,6 +165,8 @@ TEST_F(TuningTest, EveryCandidateTilingComputesTheMatmul) {
     ASSERT_GE(choices.size(), 4u) << "a matmul has several tilings";
     for (const UpcastChoice& c : choices) {
       KernelCache(dir_).store_record(keys[0], c.encode());
+      const auto any = [](const std::string&) { return true; };
+      ASSERT_EQ(KernelCache(dir_).find_record(keys[0], any), c.encode()) << "the record on disk is the forced one";
       TuningCounts counts;
       auto e = engine(TuneMode::Cached, counts);
       ASSERT_NE(e, nullptr);

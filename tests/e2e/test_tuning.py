@@ -3,6 +3,7 @@ times the candidate tilings of its reduce kernels and stores the winners in its 
 second daemon on that directory (the default --tune=cached) uses them with no search, which its
 /metrics counts. Real daemons, real compiles; nothing here depends on which tiling wins.
 """
+import os
 import re
 import subprocess
 import sys
@@ -30,7 +31,6 @@ print("ok")
 
 
 def run_script(d: CacheDaemon) -> None:
-  import os
   env = dict(os.environ, POLYGRAD_ADDRESS=d.address)
   r = subprocess.run([sys.executable, "-c", SCRIPT.format(client=str(PY_CLIENT))], env=env, capture_output=True,
                      text=True, timeout=300)
