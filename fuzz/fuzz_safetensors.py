@@ -179,7 +179,7 @@ def mutate_json(rng: random.Random, obj):
     del parent[key]
   elif kind == 3 and isinstance(parent, dict):
     parent[rng.choice(["__metadata__", "y", str(key) + "2", "dtype", "shape", "data_offsets"])] = parent[key]
-  elif isinstance(parent, dict):
+  elif isinstance(obj, dict):  # the entries are the top level's (an earlier round may have made it a list)
     entries = [v for v in obj.values() if isinstance(v, dict) and "data_offsets" in v]
     if len(entries) >= 2:
       x, y = rng.sample(entries, 2)
