@@ -43,7 +43,9 @@ def _refused(stub) -> bool:
 
 def test_sigterm_lets_the_running_realize_finish(tmp_path):
   cc = HeldCompiler(tmp_path)
-  d = Daemon(daemon_binary(), tmp_path, "", f"--compiler={cc.path}", "--shutdown-grace=600s")
+  # --quick-compile=off: the realize waits for its held compile (a quick build would answer it).
+  d = Daemon(daemon_binary(), tmp_path, "", f"--compiler={cc.path}", "--shutdown-grace=600s",
+             "--quick-compile=off")
   try:
     d.wait_ready()
     channel = grpc.insecure_channel(d.address)
