@@ -15,6 +15,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "core/runtime/buffer.h"
 #include "core/runtime/host_allocator.h"
@@ -174,8 +175,38 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
   std::function<LiveCounts()> source_;
 };
 
+// Family::Add builds a label map, hashes it and locks its family on each call: a small realize
+// paid more for its metrics than for its kernel. Each labelled series is found there once and
+// kept here under a key made of its labels (the daemon's own method, pass and device names).
+class Metrics::SeriesMemo {
+ public:
+  template <class Make>
+  prometheus::Counter& counter(const std::string& key, Make make) {
+    return find(counters_, key, make);
+  }
+  template <class Make>
+  prometheus::Histogram& histogram(const std::string& key, Make make) {
+    return find(histograms_, key, make);
+  }
+
+ private:
+  template <class M, class Make>
+  M& find(absl::flat_hash_map<std::string, M*>& map, const std::string& key, Make make) {
+    std::lock_guard lock(mu_);
+    auto it = map.find(key);
+    if (it == map.end()) it = map.emplace(key, make()).first;
+    return *it->second;
+  }
+
+  std::mutex mu_;
+  absl::flat_hash_map<std::string, prometheus::Counter*> counters_;
+  absl::flat_hash_map<std::string, prometheus::Histogram*> histograms_;
+};
+
 Metrics::Metrics(std::string_view version)
-    : registry_(std::make_shared<prometheus::Registry>()), live_(std::make_shared<LiveCollectable>()) {
+    : registry_(std::make_shared<prometheus::Registry>()),
+      live_(std::make_shared<LiveCollectable>()),
+      memo_(std::make_unique<SeriesMemo>()) {
   using prometheus::BuildCounter;
   using prometheus::BuildGauge;
   using prometheus::BuildHistogram;
@@ -289,13 +320,19 @@ void Metrics::stop_serving() {
 void Metrics::set_live_source(std::function<LiveCounts()> source) { live_->set_source(std::move(source)); }
 
 void Metrics::observe_request(std::string_view method, absl::StatusCode code, double seconds) {
-  const std::string m(method);
-  requests_->Add({{"method", m}, {"code", code_name(code)}}).Increment();
-  request_seconds_->Add({{"method", m}}, request_buckets()).Observe(seconds);
+  const std::string code_label = code_name(code);
+  memo_->counter(std::string(method) + "/" + code_label, [&] {
+         return &requests_->Add({{"method", std::string(method)}, {"code", code_label}});
+       }).Increment();
+  memo_->histogram("request/" + std::string(method), [&] {
+         return &request_seconds_->Add({{"method", std::string(method)}}, request_buckets());
+       }).Observe(seconds);
 }
 
 void Metrics::observe_queue(std::string_view method, double seconds) {
-  queue_seconds_->Add({{"method", std::string(method)}}, request_buckets()).Observe(seconds);
+  memo_->histogram("queue/" + std::string(method), [&] {
+         return &queue_seconds_->Add({{"method", std::string(method)}}, request_buckets());
+       }).Observe(seconds);
 }
 
 void Metrics::add_upload_bytes(uint64_t n) { upload_bytes_->Increment(static_cast<double>(n)); }
@@ -341,13 +378,16 @@ void Metrics::on_compile(double seconds, bool ok) {
 
 void Metrics::on_pass(std::string_view pass, double seconds) {
   // Pass names are the engine's own few: no client string reaches this label.
-  pass_family_->Add({{"pass", std::string(pass)}}, pass_buckets()).Observe(seconds);
+  memo_->histogram("pass/" + std::string(pass), [&] {
+         return &pass_family_->Add({{"pass", std::string(pass)}}, pass_buckets());
+       }).Observe(seconds);
 }
 
 void Metrics::on_kernel(double seconds) { kernel_seconds_->Observe(seconds); }
 void Metrics::on_device_kernel(const std::string& device, double seconds) {
-  // Family::Add returns the existing series for known labels; it locks, so any thread may call.
-  kernel_family_->Add({{"device", device}}, kernel_buckets()).Observe(seconds);
+  memo_->histogram("kernel/" + device, [&] {
+         return &kernel_family_->Add({{"device", device}}, kernel_buckets());
+       }).Observe(seconds);
 }
 
 std::string Metrics::render() const {

@@ -92,6 +92,7 @@ class Metrics final : public EngineObserver {
 
  private:
   class LiveCollectable;
+  class SeriesMemo;
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<LiveCollectable> live_;
@@ -121,6 +122,7 @@ class Metrics final : public EngineObserver {
   prometheus::Counter* download_bytes_;
   prometheus::Family<prometheus::Counter>* quota_rejections_;
   prometheus::Family<prometheus::Counter>* auth_rejections_;
+  std::unique_ptr<SeriesMemo> memo_;  // the labelled series of every request, found once
 };
 
 }  // namespace polygrad::server

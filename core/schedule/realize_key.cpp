@@ -2,11 +2,12 @@
 
 #include <bit>
 #include <cstring>
+#include <functional>
+#include <string_view>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
 
-#include "core/cache/sha256.h"
 
 namespace polygrad {
 namespace {
@@ -108,7 +109,7 @@ RealizeKey realize_key(const std::vector<UOpRef>& outputs, const Bindings& bound
   }
   w.put<uint32_t>(static_cast<uint32_t>(outputs.size()));
   for (const UOpRef& out : outputs) w.put<uint32_t>(index.at(out.get()));
-  key.digest = sha256_raw(key.structure);
+  key.digest = std::hash<std::string_view>{}(key.structure);
   return key;
 }
 

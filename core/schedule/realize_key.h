@@ -3,6 +3,7 @@
 // serves both with each request's own leaf buffers.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,7 +20,9 @@ struct RealizeKey {
   // of the first leaf bound to the same buffer): their identity and history are not part of it,
   // but which leaves share a buffer is. Equal structures are equal requests up to leaf buffers.
   std::string structure;
-  std::string digest;                   // sha256 of `structure`, for lookups
+  // A fast hash of `structure`, for lookups. Not collision-resistant, and need not be: the
+  // cache compares whole structures, so a collision is a miss.
+  uint64_t digest = 0;
   std::vector<const UOp*> leaves;       // bound nodes, in the canonical order of `structure`
   std::vector<BufferPtr> leaf_buffers;  // their buffers, in the same order
 };

@@ -39,7 +39,7 @@ class ScheduleCache {
 
  private:
   struct Entry {
-    std::string digest;
+    uint64_t digest;
     std::string structure;
     std::shared_ptr<const RealizeProgram> program;
   };
@@ -48,7 +48,7 @@ class ScheduleCache {
   mutable std::mutex mu_;
   size_t structure_bytes_ = 0;
   std::list<Entry> lru_;  // most recently used first
-  std::unordered_map<std::string, std::list<Entry>::iterator> by_digest_;
+  std::unordered_map<uint64_t, std::list<Entry>::iterator> by_digest_;
 };
 
 }  // namespace polygrad

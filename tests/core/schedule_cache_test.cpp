@@ -349,8 +349,8 @@ TEST(ScheduleCacheLru, BoundedByEntriesAndZeroDisables) {
 
 TEST(ScheduleCacheLru, ADigestCollisionIsAMiss) {
   ScheduleCache cache(4);
-  RealizeKey a{.structure = "graph a", .digest = "same digest"};
-  RealizeKey b{.structure = "graph b", .digest = "same digest"};
+  RealizeKey a{.structure = "graph a", .digest = 7};
+  RealizeKey b{.structure = "graph b", .digest = 7};
   auto program = std::make_shared<const RealizeProgram>();
   cache.insert(a, program);
   EXPECT_EQ(cache.find(a), program);
@@ -360,8 +360,8 @@ TEST(ScheduleCacheLru, ADigestCollisionIsAMiss) {
 TEST(ScheduleCacheLru, StructureBytesAreBoundedToo) {
   ScheduleCache cache(100, 20);
   auto program = std::make_shared<const RealizeProgram>();
-  RealizeKey a{.structure = "0123456789", .digest = "a"}, b{.structure = "abcdefghij", .digest = "b"};
-  RealizeKey c{.structure = "ABCDEFGHIJ", .digest = "c"}, huge{.structure = std::string(21, 'x'), .digest = "h"};
+  RealizeKey a{.structure = "0123456789", .digest = 1}, b{.structure = "abcdefghij", .digest = 2};
+  RealizeKey c{.structure = "ABCDEFGHIJ", .digest = 3}, huge{.structure = std::string(21, 'x'), .digest = 4};
   cache.insert(a, program);
   cache.insert(b, program);
   EXPECT_EQ(cache.size(), 2u);

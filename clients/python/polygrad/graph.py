@@ -2,7 +2,7 @@
 
 Each Tensor stands for one Node. A node names its sources by reference, so a source lives as long
 as any node built on it that the daemon has not been sent yet. When a node object dies, a
-weakref.finalize callback queues its id; queued ids travel as ``release_nodes`` in the next
+weak reference callback queues its id; queued ids travel as ``release_nodes`` in the next
 Realize (or in a Release call once many pile up), so a long loop runs in flat memory on both
 sides. A realized node drops its sources: the daemon has bound its id to the result buffer.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import functools
 import threading
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -118,11 +119,13 @@ class WeakIdSet:
     return sum(1 for _ in self)
 
 
-def _node_died(graph_ref, nid: int) -> None:
-  """weakref.finalize callback: never references the node itself. Only appends (GC-safe)."""
+def _node_died(graph_ref, nid: int, _ref=None) -> None:
+  """The weak reference callback of node `nid`: never references the node itself. Only appends
+  and pops (GC-safe)."""
   graph = graph_ref()
   if graph is None:
     return
+  graph._watch.pop(nid, None)
   graph.live -= 1
   if nid in graph._sent:
     graph._sent.discard(nid)
@@ -150,6 +153,10 @@ class Graph:
     self.last_stats = None  # RealizeStats of the last Realize
     self.requests = 0  # Realize calls made
     self._self_ref = weakref.ref(self)
+    # id -> the weak reference whose callback reports that node's death. A plain weakref with a
+    # callback, not weakref.finalize: a finalizer costs several microseconds more per node, which
+    # a tiny realize pays for every node it makes (and no release is wanted at interpreter exit).
+    self._watch: Dict[int, "weakref.ref"] = {}
     # Tensors whose requires_grad was set to True: the targets backward() looks for.
     self.leaves = WeakIdSet()
 
@@ -163,8 +170,7 @@ class Graph:
       nid = self._next_id
       self._next_id += 1
     n = Node(nid, op, dtype, shape, src, arg, rg, stop)
-    fin = weakref.finalize(n, _node_died, self._self_ref, nid)
-    fin.atexit = False
+    self._watch[nid] = weakref.ref(n, functools.partial(_node_died, self._self_ref, nid))
     self.live += 1
     return n
 
@@ -344,20 +350,19 @@ class Graph:
             self.uploads += 1
           else:
             budget -= nbytes
-      msgs = [wire.node(n) for n in todo]
       release = self._drain(self._dead)
       handles = self._drain(self._dead_handles)
       out_ids = [n.id for n in uniq]
       try:
-        start = self.send_leading_batches(conn, todo, msgs)
+        start = self.send_leading_batches(conn, todo)
         try:
-          resp = conn.realize(msgs[start:], out_ids, want_data, release, default_device())
+          resp = conn.realize(todo[start:], out_ids, want_data, release, default_device())
         except PolygradNotFound as e:
           if "release_nodes" not in e.details:
             raise
           # A release the daemon does not know would fail every later request: drop them.
           release = []
-          resp = conn.realize(msgs[start:], out_ids, want_data, (), default_device())
+          resp = conn.realize(todo[start:], out_ids, want_data, (), default_device())
         self.requests += 1
       except BaseException:
         self._dead.extendleft(reversed(release))
@@ -394,13 +399,13 @@ class Graph:
           arrays[n.id] = arr
       return [arrays.get(n.id) for n in outputs]
 
-  def send_leading_batches(self, conn, todo: List[Node], msgs: List) -> int:
+  def send_leading_batches(self, conn, todo: List[Node]) -> int:
     """Sends the node batches beyond the daemon's per-request limit, realizing nothing, so the
-    rest fits one request; returns where that rest starts in `msgs` (wire.node of each of `todo`)."""
-    limit = conn.max_nodes_per_request or len(msgs) or 1
+    rest fits one request; returns where that rest starts in `todo`."""
+    limit = conn.max_nodes_per_request or len(todo) or 1
     start = 0
-    while len(msgs) - start > limit:
-      conn.realize(msgs[start:start + limit], [], False, (), default_device())
+    while len(todo) - start > limit:
+      conn.realize(todo[start:start + limit], [], False, (), default_device())
       for n in todo[start:start + limit]:
         self._mark_sent(n)
       start += limit

@@ -14,18 +14,28 @@ _WIDTH = 24
 _open_bars = 0  # Progress bars on screen: a Waiting line would fight them for the same row
 
 
+_tty_seen: tuple = (None, False)  # (stream, its isatty()): the last stream asked about
+
+
 def progress_enabled(stream: Optional[IO[str]] = None) -> bool:
   """Whether a bar should be drawn on `stream` (default: sys.stderr)."""
+  global _tty_seen
   env = os.environ.get("POLYGRAD_PROGRESS", "").strip()
   if env == "0":
     return False
   if env == "1":
     return True
   stream = sys.stderr if stream is None else stream
+  # isatty() is a system call, and every realize asks (Waiting): a stream's answer is remembered
+  # while it stays the one asked about.
+  if _tty_seen[0] is stream:
+    return _tty_seen[1]
   try:
-    return bool(stream.isatty())
+    tty = bool(stream.isatty())
   except (AttributeError, ValueError):  # no isatty, or a closed stream
     return False
+  _tty_seen = (stream, tty)
+  return tty
 
 
 class Progress:

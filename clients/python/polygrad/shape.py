@@ -43,6 +43,8 @@ def check_shape(shape: Shape) -> Shape:
 
 def broadcast_shape(*shapes: Shape) -> Shape:
   """numpy broadcasting: align right, sizes must match or be 1."""
+  if len(shapes) == 2 and shapes[0] == shapes[1]:
+    return tuple(shapes[0])
   nd = max((len(s) for s in shapes), default=0)
   padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
   out = []

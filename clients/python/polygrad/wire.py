@@ -34,9 +34,16 @@ def admin_stub(channel):
 # --- graphs -----------------------------------------------------------------------------------
 
 
-def node(n):
-  """A graph.Node as a polygrad.v1.Node (a BUFFER's numpy data inline, else its upload handle)."""
-  msg = pb.Node(id=n.id, op=n.op, dtype=n.dtype.wire, src=[s.id for s in n.src])
+def node(n, msg=None):
+  """A graph.Node as a polygrad.v1.Node (a BUFFER's numpy data inline, else its upload handle),
+  written into `msg` when given (an element just added to a request: no copy), else a new one."""
+  if msg is None:
+    msg = pb.Node()
+  msg.id = n.id
+  msg.op = n.op
+  msg.dtype = n.dtype.wire
+  if n.src:
+    msg.src.extend([s.id for s in n.src])
   a = n.arg
   if n.op in (RESHAPE, EXPAND, ARANGE):
     msg.shape.dims.extend(a)
@@ -106,8 +113,16 @@ def node(n):
 
 def realize(session_id: str, nodes: Sequence, outputs: Sequence[int], want_data: bool,
             release_nodes: Sequence[int], default_device: str):
-  return pb.RealizeRequest(session_id=session_id, nodes=nodes, outputs=list(outputs), want_data=want_data,
-                           release_nodes=list(release_nodes), default_device=default_device)
+  """`nodes` are polygrad.v1.Node messages or graph.Nodes (encoded straight into the request)."""
+  req = pb.RealizeRequest(session_id=session_id, outputs=outputs, want_data=want_data,
+                          release_nodes=release_nodes, default_device=default_device)
+  add = req.nodes.add
+  for n in nodes:
+    if isinstance(n, pb.Node):
+      add().CopyFrom(n)
+    else:
+      node(n, add())
+  return req
 
 
 def release(session_id: str, node_ids: Sequence[int] = (), handles: Sequence[int] = ()):

@@ -243,14 +243,23 @@ class Tensor:
              and any(t._rg or t._node.rg for t in src))
     n = g.GRAPH.node(op, dtype, tuple(shape), tuple(t._node for t in src), arg, rg=track,
                      stop=_grad_mode.no_grad > 0)
-    t = Tensor(n)
+    t = Tensor._wrap(n)
     if track:
       t._rg = True
     return t
 
   @staticmethod
+  def _wrap(node: g.Node) -> "Tensor":
+    """Tensor(node) without __init__'s checks, which a node never needs: every op makes one."""
+    t = object.__new__(Tensor)
+    t._rg = None
+    t.grad = None
+    t._node = node
+    return t
+
+  @staticmethod
   def _const(value: Scalar, dtype: DType, shape: Tuple[int, ...] = ()) -> "Tensor":
-    return Tensor(g.GRAPH.node(g.CONST, dtype, tuple(shape), (), _const_value(value, dtype)))
+    return Tensor._wrap(g.GRAPH.node(g.CONST, dtype, tuple(shape), (), _const_value(value, dtype)))
 
   def _unop(self, op: int) -> "Tensor":
     return Tensor._make(op, self.dtype, self.shape, (self,))
