@@ -14,6 +14,9 @@
 
 namespace polygrad {
 
+// How often a compile waiting for a slot asks whether it is still wanted.
+inline constexpr std::chrono::milliseconds kSlotPoll{50};
+
 class CompileSlots {
  public:
   explicit CompileSlots(unsigned slots) : free_(slots) {}

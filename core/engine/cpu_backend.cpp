@@ -15,9 +15,6 @@
 namespace polygrad {
 namespace {
 
-// How often a compile waiting for a slot asks whether it is still wanted.
-constexpr std::chrono::milliseconds kSlotPoll{50};
-
 // Below this much work per launch, threads cost more than they save.
 constexpr int64_t kParallelThreshold = 1 << 15;
 
@@ -58,7 +55,7 @@ class CpuBackend final : public Backend {
     };
     KernelCache::QuickBuild quick;
     if (k.quick_eligible)
-      quick = [&k] { return quick_compile(k.source); };  // runs within this call
+      quick = [&k, math = impl_.quick_math.get()] { return quick_compile(k.source, math); };  // runs within this call
     return impl_.cache.get_or_build(k.key, compile, CpuCompiler::load, should_stop, quick);
   }
 

@@ -13,6 +13,7 @@
 #include "core/engine/placed_realize.h"
 #include "core/engine/placement.h"
 #include "core/engine/transfers.h"
+#include "core/render/c_renderer.h"
 #include "core/runtime/cpu/quick_compiler.h"
 #include "core/runtime/cuda/discovery.h"
 
@@ -61,9 +62,22 @@ Engine::Impl::Impl(EngineOptions opts, CpuCompiler cc)
       }()),
       quick_compile(options.quick_compile && quick_compiler_available()) {
   cpu = make_cpu_backend(*this);
+  if (quick_compile) {
+    quick_math.start(
+        [this](const std::function<bool()>& stopping) -> absl::StatusOr<std::string> {
+          if (!compile_slots.acquire(stopping, kSlotPoll)) return absl::CancelledError("stopped");
+          auto bytes = compiler.compile(c_math_library_source(), stopping);
+          compile_slots.release();
+          return bytes;
+        },
+        CpuCompiler::load);
+  }
 }
 
-Engine::Impl::~Impl() { cache.stop_background_builds(); }
+Engine::Impl::~Impl() {
+  quick_math.stop();
+  cache.stop_background_builds();
+}
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
@@ -91,6 +105,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::create(EngineOptions options) {
 }
 
 KernelCache& Engine::kernel_cache() { return impl_->cache; }
+
+void Engine::wait_for_quick_math() const { impl_->quick_math.wait(); }
 
 std::vector<DeviceInfo> Engine::devices() const {
   // CUDA is listed even when absent or not enabled, saying why.

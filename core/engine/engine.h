@@ -180,6 +180,10 @@ class Engine {
 
   // The kernel cache this engine compiles through: for stats, export, import and prewarm.
   KernelCache& kernel_cache();
+  // Blocks until the quick tier's math library (core/runtime/cpu/quick_math.h), whose build the
+  // engine starts when it is made, is loaded or has failed; at once without the quick tier. For
+  // tests that hold the compiler: that build is then not among the compiles they hold.
+  void wait_for_quick_math() const;
   // Programs in the schedule cache now.
   size_t schedule_cache_entries() const;
   // Schedules, compiles and allocates `spec` once (core/engine/step_program.h); the step runs it

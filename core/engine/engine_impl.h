@@ -15,6 +15,7 @@
 #include "core/schedule/schedule_cache.h"
 #include "core/ir/uop.h"
 #include "core/runtime/cpu/compiler.h"
+#include "core/runtime/cpu/quick_math.h"
 #include "core/runtime/thread_pool.h"
 
 namespace polygrad {
@@ -46,6 +47,8 @@ struct Engine::Impl {
   bool cuda_enabled = true;  // EngineOptions::devices named CUDA, or named nothing
   // EngineOptions::quick_compile, and this build has the quick tier.
   const bool quick_compile;
+  // With the quick tier: the exp and log its builds call, built at start (quick_math.h).
+  QuickMathBuild quick_math;
 };
 
 }  // namespace polygrad

@@ -93,6 +93,8 @@ class CRenderer final : public CStyleRenderer {
 
 }  // namespace
 
+std::string c_math_library_source() { return absl::StrCat(kHalfPrelude, kCMathPrelude, kCMathLibrarySuffix); }
+
 absl::StatusOr<std::string> render_c(const LinearKernel& kernel) {
   static const CRenderer renderer;
   return renderer.render(kernel);

@@ -17,4 +17,9 @@ inline constexpr const char* kKernelEntry = "pg_kernel";
 
 absl::StatusOr<std::string> render_c(const LinearKernel& kernel);
 
+// C source of the float exp and log every CPU kernel carries (core/render/c_math.h), as the
+// functions pg_expf_ext and pg_logf_ext that quick builds call, with a pg_kernel that does
+// nothing: what the optimized compiler builds for the quick tier (core/runtime/cpu/quick_math.h).
+std::string c_math_library_source();
+
 }  // namespace polygrad

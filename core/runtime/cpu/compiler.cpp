@@ -38,6 +38,7 @@ class CpuProgram final : public Program {
     fn_(bufs, start, end);
     return absl::OkStatus();
   }
+  void* symbol(const char* name) const override { return dlsym(handle_, name); }
 
  private:
   void* handle_;

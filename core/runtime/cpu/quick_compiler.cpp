@@ -74,7 +74,8 @@ std::mutex& tcc_mutex() {
 
 class QuickProgram final : public Program {
  public:
-  QuickProgram(TCCState* state, KernelFn fn) : state_(state), fn_(fn) {}
+  QuickProgram(TCCState* state, KernelFn fn, std::shared_ptr<const QuickMath> math)
+      : state_(state), fn_(fn), math_(std::move(math)) {}
   ~QuickProgram() override {
     std::lock_guard lock(tcc_mutex());
     tcc_delete(state_);  // frees the code memory too
@@ -87,6 +88,7 @@ class QuickProgram final : public Program {
  private:
   TCCState* state_;
   KernelFn fn_;
+  std::shared_ptr<const QuickMath> math_;  // the code calls into it
 };
 
 void collect_message(void* opaque, const char* message) {
@@ -100,7 +102,7 @@ bool quick_compiler_available() { return true; }
 
 std::string quick_compiler_version() { return "TinyCC (libtcc)"; }
 
-absl::StatusOr<ProgramPtr> quick_compile(const std::string& source) {
+absl::StatusOr<ProgramPtr> quick_compile(const std::string& source, std::shared_ptr<const QuickMath> math) {
   std::lock_guard lock(tcc_mutex());
   TCCState* s = tcc_new();
   if (s == nullptr) return absl::InternalError("tcc_new failed");
@@ -115,12 +117,17 @@ absl::StatusOr<ProgramPtr> quick_compile(const std::string& source) {
     return absl::InternalError(absl::StrCat("quick compile (TinyCC) ", what, " failed: ", messages));
   };
   if (tcc_set_output_type(s, TCC_OUTPUT_MEMORY) != 0) return fail("setup");
+  if (math) {
+    tcc_define_symbol(s, "PG_MATH_EXTERN", "1");
+    if (tcc_add_symbol(s, "pg_expf_ext", math->expf) != 0 || tcc_add_symbol(s, "pg_logf_ext", math->logf) != 0)
+      return fail("adding the math library");
+  }
   if (tcc_compile_string(s, source.c_str()) != 0) return fail("compilation");
   if (tcc_add_library(s, "m") != 0) return fail("adding libm");
   if (tcc_relocate(s, TCC_RELOCATE_AUTO) < 0) return fail("link");
   auto fn = reinterpret_cast<KernelFn>(tcc_get_symbol(s, kKernelEntry));
   if (fn == nullptr) return fail("entry point lookup");
-  return std::make_shared<QuickProgram>(s, fn);
+  return std::make_shared<QuickProgram>(s, fn, std::move(math));
 }
 
 #else  // !POLYGRAD_HAVE_LIBTCC
@@ -129,7 +136,7 @@ bool quick_compiler_available() { return false; }
 
 std::string quick_compiler_version() { return ""; }
 
-absl::StatusOr<ProgramPtr> quick_compile(const std::string&) {
+absl::StatusOr<ProgramPtr> quick_compile(const std::string&, std::shared_ptr<const QuickMath>) {
   return absl::FailedPreconditionError("this polygrad was built without libtcc: no quick compile tier");
 }
 

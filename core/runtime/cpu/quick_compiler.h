@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/codegen/linearize.h"
+#include "core/runtime/cpu/quick_math.h"
 #include "core/runtime/program.h"
 
 namespace polygrad {
@@ -26,8 +27,9 @@ std::string quick_compiler_version();
 // Compiles C source (render_c) into a loaded program whose entry point is kKernelEntry; the
 // program owns its code memory. Calls into libtcc are serialised process-wide (libtcc 0.9.27
 // keeps global state): each takes a few milliseconds. INTERNAL with TinyCC's messages when the
-// source does not compile or link.
-absl::StatusOr<ProgramPtr> quick_compile(const std::string& source);
+// source does not compile or link. With `math`, the source's float exp and log call its functions
+// (PG_MATH_EXTERN, core/render/c_math.h), and the program keeps them loaded.
+absl::StatusOr<ProgramPtr> quick_compile(const std::string& source, std::shared_ptr<const QuickMath> math = nullptr);
 
 // Whether a kernel (`kernel`, rendered as `source`) may run its quick build before the optimized
 // one is ready: true unless the two builds may compute different bits for it, which is when
