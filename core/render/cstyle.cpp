@@ -31,18 +31,6 @@ const UOpRef* scaled_operand(const UOp& mul, double want) {
   return nullptr;
 }
 
-// A sum of products (matmul, convolution, dot) accumulates with one rounding per step: C's fma,
-// which every tier computes alike (the FMA instruction under clang and nvcc, libm's fma under
-// TinyCC), and which doubles what a core can do per cycle. Float16 and bfloat16 products are
-// rounded to their type first, so they stay a multiply and an add.
-const UOp* fused_product(const UOp& n) {
-  if (n.op != Ops::ACCUMULATE || static_cast<Ops>(n.arg_int()) != Ops::ADD) return nullptr;
-  const UOp& x = *n.src[1];
-  if (x.op != Ops::MUL || x.dtype != n.src[0]->dtype || (x.dtype != DType::Float32 && x.dtype != DType::Float64))
-    return nullptr;
-  return &x;
-}
-
 // An integer constant equal to `v`.
 bool is_int_const(const UOpRef& u, int64_t v) {
   return u->op == Ops::CONST && std::holds_alternative<int64_t>(u->arg) && u->arg_int() == v;
@@ -222,13 +210,7 @@ absl::StatusOr<std::string> CStyleRenderer::Emitter::run(const LinearKernel& k) 
         continue;
       }
       case Ops::ACCUMULATE: {
-        std::string a = name(n.src[0]);
-        if (const UOp* x = fused_product(n)) {  // the product itself is absorbed: no name
-          line(absl::StrFormat("%s = %s(%s, %s, %s);", a, x->dtype == DType::Float64 ? "fma" : "fmaf", name(x->src[0]),
-                               name(x->src[1]), a));
-          continue;
-        }
-        std::string v = name(n.src[1]);
+        std::string a = name(n.src[0]), v = name(n.src[1]);
         if (static_cast<Ops>(n.arg_int()) == Ops::ADD)
           line(absl::StrFormat("%s = %s + %s;", a, a, v));
         else if (static_cast<Ops>(n.arg_int()) == Ops::MUL)
@@ -420,7 +402,6 @@ void CStyleRenderer::Emitter::skip_absorbed(const LinearKernel& k) {
     bool negate = false;
     if (natural_exp_arg(*u, negate) != nullptr) ++absorbed_uses[u->src[0].get()];
     if (const UOpRef* l = natural_log_of(*u)) ++absorbed_uses[l->get()];
-    if (const UOp* x = fused_product(*u)) ++absorbed_uses[x];
     if (u->op == Ops::STORE) wants_bits(u->src[2]);
     if (u->op == Ops::BITCAST && is_half(u->src[0]->dtype)) wants_bits(u->src[0]);
   }
