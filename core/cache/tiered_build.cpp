@@ -1,17 +1,8 @@
 #include "core/cache/tiered_build.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 
 namespace polygrad {
-
-void lower_this_threads_priority() {
-  // Linux keeps a nice value per thread, and the compilers this thread starts inherit it.
-  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kBackgroundNice);
-}
 
 BackgroundBuilds::BackgroundBuilds(unsigned max_threads) : max_threads_(std::max(1u, max_threads)) {}
 
@@ -28,7 +19,6 @@ bool BackgroundBuilds::submit(Job job) {
 }
 
 void BackgroundBuilds::work() {
-  lower_this_threads_priority();
   std::unique_lock lock(mu_);
   const std::function<bool()> stopping = [this] {
     std::lock_guard l(mu_);

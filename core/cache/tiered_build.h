@@ -63,14 +63,6 @@ class TieredProgram final : public Program {
   std::atomic<uint64_t>* const quick_launches_;
 };
 
-// Background builds, and the compilers they start, run at this nice value: when they and the
-// kernels that wait for nobody's compile want the same cores, the kernels get most of the time (a
-// first softmax on 2 cores ran 1.5x longer beside its own optimized builds at equal priority), and
-// the builds still get about a tenth, so they finish under any load.
-inline constexpr int kBackgroundNice = 10;
-// Gives the calling thread kBackgroundNice (Linux: a thread's own nice value).
-void lower_this_threads_priority();
-
 class BackgroundBuilds {
  public:
   // A job; `stopping` turns true when the builds are being stopped, and the job should then

@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "core/cache/tiered_build.h"
 
 namespace polygrad {
 
@@ -26,7 +25,6 @@ void QuickMathBuild::start(Compile compile, Load load) {
   if (started_ || stopping_) return;
   started_ = true;
   thread_ = std::thread([this, compile = std::move(compile), load = std::move(load)] {
-    lower_this_threads_priority();
     auto bytes = compile([this] {
       std::lock_guard lock(mu_);
       return stopping_;
