@@ -63,14 +63,12 @@ Engine::Impl::Impl(EngineOptions opts, CpuCompiler cc)
       quick_compile(options.quick_compile && quick_compiler_available()) {
   cpu = make_cpu_backend(*this);
   if (quick_compile) {
-    quick_math.start(
-        [this](const std::function<bool()>& stopping) -> absl::StatusOr<std::string> {
-          if (!compile_slots.acquire(stopping, kSlotPoll)) return absl::CancelledError("stopped");
-          auto bytes = compiler.compile(c_math_library_source(), stopping);
-          compile_slots.release();
-          return bytes;
-        },
-        CpuCompiler::load);
+    quick_math.start([this](const std::function<bool()>& stopping) -> absl::StatusOr<std::string> {
+      if (!compile_slots.acquire(stopping, kSlotPoll)) return absl::CancelledError("stopped");
+      auto bytes = compiler.compile(c_math_library_source(), stopping);
+      compile_slots.release();
+      return bytes;
+    });
   }
 }
 

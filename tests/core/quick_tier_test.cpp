@@ -189,7 +189,7 @@ TEST(QuickTierAgreement, EveryEligibleCorpusKernelComputesTheOptimizedBuildsBits
   // optimized compiler built (as the engine's do once it is loaded, quick_math.h).
   auto library = cc->compile(c_math_library_source());
   ASSERT_TRUE(library.ok()) << library.status();
-  auto math = load_quick_math(*library, CpuCompiler::load);
+  auto math = load_quick_math(*library);
   ASSERT_TRUE(math.ok()) << math.status();
 
   size_t eligible = 0, compared = 0, ineligible_differing = 0, nan_bits_differ = 0, with_math = 0;

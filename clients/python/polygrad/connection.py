@@ -237,8 +237,8 @@ class Connection:
 
   def realize(self, nodes: List, outputs: Sequence[int], want_data: bool,
               release_nodes: Sequence[int] = (), default_device: str = ""):
-    """Realize: `nodes` are graph.Nodes or polygrad.v1.Node messages; `default_device` places results of constants and
-    random ops alone ("" is the CPU)."""
+    """Realize: `nodes` are graph.Nodes or polygrad.v1.Node messages; `default_device` places
+    results of constants and random ops alone ("" is the CPU)."""
     req = wire.realize(self.session_id, nodes, outputs, want_data, release_nodes, default_device)
     with Waiting(f"realizing {len(nodes)} nodes"):
       return self._call("Realize", self.stub.Realize, req)

@@ -346,7 +346,8 @@ def _trace_and_compile(conn, fn, args, kwargs, before, input_nodes, ids, optimiz
     # What fn realized (an optimizer step: gradients, new state) gets its own kernels, as eagerly.
     sent_or_todo = todo_ids | {n.id for n in tracing.deferred if n.sent}
     materialize = list(dict.fromkeys(n.id for n in tracing.deferred if n.id in sent_or_todo))
-    resp = conn.compile_step([wire.node(n) for n in todo[start:]], [*ids, *sorted(scalar_ids)], [t._node.id for t in outs],
+    resp = conn.compile_step([wire.node(n) for n in todo[start:]], [*ids, *sorted(scalar_ids)],
+                             [t._node.id for t in outs],
                              [(old.id, new.id) for old, new in assigns], materialize)
     for n in todo[start:]:
       g.GRAPH._mark_sent(n)

@@ -4,12 +4,12 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "core/runtime/cpu/compiler.h"
 
 namespace polygrad {
 
-absl::StatusOr<std::shared_ptr<const QuickMath>> load_quick_math(
-    const std::string& shared_object, const std::function<absl::StatusOr<ProgramPtr>(const std::string&)>& load) {
-  auto program = load(shared_object);
+absl::StatusOr<std::shared_ptr<const QuickMath>> load_quick_math(const std::string& shared_object) {
+  auto program = CpuCompiler::load(shared_object);
   if (!program.ok()) return program.status();
   auto math = std::make_shared<QuickMath>();
   math->library = *std::move(program);
@@ -20,17 +20,17 @@ absl::StatusOr<std::shared_ptr<const QuickMath>> load_quick_math(
   return std::shared_ptr<const QuickMath>(std::move(math));
 }
 
-void QuickMathBuild::start(Compile compile, Load load) {
+void QuickMathBuild::start(Compile compile) {
   std::lock_guard lock(mu_);
   if (started_ || stopping_) return;
   started_ = true;
-  thread_ = std::thread([this, compile = std::move(compile), load = std::move(load)] {
+  thread_ = std::thread([this, compile = std::move(compile)] {
     auto bytes = compile([this] {
       std::lock_guard lock(mu_);
       return stopping_;
     });
     absl::StatusOr<std::shared_ptr<const QuickMath>> math =
-        bytes.ok() ? load_quick_math(*bytes, load) : absl::StatusOr<std::shared_ptr<const QuickMath>>(bytes.status());
+        bytes.ok() ? load_quick_math(*bytes) : absl::StatusOr<std::shared_ptr<const QuickMath>>(bytes.status());
     std::lock_guard lock(mu_);
     if (math.ok()) {
       math_ = *std::move(math);

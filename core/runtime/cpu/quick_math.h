@@ -22,15 +22,14 @@ struct QuickMath {
   void* logf = nullptr;  // float pg_logf_ext(float)
 };
 
-// Loads shared-object bytes built from c_math_library_source(); INTERNAL when a function is missing.
-absl::StatusOr<std::shared_ptr<const QuickMath>> load_quick_math(
-    const std::string& shared_object, const std::function<absl::StatusOr<ProgramPtr>(const std::string&)>& load);
+// Loads shared-object bytes built from c_math_library_source() (CpuCompiler::load); INTERNAL
+// when a function is missing.
+absl::StatusOr<std::shared_ptr<const QuickMath>> load_quick_math(const std::string& shared_object);
 
 class QuickMathBuild {
  public:
   // Compiles c_math_library_source() to shared-object bytes; CANCELLED once `stopping` says true.
   using Compile = std::function<absl::StatusOr<std::string>(const std::function<bool()>& stopping)>;
-  using Load = std::function<absl::StatusOr<ProgramPtr>(const std::string&)>;
 
   QuickMathBuild() = default;
   ~QuickMathBuild() { stop(); }
@@ -39,7 +38,7 @@ class QuickMathBuild {
 
   // Starts the build on a thread of its own; once. A failed build is reported on stderr and
   // leaves get() null: quick builds then keep compiling the functions themselves.
-  void start(Compile compile, Load load);
+  void start(Compile compile);
   // The loaded functions, or null while the build runs (or when it failed or never started).
   std::shared_ptr<const QuickMath> get() const;
   // Blocks until the build has finished, loaded or not (at once when none was started or it
