@@ -15,6 +15,7 @@
 #include "core/cache/kernel_cache.h"
 #include "core/codegen/linearize.h"
 #include "core/ir/uop.h"
+#include "core/runtime/buffer.h"
 #include "core/runtime/program.h"
 
 namespace polygrad {
@@ -71,9 +72,12 @@ class Backend {
                                                    const KernelCache::StopFn& should_stop) = 0;
 
   // --- Memory -------------------------------------------------------------------------------
-  // A zero-filled buffer on this device; RESOURCE_EXHAUSTED naming the size when there is no
-  // room. It is freed when its last BufferPtr goes (a queue's device frees in queue order).
-  virtual absl::StatusOr<BufferPtr> allocate(DType dtype, const Shape& shape) = 0;
+  // A buffer on this device, zero-filled unless `fill` is Fill::None (only for a kernel's output:
+  // its one STORE covers every element, codegen/lower.h, so it overwrites all of the memory, which
+  // may have held another session's data, before anyone reads it). RESOURCE_EXHAUSTED naming the
+  // size when there is no room. It is freed when its last BufferPtr goes (a queue's device frees
+  // in queue order).
+  virtual absl::StatusOr<BufferPtr> allocate(DType dtype, const Shape& shape, Buffer::Fill fill) = 0;
   // `bytes` bytes of this device's memory from `from` to `to`, in queue order.
   virtual absl::Status copy(const void* from, void* to, size_t bytes) = 0;
 

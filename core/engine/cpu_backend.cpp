@@ -59,8 +59,8 @@ class CpuBackend final : public Backend {
     return impl_.cache.get_or_build(k.key, compile, CpuCompiler::load, should_stop, quick);
   }
 
-  absl::StatusOr<BufferPtr> allocate(DType dtype, const Shape& shape) override {
-    return allocate_host_buffer(dtype, shape);
+  absl::StatusOr<BufferPtr> allocate(DType dtype, const Shape& shape, Buffer::Fill fill) override {
+    return allocate_host_buffer(dtype, shape, fill);
   }
   absl::Status copy(const void* from, void* to, size_t bytes) override {
     std::memcpy(to, from, bytes);

@@ -50,8 +50,8 @@ class CudaBackend final : public Backend {
         });
   }
 
-  absl::StatusOr<BufferPtr> allocate(DType dtype, const Shape& shape) override {
-    return dev_.allocate(dtype, shape, stream_);
+  absl::StatusOr<BufferPtr> allocate(DType dtype, const Shape& shape, Buffer::Fill fill) override {
+    return dev_.allocate(dtype, shape, stream_, fill);
   }
   absl::Status copy(const void* from, void* to, size_t bytes) override {
     return dev_.copy(address(from), address(to), bytes, stream_);

@@ -22,7 +22,9 @@ absl::StatusOr<RealizeResult> run_program(Backend& backend, const RealizeProgram
   // reused by its later kernels. The arena holds every block until the function returns: the
   // allocator is shared with other sessions' queues, which must not get a block this queue's
   // kernels still read.
-  BufferArena arena([&](DType dtype, const Shape& shape) { return backend.allocate(dtype, shape); });
+  // Only kernels write into the arena's blocks, and a kernel writes all of its output: no zeroing.
+  BufferArena arena(
+      [&](DType dtype, const Shape& shape) { return backend.allocate(dtype, shape, Buffer::Fill::None); });
   const bool reuse = backend.reuses_intermediates();
   // Destroyed first: on any return, queued work has finished before a block goes back.
   struct SyncOnExit {
@@ -34,7 +36,10 @@ absl::StatusOr<RealizeResult> run_program(Backend& backend, const RealizeProgram
     if (options.should_stop && options.should_stop()) return absl::CancelledError("realize cancelled between kernels");
     const uint32_t out = launch.args[0];
     const bool own = !reuse || kept.count(out) || !launch.kernel.program;
-    absl::StatusOr<BufferPtr> buf = own ? backend.allocate(launch.dtype, launch.shape) : arena.take(launch.dtype, launch.shape);
+    // A kernel's output is all written by it; a launch without a program leaves zeros.
+    const Buffer::Fill fill = launch.kernel.program ? Buffer::Fill::None : Buffer::Fill::Zero;
+    absl::StatusOr<BufferPtr> buf =
+        own ? backend.allocate(launch.dtype, launch.shape, fill) : arena.take(launch.dtype, launch.shape);
     if (!buf.ok()) return buf.status();
     slots[out] = *std::move(buf);
     if (launch.kernel.program) {

@@ -142,7 +142,7 @@ absl::StatusOr<std::unique_ptr<StepProgram>> Engine::compile_step(const StepSpec
     step->backend_ = step->own_backend_.get();
   }
   Backend& backend = *step->backend_;
-  auto fresh = [&](DType dtype, const Shape& shape) { return backend.allocate(dtype, shape); };
+  auto fresh = [&](DType dtype, const Shape& shape) { return backend.allocate(dtype, shape, Buffer::Fill::Zero); };
   std::vector<BufferPtr> transfer_ends;  // kept by the step
   for (const UOp* c : where->copies) {
     absl::StatusOr<BufferPtr> to = fresh(c->dtype, c->shape);

@@ -89,7 +89,7 @@ absl::StatusOr<UpcastChoice> search(Engine::Impl& impl, Backend& backend, const 
   std::vector<BufferPtr> buffers;
   std::vector<void*> args;
   for (const UOp* p : params) {
-    auto b = backend.allocate(p->dtype, p->shape);
+    auto b = backend.allocate(p->dtype, p->shape, Buffer::Fill::Zero);
     if (!b.ok()) return b.status();
     args.push_back((*b)->data());
     buffers.push_back(*std::move(b));

@@ -89,7 +89,7 @@ absl::Status CudaDevice::make_current() const {
   return driver_->check("cuCtxSetCurrent", driver_->api().cuCtxSetCurrent(static_cast<CUcontext>(context_)));
 }
 
-absl::StatusOr<BufferPtr> CudaDevice::allocate(DType dtype, Shape shape, const CudaStream& stream) {
+absl::StatusOr<BufferPtr> CudaDevice::allocate(DType dtype, Shape shape, const CudaStream& stream, Buffer::Fill fill) {
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   const size_t bytes = static_cast<size_t>(numel) * dtype_itemsize(dtype);
@@ -98,9 +98,9 @@ absl::StatusOr<BufferPtr> CudaDevice::allocate(DType dtype, Shape shape, const C
   CachingAllocator* alloc = allocator_.get();
   BufferPtr b = Buffer::adopt_device(dtype, std::move(shape), reinterpret_cast<void*>(static_cast<uintptr_t>(*address)),
                                      name_, [alloc, bytes](void* p) { alloc->release(dptr(p), bytes); });
-  // Zero-filled like host buffers. A block handed back to the allocator may still be read by
-  // queued work on this stream; the stream orders the memset after it.
-  if (bytes > 0) {
+  // Zero-filled like host buffers (unless the caller overwrites it all). A block handed back to the
+  // allocator may still be read by queued work on this stream; the stream orders the memset after it.
+  if (bytes > 0 && fill == Buffer::Fill::Zero) {
     if (absl::Status s = make_current(); !s.ok()) return s;
     if (absl::Status s = driver_->check("cuMemsetD8Async", driver_->api().cuMemsetD8Async(*address, 0, bytes, stream.handle()));
         !s.ok())

@@ -92,9 +92,10 @@ class CudaDevice {
 
   absl::Status make_current() const;
 
-  // A zero-filled device buffer; RESOURCE_EXHAUSTED (this request only) when the device is out
+  // A device buffer, zero-filled unless `fill` is None; RESOURCE_EXHAUSTED (this request only) when the device is out
   // of memory after the allocator released its cache.
-  absl::StatusOr<BufferPtr> allocate(DType dtype, Shape shape, const CudaStream& stream);
+  absl::StatusOr<BufferPtr> allocate(DType dtype, Shape shape, const CudaStream& stream,
+                                     Buffer::Fill fill = Buffer::Fill::Zero);
 
   // Host <-> device copies through pinned staging memory, chunk by chunk; return when done.
   absl::Status upload(const void* host, uint64_t device_address, size_t bytes, const CudaStream& stream);
