@@ -8,8 +8,8 @@
 // FMA instruction, TinyCC calls libm's fmaf, and both give the same bits. libm's scalar expf and
 // libmvec's vector one differ by an ulp or two, which made exp and log kernels wait for clang.
 // And plain arithmetic vectorises inline: a softmax row sum ran as fast as with libmvec's 8-wide
-// calls (16 lanes under -mprefer-vector-width=512, which kernels are not built with today,
-// measured 10% faster). A CPU without FMA instructions runs libm's fmaf instead: right, slower.
+// calls (16 lanes on AVX-512 hosts, where kernels build with -mprefer-vector-width=512).
+// A CPU without FMA instructions runs libm's fmaf instead: right, slower.
 //
 // Accuracy: about 1 ulp of the exact result at worst (every 13th float checked against
 // double-precision exp and log: exp 1.004 ulp, log 0.82); exp(x) is +inf above ~88.72, 0 below
