@@ -130,7 +130,7 @@ Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, in
 
 }  // namespace
 
-Upcast apply_upcasts(const UOpRef& sink, const UpcastChoice& choice) {
+Upcast apply_upcasts(const UOpRef& sink, const UpcastChoice& choice, const TileLimits& limits) {
   std::vector<const UOp*> nodes = toposort({sink});
   auto owned = reduce_ranges(nodes);
   if (owned.empty()) return {sink, {}};
@@ -159,18 +159,22 @@ Upcast apply_upcasts(const UOpRef& sink, const UpcastChoice& choice) {
   if (!contiguous) return reduce_lanes(sink, nodes, max_id, outer, choice);
 
   Upcast out{sink, {}};
+  const auto within = [](std::vector<int64_t> factors, int64_t most) {
+    std::erase_if(factors, [&](int64_t f) { return f > most; });
+    return factors;
+  };
   int64_t cols = pick_factor(inner->src[0]->arg_int(), choice.cols != 0 ? std::vector<int64_t>{choice.cols}
-                                                                         : std::vector<int64_t>{16, 8, 4});
+                                                                         : within({64, 32, 16, 8, 4}, limits.cols));
   if (cols == 1) return reduce_lanes(sink, nodes, max_id, outer, choice);
   // A second, row axis shares each column load across rows: the innermost other output axis
   // that some vector load (one moving with the columns) does not depend on, so that load serves
   // the whole tile. Matmul picks its rows (B does not depend on them); conv picks output channels
   // (the input window does not) over output rows, which would only share a scalar weight. At
-  // most 6 rows: 6 x 16 float accumulators fit AVX2's 16 vector registers with room for the
-  // operands (8 rows spilled and measured 30% slower on 1024^2).
+  // most limits.rows rows (TileLimits).
   const UOp* row_range = nullptr;
   int64_t rows = 1;
-  const std::vector<int64_t> row_factors = choice.rows != 0 ? std::vector<int64_t>{choice.rows} : std::vector<int64_t>{6, 4, 2};
+  const std::vector<int64_t> row_factors =
+      choice.rows != 0 ? std::vector<int64_t>{choice.rows} : within({8, 6, 4, 2}, limits.rows);
   for (size_t i = outer.size() - 1; choice.rows != 1 && i-- > 0 && row_range == nullptr;) {
     int64_t factor = pick_factor(outer[i]->src[0]->arg_int(), row_factors);
     if (factor == 1) continue;
@@ -206,18 +210,18 @@ std::optional<UpcastChoice> UpcastChoice::decode(std::string_view text) {
   }
   // Only the factors upcast_candidates tries: a record is data from a shared store, and a larger
   // tile would only make a slower kernel that takes longer to compile.
-  if (!text.empty() || c.cols > 32 || c.rows > 16 || c.cols * c.rows > 256 || c.lanes > 16 || c.tile > 4)
+  if (!text.empty() || c.cols > 64 || c.rows > 16 || c.cols * c.rows > 512 || c.lanes > 16 || c.tile > 4)
     return std::nullopt;
   return c;
 }
 
-std::vector<UpcastChoice> upcast_candidates(const UOpRef& sink) {
+std::vector<UpcastChoice> upcast_candidates(const UOpRef& sink, const TileLimits& limits) {
   std::vector<UpcastChoice> out;
   // Kept alive: UOps are hash-consed only while an equal one lives, and then pointer equality
   // is structural equality.
   std::vector<Upcast> seen;
   const auto add = [&](const UpcastChoice& c) {
-    Upcast u = apply_upcasts(sink, c);
+    Upcast u = apply_upcasts(sink, c, limits);
     for (const Upcast& s : seen)
       if (s.sink == u.sink && s.upcast_ranges == u.upcast_ranges) return;  // the same tiling
     seen.push_back(std::move(u));
@@ -225,12 +229,14 @@ std::vector<UpcastChoice> upcast_candidates(const UOpRef& sink) {
   };
   add(UpcastChoice{});
   if (seen[0].upcast_ranges.empty()) return {};  // nothing tiled: nothing to choose
-  // Tiles of up to 256 accumulators: 16 AVX-512 registers of 16 floats (32 registers in all).
-  for (int64_t cols : {32, 16, 8, 4})
+  // Tiles of up to 256 accumulators (16 AVX-512 registers of 16 floats, of 32), and on a target
+  // with wide tiles up to its largest.
+  const int64_t most = std::max<int64_t>(256, limits.cols * limits.rows);
+  for (int64_t cols : {64, 32, 16, 8, 4})
     for (int64_t rows : {1, 2, 4, 6, 8, 12, 16})
       for (int64_t lanes : {16, 8, 4})
         for (int64_t tile : {1, 2, 4})
-          if (cols * rows <= 256) add(UpcastChoice{cols, rows, lanes, tile});
+          if (cols <= std::max<int64_t>(32, limits.cols) && cols * rows <= most) add(UpcastChoice{cols, rows, lanes, tile});
   return out;
 }
 

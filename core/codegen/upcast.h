@@ -29,17 +29,31 @@ struct UpcastChoice {
   int64_t tile = 0;   // and output axes tiled around them: 1 none, 2 by two, 4 by four and two
   bool operator==(const UpcastChoice&) const = default;
   // "cols=16 rows=6 lanes=0 tile=0"; decode accepts exactly what encode writes for the factors
-  // upcast_candidates tries (cols up to 32, rows up to 16, cols x rows up to 256, lanes up to
+  // upcast_candidates tries (cols up to 64, rows up to 16, cols x rows up to 512, lanes up to
   // 16, tile up to 4).
   std::string encode() const;
   static std::optional<UpcastChoice> decode(std::string_view text);
 };
 
-// The kernel with its register tiles (the heuristic's, or `choice`'s where it sets a field).
-Upcast apply_upcasts(const UOpRef& sink, const UpcastChoice& choice = {});
+// The largest matmul-shaped tile the heuristic picks: what the target's vector registers hold as
+// accumulators with room for the operands. The default fits AVX2's 16 registers of 8 floats
+// (8 rows spilled and measured 30% slower on 1024^2).
+struct TileLimits {
+  int64_t cols = 16;
+  int64_t rows = 6;
+  bool operator==(const TileLimits&) const = default;
+};
+// 32 registers of 16 floats (AVX-512). A 1024^2 matmul on one core of this project's CI machine:
+// 8 x 64 43-55 ms, 6 x 64 48-57, 12 x 32 47-62, 8 x 32 58-64, 4 x 16 (the default's) 79-97; the
+// larger tile loads each column vector for 8 rows and each broadcast row value for 4 vectors.
+inline constexpr TileLimits kWideTiles{64, 8};
 
-// The distinct tilings worth timing for a kernel, the heuristic's first; empty when the kernel
-// gets none (nothing to tune).
-std::vector<UpcastChoice> upcast_candidates(const UOpRef& sink);
+// The kernel with its register tiles (the heuristic's within `limits`, or `choice`'s where it
+// sets a field).
+Upcast apply_upcasts(const UOpRef& sink, const UpcastChoice& choice = {}, const TileLimits& limits = {});
+
+// The distinct tilings worth timing for a kernel, the heuristic's (within `limits`) first; empty
+// when the kernel gets none (nothing to tune).
+std::vector<UpcastChoice> upcast_candidates(const UOpRef& sink, const TileLimits& limits = {});
 
 }  // namespace polygrad

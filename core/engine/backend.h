@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "core/cache/kernel_cache.h"
 #include "core/codegen/linearize.h"
+#include "core/codegen/upcast.h"
 #include "core/ir/uop.h"
 #include "core/runtime/buffer.h"
 #include "core/runtime/program.h"
@@ -31,6 +32,8 @@ struct CodegenCaps {
   // A launch passes every lowered parameter by position, so the kernel declares each one, even
   // one whose load simplification removed.
   bool declare_all_params = false;
+  // The CPU's register tiles at most (codegen/upcast.h): wider where its vector registers are.
+  TileLimits tiles;
 };
 
 // A kernel rendered for a device, not yet built.

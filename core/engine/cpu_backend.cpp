@@ -24,7 +24,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(Engine::Impl& impl) : impl_(impl) {}
+  explicit CpuBackend(Engine::Impl& impl)
+      : impl_(impl), caps_{.tiles = impl.compiler.wide_vectors() ? kWideTiles : TileLimits{}} {}
 
   const std::string& name() const override { return name_; }
   const CodegenCaps& caps() const override { return caps_; }
@@ -93,7 +94,7 @@ class CpuBackend final : public Backend {
  private:
   Engine::Impl& impl_;
   const std::string name_ = "CPU";
-  const CodegenCaps caps_{};
+  const CodegenCaps caps_;
 };
 
 }  // namespace

@@ -135,7 +135,7 @@ absl::StatusOr<std::optional<TunedKernel>> tune_kernel(Engine::Impl& impl, Backe
     result = TuningResult::Hit;
   } else if (mode == TuneMode::Search) {
     // One candidate (every choice tiles it alike) is stored too: the next daemon does not ask again.
-    std::vector<UpcastChoice> choices = upcast_candidates(heuristic_lowered.simplified);
+    std::vector<UpcastChoice> choices = upcast_candidates(heuristic_lowered.simplified, backend.caps().tiles);
     UpcastChoice best;
     if (choices.size() > 1) {
       auto found = search(impl, backend, root, materialized, choices, heuristic_lowered, heuristic, log, index,

@@ -3,6 +3,7 @@
 // searching; --tune=off looks nothing up; a record that does not decode is ignored.
 #include "core/engine/tuning.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -108,12 +109,12 @@ class TuningTest : public ::testing::Test {
 };
 
 TEST(UpcastChoice, DecodesWhatItEncodesAndNothingElse) {
-  for (UpcastChoice c : {UpcastChoice{}, UpcastChoice{16, 6, 0, 0}, UpcastChoice{4, 1, 16, 4}}) {
+  for (UpcastChoice c : {UpcastChoice{}, UpcastChoice{16, 6, 0, 0}, UpcastChoice{64, 8, 0, 0}, UpcastChoice{4, 1, 16, 4}}) {
     auto back = UpcastChoice::decode(c.encode());
     ASSERT_TRUE(back.has_value()) << c.encode();
     EXPECT_EQ(*back, c);
   }
-  for (const char* bad : {"", "cols=16", "cols=16 rows=6 lanes=0 tile=0 ", "cols=64 rows=1 lanes=0 tile=0", "cols=32 rows=16 lanes=0 tile=0",
+  for (const char* bad : {"", "cols=16", "cols=16 rows=6 lanes=0 tile=0 ", "cols=128 rows=1 lanes=0 tile=0", "cols=64 rows=16 lanes=0 tile=0",
                           "cols=-4 rows=1 lanes=0 tile=0", "rows=1 cols=16 lanes=0 tile=0", "cols=16 rows=17 lanes=0 tile=0",
                           "cols=x rows=1 lanes=0 tile=0"})
     EXPECT_FALSE(UpcastChoice::decode(bad).has_value()) << bad;
@@ -195,6 +196,27 @@ TEST(UpcastCandidates, AnElementwiseKernelHasNone) {
   auto k = lower_to_linear(y, [&](const UOp* n) { return n == x.get(); });
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_TRUE(upcast_candidates(k->simplified).empty());
+}
+
+// The heuristic's matmul tile grows with the target's registers: 16 columns x 6 rows by default
+// (AVX2), 64 x 8 within kWideTiles (AVX-512), the sizes of the ranges it places innermost.
+TEST(UpcastTiles, WideRegistersGetTheLargerMatmulTile) {
+  UOpRef a = *frontend::buffer(1, DType::Float32, {24, 40});
+  UOpRef b = *frontend::buffer(2, DType::Float32, {40, 64});
+  UOpRef y = *frontend::matmul(a, b);
+  auto k = lower_to_linear(y, [&](const UOp* n) { return n == a.get() || n == b.get(); });
+  ASSERT_TRUE(k.ok()) << k.status();
+  const auto tile = [&](const TileLimits& limits) {
+    Upcast u = apply_upcasts(k->simplified, {}, limits);
+    std::vector<int64_t> sizes;
+    for (int64_t id : u.upcast_ranges)
+      for (const UOp* n : toposort({u.sink}))
+        if (n->op == Ops::RANGE && n->arg_int() == id) sizes.push_back(n->src[0]->arg_int());
+    std::sort(sizes.begin(), sizes.end());
+    return sizes;
+  };
+  EXPECT_EQ(tile(TileLimits{}), (std::vector<int64_t>{6, 16}));
+  EXPECT_EQ(tile(kWideTiles), (std::vector<int64_t>{8, 64}));
 }
 
 }  // namespace

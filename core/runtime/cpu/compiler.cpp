@@ -108,7 +108,10 @@ absl::StatusOr<CpuCompiler> CpuCompiler::find(const std::string& preferred, std:
     c.flags_ = {"-O3", "-march=native", "-fPIC", "-std=gnu11", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-w"};
     // Both compilers keep to 256-bit vectors on AVX-512 hosts unless told (a heuristic from
     // chips whose clock dropped under 512-bit work); kernels are upcast for 16 float lanes.
-    if (absl::StrContains(host_cpu(), " avx512f")) c.flags_.push_back("-mprefer-vector-width=512");
+    if (absl::StrContains(host_cpu(), " avx512f")) {
+      c.flags_.push_back("-mprefer-vector-width=512");
+      c.wide_vectors_ = true;
+    }
     c.libs_ = {"-lm"};
     const std::string probe_source = absl::StrCat("#include <math.h>\n#include <stdint.h>\nvoid ", kKernelEntry,
                                                   "(void** b, int64_t s, int64_t e) { float* o = b[0];"

@@ -24,6 +24,9 @@ class CpuCompiler {
   // Whether compiled loops over exp, log, sin, cos and pow call glibc's vector math library
   // (clang's -fveclib=libmvec), whose results differ from scalar libm's by a few ulp.
   bool uses_vector_math() const { return vector_math_; }
+  // Whether kernels are built for 512-bit vectors (an AVX-512 host: 32 registers of 16 floats),
+  // so the code generator may give them larger register tiles (codegen/upcast.h: kWideTiles).
+  bool wide_vectors() const { return wide_vectors_; }
 
   // Compiles C source to shared-object bytes. When `abandoned` (polled while the compiler runs)
   // says true, the compiler is killed and the result is CANCELLED.
@@ -46,6 +49,7 @@ class CpuCompiler {
   std::string linker_version_;
   std::chrono::seconds timeout_{120};
   bool vector_math_ = false;
+  bool wide_vectors_ = false;
 };
 
 }  // namespace polygrad
