@@ -9,6 +9,7 @@
 // queued ones and joins every thread, so nothing outlives the cache, compiler and slots they use.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -29,14 +30,31 @@ class TieredProgram final : public Program {
   explicit TieredProgram(ProgramPtr quick, std::atomic<uint64_t>* quick_launches = nullptr)
       : current_(std::move(quick)), quick_launches_(quick_launches) {}
 
+  // While the quick program runs, the range goes in pieces (at most kPieces), and each piece runs
+  // whichever program is current when it starts: a long first launch (a convolution's quick build
+  // ran 8 s where clang's took 1 s to compile and 0.1 s to run) moves to the optimized program as
+  // soon as it lands. Outer iterations write disjoint outputs, and the tiers compute the same
+  // bits (quick_compiler.h), so a launch split between them computes what either would.
   absl::Status launch(void** bufs, int64_t start, int64_t end) const override {
     ProgramPtr p;
+    bool quick;
     {
       std::lock_guard lock(mu_);
       p = current_;
-      if (!optimized_ && quick_launches_ != nullptr) quick_launches_->fetch_add(1, std::memory_order_relaxed);
+      quick = !optimized_;
+      if (quick && quick_launches_ != nullptr) quick_launches_->fetch_add(1, std::memory_order_relaxed);
     }
-    return p->launch(bufs, start, end);
+    if (!quick) return p->launch(bufs, start, end);
+    const int64_t piece = std::max<int64_t>(1, (end - start + kPieces - 1) / kPieces);
+    for (int64_t at = start; at < end;) {
+      const int64_t to = std::min(end, at + piece);
+      if (absl::Status s = p->launch(bufs, at, to); !s.ok()) return s;
+      at = to;
+      std::lock_guard lock(mu_);
+      p = current_;
+      if (optimized_) return at < end ? p->launch(bufs, at, end) : absl::OkStatus();
+    }
+    return absl::OkStatus();
   }
 
   // The program launches run now.
@@ -57,6 +75,8 @@ class TieredProgram final : public Program {
   }
 
  private:
+  static constexpr int64_t kPieces = 64;
+
   mutable std::mutex mu_;
   ProgramPtr current_;
   bool optimized_ = false;

@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -43,6 +45,56 @@ using polygrad::testing::eventually;
 
 #define SKIP_WITHOUT_LIBTCC() \
   if (!quick_compiler_available()) GTEST_SKIP() << "this polygrad was built without libtcc: no quick tier"
+
+// A program that marks each outer iteration it runs with `mark` in bufs[0] (int32), counts its
+// launch calls, and runs `hook(i)` after iteration i.
+class MarkingProgram final : public Program {
+ public:
+  MarkingProgram(int32_t mark, std::function<void(int64_t)> hook = {}) : mark_(mark), hook_(std::move(hook)) {}
+  absl::Status launch(void** bufs, int64_t start, int64_t end) const override {
+    ++calls;
+    for (int64_t i = start; i < end; ++i) {
+      static_cast<int32_t*>(bufs[0])[i] += mark_;
+      if (hook_) hook_(i);
+    }
+    return absl::OkStatus();
+  }
+  mutable int calls = 0;
+
+ private:
+  const int32_t mark_;
+  const std::function<void(int64_t)> hook_;
+};
+
+// A launch on the quick program moves to the optimized one when it is swapped in mid-launch:
+// every iteration runs exactly once, the quick ones all before the optimized ones, and most of
+// a long launch runs optimized. A launch that starts after the swap is one optimized call.
+TEST(TieredProgramLaunch, ALaunchInProgressMovesToTheOptimizedProgram) {
+  constexpr int64_t n = 1000, swap_after = 10;
+  auto optimized = std::make_shared<MarkingProgram>(2);
+  TieredProgram* tiered = nullptr;
+  auto quick = std::make_shared<MarkingProgram>(1, [&](int64_t i) {
+    if (i == swap_after) tiered->swap_in(optimized);
+  });
+  std::atomic<uint64_t> quick_launches{0};
+  TieredProgram program(quick, &quick_launches);
+  tiered = &program;
+  std::vector<int32_t> marks(n, 0);
+  void* bufs[] = {marks.data()};
+  ASSERT_TRUE(program.launch(bufs, 0, n).ok());
+  EXPECT_EQ(quick_launches.load(), 1u);
+  const auto first_optimized = std::find(marks.begin(), marks.end(), 2) - marks.begin();
+  EXPECT_GT(first_optimized, swap_after) << "the quick program ran until the swap";
+  EXPECT_LT(first_optimized, n / 10) << "the launch moved to the optimized program soon after the swap";
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(marks[i], i < first_optimized ? 1 : 2) << "iteration " << i;
+  EXPECT_EQ(optimized->calls, 1) << "the rest of the range in one call";
+
+  std::fill(marks.begin(), marks.end(), 0);
+  ASSERT_TRUE(program.launch(bufs, 0, n).ok());
+  EXPECT_EQ(std::count(marks.begin(), marks.end(), 2), n);
+  EXPECT_EQ(optimized->calls, 2);
+  EXPECT_EQ(quick_launches.load(), 1u);
+}
 
 TEST(QuickTierRule, OnlyCallsOfTheVectorisedFunctionsMakeAKernelWait) {
   const LinearKernel none;  // no casts: the source alone decides
