@@ -1,6 +1,7 @@
 #include "core/codegen/linearize.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -202,6 +203,16 @@ class Linearizer {
 absl::StatusOr<LinearKernel> linearize(const UOpRef& sink, const std::vector<int64_t>& upcast_ranges) {
   if (sink->op != Ops::SINK) return absl::InternalError("linearize expects a SINK");
   return Linearizer(upcast_ranges).run(sink);
+}
+
+int64_t loop_iterations(const LinearKernel& kernel) {
+  int64_t n = 1;
+  for (const UOpRef& u : kernel.ops) {
+    if (u->op != Ops::RANGE) continue;
+    const int64_t trips = std::max<int64_t>(1, u->src[0]->arg_int());
+    n = n > std::numeric_limits<int64_t>::max() / trips ? std::numeric_limits<int64_t>::max() : n * trips;
+  }
+  return n;
 }
 
 }  // namespace polygrad

@@ -26,4 +26,8 @@ struct LinearKernel {
 
 absl::StatusOr<LinearKernel> linearize(const UOpRef& sink, const std::vector<int64_t>& upcast_ranges = {});
 
+// The product of the trip counts of all of a kernel's loops: roughly what running it costs (an
+// upper bound where loops follow each other rather than nest); INT64_MAX when it overflows.
+int64_t loop_iterations(const LinearKernel& kernel);
+
 }  // namespace polygrad

@@ -35,7 +35,8 @@ class CpuBackend final : public Backend {
     if (!source.ok()) return source.status();
     if (impl_.dump_kernels) std::fprintf(stderr, "polygrad kernel:\n%s\n", source->c_str());
     std::string key = KernelCache::key("CPU", impl_.compiler.identity(), *source);
-    const bool quick = impl_.quick_compile && quick_tier_eligible(kernel, *source, impl_.compiler.uses_vector_math());
+    const bool quick = impl_.quick_compile && loop_iterations(kernel) <= kQuickTierMaxIterations &&
+                       quick_tier_eligible(kernel, *source, impl_.compiler.uses_vector_math());
     return RenderedKernel{*std::move(source), std::move(key), kernel.params.size(), 1, quick};
   }
 

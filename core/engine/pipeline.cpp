@@ -57,14 +57,6 @@ bool reduces(const UOpRef& root, const std::function<bool(const UOp*)>& material
   return false;
 }
 
-// Iterations of all of a kernel's loops: whether a CPU launch is worth splitting across threads.
-int64_t work_of(const LinearKernel& linear) {
-  int64_t work = 1;
-  for (const UOpRef& u : linear.ops)
-    if (u->op == Ops::RANGE) work *= std::max<int64_t>(1, u->src[0]->arg_int());
-  return work;
-}
-
 // Iterations of every kernel of `program`: what running it costs, roughly.
 int64_t total_work(const RealizeProgram& program) {
   int64_t work = 0;
@@ -75,7 +67,7 @@ int64_t total_work(const RealizeProgram& program) {
 }  // namespace
 
 CompiledKernel compiled_kernel(ProgramPtr program, const LoweredKernel& lowered, const RenderedKernel& rendered) {
-  return CompiledKernel{std::move(program), lowered.params, lowered.linear.outer_size, work_of(lowered.linear),
+  return CompiledKernel{std::move(program), lowered.params, lowered.linear.outer_size, loop_iterations(lowered.linear),
                         rendered.threads_per_iteration};
 }
 
