@@ -24,7 +24,6 @@ tinygrad's CPU backend on this machine (the marks issue 3 sets): matmul 1024^2 2
 elementwise chain 6.8 ms, MLP step 20 steps/s eager and 202 steps/s with its JIT.
 """
 import argparse
-import gc
 import os
 import statistics
 import subprocess
@@ -50,8 +49,10 @@ ALL_THREADS = os.cpu_count() or 1
 def forget_results():
   """Release dead tensors on the daemon now. A session remembers realized results while their
   tensors live, and an identical graph over the same buffers is answered from them; the
-  benchmark must measure computing, so each run starts with the last result released."""
-  gc.collect()
+  benchmark must measure computing, so each run starts with the last result released. No
+  gc.collect() (the last run's tensors die by reference counting): it made the next run ~0.5 ms
+  slower, its caches cold and the daemon's threads idle, which no training loop does between
+  steps; timed() checks that every run still launched kernels."""
   GRAPH.flush_releases()
 
 
@@ -61,9 +62,13 @@ def timed(fn, repeat, polygrad=False):
   for _ in range(repeat):
     if polygrad:
       forget_results()
+      before = GRAPH.last_stats
     t0 = time.perf_counter()
     fn()
     times.append(time.perf_counter() - t0)
+    # A Realize answered from remembered results launches nothing: that would time no work.
+    if polygrad and GRAPH.last_stats is not before and GRAPH.last_stats.kernels == 0:
+      raise RuntimeError("a timed run launched no kernel: its result was remembered, not computed")
   return statistics.median(times)
 
 
