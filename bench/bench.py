@@ -311,8 +311,8 @@ def print_request_overhead(calls):
   wake slowly: a call after a pause costs more than one right after another). Each tiny realize
   computes: the last result's release is sent first (a separate call, not timed), otherwise the
   daemon answers an identical graph over the same buffers from the result it remembers. No
-  gc.collect() here, unlike the workloads: the tensors die by reference count, and a collection
-  before every call would leave the client's caches cold for the realize and not for GetInfo."""
+  gc.collect(), as in the workloads: the tensors die by reference count, and a collection before
+  every call would leave the client's caches cold for the realize and not for GetInfo."""
   from polygrad import wire
   from polygrad.connection import get_connection
   conn = get_connection()

@@ -388,6 +388,27 @@ def test_a_long_realize_shows_that_work_goes_on(daemon):
   assert drawn.endswith("\r\x1b[K"), repr(drawn[-40:])  # erased once the answer came
 
 
+def test_waiting_lines_share_one_watcher_thread(monkeypatch):
+  """Every realize on a terminal opens a Waiting: one long-lived thread watches them all, rather
+  than a thread started (and joined) per call."""
+  import threading
+  from polygrad.progress import Waiting
+  monkeypatch.delenv("POLYGRAD_PROGRESS", raising=False)
+  master, slave = pty.openpty()
+  try:
+    with os.fdopen(os.dup(slave), "w") as tty:
+      watchers = set()
+      for _ in range(20):
+        with Waiting("x", stream=tty) as w:
+          assert w.enabled
+          watchers |= {t.ident for t in threading.enumerate() if t.name == "polygrad-waiting"}
+      assert len(watchers) == 1, watchers
+      assert any(t.ident in watchers for t in threading.enumerate()), "the watcher stays for the next call"
+  finally:
+    os.close(master)
+    os.close(slave)
+
+
 def test_no_waiting_line_under_a_bar_or_off_a_terminal(tmp_path, monkeypatch):
   from polygrad.progress import Waiting
   monkeypatch.setenv("POLYGRAD_PROGRESS_DELAY", "0")

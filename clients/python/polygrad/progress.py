@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from typing import IO, Optional
 
@@ -111,52 +112,98 @@ class Waiting:
   POLYGRAD_PROGRESS_DELAY seconds (default 1) and a bar may be drawn, a line with the elapsed
   time is redrawn every 0.2 s ("polygradd: realizing 120 nodes (compiling kernels?) 3.4s") and
   erased when the call returns. The daemon reports what it compiled only at the end, so this
-  shows that work goes on, not how much is left."""
+  shows that work goes on, not how much is left.
+
+  One watcher thread per process draws the lines: every realize on a terminal waits in one of
+  these, and starting a thread for each cost ~50 us, as much as the rest of a tiny realize's
+  client work. One call's line at a time: a Waiting entered while another is open draws none."""
 
   def __init__(self, what: str, stream: Optional[IO[str]] = None):
     self.what = what
     self.stream = sys.stderr if stream is None else stream
     self.enabled = progress_enabled(self.stream) and _open_bars == 0
-    self._stop = None
-    self._thread = None
+    self.start = 0.0
+    self.delay = 1.0
+    self.drawn = False
 
   def __enter__(self) -> "Waiting":
     if not self.enabled:
       return self
-    import threading
     try:
-      delay = max(0.0, float(os.environ.get("POLYGRAD_PROGRESS_DELAY", "1")))
+      self.delay = max(0.0, float(os.environ.get("POLYGRAD_PROGRESS_DELAY", "1")))
     except ValueError:
-      delay = 1.0
-    self._stop = threading.Event()
-    self._thread = threading.Thread(target=self._run, args=(delay,), name="polygrad-waiting", daemon=True)
-    self._thread.start()
+      self.delay = 1.0
+    self.start = time.monotonic()
+    if not _WATCHER.begin(self):
+      self.enabled = False
     return self
 
-  def _run(self, delay: float) -> None:
-    start = time.monotonic()
-    # A delay of 0 draws the line whatever the call's length: waiting on the event first would let
-    # a call that answers before this thread runs draw nothing.
-    if delay > 0 and self._stop.wait(delay):
-      return
-    drawn = False
-    while True:
-      try:
-        self.stream.write(f"\rpolygradd: {self.what} (compiling kernels?) {time.monotonic() - start:.1f}s\x1b[K")
-        self.stream.flush()
-        drawn = True
-      except (OSError, ValueError):
-        return
-      if self._stop.wait(0.2):
-        break
-    if drawn:
-      try:
-        self.stream.write("\r\x1b[K")
-        self.stream.flush()
-      except (OSError, ValueError):
-        pass
+  def draw(self) -> None:
+    """Called with the watcher's lock held."""
+    try:
+      elapsed = time.monotonic() - self.start
+      self.stream.write(f"\rpolygradd: {self.what} (compiling kernels?) {elapsed:.1f}s\x1b[K")
+      self.stream.flush()
+      self.drawn = True
+    except (OSError, ValueError):
+      self.enabled = False
 
   def __exit__(self, *exc) -> None:
-    if self._thread is not None:
-      self._stop.set()
-      self._thread.join()
+    if self.enabled:
+      _WATCHER.end(self)
+
+
+class _Watcher:
+  """The thread that draws the open Waiting's line; started on first use, and again in a child
+  process after fork (threads do not survive it)."""
+
+  def __init__(self):
+    self._cv = threading.Condition()
+    self._job: Optional[Waiting] = None
+    self._pid = None
+
+  def begin(self, w: Waiting) -> bool:
+    with self._cv:
+      if self._job is not None:
+        return False
+      if self._pid != os.getpid():
+        self._pid = os.getpid()
+        threading.Thread(target=self._run, name="polygrad-waiting", daemon=True).start()
+      self._job = w
+      # A delay of 0 draws the line whatever the call's length: a call that answers before the
+      # watcher wakes would otherwise draw nothing.
+      if w.delay == 0:
+        w.draw()
+      self._cv.notify()
+      return True
+
+  def end(self, w: Waiting) -> None:
+    with self._cv:
+      if self._job is w:
+        self._job = None
+        self._cv.notify()
+      if w.drawn:
+        try:
+          w.stream.write("\r\x1b[K")
+          w.stream.flush()
+        except (OSError, ValueError):
+          pass
+
+  def _run(self) -> None:
+    with self._cv:
+      while True:
+        while self._job is None:
+          self._cv.wait()
+        w = self._job
+        if not w.enabled:  # its stream failed: nothing more to draw until it ends
+          while self._job is w:
+            self._cv.wait()
+          continue
+        wake = w.start + w.delay if not w.drawn else time.monotonic() + 0.2
+        while self._job is w and time.monotonic() < wake:
+          self._cv.wait(wake - time.monotonic())
+        if self._job is w and w.enabled:
+          w.draw()
+
+
+_WATCHER = _Watcher()
