@@ -231,12 +231,13 @@ std::vector<UpcastChoice> upcast_candidates(const UOpRef& sink, const TileLimits
   if (seen[0].upcast_ranges.empty()) return {};  // nothing tiled: nothing to choose
   // Tiles of up to 256 accumulators (16 AVX-512 registers of 16 floats, of 32), and on a target
   // with wide tiles up to its largest.
+  const int64_t most_cols = std::max<int64_t>(32, limits.cols);
   const int64_t most = std::max<int64_t>(256, limits.cols * limits.rows);
   for (int64_t cols : {64, 32, 16, 8, 4})
     for (int64_t rows : {1, 2, 4, 6, 8, 12, 16})
       for (int64_t lanes : {16, 8, 4})
         for (int64_t tile : {1, 2, 4})
-          if (cols <= std::max<int64_t>(32, limits.cols) && cols * rows <= most) add(UpcastChoice{cols, rows, lanes, tile});
+          if (cols <= most_cols && cols * rows <= most) add(UpcastChoice{cols, rows, lanes, tile});
   return out;
 }
 

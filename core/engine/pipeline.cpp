@@ -83,7 +83,9 @@ absl::StatusOr<LoweredKernel> generate_kernel(const UOpRef& root, const std::fun
   UOpRef sink = log.run("simplify", [&] { return graph_rewrite(ast->sink, symbolic()); });
   PassLog::log("simplify", index, ast->sink, sink);
   // 4. optimize: a GPU's tiles were laid out by lower; the CPU's lanes are chosen here.
-  Upcast tiled = log.run("optimize", [&] { return caps.gpu_tiles ? Upcast{sink, ast->tile_ranges} : apply_upcasts(sink, choice, caps.tiles); });
+  Upcast tiled = log.run("optimize", [&] {
+    return caps.gpu_tiles ? Upcast{sink, ast->tile_ranges} : apply_upcasts(sink, choice, caps.tiles);
+  });
   PassLog::log("optimize", index, sink, tiled.sink);
   // 5. linearize
   auto linear = log.run("linearize", [&] { return linearize(tiled.sink, tiled.upcast_ranges); });
