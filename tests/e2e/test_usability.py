@@ -404,6 +404,12 @@ def test_waiting_lines_share_one_watcher_thread(monkeypatch):
           watchers |= {t.ident for t in threading.enumerate() if t.name == "polygrad-waiting"}
       assert len(watchers) == 1, watchers
       assert any(t.ident in watchers for t in threading.enumerate()), "the watcher stays for the next call"
+    # A call whose stream fails while it waits still ends: the next call gets a line.
+    with Waiting("x", stream=tty) as w:
+      w.enabled = False  # what a failed draw leaves
+    with os.fdopen(os.dup(slave), "w") as tty2:
+      with Waiting("y", stream=tty2) as w2:
+        assert w2.enabled, "the failed call's Waiting still holds the watcher"
   finally:
     os.close(master)
     os.close(slave)

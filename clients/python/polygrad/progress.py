@@ -125,6 +125,7 @@ class Waiting:
     self.start = 0.0
     self.delay = 1.0
     self.drawn = False
+    self.open = False  # the watcher holds it: ended on exit even if its stream failed meanwhile
 
   def __enter__(self) -> "Waiting":
     if not self.enabled:
@@ -134,8 +135,8 @@ class Waiting:
     except ValueError:
       self.delay = 1.0
     self.start = time.monotonic()
-    if not _WATCHER.begin(self):
-      self.enabled = False
+    self.open = _WATCHER.begin(self)
+    self.enabled = self.open
     return self
 
   def draw(self) -> None:
@@ -149,7 +150,7 @@ class Waiting:
       self.enabled = False
 
   def __exit__(self, *exc) -> None:
-    if self.enabled:
+    if self.open:
       _WATCHER.end(self)
 
 
