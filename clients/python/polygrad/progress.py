@@ -156,7 +156,7 @@ class Waiting:
 
 class _Watcher:
   """The thread that draws the open Waiting's line; started on first use, and again in a child
-  process after fork (threads do not survive it)."""
+  process after fork (threads do not survive it; see register_at_fork below)."""
 
   def __init__(self):
     self._cv = threading.Condition()
@@ -208,3 +208,7 @@ class _Watcher:
 
 
 _WATCHER = _Watcher()
+# A child process starts afresh: the parent's watcher thread is not in it, and its lock may have
+# been held (by a draw) at the fork.
+if hasattr(os, "register_at_fork"):
+  os.register_at_fork(after_in_child=_WATCHER.__init__)
