@@ -19,6 +19,7 @@
 #include "core/engine/engine.h"
 #include "core/engine/kernels_for.h"
 #include "core/frontend/composites.h"
+#include "core/frontend/conv.h"
 #include "core/frontend/tensor_ops.h"
 
 namespace polygrad {
@@ -217,6 +218,39 @@ TEST(UpcastTiles, WideRegistersGetTheLargerMatmulTile) {
   };
   EXPECT_EQ(tile(TileLimits{}), (std::vector<int64_t>{6, 16}));
   EXPECT_EQ(tile(kWideTiles), (std::vector<int64_t>{8, 64}));
+}
+
+// Tile sizes of the one kernel of `y` over the buffers `inputs`, sorted.
+std::vector<int64_t> tile_of(const UOpRef& y, const std::vector<UOpRef>& inputs, const TileLimits& limits) {
+  auto k = lower_to_linear(y, [&](const UOp* n) {
+    return std::any_of(inputs.begin(), inputs.end(), [&](const UOpRef& b) { return b.get() == n; });
+  });
+  EXPECT_TRUE(k.ok()) << k.status();
+  if (!k.ok()) return {};
+  Upcast u = apply_upcasts(k->simplified, {}, limits);
+  std::vector<int64_t> sizes;
+  for (int64_t id : u.upcast_ranges)
+    for (const UOp* n : toposort({u.sink}))
+      if (n->op == Ops::RANGE && n->arg_int() == id) sizes.push_back(n->src[0]->arg_int());
+  std::sort(sizes.begin(), sizes.end());
+  return sizes;
+}
+
+// A conv's 56 output columns are taken whole on AVX-512 (3.5 vectors) with 4 output channels,
+// half the accumulators of a power-of-two tile; AVX2's 16-column limit keeps 8 columns.
+TEST(UpcastTiles, AWholeNonPowerOfTwoAxisIsOneTile) {
+  UOpRef x = *frontend::buffer(1, DType::Float32, {2, 16, 58, 58});
+  UOpRef w = *frontend::buffer(2, DType::Float32, {32, 16, 3, 3});
+  UOpRef y = *frontend::conv(x, w, frontend::ConvParams{{1, 1}, {0, 0}, {1, 1}, 1});
+  EXPECT_EQ(tile_of(y, {x, w}, kWideTiles), (std::vector<int64_t>{4, 56}));
+  EXPECT_EQ(tile_of(y, {x, w}, TileLimits{}), (std::vector<int64_t>{4, 8}));
+  // An axis of 10 is no multiple of 4, so no column tile: lanes along the reduction, as with
+  // the narrow limits.
+  UOpRef a = *frontend::buffer(1, DType::Float32, {24, 40});
+  UOpRef b = *frontend::buffer(2, DType::Float32, {40, 10});
+  UOpRef ab = *frontend::matmul(a, b);
+  EXPECT_EQ(tile_of(ab, {a, b}, kWideTiles), tile_of(ab, {a, b}, TileLimits{}));
+  EXPECT_EQ(tile_of(ab, {a, b}, kWideTiles), (std::vector<int64_t>{2, 4, 8}));
 }
 
 }  // namespace
