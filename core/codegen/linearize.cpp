@@ -206,13 +206,21 @@ absl::StatusOr<LinearKernel> linearize(const UOpRef& sink, const std::vector<int
 }
 
 int64_t loop_iterations(const LinearKernel& kernel) {
-  int64_t n = 1;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const auto times = [](int64_t a, int64_t b) { return a > kMax / b ? kMax : a * b; };
+  // Each loop runs (its trip count) x (the trips of the loops around it) times; a register
+  // tile's store loops follow its reduction rather than nest in it.
+  std::vector<int64_t> enclosing{1};
+  int64_t total = 1;
   for (const UOpRef& u : kernel.ops) {
-    if (u->op != Ops::RANGE) continue;
-    const int64_t trips = std::max<int64_t>(1, u->src[0]->arg_int());
-    n = n > std::numeric_limits<int64_t>::max() / trips ? std::numeric_limits<int64_t>::max() : n * trips;
+    if (u->op == Ops::RANGE) {
+      enclosing.push_back(times(enclosing.back(), std::max<int64_t>(1, u->src[0]->arg_int())));
+      total = enclosing.back() > kMax - total ? kMax : total + enclosing.back();
+    } else if (u->op == Ops::END_RANGE && enclosing.size() > 1) {
+      enclosing.pop_back();
+    }
   }
-  return n;
+  return total;
 }
 
 }  // namespace polygrad

@@ -26,8 +26,9 @@ struct LinearKernel {
 
 absl::StatusOr<LinearKernel> linearize(const UOpRef& sink, const std::vector<int64_t>& upcast_ranges = {});
 
-// The product of the trip counts of all of a kernel's loops: roughly what running it costs (an
-// upper bound where loops follow each other rather than nest); INT64_MAX when it overflows.
+// How many loop iterations running the whole kernel takes: every loop's trip count times those of
+// the loops around it, summed over the loops (1 for a kernel without loops), INT64_MAX when it
+// overflows. Roughly what running it costs.
 int64_t loop_iterations(const LinearKernel& kernel);
 
 }  // namespace polygrad
