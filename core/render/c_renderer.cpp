@@ -55,6 +55,9 @@ static inline double pg_u2d(uint64_t u) { double x; memcpy(&x, &u, 8); return x;
 )";
 
 class CRenderer final : public CStyleRenderer {
+ public:
+  explicit CRenderer(bool fused_multiply_add) : fused_multiply_add_(fused_multiply_add) {}
+
  protected:
   std::string prelude() const override {
     return absl::StrCat(kHalfPrelude, kCMathPrelude, divmod_helpers("static inline"));
@@ -68,7 +71,10 @@ class CRenderer final : public CStyleRenderer {
 
   // bufs[i] is DEFINE_GLOBAL i; [start, end) is the slice of the outer loop this call runs.
   std::string kernel_open(const LinearKernel& k) const override {
+    // The pragma sets clang's contract flag on every float operation of the kernel, so the
+    // backend fuses a multiply feeding an add as -ffp-contract=fast would; gcc ignores it.
     std::string out = absl::StrCat("void ", kKernelEntry, "(void** bufs, int64_t start, int64_t end) {\n",
+                                   fused_multiply_add_ ? "  #pragma clang fp contract(fast)\n" : "",
                                    "  (void)start; (void)end;\n");
     for (size_t i = 0; i < k.params.size(); ++i) {
       const char* qual = i == 0 ? "" : "const ";
@@ -89,15 +95,18 @@ class CRenderer final : public CStyleRenderer {
   // before its loop vectorizer); kept as a loop, they are two 8-wide libmvec calls. Other
   // compilers ignore the line.
   std::string math_lane_pragma(int64_t) const override { return "#pragma clang loop unroll(disable) vectorize(enable)"; }
+
+ private:
+  const bool fused_multiply_add_;
 };
 
 }  // namespace
 
 std::string c_math_library_source() { return absl::StrCat(kHalfPrelude, kCMathPrelude, kCMathLibrarySuffix); }
 
-absl::StatusOr<std::string> render_c(const LinearKernel& kernel) {
-  static const CRenderer renderer;
-  return renderer.render(kernel);
+absl::StatusOr<std::string> render_c(const LinearKernel& kernel, const CRenderOptions& options) {
+  static const CRenderer plain(false), fused(true);
+  return (options.fused_multiply_add ? fused : plain).render(kernel);
 }
 
 }  // namespace polygrad

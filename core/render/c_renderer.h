@@ -15,7 +15,15 @@ namespace polygrad {
 
 inline constexpr const char* kKernelEntry = "pg_kernel";
 
-absl::StatusOr<std::string> render_c(const LinearKernel& kernel);
+struct CRenderOptions {
+  // Lets clang fuse each a*b+c of the kernel into one fused multiply-add (one rounding instead
+  // of two; #pragma clang fp contract). Off, the arithmetic is one IEEE operation per C
+  // operator, which the quick tier (TinyCC) reproduces bit for bit; so only a kernel the quick
+  // tier never builds may set it (CpuBackend: large reductions, docs/ARCHITECTURE.md).
+  bool fused_multiply_add = false;
+};
+
+absl::StatusOr<std::string> render_c(const LinearKernel& kernel, const CRenderOptions& options = {});
 
 // C source of the float exp and log every CPU kernel carries (core/render/c_math.h), as the
 // functions pg_expf_ext and pg_logf_ext that quick builds call, with a pg_kernel that does
