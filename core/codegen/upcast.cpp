@@ -98,9 +98,21 @@ Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, in
   // axes: the vector dimension must be the one the compiler sees last.
   int64_t tile_ids = max_id;
   max_id += static_cast<int64_t>(tile.size());
-  for (const UOp* n : nodes) {
-    if (n->op != Ops::REDUCE) continue;
+  // One reduction at a time, from the graph as rewritten so far: a reduction reading another
+  // (layernorm's variance reads its mean) is rebuilt when that one is split, so the nodes of the
+  // original graph no longer name it. Ranges already looked at are skipped (the split keeps the
+  // reduced range's id for its outer part).
+  std::unordered_set<int64_t> done;
+  while (true) {
+    const UOp* n = nullptr;
+    for (const UOp* m : toposort({out.sink}))
+      if (m->op == Ops::REDUCE && !done.count(m->src.back()->arg_int())) {
+        n = m;
+        break;
+      }
+    if (n == nullptr) break;
     const UOpRef& r = n->src.back();
+    done.insert(r->arg_int());
     int64_t size = r->src[0]->arg_int();
     int64_t lanes = choice.lanes != 0 ? pick_factor(size, {choice.lanes})
                     : tile.empty()    ? pick_factor(size, {16, 8})
@@ -117,6 +129,7 @@ Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, in
     inner_src.push_back(outer_r);
     UOpRef partial = uop(Ops::REDUCE, n->dtype, std::move(inner_src), n->arg);
     UOpRef combined = uop(Ops::REDUCE, n->dtype, {partial, lane}, n->arg);
+    done.insert(lane->arg_int());
     out.sink = substitute(out.sink, n, combined);
     out.upcast_ranges.push_back(lane->arg_int());
   }

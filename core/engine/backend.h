@@ -34,6 +34,10 @@ struct CodegenCaps {
   bool declare_all_params = false;
   // The CPU's register tiles at most (codegen/upcast.h): wider where its vector registers are.
   TileLimits tiles;
+  // Row reductions run inside their consumer's kernel, once per row
+  // (ScheduleOptions::fuse_row_reductions): the CPU's loop nest computes them once per row; a
+  // GPU's thread per element would repeat them.
+  bool fuse_row_reductions = true;
 };
 
 // A kernel rendered for a device, not yet built.

@@ -13,7 +13,8 @@
 namespace polygrad {
 
 // How kernels are shaped for a CUDA GPU (kernels_for.h lowers with these for renderer tests).
-inline constexpr CodegenCaps kCudaCaps{.flat_output = true, .gpu_tiles = true, .declare_all_params = true};
+inline constexpr CodegenCaps kCudaCaps{
+    .flat_output = true, .gpu_tiles = true, .declare_all_params = true, .fuse_row_reductions = false};
 
 // A backend queuing on `stream` (a session's, or one of a realize's own); `impl` and `stream`
 // must outlive it.

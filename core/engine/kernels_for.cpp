@@ -19,7 +19,8 @@ absl::StatusOr<LoweredKernel> lower_for_cuda(const UOpRef& root, const std::func
 
 absl::StatusOr<std::vector<LinearKernel>> kernels_for(const std::vector<UOpRef>& outputs,
                                                       const std::function<bool(const UOp*)>& is_bound, bool cuda) {
-  auto sched = create_schedule(outputs, is_bound);
+  auto sched = create_schedule(outputs, is_bound,
+                               {.fuse_row_reductions = (cuda ? kCudaCaps : CodegenCaps{}).fuse_row_reductions});
   if (!sched.ok()) return sched.status();
   auto materialized = [&](const UOp* n) { return sched->materialized.count(n) > 0; };
   std::vector<LinearKernel> out;

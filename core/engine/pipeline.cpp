@@ -105,7 +105,9 @@ absl::StatusOr<CompiledSchedule> compile_schedule(Engine::Impl& impl, Backend& b
                                                   const RealizeOptions& options, const char* what, RealizeStats& stats) {
   PassLog log(impl.observer());
   // 1. schedule
-  auto sched = log.run("schedule", [&] { return create_schedule(roots, is_bound); });
+  auto sched = log.run("schedule", [&] {
+    return create_schedule(roots, is_bound, {.fuse_row_reductions = backend.caps().fuse_row_reductions});
+  });
   if (!sched.ok()) return sched.status();
   CompiledSchedule out{*std::move(sched), {}};
   auto materialized = [&](const UOp* n) { return out.schedule.materialized.count(n) > 0; };

@@ -129,10 +129,29 @@ std::vector<UOpRef> rewrite_outputs(const std::vector<UOpRef>& outputs, const st
   return out;
 }
 
+// The longest row a fused row reduction may have: its passes re-read the row from the cache
+// (16 KiB of float32 stays in L1).
+constexpr int64_t kMaxFusedRow = 4096;
+
+// Whether the step from `user` to its source `src` keeps the rows of a row-fused kernel
+// (ScheduleOptions::fuse_row_reductions): elementwise, a broadcast along the last axis only, or a
+// reduction over the last axis only.
+bool keeps_rows(const UOp& user, const UOp& src) {
+  if (is_alu(user.op)) return src.shape == user.shape;
+  const size_t rank = user.shape.size();
+  if (rank < 2 || src.shape.size() != rank ||
+      !std::equal(user.shape.begin(), user.shape.end() - 1, src.shape.begin()))
+    return false;
+  if (user.op == Ops::EXPAND) return src.shape.back() == 1;
+  if (user.op == Ops::REDUCE_AXIS) return user.arg_reduce().axes == std::vector<int64_t>{static_cast<int64_t>(rank) - 1};
+  return false;
+}
+
 struct Reach {
   const UOp* root = nullptr;  // the single kernel root reaching this node, if only one
   bool many_roots = false;
   bool through_expand = false;
+  bool keeps_rows = true;        // every path from the root is keeps_rows steps (rank >= 2 root)
   bool in_reduce = false;        // inside a reduction of the kernel it belongs to
   bool reduce_broadcast = false;  // ... and read through a broadcast there (recomputed per slot)
 };
@@ -140,7 +159,8 @@ struct Reach {
 }  // namespace
 
 absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
-                                         const std::function<bool(const UOp*)>& is_bound) {
+                                         const std::function<bool(const UOp*)>& is_bound,
+                                         const ScheduleOptions& options) {
   Schedule sched;
   std::unordered_set<const UOp*> forced;
   std::vector<UOpRef> rewritten;
@@ -174,11 +194,16 @@ absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
     // Padding read inside a reduction (conv, pooling windows) would put a bounds check on every
     // load of the hot loop, which keeps it from vectorising; one padded copy is cheaper.
     bool padded_window = n->op == Ops::PAD && r.in_reduce;
+    const bool row_fused = options.fuse_row_reductions && n->op == Ops::REDUCE_AXIS && !r.many_roots &&
+                           r.keeps_rows && r.root != nullptr && n->shape.size() >= 2 &&
+                           n->src[0]->shape.back() <= kMaxFusedRow &&
+                           n->arg_reduce().axes == std::vector<int64_t>{static_cast<int64_t>(n->shape.size()) - 1};
     bool root = is_output.count(n) > 0 || forced.count(n) > 0 || recomputed || padded_window ||
-                (n->op == Ops::REDUCE_AXIS && (r.many_roots || r.through_expand));
+                (n->op == Ops::REDUCE_AXIS && (r.many_roots || (r.through_expand && !row_fused)));
     if (root) {
       sched.materialized.insert(n);
       r = Reach{n, false, false};
+      r.keeps_rows = n->shape.size() >= 2;
     }
     if (n->op == Ops::PAD && !is_bound(n->src[0].get()) && alu_ops[n->src[0].get()] > kMaxPaddedAlu)
       forced.insert(n->src[0].get());
@@ -190,6 +215,7 @@ absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
         sr.many_roots = true;
       }
       sr.many_roots |= r.many_roots;
+      sr.keeps_rows &= r.keeps_rows && keeps_rows(*n, *s);
       sr.through_expand |= r.through_expand || n->op == Ops::EXPAND;
       sr.in_reduce |= r.in_reduce || n->op == Ops::REDUCE_AXIS;
       sr.reduce_broadcast |= r.reduce_broadcast || (r.in_reduce && n->op == Ops::EXPAND);

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <tuple>
 
 #include "core/engine/engine.h"
 #include "core/frontend/tensor_ops.h"
+#include "core/schedule/schedule.h"
 
 namespace polygrad {
 namespace {
@@ -73,24 +75,55 @@ TEST_F(EngineTest, ElementwiseChainIsOneKernel) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_FLOAT_EQ(out[i], std::max((a[i] + b[i]) * a[i], 0.0f));
 }
 
-TEST_F(EngineTest, SoftmaxInOneRealizeUsesThreeKernels) {
-  std::vector<float> a;
-  const int64_t R = 33, C = 17;
-  UOpRef x = input({R, C}, a, -5, 5);
-  UOpRef m = ok(fe::expand(ok(fe::reduce(Ops::MAX, x, {1})), {R, C}));
-  UOpRef e = ok(fe::alu(Ops::EXP2, {ok(fe::alu(Ops::MUL, {ok(fe::alu(Ops::SUB, {x, m})),
-                                                          ok(fe::constant(1.4426950408889634, DType::Float32, {R, C}))}))}));
-  UOpRef s = ok(fe::expand(ok(fe::reduce(Ops::ADD, e, {1})), {R, C}));
-  UOpRef sm = ok(fe::alu(Ops::FDIV, {e, s}));
-  RealizeStats stats;
-  auto out = run(sm, &stats);
-  EXPECT_EQ(stats.kernels, 3u);
-  for (int64_t r = 0; r < R; ++r) {
-    float mx = -INFINITY, sum = 0;
-    for (int64_t c = 0; c < C; ++c) mx = std::max(mx, a[r * C + c]);
-    for (int64_t c = 0; c < C; ++c) sum += std::exp(a[r * C + c] - mx);
-    for (int64_t c = 0; c < C; ++c) EXPECT_NEAR(out[r * C + c], std::exp(a[r * C + c] - mx) / sum, 1e-6);
+// A softmax over rows is one kernel on the CPU (its row reductions run inside it, once per row);
+// over rows longer than the fused limit, or with a GPU's scheduling, three.
+TEST_F(EngineTest, SoftmaxInOneRealizeIsOneKernelPerRowOnTheCpu) {
+  for (auto [R, C, kernels] : {std::tuple<int64_t, int64_t, uint32_t>{33, 17, 1}, {3, 5000, 3}}) {
+    std::vector<float> a;
+    UOpRef x = input({R, C}, a, -5, 5);
+    UOpRef m = ok(fe::expand(ok(fe::reduce(Ops::MAX, x, {1})), {R, C}));
+    UOpRef e = ok(fe::alu(Ops::EXP2, {ok(fe::alu(Ops::MUL, {ok(fe::alu(Ops::SUB, {x, m})),
+                                                            ok(fe::constant(1.4426950408889634, DType::Float32, {R, C}))}))}));
+    UOpRef s = ok(fe::expand(ok(fe::reduce(Ops::ADD, e, {1})), {R, C}));
+    UOpRef sm = ok(fe::alu(Ops::FDIV, {e, s}));
+    RealizeStats stats;
+    auto out = run(sm, &stats);
+    EXPECT_EQ(stats.kernels, kernels) << R << " x " << C;
+    auto gpu = create_schedule({sm}, [](const UOp* n) { return n->op == Ops::BUFFER; });
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    EXPECT_EQ(gpu->items.size(), 3u) << "without fuse_row_reductions";
+    for (int64_t r = 0; r < R; ++r) {
+      float mx = -INFINITY, sum = 0;
+      for (int64_t c = 0; c < C; ++c) mx = std::max(mx, a[r * C + c]);
+      for (int64_t c = 0; c < C; ++c) sum += std::exp(a[r * C + c] - mx);
+      for (int64_t c = 0; c < C; ++c) ASSERT_NEAR(out[r * C + c], std::exp(a[r * C + c] - mx) / sum, 1e-6) << r << ", " << c;
+    }
   }
+}
+
+// Row fusion runs a reduction inside its consumer only where that computes it once per row: a
+// reduction over everything, over columns, or read through a permute keeps its own kernel.
+TEST_F(EngineTest, RowFusionOnlyTakesReductionsOverTheLastAxisReadAlongIt) {
+  UOpRef x = ok(fe::buffer(1, DType::Float32, {64, 32}));
+  const auto kernels = [](const UOpRef& y) {
+    auto s = create_schedule({y}, [](const UOp* n) { return n->op == Ops::BUFFER; }, {.fuse_row_reductions = true});
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? s->items.size() : 0;
+  };
+  const auto minus = [&](const UOpRef& r) { return ok(fe::alu(Ops::SUB, {x, ok(fe::expand(r, {64, 32}))})); };
+  UOpRef rows = ok(fe::reduce(Ops::ADD, x, {1}));
+  EXPECT_EQ(kernels(minus(rows)), 1u);
+  UOpRef centered = minus(rows);  // layernorm's shape: a row reduction of a row-fused value
+  UOpRef var = ok(fe::reduce(Ops::ADD, ok(fe::alu(Ops::MUL, {centered, centered})), {1}));
+  EXPECT_EQ(kernels(ok(fe::alu(Ops::FDIV, {centered, ok(fe::expand(var, {64, 32}))}))), 1u);
+  EXPECT_EQ(kernels(minus(ok(fe::reduce(Ops::ADD, x, {0, 1})))), 2u) << "a total";
+  EXPECT_EQ(kernels(minus(ok(fe::reduce(Ops::ADD, x, {0})))), 2u) << "columns";
+  UOpRef t = ok(fe::permute(x, {1, 0}));  // (32, 64): rows of x are its columns
+  UOpRef through_permute = ok(fe::permute(ok(fe::expand(rows, {64, 32})), {1, 0}));
+  EXPECT_EQ(kernels(ok(fe::alu(Ops::SUB, {t, through_permute}))), 2u) << "read through a permute";
+  UOpRef wide = ok(fe::buffer(2, DType::Float32, {4, 8192}));
+  EXPECT_EQ(kernels(ok(fe::alu(Ops::SUB, {wide, ok(fe::expand(ok(fe::reduce(Ops::MAX, wide, {1})), {4, 8192}))}))), 2u)
+      << "rows longer than the fused limit";
 }
 
 TEST_F(EngineTest, MovementChainThenReduce) {

@@ -250,9 +250,11 @@ TEST_F(ScheduleCacheTest, SeededRandomNodesRepeatTheirStream) {
 }
 
 TEST_F(ScheduleCacheTest, CancelledHitFreesEverything) {
+  // Column reductions broadcast back: each its own kernel (a row reduction would run inside
+  // its consumer, ScheduleOptions::fuse_row_reductions).
   auto graph = [](const UOpRef& x) {
-    UOpRef s = ok(fe::expand(ok(fe::reduce(Ops::ADD, x, {1})), {8, 8}));
-    return ok(fe::alu(Ops::MUL, {ok(fe::expand(ok(fe::reduce(Ops::MAX, ok(fe::alu(Ops::SUB, {x, s})), {1})), {8, 8})), x}));
+    UOpRef s = ok(fe::expand(ok(fe::reduce(Ops::ADD, x, {0})), {8, 8}));
+    return ok(fe::alu(Ops::MUL, {ok(fe::expand(ok(fe::reduce(Ops::MAX, ok(fe::alu(Ops::SUB, {x, s})), {0})), {8, 8})), x}));
   };
   ASSERT_GE(realize(cached_, {graph(leaf({8, 8}))}, bound_).stats.kernels, 2u);
   std::vector<UOpRef> outs{graph(leaf({8, 8}))};

@@ -112,7 +112,7 @@ TEST_F(StepProgramTest, IntermediatesShareMemory) {
   UOpRef x = leaf(v, {64, 64});
   UOpRef cur = x;
   for (int i = 0; i < 6; ++i) {
-    UOpRef s = *fe::sum(cur, {1}, true);               // reduced, then broadcast: its own kernel
+    UOpRef s = *fe::sum(cur, {0}, true);               // a column sum broadcast: its own kernel
     UOpRef e = *fe::broadcast_to(s, {64, 64});
     cur = *fe::alu(Ops::SUB, {x, e});
   }
