@@ -199,27 +199,6 @@ TEST(UpcastCandidates, AnElementwiseKernelHasNone) {
   EXPECT_TRUE(upcast_candidates(k->simplified).empty());
 }
 
-// The heuristic's matmul tile grows with the target's registers: 16 columns x 6 rows by default
-// (AVX2), 64 x 8 within kWideTiles (AVX-512), the sizes of the ranges it places innermost.
-TEST(UpcastTiles, WideRegistersGetTheLargerMatmulTile) {
-  UOpRef a = *frontend::buffer(1, DType::Float32, {24, 40});
-  UOpRef b = *frontend::buffer(2, DType::Float32, {40, 64});
-  UOpRef y = *frontend::matmul(a, b);
-  auto k = lower_to_linear(y, [&](const UOp* n) { return n == a.get() || n == b.get(); });
-  ASSERT_TRUE(k.ok()) << k.status();
-  const auto tile = [&](const TileLimits& limits) {
-    Upcast u = apply_upcasts(k->simplified, {}, limits);
-    std::vector<int64_t> sizes;
-    for (int64_t id : u.upcast_ranges)
-      for (const UOp* n : toposort({u.sink}))
-        if (n->op == Ops::RANGE && n->arg_int() == id) sizes.push_back(n->src[0]->arg_int());
-    std::sort(sizes.begin(), sizes.end());
-    return sizes;
-  };
-  EXPECT_EQ(tile(TileLimits{}), (std::vector<int64_t>{6, 16}));
-  EXPECT_EQ(tile(kWideTiles), (std::vector<int64_t>{8, 64}));
-}
-
 // Tile sizes of the one kernel of `y` over the buffers `inputs`, sorted.
 std::vector<int64_t> tile_of(const UOpRef& y, const std::vector<UOpRef>& inputs, const TileLimits& limits) {
   auto k = lower_to_linear(y, [&](const UOp* n) {
@@ -234,6 +213,16 @@ std::vector<int64_t> tile_of(const UOpRef& y, const std::vector<UOpRef>& inputs,
       if (n->op == Ops::RANGE && n->arg_int() == id) sizes.push_back(n->src[0]->arg_int());
   std::sort(sizes.begin(), sizes.end());
   return sizes;
+}
+
+// The heuristic's matmul tile grows with the target's registers: 16 columns x 6 rows by default
+// (AVX2), 64 x 8 within kWideTiles (AVX-512), the sizes of the ranges it places innermost.
+TEST(UpcastTiles, WideRegistersGetTheLargerMatmulTile) {
+  UOpRef a = *frontend::buffer(1, DType::Float32, {24, 40});
+  UOpRef b = *frontend::buffer(2, DType::Float32, {40, 64});
+  UOpRef y = *frontend::matmul(a, b);
+  EXPECT_EQ(tile_of(y, {a, b}, TileLimits{}), (std::vector<int64_t>{6, 16}));
+  EXPECT_EQ(tile_of(y, {a, b}, kWideTiles), (std::vector<int64_t>{8, 64}));
 }
 
 // A conv's 56 output columns are taken whole on AVX-512 (3.5 vectors) with 4 output channels,
