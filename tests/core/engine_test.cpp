@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/engine/engine.h"
+#include "core/engine/kernels_for.h"
 #include "core/frontend/tensor_ops.h"
 #include "core/schedule/schedule.h"
 
@@ -115,7 +116,18 @@ TEST_F(EngineTest, RowFusionOnlyTakesReductionsOverTheLastAxisReadAlongIt) {
   EXPECT_EQ(kernels(minus(rows)), 1u);
   UOpRef centered = minus(rows);  // layernorm's shape: a row reduction of a row-fused value
   UOpRef var = ok(fe::reduce(Ops::ADD, ok(fe::alu(Ops::MUL, {centered, centered})), {1}));
-  EXPECT_EQ(kernels(ok(fe::alu(Ops::FDIV, {centered, ok(fe::expand(var, {64, 32}))}))), 1u);
+  UOpRef normed = ok(fe::alu(Ops::FDIV, {centered, ok(fe::expand(var, {64, 32}))}));
+  EXPECT_EQ(kernels(normed), 1u);
+  // Once per row: three passes over each row (mean, variance, output; and combining lanes), not
+  // a reduction per element. Rank 3 likewise (the reduction sits inside both outer loops).
+  UOpRef x3 = ok(fe::buffer(3, DType::Float32, {4, 16, 32}));
+  UOpRef m3 = ok(fe::expand(ok(fe::reduce(Ops::MAX, x3, {2})), {4, 16, 32}));
+  for (const UOpRef& y : {normed, ok(fe::alu(Ops::SUB, {x3, m3}))}) {
+    auto ks = kernels_for({y}, [](const UOp* n) { return n->op == Ops::BUFFER; });
+    ASSERT_TRUE(ks.ok()) << ks.status();
+    ASSERT_EQ(ks->size(), 1u);
+    EXPECT_LT(loop_iterations(ks->front()), 6 * y->numel()) << "a reduction per element would be ~32x";
+  }
   EXPECT_EQ(kernels(minus(ok(fe::reduce(Ops::ADD, x, {0, 1})))), 2u) << "a total";
   EXPECT_EQ(kernels(minus(ok(fe::reduce(Ops::ADD, x, {0})))), 2u) << "columns";
   UOpRef t = ok(fe::permute(x, {1, 0}));  // (32, 64): rows of x are its columns
