@@ -58,10 +58,15 @@ class CacheDaemon:
     grpc.channel_ready_future(self.channel).result(timeout=WAIT_LIMIT)
     self.stub = pb_grpc.PolygradStub(self.channel)
 
+  def metrics_text(self) -> str:
+    """The daemon's /metrics page. The socket answers before the daemon has started /metrics and
+    logged its address (server.cpp), so a call right after start waits for that line."""
+    m = wait_until(lambda: re.search(r'metrics="?(http://[^"\s]+)', self.log_path.read_text()),
+                   "polygradd logging its metrics address", alive=self.proc)
+    return urllib.request.urlopen(m.group(1), timeout=10).read().decode()
+
   def metric(self, name: str) -> float:
-    m = re.search(r'metrics="?(http://[^"\s]+)', self.log_path.read_text())
-    text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
-    return float(re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M).group(1))
+    return float(re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", self.metrics_text(), re.M).group(1))
 
   def wait_background_builds(self) -> None:
     """Waits until no optimized build runs behind a quick one (--quick-compile): from then on every

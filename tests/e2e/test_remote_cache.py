@@ -188,9 +188,7 @@ def remote_daemon(tmp: Path, name: str, remote, secret: bytes = SECRET, *extra: 
 
 def series(d: CacheDaemon, name: str, **labels) -> float:
   """The value of one series of `name` with exactly these labels (0 when it does not exist yet)."""
-  m = re.search(r'metrics="?(http://[^"\s]+)', d.log_path.read_text())
-  text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
-  for line in text.splitlines():
+  for line in d.metrics_text().splitlines():
     got = re.match(rf"^{name}(?:{{([^}}]*)}})? (\S+)$", line)
     if got and dict(re.findall(r'(\w+)="([^"]*)"', got.group(1) or "")) == labels:
       return float(got.group(2))

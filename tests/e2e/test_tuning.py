@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 
@@ -39,8 +38,7 @@ def run_script(d: CacheDaemon) -> None:
 
 def tuning(d: CacheDaemon, result: str) -> float:
   """polygradd_kernel_tuning_total{result=...} from the daemon's /metrics."""
-  m = re.search(r'metrics="?(http://[^"\s]+)', d.log_path.read_text())
-  text = urllib.request.urlopen(m.group(1), timeout=10).read().decode()
+  text = d.metrics_text()
   found = re.search(rf'^polygradd_kernel_tuning_total{{result="{result}"}} (\S+)$', text, re.M)
   assert found, text[-2000:]
   return float(found.group(1))
