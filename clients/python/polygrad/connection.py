@@ -39,7 +39,7 @@ from .channel import make_channel
 from .daemon import EmbeddedDaemon
 from .endpoints import Endpoint, probe_address, resolve_target
 from .errors import PolygradConnectionError, PolygradError, from_rpc_error
-from .progress import Waiting
+from .progress import Waiting, progress_enabled
 
 CHUNK_BYTES = 1 << 20
 DEFAULT_MAX_INLINE_BYTES = 1 << 20
@@ -110,6 +110,7 @@ class Connection:
         self.daemon.wait_for_socket(deadline)
       self._connect(resolve_target(address), token, deadline)
       self.stub = wire.polygrad_stub(self.channel)
+      self._realize = wire.realize_call(self.channel)
       self.info = self._call("GetInfo", self.stub.GetInfo, wire.get_info())
       self.max_inline_bytes = int(self.info.max_inline_bytes) or DEFAULT_MAX_INLINE_BYTES
       self.max_nodes_per_request = int(self.info.max_nodes_per_request) or 0
@@ -239,9 +240,11 @@ class Connection:
               release_nodes: Sequence[int] = (), default_device: str = ""):
     """Realize: `nodes` are graph.Nodes or polygrad.v1.Node messages; `default_device` places
     results of constants and random ops alone ("" is the CPU)."""
-    req = wire.realize(self.session_id, nodes, outputs, want_data, release_nodes, default_device)
+    req = wire.realize_bytes(self.session_id, nodes, outputs, want_data, release_nodes, default_device)
+    if not progress_enabled():
+      return self._call("Realize", self._realize, req)
     with Waiting(f"realizing {len(nodes)} nodes"):
-      return self._call("Realize", self.stub.Realize, req)
+      return self._call("Realize", self._realize, req)
 
   def release(self, node_ids: Sequence[int] = (), handles: Sequence[int] = ()) -> None:
     self._call("Release", self.stub.Release, wire.release(self.session_id, node_ids, handles))

@@ -32,6 +32,8 @@ class DType:
   def __eq__(self, other) -> bool:
     # A dtype also equals its name (the seed polygrad API: t.dtype == 'float32'); the hash is the
     # name's, so the two agree in sets and dicts too.
+    if other is self:
+      return True
     if isinstance(other, str):
       return other == self.name
     return isinstance(other, DType) and other.name == self.name

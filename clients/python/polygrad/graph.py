@@ -77,7 +77,11 @@ class Node:
     elif op == BUFFER:
       self.device = "CPU"  # uploads and inline data land in host memory
     else:
-      self.device = next((s.device for s in src if s.device is not None), None)
+      self.device = None
+      for s in src:
+        if s.device is not None:
+          self.device = s.device
+          break
 
   def __repr__(self) -> str:
     return (f"Node({self.id}, {OP_NAMES.get(self.op, self.op)}, {self.dtype.name}, {self.shape}, "
@@ -150,7 +154,7 @@ class Graph:
     self.uploads = 0  # Upload calls made
     self.live = 0  # node objects alive
     self.gen = 1  # session generation; bumped when the session closes
-    self.last_stats = None  # RealizeStats of the last Realize
+    self._last_response = None  # the last Realize's answer (its stats are read far less often)
     self.requests = 0  # Realize calls made
     self._self_ref = weakref.ref(self)
     # id -> the weak reference whose callback reports that node's death. A plain weakref with a
@@ -159,6 +163,12 @@ class Graph:
     self._watch: Dict[int, "weakref.ref"] = {}
     # Tensors whose requires_grad was set to True: the targets backward() looks for.
     self.leaves = WeakIdSet()
+
+  @property
+  def last_stats(self):
+    """RealizeStats of the last Realize (None before the first)."""
+    r = self._last_response
+    return None if r is None else r.stats
 
   # --- construction -----------------------------------------------------------------------------
 
@@ -183,6 +193,8 @@ class Graph:
   # --- releases ---------------------------------------------------------------------------------
 
   def _drain(self, q: collections.deque) -> List[int]:
+    if not q:
+      return []
     out = []
     while True:
       try:
@@ -330,7 +342,7 @@ class Graph:
     with self._lock:
       if want_data and all(n.cache is not None for n in outputs):
         return [n.cache.copy() for n in outputs]
-      uniq: List[Node] = list({n.id: n for n in outputs}.values())
+      uniq: List[Node] = list(outputs) if len(outputs) == 1 else list({n.id: n for n in outputs}.values())
       todo = self._unsent(uniq)
       stops = self._stops_to_realize(todo) if self._any_stop_src(todo) else []
       if stops:
@@ -355,32 +367,35 @@ class Graph:
       out_ids = [n.id for n in uniq]
       try:
         start = self.send_leading_batches(conn, todo)
+        send = todo[start:] if start else todo
         try:
-          resp = conn.realize(todo[start:], out_ids, want_data, release, default_device())
+          resp = conn.realize(send, out_ids, want_data, release, default_device())
         except PolygradNotFound as e:
           if "release_nodes" not in e.details:
             raise
           # A release the daemon does not know would fail every later request: drop them.
           release = []
-          resp = conn.realize(todo[start:], out_ids, want_data, (), default_device())
+          resp = conn.realize(send, out_ids, want_data, (), default_device())
         self.requests += 1
       except BaseException:
         self._dead.extendleft(reversed(release))
         self._dead_handles.extend(handles)
         raise
-      for n in todo[start:]:
+      for n in send:
         self._mark_sent(n)
-      handles.extend(h for h in (self._uploads.pop(n.id, None) for n in todo) if h is not None)
+      if self._uploads:
+        handles.extend(h for h in (self._uploads.pop(n.id, None) for n in todo) if h is not None)
       if handles:
         try:
           conn.release((), handles)
         except PolygradNotFound:
           pass
-      self.last_stats = resp.stats
-      if len(resp.results) != len(uniq):
-        raise PolygradError(f"Realize returned {len(resp.results)} results for {len(uniq)} outputs")
+      self._last_response = resp
+      results = resp.results
+      if len(results) != len(uniq):
+        raise PolygradError(f"Realize returned {len(results)} results for {len(uniq)} outputs")
       arrays: Dict[int, Optional[np.ndarray]] = {}
-      for n, r in zip(uniq, resp.results):
+      for n, r in zip(uniq, results):
         if r.node_id and r.node_id != n.id:
           raise PolygradError(f"Realize returned node {r.node_id} where node {n.id} was asked for")
         n.handle = int(r.handle) or n.handle or -1

@@ -239,10 +239,14 @@ class Tensor:
 
   @staticmethod
   def _make(op: int, dtype: DType, shape: Tuple[int, ...], src: Sequence["Tensor"] = (), arg=None) -> "Tensor":
-    track = (not _grad_mode.no_grad and not _grad_mode.untracked
-             and any(t._rg or t._node.rg for t in src))
-    n = g.GRAPH.node(op, dtype, tuple(shape), tuple(t._node for t in src), arg, rg=track,
-                     stop=_grad_mode.no_grad > 0)
+    no_grad = _grad_mode.no_grad
+    track = False
+    if not no_grad and not _grad_mode.untracked:
+      for t in src:
+        if t._rg or t._node.rg:
+          track = True
+          break
+    n = g.GRAPH.node(op, dtype, tuple(shape), tuple([t._node for t in src]), arg, track, no_grad > 0)
     t = Tensor._wrap(n)
     if track:
       t._rg = True
@@ -331,7 +335,7 @@ class Tensor:
 
   def realize(self, *others: "Tensor") -> "Tensor":
     """Compute this tensor (and `others`) on the daemon; the result stays there."""
-    g.GRAPH.realize([self._node, *(t._node for t in others)], want_data=False)
+    g.GRAPH.realize([self._node, *(t._node for t in others)] if others else [self._node], want_data=False)
     return self
 
   def numpy(self) -> np.ndarray:

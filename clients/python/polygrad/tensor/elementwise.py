@@ -93,6 +93,12 @@ class Elementwise:
     raise TypeError(f"unsupported operand type {type(y).__name__} for a Tensor op")
 
   def _broadcasted(self, y, reverse: bool = False, match_dtype: bool = True) -> Tuple["Tensor", "Tensor"]:
+    t = type(y)
+    if (t is float or t is int) and self.dtype.kind == "f":
+      # The commonest operand, `x * 2.0`: what the general path below gives (a constant of x's
+      # dtype and shape) without its checks, which a tiny realize's client time would feel.
+      c = Tensor._const(y, self.dtype, self.shape)
+      return (c, self) if reverse else (self, c)
     x, y = self, self._operand(y)
     if match_dtype and x.dtype != y.dtype:
       out = least_upper_dtype(x.dtype, y.dtype)
