@@ -56,6 +56,7 @@ class Server {
   Metrics& metrics() { return *metrics_; }
   Engine& engine() { return *engine_; }
   Quotas& quotas() { return *quotas_; }
+  const WorkerPool& workers() const { return *pool_; }
   const Logger& logger() const { return logger_; }
 
  private:

@@ -29,6 +29,11 @@ size_t WorkerPool::queued() const {
   return tasks_.size();
 }
 
+bool WorkerPool::idle() const {
+  std::lock_guard lock(mu_);
+  return tasks_.empty() && running_ == 0;
+}
+
 void WorkerPool::run(std::stop_token stop) {
   for (;;) {
     std::function<void()> task;
@@ -38,8 +43,12 @@ void WorkerPool::run(std::stop_token stop) {
       if (tasks_.empty()) return;  // stop requested and nothing left
       task = std::move(tasks_.front());
       tasks_.pop_front();
+      ++running_;
     }
     task();
+    task = nullptr;  // what it captured goes before the pool counts it done
+    std::lock_guard lock(mu_);
+    --running_;
   }
 }
 

@@ -2,6 +2,13 @@
 
 namespace polygrad {
 
+namespace {
+thread_local bool no_wait = false;  // this thread is inside a NoWaitScope
+}  // namespace
+
+ThreadPool::NoWaitScope::NoWaitScope() : outer_(no_wait) { no_wait = true; }
+ThreadPool::NoWaitScope::~NoWaitScope() { no_wait = outer_; }
+
 ThreadPool::ThreadPool(unsigned workers) {
   for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { work(); });
 }
@@ -21,7 +28,13 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn)
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
-  std::lock_guard launch(launch_mu_);
+  std::unique_lock launch(launch_mu_, std::defer_lock);
+  if (!no_wait) {
+    launch.lock();
+  } else if (!launch.try_lock()) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
   std::unique_lock lock(mu_);
   job_ = &fn;
   next_ = 0;

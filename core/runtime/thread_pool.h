@@ -19,8 +19,23 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   unsigned size() const { return static_cast<unsigned>(workers_.size()) + 1; }
-  // Runs fn(i) for i in [0, n). Calls from several threads at once are serialized.
+  // Runs fn(i) for i in [0, n). Calls from several threads at once are serialized, except on a
+  // thread inside a NoWaitScope: there, while another call runs, fn runs on the calling thread
+  // alone instead of waiting for it.
   void parallel_for(int64_t n, const std::function<void(int64_t)>& fn);
+
+  // For threads that must not be held up by others' kernels (gRPC's, which answer small
+  // realizes at once): their parallel_for never waits for another launch to finish. Nests.
+  class NoWaitScope {
+   public:
+    NoWaitScope();
+    ~NoWaitScope();
+    NoWaitScope(const NoWaitScope&) = delete;
+    NoWaitScope& operator=(const NoWaitScope&) = delete;
+
+   private:
+    bool outer_;
+  };
 
  private:
   void work();

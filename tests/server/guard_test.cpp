@@ -766,6 +766,49 @@ TEST_F(GuardTest, DeadlineStopsAManyKernelRealizeAndFreesItsTemporaries) {
   EXPECT_TRUE(realize(kAlice, big, again_nodes, again, &rr).ok());
 }
 
+TEST_F(GuardTest, ABusyWorkerPoolKeepsTheGrpcThreadsToTinyRealizes) {
+  // While no worker is busy a cached realize of up to 2^21 iterations is answered on the gRPC
+  // thread; while one is (here: held in a compile), only tiny ones are, and this one is queued.
+  HeldCompiler cc(dir_);
+  start_compiling_with(cc);
+  std::string id, other;
+  ASSERT_TRUE(create(kAlice, &id).ok());
+  ASSERT_TRUE(create(kBob, &other).ok());
+  auto queued = [&] {
+    const std::string name = "polygradd_queue_duration_seconds_count{method=\"Realize\"}";
+    const std::string text = server_->metrics().render();
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? 0.0 : std::stod(text.substr(at + name.size() + 2));
+  };
+  // x + 1 over a new one-element x broadcast to 40000 elements: one structure, cached after the first.
+  auto mid = [](uint64_t x, float v) {
+    v1::Node expand = reshape(x + 1, x, {40000});
+    expand.set_op(v1::EXPAND);
+    return std::vector<v1::Node>{inline_buffer(x, v1::FLOAT32, {1}, bytes_of(std::vector<float>{v})), expand,
+                                 float_const(x + 2, 1.0, {40000}), op(x + 3, v1::ADD, {x + 1, x + 2})};
+  };
+  v1::RealizeResponse rr;
+  ASSERT_TRUE(realize(kAlice, id, mid(100, 1.0f), {103}, &rr).ok());
+  cc.hold();
+  std::vector<uint64_t> outputs;
+  std::vector<v1::Node> nodes = many_kernels(1, &outputs, 77.0);
+  std::thread busy([&] {
+    v1::RealizeResponse r;
+    EXPECT_TRUE(realize(kBob, other, nodes, outputs, &r).ok());
+  });
+  ASSERT_TRUE(eventually([&] { return cc.held(); }));  // a worker waits for the compiler
+  double before = queued();
+  ASSERT_TRUE(realize(kAlice, id, mid(200, 2.0f), {203}, &rr).ok());
+  EXPECT_TRUE(rr.stats().schedule_cache_hit());
+  EXPECT_EQ(queued() - before, 1.0) << "a 40000-element realize ran on the gRPC thread while a worker was busy";
+  cc.release();
+  busy.join();
+  ASSERT_TRUE(eventually([&] { return server_->workers().idle(); }));
+  before = queued();
+  ASSERT_TRUE(realize(kAlice, id, mid(300, 3.0f), {303}, &rr).ok());
+  EXPECT_EQ(queued() - before, 0.0) << "the pool is idle again: answered at once";
+}
+
 TEST_F(GuardTest, ClientCancelStopsTheRealize) {
   HeldCompiler cc(dir_);
   start_compiling_with(cc);

@@ -135,6 +135,10 @@ def _varint(v: int, out: bytearray) -> None:
   if 0 <= v < 0x80:
     out.append(v)
     return
+  if 0 < v < 0x4000:  # node ids: most take two bytes
+    out.append((v & 0x7F) | 0x80)
+    out.append(v >> 7)
+    return
   if v < 0:
     if v < -(1 << 63):
       raise ValueError(f"{v} does not fit an int64")
@@ -152,7 +156,10 @@ def _packed(tag: int, values, out: bytearray) -> None:
   if values:
     p = bytearray()
     for v in values:
-      _varint(v, p)
+      if 0 <= v < 0x80:
+        p.append(v)
+      else:
+        _varint(v, p)
     out.append(tag)
     _varint(len(p), out)
     out += p

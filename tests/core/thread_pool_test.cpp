@@ -1,0 +1,78 @@
+// ThreadPool: every index runs once; a thread in a NoWaitScope runs its chunks itself while
+// another launch holds the pool, instead of waiting for it.
+#include "core/runtime/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace polygrad {
+namespace {
+
+// One launch held inside the pool: its first chunk waits for `release`, so the pool stays busy
+// until the test says, whatever the machine's speed.
+struct HeldLaunch {
+  ThreadPool& pool;
+  std::promise<void> started, release;
+  std::thread thread;
+
+  explicit HeldLaunch(ThreadPool& p) : pool(p) {
+    std::shared_future<void> go = release.get_future().share();
+    thread = std::thread([this, go] {
+      pool.parallel_for(2, [&](int64_t i) {
+        if (i != 0) return;
+        started.set_value();
+        go.wait();
+      });
+    });
+    started.get_future().wait();
+  }
+  ~HeldLaunch() {
+    release.set_value();
+    thread.join();
+  }
+};
+
+TEST(ThreadPool, EveryIndexRunsOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 2, 7, 100}) {
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+    pool.parallel_for(n, [&](int64_t i) { runs[static_cast<size_t>(i)]++; });
+    for (const auto& r : runs) EXPECT_EQ(r.load(), 1) << n;
+  }
+}
+
+TEST(ThreadPool, ANoWaitLaunchRunsOnItsOwnThreadWhileThePoolIsHeld) {
+  ThreadPool pool(1);
+  HeldLaunch held(pool);
+  std::set<std::thread::id> threads;
+  int runs = 0;
+  {
+    ThreadPool::NoWaitScope no_wait;
+    pool.parallel_for(4, [&](int64_t) {
+      threads.insert(std::this_thread::get_id());
+      ++runs;
+    });
+  }
+  EXPECT_EQ(runs, 4);
+  EXPECT_EQ(threads, std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
+TEST(ThreadPool, ScopesNest) {
+  ThreadPool pool(1);
+  HeldLaunch held(pool);
+  int runs = 0;
+  {
+    ThreadPool::NoWaitScope outer;
+    { ThreadPool::NoWaitScope inner; }
+    pool.parallel_for(3, [&](int64_t) { ++runs; });  // still in the outer scope: does not wait
+  }
+  EXPECT_EQ(runs, 3);
+}
+
+}  // namespace
+}  // namespace polygrad
