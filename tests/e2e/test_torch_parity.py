@@ -170,9 +170,9 @@ def _distinct(rng, shape, dt, p):
   return rng.permutation(n).reshape(shape) * (4.0 / max(1, n)) - 2.0
 
 
-def _away_from(*points):
+def _away_from(*points, lo=-2.0, hi=2.0):
   def gen(rng, shape, dt, p):
-    x = rng.uniform(-2.0, 2.0, shape)
+    x = rng.uniform(lo, hi, shape)
     for v in points:
       x = np.where(np.abs(x - v) < 0.02, x + 0.05, x)
     return x
@@ -459,8 +459,12 @@ OPS: List[Op] = [
     # not at the bounds: hardtanh is clip here (torch.clamp's gradient there is 1), torch's own
     # hardtanh passes none at them
     _unary("hardtanh", lambda x: x.hardtanh(), F.hardtanh if torch else None, gen=_away_from(-1.0, 1.0)),
-    # torch's own hardsigmoid backward multiplies by a float32 1/6: the formula is the reference
-    _unary("hardsigmoid", lambda x: x.hardsigmoid(), lambda x: (x / 6 + 0.5).clamp(0, 1), domain=(-4.0, 4.0)),
+    # torch's own hardsigmoid backward multiplies by a float32 1/6: the formula is the reference.
+    # Not at the kinks: the gradient at x = -3 and 3 is a convention (torch's hardsigmoid passes
+    # none at either, the clamp formula all at both, tinygrad's relu(a) - relu(a - 1), ours, all
+    # at 3 only), and bfloat16 inputs from (-4, 4) land on -3.0 exactly.
+    _unary("hardsigmoid", lambda x: x.hardsigmoid(), lambda x: (x / 6 + 0.5).clamp(0, 1), domain=(-4.0, 4.0),
+           gen=_away_from(-3.0, 3.0, lo=-4.0, hi=4.0)),
     _unary("hardswish", lambda x: x.hardswish(), F.hardswish if torch else None, domain=(-4.0, 4.0)),
     _unary("logsigmoid", lambda x: x.logsigmoid(), F.logsigmoid if torch else None, domain=(-5.0, 5.0)),
     # the daemon's elementwise math (core/frontend/math.h); edge values are in test_edge_values
