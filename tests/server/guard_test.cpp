@@ -774,19 +774,9 @@ TEST_F(GuardTest, ABusyWorkerPoolKeepsTheGrpcThreadsToTinyRealizes) {
   std::string id, other;
   ASSERT_TRUE(create(kAlice, &id).ok());
   ASSERT_TRUE(create(kBob, &other).ok());
-  auto queued = [&] {
-    const std::string name = "polygradd_queue_duration_seconds_count{method=\"Realize\"}";
-    const std::string text = server_->metrics().render();
-    const size_t at = text.find("\n" + name + " ");
-    return at == std::string::npos ? 0.0 : std::stod(text.substr(at + name.size() + 2));
-  };
-  // x + 1 over a new one-element x broadcast to 40000 elements: one structure, cached after the first.
-  auto mid = [](uint64_t x, float v) {
-    v1::Node expand = reshape(x + 1, x, {40000});
-    expand.set_op(v1::EXPAND);
-    return std::vector<v1::Node>{inline_buffer(x, v1::FLOAT32, {1}, bytes_of(std::vector<float>{v})), expand,
-                                 float_const(x + 2, 1.0, {40000}), op(x + 3, v1::ADD, {x + 1, x + 2})};
-  };
+  auto queued = [&] { return queued_realizes(server_->metrics().render()); };
+  // 40000 elements: over the busy pool's inline limit, under the idle pool's; cached after the first.
+  auto mid = [](uint64_t x, float v) { return broadcast_plus_one(x, v, 40000); };
   v1::RealizeResponse rr;
   ASSERT_TRUE(realize(kAlice, id, mid(100, 1.0f), {103}, &rr).ok());
   cc.hold();
@@ -947,9 +937,8 @@ TEST_F(GuardTest, AFullCacheDiskStillRealizesAndTheMetricSaysWhy) {
 // ---- leak accounting (acceptance 1) ---------------------------------------------------------
 
 uint64_t series_value(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return UINT64_MAX;
-  return static_cast<uint64_t>(std::stod(text.substr(at + series.size() + 2)));
+  const double v = series_in(text, series, -1.0);
+  return v < 0 ? UINT64_MAX : static_cast<uint64_t>(v);
 }
 
 // 1,000 sessions that allocate and realize, then close, idle out or drop their Execute stream at

@@ -461,11 +461,7 @@ TEST_F(ServerTest, EagerStepsReuseTheScheduleWithFreshResults) {
   // inline x and the previous step's realized p, so the schedule cache answers from the second
   // step on, and every step still gets a result buffer (and handle) of its own.
   Server& server = SharedServer::server();
-  auto series = [&](const std::string& name) {
-    const std::string text = server.metrics().render();
-    const size_t at = text.find("\n" + name + " ");
-    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + name.size() + 2));
-  };
+  auto series = [&](const std::string& name) { return series_in(server.metrics().render(), name, -1.0); };
   const std::string hit_series = "polygradd_schedule_cache_lookups_total{result=\"hit\"}";
   const double hits_before = series(hit_series);
   const std::string sid = create_session();
@@ -506,12 +502,7 @@ TEST_F(ServerTest, SmallCachedRealizesSkipTheWorkerQueue) {
   // is up to kIdleInlineWorkLimit (2^21 iterations). A miss, or a hit of more work, is queued.
   // (The busy pool's smaller limit: GuardTest.ABusyWorkerPoolKeepsTheGrpcThreadsToTinyRealizes.)
   Server& server = SharedServer::server();
-  auto queued = [&] {
-    const std::string name = "polygradd_queue_duration_seconds_count{method=\"Realize\"}";
-    const std::string text = server.metrics().render();
-    const size_t at = text.find("\n" + name + " ");
-    return at == std::string::npos ? 0.0 : std::stod(text.substr(at + name.size() + 2));
-  };
+  auto queued = [&] { return queued_realizes(server.metrics().render()); };
   const std::string sid = create_session();
   uint64_t id = 1;
   for (int64_t n : {7, 40000, 3000000}) {
@@ -519,15 +510,12 @@ TEST_F(ServerTest, SmallCachedRealizesSkipTheWorkerQueue) {
       // A worker counts as busy until its task has wound down, a little after its answer.
       ASSERT_TRUE(eventually([&] { return server.workers().idle(); }));
       const double before = queued();
-      // x + 1 over a new one-element x each round, broadcast to n: the same structure.
-      const uint64_t x = id++, wide = id++, one = id++, sum = id++;
+      // A new x each round, of the same structure.
+      const uint64_t x = id;
+      id += 4;
       const float v = static_cast<float>(round) + 2.0f;
-      v1::Node expand = reshape(wide, x, {n});
-      expand.set_op(v1::EXPAND);
       v1::RealizeResponse resp;
-      ASSERT_TRUE(realize(sid, {inline_buffer(x, v1::FLOAT32, {1}, bytes_of(std::vector<float>{v})), expand,
-                                float_const(one, 1.0, {n}), op(sum, v1::ADD, {wide, one})},
-                          {sum}, &resp).ok());
+      ASSERT_TRUE(realize(sid, broadcast_plus_one(x, v, n), {x + 3}, &resp).ok());
       if (resp.results(0).has_data()) {  // 3M floats are past the inline limit
         const std::vector<float> got = values_of<float>(resp.results(0).data());
         ASSERT_EQ(got.size(), static_cast<size_t>(n));

@@ -92,6 +92,27 @@ inline v1::Node reshape(uint64_t id, uint64_t src, std::vector<int64_t> shape) {
   return n;
 }
 
+// x + 1 where x is one inline float `v` broadcast to n elements: nodes x..x+3, the sum last. Every
+// call with the same n has the same structure, so the second is a schedule-cache hit.
+inline std::vector<v1::Node> broadcast_plus_one(uint64_t x, float v, int64_t n) {
+  v1::Node expand = reshape(x + 1, x, {n});
+  expand.set_op(v1::EXPAND);
+  return {inline_buffer(x, v1::FLOAT32, {1}, bytes_of(std::vector<float>{v})), expand, float_const(x + 2, 1.0, {n}),
+          op(x + 3, v1::ADD, {x + 1, x + 2})};
+}
+
+// The value of one series (`name{labels}` as the page writes it) on a rendered /metrics page, or
+// `absent` when the page has none.
+inline double series_in(const std::string& text, const std::string& series, double absent = 0.0) {
+  const size_t at = text.find("\n" + series + " ");
+  return at == std::string::npos ? absent : std::stod(text.substr(at + series.size() + 2));
+}
+
+// How many realizes have waited in the worker pool's queue (those not answered on the gRPC thread).
+inline double queued_realizes(const std::string& metrics_text) {
+  return series_in(metrics_text, "polygradd_queue_duration_seconds_count{method=\"Realize\"}");
+}
+
 // A new session's id (empty, with a test failure, when CreateSession fails).
 inline std::string create_session(v1::Polygrad::Stub& stub) {
   grpc::ClientContext ctx;

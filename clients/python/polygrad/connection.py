@@ -23,6 +23,7 @@ session (the node table) registers on_session_end to hear when the session is go
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import itertools
 import mmap
@@ -42,6 +43,9 @@ from .errors import PolygradConnectionError, PolygradError, from_rpc_error
 from .progress import Waiting, progress_enabled
 
 CHUNK_BYTES = 1 << 20
+# Where no progress line can be drawn, a realize waits in this instead of a Waiting (which would
+# find that out again, for every tiny realize).
+_NOT_WAITING = contextlib.nullcontext()
 DEFAULT_MAX_INLINE_BYTES = 1 << 20
 KEEPALIVE_SECONDS = 60.0
 # At least this many bytes go through shared memory on a Unix socket (POLYGRAD_SHM=0: never),
@@ -241,9 +245,7 @@ class Connection:
     """Realize: `nodes` are graph.Nodes or polygrad.v1.Node messages; `default_device` places
     results of constants and random ops alone ("" is the CPU)."""
     req = wire.realize_bytes(self.session_id, nodes, outputs, want_data, release_nodes, default_device)
-    if not progress_enabled():
-      return self._call("Realize", self._realize, req)
-    with Waiting(f"realizing {len(nodes)} nodes"):
+    with Waiting(f"realizing {len(nodes)} nodes") if progress_enabled() else _NOT_WAITING:
       return self._call("Realize", self._realize, req)
 
   def release(self, node_ids: Sequence[int] = (), handles: Sequence[int] = ()) -> None:

@@ -40,6 +40,11 @@ def admin_stub(channel):
 
 # --- graphs -----------------------------------------------------------------------------------
 
+# Which ops carry which Node.arg message (node() and _node_bytes below both follow these).
+SHAPE_ARG_OPS = frozenset({RESHAPE, EXPAND, ARANGE})  # shape: Shape.dims
+AXES_ARG_OPS = frozenset({PERMUTE, FLIP, REDUCE_SUM, REDUCE_MAX, REDUCE_PROD})  # axes: Axes.axes
+PAIRS_ARG_OPS = frozenset({PAD, SHRINK})  # pairs: Pairs.begin, Pairs.end
+
 
 def node(n, msg=None):
   """A graph.Node as a polygrad.v1.Node (a BUFFER's numpy data inline, else its upload handle),
@@ -52,11 +57,11 @@ def node(n, msg=None):
   if n.src:
     msg.src.extend([s.id for s in n.src])
   a = n.arg
-  if n.op in (RESHAPE, EXPAND, ARANGE):
+  if n.op in SHAPE_ARG_OPS:
     msg.shape.dims.extend(a)
-  elif n.op in (PERMUTE, FLIP, REDUCE_SUM, REDUCE_MAX, REDUCE_PROD):
+  elif n.op in AXES_ARG_OPS:
     msg.axes.axes.extend(a)
-  elif n.op in (PAD, SHRINK):
+  elif n.op in PAIRS_ARG_OPS:
     msg.pairs.begin.extend(p[0] for p in a)
     msg.pairs.end.extend(p[1] for p in a)
   elif n.op in COMPOSITE_ARG_OPS:
@@ -174,10 +179,9 @@ def _message(tag: int, body, out: bytearray) -> None:
 
 _pack_double = struct.Struct("<d").pack
 # Node.arg's sub-message tag (field << 3 | 2) for the ops whose argument is a list of int64.
-_LIST_ARG_TAG = {**dict.fromkeys((RESHAPE, EXPAND, ARANGE), 0x52),  # shape = 10 (Shape.dims)
-                 **dict.fromkeys((PERMUTE, FLIP, REDUCE_SUM, REDUCE_MAX, REDUCE_PROD), 0x5A)}  # axes = 11
+_LIST_ARG_TAG = {**dict.fromkeys(SHAPE_ARG_OPS, 0x52), **dict.fromkeys(AXES_ARG_OPS, 0x5A)}  # shape = 10, axes = 11
 # Ops whose argument is left to pb.Node: rare in a request, and many fields to get right.
-_PB_ARG_OPS = frozenset({PAD, SHRINK, *COMPOSITE_ARG_OPS})
+_PB_ARG_OPS = PAIRS_ARG_OPS | COMPOSITE_ARG_OPS
 
 
 def _node_bytes(n) -> bytes:
