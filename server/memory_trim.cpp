@@ -1,9 +1,18 @@
 #include "server/memory_trim.h"
 
-#include <cstdlib>  // first: it defines __GLIBC__, which the test below needs
+#include <cstdlib>  // first: it defines __GLIBC__, which the tests below need
 
 #if defined(__GLIBC__)
 #include <malloc.h>
+#endif
+
+// A sanitizer's allocator stands in for glibc's malloc; glibc's counts would describe almost nothing.
+#if defined(__has_feature)
+#define POLYGRAD_SANITIZER_ALLOCATOR (__has_feature(address_sanitizer) || __has_feature(thread_sanitizer))
+#elif defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define POLYGRAD_SANITIZER_ALLOCATOR 1
+#else
+#define POLYGRAD_SANITIZER_ALLOCATOR 0
 #endif
 
 namespace polygrad::server {
@@ -11,6 +20,15 @@ namespace polygrad::server {
 void trim_free_memory() {
 #if defined(__GLIBC__)
   malloc_trim(0);
+#endif
+}
+
+std::optional<uint64_t> heap_bytes_in_use() {
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33) && !POLYGRAD_SANITIZER_ALLOCATOR
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<uint64_t>(info.uordblks) + static_cast<uint64_t>(info.hblkhd);
+#else
+  return std::nullopt;
 #endif
 }
 

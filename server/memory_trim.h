@@ -1,16 +1,28 @@
 #pragma once
-// Returns memory the C allocator holds in its free lists to the system; the daemon calls it every
-// --memory-trim-interval (server/periodic.h).
+// What the C library's allocator holds: the daemon gives its free pages back every
+// --memory-trim-interval (server/periodic.h), and /metrics reports the bytes it has handed out.
 //
-// Why: glibc's malloc gives threads arenas of their own (up to 8 per core), and gRPC's pollers and
-// executors, our workers and the engine's threads all allocate request-sized buffers in them.
-// What a burst frees stays mapped, scattered over those arenas, so the daemon's RSS follows the
-// peak of requests in flight and never comes down: after 3 minutes of bench/soak.py's 32 clients
-// it held 219 MiB with every client gone, 30 MiB with this trim every 10 s. malloc_trim gives the
-// free pages of every arena back. A no-op on a C library without malloc_trim.
+// Why the trim: glibc's malloc gives threads arenas of their own (up to 8 per core), and gRPC's
+// pollers and executors, our workers and the engine's threads all allocate request-sized buffers in
+// them. What a burst frees stays mapped, scattered over those arenas, so the daemon's RSS follows
+// the peak of requests in flight and never comes down: after 3 minutes of bench/soak.py's 32
+// clients it held 219 MiB with every client gone, 30 MiB with this trim every 10 s. malloc_trim
+// gives the free pages of every arena back.
+
+#include <cstdint>
+#include <optional>
 
 namespace polygrad::server {
 
+// Gives the free pages of every arena back to the system. A no-op on a C library without
+// malloc_trim.
 void trim_free_memory();
+
+// Bytes the allocator has handed out and not had back, over every arena and the blocks it mapped
+// on their own (glibc's mallinfo2); nullopt on a C library without it, and in a sanitizer's build
+// (whose allocator stands in for glibc's). Unlike RSS it does not
+// count what was freed and is still mapped, so it follows what the daemon holds, not the peak of
+// what it once held. Takes each arena's lock in turn: for a scrape, not a hot path.
+std::optional<uint64_t> heap_bytes_in_use();
 
 }  // namespace polygrad::server

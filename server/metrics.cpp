@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/runtime/buffer.h"
 #include "core/runtime/host_allocator.h"
+#include "server/memory_trim.h"
 #include "server/status.h"
 
 namespace polygrad::server {
@@ -110,7 +111,7 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
     }
     const std::vector<Buffer::DeviceUsage> usage = Buffer::live_by_device();
     using prometheus::MetricType;
-    return {
+    std::vector<prometheus::MetricFamily> families = {
         single("polygradd_sessions", "Live sessions.", MetricType::Gauge, static_cast<double>(c.sessions)),
         single("polygradd_sessions_created_total", "Sessions created.", MetricType::Counter,
                static_cast<double>(c.sessions_created)),
@@ -168,6 +169,13 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
         by_device("polygradd_device_buffers", "Live buffers, by device.", usage, &Buffer::DeviceUsage::count),
         by_device("polygradd_device_bytes", "Bytes of live buffers, by device.", usage, &Buffer::DeviceUsage::bytes),
     };
+    if (const std::optional<uint64_t> heap = heap_bytes_in_use()) {
+      families.push_back(single("polygradd_heap_bytes",
+                                "Bytes the C allocator has handed out and not had back (live buffers included); "
+                                "RSS minus this is memory freed but still mapped.",
+                                MetricType::Gauge, static_cast<double>(*heap)));
+    }
+    return families;
   }
 
  private:

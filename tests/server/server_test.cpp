@@ -23,6 +23,7 @@
 #include <grpcpp/generic/generic_stub.h>
 
 #include "core/runtime/buffer.h"
+#include "server/memory_trim.h"
 #include "server/server.h"
 #include "test_util.h"
 
@@ -1247,6 +1248,12 @@ TEST_F(OwnServerTest, MetricsEndpoint) {
                            "polygradd_compile_pass_duration_seconds_count{pass=\"compile\"}",
                            "polygradd_compile_pass_duration_seconds_count{pass=\"run\"}"}) {
     EXPECT_NE(text.find(name), std::string::npos) << "missing " << name;
+  }
+  // Where the C library reports its heap, the heap holds at least the live buffers.
+  if (heap_bytes_in_use().has_value()) {
+    EXPECT_GE(series_in(text, "polygradd_heap_bytes", -1), series_in(text, "polygradd_buffer_bytes"));
+  } else {
+    EXPECT_EQ(text.find("polygradd_heap_bytes"), std::string::npos);
   }
   // The in-process rendering carries the same families.
   const std::string rendered = server_->metrics().render();

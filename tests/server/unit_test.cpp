@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -109,6 +110,35 @@ TEST(MemoryTrim, GivesFreedPagesInTheMiddleOfAnArenaBack) {
   const size_t after_trim = resident_bytes();
   for (char* b : kept) std::free(b);
   EXPECT_LT(after_trim + kBlocks * kBlock / 2, before) << "resident " << before << " -> " << after_trim << " bytes";
+}
+
+// What heap_bytes_in_use counts follows what is held, not what is mapped: blocks kept count in
+// full (small ones from an arena, a large one mapped on its own), and freed ones stop counting
+// although an arena keeps their pages.
+TEST(MemoryTrim, HeapBytesInUseFollowsWhatIsHeld) {
+#if !defined(__GLIBC__)
+  GTEST_SKIP() << "mallinfo2 is glibc's";
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || POLYGRAD_HAS_SANITIZER_FEATURE
+  EXPECT_FALSE(heap_bytes_in_use().has_value()) << "glibc's counts miss a sanitizer allocator's blocks";
+  GTEST_SKIP() << "the sanitizer's allocator stands in for glibc's malloc, which mallinfo2 describes";
+#endif
+  const std::optional<uint64_t> base = heap_bytes_in_use();
+  ASSERT_TRUE(base.has_value());
+  constexpr size_t kBlocks = 32 * 1024, kBlock = 1024, kLarge = 64 << 20;
+  std::vector<void*> blocks(kBlocks);
+  for (void*& b : blocks) b = std::malloc(kBlock);
+  void* large = std::malloc(kLarge);
+  asm volatile("" : : "r"(blocks.data()), "r"(large) : "memory");  // the compiler may not drop them
+  const uint64_t held = *heap_bytes_in_use();
+  for (void* b : blocks) std::free(b);
+  std::free(large);
+  const uint64_t after = *heap_bytes_in_use();
+  // Each block costs its size plus a header of a few words; the test's own vector is 256 KiB.
+  const uint64_t kept = kBlocks * kBlock + kLarge;
+  EXPECT_GE(held, *base + kept);
+  EXPECT_LE(held, *base + kept + kBlocks * 32 + (1 << 20));
+  EXPECT_LE(after + kept - (1 << 20), held);
 }
 
 TEST(Options, RejectsMalformedListenAndZeroLimits) {
