@@ -17,13 +17,14 @@ buffers, with no live buffer left.
 Exit status 1 on any unexpected error, any leak, or growth after the warm-up (which also waits,
 up to 120 s more, until no optimized kernel build runs behind a quick one) of
 
-- the daemon's own heap over --max-heap-growth (default 10%): what its allocator has handed out
+- the daemon's own heap over --max-heap-growth (default 20%): what its allocator has handed out
   (polygradd_heap_bytes) less what live buffers and the host buffer cache hold, sampled once a
   second; the median of the last third of the load against the median of the first. This is where
   a leak shows: the clients' data comes and goes with the request rate (sessions dropped without
-  closing hold theirs until they idle out), but the rest stays flat under a steady load (8 MiB
-  +-1 here), so a leak of 20 bytes a request moves it 10% in a 60-second run. Left out, saying so,
-  where the daemon's C library has no mallinfo2.
+  closing hold theirs until they idle out), but the rest stays near 8 MiB, rising a little with
+  the requests in flight: six 60-second runs without a leak measured -1.4% to +7.5% while the
+  request rate climbed by up to 40%, and one with a 64-byte leak per realize +14.6% (RSS: -5.6%).
+  Left out, saying so, where the daemon's C library has no mallinfo2.
 - RSS over --max-rss-growth (default 10%): the highest of the last third against the highest of
   the first. Peaks against peaks, because RSS follows the data in flight and what the allocator
   keeps free between trims, which change with the machine's speed and load; it is the check for
@@ -250,7 +251,7 @@ def main() -> int:
   p.add_argument("--report-every", type=float, default=60.0)
   p.add_argument("--idle-timeout", type=int, default=5, help="the daemon's --session-idle-timeout, seconds")
   p.add_argument("--max-rss-growth", type=float, default=0.10)
-  p.add_argument("--max-heap-growth", type=float, default=0.10)
+  p.add_argument("--max-heap-growth", type=float, default=0.20)
   p.add_argument("--seed", type=int, default=1)
   p.add_argument("--daemon", default=str(REPO / "build" / "polygradd"))
   p.add_argument("--daemon-arg", action="append", default=[],
@@ -366,7 +367,7 @@ def main() -> int:
       growth = (last - first) / first
       print(f"daemon heap less buffers: median {first / 2**20:.1f} MiB in the first third of the load, "
             f"{last / 2**20:.1f} MiB in the last ({growth * 100:+.1f}%); "
-            f"{own_heap_bytes(scrape(metrics_url)) / 2**20:.1f} MiB with every client gone")
+            f"{own_heap_bytes(m) / 2**20:.1f} MiB with every client gone")
       if growth > args.max_heap_growth:
         failures.append(f"the daemon's heap less its buffers grew {growth * 100:.1f}% from the first third of the "
                         f"load to the last (limit {args.max_heap_growth * 100:.0f}%)")

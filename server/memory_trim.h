@@ -20,9 +20,9 @@ void trim_free_memory();
 
 // Bytes the allocator has handed out and not had back, over every arena and the blocks it mapped
 // on their own (glibc's mallinfo2); nullopt on a C library without it, and in a sanitizer's build
-// (whose allocator stands in for glibc's). Unlike RSS it does not
-// count what was freed and is still mapped, so it follows what the daemon holds, not the peak of
-// what it once held. Takes each arena's lock in turn: for a scrape, not a hot path.
+// (whose allocator stands in for glibc's). Unlike RSS it does not count what was freed and is
+// still mapped, so it follows what the daemon holds, not the peak of what it once held. Takes each
+// arena's lock in turn: for a scrape, not a hot path.
 std::optional<uint64_t> heap_bytes_in_use();
 
 }  // namespace polygrad::server

@@ -172,7 +172,7 @@ class Metrics::LiveCollectable final : public prometheus::Collectable {
     if (const std::optional<uint64_t> heap = heap_bytes_in_use()) {
       families.push_back(single("polygradd_heap_bytes",
                                 "Bytes the C allocator has handed out and not had back (live buffers included); "
-                                "RSS minus this is memory freed but still mapped.",
+                                "RSS minus this is mostly memory freed but still mapped.",
                                 MetricType::Gauge, static_cast<double>(*heap)));
     }
     return families;

@@ -161,7 +161,7 @@ def _packed(tag: int, values, out: bytearray) -> None:
   if values:
     p = bytearray()
     for v in values:
-      if 0 <= v < 0x80:
+      if 0 <= v < 0x80:  # most dims and axes: no call per value
         p.append(v)
       else:
         _varint(v, p)
