@@ -8,17 +8,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/frontend/composites.h"
-#include "core/frontend/sorting.h"
-#include "core/frontend/indexing.h"
-#include "core/frontend/math.h"
 #include "core/frontend/gradient.h"
-#include "core/frontend/random.h"
 #include "core/frontend/tensor_ops.h"
 #include "core/engine/placement.h"
 #include "server/decode_ops.h"
-#include "server/decode_scatter.h"
-#include "server/decode_window.h"
 #include "server/status.h"
 
 namespace polygrad::server {
@@ -39,6 +32,50 @@ std::string_view wire_dtype_name(v1::DType dt) {
   return name.empty() ? std::string_view("unknown dtype") : std::string_view(name);
 }
 
+// ---- composite parameters -----------------------------------------------------------------
+
+std::vector<int64_t> vec(const google::protobuf::RepeatedField<int64_t>& f) { return {f.begin(), f.end()}; }
+
+frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
+  frontend::CompositeArgs a;
+  a.axes = vec(c.axes());
+  a.keepdim = c.keepdim();
+  a.eps = c.eps();
+  a.correction = c.correction();
+  a.normalized_axes = c.normalized_axes();
+  a.kernel = vec(c.kernel());
+  a.stride = vec(c.stride());
+  a.padding = vec(c.padding());
+  a.dilation = vec(c.dilation());
+  a.output_padding = vec(c.output_padding());
+  a.groups = c.groups();
+  a.n = c.n();
+  a.diagonal = c.diagonal();
+  a.seed = c.seed();
+  a.counter = c.counter();
+  a.shape = vec(c.shape());
+  a.low = c.low();
+  a.high = c.high();
+  a.p = c.p();
+  a.causal = c.causal();
+  a.alpha = c.alpha();
+  a.rtol = c.rtol();
+  a.atol = c.atol();
+  a.equal_nan = c.equal_nan();
+  a.device = c.device();
+  a.descending = c.descending();
+  a.indices = c.indices();
+  a.beta = c.beta();
+  a.threshold = c.threshold();
+  a.mode = c.mode();
+  a.include_self = c.include_self();
+  a.align_corners = c.align_corners();
+  a.ignore_index = c.ignore_index();
+  a.step = c.step();
+  a.replacement = c.replacement();
+  return a;
+}
+
 // ---- one node ------------------------------------------------------------------------------
 
 class NodeDecoder {
@@ -55,7 +92,7 @@ class NodeDecoder {
     const UOpRef& u = *built;
     // Movement ops such as PAD can grow a tensor past the limits: check what was built.
     if (absl::Status s = check_shape(u->shape, limits_, absl::StrCat(prefix_, "result shape")); !s.ok()) return s;
-    if (node_.dtype() != v1::DTYPE_UNSPECIFIED && spec_.kind != OpKind::Buffer) {
+    if (node_.dtype() != v1::DTYPE_UNSPECIFIED && spec_.build != v1::OpSchema::BUILD_BUFFER) {
       std::optional<DType> stated = from_wire(node_.dtype());
       if (stated != u->dtype) {
         return absl::InvalidArgumentError(absl::StrCat(prefix_, "stated dtype ", av(wire_dtype_name(node_.dtype())),
@@ -67,194 +104,60 @@ class NodeDecoder {
 
  private:
   absl::StatusOr<UOpRef> build(uint64_t& inline_bytes) {
-    switch (spec_.kind) {
-      case OpKind::Buffer: return build_buffer(inline_bytes);
-      case OpKind::Const: return build_const();
-      case OpKind::Unary:
-      case OpKind::Binary:
-      case OpKind::Ternary: return frontend::alu(spec_.core, src_);
-      case OpKind::Cast: {
+    using S = v1::OpSchema;
+    switch (spec_.build) {
+      case S::BUILD_BUFFER: return build_buffer(inline_bytes);
+      case S::BUILD_CONST: return build_const();
+      case S::BUILD_ALU: return frontend::alu(spec_.core, src_);
+      case S::BUILD_CAST:
+      case S::BUILD_BITCAST: {
         absl::StatusOr<DType> dt = required_dtype();
         if (!dt.ok()) return dt.status();
-        return spec_.core == Ops::BITCAST ? frontend::bitcast(src_[0], *dt) : frontend::cast(src_[0], *dt);
+        return spec_.build == S::BUILD_BITCAST ? frontend::bitcast(src_[0], *dt) : frontend::cast(src_[0], *dt);
       }
-      case OpKind::Reduce: return frontend::reduce(spec_.core, src_[0], axes());
-      case OpKind::Reshape:
-      case OpKind::Expand: {
+      case S::BUILD_REDUCE: return frontend::reduce(spec_.core, src_[0], axes());
+      case S::BUILD_RESHAPE:
+      case S::BUILD_EXPAND: {
         Shape shape(node_.shape().dims().begin(), node_.shape().dims().end());
         if (absl::Status s = check_shape(shape, limits_, "shape"); !s.ok()) return s;
-        return spec_.kind == OpKind::Reshape ? frontend::reshape(src_[0], std::move(shape))
-                                           : frontend::expand(src_[0], std::move(shape));
+        return spec_.build == S::BUILD_RESHAPE ? frontend::reshape(src_[0], std::move(shape))
+                                               : frontend::expand(src_[0], std::move(shape));
       }
-      case OpKind::Permute: return frontend::permute(src_[0], axes());
-      case OpKind::Flip: return frontend::flip(src_[0], axes());
-      case OpKind::Pad:
-      case OpKind::Shrink: {
+      case S::BUILD_PERMUTE: return frontend::permute(src_[0], axes());
+      case S::BUILD_FLIP: return frontend::flip(src_[0], axes());
+      case S::BUILD_PAD:
+      case S::BUILD_SHRINK: {
         absl::StatusOr<frontend::Pairs> pairs = this->pairs();
         if (!pairs.ok()) return pairs.status();
-        return spec_.kind == OpKind::Pad ? frontend::pad(src_[0], *pairs) : frontend::shrink(src_[0], *pairs);
+        return spec_.build == S::BUILD_PAD ? frontend::pad(src_[0], *pairs) : frontend::shrink(src_[0], *pairs);
       }
-      case OpKind::Gradient: {
+      case S::BUILD_GRADIENT: {
         absl::StatusOr<std::vector<UOpRef>> g = frontend::gradient(src_[0], {src_[1]});
         if (!g.ok()) return g.status();
         return (*g)[0];
       }
-      case OpKind::Composite: return build_composite();
+      case S::BUILD_COMPOSITE: return build_composite();
+      default: break;
     }
-    return absl::InternalError("op kind without a builder");
+    return absl::InternalError("op without a builder");
   }
 
-  // Scans and sorts compare every element of the axis with every other: the work of a tensor
-  // with the axis' size appended, held to max_elements like any tensor (else one node could keep
-  // a worker busy for hours).
-  absl::Status check_pairwise(const UOpRef& x, int64_t axis) const {
-    const auto rank = static_cast<int64_t>(x->shape.size());
-    if (axis < -rank || axis >= rank) return absl::OkStatus();  // the builder says what is wrong
-    Shape grid = x->shape;
-    grid.push_back(x->shape[axis < 0 ? axis + rank : axis]);
-    return check_shape(grid, limits_, "its pairwise comparisons along the axis");
-  }
-
+  // Composites are core's: the node's parameters become core's CompositeArgs, and the daemon's
+  // limits and devices reach the builder as checks.
   absl::StatusOr<UOpRef> build_composite() const {
-    const v1::CompositeArg& c = node_.composite();
-    std::vector<int64_t> axes(c.axes().begin(), c.axes().end());
-    auto one_axis = [&]() -> absl::StatusOr<int64_t> {
-      if (axes.size() != 1)
-        return absl::InvalidArgumentError(absl::StrCat("needs exactly one axis in composite.axes, got ", axes.size()));
-      return axes[0];
-    };
-    const UOpRef x = src_.empty() ? nullptr : src_[0];  // ARANGE and RAND* have no source
-    const frontend::RandomKey key{c.seed(), c.counter()};
-    switch (spec_.wire) {
-      case v1::MATMUL: return frontend::matmul(src_[0], src_[1]);
-      case v1::SOFTMAX:
-      case v1::LOG_SOFTMAX:
-      case v1::LOGSUMEXP: {
-        absl::StatusOr<int64_t> axis = one_axis();
-        if (!axis.ok()) return axis.status();
-        if (spec_.wire == v1::SOFTMAX) return frontend::softmax(x, *axis);
-        if (spec_.wire == v1::LOG_SOFTMAX) return frontend::log_softmax(x, *axis);
-        return frontend::logsumexp(x, *axis, c.keepdim());
-      }
-      case v1::MEAN: return frontend::mean(x, axes, c.keepdim());
-      case v1::VAR: return frontend::var(x, axes, c.keepdim(), c.correction());
-      case v1::LAYERNORM: return frontend::layernorm(x, c.normalized_axes(), c.eps());
-      case v1::EXP: return frontend::exp(x);
-      case v1::LOG: return frontend::log(x);
-      case v1::RELU: return frontend::relu(x);
-      case v1::SIGMOID: return frontend::sigmoid(x);
-      case v1::TANH: return frontend::tanh(x);
-      case v1::GELU: return frontend::gelu(x);
-      case v1::SILU: return frontend::silu(x);
-      case v1::ARANGE: {
-        absl::StatusOr<DType> dt = required_dtype();
-        if (!dt.ok()) return dt.status();
-        if (node_.shape().dims_size() != 1)
-          return absl::InvalidArgumentError("ARANGE takes shape = [n]");
-        Shape shape{node_.shape().dims(0)};
-        if (absl::Status s = check_shape(shape, limits_, "shape"); !s.ok()) return s;
-        return frontend::arange(shape[0], *dt);
-      }
-      case v1::CONV2D:
-      case v1::MAX_POOL2D:
-      case v1::AVG_POOL2D:
-      case v1::CONV_TRANSPOSE2D: return build_window_op(spec_.wire, c, src_, limits_);
-      case v1::CUMSUM: {
-        absl::StatusOr<int64_t> axis = one_axis();
-        if (!axis.ok()) return axis.status();
-        if (absl::Status s = check_pairwise(x, *axis); !s.ok()) return s;
-        return frontend::cumsum(x, *axis);
-      }
-      case v1::ONE_HOT:
-        if (c.n() < 1 || static_cast<uint64_t>(c.n()) > limits_.max_elements)
-          return absl::InvalidArgumentError(absl::StrCat("ONE_HOT needs 1 <= n <= max_elements, got ", c.n()));
-        return frontend::one_hot(x, c.n());
-      case v1::ARGMAX:
-      case v1::ARGMIN: {
-        absl::StatusOr<int64_t> axis = one_axis();
-        if (!axis.ok()) return axis.status();
-        return spec_.wire == v1::ARGMAX ? frontend::argmax(x, *axis, c.keepdim()) : frontend::argmin(x, *axis, c.keepdim());
-      }
-      case v1::TRIL: return frontend::tril(x, c.diagonal());
-      case v1::TRIU: return frontend::triu(x, c.diagonal());
-      case v1::GATHER: {
-        absl::StatusOr<int64_t> axis = one_axis();
-        if (!axis.ok()) return axis.status();
-        return frontend::gather(x, *axis, src_[1]);
-      }
-      case v1::POW: return frontend::pow(x, src_[1]);
-      case v1::RAND:
-      case v1::RANDN:
-      case v1::RANDINT: {
-        absl::StatusOr<DType> dt = required_dtype();
-        if (!dt.ok()) return dt.status();
-        Shape shape(c.shape().begin(), c.shape().end());
-        if (absl::Status s = check_shape(shape, limits_, "composite.shape"); !s.ok()) return s;
-        if (spec_.wire == v1::RAND) return frontend::rand(shape, *dt, key);
-        if (spec_.wire == v1::RANDN) return frontend::randn(shape, *dt, key);
-        return frontend::randint(shape, *dt, c.low(), c.high(), key);
-      }
-      case v1::DROPOUT: return frontend::dropout(x, c.p(), key);
-      case v1::RMS_NORM: return frontend::rms_norm(x, c.normalized_axes(), c.eps());
-      case v1::GROUP_NORM: return frontend::group_norm(x, c.groups(), c.eps());
-      case v1::BATCHNORM_TRAIN: return frontend::batchnorm_train(x, c.eps());
-      case v1::BATCHNORM_EVAL: return frontend::batchnorm_eval(x, src_[1], src_[2], c.eps());
-      case v1::SCALED_DOT_PRODUCT_ATTENTION:
-        return frontend::scaled_dot_product_attention(x, src_[1], src_[2], nullptr, c.causal());
-      case v1::SCALED_DOT_PRODUCT_ATTENTION_MASKED:
-        return frontend::scaled_dot_product_attention(x, src_[1], src_[2], src_[3], c.causal());
-      case v1::COPY: {
-        // The name is parsed to a code here and never used as text again.
-        absl::StatusOr<int64_t> code = device_code(c.device());
-        if (!code.ok()) return absl::InvalidArgumentError(absl::StrCat("COPY: ", code.status().message()));
-        if (absl::Status s = engine_.check_device(*code); !s.ok()) return s;
-        return frontend::copy(x, *code);
-      }
-      case v1::ERF: return frontend::erf(x);
-      case v1::ATAN: return frontend::atan(x);
-      case v1::ASIN: return frontend::asin(x);
-      case v1::ACOS: return frontend::acos(x);
-      case v1::SINH: return frontend::sinh(x);
-      case v1::COSH: return frontend::cosh(x);
-      case v1::ASINH: return frontend::asinh(x);
-      case v1::ACOSH: return frontend::acosh(x);
-      case v1::ATANH: return frontend::atanh(x);
-      case v1::LOG10: return frontend::log10(x);
-      case v1::LOG1P: return frontend::log1p(x);
-      case v1::EXPM1: return frontend::expm1(x);
-      case v1::LOGADDEXP: return frontend::logaddexp(x, src_[1]);
-      case v1::COPYSIGN: return frontend::copysign(x, src_[1]);
-      case v1::LERP: return frontend::lerp(x, src_[1], src_[2]);
-      case v1::SOFTSIGN: return frontend::softsign(x);
-      case v1::CELU: return frontend::celu(x, c.alpha());
-      case v1::SELU: return frontend::selu(x);
-      case v1::ISFINITE: return frontend::isfinite(x);
-      case v1::ISCLOSE: return frontend::isclose(x, src_[1], c.rtol(), c.atol(), c.equal_nan());
-      case v1::SOFTPLUS: return frontend::softplus(x, c.beta(), c.threshold());
-      case v1::CLAMP_MIN: return frontend::clamp_min(x, src_[1]);
-      case v1::CLAMP_MAX: return frontend::clamp_max(x, src_[1]);
-      case v1::SORT:
-      case v1::TOPK:
-      case v1::CUMMAX:
-      case v1::CUMMIN:
-      case v1::CUMPROD:
-      case v1::LOGCUMSUMEXP: {
-        absl::StatusOr<int64_t> axis = one_axis();
-        if (!axis.ok()) return axis.status();
-        if (absl::Status s = check_pairwise(x, *axis); !s.ok()) return s;
-        switch (spec_.wire) {
-          case v1::SORT: return frontend::sort(x, *axis, c.descending(), c.indices());
-          case v1::TOPK: return frontend::topk(x, *axis, c.n(), c.descending(), c.indices());
-          case v1::CUMMAX: return frontend::cummax(x, *axis, c.indices());
-          case v1::CUMMIN: return frontend::cummin(x, *axis, c.indices());
-          case v1::CUMPROD: return frontend::cumprod(x, *axis);
-          default: return frontend::logcumsumexp(x, *axis);
-        }
-      }
-      default:
-        if (is_scatter_op(spec_.wire)) return build_scatter_op(spec_.wire, c, src_, limits_);
-        return absl::InternalError("composite op without a builder");
+    const frontend::CompositeArgs args = composite_args(node_.composite());
+    std::optional<DType> dtype;
+    if (node_.dtype() != v1::DTYPE_UNSPECIFIED) {
+      dtype = from_wire(node_.dtype());
+      if (!dtype) return absl::InvalidArgumentError(absl::StrCat("unknown dtype ", static_cast<int>(node_.dtype())));
     }
+    frontend::CompositeCall call{src_, args, dtype, {node_.shape().dims().begin(), node_.shape().dims().end()},
+                                 limits_.max_elements,
+                                 [this](std::span<const int64_t> shape, std::string_view what) {
+                                   return check_shape(shape, limits_, what);
+                                 },
+                                 [this](int64_t code) { return engine_.check_device(code); }};
+    return spec_.composite(call);
   }
 
   absl::StatusOr<DType> required_dtype() const {

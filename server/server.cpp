@@ -19,6 +19,7 @@
 #include "core/cache/kernel_cache.h"
 #include "core/runtime/cpu/quick_compiler.h"
 #include "core/runtime/host_allocator.h"
+#include "server/decode_ops.h"
 #include "server/memory_trim.h"
 #include "server/admin.h"
 #include "server/blob_store.h"
@@ -91,6 +92,7 @@ Server::Server(ServerOptions options)
       metrics_(std::make_unique<Metrics>(version())) {}
 
 absl::Status Server::init() {
+  if (absl::Status s = check_op_table(); !s.ok()) return s;
   set_host_cache_limit(options_.host_cache_bytes);
   EngineOptions eo;
   eo.cache_dir = options_.cache_dir;

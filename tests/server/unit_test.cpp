@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/bounded.h"
 #include "server/decode.h"
-#include "server/decode_scatter.h"
+#include "server/decode_ops.h"
 #include "server/log.h"
 #include "server/memory_trim.h"
 #include "server/options.h"
@@ -314,8 +314,29 @@ TEST(Decode, ScatterOpsCheckSourcesAndWork) {
   absl::StatusOr<DecodedNodes> four = decode_nodes(nodes, none, **engine, limits);
   EXPECT_EQ(four.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(four.status().message().find("takes 2 to 3 source(s), got 4"), absl::string_view::npos) << four.status();
-  EXPECT_TRUE(is_scatter_op(v1::MULTINOMIAL));
-  EXPECT_FALSE(is_scatter_op(v1::GATHER));
+}
+
+// The op table comes from the schema: every op the schema lists can be built, and every
+// composite core can build is an op of the schema (a builder under a misspelt name would never run).
+TEST(OpTable, TheSchemaAndCoresCompositesAgree) {
+  EXPECT_TRUE(check_op_table().ok()) << check_op_table();
+  for (std::string_view name : frontend::composite_names()) {
+    v1::Op op = v1::OP_UNSPECIFIED;
+    ASSERT_TRUE(v1::Op_Parse(std::string(name), &op)) << name << " is not an op of polygrad.proto";
+    const OpSpec* spec = find_op(op);
+    ASSERT_NE(spec, nullptr) << name;
+    EXPECT_EQ(spec->build, v1::OpSchema::BUILD_COMPOSITE) << name;
+    EXPECT_EQ(spec->composite, frontend::find_composite(name)) << name;
+  }
+  const OpSpec* add = find_op(v1::ADD);
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(add->core, Ops::ADD);
+  EXPECT_EQ(add->arity, 2);
+  const OpSpec* nll = find_op(v1::NLL_LOSS);
+  ASSERT_NE(nll, nullptr);
+  EXPECT_EQ(nll->max_arity, 3);
+  EXPECT_EQ(nll->arg, v1::Node::kComposite);
+  EXPECT_EQ(find_op(static_cast<v1::Op>(9999)), nullptr);
 }
 
 }  // namespace

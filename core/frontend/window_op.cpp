@@ -1,4 +1,4 @@
-#include "server/decode_window.h"
+#include "core/frontend/composite_ops.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,12 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/frontend/conv.h"
-#include "server/decode.h"
 
-namespace polygrad::server {
+namespace polygrad::frontend {
 namespace {
 
-namespace v1 = ::polygrad::v1;
 namespace fe = ::polygrad::frontend;
 
 constexpr int64_t kSaturated = std::numeric_limits<int64_t>::max();
@@ -29,16 +27,26 @@ int64_t sat_mul(int64_t a, int64_t b) {
   return __builtin_mul_overflow(a, b, &r) ? kSaturated : r;
 }
 
+const char* window_name(WindowKind op) {
+  switch (op) {
+    case WindowKind::Conv: return "CONV2D";
+    case WindowKind::ConvTranspose: return "CONV_TRANSPOSE2D";
+    case WindowKind::MaxPool: return "MAX_POOL2D";
+    case WindowKind::AvgPool: return "AVG_POOL2D";
+  }
+  return "window op";
+}
+
 std::string dims(const Shape& s) { return absl::StrCat("(", absl::StrJoin(s, ", "), ")"); }
 
 class WindowOp {
  public:
-  WindowOp(v1::Op op, const v1::CompositeArg& c, const std::vector<UOpRef>& src, const Limits& limits)
-      : op_(op), c_(c), src_(src), limits_(limits), name_(v1::Op_Name(op)) {}
+  WindowOp(WindowKind op, const CompositeCall& call)
+      : op_(op), c_(call.arg), src_(call.src), call_(call), name_(window_name(op)) {}
 
   absl::StatusOr<UOpRef> build() {
     const UOpRef& x = src_[0];
-    const bool conv = op_ == v1::CONV2D || op_ == v1::CONV_TRANSPOSE2D;
+    const bool conv = op_ == WindowKind::Conv || op_ == WindowKind::ConvTranspose;
     std::vector<int64_t> kernel;
     if (conv) {
       const UOpRef& w = src_[1];
@@ -49,27 +57,27 @@ class WindowOp {
       kernel.assign(w->shape.begin() + 2, w->shape.end());
       if (absl::Status s = values("the weight's kernel", kernel, 1); !s.ok()) return s;
     } else {
-      kernel.assign(c_.kernel().begin(), c_.kernel().end());
+      kernel.assign(c_.kernel.begin(), c_.kernel.end());
       if (kernel.empty() || kernel.size() > fe::kMaxSpatial || kernel.size() > x->shape.size())
         return invalid(absl::StrCat("pools over the last len(kernel) axes, 1 to ", fe::kMaxSpatial,
                                     "; got a kernel of ", kernel.size(), " values for input ", dims(x->shape)));
       if (absl::Status s = values("kernel", kernel, 1); !s.ok()) return s;
     }
     const size_t n = kernel.size();
-    p_.stride = list(c_.stride(), conv ? std::vector<int64_t>(n, 1) : kernel);
-    p_.dilation = list(c_.dilation(), std::vector<int64_t>(n, 1));
-    p_.padding = list(c_.padding(), std::vector<int64_t>(n, 0));
-    p_.groups = c_.groups() == 0 ? 1 : c_.groups();
+    p_.stride = list(c_.stride, conv ? std::vector<int64_t>(n, 1) : kernel);
+    p_.dilation = list(c_.dilation, std::vector<int64_t>(n, 1));
+    p_.padding = list(c_.padding, std::vector<int64_t>(n, 0));
+    p_.groups = c_.groups == 0 ? 1 : c_.groups;
     if (absl::Status s = length("stride", p_.stride, n); !s.ok()) return s;
     if (absl::Status s = length("dilation", p_.dilation, n); !s.ok()) return s;
     if (absl::Status s = values("stride", p_.stride, 1); !s.ok()) return s;
     if (absl::Status s = values("dilation", p_.dilation, 1); !s.ok()) return s;
     if (absl::Status s = values("padding", p_.padding, 0); !s.ok()) return s;
-    if (op_ == v1::CONV_TRANSPOSE2D) return build_transpose(kernel);
+    if (op_ == WindowKind::ConvTranspose) return build_transpose(kernel);
     if (p_.padding.size() != n && p_.padding.size() != 2 * n)
       return invalid(absl::StrCat("padding needs ", n, " values (one per spatial axis) or ", 2 * n,
                                   " ((before, after) per axis), got ", p_.padding.size()));
-    if (op_ != v1::MAX_POOL2D && c_.indices()) return invalid("indices are for MAX_POOL2D only");
+    if (op_ != WindowKind::MaxPool && c_.indices) return invalid("indices are for MAX_POOL2D only");
     absl::StatusOr<fe::Pairs> pads = fe::spatial_padding(p_.padding, n);
     if (!pads.ok()) return pads.status();
     // The padded input, and the work: every output element reads a whole window (a convolution's
@@ -90,11 +98,11 @@ class WindowOp {
       work.push_back((size - span) / p_.stride[i] + 1);
       window.push_back(kernel[i]);
     }
-    if (absl::Status s = check_shape(padded, limits_, absl::StrCat(name_, "'s padded input")); !s.ok()) return s;
+    if (absl::Status s = call_.check_shape(padded, absl::StrCat(name_, "'s padded input")); !s.ok()) return s;
     if (absl::Status s = check_work(work, window); !s.ok()) return s;
     switch (op_) {
-      case v1::CONV2D: return fe::conv(x, src_[1], p_);
-      case v1::MAX_POOL2D: return c_.indices() ? fe::max_pool_indices(x, kernel, p_) : fe::max_pool(x, kernel, p_);
+      case WindowKind::Conv: return fe::conv(x, src_[1], p_);
+      case WindowKind::MaxPool: return c_.indices ? fe::max_pool_indices(x, kernel, p_) : fe::max_pool(x, kernel, p_);
       default: return fe::avg_pool(x, kernel, p_);
     }
   }
@@ -105,7 +113,7 @@ class WindowOp {
     const size_t n = kernel.size();
     if (p_.padding.size() != n)
       return invalid(absl::StrCat("padding needs ", n, " values (one per spatial axis), got ", p_.padding.size()));
-    std::vector<int64_t> output_padding = list(c_.output_padding(), std::vector<int64_t>(n, 0));
+    std::vector<int64_t> output_padding = list(c_.output_padding, std::vector<int64_t>(n, 0));
     if (absl::Status s = length("output_padding", output_padding, n); !s.ok()) return s;
     if (absl::Status s = values("output_padding", output_padding, 0); !s.ok()) return s;
     const int64_t groups = p_.groups;
@@ -125,7 +133,7 @@ class WindowOp {
       work.push_back(out);
       window.push_back(kernel[i]);
     }
-    if (absl::Status s = check_shape(stuffed, limits_, absl::StrCat(name_, "'s zero-stuffed input")); !s.ok()) return s;
+    if (absl::Status s = call_.check_shape(stuffed, absl::StrCat(name_, "'s zero-stuffed input")); !s.ok()) return s;
     if (absl::Status s = check_work(work, window); !s.ok()) return s;
     return fe::conv_transpose(x, src_[1], p_, output_padding);
   }
@@ -134,15 +142,14 @@ class WindowOp {
   absl::Status check_work(const Shape& out, const Shape& window) const {
     Shape grid = out;
     grid.insert(grid.end(), window.begin(), window.end());
-    return check_shape(grid, limits_,
+    return call_.check_shape(grid,
                        absl::StrCat(name_, "'s work: output ", dims(out), " times window ", dims(window), ", as a tensor"));
   }
 
-  const char* weight_layout() const { return op_ == v1::CONV2D ? "O, C/groups" : "C, O/groups"; }
+  const char* weight_layout() const { return op_ == WindowKind::Conv ? "O, C/groups" : "C, O/groups"; }
 
-  template <typename Field>
-  static std::vector<int64_t> list(const Field& f, std::vector<int64_t> fallback) {
-    return f.empty() ? fallback : std::vector<int64_t>(f.begin(), f.end());
+  static std::vector<int64_t> list(const std::vector<int64_t>& f, std::vector<int64_t> fallback) {
+    return f.empty() ? fallback : f;
   }
 
   absl::Status length(const char* what, const std::vector<int64_t>& v, size_t n) const {
@@ -153,28 +160,25 @@ class WindowOp {
   absl::Status values(const char* what, const std::vector<int64_t>& v, int64_t low) const {
     for (int64_t x : v) {
       if (x < low) return invalid(absl::StrCat(what, " values must be >= ", low, ", got ", x));
-      if (static_cast<uint64_t>(x) > limits_.max_elements)
+      if (static_cast<uint64_t>(x) > call_.max_elements)
         return absl::ResourceExhaustedError(
-            absl::StrCat(what, " value ", x, " exceeds max_elements (", limits_.max_elements, ")"));
+            absl::StrCat(what, " value ", x, " exceeds max_elements (", call_.max_elements, ")"));
     }
     return absl::OkStatus();
   }
 
   static absl::Status invalid(const std::string& msg) { return absl::InvalidArgumentError(msg); }
 
-  v1::Op op_;
-  const v1::CompositeArg& c_;
-  const std::vector<UOpRef>& src_;
-  const Limits& limits_;
+  WindowKind op_;
+  const CompositeArgs& c_;
+  std::span<const UOpRef> src_;
+  const CompositeCall& call_;
   std::string name_;
   fe::ConvParams p_;
 };
 
 }  // namespace
 
-absl::StatusOr<UOpRef> build_window_op(v1::Op op, const v1::CompositeArg& c, const std::vector<UOpRef>& src,
-                                       const Limits& limits) {
-  return WindowOp(op, c, src, limits).build();
-}
+absl::StatusOr<UOpRef> build_window(WindowKind op, const CompositeCall& call) { return WindowOp(op, call).build(); }
 
-}  // namespace polygrad::server
+}  // namespace polygrad::frontend

@@ -1,0 +1,264 @@
+#include "core/frontend/composite_table.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/engine/placement.h"
+#include "core/frontend/composite_ops.h"
+#include "core/frontend/composites.h"
+#include "core/frontend/indexing.h"
+#include "core/frontend/math.h"
+#include "core/frontend/random.h"
+#include "core/frontend/scatter.h"
+#include "core/frontend/sorting.h"
+#include "core/frontend/tensor_ops.h"
+
+namespace polygrad::frontend {
+
+absl::StatusOr<int64_t> one_axis(const CompositeArgs& a) {
+  if (a.axes.size() != 1)
+    return absl::InvalidArgumentError(absl::StrCat("needs exactly one axis in composite.axes, got ", a.axes.size()));
+  return a.axes[0];
+}
+
+namespace {
+
+using Call = CompositeCall;
+using Built = absl::StatusOr<UOpRef>;
+
+absl::StatusOr<DType> required_dtype(const Call& c) {
+  if (!c.dtype) return absl::InvalidArgumentError("dtype is required");
+  return *c.dtype;
+}
+
+// Scans and sorts compare every element of the axis with every other: the work of a tensor with
+// the axis' size appended, held to the limits like any tensor (else one node could keep a worker
+// busy for hours). An axis out of range is left to the builder to name.
+absl::Status check_pairwise(const Call& c, int64_t axis) {
+  const UOpRef& x = c.src[0];
+  const auto rank = static_cast<int64_t>(x->shape.size());
+  if (axis < -rank || axis >= rank) return absl::OkStatus();
+  Shape grid = x->shape;
+  grid.push_back(x->shape[axis < 0 ? axis + rank : axis]);
+  return c.check_shape(grid, "its pairwise comparisons along the axis");
+}
+
+// Builders of the ops that take one source and nothing else.
+template <Built (*F)(const UOpRef&)>
+Built unary(const Call& c) {
+  return F(c.src[0]);
+}
+template <Built (*F)(const UOpRef&, const UOpRef&)>
+Built binary(const Call& c) {
+  return F(c.src[0], c.src[1]);
+}
+
+// Builders of the ops along one axis.
+template <Built (*F)(const UOpRef&, int64_t)>
+Built along(const Call& c) {
+  absl::StatusOr<int64_t> axis = one_axis(c.arg);
+  if (!axis.ok()) return axis.status();
+  return F(c.src[0], *axis);
+}
+template <Built (*F)(const UOpRef&, int64_t)>
+Built scan(const Call& c) {
+  absl::StatusOr<int64_t> axis = one_axis(c.arg);
+  if (!axis.ok()) return axis.status();
+  if (absl::Status s = check_pairwise(c, *axis); !s.ok()) return s;
+  return F(c.src[0], *axis);
+}
+template <Built (*F)(const UOpRef&, int64_t, bool)>
+Built along_keepdim(const Call& c) {
+  absl::StatusOr<int64_t> axis = one_axis(c.arg);
+  if (!axis.ok()) return axis.status();
+  return F(c.src[0], *axis, c.arg.keepdim);
+}
+template <Built (*F)(const UOpRef&, int64_t, bool)>
+Built scan_indices(const Call& c) {
+  absl::StatusOr<int64_t> axis = one_axis(c.arg);
+  if (!axis.ok()) return axis.status();
+  if (absl::Status s = check_pairwise(c, *axis); !s.ok()) return s;
+  return F(c.src[0], *axis, c.arg.indices);
+}
+
+Built sort_op(const Call& c) {
+  absl::StatusOr<int64_t> axis = one_axis(c.arg);
+  if (!axis.ok()) return axis.status();
+  if (absl::Status s = check_pairwise(c, *axis); !s.ok()) return s;
+  return sort(c.src[0], *axis, c.arg.descending, c.arg.indices);
+}
+
+Built topk_op(const Call& c) {
+  absl::StatusOr<int64_t> axis = one_axis(c.arg);
+  if (!axis.ok()) return axis.status();
+  if (absl::Status s = check_pairwise(c, *axis); !s.ok()) return s;
+  return topk(c.src[0], *axis, c.arg.n, c.arg.descending, c.arg.indices);
+}
+
+Built arange_op(const Call& c) {
+  absl::StatusOr<DType> dt = required_dtype(c);
+  if (!dt.ok()) return dt.status();
+  if (c.shape.size() != 1) return absl::InvalidArgumentError("ARANGE takes shape = [n]");
+  if (absl::Status s = c.check_shape(c.shape, "shape"); !s.ok()) return s;
+  return arange(c.shape[0], *dt);
+}
+
+Built one_hot_op(const Call& c) {
+  if (c.arg.n < 1 || static_cast<uint64_t>(c.arg.n) > c.max_elements)
+    return absl::InvalidArgumentError(absl::StrCat("ONE_HOT needs 1 <= n <= max_elements, got ", c.arg.n));
+  return one_hot(c.src[0], c.arg.n);
+}
+
+Built gather_op(const Call& c) {
+  absl::StatusOr<int64_t> axis = one_axis(c.arg);
+  if (!axis.ok()) return axis.status();
+  return gather(c.src[0], *axis, c.src[1]);
+}
+
+template <Built (*F)(const Shape&, DType, RandomKey)>
+Built random_op(const Call& c) {
+  absl::StatusOr<DType> dt = required_dtype(c);
+  if (!dt.ok()) return dt.status();
+  if (absl::Status s = c.check_shape(c.arg.shape, "composite.shape"); !s.ok()) return s;
+  return F(c.arg.shape, *dt, RandomKey{c.arg.seed, c.arg.counter});
+}
+
+Built randint_op(const Call& c) {
+  absl::StatusOr<DType> dt = required_dtype(c);
+  if (!dt.ok()) return dt.status();
+  if (absl::Status s = c.check_shape(c.arg.shape, "composite.shape"); !s.ok()) return s;
+  return randint(c.arg.shape, *dt, c.arg.low, c.arg.high, RandomKey{c.arg.seed, c.arg.counter});
+}
+
+Built copy_op(const Call& c) {
+  // The name is parsed to a code here and never used as text again.
+  absl::StatusOr<int64_t> code = device_code(c.arg.device);
+  if (!code.ok()) return absl::InvalidArgumentError(absl::StrCat("COPY: ", code.status().message()));
+  if (c.check_device) {
+    if (absl::Status s = c.check_device(*code); !s.ok()) return s;
+  }
+  return copy(c.src[0], *code);
+}
+
+Built unfold_op(const Call& c) {
+  absl::StatusOr<int64_t> axis = one_axis(c.arg);
+  if (!axis.ok()) return axis.status();
+  return unfold(c.src[0], *axis, c.arg.n, c.arg.step);
+}
+
+template <WindowKind K>
+Built window_op(const Call& c) {
+  return build_window(K, c);
+}
+
+using Entry = std::pair<std::string_view, CompositeBuilder>;
+
+// Sorted by name (checked once), so a lookup is a binary search.
+constexpr auto kTable = std::to_array<Entry>({
+    {"ACOS", unary<acos>},
+    {"ACOSH", unary<acosh>},
+    {"ARANGE", arange_op},
+    {"ARGMAX", along_keepdim<argmax>},
+    {"ARGMIN", along_keepdim<argmin>},
+    {"ASIN", unary<asin>},
+    {"ASINH", unary<asinh>},
+    {"ATAN", unary<atan>},
+    {"ATANH", unary<atanh>},
+    {"AVG_POOL2D", window_op<WindowKind::AvgPool>},
+    {"BATCHNORM_EVAL", [](const Call& c) { return batchnorm_eval(c.src[0], c.src[1], c.src[2], c.arg.eps); }},
+    {"BATCHNORM_TRAIN", [](const Call& c) { return batchnorm_train(c.src[0], c.arg.eps); }},
+    {"CELU", [](const Call& c) { return celu(c.src[0], c.arg.alpha); }},
+    {"CLAMP_MAX", binary<clamp_max>},
+    {"CLAMP_MIN", binary<clamp_min>},
+    {"CONV2D", window_op<WindowKind::Conv>},
+    {"CONV_TRANSPOSE2D", window_op<WindowKind::ConvTranspose>},
+    {"COPY", copy_op},
+    {"COPYSIGN", binary<copysign>},
+    {"COSH", unary<cosh>},
+    {"CUMMAX", scan_indices<cummax>},
+    {"CUMMIN", scan_indices<cummin>},
+    {"CUMPROD", scan<cumprod>},
+    {"CUMSUM", scan<cumsum>},
+    {"DROPOUT", [](const Call& c) { return dropout(c.src[0], c.arg.p, RandomKey{c.arg.seed, c.arg.counter}); }},
+    {"ERF", unary<erf>},
+    {"EXP", unary<exp>},
+    {"EXPM1", unary<expm1>},
+    {"GATHER", gather_op},
+    {"GELU", unary<gelu>},
+    {"GROUP_NORM", [](const Call& c) { return group_norm(c.src[0], c.arg.groups, c.arg.eps); }},
+    {"INTERPOLATE", build_interpolate},
+    {"ISCLOSE",
+     [](const Call& c) { return isclose(c.src[0], c.src[1], c.arg.rtol, c.arg.atol, c.arg.equal_nan); }},
+    {"ISFINITE", unary<isfinite>},
+    {"LAYERNORM", [](const Call& c) { return layernorm(c.src[0], c.arg.normalized_axes, c.arg.eps); }},
+    {"LERP", [](const Call& c) { return lerp(c.src[0], c.src[1], c.src[2]); }},
+    {"LOG", unary<log>},
+    {"LOG10", unary<log10>},
+    {"LOG1P", unary<log1p>},
+    {"LOGADDEXP", binary<logaddexp>},
+    {"LOGCUMSUMEXP", scan<logcumsumexp>},
+    {"LOGSUMEXP", along_keepdim<logsumexp>},
+    {"LOG_SOFTMAX", along<log_softmax>},
+    {"MATMUL", binary<matmul>},
+    {"MAX_POOL2D", window_op<WindowKind::MaxPool>},
+    {"MEAN", [](const Call& c) { return mean(c.src[0], c.arg.axes, c.arg.keepdim); }},
+    {"MULTINOMIAL", build_multinomial},
+    {"NLL_LOSS",
+     [](const Call& c) {
+       return nll_loss(c.src[0], c.src[1], c.src.size() > 2 ? c.src[2] : nullptr, c.arg.ignore_index, c.arg.mode);
+     }},
+    {"NONZERO", build_nonzero},
+    {"ONE_HOT", one_hot_op},
+    {"POW", binary<pow>},
+    {"RAND", random_op<rand>},
+    {"RANDINT", randint_op},
+    {"RANDN", random_op<randn>},
+    {"RELU", unary<relu>},
+    {"RMS_NORM", [](const Call& c) { return rms_norm(c.src[0], c.arg.normalized_axes, c.arg.eps); }},
+    {"SCALED_DOT_PRODUCT_ATTENTION",
+     [](const Call& c) { return scaled_dot_product_attention(c.src[0], c.src[1], c.src[2], nullptr, c.arg.causal); }},
+    {"SCALED_DOT_PRODUCT_ATTENTION_MASKED",
+     [](const Call& c) { return scaled_dot_product_attention(c.src[0], c.src[1], c.src[2], c.src[3], c.arg.causal); }},
+    {"SCATTER_REDUCE", build_scatter_reduce},
+    {"SELU", unary<selu>},
+    {"SIGMOID", unary<sigmoid>},
+    {"SILU", unary<silu>},
+    {"SINH", unary<sinh>},
+    {"SOFTMAX", along<softmax>},
+    {"SOFTPLUS", [](const Call& c) { return softplus(c.src[0], c.arg.beta, c.arg.threshold); }},
+    {"SOFTSIGN", unary<softsign>},
+    {"SORT", sort_op},
+    {"TANH", unary<tanh>},
+    {"TOPK", topk_op},
+    {"TRIL", [](const Call& c) { return tril(c.src[0], c.arg.diagonal); }},
+    {"TRIU", [](const Call& c) { return triu(c.src[0], c.arg.diagonal); }},
+    {"UNFOLD", unfold_op},
+    {"VAR", [](const Call& c) { return var(c.src[0], c.arg.axes, c.arg.keepdim, c.arg.correction); }},
+});
+
+constexpr bool sorted_by_name() {
+  for (size_t i = 1; i < kTable.size(); ++i) {
+    if (!(kTable[i - 1].first < kTable[i].first)) return false;
+  }
+  return true;
+}
+static_assert(sorted_by_name(), "kTable must be sorted by name, each name once");
+
+}  // namespace
+
+CompositeBuilder find_composite(std::string_view name) {
+  auto it = std::lower_bound(kTable.begin(), kTable.end(), name,
+                             [](const Entry& e, std::string_view n) { return e.first < n; });
+  return it != kTable.end() && it->first == name ? it->second : nullptr;
+}
+
+std::vector<std::string_view> composite_names() {
+  std::vector<std::string_view> out;
+  out.reserve(kTable.size());
+  for (const Entry& e : kTable) out.push_back(e.first);
+  return out;
+}
+
+}  // namespace polygrad::frontend

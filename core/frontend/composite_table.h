@@ -1,0 +1,73 @@
+// The composite ops by wire name: the one place a composite's name meets its builder.
+//
+// The daemon decodes a node, then asks this table for the builder of the node's op by its name in
+// polygrad.proto's Op enum (the op schema); it keeps no per-op code of its own. A new composite is
+// an Op value with its schema options plus an entry here and its builder in core/frontend.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/ir/uop.h"
+
+namespace polygrad::frontend {
+
+// The parameters a composite node carries (polygrad.proto's CompositeArg, without protobuf);
+// each op reads the fields the proto's comments name for it.
+struct CompositeArgs {
+  std::vector<int64_t> axes;
+  bool keepdim = false;
+  double eps = 0;
+  double correction = 0;
+  int64_t normalized_axes = 0;
+  std::vector<int64_t> kernel, stride, padding, dilation, output_padding;
+  int64_t groups = 0;
+  int64_t n = 0;
+  int64_t diagonal = 0;
+  uint64_t seed = 0, counter = 0;
+  std::vector<int64_t> shape;
+  int64_t low = 0, high = 0;
+  double p = 0;
+  bool causal = false;
+  double alpha = 0, rtol = 0, atol = 0;
+  bool equal_nan = false;
+  std::string device;
+  bool descending = false, indices = false;
+  double beta = 0, threshold = 0;
+  std::string mode;
+  bool include_self = false, align_corners = false;
+  int64_t ignore_index = 0, step = 0;
+  bool replacement = false;
+};
+
+// Checks a shape that a builder would allocate or compute over against the daemon's limits
+// (rank and element count); `what` names it in the error.
+using ShapeCheck = std::function<absl::Status(std::span<const int64_t> shape, std::string_view what)>;
+
+// One composite node to build.
+struct CompositeCall {
+  std::span<const UOpRef> src;
+  const CompositeArgs& arg;
+  std::optional<DType> dtype;  // the node's stated dtype, if any
+  std::vector<int64_t> shape;  // the node's shape arg (ARANGE)
+  uint64_t max_elements = 0;   // the daemon's bound on any value that sizes work
+  ShapeCheck check_shape;
+  std::function<absl::Status(int64_t device_code)> check_device;  // COPY: the device is available
+};
+
+using CompositeBuilder = absl::StatusOr<UOpRef> (*)(const CompositeCall&);
+
+// The builder of the composite op named `name` (an Op value's name), or null when there is none.
+CompositeBuilder find_composite(std::string_view name);
+
+// The names that have a builder, for the check that every composite in the schema has one.
+std::vector<std::string_view> composite_names();
+
+}  // namespace polygrad::frontend
