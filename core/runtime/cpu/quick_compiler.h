@@ -38,7 +38,7 @@ absl::StatusOr<ProgramPtr> quick_compile(const std::string& source, std::shared_
 //    value outside the integer type's range undefined, and the two compilers pick different x86
 //    instructions for it (clang's AVX-512 vcvttss2usi saturates unsigned conversions; TinyCC
 //    converts through a signed 64-bit integer), so such values give different integers; or
-// 2. it calls a math function the optimized build vectorises through libmvec:
+// 2. it calls a math function that the optimized build vectorises through libmvec (below).
 //
 // The optimized compiler (clang with -fveclib=libmvec, CpuCompiler::uses_vector_math) turns loops
 // over exp, log, sin, cos and pow (double and float) into calls to glibc's libmvec, whose vector
@@ -48,8 +48,8 @@ absl::StatusOr<ProgramPtr> quick_compile(const std::string& source, std::shared_
 // (exp2, log2, sqrt, ...; sqrt is correctly rounded either way). So a kernel calling any of those
 // ten functions waits for the optimized build when it uses libmvec. Float exp and log render as the
 // kernel's own pg_expf and pg_logf (core/render/c_math.h), which are neither: those kernels take
-// the quick tier. `optimized_uses_vector_math`
-// false (gcc, or clang without libmvec): rule 2 does not apply.
+// the quick tier. With `optimized_uses_vector_math` false (gcc, or clang without libmvec), rule 2
+// does not apply.
 //
 // Beyond these, one difference remains, which is not a kernel's but IEEE 754's: when a result is
 // NaN, which NaN (its sign and payload bits) is not fixed — x86 returns one operand's NaN, or the
