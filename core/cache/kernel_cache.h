@@ -102,7 +102,6 @@ class KernelCache {
 
   std::filesystem::path entry_path(const std::string& key) const;
   size_t memory_entries() const;
-  bool persistent() const { return !dir_.empty(); }
   const std::filesystem::path& dir() const { return dir_; }
 
   struct Stats {
