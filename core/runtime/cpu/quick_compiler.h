@@ -58,11 +58,9 @@ absl::StatusOr<ProgramPtr> quick_compile(const std::string& source, std::shared_
 // (tests/core/quick_tier_test.cpp checks the whole corpus).
 bool quick_tier_eligible(const LinearKernel& kernel, std::string_view source, bool optimized_uses_vector_math);
 
-// The most loop iterations (loop_iterations) of a kernel worth a quick build. TinyCC's code ran a
-// 3x3 convolution (3.7e9 iterations) at ~2.2 ns an iteration on two threads, 8 s, where clang
-// compiled it in ~0.35 s; and a quick build running on every core slows the optimized compile it
-// waits for (the first convolution took 0.85-1.2 s with a quick build, 0.47 s without, 2 cores).
-// Up to this (~75 ms of quick code) a quick build comes first; beyond it the kernel waits for clang.
+// The most loop iterations (loop_iterations) of a kernel worth a quick build: beyond it TinyCC's
+// code would run longer than clang takes to build the kernel, and the quick build would slow the
+// optimized compile it waits for. Measurements: docs/PIPELINE.md, "The quick tier's size limit".
 inline constexpr int64_t kQuickTierMaxIterations = int64_t{1} << 25;
 
 }  // namespace polygrad
