@@ -13,13 +13,10 @@ namespace {
 constexpr uint64_t kMinChunkBytes = 64 << 10;
 
 // A realize the engine can answer from its schedule cache with little work is answered on the
-// calling gRPC thread: handing it to the worker pool (a thread wake-up each way) would cost more
-// than the work. The bounds keep that thread from blocking: a request's bytes are decoded twice
-// when it is deferred, and the kernels may iterate this much in all: a few microseconds (a CPU
-// launch is split across threads from 2^15 iterations on) while workers are busy, and up to
-// ~1 ms of elementwise work while none is. The pool hand-off cost a 1M-element exp-and-sum
-// 0.2-0.3 ms of its ~1.2 ms end to end. Such a launch never waits for the kernel threads
-// (ThreadPool::NoWaitScope): if a worker's kernel took them meanwhile, it runs on this thread.
+// calling gRPC thread: a hand-off to the worker pool (a thread wake-up each way) would cost more
+// than the work. These bounds keep that thread from blocking; the launch never waits for the
+// kernel threads (ThreadPool::NoWaitScope). Why these values: docs/ARCHITECTURE.md, "Rules kept
+// here".
 constexpr size_t kInlineRequestBytes = 16 << 10;
 constexpr int64_t kInlineWorkLimit = 1 << 14;
 constexpr int64_t kIdleInlineWorkLimit = 1 << 21;

@@ -2,12 +2,10 @@
 // What the C library's allocator holds: the daemon gives its free pages back every
 // --memory-trim-interval (server/periodic.h), and /metrics reports the bytes it has handed out.
 //
-// Why the trim: glibc's malloc gives threads arenas of their own (up to 8 per core), and gRPC's
-// pollers and executors, our workers and the engine's threads all allocate request-sized buffers in
-// them. What a burst frees stays mapped, scattered over those arenas, so the daemon's RSS follows
-// the peak of requests in flight and never comes down: after 3 minutes of bench/soak.py's 32
-// clients it held 219 MiB with every client gone, 30 MiB with this trim every 10 s. malloc_trim
-// gives the free pages of every arena back.
+// Why the trim: what a burst of requests frees stays mapped, scattered over glibc's per-thread
+// arenas, so without it the daemon's RSS follows the peak of requests in flight and never comes
+// down; malloc_trim gives the free pages of every arena back. The soak measurement:
+// docs/OPERATIONS.md, "Memory".
 
 #include <cstdint>
 #include <optional>

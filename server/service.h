@@ -1,6 +1,8 @@
 // The polygrad.v1.Polygrad service on gRPC's callback API. Handlers stay thin: decode the call,
 // hand it to a Session (or the WorkerPool for realizes), map the status in one place. All RPCs
-// are registered here; the streaming ones are reactors in service.cpp.
+// are registered here. Their handlers: service.cpp (sessions, Realize, Release, GetInfo, and the
+// Upload and Download reactors), transfer_rpcs.cpp (blobs, shared memory), execute_stream.cpp
+// (the Execute stream's reactor) and step_service.cpp (compiled steps).
 #pragma once
 
 #include <atomic>
@@ -86,7 +88,7 @@ class PolygradService final : public v1::Polygrad::CallbackService {
                                     v1::ServerInfo* response) override;
   grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>* Execute(grpc::CallbackServerContext* ctx) override;
 
-  // Compiled steps (service_step.cpp).
+  // ---- Compiled steps (server/step_service.cpp)
   grpc::ServerUnaryReactor* CompileStep(grpc::CallbackServerContext* ctx, const v1::CompileStepRequest* request,
                                         v1::CompileStepResponse* response) override;
   grpc::ServerUnaryReactor* RunStep(grpc::CallbackServerContext* ctx, const v1::RunStepRequest* request,

@@ -108,7 +108,6 @@ class Session {
 
   // Frees every node and handle; later calls fail with NOT_FOUND. Idempotent.
   void close();
-  bool closed() const { return closed_.load(); }
 
   // Idle-expiry bookkeeping: a session in use (a call running, or a stream attached) never expires.
   void touch() { last_used_.store(Clock::now().time_since_epoch().count()); }

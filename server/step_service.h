@@ -1,5 +1,5 @@
 // The service side of compiled steps, shared by the unary RPCs (step_service.cpp) and the
-// Execute stream (service.cpp): session calls plus the transfer metrics.
+// Execute stream (execute_stream.cpp): session calls plus the transfer metrics.
 #pragma once
 
 #include <functional>

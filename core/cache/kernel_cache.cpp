@@ -191,16 +191,6 @@ std::optional<std::string> KernelCache::read_entry(const std::string& key) {
   return read_disk(key, /*touch=*/false);
 }
 
-absl::Status KernelCache::for_each_entry(
-    const std::function<absl::Status(const std::string& key, const std::string& payload)>& visit) {
-  for (const std::string& key : disk_keys()) {
-    std::optional<std::string> payload = read_disk(key, /*touch=*/false);
-    if (!payload) continue;
-    if (absl::Status s = visit(key, *payload); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status KernelCache::import_entry(const std::string& key, const std::string& payload,
                                        std::string_view payload_sha256) {
   if (dir_.empty()) return absl::FailedPreconditionError("the kernel cache is memory-only (no --cache-dir): nothing to import into");

@@ -102,7 +102,6 @@ class KernelCache {
 
   std::filesystem::path entry_path(const std::string& key) const;
   size_t memory_entries() const;
-  bool persistent() const { return !dir_.empty(); }
   const std::filesystem::path& dir() const { return dir_; }
 
   struct Stats {
@@ -142,10 +141,6 @@ class KernelCache {
   // Reading does not count as a use for the LRU.
   std::optional<std::string> read_entry(const std::string& key);
 
-  // Calls `visit` with the key and payload of every valid disk entry (corrupt ones are
-  // discarded and skipped). Stops at, and returns, the first error `visit` returns.
-  absl::Status for_each_entry(const std::function<absl::Status(const std::string& key,
-                                                               const std::string& payload)>& visit);
   // Stores an entry from outside (a cache bundle) after checking the key's form and the payload
   // against `payload_sha256` (32 raw bytes). INVALID_ARGUMENT naming the key when they do not
   // match; FAILED_PRECONDITION for a memory-only cache. An existing entry is kept.

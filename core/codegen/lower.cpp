@@ -38,9 +38,9 @@ UOpRef linear_index(const std::vector<UOpRef>& idx, const Shape& shape) {
 
 class Lowerer {
  public:
-  Lowerer(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized, bool flat_output,
+  Lowerer(const UOpRef& root, const std::function<bool(const UOp*)>& materialized, bool flat_output,
           int64_t output_tile)
-      : root_(root), is_materialized_(is_materialized), flat_output_(flat_output), output_tile_(output_tile) {}
+      : root_(root), materialized_(materialized), flat_output_(flat_output), output_tile_(output_tile) {}
 
   absl::StatusOr<KernelAst> run() {
     const Shape& shape = root_->shape;
@@ -145,7 +145,7 @@ class Lowerer {
 
   UOpRef lower_uncached(const UOpRef& node, const std::vector<UOpRef>& idx, const UOpRef& valid, int depth) {
     const UOp& n = *node;
-    if (node != root_ && is_materialized_(node.get())) {
+    if (node != root_ && materialized_(node.get())) {
       std::vector<UOpRef> src{param(node.get()), linear_index(idx, n.shape)};
       if (valid) src.push_back(valid);
       return uop(Ops::LOAD, n.dtype, std::move(src));
@@ -246,7 +246,7 @@ class Lowerer {
 
   UOpRef lower_flat_uncached(const UOpRef& node, const UOpRef& flat, const UOpRef& valid, int depth) {
     const UOp& n = *node;
-    bool loaded = node != root_ && is_materialized_(node.get());
+    bool loaded = node != root_ && materialized_(node.get());
     if (!loaded && n.op == Ops::RESHAPE) return lower_flat(n.src[0], flat, valid, depth + 1);
     if (!loaded && (is_alu(n.op) || n.op == Ops::CONST)) {
       if (n.op == Ops::CONST) return uop(Ops::CONST, n.dtype, {}, n.arg);
@@ -273,7 +273,7 @@ class Lowerer {
   }
 
   UOpRef root_;
-  const std::function<bool(const UOp*)>& is_materialized_;
+  const std::function<bool(const UOp*)>& materialized_;
   const bool flat_output_;
   const int64_t output_tile_;
   std::vector<const UOp*> params_;
@@ -286,9 +286,9 @@ class Lowerer {
 
 }  // namespace
 
-absl::StatusOr<KernelAst> lower_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized,
+absl::StatusOr<KernelAst> lower_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
                                        bool flat_output, int64_t output_tile) {
-  return Lowerer(root, is_materialized, flat_output, output_tile).run();
+  return Lowerer(root, materialized, flat_output, output_tile).run();
 }
 
 }  // namespace polygrad

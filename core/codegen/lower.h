@@ -32,7 +32,7 @@ struct KernelAst {
 // by t, the outer range is over t x t tiles of those two axes (and every position of the others),
 // and two lane ranges of t walk the tile (KernelAst::tile_ranges): each outer iteration computes a
 // tile, so an operand element loaded for one row or column of it serves t outputs.
-absl::StatusOr<KernelAst> lower_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& is_materialized,
+absl::StatusOr<KernelAst> lower_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
                                        bool flat_output = false, int64_t output_tile = 0);
 
 }  // namespace polygrad

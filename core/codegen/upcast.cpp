@@ -180,15 +180,13 @@ Upcast apply_upcasts(const UOpRef& sink, const UpcastChoice& choice, const TileL
   std::vector<int64_t> col_factors = within({64, 32, 16, 8, 4}, limits.cols);
   // An axis that fits the tile whole is taken whole, even when it is no power of two: a conv's
   // 56 output columns are 3.5 AVX-512 vectors, where the largest power-of-two factor (8) makes
-  // a tile that streams the input 7 times per weight. One core, 3x3 conv 4x64x56x56: 4 x 56
-  // 14-15 ms, 8 x 8 16-18 ms, and with both cores busy 14-15 against 18-26 (the 8 x 8 tile
-  // bound by its loads). A multiple of 4 keeps each vector at least 128 bits full.
+  // a tile that streams the input 7 times per weight (measured: docs/PIPELINE.md, "The CPU's
+  // register tiles"). A multiple of 4 keeps each vector at least 128 bits full.
   if (inner_size > 8 && inner_size <= limits.cols && inner_size % 4 == 0) col_factors.insert(col_factors.begin(), inner_size);
   int64_t cols = pick_factor(inner_size, choice.cols != 0 ? std::vector<int64_t>{choice.cols} : col_factors);
   if (cols == 1) return reduce_lanes(sink, nodes, max_id, outer, choice);
-  // A tile whose last vector is partial keeps to half the accumulators: 8 x 56 measured 15-17 ms
-  // on the conv above against 14-15 for 4 x 56 (power-of-two tiles use the whole budget: the
-  // matmul's 8 x 64 was its best).
+  // A tile whose last vector is partial keeps to half the accumulators (it measured faster on the
+  // conv above); power-of-two tiles use the whole budget.
   const int64_t most_rows = (cols & (cols - 1)) == 0 ? limits.rows : std::max<int64_t>(1, limits.cols * limits.rows / 2 / cols);
   // A second, row axis shares each column load across rows: the innermost other output axis
   // that some vector load (one moving with the columns) does not depend on, so that load serves

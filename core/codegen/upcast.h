@@ -37,15 +37,14 @@ struct UpcastChoice {
 
 // The largest matmul-shaped tile the heuristic picks: what the target's vector registers hold as
 // accumulators with room for the operands. The default fits AVX2's 16 registers of 8 floats
-// (8 rows spilled and measured 30% slower on 1024^2).
+// (docs/PIPELINE.md, "The CPU's register tiles: what was measured").
 struct TileLimits {
   int64_t cols = 16;
   int64_t rows = 6;
   bool operator==(const TileLimits&) const = default;
 };
-// 32 registers of 16 floats (AVX-512). A 1024^2 matmul on one core of this project's CI machine:
-// 8 x 64 43-55 ms, 6 x 64 48-57, 12 x 32 47-62, 8 x 32 58-64, 4 x 16 (the default's) 79-97; the
-// larger tile loads each column vector for 8 rows and each broadcast row value for 4 vectors.
+// 32 registers of 16 floats (AVX-512): the larger tile loads each column vector for 8 rows and each
+// broadcast row value for 4 vectors, the fastest a 1024^2 matmul measured.
 inline constexpr TileLimits kWideTiles{64, 8};
 
 // The kernel with its register tiles (the heuristic's within `limits`, or `choice`'s where it

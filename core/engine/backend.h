@@ -2,7 +2,7 @@
 // (pipeline.h) generates code by the backend's capabilities and hands it the rendered kernels;
 // it never asks which device it is. Not a public header: only core/engine includes it.
 //
-// To add a device: implement Backend (render, build; allocate, copy, launch, finish), say in
+// To add a device: implement Backend (render, build; allocate, copy, launch, synchronize), say in
 // CodegenCaps how its kernels are shaped, and give placement.h a device code for it.
 #pragma once
 

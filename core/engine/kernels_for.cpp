@@ -6,13 +6,14 @@
 
 namespace polygrad {
 
-absl::StatusOr<LoweredKernel> lower_to_linear(const UOpRef& root,
-                                              const std::function<bool(const UOp*)>& materialized) {
+absl::StatusOr<GeneratedKernel> lower_to_linear(const UOpRef& root,
+                                                const std::function<bool(const UOp*)>& materialized) {
   PassLog log(nullptr);
   return generate_kernel(root, materialized, CodegenCaps{}, log);
 }
 
-absl::StatusOr<LoweredKernel> lower_for_cuda(const UOpRef& root, const std::function<bool(const UOp*)>& materialized) {
+absl::StatusOr<GeneratedKernel> lower_for_cuda(const UOpRef& root,
+                                               const std::function<bool(const UOp*)>& materialized) {
   PassLog log(nullptr);
   return generate_kernel(root, materialized, kCudaCaps, log);
 }

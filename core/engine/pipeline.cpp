@@ -66,14 +66,14 @@ int64_t total_work(const RealizeProgram& program) {
 
 }  // namespace
 
-CompiledKernel compiled_kernel(ProgramPtr program, const LoweredKernel& lowered, const RenderedKernel& rendered) {
-  return CompiledKernel{std::move(program), lowered.params, lowered.linear.outer_size, loop_iterations(lowered.linear),
-                        rendered.threads_per_iteration};
+CompiledKernel compiled_kernel(ProgramPtr program, const GeneratedKernel& generated, const RenderedKernel& rendered) {
+  return CompiledKernel{std::move(program), generated.params, generated.linear.outer_size,
+                        loop_iterations(generated.linear), rendered.threads_per_iteration};
 }
 
-absl::StatusOr<LoweredKernel> generate_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
-                                              const CodegenCaps& caps, PassLog& log, size_t index,
-                                              const UpcastChoice& choice) {
+absl::StatusOr<GeneratedKernel> generate_kernel(const UOpRef& root, const std::function<bool(const UOp*)>& materialized,
+                                                const CodegenCaps& caps, PassLog& log, size_t index,
+                                                const UpcastChoice& choice) {
   // 2. lower
   const bool tile = caps.gpu_tiles && root->numel() >= kMinGpuTiledOutputs && reduces(root, materialized);
   auto ast = log.run("lower", [&] { return lower_kernel(root, materialized, caps.flat_output, tile ? kGpuTile : 0); });
@@ -97,7 +97,7 @@ absl::StatusOr<LoweredKernel> generate_kernel(const UOpRef& root, const std::fun
       if (linear->params[i] == DType::Void) linear->params[i] = ast->params[i]->dtype;
   }
   PassLog::log("linearize", index, *linear);
-  return LoweredKernel{*std::move(linear), std::move(ast->params), sink};
+  return GeneratedKernel{*std::move(linear), std::move(ast->params), sink};
 }
 
 absl::StatusOr<CompiledSchedule> compile_schedule(Engine::Impl& impl, Backend& backend, const std::vector<UOpRef>& roots,
@@ -112,7 +112,7 @@ absl::StatusOr<CompiledSchedule> compile_schedule(Engine::Impl& impl, Backend& b
   CompiledSchedule out{*std::move(sched), {}};
   auto materialized = [&](const UOp* n) { return out.schedule.materialized.count(n) > 0; };
   const size_t n = out.schedule.items.size();
-  std::vector<std::optional<LoweredKernel>> lowered(n);
+  std::vector<std::optional<GeneratedKernel>> generated(n);
   std::vector<RenderedKernel> rendered(n);
   std::vector<KernelCache::Found> found(n);
   std::vector<size_t> to_build;  // not in memory: read from disk or compiled, side by side
@@ -122,19 +122,19 @@ absl::StatusOr<CompiledSchedule> compile_schedule(Engine::Impl& impl, Backend& b
     // 2-5. lower, simplify, optimize, linearize
     auto k = generate_kernel(root, materialized, backend.caps(), log, i);
     if (!k.ok()) return k.status();
-    lowered[i] = *std::move(k);
+    generated[i] = *std::move(k);
     // 6. render
-    auto r = log.run("render", [&] { return backend.render(lowered[i]->linear); });
+    auto r = log.run("render", [&] { return backend.render(generated[i]->linear); });
     if (!r.ok()) return r.status();
     PassLog::log("render", i, r->source);
     rendered[i] = *std::move(r);
     // 6b. tune
     auto tuned = log.run("tune", [&] {
-      return tune_kernel(impl, backend, root, materialized, *lowered[i], rendered[i], log, i, options);
+      return tune_kernel(impl, backend, root, materialized, *generated[i], rendered[i], log, i, options);
     });
     if (!tuned.ok()) return tuned.status();
     if (*tuned) {
-      lowered[i] = std::move((*tuned)->lowered);
+      generated[i] = std::move((*tuned)->generated);
       rendered[i] = std::move((*tuned)->rendered);
     }
     if (!options.quick_compile) rendered[i].quick_eligible = false;
@@ -163,7 +163,7 @@ absl::StatusOr<CompiledSchedule> compile_schedule(Engine::Impl& impl, Backend& b
     if (impl.observer()) impl.observer()->on_cache_lookup(found[i].result);
     if (found[i].result == CacheResult::Miss) ++stats.compiled;
     else ++stats.cache_hits;
-    out.kernels.push_back(compiled_kernel(std::move(found[i].program), *lowered[i], rendered[i]));
+    out.kernels.push_back(compiled_kernel(std::move(found[i].program), *generated[i], rendered[i]));
   }
   return out;
 }

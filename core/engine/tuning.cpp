@@ -49,7 +49,7 @@ absl::StatusOr<double> time_kernel(Backend& backend, const CompiledKernel& k, co
 
 struct Candidate {
   UpcastChoice choice;
-  std::optional<LoweredKernel> lowered;
+  std::optional<GeneratedKernel> generated;
   RenderedKernel rendered;
   ProgramPtr program;
 };
@@ -59,7 +59,7 @@ struct Candidate {
 // choices[0] is the heuristic's tiling, already generated as `heuristic`.
 absl::StatusOr<UpcastChoice> search(Engine::Impl& impl, Backend& backend, const UOpRef& root,
                                     const std::function<bool(const UOp*)>& materialized,
-                                    const std::vector<UpcastChoice>& choices, const LoweredKernel& heuristic,
+                                    const std::vector<UpcastChoice>& choices, const GeneratedKernel& heuristic,
                                     const RenderedKernel& heuristic_rendered, PassLog& log, size_t index,
                                     const KernelCache::StopFn& should_stop) {
   std::vector<Candidate> candidates(choices.size());
@@ -72,7 +72,7 @@ absl::StatusOr<UpcastChoice> search(Engine::Impl& impl, Backend& backend, const 
     auto r = backend.render(k->linear);
     if (!r.ok()) return r.status();
     r->quick_eligible = false;
-    candidates[c].lowered = *std::move(k);
+    candidates[c].generated = *std::move(k);
     candidates[c].rendered = *std::move(r);
   }
   absl::Status built = run_concurrently(candidates.size(), impl.compile_threads, [&](size_t c) -> absl::Status {
@@ -85,7 +85,7 @@ absl::StatusOr<UpcastChoice> search(Engine::Impl& impl, Backend& backend, const 
   if (!built.ok()) return built;
 
   // Every candidate reads and writes the same parameters: one set of zero-filled buffers serves all.
-  const std::vector<const UOp*>& params = candidates[0].lowered->params;
+  const std::vector<const UOp*>& params = candidates[0].generated->params;
   std::vector<BufferPtr> buffers;
   std::vector<void*> args;
   for (const UOp* p : params) {
@@ -99,7 +99,7 @@ absl::StatusOr<UpcastChoice> search(Engine::Impl& impl, Backend& backend, const 
   std::string timings;  // for POLYGRAD_DEBUG=2
   for (size_t c = 0; c < candidates.size(); ++c) {
     if (should_stop && should_stop()) return absl::CancelledError("cancelled while tuning a kernel");
-    CompiledKernel k = compiled_kernel(candidates[c].program, *candidates[c].lowered, candidates[c].rendered);
+    CompiledKernel k = compiled_kernel(candidates[c].program, *candidates[c].generated, candidates[c].rendered);
     auto seconds = time_kernel(backend, k, args, best_seconds);
     if (!seconds.ok()) return seconds.status();
     absl::StrAppend(&timings, candidates[c].choice.encode(), ": ", *seconds * 1e3, " ms\n");
@@ -118,13 +118,13 @@ std::string tuning_key(const std::string& kernel_key) { return sha256_hex(absl::
 
 absl::StatusOr<std::optional<TunedKernel>> tune_kernel(Engine::Impl& impl, Backend& backend, const UOpRef& root,
                                                        const std::function<bool(const UOp*)>& materialized,
-                                                       const LoweredKernel& heuristic_lowered,
+                                                       const GeneratedKernel& heuristic_generated,
                                                        const RenderedKernel& heuristic, PassLog& log, size_t index,
                                                        const RealizeOptions& options) {
   const TuneMode mode = options.tune_search ? TuneMode::Search : impl.options.tune;
   if (mode == TuneMode::Off || backend.caps().gpu_tiles) return std::nullopt;
   // A kernel the heuristic tiles nothing in (no reduction to tile around) has nothing to tune.
-  if (!heuristic_lowered.simplified || heuristic_lowered.linear.upcast_ranges.empty()) return std::nullopt;
+  if (!heuristic_generated.simplified || heuristic_generated.linear.upcast_ranges.empty()) return std::nullopt;
 
   const std::string key = tuning_key(heuristic.key);
   std::optional<UpcastChoice> chosen;
@@ -135,10 +135,10 @@ absl::StatusOr<std::optional<TunedKernel>> tune_kernel(Engine::Impl& impl, Backe
     result = TuningResult::Hit;
   } else if (mode == TuneMode::Search) {
     // One candidate (every choice tiles it alike) is stored too: the next daemon does not ask again.
-    std::vector<UpcastChoice> choices = upcast_candidates(heuristic_lowered.simplified, backend.caps().tiles);
+    std::vector<UpcastChoice> choices = upcast_candidates(heuristic_generated.simplified, backend.caps().tiles);
     UpcastChoice best;
     if (choices.size() > 1) {
-      auto found = search(impl, backend, root, materialized, choices, heuristic_lowered, heuristic, log, index,
+      auto found = search(impl, backend, root, materialized, choices, heuristic_generated, heuristic, log, index,
                           options.should_stop);
       if (!found.ok()) return found.status();
       best = *found;

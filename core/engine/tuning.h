@@ -20,13 +20,13 @@
 #include "core/codegen/upcast.h"
 #include "core/engine/backend.h"
 #include "core/engine/engine.h"
-#include "core/engine/kernels_for.h"
+#include "core/engine/pipeline.h"
 #include "core/engine/pass_log.h"
 
 namespace polygrad {
 
 struct TunedKernel {
-  LoweredKernel lowered;
+  GeneratedKernel generated;
   RenderedKernel rendered;
   UpcastChoice choice;
 };
@@ -41,7 +41,7 @@ std::string tuning_key(const std::string& kernel_key);
 // polls `options.should_stop`. Errors: a search's compile or launch failure, or CANCELLED.
 absl::StatusOr<std::optional<TunedKernel>> tune_kernel(Engine::Impl& impl, Backend& backend, const UOpRef& root,
                                                        const std::function<bool(const UOp*)>& materialized,
-                                                       const LoweredKernel& heuristic_lowered,
+                                                       const GeneratedKernel& heuristic_generated,
                                                        const RenderedKernel& heuristic, PassLog& log, size_t index,
                                                        const RealizeOptions& options);
 

@@ -34,10 +34,4 @@ bool dtype_is_float(DType dt) { return info(dt).kind == 'f'; }
 bool dtype_is_int(DType dt) { return info(dt).kind == 'i' || info(dt).kind == 'u'; }
 bool dtype_is_unsigned(DType dt) { return info(dt).kind == 'u'; }
 
-std::optional<DType> dtype_from_name(std::string_view name) {
-  for (size_t i = 0; i < kNames.size(); ++i)
-    if (name == kNames[i]) return static_cast<DType>(i);
-  return std::nullopt;
-}
-
 }  // namespace polygrad

@@ -3,8 +3,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <string_view>
 
 namespace polygrad {
 
@@ -43,6 +41,5 @@ size_t dtype_itemsize(DType dt);
 bool dtype_is_float(DType dt);
 bool dtype_is_int(DType dt);       // signed or unsigned integer, not bool
 bool dtype_is_unsigned(DType dt);
-std::optional<DType> dtype_from_name(std::string_view name);
 
 }  // namespace polygrad

@@ -36,16 +36,6 @@ bool is_binary_alu(Ops op) {
 
 bool is_alu(Ops op) { return is_unary_alu(op) || is_binary_alu(op) || op == Ops::WHERE; }
 
-bool is_movement(Ops op) {
-  switch (op) {
-    case Ops::RESHAPE: case Ops::PERMUTE: case Ops::EXPAND: case Ops::PAD: case Ops::SHRINK:
-    case Ops::FLIP:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool is_commutative(Ops op) {
   switch (op) {
     case Ops::ADD: case Ops::MUL: case Ops::MAX: case Ops::CMPNE: case Ops::AND: case Ops::OR:

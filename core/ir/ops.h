@@ -42,7 +42,6 @@ const char* op_name(Ops op);
 bool is_unary_alu(Ops op);
 bool is_binary_alu(Ops op);
 bool is_alu(Ops op);          // unary, binary or ternary ALU, CAST and BITCAST included
-bool is_movement(Ops op);     // RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP
 bool is_commutative(Ops op);  // ADD, MUL, MAX, CMPNE, AND, OR, XOR
 
 }  // namespace polygrad

@@ -85,10 +85,6 @@ class InternTable {
     auto it = table_.find(Key{node});
     if (it != table_.end() && it->first.node == node) table_.erase(it);
   }
-  size_t size() {
-    std::lock_guard lock(mu_);
-    return table_.size();
-  }
 
  private:
   std::mutex mu_;
@@ -153,8 +149,6 @@ UOpRef const_like(DType dt, double v) {
   if (dt == DType::Bool) return const_int(v != 0, dt);
   return const_int(static_cast<int64_t>(v), dt);
 }
-
-size_t live_uop_count() { return intern_table().size(); }
 
 std::vector<const UOp*> toposort(const std::vector<UOpRef>& roots) {
   std::vector<const UOp*> order;

@@ -56,9 +56,6 @@ UOpRef const_float(double v, DType dt);
 // A constant of dtype `dt` holding `v` converted the way C converts it.
 UOpRef const_like(DType dt, double v);
 
-// Number of distinct live UOps (for tests of the intern table).
-size_t live_uop_count();
-
 // Post-order (sources before users) list of the nodes reachable from `roots`, each once.
 std::vector<const UOp*> toposort(const std::vector<UOpRef>& roots);
 

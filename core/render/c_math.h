@@ -3,26 +3,11 @@
 //
 // Why ours: the same operations in the same order wherever they run, so a kernel computes the
 // same bits scalar or vectorised, unrolled or not, built by clang or by TinyCC (the quick tier).
-// Kernels compile with -ffp-contract=off, so nothing is fused behind our back; the fused
-// multiply-adds here are explicit fmaf calls, which C defines as one rounding: clang emits the
-// FMA instruction, TinyCC calls libm's fmaf, and both give the same bits. libm's scalar expf and
-// libmvec's vector one differ by an ulp or two, which made exp and log kernels wait for clang.
-// And plain arithmetic vectorises inline: a softmax row sum ran as fast as with libmvec's 8-wide
-// calls (16 lanes on AVX-512 hosts, where kernels build with -mprefer-vector-width=512).
-// A CPU without FMA instructions runs libm's fmaf instead: right, slower.
-//
-// Accuracy: about 1 ulp of the exact result at worst (every 13th float checked against
-// double-precision exp and log: exp 1.004 ulp, log 0.82); exp(x) is +inf above ~88.72, 0 below
-// ~-103.97, subnormal results rounded once;
-// log of a negative number is a NaN, of +-0 -inf, of +inf +inf. A NaN argument comes back a NaN.
-// Cody-Waite argument reduction and Cephes' minimax polynomials (the published coefficients).
-//
-// The quick tier's TinyCC does not inline, and its code for these calls libm's fmaf and rintf ten
-// times per value: 26 ms for exp over 512,000 floats, against 3.3 ms for a call to clang's build
-// of the same function. So quick builds define PG_MATH_EXTERN and call pg_expf_ext and
-// pg_logf_ext, which the optimized compiler built from this same text (kCMathLibrarySuffix,
-// core/runtime/cpu/quick_math.h), once per daemon: the same operations by the same compiler as
-// the optimized kernels, so the same bits.
+// Kernels compile with -ffp-contract=off; the fused multiply-adds here are explicit fmaf calls,
+// one rounding by C's definition. About 1 ulp of the exact result at worst (Cody-Waite reduction,
+// Cephes' minimax polynomials). Quick builds define PG_MATH_EXTERN and call pg_expf_ext and
+// pg_logf_ext, the optimized compiler's build of this same text (core/runtime/cpu/quick_math.h).
+// The measurements, accuracy and edge values: docs/PIPELINE.md, "The CPU's exp and log".
 #pragma once
 
 namespace polygrad {

@@ -1,11 +1,9 @@
 // Host memory for buffers, with freed large blocks kept for reuse.
 //
-// Why: on Linux a large allocation is a fresh mmap, and its first touch costs a page fault per
-// 4 KiB page — measured here at ~0.35 GB/s, against ~16 GB/s for copying into memory already
-// touched. Training steps and repeated uploads allocate the same sizes again and again, so
-// keeping freed blocks (bounded, least recently freed dropped first) turns every repeated large
-// allocation into already-faulted memory. Small blocks go straight to malloc, which reuses them
-// well by itself.
+// Why: a fresh large allocation pays a page fault per 4 KiB page on first touch, many times
+// slower than copying into touched memory, and training steps and uploads allocate the same sizes
+// again and again. Freed blocks are kept (bounded, least recently freed dropped first); small
+// ones go straight to malloc. The measurement: docs/OPERATIONS.md, "Memory".
 #pragma once
 
 #include <cstddef>

@@ -38,7 +38,7 @@ absl::StatusOr<ProgramPtr> quick_compile(const std::string& source, std::shared_
 //    value outside the integer type's range undefined, and the two compilers pick different x86
 //    instructions for it (clang's AVX-512 vcvttss2usi saturates unsigned conversions; TinyCC
 //    converts through a signed 64-bit integer), so such values give different integers; or
-// 2. it calls a math function the optimized build vectorises through libmvec:
+// 2. it calls a math function that the optimized build vectorises through libmvec (below).
 //
 // The optimized compiler (clang with -fveclib=libmvec, CpuCompiler::uses_vector_math) turns loops
 // over exp, log, sin, cos and pow (double and float) into calls to glibc's libmvec, whose vector
@@ -48,8 +48,8 @@ absl::StatusOr<ProgramPtr> quick_compile(const std::string& source, std::shared_
 // (exp2, log2, sqrt, ...; sqrt is correctly rounded either way). So a kernel calling any of those
 // ten functions waits for the optimized build when it uses libmvec. Float exp and log render as the
 // kernel's own pg_expf and pg_logf (core/render/c_math.h), which are neither: those kernels take
-// the quick tier. `optimized_uses_vector_math`
-// false (gcc, or clang without libmvec): rule 2 does not apply.
+// the quick tier. With `optimized_uses_vector_math` false (gcc, or clang without libmvec), rule 2
+// does not apply.
 //
 // Beyond these, one difference remains, which is not a kernel's but IEEE 754's: when a result is
 // NaN, which NaN (its sign and payload bits) is not fixed — x86 returns one operand's NaN, or the
@@ -58,11 +58,9 @@ absl::StatusOr<ProgramPtr> quick_compile(const std::string& source, std::shared_
 // (tests/core/quick_tier_test.cpp checks the whole corpus).
 bool quick_tier_eligible(const LinearKernel& kernel, std::string_view source, bool optimized_uses_vector_math);
 
-// The most loop iterations (loop_iterations) of a kernel worth a quick build. TinyCC's code ran a
-// 3x3 convolution (3.7e9 iterations) at ~2.2 ns an iteration on two threads, 8 s, where clang
-// compiled it in ~0.35 s; and a quick build running on every core slows the optimized compile it
-// waits for (the first convolution took 0.85-1.2 s with a quick build, 0.47 s without, 2 cores).
-// Up to this (~75 ms of quick code) a quick build comes first; beyond it the kernel waits for clang.
+// The most loop iterations (loop_iterations) of a kernel worth a quick build: beyond it TinyCC's
+// code would run longer than clang takes to build the kernel, and the quick build would slow the
+// optimized compile it waits for. Measurements: docs/PIPELINE.md, "The quick tier's size limit".
 inline constexpr int64_t kQuickTierMaxIterations = int64_t{1} << 25;
 
 }  // namespace polygrad

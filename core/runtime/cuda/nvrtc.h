@@ -17,8 +17,6 @@ class Nvrtc {
   // FAILED_PRECONDITION naming what was tried when none loads.
   static absl::StatusOr<const Nvrtc*> get();
 
-  int major() const { return major_; }
-  int minor() const { return minor_; }
   std::string version() const;  // "13.0"
   const std::string& library() const { return library_; }  // the path or name that loaded
 
