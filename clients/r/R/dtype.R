@@ -1,8 +1,7 @@
 # Element types: wire codes (proto DType), kinds and tinygrad's promotion lattice, as the Python
 # client has them (clients/python/polygrad/dtype.py), so both clients type graphs alike.
 
-.dtype_wire <- c(bool = 1L, int8 = 2L, int16 = 3L, int32 = 4L, int64 = 5L, uint8 = 6L, uint16 = 7L,
-                 uint32 = 8L, uint64 = 9L, float16 = 10L, bfloat16 = 11L, float32 = 12L, float64 = 13L)
+# .dtype_wire (each dtype's polygrad.v1.DType number) is generated: R/ops_gen.R.
 # tinygrad's priority order, used to pick the least of several common supertypes.
 .dtype_priority <- c(bool = 0, int8 = 1, uint8 = 2, int16 = 3, uint16 = 4, int32 = 5, uint32 = 6,
                      int64 = 7, uint64 = 8, float16 = 9, bfloat16 = 10, float32 = 11, float64 = 12)

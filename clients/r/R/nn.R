@@ -1,22 +1,17 @@
 # Activations, dropout, the linear map and the nn_linear layer.
 
 #' Activations
+#'
+#' `pg_relu` is max(x, 0) (bool and unsigned tensors unchanged), `pg_gelu` gelu's tanh approximation,
+#' `pg_leaky_relu` x, and `neg_slope` x below 0. `pg_sigmoid`, `pg_tanh` and `pg_silu` are in
+#' [ops_gen].
 #' @param x a tensor.
 #' @return a tensor of x's shape (float).
 #' @export
 pg_relu <- function(x) if (x$node$dtype == "bool" || dtype_kind(x$node$dtype) == "u") x else unop(OP$RELU, x)
 #' @rdname pg_relu
 #' @export
-pg_sigmoid <- function(x) unop(OP$SIGMOID, float_of(x))
-#' @rdname pg_relu
-#' @export
-pg_tanh <- function(x) unop(OP$TANH, float_of(x))
-#' @rdname pg_relu
-#' @export
 pg_gelu <- function(x) unop(OP$GELU, float_of(x))
-#' @rdname pg_relu
-#' @export
-pg_silu <- function(x) unop(OP$SILU, float_of(x))
 #' @rdname pg_relu
 #' @param neg_slope slope for x < 0.
 #' @export

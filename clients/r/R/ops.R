@@ -140,35 +140,36 @@ round_half_even <- function(x, digits = 0) {
 #' Elementwise math on tensors
 #'
 #' `exp log sqrt abs sin cos tan tanh floor ceiling trunc round sign log2 cumsum atan asin acos
-#' sinh cosh asinh acosh atanh log10 log1p expm1` (R's Math group; see [pg_erf] for the edges of
-#' their domains). `round` rounds half to even (as R, numpy and torch) and takes no digits; `cumsum` takes
-#' a 1-D tensor ([pg_cumsum] takes an axis).
+#' sinh cosh asinh acosh atanh log10 log1p expm1` (R's Math group; the ones that are one op of the
+#' daemon call the generated functions of [ops_gen], `pg_exp`, `pg_sin`, ...; see [pg_isclose] for
+#' the edges of their domains). `round` rounds half to even (as R, numpy and torch) and takes no
+#' digits; `cumsum` takes a 1-D tensor ([pg_cumsum] takes an axis).
 #' @param x a tensor.
 #' @param ... unused (`round`: `digits` must be 0).
 #' @return a tensor.
 #' @export
 Math.polygrad_tensor <- function(x, ...) {
   switch(.Generic,
-         exp = unop(OP$EXP, float_of(x)),
-         log = unop(OP$LOG, float_of(x)),
-         log2 = unop(OP$LOG2, float_of(x)),
-         exp2 = unop(OP$EXP2, float_of(x)),
-         sqrt = unop(OP$SQRT, float_of(x)),
-         sin = unop(OP$SIN, float_of(x)),
-         cos = unop(OP$SIN, binop(OP$SUB, float_of(x), pi / 2, reverse = TRUE)),
+         exp = pg_exp(x),
+         log = pg_log(x),
+         log2 = pg_log2(x),
+         exp2 = pg_exp2(x),
+         sqrt = pg_sqrt(x),
+         sin = pg_sin(x),
+         cos = pg_sin(binop(OP$SUB, float_of(x), pi / 2, reverse = TRUE)),
          tan = sin(x) / cos(x),
-         tanh = unop(OP$TANH, float_of(x)),
-         atan = unop(OP$ATAN, float_of(x)),
-         asin = unop(OP$ASIN, float_of(x)),
-         acos = unop(OP$ACOS, float_of(x)),
-         sinh = unop(OP$SINH, float_of(x)),
-         cosh = unop(OP$COSH, float_of(x)),
-         asinh = unop(OP$ASINH, float_of(x)),
-         acosh = unop(OP$ACOSH, float_of(x)),
-         atanh = unop(OP$ATANH, float_of(x)),
-         log10 = unop(OP$LOG10, float_of(x)),
-         log1p = unop(OP$LOG1P, float_of(x)),
-         expm1 = unop(OP$EXPM1, float_of(x)),
+         tanh = pg_tanh(x),
+         atan = pg_atan(x),
+         asin = pg_asin(x),
+         acos = pg_acos(x),
+         sinh = pg_sinh(x),
+         cosh = pg_cosh(x),
+         asinh = pg_asinh(x),
+         acosh = pg_acosh(x),
+         atanh = pg_atanh(x),
+         log10 = pg_log10(x),
+         log1p = pg_log1p(x),
+         expm1 = pg_expm1(x),
          abs = if (x$node$dtype == "bool" || dtype_kind(x$node$dtype) == "u") x else pg_maximum(x, -x),
          sign = pg_where(x != 0, pg_where(x < 0, pg_full(dim(x), value = -1, dtype = x$node$dtype),
                                           pg_full(dim(x), value = 1, dtype = x$node$dtype)),
