@@ -30,10 +30,6 @@ def copy_node(nid, src, device):
   return pb.Node(id=nid, op=pb.COPY, src=[src], composite=pb.CompositeArg(device=device))
 
 
-def test_copy_op_number_is_145():
-  assert pb.COPY == 145 == g.COPY
-
-
 def test_copy_to_cpu_on_the_wire_is_a_transfer(raw):
   stub, sid = raw
   a = np.arange(12, dtype=np.float32).reshape(3, 4)

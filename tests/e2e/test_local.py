@@ -30,18 +30,6 @@ def f32(*shape):
   return Tensor(np.zeros(shape, dtype=np.float32))
 
 
-# --- the wire numbering ---------------------------------------------------------------------------
-
-def test_op_numbers_match_proto():
-  for num, name in g.OP_NAMES.items():
-    assert pb.Op.Value(name) == num, name
-
-
-def test_dtype_numbers_match_proto():
-  for dt in polygrad.dtype.ALL_DTYPES:
-    assert pb.DType.Value(dt.name.upper()) == dt.wire, dt.name
-
-
 # --- construction ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("data,dtype,shape", [

@@ -8,6 +8,8 @@ from typing import Optional, Union
 
 import numpy as np
 
+from ._ops_gen import DTYPE_NUMBERS
+
 
 @dataclass(frozen=True, eq=False)
 class DType:
@@ -50,21 +52,21 @@ class DType:
     return dtypes.max(self)
 
 
-# Wire enum values mirror proto/polygrad/v1/polygrad.proto (checked against the generated module
-# in tests); they are spelled out here so the pure-local parts import without the stubs.
-_BOOL = DType(0, 1, "bool", "b", 1, np.bool_)
-_INT8 = DType(1, 1, "int8", "i", 2, np.int8)
-_UINT8 = DType(2, 1, "uint8", "u", 6, np.uint8)
-_INT16 = DType(3, 2, "int16", "i", 3, np.int16)
-_UINT16 = DType(4, 2, "uint16", "u", 7, np.uint16)
-_INT32 = DType(5, 4, "int32", "i", 4, np.int32)
-_UINT32 = DType(6, 4, "uint32", "u", 8, np.uint32)
-_INT64 = DType(7, 8, "int64", "i", 5, np.int64)
-_UINT64 = DType(8, 8, "uint64", "u", 9, np.uint64)
-_FLOAT16 = DType(9, 2, "float16", "f", 10, np.float16)
-_BFLOAT16 = DType(10, 2, "bfloat16", "f", 11, None)
-_FLOAT32 = DType(11, 4, "float32", "f", 12, np.float32)
-_FLOAT64 = DType(12, 8, "float64", "f", 13, np.float64)
+# Wire numbers: polygrad.v1.DType, from the op schema's generated table (_ops_gen.py, which needs no
+# stubs, so the pure-local parts import without them).
+_BOOL = DType(0, 1, "bool", "b", DTYPE_NUMBERS["BOOL"], np.bool_)
+_INT8 = DType(1, 1, "int8", "i", DTYPE_NUMBERS["INT8"], np.int8)
+_UINT8 = DType(2, 1, "uint8", "u", DTYPE_NUMBERS["UINT8"], np.uint8)
+_INT16 = DType(3, 2, "int16", "i", DTYPE_NUMBERS["INT16"], np.int16)
+_UINT16 = DType(4, 2, "uint16", "u", DTYPE_NUMBERS["UINT16"], np.uint16)
+_INT32 = DType(5, 4, "int32", "i", DTYPE_NUMBERS["INT32"], np.int32)
+_UINT32 = DType(6, 4, "uint32", "u", DTYPE_NUMBERS["UINT32"], np.uint32)
+_INT64 = DType(7, 8, "int64", "i", DTYPE_NUMBERS["INT64"], np.int64)
+_UINT64 = DType(8, 8, "uint64", "u", DTYPE_NUMBERS["UINT64"], np.uint64)
+_FLOAT16 = DType(9, 2, "float16", "f", DTYPE_NUMBERS["FLOAT16"], np.float16)
+_BFLOAT16 = DType(10, 2, "bfloat16", "f", DTYPE_NUMBERS["BFLOAT16"], None)
+_FLOAT32 = DType(11, 4, "float32", "f", DTYPE_NUMBERS["FLOAT32"], np.float32)
+_FLOAT64 = DType(12, 8, "float64", "f", DTYPE_NUMBERS["FLOAT64"], np.float64)
 
 ALL_DTYPES = (_BOOL, _INT8, _UINT8, _INT16, _UINT16, _INT32, _UINT32, _INT64, _UINT64, _FLOAT16,
               _BFLOAT16, _FLOAT32, _FLOAT64)

@@ -1,4 +1,5 @@
-"""The graph's vocabulary: wire op numbers and the composite ops' argument.
+"""The graph's vocabulary: wire op numbers (generated from the op schema) and the composite ops'
+argument.
 
 Shared by graph.py (which builds nodes of them) and wire.py (which encodes them), so neither has
 to import the other."""
@@ -7,39 +8,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Tuple
 
-# Wire op numbers, from proto/polygrad/v1/polygrad.proto (checked against the stubs in tests).
-BUFFER, CONST = 1, 2
-NEG, EXP2, LOG2, SQRT, RECIPROCAL, SIN, CAST = 10, 11, 12, 13, 14, 15, 16
-ADD, SUB, MUL, DIV, MAX, CMPLT, CMPNE, WHERE = 30, 31, 32, 33, 34, 35, 36, 37
-IDIV, MOD, AND, OR, XOR = 38, 39, 40, 41, 42
-REDUCE_SUM, REDUCE_MAX = 50, 51
-RESHAPE, PERMUTE, EXPAND, PAD, SHRINK, FLIP = 70, 71, 72, 73, 74, 75
-GRADIENT = 90
-MATMUL, SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYERNORM = 100, 101, 102, 103, 104, 105, 106
-EXP, LOG, RELU, SIGMOID, TANH, GELU, SILU = 110, 111, 112, 113, 114, 115, 116
-ARANGE, CONV2D, MAX_POOL2D, AVG_POOL2D, CUMSUM, ONE_HOT = 120, 121, 122, 123, 124, 125
-ARGMAX, ARGMIN, TRIL, TRIU, GATHER = 126, 127, 128, 129, 130
-REDUCE_PROD, POW, RAND, RANDN, RANDINT, DROPOUT, CONV_TRANSPOSE2D = 131, 132, 133, 134, 135, 136, 137
-RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN, BATCHNORM_EVAL = 138, 139, 140, 141
-SCALED_DOT_PRODUCT_ATTENTION, SCALED_DOT_PRODUCT_ATTENTION_MASKED = 142, 143
-BITCAST = 144
-COPY = 145  # an explicit transfer to Composite.device
-ERF, ATAN, ASIN, ACOS, SINH, COSH, ASINH, ACOSH, ATANH = 146, 147, 148, 149, 150, 151, 152, 153, 154
-LOG10, LOG1P, EXPM1, LOGADDEXP, COPYSIGN, LERP, SOFTSIGN, CELU, SELU = 155, 156, 157, 158, 159, 160, 161, 162, 163
-ISFINITE, ISCLOSE = 164, 165
-SORT, TOPK, CUMMAX, CUMMIN, CUMPROD, LOGCUMSUMEXP = 200, 201, 202, 203, 204, 205
-SCATTER_REDUCE, NLL_LOSS, INTERPOLATE, UNFOLD, NONZERO, MULTINOMIAL = 206, 207, 208, 209, 210, 211
-SOFTPLUS, CLAMP_MIN, CLAMP_MAX = 220, 221, 222
-
-OP_NAMES = {v: k for k, v in dict(globals()).items() if k.isupper() and isinstance(v, int)}
-# Composite ops whose node carries a CompositeArg (the others take no argument).
-COMPOSITE_ARG_OPS = frozenset({SOFTMAX, LOG_SOFTMAX, LOGSUMEXP, MEAN, VAR, LAYERNORM, CONV2D, MAX_POOL2D,
-                               AVG_POOL2D, CUMSUM, ONE_HOT, ARGMAX, ARGMIN, TRIL, TRIU, GATHER, RAND, RANDN,
-                               RANDINT, DROPOUT, CONV_TRANSPOSE2D, RMS_NORM, GROUP_NORM, BATCHNORM_TRAIN,
-                               BATCHNORM_EVAL, SCALED_DOT_PRODUCT_ATTENTION,
-                               SCALED_DOT_PRODUCT_ATTENTION_MASKED, COPY, CELU, ISCLOSE, SORT, TOPK, CUMMAX,
-                               CUMMIN, CUMPROD, LOGCUMSUMEXP, SOFTPLUS, SCATTER_REDUCE, NLL_LOSS, INTERPOLATE, UNFOLD,
-                               NONZERO, MULTINOMIAL})
+# The wire op numbers, OP_NAMES, COMPOSITE_ARG_OPS (the ops whose node carries a CompositeArg),
+# DTYPE_NUMBERS and the generated methods' table: written by scripts/gen-ops from the op schema.
+from ._ops_gen import *  # noqa: F401,F403
+from ._ops_gen import COMPOSITE_ARG_OPS, DTYPE_NUMBERS, METHOD_DOCS, METHODS, OP_NAMES  # noqa: F401
 
 
 @dataclasses.dataclass(frozen=True)

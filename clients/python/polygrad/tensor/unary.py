@@ -1,11 +1,13 @@
-"""Elementwise unary math and activations: exp, log, sin, relu, gelu, clip, erf, ..."""
+"""Elementwise unary math and activations composed on the client: cos, relu, gelu, clip, round, ...
+(the ones that are one op of the daemon, exp, sin, erf, softplus, ..., are generated.py's)."""
 from __future__ import annotations
 
 import math
 
 from .. import graph as g
-from ..dtype import dtypes, least_upper_float
+from ..dtype import dtypes
 from ..errors import ShapeError
+from . import generated  # noqa: F401  (Tensor.silu, which swish names, and the other one-op methods)
 from .core import Tensor, tensor_methods
 
 
@@ -15,29 +17,8 @@ class Unary:
 
   # --- unary math -------------------------------------------------------------------------------
 
-  def exp2(self) -> "Tensor":
-    return self._float()._unop(g.EXP2)
-
-  def log2(self) -> "Tensor":
-    return self._float()._unop(g.LOG2)
-
-  def exp(self) -> "Tensor":
-    return self._float()._unop(g.EXP)
-
-  def log(self) -> "Tensor":
-    return self._float()._unop(g.LOG)
-
-  def sqrt(self) -> "Tensor":
-    return self._float()._unop(g.SQRT)
-
   def rsqrt(self) -> "Tensor":
     return self.sqrt().reciprocal()
-
-  def reciprocal(self) -> "Tensor":
-    return self._float()._unop(g.RECIPROCAL)
-
-  def sin(self) -> "Tensor":
-    return self._float()._unop(g.SIN)
 
   def cos(self) -> "Tensor":
     return ((math.pi / 2) - self._float()).sin()
@@ -56,16 +37,7 @@ class Unary:
   def leaky_relu(self, neg_slope: float = 0.01) -> "Tensor":
     return (self < 0).where(self * neg_slope, self)
 
-  def sigmoid(self) -> "Tensor":
-    return self._float()._unop(g.SIGMOID)
-
-  def tanh(self) -> "Tensor":
-    return self._float()._unop(g.TANH)
-
-  def silu(self) -> "Tensor":
-    return self._float()._unop(g.SILU)
-
-  swish = silu
+  swish = Tensor.silu
 
   def gelu(self, approximate: str = "tanh") -> "Tensor":
     """The tanh approximation (tinygrad's gelu, the default), or with approximate='none' the exact
@@ -79,12 +51,6 @@ class Unary:
 
   def elu(self, alpha: float = 1.0) -> "Tensor":
     return self.relu() - alpha * (1 - self.exp()).relu()
-
-  def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> "Tensor":
-    """log(1 + exp(beta * x)) / beta, and x where beta * x > threshold (torch's softplus): no
-    overflow at large inputs, and a gradient of 1 there."""
-    x = self._float()
-    return Tensor._make(g.SOFTPLUS, x.dtype, x.shape, (x,), g.Composite(beta=float(beta), threshold=float(threshold)))
 
   def abs(self) -> "Tensor":
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
@@ -148,79 +114,6 @@ class Unary:
 
   def hardswish(self) -> "Tensor":
     return self * (self + 3).relu6() * (1 / 6)
-
-  # The daemon's elementwise math (core/frontend/math.h): torch's values at the domain edges,
-  # e.g. asin(2) is nan, atanh(1) is inf; float16/bfloat16 are computed in float32.
-
-  def erf(self) -> "Tensor":
-    return self._float()._unop(g.ERF)
-
-  def atan(self) -> "Tensor":
-    return self._float()._unop(g.ATAN)
-
-  def asin(self) -> "Tensor":
-    return self._float()._unop(g.ASIN)
-
-  def acos(self) -> "Tensor":
-    return self._float()._unop(g.ACOS)
-
-  def sinh(self) -> "Tensor":
-    return self._float()._unop(g.SINH)
-
-  def cosh(self) -> "Tensor":
-    return self._float()._unop(g.COSH)
-
-  def asinh(self) -> "Tensor":
-    return self._float()._unop(g.ASINH)
-
-  def acosh(self) -> "Tensor":
-    return self._float()._unop(g.ACOSH)
-
-  def atanh(self) -> "Tensor":
-    return self._float()._unop(g.ATANH)
-
-  def log10(self) -> "Tensor":
-    return self._float()._unop(g.LOG10)
-
-  def log1p(self) -> "Tensor":
-    return self._float()._unop(g.LOG1P)
-
-  def expm1(self) -> "Tensor":
-    return self._float()._unop(g.EXPM1)
-
-  def softsign(self) -> "Tensor":
-    return self._float()._unop(g.SOFTSIGN)
-
-  def selu(self) -> "Tensor":
-    return self._float()._unop(g.SELU)
-
-  def celu(self, alpha: float = 1.0) -> "Tensor":
-    x = self._float()
-    return Tensor._make(g.CELU, x.dtype, x.shape, (x,), g.Composite(alpha=float(alpha)))
-
-  def _float_binop(self, op: int, x, reverse: bool = False) -> "Tensor":
-    a, b = self._broadcasted(x, reverse)
-    a, b = a._float(), b._float()
-    return Tensor._make(op, a.dtype, a.shape, (a, b))
-
-  def logaddexp(self, x) -> "Tensor":
-    """log(exp(self) + exp(x)) without overflow; -inf operands are fine."""
-    return self._float_binop(g.LOGADDEXP, x)
-
-  def copysign(self, x) -> "Tensor":
-    """|self| with the sign bit of x (-0.0 counts as negative); no gradient flows to x."""
-    return self._float_binop(g.COPYSIGN, x)
-
-  def lerp(self, end, weight) -> "Tensor":
-    """self + weight * (end - self), computed from the nearer end (exact at weight 1)."""
-    a, b = self._broadcasted(end)
-    a, w = a._broadcasted(weight)
-    a, b = a._broadcasted(b)
-    a, b, w = a._float(), b._float(), w.cast(least_upper_float(a.dtype))
-    return Tensor._make(g.LERP, a.dtype, a.shape, (a, b, w))
-
-  def isfinite(self) -> "Tensor":
-    return Tensor._make(g.ISFINITE, dtypes.bool, self.shape, (self,))
 
   def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> "Tensor":
     """|self - other| <= atol + rtol * |other| elementwise (bool), as torch.isclose."""
