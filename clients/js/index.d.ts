@@ -1,4 +1,7 @@
 // Types of the polygrad package: the JavaScript client of polygradd.
+// The one-op methods (exp, sin, erf, logaddexp, lerp, softplus, ...) are declared in ops.gen.d.ts,
+// generated from the op schema by scripts/gen-ops, and merged into Tensor below.
+import type { OpMethods } from './ops.gen';
 
 /** What sort, topk, cummax and cummin return: destructures as [values, indices]. */
 export type ValuesIndices = [Tensor, Tensor] & { values: Tensor; indices: Tensor };
@@ -203,23 +206,14 @@ export declare class Tensor {
   /** this is the condition */
   where(x: Tensor | Scalar, y: Tensor | Scalar): Tensor;
 
-  exp(): Tensor; exp2(): Tensor; log(): Tensor; log2(): Tensor; sqrt(): Tensor; rsqrt(): Tensor;
-  reciprocal(): Tensor; sin(): Tensor; cos(): Tensor; tan(): Tensor; abs(): Tensor; sign(): Tensor;
+  rsqrt(): Tensor; cos(): Tensor; tan(): Tensor; abs(): Tensor; sign(): Tensor;
   square(): Tensor; trunc(): Tensor; floor(): Tensor; ceil(): Tensor; round(): Tensor;
   isnan(): Tensor; isinf(detectPositive?: boolean, detectNegative?: boolean): Tensor;
-  relu(): Tensor; relu6(): Tensor; sigmoid(): Tensor; tanh(): Tensor; gelu(): Tensor; quickGelu(): Tensor;
-  silu(): Tensor; swish(): Tensor; mish(): Tensor; elu(alpha?: number): Tensor; softplus(beta?: number): Tensor;
+  relu(): Tensor; relu6(): Tensor; gelu(): Tensor; quickGelu(): Tensor;
+  /** silu */
+  swish(): Tensor; mish(): Tensor; elu(alpha?: number): Tensor;
   logsigmoid(): Tensor; leakyRelu(negSlope?: number): Tensor; hardtanh(minVal?: number, maxVal?: number): Tensor;
   hardsigmoid(alpha?: number, beta?: number): Tensor; hardswish(): Tensor;
-  /** The daemon's math, with torch's values at the edges of each domain (asin(2) is NaN, atanh(1) Infinity). */
-  erf(): Tensor; atan(): Tensor; asin(): Tensor; acos(): Tensor; sinh(): Tensor; cosh(): Tensor; asinh(): Tensor;
-  acosh(): Tensor; atanh(): Tensor; log10(): Tensor; log1p(): Tensor; expm1(): Tensor; softsign(): Tensor;
-  selu(): Tensor; celu(alpha?: number): Tensor;
-  logaddexp(x: Tensor | Scalar, reverse?: boolean): Tensor;
-  /** |this| with the sign bit of x (-0 counts as negative); no gradient flows to x. */
-  copysign(x: Tensor | Scalar, reverse?: boolean): Tensor;
-  lerp(end: Tensor | Scalar, weight: Tensor | Scalar): Tensor;
-  isfinite(): Tensor;
   isclose(other: Tensor | Scalar, options?: { rtol?: number; atol?: number; equalNan?: boolean }): Tensor;
   /** Whether every element isclose (this realizes). */
   allclose(other: Tensor | Scalar, options?: { rtol?: number; atol?: number; equalNan?: boolean }): Promise<boolean>;
@@ -338,6 +332,8 @@ export declare class Tensor {
   batchNorm(options?: { runningMean?: Tensor | null; runningVar?: Tensor | null; weight?: Tensor | null; bias?: Tensor | null; training?: boolean; eps?: number }): Tensor;
   scaledDotProductAttention(key: Tensor, value: Tensor, options?: { attnMask?: Tensor | null; isCausal?: boolean }): Tensor;
 }
+/** The one-op methods generated from the op schema (ops.gen.d.ts), merged into the class. */
+export interface Tensor extends OpMethods {}
 
 export interface Layer {
   forward(x: Tensor): Tensor;

@@ -1,6 +1,8 @@
 'use strict';
 // Element types and tinygrad's promotion rules, mirroring clients/python/polygrad/dtype.py exactly
-// (the conformance corpus checks that both clients derive the daemon's dtypes).
+// (the conformance corpus checks that both clients derive the daemon's dtypes). The wire numbers
+// (polygrad.v1.DType) come from the op schema's generated table.
+const { DTYPES } = require('./ops.gen');
 
 class DType {
   constructor(priority, itemsize, name, kind, wire, ArrayType) {
@@ -16,19 +18,19 @@ class DType {
   toJSON() { return this.name; }
 }
 
-const bool = new DType(0, 1, 'bool', 'b', 1, Uint8Array);
-const int8 = new DType(1, 1, 'int8', 'i', 2, Int8Array);
-const uint8 = new DType(2, 1, 'uint8', 'u', 6, Uint8Array);
-const int16 = new DType(3, 2, 'int16', 'i', 3, Int16Array);
-const uint16 = new DType(4, 2, 'uint16', 'u', 7, Uint16Array);
-const int32 = new DType(5, 4, 'int32', 'i', 4, Int32Array);
-const uint32 = new DType(6, 4, 'uint32', 'u', 8, Uint32Array);
-const int64 = new DType(7, 8, 'int64', 'i', 5, BigInt64Array);
-const uint64 = new DType(8, 8, 'uint64', 'u', 9, BigUint64Array);
-const float16 = new DType(9, 2, 'float16', 'f', 10, Uint16Array);
-const bfloat16 = new DType(10, 2, 'bfloat16', 'f', 11, Uint16Array);
-const float32 = new DType(11, 4, 'float32', 'f', 12, Float32Array);
-const float64 = new DType(12, 8, 'float64', 'f', 13, Float64Array);
+const bool = new DType(0, 1, 'bool', 'b', DTYPES.BOOL, Uint8Array);
+const int8 = new DType(1, 1, 'int8', 'i', DTYPES.INT8, Int8Array);
+const uint8 = new DType(2, 1, 'uint8', 'u', DTYPES.UINT8, Uint8Array);
+const int16 = new DType(3, 2, 'int16', 'i', DTYPES.INT16, Int16Array);
+const uint16 = new DType(4, 2, 'uint16', 'u', DTYPES.UINT16, Uint16Array);
+const int32 = new DType(5, 4, 'int32', 'i', DTYPES.INT32, Int32Array);
+const uint32 = new DType(6, 4, 'uint32', 'u', DTYPES.UINT32, Uint32Array);
+const int64 = new DType(7, 8, 'int64', 'i', DTYPES.INT64, BigInt64Array);
+const uint64 = new DType(8, 8, 'uint64', 'u', DTYPES.UINT64, BigUint64Array);
+const float16 = new DType(9, 2, 'float16', 'f', DTYPES.FLOAT16, Uint16Array);
+const bfloat16 = new DType(10, 2, 'bfloat16', 'f', DTYPES.BFLOAT16, Uint16Array);
+const float32 = new DType(11, 4, 'float32', 'f', DTYPES.FLOAT32, Float32Array);
+const float64 = new DType(12, 8, 'float64', 'f', DTYPES.FLOAT64, Float64Array);
 
 const ALL = [bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, bfloat16, float32, float64];
 

@@ -491,7 +491,9 @@ Tensor.training = false;
 
 module.exports = { Tensor, gradMode, untracked, takePendingLosses, splitOptions, isOptions, isScalar, dtypeFromPy, constValue };
 
-// The operator families (they need the class above).
+// The operator families (they need the class above); first the one-op methods generated from the op
+// schema, which the hand-written families alias (swish = silu) and compose.
+require('./ops/generated');
 require('./ops/elementwise');
 require('./ops/movement');
 require('./ops/reduce');

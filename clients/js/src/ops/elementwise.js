@@ -1,6 +1,7 @@
 'use strict';
 // Elementwise ops: casts, broadcasting binary ops with tinygrad's dtype promotion, comparisons,
-// integer and bitwise ops, unary math and activations (the Python client's rules exactly).
+// integer and bitwise ops, unary math and activations composed on the client (the Python client's
+// rules exactly).
 const { OPS, OP_NAMES } = require('../ops');
 const { GRAPH } = require('../graph');
 const { Composite } = require('../composite');
@@ -285,41 +286,9 @@ Tensor.where = (cond, x, y) => cond.where(x, y);
 
 // --- unary math and activations ---------------------------------------------------------------
 
-const floatUnary = { exp2: OPS.EXP2, log2: OPS.LOG2, exp: OPS.EXP, log: OPS.LOG, sqrt: OPS.SQRT,
-  reciprocal: OPS.RECIPROCAL, sin: OPS.SIN, sigmoid: OPS.SIGMOID, tanh: OPS.TANH, silu: OPS.SILU, gelu: OPS.GELU,
-  // the daemon's math with torch's edge values (core/frontend/math.h)
-  erf: OPS.ERF, atan: OPS.ATAN, asin: OPS.ASIN, acos: OPS.ACOS, sinh: OPS.SINH, cosh: OPS.COSH, asinh: OPS.ASINH,
-  acosh: OPS.ACOSH, atanh: OPS.ATANH, log10: OPS.LOG10, log1p: OPS.LOG1P, expm1: OPS.EXPM1, softsign: OPS.SOFTSIGN,
-  selu: OPS.SELU };
-for (const [name, op] of Object.entries(floatUnary)) {
-  P[name] = function unary() { return this._float()._unop(op); };
-}
+// The one-op math (exp, sin, erf, sigmoid, logaddexp, lerp, celu, softplus, ...) is generated.js's.
+P.gelu = function gelu() { return this._float()._unop(OPS.GELU); };
 P.swish = P.silu;
-P.celu = function celu(alpha = 1.0) {
-  const x = this._float();
-  return Tensor._make(OPS.CELU, x.dtype, x._node.shape, [x], new Composite({ alpha: Number(alpha) }));
-};
-function floatBinop(op) {
-  return function binop(x, reverse = false) {
-    let [a, b] = this._broadcasted(x, reverse);
-    a = a._float();
-    b = b._float();
-    return Tensor._make(op, a.dtype, a._node.shape, [a, b]);
-  };
-}
-P.logaddexp = floatBinop(OPS.LOGADDEXP);
-// |this| with the sign bit of x (-0 counts as negative); no gradient flows to x.
-P.copysign = floatBinop(OPS.COPYSIGN);
-// this + weight * (end - this), computed from the nearer end (exact at weight 1).
-P.lerp = function lerp(end, weight) {
-  let [a, b] = this._broadcasted(end);
-  let w;
-  [a, w] = a._broadcasted(weight);
-  [a, b] = a._broadcasted(b);
-  a = a._float();
-  return Tensor._make(OPS.LERP, a.dtype, a._node.shape, [a, b._float(), w.cast(a.dtype)]);
-};
-P.isfinite = function isfinite() { return Tensor._make(OPS.ISFINITE, dtypes.bool, this._node.shape, [this]); };
 P.isclose = function isclose(other, { rtol = 1e-5, atol = 1e-8, equalNan = false } = {}) {
   if (!(rtol >= 0) || !(atol >= 0)) throw new RangeError(`isclose needs rtol >= 0 and atol >= 0, got ${rtol} and ${atol}`);
   const [a, b] = this._broadcasted(other);
@@ -339,12 +308,6 @@ P.relu = function relu() {
 P.relu6 = function relu6() { return this.relu().minimum(6); };
 P.leakyRelu = function leakyRelu(negSlope = 0.01) { return this.lt(0).where(this.mul(negSlope), this); };
 P.elu = function elu(alpha = 1.0) { return this.relu().sub(this.exp().sub(1, true).relu().mul(alpha, true)); };
-// torch's softplus: x itself where beta * x > threshold (the daemon's SOFTPLUS).
-P.softplus = function softplus(beta = 1.0, threshold = 20.0) {
-  const x = this._float();
-  return Tensor._make(OPS.SOFTPLUS, x.dtype, x._node.shape, [x],
-    new Composite({ beta: Number(beta), threshold: Number(threshold) }));
-};
 P.logsigmoid = function logsigmoid() { return this.neg().softplus().neg(); };
 P.abs = function abs() {
   if (this.dtype === dtypes.bool || this.dtype.kind === 'u') return this;
