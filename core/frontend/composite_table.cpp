@@ -148,6 +148,12 @@ Built unfold_op(const Call& c) {
   return unfold(c.src[0], *axis, c.arg.n, c.arg.step);
 }
 
+Built normalize_op(const Call& c) {
+  absl::StatusOr<int64_t> axis = one_axis(c.arg);
+  if (!axis.ok()) return axis.status();
+  return lp_normalize(c.src[0], c.arg.p, *axis, c.arg.eps);
+}
+
 template <WindowKind K>
 Built window_op(const Call& c) {
   return build_window(K, c);
@@ -210,6 +216,7 @@ constexpr auto kTable = std::to_array<Entry>({
        return nll_loss(c.src[0], c.src[1], c.src.size() > 2 ? c.src[2] : nullptr, c.arg.ignore_index, c.arg.mode);
      }},
     {"NONZERO", build_nonzero},
+    {"NORMALIZE", normalize_op},
     {"ONE_HOT", one_hot_op},
     {"POW", binary<pow>},
     {"RAND", random_op<rand>},
@@ -227,6 +234,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"SILU", unary<silu>},
     {"SINH", unary<sinh>},
     {"SOFTMAX", along<softmax>},
+    {"SOFTMIN", along<softmin>},
     {"SOFTPLUS", [](const Call& c) { return softplus(c.src[0], c.arg.beta, c.arg.threshold); }},
     {"SOFTSIGN", unary<softsign>},
     {"SORT", sort_op},

@@ -208,6 +208,58 @@ absl::StatusOr<UOpRef> log_softmax(const UOpRef& x, int64_t axis) {
   return alu(Ops::SUB, {x, le});
 }
 
+absl::StatusOr<UOpRef> softmin(const UOpRef& x, int64_t axis) {
+  if (auto s = need_float(x, "softmin"); !s.ok()) return s;
+  if (x->shape.empty()) {  // a 0-d tensor is a row of one
+    if (axis != 0 && axis != -1) return absl::InvalidArgumentError(absl::StrCat("softmin: axis ", axis, " of a 0-d tensor"));
+    PG_ASSIGN(row, reshape(x, {1}));
+    PG_ASSIGN(out, softmin(row, 0));
+    return reshape(out, {});
+  }
+  PG_ASSIGN(neg, alu(Ops::NEG, {x}));
+  return softmax(neg, axis);
+}
+
+absl::StatusOr<UOpRef> lp_normalize(const UOpRef& x, double p, int64_t axis, double eps) {
+  if (auto s = need_float(x, "normalize"); !s.ok()) return s;
+  if (!(p >= 0)) return absl::InvalidArgumentError(absl::StrCat("normalize needs p >= 0 (or inf), got ", p));
+  PG_ASSIGN(ax, norm_axes({axis}, x));
+  UOpRef norm;
+  if (p == 0) {
+    PG_ASSIGN(zero, scalar_like(0.0, x));
+    PG_ASSIGN(nonzero, alu(Ops::CMPNE, {x, zero}));
+    PG_ASSIGN(count, cast(nonzero, x->dtype));
+    PG_ASSIGN(n, reduce_keep(Ops::ADD, count, ax, true));
+    norm = n;
+  } else if (p == 2) {  // sqrt of the sum of squares: one rounding less than pow
+    PG_ASSIGN(sq, alu(Ops::MUL, {x, x}));
+    PG_ASSIGN(ss, reduce_keep(Ops::ADD, sq, ax, true));
+    PG_ASSIGN(n, alu(Ops::SQRT, {ss}));
+    norm = n;
+  } else {
+    PG_ASSIGN(neg, alu(Ops::NEG, {x}));
+    PG_ASSIGN(a, alu(Ops::MAX, {x, neg}));
+    if (std::isinf(p)) {
+      PG_ASSIGN(n, reduce_keep(Ops::MAX, a, ax, true));
+      norm = n;
+    } else if (p == 1) {
+      PG_ASSIGN(n, reduce_keep(Ops::ADD, a, ax, true));
+      norm = n;
+    } else {
+      PG_ASSIGN(pe, scalar_like(p, a));
+      PG_ASSIGN(ap, pow(a, pe));
+      PG_ASSIGN(s, reduce_keep(Ops::ADD, ap, ax, true));
+      PG_ASSIGN(inv, scalar_like(1.0 / p, s));
+      PG_ASSIGN(n, pow(s, inv));
+      norm = n;
+    }
+  }
+  PG_ASSIGN(e, scalar_like(eps, norm));
+  PG_ASSIGN(den, alu(Ops::MAX, {norm, e}));
+  PG_ASSIGN(de, expand(den, x->shape));
+  return alu(Ops::FDIV, {x, de});
+}
+
 absl::StatusOr<UOpRef> layernorm(const UOpRef& x, int64_t normalized_axes, double eps) {
   if (auto s = need_float(x, "layernorm"); !s.ok()) return s;
   int64_t rank = static_cast<int64_t>(x->shape.size());

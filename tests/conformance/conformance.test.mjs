@@ -181,6 +181,8 @@ const BUILD = {
   index: (xs, a) => xs[0].index(...a.index.map((e) => indexEntry(e, xs))),
   matmul: (xs) => xs[0].matmul(xs[1]),
   softmax: (xs, a) => xs[0].softmax(a.axis),
+  softmin: (xs, a) => xs[0].softmin(a.axis),
+  normalize: (xs, a) => xs[0].normalize(a.p, a.dim),
   logSoftmax: (xs, a) => xs[0].logSoftmax(a.axis),
   layernorm: (xs, a) => xs[0].layernorm({ axis: a.axis, eps: a.eps }),
   rmsNorm: (xs, a) => xs[0].rmsNorm(a.axis, a.eps),
@@ -243,7 +245,7 @@ function wireOps() {
   const text = fs.readFileSync(path.join(REPO, 'proto', 'polygrad', 'v1', 'polygrad.proto'), 'utf8');
   const body = /enum Op \{([\s\S]*?)\n\}/.exec(text)[1];
   const ops = new Map();
-  for (const m of body.matchAll(/^\s*([A-Z0-9_]+)\s*=\s*(\d+);/gm)) if (m[1] !== 'OP_UNSPECIFIED') ops.set(Number(m[2]), m[1]);
+  for (const m of body.matchAll(/^\s*([A-Z0-9_]+)\s*=\s*(\d+)\s*[;[]/gm)) if (m[1] !== 'OP_UNSPECIFIED') ops.set(Number(m[2]), m[1]);
   return ops;
 }
 const WIRE = wireOps();

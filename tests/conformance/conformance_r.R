@@ -245,6 +245,8 @@ builders <- list(
   matmul = function(ins, args) pg_matmul(ins[[1]], ins[[2]]),
   linear = function(ins, args) pg_linear(ins[[1]], ins[[2]], input(ins, 3)),
   softmax = function(ins, args) pg_softmax(ins[[1]], ax(args$axis %||% -1)),
+  softmin = function(ins, args) pg_softmin(ins[[1]], ax(args$axis)),
+  normalize = function(ins, args) pg_normalize(ins[[1]], args$p, ax(args$dim)),
   logSoftmax = function(ins, args) pg_log_softmax(ins[[1]], ax(args$axis %||% -1)),
   layernorm = function(ins, args) pg_layernorm(ins[[1]], ax(args$axis %||% -1), args$eps %||% 1e-5),
   rmsNorm = function(ins, args) pg_rms_norm(ins[[1]], ax(args$axis %||% -1), args$eps %||% 1e-6),

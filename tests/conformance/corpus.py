@@ -89,7 +89,7 @@ def wire_ops() -> List[str]:
   """The names of polygrad.v1.Op's values, from the proto text (no generated code involved)."""
   text = PROTO.read_text()
   body = re.search(r"enum Op \{(.*?)\n\}", text, re.S).group(1)
-  return [name for name in re.findall(r"^\s*([A-Z0-9_]+)\s*=\s*\d+;", body, re.M) if name != "OP_UNSPECIFIED"]
+  return [name for name in re.findall(r"^\s*([A-Z0-9_]+)\s*=\s*\d+\s*[;[]", body, re.M) if name != "OP_UNSPECIFIED"]
 
 
 def result_entry(dtype: str, shape, daemon_dtype: str, daemon_shape, data: bytes) -> Dict:

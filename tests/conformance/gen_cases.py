@@ -326,6 +326,8 @@ case("softmax/f32", "softmax", "SOFTMAX", [inp("float32", (3, 5))], {"axis": -1}
 case("softmax/f32-axis0", "softmax", "SOFTMAX", [inp("float32", (3, 5))], {"axis": 0})
 case("softmax/f16", "softmax", ["SOFTMAX", "CAST"], [inp("float16", (2, 4))], {"axis": 1})
 case("softmax/i32", "softmax", ["SOFTMAX", "CAST"], [inp("int32", (2, 4), "small")], {"axis": 1})
+case("softmin/f32", "softmin", "SOFTMIN", [inp("float32", (3, 5))], {"axis": -1})
+case("normalize/f32", "normalize", "NORMALIZE", [inp("float32", (3, 5))], {"p": 2.0, "dim": 1})
 case("logSoftmax/f32", "logSoftmax", "LOG_SOFTMAX", [inp("float32", (3, 5))], {"axis": 1})
 case("logSoftmax/bf16", "logSoftmax", ["LOG_SOFTMAX", "CAST"], [inp("bfloat16", (3, 5))], {"axis": -1})
 case("layernorm/f32", "layernorm", "LAYERNORM", [inp("float32", (3, 8))], {"axis": -1, "eps": 0.00001})

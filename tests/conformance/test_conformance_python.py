@@ -168,6 +168,8 @@ BUILD = {
     "index": lambda xs, a: xs[0][tuple(_index_entry(e, xs) for e in a["index"])],
     "matmul": lambda xs, a: xs[0].matmul(xs[1]),
     "softmax": lambda xs, a: xs[0].softmax(a["axis"]),
+    "softmin": lambda xs, a: xs[0].softmin(a["axis"]),
+    "normalize": lambda xs, a: xs[0].normalize(a["p"], a["dim"]),
     "logSoftmax": lambda xs, a: xs[0].log_softmax(a["axis"]),
     "layernorm": lambda xs, a: xs[0].layernorm(_tuple(a["axis"]), a["eps"]),
     "rmsNorm": lambda xs, a: xs[0].rms_norm(_tuple(a["axis"]), a["eps"]),

@@ -541,6 +541,11 @@ OPS: List[Op] = [
        [V((3, 5), axis=-1), V((2, 3, 4), axis=1), V((1, 6), axis=0), V((0, 4), axis=1)], domain=(-4.0, 4.0)),
     Op("log_softmax", lambda p, x: x.log_softmax(p["axis"]), lambda p, x: torch.log_softmax(x, p["axis"]),
        [V((3, 5), axis=-1), V((2, 3, 4), axis=1), V((1, 6), axis=0)], domain=(-4.0, 4.0)),
+    # softmin and normalize are schema ops added with no client code (issue 33): generated methods.
+    Op("softmin", lambda p, x: x.softmin(p["axis"]), lambda p, x: F.softmin(x, p["axis"]),
+       [V((3, 5), axis=-1), V((2, 3, 4), axis=1), V((1, 6), axis=0), V((), axis=-1)], domain=(-4.0, 4.0)),
+    Op("normalize", lambda p, x: x.normalize(p["p"], p["dim"]), lambda p, x: F.normalize(x, p["p"], p["dim"]),
+       [V((3, 5), p=2.0, dim=1), V((2, 3, 4), p=1.0, dim=0), V((4, 3), p=3.0, dim=-1)], F32_ONLY, domain=(0.5, 2.0), tol_scale=2.0),
     Op("logsumexp", lambda p, x: x.logsumexp(p["axis"], keepdim=p.get("keepdim", False)),
        lambda p, x: torch.logsumexp(x, _dims(p, x), keepdim=p.get("keepdim", False)),
        [V((3, 5), axis=1), V((2, 3, 4), axis=(0, 2)), V((4, 2), axis=0, keepdim=True)], domain=(-4.0, 4.0)),
