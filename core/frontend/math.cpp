@@ -334,14 +334,40 @@ absl::StatusOr<UOpRef> softsign(const UOpRef& x) {
 
 namespace {
 
+// -E / (2 + E) with E = expm1(-2|x|), signed like x: 2 sigmoid(2x) - 1 cancels to nothing near 0
+// (tanh(1e-5) lost every digit in float32), and E never overflows. |x| and the sign go through
+// WHERE, so the slope at 0 is 1 and -0.0 stays -0.0.
+UOpRef tanh_expr(Expr& e, const UOpRef& v) {
+  UOpRef em = e.expm1(e.mul(e.abs_odd(v), -2.0));
+  return e.with_sign_of(v, e.div(e.neg(em), e.add(em, 2.0)));
+}
+
+// The exp only sees inputs up to the threshold, so the branch not taken cannot overflow and turn
+// its zero gradient into nan. WHERE rather than a min: at beta * x equal to the threshold the
+// whole gradient flows through the log branch, as in torch.
+UOpRef softplus_expr(Expr& e, const UOpRef& v, double beta, double threshold) {
+  UOpRef bx = e.mul(v, beta);
+  UOpRef over = e.gt(bx, threshold);
+  UOpRef r = e.mul(e.log1p(e.exp(e.where(over, 0.0, bx))), 1.0 / beta);
+  return e.where(over, v, r);
+}
+
+// +0.0 at either zero of x, with slope 1 and curvature 0: z * z * 0 + z (+0.0 + -0.0 is +0.0; a
+// constant 0 added would be folded away) of z, which is x at its zeros and 0 elsewhere, so that
+// no infinite or nan x meets the zero gradient of the branch not taken (0 * inf is nan).
+UOpRef zero_of(Expr& e, const UOpRef& v, const UOpRef& is_zero) {
+  UOpRef z = e.where(is_zero, v, 0.0);
+  return e.add(e.mul(e.mul(z, z), 0.0), z);
+}
+
 // x for x > 0, alpha * expm1(x * input_scale) otherwise; the negative side sees no positive
-// input. At either zero torch gives +0.0 with slope 1 and curvature 0 (its positive side):
-// x * x * 0 + x is that (+0.0 + -0.0 is +0.0; a constant 0 added would be folded away).
+// input. At either zero torch gives +0.0 with slope 1 and curvature 0 (its positive side).
 UOpRef elu_expr(Expr& e, const UOpRef& v, double alpha, double input_scale) {
   UOpRef pos = e.gt(v, 0.0);
   UOpRef n = e.where(pos, 0.0, v);
   UOpRef r = e.where(pos, v, e.mul(e.expm1(e.mul(n, input_scale)), alpha));
-  return e.where(e.eq(v, 0.0), e.add(e.mul(e.mul(v, v), 0.0), v), r);
+  UOpRef is_zero = e.eq(v, 0.0);
+  return e.where(is_zero, zero_of(e, v, is_zero), r);
 }
 
 }  // namespace
@@ -363,15 +389,8 @@ absl::StatusOr<UOpRef> softplus(const UOpRef& x, double beta, double threshold) 
   if (beta == 0 || !std::isfinite(beta))
     return absl::InvalidArgumentError(absl::StrCat("softplus needs a finite nonzero beta, got ", beta));
   if (std::isnan(threshold)) return absl::InvalidArgumentError("softplus needs a threshold that is not nan");
-  return unary("softplus", x, [&](Expr& e, const UOpRef& v) {
-    // The exp only sees inputs up to the threshold, so the branch not taken cannot overflow
-    // and turn its zero gradient into nan. WHERE rather than a min: at beta * x equal to the
-    // threshold the whole gradient flows through the log branch, as in torch.
-    UOpRef bx = e.mul(v, beta);
-    UOpRef over = e.gt(bx, threshold);
-    UOpRef r = e.mul(e.log1p(e.exp(e.where(over, 0.0, bx))), 1.0 / beta);
-    return e.where(over, v, r);
-  }, Work::Activation);
+  return unary("softplus", x, [&](Expr& e, const UOpRef& v) { return softplus_expr(e, v, beta, threshold); },
+               Work::Activation);
 }
 
 namespace {
@@ -395,13 +414,7 @@ absl::StatusOr<UOpRef> clamp_min(const UOpRef& x, const UOpRef& lo) { return cla
 absl::StatusOr<UOpRef> clamp_max(const UOpRef& x, const UOpRef& hi) { return clamp("clamp_max", x, hi, true); }
 
 absl::StatusOr<UOpRef> tanh(const UOpRef& x) {
-  return unary("tanh", x, [](Expr& e, const UOpRef& v) {
-    // -E / (2 + E) with E = expm1(-2|x|), signed like x: 2 sigmoid(2x) - 1 cancels to nothing
-    // near 0 (tanh(1e-5) lost every digit in float32), and E never overflows. |x| and the sign
-    // go through WHERE, so the slope at 0 is 1 and -0.0 stays -0.0.
-    UOpRef em = e.expm1(e.mul(e.abs_odd(v), -2.0));
-    return e.with_sign_of(v, e.div(e.neg(em), e.add(em, 2.0)));
-  }, Work::Activation);
+  return unary("tanh", x, tanh_expr, Work::Activation);
 }
 
 absl::StatusOr<UOpRef> logaddexp(const UOpRef& a, const UOpRef& b) {
