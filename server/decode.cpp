@@ -67,6 +67,9 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
   a.indices = c.indices();
   a.beta = c.beta();
   a.threshold = c.threshold();
+  a.neg_slope = c.neg_slope();
+  a.min_val = c.min_val();
+  a.max_val = c.max_val();
   a.mode = c.mode();
   a.include_self = c.include_self();
   a.align_corners = c.align_corners();

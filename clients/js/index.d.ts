@@ -206,14 +206,12 @@ export declare class Tensor {
   /** this is the condition */
   where(x: Tensor | Scalar, y: Tensor | Scalar): Tensor;
 
-  rsqrt(): Tensor; cos(): Tensor; tan(): Tensor; abs(): Tensor; sign(): Tensor;
+  abs(): Tensor; sign(): Tensor;
   square(): Tensor; trunc(): Tensor; floor(): Tensor; ceil(): Tensor; round(): Tensor;
   isnan(): Tensor; isinf(detectPositive?: boolean, detectNegative?: boolean): Tensor;
-  relu(): Tensor; relu6(): Tensor; gelu(): Tensor; quickGelu(): Tensor;
+  relu(): Tensor; gelu(): Tensor;
   /** silu */
-  swish(): Tensor; mish(): Tensor; elu(alpha?: number): Tensor;
-  logsigmoid(): Tensor; leakyRelu(negSlope?: number): Tensor; hardtanh(minVal?: number, maxVal?: number): Tensor;
-  hardsigmoid(alpha?: number, beta?: number): Tensor; hardswish(): Tensor;
+  swish(): Tensor;
   isclose(other: Tensor | Scalar, options?: { rtol?: number; atol?: number; equalNan?: boolean }): Tensor;
   /** Whether every element isclose (this realizes). */
   allclose(other: Tensor | Scalar, options?: { rtol?: number; atol?: number; equalNan?: boolean }): Promise<boolean>;

@@ -37,9 +37,12 @@ class Expr {
   UOpRef mul(const UOpRef& a, double b) { return mul(a, c(b)); }
   UOpRef neg(const UOpRef& a) { return op(Ops::NEG, {a}); }
   UOpRef sqrt(const UOpRef& a) { return op(Ops::SQRT, {a}); }
+  UOpRef recip(const UOpRef& a) { return op(Ops::RECIP, {a}); }
   UOpRef lt(const UOpRef& a, const UOpRef& b) { return op(Ops::CMPLT, {a, b}); }
   UOpRef lt(const UOpRef& a, double b) { return lt(a, c(b)); }
   UOpRef gt(const UOpRef& a, double b) { return lt(c(b), a); }
+  UOpRef le(const UOpRef& a, double b) { return op(Ops::OR, {lt(a, b), eq(a, b)}); }
+  UOpRef ge(const UOpRef& a, double b) { return op(Ops::OR, {gt(a, b), eq(a, b)}); }
   UOpRef eq(const UOpRef& a, const UOpRef& b) { return op(Ops::NOT, {op(Ops::CMPNE, {a, b})}); }
   UOpRef eq(const UOpRef& a, double b) { return eq(a, c(b)); }
   UOpRef isnan(const UOpRef& a) { return op(Ops::CMPNE, {a, a}); }
@@ -352,6 +355,15 @@ UOpRef softplus_expr(Expr& e, const UOpRef& v, double beta, double threshold) {
   return e.where(over, v, r);
 }
 
+// composites.cpp's sigmoid: from E = exp(-|x|), which never overflows, 1 / (1 + E) for x >= 0 and
+// E / (1 + E) below; -|x| is selected, so the slope at 0 is 1/4.
+UOpRef sigmoid_expr(Expr& e, const UOpRef& v) {
+  UOpRef below = e.lt(v, 0.0);
+  UOpRef ex = e.exp(e.where(below, v, e.neg(v)));
+  UOpRef pos = e.recip(e.add(ex, 1.0));
+  return e.where(below, e.mul(ex, pos), pos);
+}
+
 // +0.0 at either zero of x, with slope 1 and curvature 0: z * z * 0 + z (+0.0 + -0.0 is +0.0; a
 // constant 0 added would be folded away) of z, which is x at its zeros and 0 elsewhere, so that
 // no infinite or nan x meets the zero gradient of the branch not taken (0 * inf is nan).
@@ -415,6 +427,107 @@ absl::StatusOr<UOpRef> clamp_max(const UOpRef& x, const UOpRef& hi) { return cla
 
 absl::StatusOr<UOpRef> tanh(const UOpRef& x) {
   return unary("tanh", x, tanh_expr, Work::Activation);
+}
+
+namespace {
+
+// sin(pi/2 - x), with pi/2 in two parts: the difference is exact for |x| up to pi (Sterbenz), so
+// cos keeps its digits next to its zeros there (cos(pi/2 in float64) is 6.12e-17, as torch's).
+UOpRef cos_expr(Expr& e, const UOpRef& v) {
+  constexpr double kPio2Hi = 1.5707963267948966, kPio2Lo = 6.123233995736766e-17;
+  return e.op(Ops::SIN, {e.add(e.sub(e.c(kPio2Hi), v), kPio2Lo)});
+}
+
+// torch's hardtanh: lo below lo, hi above hi, x between and where it equals a bound (so relu6 of
+// -0.0 is -0.0), with no gradient at a bound: there x * 0 (its signed zero) when the bound is 0,
+// else the bound. A nan passes through with its gradient, as in torch.
+UOpRef hardtanh_expr(Expr& e, const UOpRef& v, double lo, double hi) {
+  UOpRef at_lo = e.eq(v, lo), at_hi = e.eq(v, hi);
+  UOpRef tie = e.where(at_lo, lo == 0 ? e.mul(v, 0.0) : e.c(lo), hi == 0 ? e.mul(v, 0.0) : e.c(hi));
+  UOpRef r = e.where(e.op(Ops::OR, {at_lo, at_hi}), tie, v);
+  return e.where(e.lt(v, lo), e.c(lo), e.where(e.gt(v, hi), e.c(hi), r));
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> rsqrt(const UOpRef& x) {
+  // Two roundings in the source's dtype (16-bit floats in float32), as torch computes it.
+  return unary("rsqrt", x, [](Expr& e, const UOpRef& v) { return e.recip(e.sqrt(v)); }, Work::Activation);
+}
+
+absl::StatusOr<UOpRef> cos(const UOpRef& x) { return unary("cos", x, cos_expr); }
+
+absl::StatusOr<UOpRef> tan(const UOpRef& x) {
+  return unary("tan", x, [](Expr& e, const UOpRef& v) { return e.div(e.op(Ops::SIN, {v}), cos_expr(e, v)); });
+}
+
+absl::StatusOr<UOpRef> relu6(const UOpRef& x) {
+  return unary("relu6", x, [](Expr& e, const UOpRef& v) { return hardtanh_expr(e, v, 0.0, 6.0); }, Work::Activation);
+}
+
+absl::StatusOr<UOpRef> hardtanh(const UOpRef& x, double min_val, double max_val) {
+  if (!(min_val <= max_val))
+    return absl::InvalidArgumentError(
+        absl::StrCat("hardtanh needs min_val <= max_val, got ", min_val, " and ", max_val));
+  return unary("hardtanh", x, [&](Expr& e, const UOpRef& v) { return hardtanh_expr(e, v, min_val, max_val); },
+               Work::Activation);
+}
+
+absl::StatusOr<UOpRef> leaky_relu(const UOpRef& x, double neg_slope) {
+  // A nan and both zeros take the negative side (-0.0 stays -0.0; the slope at 0 is neg_slope).
+  return unary("leaky_relu", x, [&](Expr& e, const UOpRef& v) { return e.where(e.gt(v, 0.0), v, e.mul(v, neg_slope)); },
+               Work::Activation);
+}
+
+absl::StatusOr<UOpRef> elu(const UOpRef& x, double alpha) {
+  return unary("elu", x, [&](Expr& e, const UOpRef& v) {
+    // torch's sides: alpha * expm1(x) for x <= 0, which sees no positive input, and x for the rest
+    // (a nan with its gradient). At either zero the value is +0.0 * alpha with slope alpha (torch
+    // takes the negative side there).
+    UOpRef neg = e.le(v, 0.0);
+    UOpRef r = e.where(neg, e.mul(e.expm1(e.where(neg, v, 0.0)), alpha), v);
+    UOpRef is_zero = e.eq(v, 0.0);
+    return e.where(is_zero, e.mul(zero_of(e, v, is_zero), alpha), r);
+  }, Work::Activation);
+}
+
+absl::StatusOr<UOpRef> quick_gelu(const UOpRef& x) {
+  return unary("quick_gelu", x, [](Expr& e, const UOpRef& v) { return e.mul(v, sigmoid_expr(e, e.mul(v, 1.702))); },
+               Work::Activation);
+}
+
+absl::StatusOr<UOpRef> mish(const UOpRef& x) {
+  return unary("mish", x, [](Expr& e, const UOpRef& v) {
+    return e.mul(v, tanh_expr(e, softplus_expr(e, v, 1.0, 20.0)));
+  }, Work::Activation);
+}
+
+absl::StatusOr<UOpRef> hardsigmoid(const UOpRef& x, double alpha, double beta) {
+  return unary("hardsigmoid", x, [&](Expr& e, const UOpRef& v) {
+    // a = alpha x + beta between 0 and 1, else the constant 0 or 1 (nan for a nan): no gradient
+    // at the kinks or through a nan, as torch's hardsigmoid.
+    UOpRef a = e.add(e.mul(v, alpha), beta);
+    UOpRef inside = e.op(Ops::AND, {e.gt(a, 0.0), e.lt(a, 1.0)});
+    return e.where(inside, a, e.where(e.ge(a, 1.0), e.c(1.0), e.where(e.le(a, 0.0), e.c(0.0), e.c(NAN))));
+  }, Work::Activation);
+}
+
+absl::StatusOr<UOpRef> hardswish(const UOpRef& x) {
+  return unary("hardswish", x, [](Expr& e, const UOpRef& v) {
+    // torch's x * min(max(x + 3, 0), 6) / 6, its clamp selected so that the gradient is torch's:
+    // 0 below -3, (2x + 3) / 6 from -3 to 3 (-1/2 and 3/2 at the ends), 1 above and for a nan.
+    UOpRef c = e.where(e.lt(v, -3.0), 0.0, e.where(e.le(v, 3.0), e.add(v, 3.0), 6.0));
+    return e.div(e.mul(v, c), e.c(6.0));
+  }, Work::Activation);
+}
+
+absl::StatusOr<UOpRef> logsigmoid(const UOpRef& x) {
+  return unary("logsigmoid", x, [](Expr& e, const UOpRef& v) {
+    // torch's min(x, 0) - log1p(exp(-|x|)): nothing overflows on either side; |x| through WHERE,
+    // so the slope at 0 is 1/2.
+    UOpRef m = e.where(e.lt(v, 0.0), v, 0.0);
+    return e.sub(m, e.log1p(e.exp(e.neg(e.abs_odd(v)))));
+  }, Work::Activation);
 }
 
 absl::StatusOr<UOpRef> logaddexp(const UOpRef& a, const UOpRef& b) {

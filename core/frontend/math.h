@@ -35,6 +35,30 @@ absl::StatusOr<UOpRef> selu(const UOpRef& x);  // celu's negative side with torc
 // large inputs neither overflow nor lose their gradient). beta must be finite and nonzero.
 absl::StatusOr<UOpRef> softplus(const UOpRef& x, double beta, double threshold);
 
+// The math and activations the clients composed until issue 33, with torch's values and
+// gradients at the edges. cos and tan are library functions (float32 computes in float64); the
+// others compute like the activations above.
+absl::StatusOr<UOpRef> rsqrt(const UOpRef& x);  // 1 / sqrt(x): inf at 0, -inf at -0.0, nan below
+absl::StatusOr<UOpRef> cos(const UOpRef& x);    // sin(pi/2 - x), pi/2 in two parts: exact near pi/2
+absl::StatusOr<UOpRef> tan(const UOpRef& x);    // sin(x) / cos(x); ±0 kept, nan at ±inf
+// x clamped to [min_val, max_val] (min_val <= max_val): x itself where it equals a bound, and no
+// gradient there; a nan passes with its gradient (torch's hardtanh).
+absl::StatusOr<UOpRef> hardtanh(const UOpRef& x, double min_val, double max_val);
+absl::StatusOr<UOpRef> relu6(const UOpRef& x);  // hardtanh(x, 0, 6): relu6(-0.0) is -0.0
+// x for x > 0, neg_slope * x otherwise (the slope at 0 is neg_slope; -0.0 stays -0.0).
+absl::StatusOr<UOpRef> leaky_relu(const UOpRef& x, double neg_slope);
+// x for x > 0, alpha * expm1(x) otherwise; +0.0 at both zeros, with slope alpha (torch's).
+absl::StatusOr<UOpRef> elu(const UOpRef& x, double alpha);
+absl::StatusOr<UOpRef> quick_gelu(const UOpRef& x);  // x * sigmoid(1.702 x); nan at -inf, as the formula
+absl::StatusOr<UOpRef> mish(const UOpRef& x);        // x * tanh(softplus(x)), threshold 20; nan at -inf
+// alpha x + beta clamped to [0, 1] (tinygrad's; torch's at alpha 1/6, beta 1/2), no gradient at
+// the kinks or through a nan.
+absl::StatusOr<UOpRef> hardsigmoid(const UOpRef& x, double alpha, double beta);
+// x * min(max(x + 3, 0), 6) / 6; slope -1/2 at -3 and 3/2 at 3, nan at -inf (torch's).
+absl::StatusOr<UOpRef> hardswish(const UOpRef& x);
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): no overflow, slope 1/2 at 0, 0 at inf.
+absl::StatusOr<UOpRef> logsigmoid(const UOpRef& x);
+
 // Binary and ternary: float operands of one dtype and shape.
 absl::StatusOr<UOpRef> logaddexp(const UOpRef& a, const UOpRef& b);  // log(exp(a) + exp(b)), no overflow
 // |a| with b's sign bit (so -0.0 and negative nan count as negative), as torch.copysign; the

@@ -123,7 +123,7 @@ case("dropout/f32", "dropout", "DROPOUT", [inp("float32", (4, 5))], {"seed": 5, 
 
 # ---- elementwise unary -------------------------------------------------------------------------
 UNARY = {"neg": "NEG", "exp2": "EXP2", "log2": "LOG2", "sqrt": "SQRT", "reciprocal": "RECIPROCAL", "sin": "SIN",
-         "cos": "SIN", "exp": "EXP", "log": "LOG", "relu": "RELU", "sigmoid": "SIGMOID", "tanh": "TANH",
+         "cos": "COS", "exp": "EXP", "log": "LOG", "relu": "RELU", "sigmoid": "SIGMOID", "tanh": "TANH",
          "gelu": "GELU", "silu": "SILU"}
 POSITIVE = {"log2", "sqrt", "reciprocal", "log"}
 for name, wire in UNARY.items():
@@ -141,7 +141,7 @@ case("relu/i32", "relu", "RELU", [inp("int32", (6,))])
 case("softplus/f32", "softplus", "SOFTPLUS", [inp("float32", (2, 3))])
 case("softplus/f16-beta", "softplus", "SOFTPLUS", [inp("float16", (6,))], {"beta": 2, "threshold": 4.5})
 case("softplus/i32", "softplus", ["CAST", "SOFTPLUS"], [inp("int32", (5,), "small")])
-case("leakyRelu/f32", "leakyRelu", ["CMPLT", "WHERE"], [inp("float32", (2, 4))], {"slope": 0.125})
+case("leakyRelu/f32", "leakyRelu", "LEAKY_RELU", [inp("float32", (2, 4))], {"slope": 0.125})
 case("abs/f32", "abs", ["MAX", "NEG"], [inp("float32", (6,))])
 case("abs/i8", "abs", ["MAX", "NEG"], [inp("int8", (6,))])
 
@@ -443,6 +443,7 @@ case("sdpa/float-mask-f16", "scaledDotProductAttention", ["SCALED_DOT_PRODUCT_AT
      [inp("float16", (3, 4)), inp("float16", (3, 4)), inp("float16", (3, 4)), inp("float16", (3, 3), "unit")])
 
 # ---- ops the clients compose themselves from wire ops (where their rules drift most easily) ------
+# (rsqrt to hardswish were composed until issue 33; they are core composites now)
 case("trunc/f32", "trunc", "CAST", [inp("float32", (8,))])
 case("floor/f32", "floor", ["CAST", "CMPLT", "WHERE"], [inp("float32", (8,))])
 case("ceil/f64", "ceil", ["CAST", "CMPLT", "WHERE"], [inp("float64", (8,))])
@@ -452,16 +453,16 @@ case("floor/i32", "floor", "CMPLT", [inp("int32", (6,))])
 case("sign/f32", "sign", ["CMPNE", "WHERE"], [inp("float32", (8,), "small")])
 case("sign/i8", "sign", ["CMPNE", "WHERE"], [inp("int8", (8,), "small")])
 case("square/i16", "square", "MUL", [inp("int16", (6,), "small")])
-case("rsqrt/f32", "rsqrt", ["SQRT", "RECIPROCAL"], [inp("float32", (6,), "pos")])
-case("tan/f32", "tan", ["SIN", "DIV"], [inp("float32", (6,), "unit")])
-case("elu/f32", "elu", ["EXP", "RELU"], [inp("float32", (8,))], {"alpha": 0.5})
-case("relu6/f32", "relu6", ["RELU", "MAX"], [inp("float32", (8,), lo=-32, hi=40, div=4)])
-case("logsigmoid/f32", "logsigmoid", ["NEG", "SOFTPLUS"], [inp("float32", (8,))])
-case("quickGelu/f32", "quickGelu", "SIGMOID", [inp("float32", (8,))])
-case("mish/f32", "mish", ["TANH", "SOFTPLUS"], [inp("float32", (8,))])
-case("hardtanh/f32", "hardtanh", ["CLAMP_MIN", "CLAMP_MAX"], [inp("float32", (8,))], {"min": -0.5, "max": 1.5})
-case("hardsigmoid/f32", "hardsigmoid", "RELU", [inp("float32", (8,))])
-case("hardswish/f32", "hardswish", ["RELU", "MAX"], [inp("float32", (8,))])
+case("rsqrt/f32", "rsqrt", "RSQRT", [inp("float32", (6,), "pos")])
+case("tan/f32", "tan", "TAN", [inp("float32", (6,), "unit")])
+case("elu/f32", "elu", "ELU", [inp("float32", (8,))], {"alpha": 0.5})
+case("relu6/f32", "relu6", "RELU6", [inp("float32", (8,), lo=-32, hi=40, div=4)])
+case("logsigmoid/f32", "logsigmoid", "LOGSIGMOID", [inp("float32", (8,))])
+case("quickGelu/f32", "quickGelu", "QUICK_GELU", [inp("float32", (8,))])
+case("mish/f32", "mish", "MISH", [inp("float32", (8,))])
+case("hardtanh/f32", "hardtanh", "HARDTANH", [inp("float32", (8,))], {"min": -0.5, "max": 1.5})
+case("hardsigmoid/f32", "hardsigmoid", "HARDSIGMOID", [inp("float32", (8,))])
+case("hardswish/f32", "hardswish", "HARDSWISH", [inp("float32", (8,))])
 case("lshift/i32", "lshift", "MUL", [inp("int32", (6,))], {"n": 3})
 case("lshift/u8-bits", "lshift", "MUL", [inp("uint8", (6,), "bits")], {"n": 5})
 case("rshift/i32", "rshift", ["IDIV", "MOD"], [inp("int32", (6,))], {"n": 2})
@@ -476,7 +477,7 @@ case("sparseCategoricalCrossentropy/f32", "sparseCategoricalCrossentropy", ["LOG
      [inp("float32", (4, 5)), inp("int32", (4,), lo=0, hi=4)], {"ignoreIndex": 2})
 case("binaryCrossentropy/f32", "binaryCrossentropy", ["LOG", "MEAN"],
      [inp("float32", (2, 3), lo=1, hi=7, div=8), inp("float32", (2, 3), lo=0, hi=4, div=4)])
-case("binaryCrossentropyLogits/sum", "binaryCrossentropyLogits", ["SOFTPLUS", "REDUCE_SUM"],
+case("binaryCrossentropyLogits/sum", "binaryCrossentropyLogits", ["LOGSIGMOID", "REDUCE_SUM"],
      [inp("float32", (2, 3)), inp("float32", (2, 3), lo=0, hi=4, div=4)], {"reduction": "sum"})
 # Chains (`then`): each step applies to the previous result. Dividing by zeros makes inf and nan,
 # which the generator never produces directly.
@@ -548,6 +549,25 @@ case("isclose/i16-equal-nan", "isclose", "ISCLOSE", [inp("int16", (6,), "small")
 case("any/f32-axis", "any", ["CAST", "REDUCE_MAX"], [inp("float32", (3, 4), "int", -1, 1, 1)], {"axis": 1})
 case("all/bool-keepdim", "all", "REDUCE_MAX", [inp("bool", (3, 4))], {"axis": 0, "keepdim": True})
 case("all/i32", "all", "REDUCE_MAX", [inp("int32", (5,), "small")])
+
+# ---- math and activations that are core composites since issue 33 (more dtypes and edges) -----
+# Last in the file, so the cases above keep their seeds.
+case("rsqrt/f16", "rsqrt", "RSQRT", [inp("float16", (6,), "pos")])
+case("tan/f64", "tan", "TAN", [inp("float64", (6,), "unit")])
+case("cos/f64-wide", "cos", "COS", [inp("float64", (8,), "int")])
+case("relu6/i32", "relu6", ["CAST", "RELU6"], [inp("int32", (8,), lo=-4, hi=9)])
+case("leakyRelu/bf16", "leakyRelu", "LEAKY_RELU", [inp("bfloat16", (6,))], {"slope": 0.25})
+case("elu/f16", "elu", "ELU", [inp("float16", (8,))], {"alpha": 1})
+case("mish/f64", "mish", "MISH", [inp("float64", (8,))])
+case("hardtanh/f16-bounds", "hardtanh", "HARDTANH", [inp("float16", (8,), lo=-8, hi=8, div=4)], {"min": -1, "max": 1})
+case("hardsigmoid/f64-kinks", "hardsigmoid", "HARDSIGMOID", [inp("float64", (8,), lo=-4, hi=4, div=1)])
+case("hardswish/bf16", "hardswish", "HARDSWISH", [inp("bfloat16", (8,))])
+case("quickGelu/f16", "quickGelu", "QUICK_GELU", [inp("float16", (8,))])
+case("logsigmoid/i8", "logsigmoid", ["CAST", "LOGSIGMOID"], [inp("int8", (6,), "small")])
+for of, ins, a in [("relu6", [inp("float32", (8,), lo=-4, hi=28, div=4)], {}),
+                   ("hardswish", [inp("float32", (8,), lo=-16, hi=16, div=4)], {}),
+                   ("elu", [inp("float32", (8,), "small")], {"alpha": 0.5})]:
+  case(f"grad/{of}", "grad", "GRADIENT", ins, {"of": of, "args": a, "wrt": 0})
 
 
 def render() -> str:

@@ -441,6 +441,7 @@ OPS: List[Op] = [
     _unary("relu", lambda x: x.relu(), torch.relu if torch else None, dts=FLOATS + ("int32",)),
     _unary("relu6", lambda x: x.relu6(), F.relu6 if torch else None, domain=(-3.0, 9.0)),
     _unary("leaky_relu", lambda x: x.leaky_relu(0.1), lambda x: F.leaky_relu(x, 0.1)),
+    _unary("leaky_relu_default", lambda x: x.leaky_relu(), F.leaky_relu if torch else None),
     _unary("sigmoid", lambda x: x.sigmoid(), torch.sigmoid if torch else None, domain=(-6.0, 6.0)),
     _unary("tanh", lambda x: x.tanh(), torch.tanh if torch else None, domain=(-4.0, 4.0)),
     _unary("silu", lambda x: x.silu(), F.silu if torch else None, domain=(-5.0, 5.0)),
@@ -450,21 +451,25 @@ OPS: List[Op] = [
     _unary("contiguous_backward", lambda x: (x * 2).contiguous_backward(), lambda x: x * 2),
     _unary("quick_gelu", lambda x: x.quick_gelu(), lambda x: x * torch.sigmoid(1.702 * x)),
     _unary("elu", lambda x: x.elu(), F.elu if torch else None),
+    _unary("elu_alpha", lambda x: x.elu(0.5), lambda x: F.elu(x, 0.5), domain=(-4.0, 2.0)),
     _unary("softplus", lambda x: x.softplus(), F.softplus if torch else None),
     # beyond the threshold softplus is x itself (the exp would overflow float32 from about 88)
     _unary("softplus_wide", lambda x: x.softplus(), F.softplus if torch else None, domain=(-120.0, 120.0)),
     _unary("softplus_beta", lambda x: x.softplus(2.0, 5.0), lambda x: F.softplus(x, 2.0, 5.0),
            domain=(-6.0, 6.0)),
     _unary("mish", lambda x: x.mish(), F.mish if torch else None),
-    # not at the bounds: hardtanh is clip here (torch.clamp's gradient there is 1), torch's own
-    # hardtanh passes none at them
-    _unary("hardtanh", lambda x: x.hardtanh(), F.hardtanh if torch else None, gen=_away_from(-1.0, 1.0)),
+    # at the bounds too (bfloat16 inputs land on them): the daemon's HARDTANH passes no gradient
+    # there, as torch's hardtanh (torch.clamp passes all of it)
+    _unary("hardtanh", lambda x: x.hardtanh(), F.hardtanh if torch else None),
+    _unary("hardtanh_bounds", lambda x: x.hardtanh(-0.5, 0.75), lambda x: F.hardtanh(x, -0.5, 0.75), gen=_eighths),
     # torch's own hardsigmoid backward multiplies by a float32 1/6: the formula is the reference.
     # Not at the kinks: the gradient at x = -3 and 3 is a convention (torch's hardsigmoid passes
     # none at either, the clamp formula all at both, tinygrad's relu(a) - relu(a - 1), ours, all
     # at 3 only), and bfloat16 inputs from (-4, 4) land on -3.0 exactly.
     _unary("hardsigmoid", lambda x: x.hardsigmoid(), lambda x: (x / 6 + 0.5).clamp(0, 1), domain=(-4.0, 4.0),
            gen=_away_from(-3.0, 3.0, lo=-4.0, hi=4.0)),
+    _unary("hardsigmoid_params", lambda x: x.hardsigmoid(0.25, 0.375), lambda x: (0.25 * x + 0.375).clamp(0, 1),
+           gen=_away_from(-1.5, 2.5, lo=-3.0, hi=4.0)),
     _unary("hardswish", lambda x: x.hardswish(), F.hardswish if torch else None, domain=(-4.0, 4.0)),
     _unary("logsigmoid", lambda x: x.logsigmoid(), F.logsigmoid if torch else None, domain=(-5.0, 5.0)),
     # the daemon's elementwise math (core/frontend/math.h); edge values are in test_edge_values
@@ -1563,6 +1568,26 @@ EDGE_CASES = {
                                 [[5.0, 6.0, 7.0, 500.0]], True),
     "logsigmoid_extremes": (lambda a: a.logsigmoid(), F.logsigmoid if torch else None, [[-200.0, -90.0, 90.0]], True),
     "mish_extremes": (lambda a: a.mish(), F.mish if torch else None, [[-200.0, 90.0, 200.0]], True),
+    # the activations that are core composites since issue 33, at their kinks (torch's gradients
+    # there), zeros, infinities and NaN
+    "relu6_at_bounds": (lambda a: a.relu6(), F.relu6 if torch else None, [[0.0, -0.0, 6.0, -1.0, 7.0, NAN, INF]], True),
+    "hardtanh_at_bounds": (lambda a: a.hardtanh(-0.5, 0.75), lambda a: F.hardtanh(a, -0.5, 0.75),
+                           [[-0.5, 0.75, 0.0, -2.0, 2.0, NAN]], True),
+    "leaky_relu_at_zero": (lambda a: a.leaky_relu(0.1), lambda a: F.leaky_relu(a, 0.1), [[0.0, -0.0, -1.0, -INF, NAN]], True),
+    "elu_at_zero": (lambda a: a.elu(0.5), lambda a: F.elu(a, 0.5), [[0.0, -0.0, -INF, 1.0, -1.0, NAN]], True),
+    "hardsigmoid_at_kinks": (lambda a: a.hardsigmoid(), F.hardsigmoid if torch else None,
+                             [[-3.0, 3.0, 0.0, -4.0, 4.0, NAN, -INF]], True),
+    "hardswish_at_kinks": (lambda a: a.hardswish(), F.hardswish if torch else None,
+                           [[-3.0, 3.0, -0.0, -4.0, 4.0, NAN, -INF, INF]], True),
+    "logsigmoid_at_zero": (lambda a: a.logsigmoid(), F.logsigmoid if torch else None, [[0.0, -0.0, INF, -INF]], True),
+    "mish_at_zero": (lambda a: a.mish(), F.mish if torch else None, [[0.0, -0.0, -INF, INF, 19.5, 20.5]], True),
+    "quick_gelu_at_zero": (lambda a: a.quick_gelu(), lambda a: a * torch.sigmoid(1.702 * a), [[0.0, -0.0, 60.0, -60.0]], True),
+    "rsqrt_at_zero": (lambda a: a.rsqrt(), torch.rsqrt if torch else None, [[0.0, -0.0, INF, 4.0, -1.0]], True),
+    # float32's pi/2 and 3 pi/2: cos is its (small) distance to the true zero, tan large
+    "cos_at_zeros": (lambda a: a.cos(), torch.cos if torch else None,
+                     [[1.5707963705062866, -1.5707963705062866, 4.71238899230957, 0.0, -0.0, INF, NAN]], True),
+    "tan_near_poles": (lambda a: a.tan(), torch.tan if torch else None,
+                       [[1.5707963705062866, -1.5707963705062866, 0.0, -0.0, 1.5, 100.0]], True),
     "sigmoid_extremes": (lambda a: a.sigmoid(), torch.sigmoid if torch else None, [[-200.0, -90.0, 90.0, 200.0]], True),
     "gelu_exact_extremes": (lambda a: a.gelu(approximate="none"), lambda a: F.gelu(a),
                             [[-200.0, -6.0, 0.0, 1.5, 200.0]], True),
@@ -1595,3 +1620,28 @@ def test_edge_semantics(name):
     ref.sum().backward()
     for p, t in zip(pts, tts):
       np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=1e-7, err_msg="gradient")
+
+
+# Signs of zeros where torch keeps one (assert_allclose above takes -0.0 for 0.0): the core
+# composites of issue 33 at zeros and at the kinks where a product gives a signed zero.
+ZERO_SIGNS = {
+    "relu6": (lambda a: a.relu6(), F.relu6 if torch else None),
+    "hardtanh": (lambda a: a.hardtanh(-0.0, 1.0), lambda a: F.hardtanh(a, -0.0, 1.0)),
+    "leaky_relu": (lambda a: a.leaky_relu(0.1), lambda a: F.leaky_relu(a, 0.1)),
+    "elu": (lambda a: a.elu(0.5), lambda a: F.elu(a, 0.5)),
+    "hardswish": (lambda a: a.hardswish(), F.hardswish if torch else None),
+    "rsqrt": (lambda a: a.rsqrt(), torch.rsqrt if torch else None),
+    "tan": (lambda a: a.tan(), torch.tan if torch else None),
+    "mish": (lambda a: a.mish(), F.mish if torch else None),
+}
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("name", ZERO_SIGNS)
+def test_zero_signs(name):
+  pg, th = ZERO_SIGNS[name]
+  x = np.array([0.0, -0.0, -3.0, 3.0, -1.0, 1.0], dtype=np.float32)
+  got, ref = pg(Tensor(x)).numpy(), th(torch.tensor(x)).numpy()
+  np.testing.assert_allclose(got, ref, rtol=1e-6, atol=0)
+  zeros = (ref == 0) | np.isinf(ref)
+  assert (np.signbit(got) == np.signbit(ref))[zeros].all(), f"signs of zeros or infinities differ: {got} vs {ref}"

@@ -4,7 +4,7 @@ const FIELDS = {
   axes: [], keepdim: false, eps: 0, correction: 0, normalized_axes: 0, kernel: [], stride: [], padding: [],
   dilation: [], groups: 0, n: 0, diagonal: 0, seed: '0', counter: '0', shape: [], low: 0, high: 0, p: 0,
   output_padding: [], causal: false, device: '', alpha: 0, rtol: 0, atol: 0, equal_nan: false, descending: false,
-  indices: false, beta: 0, threshold: 0,
+  indices: false, beta: 0, threshold: 0, neg_slope: 0, min_val: 0, max_val: 0,
   mode: '', include_self: false, align_corners: false, ignore_index: 0, step: 0, replacement: false,
 };
 

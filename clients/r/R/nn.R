@@ -2,9 +2,9 @@
 
 #' Activations
 #'
-#' `pg_relu` is max(x, 0) (bool and unsigned tensors unchanged), `pg_gelu` gelu's tanh approximation,
-#' `pg_leaky_relu` x, and `neg_slope` x below 0. `pg_sigmoid`, `pg_tanh` and `pg_silu` are in
-#' [ops_gen].
+#' `pg_relu` is max(x, 0) (bool and unsigned tensors unchanged), `pg_gelu` gelu's tanh approximation.
+#' `pg_sigmoid`, `pg_tanh`, `pg_silu`, `pg_leaky_relu` and the other activations that are one op of
+#' the daemon are in [ops_gen].
 #' @param x a tensor.
 #' @return a tensor of x's shape (float).
 #' @export
@@ -12,10 +12,6 @@ pg_relu <- function(x) if (x$node$dtype == "bool" || dtype_kind(x$node$dtype) ==
 #' @rdname pg_relu
 #' @export
 pg_gelu <- function(x) unop(OP$GELU, float_of(x))
-#' @rdname pg_relu
-#' @param neg_slope slope for x < 0.
-#' @export
-pg_leaky_relu <- function(x, neg_slope = 0.01) pg_where(x < 0, x * neg_slope, x)
 
 #' Dropout
 #'

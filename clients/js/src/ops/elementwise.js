@@ -286,7 +286,7 @@ Tensor.where = (cond, x, y) => cond.where(x, y);
 
 // --- unary math and activations ---------------------------------------------------------------
 
-// The one-op math (exp, sin, erf, sigmoid, logaddexp, lerp, celu, softplus, ...) is generated.js's.
+// The one-op math (exp, cos, erf, sigmoid, logaddexp, lerp, elu, mish, softplus, ...) is generated.js's.
 P.gelu = function gelu() { return this._float()._unop(OPS.GELU); };
 P.swish = P.silu;
 P.isclose = function isclose(other, { rtol = 1e-5, atol = 1e-8, equalNan = false } = {}) {
@@ -297,18 +297,11 @@ P.isclose = function isclose(other, { rtol = 1e-5, atol = 1e-8, equalNan = false
 };
 // Whether every element isclose: a Promise of a boolean (this realizes).
 P.allclose = async function allclose(other, options = {}) { return Boolean(await this.isclose(other, options).all().item()); };
-P.rsqrt = function rsqrt() { return this.sqrt().reciprocal(); };
-P.cos = function cos() { return this._float().sub(Math.PI / 2, true).sin(); };
-P.tan = function tan() { return this.sin().div(this.cos()); };
 
 P.relu = function relu() {
   if (this.dtype === dtypes.bool || this.dtype.kind === 'u') return this;
   return this._unop(OPS.RELU);
 };
-P.relu6 = function relu6() { return this.relu().minimum(6); };
-P.leakyRelu = function leakyRelu(negSlope = 0.01) { return this.lt(0).where(this.mul(negSlope), this); };
-P.elu = function elu(alpha = 1.0) { return this.relu().sub(this.exp().sub(1, true).relu().mul(alpha, true)); };
-P.logsigmoid = function logsigmoid() { return this.neg().softplus().neg(); };
 P.abs = function abs() {
   if (this.dtype === dtypes.bool || this.dtype.kind === 'u') return this;
   return this.maximum(this.neg());
@@ -337,10 +330,3 @@ P.isinf = function isinf(detectPositive = true, detectNegative = true) {
   const pos = detectPositive ? this.eq(Infinity) : this.zerosLike({ dtype: dtypes.bool });
   return detectNegative ? pos.bitwiseOr(this.eq(-Infinity)) : pos;
 };
-P.quickGelu = function quickGelu() { return this.mul(this.mul(1.702).sigmoid()); };
-P.mish = function mish() { return this.mul(this.softplus().tanh()); };
-P.hardtanh = function hardtanh(minVal = -1, maxVal = 1) { return this.clip(minVal, maxVal); };
-P.hardsigmoid = function hardsigmoid(alpha = 1 / 6, beta = 0.5) {
-  return this.mul(alpha, true).add(beta).relu().sub(this.mul(alpha, true).add(beta).sub(1).relu());
-};
-P.hardswish = function hardswish() { return this.mul(this.add(3).relu6()).mul(1 / 6); };

@@ -220,9 +220,6 @@ class Functional:
       return self
     raise ShapeError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
-  def logsigmoid(self) -> "Tensor":
-    return -(-self).softplus()
-
   def cross_entropy(self, Y: "Tensor", reduction: str = "mean", label_smoothing: float = 0.0,
                     axis: Optional[int] = None) -> "Tensor":
     """Cross entropy of logits `self` with class indices or class probabilities `Y`; the class

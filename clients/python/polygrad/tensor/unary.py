@@ -1,5 +1,5 @@
-"""Elementwise unary math and activations composed on the client: cos, relu, gelu, clip, round, ...
-(the ones that are one op of the daemon, exp, sin, erf, softplus, ..., are generated.py's)."""
+"""Elementwise unary math and activations with client glue: relu, gelu, abs, clip, round, isclose, ...
+(the ones that are one op of the daemon, exp, cos, erf, softplus, elu, mish, ..., are generated.py's)."""
 from __future__ import annotations
 
 import math
@@ -17,25 +17,10 @@ class Unary:
 
   # --- unary math -------------------------------------------------------------------------------
 
-  def rsqrt(self) -> "Tensor":
-    return self.sqrt().reciprocal()
-
-  def cos(self) -> "Tensor":
-    return ((math.pi / 2) - self._float()).sin()
-
-  def tan(self) -> "Tensor":
-    return self.sin() / self.cos()
-
   def relu(self) -> "Tensor":
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
       return self
     return self._unop(g.RELU)
-
-  def relu6(self) -> "Tensor":
-    return self.relu().minimum(6)
-
-  def leaky_relu(self, neg_slope: float = 0.01) -> "Tensor":
-    return (self < 0).where(self * neg_slope, self)
 
   swish = Tensor.silu
 
@@ -48,9 +33,6 @@ class Unary:
     if approximate != "tanh":
       raise ShapeError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
     return self._float()._unop(g.GELU)
-
-  def elu(self, alpha: float = 1.0) -> "Tensor":
-    return self.relu() - alpha * (1 - self.exp()).relu()
 
   def abs(self) -> "Tensor":
     if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
@@ -99,21 +81,6 @@ class Unary:
     frac = self - lo
     odd = (lo * 0.5)._trunc() != lo * 0.5
     return (frac > 0.5).where(lo + 1, (frac < 0.5).where(lo, odd.where(lo + 1, lo)))
-
-  def quick_gelu(self) -> "Tensor":
-    return self * (self * 1.702).sigmoid()
-
-  def mish(self) -> "Tensor":
-    return self * self.softplus().tanh()
-
-  def hardtanh(self, min_val: float = -1, max_val: float = 1) -> "Tensor":
-    return self.clip(min_val, max_val)
-
-  def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> "Tensor":
-    return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
-
-  def hardswish(self) -> "Tensor":
-    return self * (self + 3).relu6() * (1 / 6)
 
   def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> "Tensor":
     """|self - other| <= atol + rtol * |other| elementwise (bool), as torch.isclose."""
