@@ -1,8 +1,9 @@
 'use strict';
-// Element types and tinygrad's promotion rules, mirroring clients/python/polygrad/dtype.py exactly
-// (the conformance corpus checks that both clients derive the daemon's dtypes). The wire numbers
-// (polygrad.v1.DType) come from the op schema's generated table.
-const { DTYPES } = require('./ops.gen');
+// Element types and tinygrad's promotion rules, as clients/python/polygrad/dtype.py has them (the
+// conformance corpus checks that both clients derive the daemon's dtypes). Each dtype's facts (wire
+// number, itemsize, kind, priority, promotion edges) are polygrad.v1.DType's schema options, from
+// the op schema's generated table; the TypedArray constructors are this client's own.
+const { DTYPE_TABLE } = require('./ops.gen');
 
 class DType {
   constructor(priority, itemsize, name, kind, wire, ArrayType) {
@@ -18,21 +19,22 @@ class DType {
   toJSON() { return this.name; }
 }
 
-const bool = new DType(0, 1, 'bool', 'b', DTYPES.BOOL, Uint8Array);
-const int8 = new DType(1, 1, 'int8', 'i', DTYPES.INT8, Int8Array);
-const uint8 = new DType(2, 1, 'uint8', 'u', DTYPES.UINT8, Uint8Array);
-const int16 = new DType(3, 2, 'int16', 'i', DTYPES.INT16, Int16Array);
-const uint16 = new DType(4, 2, 'uint16', 'u', DTYPES.UINT16, Uint16Array);
-const int32 = new DType(5, 4, 'int32', 'i', DTYPES.INT32, Int32Array);
-const uint32 = new DType(6, 4, 'uint32', 'u', DTYPES.UINT32, Uint32Array);
-const int64 = new DType(7, 8, 'int64', 'i', DTYPES.INT64, BigInt64Array);
-const uint64 = new DType(8, 8, 'uint64', 'u', DTYPES.UINT64, BigUint64Array);
-const float16 = new DType(9, 2, 'float16', 'f', DTYPES.FLOAT16, Uint16Array);
-const bfloat16 = new DType(10, 2, 'bfloat16', 'f', DTYPES.BFLOAT16, Uint16Array);
-const float32 = new DType(11, 4, 'float32', 'f', DTYPES.FLOAT32, Float32Array);
-const float64 = new DType(12, 8, 'float64', 'f', DTYPES.FLOAT64, Float64Array);
+// What data() returns per dtype; 16-bit floats come back as their bits.
+const ARRAY_TYPES = {
+  bool: Uint8Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array, int32: Int32Array,
+  uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array, float16: Uint16Array, bfloat16: Uint16Array,
+  float32: Float32Array, float64: Float64Array,
+};
+const BY_NAME = new Map(DTYPE_TABLE.map((d) => {
+  const name = d.name.toLowerCase();
+  return [name, new DType(d.priority, d.itemsize, name, d.kind, d.number, ARRAY_TYPES[name])];
+}));
+const [bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, bfloat16, float32, float64] = [
+  'bool', 'int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32', 'int64', 'uint64', 'float16', 'bfloat16', 'float32',
+  'float64'].map((n) => BY_NAME.get(n));
 
-const ALL = [bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, bfloat16, float32, float64];
+// In tinygrad's priority order.
+const ALL = [...BY_NAME.values()].sort((a, b) => a.priority - b.priority);
 
 const dtypes = {
   bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, float16, bfloat16, float32, float64,
@@ -94,12 +96,9 @@ function dtypeOfArray(a) {
   throw new TypeError(`unsupported array type ${a && a.constructor && a.constructor.name}`);
 }
 
-// tinygrad's promotion lattice: each dtype lists the types it promotes to directly.
-const LATTICE = new Map([
-  [bool, [int8, uint8]], [int8, [int16]], [int16, [int32]], [int32, [int64]], [int64, [float16, bfloat16]],
-  [uint8, [int16, uint16]], [uint16, [int32, uint32]], [uint32, [int64, uint64]], [uint64, [float16, bfloat16]],
-  [float16, [float32]], [bfloat16, [float32]], [float32, [float64]],
-]);
+// tinygrad's promotion lattice: each dtype and the types it promotes to directly.
+const LATTICE = new Map(DTYPE_TABLE.map((d) => [BY_NAME.get(d.name.toLowerCase()),
+  d.promotesTo.map((p) => BY_NAME.get(p.toLowerCase()))]));
 const parentsMemo = new Map();
 function parents(dt) {
   let out = parentsMemo.get(dt);

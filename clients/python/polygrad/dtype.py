@@ -8,7 +8,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from ._ops_gen import DTYPE_NUMBERS
+from ._ops_gen import DTYPE_TABLE
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,24 +52,23 @@ class DType:
     return dtypes.max(self)
 
 
-# Wire numbers: polygrad.v1.DType, from the op schema's generated table (_ops_gen.py, which needs no
-# stubs, so the pure-local parts import without them).
-_BOOL = DType(0, 1, "bool", "b", DTYPE_NUMBERS["BOOL"], np.bool_)
-_INT8 = DType(1, 1, "int8", "i", DTYPE_NUMBERS["INT8"], np.int8)
-_UINT8 = DType(2, 1, "uint8", "u", DTYPE_NUMBERS["UINT8"], np.uint8)
-_INT16 = DType(3, 2, "int16", "i", DTYPE_NUMBERS["INT16"], np.int16)
-_UINT16 = DType(4, 2, "uint16", "u", DTYPE_NUMBERS["UINT16"], np.uint16)
-_INT32 = DType(5, 4, "int32", "i", DTYPE_NUMBERS["INT32"], np.int32)
-_UINT32 = DType(6, 4, "uint32", "u", DTYPE_NUMBERS["UINT32"], np.uint32)
-_INT64 = DType(7, 8, "int64", "i", DTYPE_NUMBERS["INT64"], np.int64)
-_UINT64 = DType(8, 8, "uint64", "u", DTYPE_NUMBERS["UINT64"], np.uint64)
-_FLOAT16 = DType(9, 2, "float16", "f", DTYPE_NUMBERS["FLOAT16"], np.float16)
-_BFLOAT16 = DType(10, 2, "bfloat16", "f", DTYPE_NUMBERS["BFLOAT16"], None)
-_FLOAT32 = DType(11, 4, "float32", "f", DTYPE_NUMBERS["FLOAT32"], np.float32)
-_FLOAT64 = DType(12, 8, "float64", "f", DTYPE_NUMBERS["FLOAT64"], np.float64)
+# Each dtype's facts (wire number, itemsize, kind, priority, promotion edges) are polygrad.v1.DType's
+# schema options, from the generated table (_ops_gen.py, which needs no stubs, so the pure-local parts
+# import without them); the numpy scalar types are this client's own.
+_NP_TYPES = {"bool": np.bool_, "int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16,
+             "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
+             "float16": np.float16, "bfloat16": None, "float32": np.float32, "float64": np.float64}
+_BY_NAME = {name.lower(): DType(priority, itemsize, name.lower(), kind, number, _NP_TYPES[name.lower()])
+            for name, number, itemsize, kind, priority, _ in DTYPE_TABLE}
+# tinygrad's promotion lattice: each dtype and the types it promotes to directly.
+_PROMO_LATTICE = {_BY_NAME[name.lower()]: tuple(_BY_NAME[p.lower()] for p in promotes)
+                  for name, _, _, _, _, promotes in DTYPE_TABLE}
 
-ALL_DTYPES = (_BOOL, _INT8, _UINT8, _INT16, _UINT16, _INT32, _UINT32, _INT64, _UINT64, _FLOAT16,
-              _BFLOAT16, _FLOAT32, _FLOAT64)
+# In tinygrad's priority order.
+ALL_DTYPES = tuple(sorted(_BY_NAME.values(), key=lambda d: d.priority))
+(_BOOL, _INT8, _UINT8, _INT16, _UINT16, _INT32, _UINT32, _INT64, _UINT64, _FLOAT16, _BFLOAT16, _FLOAT32,
+ _FLOAT64) = (_BY_NAME[n] for n in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+                                    "uint64", "float16", "bfloat16", "float32", "float64"))
 
 
 class dtypes:  # noqa: N801 - tinygrad's spelling
@@ -201,27 +200,8 @@ def to_dtype(x: DTypeLike) -> DType:
   return dtypes.from_np(x)
 
 
-# tinygrad's promotion lattice: each dtype lists the types it promotes to directly.
-_PROMO_LATTICE = {
-    _BOOL: (_INT8, _UINT8),
-    _INT8: (_INT16,),
-    _INT16: (_INT32,),
-    _INT32: (_INT64,),
-    _INT64: (_FLOAT16, _BFLOAT16),
-    _UINT8: (_INT16, _UINT16),
-    _UINT16: (_INT32, _UINT32),
-    _UINT32: (_INT64, _UINT64),
-    _UINT64: (_FLOAT16, _BFLOAT16),
-    _FLOAT16: (_FLOAT32,),
-    _BFLOAT16: (_FLOAT32,),
-    _FLOAT32: (_FLOAT64,),
-}
-
-
 @functools.lru_cache(maxsize=None)
 def _parents(dt: DType) -> frozenset:
-  if dt == _FLOAT64:
-    return frozenset({_FLOAT64})
   out = {dt}
   for p in _PROMO_LATTICE[dt]:
     out |= _parents(p)

@@ -1,20 +1,12 @@
 # Element types: wire codes (proto DType), kinds and tinygrad's promotion lattice, as the Python
 # client has them (clients/python/polygrad/dtype.py), so both clients type graphs alike.
 
-# .dtype_wire (each dtype's polygrad.v1.DType number) is generated: R/ops_gen.R.
-# tinygrad's priority order, used to pick the least of several common supertypes.
-.dtype_priority <- c(bool = 0, int8 = 1, uint8 = 2, int16 = 3, uint16 = 4, int32 = 5, uint32 = 6,
-                     int64 = 7, uint64 = 8, float16 = 9, bfloat16 = 10, float32 = 11, float64 = 12)
-.dtype_size <- c(bool = 1, int8 = 1, int16 = 2, int32 = 4, int64 = 8, uint8 = 1, uint16 = 2, uint32 = 4,
-                 uint64 = 8, float16 = 2, bfloat16 = 2, float32 = 4, float64 = 8)
-.promo <- list(bool = c("int8", "uint8"), int8 = "int16", int16 = "int32", int32 = "int64",
-               int64 = c("float16", "bfloat16"), uint8 = c("int16", "uint16"), uint16 = c("int32", "uint32"),
-               uint32 = c("int64", "uint64"), uint64 = c("float16", "bfloat16"), float16 = "float32",
-               bfloat16 = "float32", float32 = "float64", float64 = character())
+# Each dtype's facts are polygrad.v1.DType's schema options, generated into R/ops_gen.R as named
+# columns: .dtype_wire (its polygrad.v1.DType number), .dtype_size (bytes), .dtype_kind ('b' bool,
+# 'i' signed, 'u' unsigned, 'f' float), .dtype_priority (tinygrad's order, to pick the least of
+# several common supertypes) and .dtype_promotes_to (the lattice's edges).
 
-dtype_kind <- function(dt) {
-  if (dt == "bool") "b" else if (startsWith(dt, "uint")) "u" else if (startsWith(dt, "int")) "i" else "f"
-}
+dtype_kind <- function(dt) .dtype_kind[[dt]]
 is_float_dtype <- function(dt) dtype_kind(dt) == "f"
 is_int_dtype <- function(dt) dtype_kind(dt) %in% c("i", "u")
 
@@ -30,7 +22,7 @@ dtype_from_wire <- function(code) names(.dtype_wire)[match(code, .dtype_wire)]
 
 .parents <- function(dt) {
   out <- dt
-  for (p in .promo[[dt]]) out <- union(out, .parents(p))
+  for (p in .dtype_promotes_to[[dt]]) out <- union(out, .parents(p))
   out
 }
 
