@@ -1,12 +1,11 @@
 'use strict';
-// The argument of composite ops (polygrad.v1.CompositeArg); each op reads its own fields.
-const FIELDS = {
-  axes: [], keepdim: false, eps: 0, correction: 0, normalized_axes: 0, kernel: [], stride: [], padding: [],
-  dilation: [], groups: 0, n: 0, diagonal: 0, seed: '0', counter: '0', shape: [], low: 0, high: 0, p: 0,
-  output_padding: [], causal: false, device: '', alpha: 0, rtol: 0, atol: 0, equal_nan: false, descending: false,
-  indices: false, beta: 0, threshold: 0, neg_slope: 0, min_val: 0, max_val: 0,
-  mode: '', include_self: false, align_corners: false, ignore_index: 0, step: 0, replacement: false,
-};
+// The argument of composite ops (polygrad.v1.CompositeArg); each op reads its own fields. The
+// fields come from the table scripts/gen-ops writes from the proto, so a new field needs no edit
+// here.
+const { COMPOSITE_FIELDS } = require('./ops.gen');
+
+const DEFAULTS = { repeated: [], float: 0, int: 0, bool: false, str: '' };
+const FIELDS = Object.fromEntries(COMPOSITE_FIELDS.map(([name, kind]) => [name, DEFAULTS[kind]]));
 
 class Composite {
   constructor(fields = {}) {
@@ -15,11 +14,13 @@ class Composite {
     Object.freeze(this);
   }
 
+  // The fields as proto-loader takes them: 64-bit integers as decimal strings, so that a seed
+  // past 2^53 (a BigInt) keeps every bit.
   wire() {
     const out = {};
-    for (const k of Object.keys(FIELDS)) {
-      const v = this[k];
-      out[k] = typeof v === 'bigint' ? v.toString() : (k === 'low' || k === 'high' || k === 'ignore_index' || k === 'step') ? String(v) : v;
+    for (const [k, kind] of COMPOSITE_FIELDS) {
+      const v = this[k] === undefined ? DEFAULTS[kind] : this[k];
+      out[k] = kind === 'int' ? (typeof v === 'bigint' ? v.toString() : String(v)) : v;
     }
     return out;
   }

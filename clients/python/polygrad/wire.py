@@ -10,8 +10,8 @@ from typing import Iterator, Sequence, Tuple
 import numpy as np
 from google.protobuf import text_format
 
-from .ops import (ARANGE, BUFFER, COMPOSITE_ARG_OPS, CONST, EXPAND, FLIP, PAD, PERMUTE, REDUCE_MAX, REDUCE_PROD,
-                  REDUCE_SUM, RESHAPE, SHRINK)
+from .ops import (ARANGE, BUFFER, COMPOSITE_ARG_OPS, COMPOSITE_FIELDS, CONST, EXPAND, FLIP, PAD, PERMUTE, REDUCE_MAX,
+                  REDUCE_PROD, REDUCE_SUM, RESHAPE, SHRINK)
 
 try:
   from .v1 import admin_pb2 as admin_pb
@@ -66,44 +66,11 @@ def node(n, msg=None):
     msg.pairs.end.extend(p[1] for p in a)
   elif n.op in COMPOSITE_ARG_OPS:
     c = msg.composite
-    c.axes.extend(a.axes)
-    c.keepdim = a.keepdim
-    c.eps = a.eps
-    c.correction = a.correction
-    c.normalized_axes = a.normalized_axes
-    c.kernel.extend(a.kernel)
-    c.stride.extend(a.stride)
-    c.padding.extend(a.padding)
-    c.dilation.extend(a.dilation)
-    c.groups = a.groups
-    c.n = a.n
-    c.diagonal = a.diagonal
-    c.seed = a.seed
-    c.counter = a.counter
-    c.shape.extend(a.shape)
-    c.low = a.low
-    c.high = a.high
-    c.p = a.p
-    c.output_padding.extend(a.output_padding)
-    c.descending = a.descending
-    c.indices = a.indices
-    c.causal = a.causal
-    c.device = a.device
-    c.alpha = a.alpha
-    c.rtol = a.rtol
-    c.atol = a.atol
-    c.equal_nan = a.equal_nan
-    c.beta = a.beta
-    c.threshold = a.threshold
-    c.neg_slope = a.neg_slope
-    c.min_val = a.min_val
-    c.max_val = a.max_val
-    c.mode = a.mode
-    c.include_self = a.include_self
-    c.align_corners = a.align_corners
-    c.ignore_index = a.ignore_index
-    c.step = a.step
-    c.replacement = a.replacement
+    for name, kind in COMPOSITE_FIELDS:
+      if kind == "repeated":
+        getattr(c, name).extend(getattr(a, name))
+      else:
+        setattr(c, name, getattr(a, name))
   elif n.op == CONST:
     c = msg.constant
     c.shape.extend(n.shape)
