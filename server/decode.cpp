@@ -70,6 +70,7 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
   a.neg_slope = c.neg_slope();
   a.min_val = c.min_val();
   a.max_val = c.max_val();
+  a.label_smoothing = c.label_smoothing();
   a.mode = c.mode();
   a.include_self = c.include_self();
   a.align_corners = c.align_corners();

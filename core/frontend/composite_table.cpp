@@ -9,6 +9,7 @@
 #include "core/frontend/composite_ops.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/indexing.h"
+#include "core/frontend/losses.h"
 #include "core/frontend/math.h"
 #include "core/frontend/random.h"
 #include "core/frontend/scatter.h"
@@ -154,6 +155,12 @@ Built normalize_op(const Call& c) {
   return lp_normalize(c.src[0], c.arg.p, *axis, c.arg.eps);
 }
 
+Built cross_entropy_op(const Call& c) {
+  absl::StatusOr<int64_t> axis = one_axis(c.arg);
+  if (!axis.ok()) return axis.status();
+  return cross_entropy(c.src[0], c.src[1], *axis, c.arg.label_smoothing, c.arg.mode);
+}
+
 template <WindowKind K>
 Built window_op(const Call& c) {
   return build_window(K, c);
@@ -175,6 +182,11 @@ constexpr auto kTable = std::to_array<Entry>({
     {"AVG_POOL2D", window_op<WindowKind::AvgPool>},
     {"BATCHNORM_EVAL", [](const Call& c) { return batchnorm_eval(c.src[0], c.src[1], c.src[2], c.arg.eps); }},
     {"BATCHNORM_TRAIN", [](const Call& c) { return batchnorm_train(c.src[0], c.arg.eps); }},
+    {"BINARY_CROSSENTROPY", [](const Call& c) { return binary_crossentropy(c.src[0], c.src[1], c.arg.mode); }},
+    {"BINARY_CROSSENTROPY_LOGITS",
+     [](const Call& c) {
+       return binary_crossentropy_logits(c.src[0], c.src[1], c.src.size() > 2 ? c.src[2] : nullptr, c.arg.mode);
+     }},
     {"CELU", [](const Call& c) { return celu(c.src[0], c.arg.alpha); }},
     {"CLAMP_MAX", binary<clamp_max>},
     {"CLAMP_MIN", binary<clamp_min>},
@@ -184,6 +196,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"COPYSIGN", binary<copysign>},
     {"COS", unary<cos>},
     {"COSH", unary<cosh>},
+    {"CROSS_ENTROPY", cross_entropy_op},
     {"CUMMAX", scan_indices<cummax>},
     {"CUMMIN", scan_indices<cummin>},
     {"CUMPROD", scan<cumprod>},
@@ -249,6 +262,10 @@ constexpr auto kTable = std::to_array<Entry>({
     {"SOFTPLUS", [](const Call& c) { return softplus(c.src[0], c.arg.beta, c.arg.threshold); }},
     {"SOFTSIGN", unary<softsign>},
     {"SORT", sort_op},
+    {"SPARSE_CATEGORICAL_CROSSENTROPY",
+     [](const Call& c) {
+       return sparse_categorical_crossentropy(c.src[0], c.src[1], c.arg.ignore_index, c.arg.label_smoothing, c.arg.mode);
+     }},
     {"TAN", unary<tan>},
     {"TANH", unary<tanh>},
     {"TOPK", topk_op},

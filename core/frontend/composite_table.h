@@ -42,6 +42,7 @@ struct CompositeArgs {
   bool descending = false, indices = false;
   double beta = 0, threshold = 0;
   double neg_slope = 0, min_val = 0, max_val = 0;
+  double label_smoothing = 0;
   std::string mode;
   bool include_self = false, align_corners = false;
   int64_t ignore_index = 0, step = 0;

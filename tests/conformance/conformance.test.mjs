@@ -193,7 +193,7 @@ const BUILD = {
   sparseCategoricalCrossentropy: (xs, a) => xs[0].sparseCategoricalCrossentropy(xs[1], { ignoreIndex: a.ignoreIndex ?? -1,
     labelSmoothing: a.labelSmoothing ?? 0, reduction: a.reduction ?? 'mean' }),
   binaryCrossentropy: (xs, a) => xs[0].binaryCrossentropy(xs[1], { reduction: a.reduction ?? 'mean' }),
-  binaryCrossentropyLogits: (xs, a) => xs[0].binaryCrossentropyLogits(xs[1], { reduction: a.reduction ?? 'mean' }),
+  binaryCrossentropyLogits: (xs, a) => xs[0].binaryCrossentropyLogits(xs[1], { reduction: a.reduction ?? 'mean', posWeight: xs[2] }),
   linear: (xs) => xs[0].linear(xs[1], xs[2] ?? null),
   oneHot: (xs, a) => xs[0].oneHot(a.n),
   tril: (xs, a) => xs[0].tril(a.diagonal ?? 0),

@@ -263,7 +263,9 @@ builders <- list(
                                         label_smoothing = args$labelSmoothing %||% 0, reduction = args$reduction %||% "mean")
   },
   binaryCrossentropy = function(ins, args) pg_binary_cross_entropy(ins[[1]], ins[[2]], args$reduction %||% "mean"),
-  binaryCrossentropyLogits = function(ins, args) pg_binary_cross_entropy_logits(ins[[1]], ins[[2]], args$reduction %||% "mean"),
+  binaryCrossentropyLogits = function(ins, args) {
+    pg_binary_cross_entropy_logits(ins[[1]], ins[[2]], args$reduction %||% "mean", pos_weight = input(ins, 3))
+  },
   oneHot = function(ins, args) pg_one_hot(pos(ins[[1]]), args$n),
   tril = function(ins, args) pg_tril(ins[[1]], args$diagonal %||% 0),
   triu = function(ins, args) pg_triu(ins[[1]], args$diagonal %||% 0),

@@ -344,12 +344,14 @@ case("batchNorm/eval", "batchNorm", "BATCHNORM_EVAL",
 case("batchNorm/eval-affine-f16", "batchNorm", ["BATCHNORM_EVAL", "MUL", "ADD", "CAST"],
      [inp("float16", (2, 3, 2)), inp("float16", (3,)), inp("float16", (3,), "pos"), inp("float16", (3,)), inp("float16", (3,))],
      {"training": False, "eps": 0.001})
-case("crossEntropy/indices", "crossEntropy", ["LOG_SOFTMAX", "ONE_HOT", "MEAN"],
+case("crossEntropy/indices", "crossEntropy", "CROSS_ENTROPY",
      [inp("float32", (4, 5)), inp("int32", (4,), lo=0, hi=4)])
-case("crossEntropy/sum-smoothing", "crossEntropy", ["LOG_SOFTMAX", "ONE_HOT", "REDUCE_SUM"],
+case("crossEntropy/sum-smoothing", "crossEntropy", "CROSS_ENTROPY",
      [inp("float32", (3, 4)), inp("int64", (3,), lo=0, hi=3)], {"reduction": "sum", "labelSmoothing": 0.125})
-case("crossEntropy/probs", "crossEntropy", ["LOG_SOFTMAX", "MEAN"],
+case("crossEntropy/probs", "crossEntropy", "CROSS_ENTROPY",
      [inp("float32", (2, 3)), inp("float32", (2, 3), lo=0, hi=4, div=4)])
+case("crossEntropy/none-3d-f16", "crossEntropy", "CROSS_ENTROPY",
+     [inp("float16", (2, 4, 3)), inp("int32", (2, 3), lo=0, hi=3)], {"reduction": "none"})
 case("oneHot/i32", "oneHot", "ONE_HOT", [inp("int32", (2, 3), lo=-1, hi=5)], {"n": 5})
 case("oneHot/u8", "oneHot", "ONE_HOT", [inp("uint8", (4,), lo=0, hi=3)], {"n": 3})
 case("tril/f32", "tril", "TRIL", [inp("float32", (4, 4))])
@@ -473,12 +475,19 @@ case("split/f32-piece1", "split", "SHRINK", [inp("float32", (2, 5))], {"sizes": 
 case("chunk/i16-piece1", "chunk", "SHRINK", [inp("int16", (5, 2))], {"chunks": 2, "dim": 0, "piece": 1})
 case("linear/f32", "linear", ["MATMUL", "ADD"], [inp("float32", (3, 4)), inp("float32", (4, 2)), inp("float32", (2,))])
 case("linear/f16-no-bias", "linear", ["MATMUL", "CAST"], [inp("float16", (3, 4)), inp("float16", (4, 2))])
-case("sparseCategoricalCrossentropy/f32", "sparseCategoricalCrossentropy", ["LOG_SOFTMAX", "ONE_HOT"],
+case("sparseCategoricalCrossentropy/f32", "sparseCategoricalCrossentropy", "SPARSE_CATEGORICAL_CROSSENTROPY",
      [inp("float32", (4, 5)), inp("int32", (4,), lo=0, hi=4)], {"ignoreIndex": 2})
-case("binaryCrossentropy/f32", "binaryCrossentropy", ["LOG", "MEAN"],
+case("sparseCategoricalCrossentropy/none-smoothing-f64", "sparseCategoricalCrossentropy",
+     "SPARSE_CATEGORICAL_CROSSENTROPY", [inp("float64", (2, 3, 4)), inp("int64", (2, 3), lo=0, hi=3)],
+     {"reduction": "none", "labelSmoothing": 0.25})
+case("binaryCrossentropy/f32", "binaryCrossentropy", "BINARY_CROSSENTROPY",
      [inp("float32", (2, 3), lo=1, hi=7, div=8), inp("float32", (2, 3), lo=0, hi=4, div=4)])
-case("binaryCrossentropyLogits/sum", "binaryCrossentropyLogits", ["LOGSIGMOID", "REDUCE_SUM"],
+case("binaryCrossentropy/none-broadcast-f16", "binaryCrossentropy", ["BINARY_CROSSENTROPY", "EXPAND"],
+     [inp("float16", (2, 3), lo=1, hi=7, div=8), inp("float16", (3,), lo=0, hi=4, div=4)], {"reduction": "none"})
+case("binaryCrossentropyLogits/sum", "binaryCrossentropyLogits", "BINARY_CROSSENTROPY_LOGITS",
      [inp("float32", (2, 3)), inp("float32", (2, 3), lo=0, hi=4, div=4)], {"reduction": "sum"})
+case("binaryCrossentropyLogits/pos-weight", "binaryCrossentropyLogits", ["BINARY_CROSSENTROPY_LOGITS", "EXPAND"],
+     [inp("float32", (2, 3)), inp("float32", (2, 3), lo=0, hi=4, div=4), inp("float32", (3,), "pos")])
 # Chains (`then`): each step applies to the previous result. Dividing by zeros makes inf and nan,
 # which the generator never produces directly.
 case("isnan/div-by-zero", "div", ["DIV", "CMPNE"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],

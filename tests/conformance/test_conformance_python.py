@@ -181,7 +181,8 @@ BUILD = {
         xs[1], ignore_index=a.get("ignoreIndex", -1), label_smoothing=a.get("labelSmoothing", 0.0),
         reduction=a.get("reduction", "mean")),
     "binaryCrossentropy": lambda xs, a: xs[0].binary_crossentropy(xs[1], reduction=a.get("reduction", "mean")),
-    "binaryCrossentropyLogits": lambda xs, a: xs[0].binary_crossentropy_logits(xs[1], reduction=a.get("reduction", "mean")),
+    "binaryCrossentropyLogits": lambda xs, a: xs[0].binary_crossentropy_logits(
+        xs[1], reduction=a.get("reduction", "mean"), pos_weight=xs[2] if len(xs) > 2 else None),
     "linear": lambda xs, a: xs[0].linear(xs[1], xs[2] if len(xs) > 2 else None),
     "oneHot": lambda xs, a: xs[0].one_hot(a["n"]),
     "tril": lambda xs, a: xs[0].tril(a.get("diagonal", 0)),

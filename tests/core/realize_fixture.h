@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/engine/engine.h"
@@ -36,6 +37,19 @@ class RealizeFixture : public ::testing::Test {
   UOpRef randd(Shape shape, std::vector<double>& v, double lo = -1, double hi = 1) {
     std::uniform_real_distribution<double> d(lo, hi);
     return leaf<double>(DType::Float64, std::move(shape), v, [&] { return d(rng_); });
+  }
+
+  // An int32 leaf uniform in [lo, hi].
+  UOpRef ints(Shape shape, std::vector<int32_t>& v, int lo, int hi) {
+    std::uniform_int_distribution<int> d(lo, hi);
+    return leaf<int32_t>(DType::Int32, std::move(shape), v, [&] { return d(rng_); });
+  }
+
+  // The message of a call that must fail with INVALID_ARGUMENT.
+  template <typename T>
+  static std::string message(const absl::StatusOr<T>& r) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    return std::string(r.status().message());
   }
 
   // Realizes `y` (which must have shape `want`) and returns its elements.

@@ -16,14 +16,7 @@ namespace {
 
 namespace fe = frontend;
 
-class ScatterTest : public testing::RealizeFixture {
- protected:
-  // An int32 leaf uniform in [lo, hi].
-  UOpRef ints(Shape shape, std::vector<int32_t>& v, int lo, int hi) {
-    std::uniform_int_distribution<int> d(lo, hi);
-    return leaf<int32_t>(DType::Int32, std::move(shape), v, [&] { return d(rng_); });
-  }
-};
+using ScatterTest = testing::RealizeFixture;
 
 // scatter_reduce along axis 1 of (R, N) x with (R, M) index and (R, K >= M) src.
 std::vector<double> scatter_ref(const std::vector<double>& x, const std::vector<int32_t>& idx,
@@ -186,10 +179,6 @@ TEST_F(ScatterTest, RejectsBadArguments) {
   std::vector<int32_t> idx, y;
   UOpRef X = randd({3, 4}, x), S = randd({3, 2}, s);
   UOpRef I = ints({3, 2}, idx, 0, 3);
-  auto message = [](const auto& r) {
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
-    return std::string(r.status().message());
-  };
   EXPECT_NE(message(fe::scatter_reduce(X, 2, I, S, fe::ScatterReduce::Sum, true)).find("axis 2 is out of range"),
             std::string::npos);
   EXPECT_NE(message(fe::scatter_reduce(X, 1, S, S, fe::ScatterReduce::Sum, true)).find("index must be an integer"),

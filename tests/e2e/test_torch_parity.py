@@ -267,7 +267,14 @@ def _eighths(rng, shape, dt, p):
 
 
 def _cross_entropy_th(p, x, y):
-  return F.cross_entropy(x, y.long(), label_smoothing=p.get("ls", 0.0))
+  return F.cross_entropy(x, y.long(), label_smoothing=p.get("ls", 0.0), reduction=p.get("red", "mean"))
+
+
+def _sparse_cce_th(p, x, y):
+  # torch's ignore_index rows count for nothing in the mean, as tinygrad's ignore_index.
+  loss = F.cross_entropy(x.reshape(-1, x.shape[-1]), y.reshape(-1).long(), label_smoothing=p.get("ls", 0.0),
+                         ignore_index=p.get("ign", -100), reduction=p.get("red", "mean"))
+  return loss.reshape(y.shape) if p.get("red") == "none" else loss
 
 
 def _distinct_index(shape, n, dim, seed):
@@ -670,19 +677,37 @@ OPS: List[Op] = [
     Op("batchnorm", lambda p, x, w, b, m, s: x.batchnorm(w, b, m, s),
        lambda p, x, w, b, m, s: (x - m.reshape(1, -1, 1, 1)) * w.reshape(1, -1, 1, 1) * s.reshape(1, -1, 1, 1)
        + b.reshape(1, -1, 1, 1), [V((2, 3, 4, 4), (3,), (3,), (3,), (3,))], tol_scale=2.0),
-    Op("cross_entropy_idx", lambda p, x, y: x.cross_entropy(y, label_smoothing=p.get("ls", 0.0)), _cross_entropy_th,
-       [V((4, 5), (4,), n=5), V((3, 6), (3,), n=6, ls=0.1)], kinds="xi", tol_scale=2.0),
-    Op("cross_entropy_probs", lambda p, x, y: x.cross_entropy(y.softmax(-1)),
-       lambda p, x, y: F.cross_entropy(x, y.softmax(-1)), [V((4, 5), (4, 5))], kinds="xc", tol_scale=2.0),
-    Op("sparse_categorical_crossentropy", lambda p, x, y: x.sparse_categorical_crossentropy(y),
-       lambda p, x, y: F.cross_entropy(x.reshape(-1, x.shape[-1]), y.reshape(-1).long()),
-       [V((4, 5), (4,), n=5), V((2, 3, 7), (2, 3), n=7)],
+    # The losses are core composites (core/frontend/losses.cpp): each reduction, class axes other
+    # than the last, label smoothing, ignored targets and positive weights against torch.
+    Op("cross_entropy_idx", lambda p, x, y: x.cross_entropy(y, label_smoothing=p.get("ls", 0.0),
+                                                            reduction=p.get("red", "mean")), _cross_entropy_th,
+       [V((4, 5), (4,), n=5), V((3, 6), (3,), n=6, ls=0.1), V((2, 5, 3), (2, 3), n=5, red="none"),
+        V((4, 5), (4,), n=5, red="sum", ls=0.2)], kinds="xi", tol_scale=2.0),
+    Op("cross_entropy_probs", lambda p, x, y: x.cross_entropy(y.softmax(1), reduction=p.get("red", "mean")),
+       lambda p, x, y: F.cross_entropy(x, y.softmax(1), reduction=p.get("red", "mean")),
+       [V((4, 5), (4, 5)), V((2, 4, 3), (2, 4, 3), red="none")], kinds="xc", tol_scale=2.0),
+    Op("sparse_categorical_crossentropy",
+       lambda p, x, y: x.sparse_categorical_crossentropy(y, ignore_index=p.get("ign", -1), label_smoothing=p.get("ls", 0.0),
+                                                         reduction=p.get("red", "mean")),
+       _sparse_cce_th,
+       [V((4, 5), (4,), n=5), V((2, 3, 7), (2, 3), n=7), V((6, 5), (6,), n=5, ign=2, ls=0.1),
+        V((2, 3, 4), (2, 3), n=4, red="none"), V((4, 5), (4,), n=5, red="sum")],
        kinds="xi", tol_scale=2.0, layouts=("contiguous", "permuted", "shrunk", "flipped")),
-    Op("binary_crossentropy", lambda p, x, y: x.binary_crossentropy(y), lambda p, x, y: F.binary_cross_entropy(x, y),
-       [V((4, 5), (4, 5)), V((6,), (6,))], kinds="xc", gen=_pos_gen(0.05, 0.95), tol_scale=2.0),
-    Op("binary_crossentropy_logits", lambda p, x, y: x.binary_crossentropy_logits(y),
-       lambda p, x, y: F.binary_cross_entropy_with_logits(x, y), [V((4, 5), (4, 5))], kinds="xc",
+    Op("binary_crossentropy", lambda p, x, y: x.binary_crossentropy(y, reduction=p.get("red", "mean")),
+       lambda p, x, y: F.binary_cross_entropy(x, y, reduction=p.get("red", "mean")),
+       [V((4, 5), (4, 5)), V((6,), (6,)), V((3, 4), (3, 4), red="none")], kinds="xc", gen=_pos_gen(0.05, 0.95),
+       tol_scale=2.0),
+    Op("binary_crossentropy_logits", lambda p, x, y: x.binary_crossentropy_logits(y, reduction=p.get("red", "mean")),
+       lambda p, x, y: F.binary_cross_entropy_with_logits(x, y, reduction=p.get("red", "mean")),
+       [V((4, 5), (4, 5)), V((3, 4), (3, 4), red="sum")], kinds="xc",
        gen=lambda rng, s, dt, p: rng.uniform(0.05, 0.95, s) if p.get("_arg") == 1 else rng.uniform(-3, 3, s),
+       tol_scale=2.0),
+    Op("binary_crossentropy_logits_pos_weight",
+       lambda p, x, y, w: x.binary_crossentropy_logits(y, pos_weight=w, reduction=p.get("red", "mean")),
+       lambda p, x, y, w: F.binary_cross_entropy_with_logits(x, y, pos_weight=w, reduction=p.get("red", "mean")),
+       [V((4, 5), (4, 5), (5,)), V((3, 4), (3, 4), (3, 4), red="none")], kinds="xcc",
+       gen=lambda rng, s, dt, p: (rng.uniform(0.05, 0.95, s) if p.get("_arg") == 1 else
+                                  rng.uniform(0.5, 2.0, s) if p.get("_arg") == 2 else rng.uniform(-3, 3, s)),
        tol_scale=2.0),
     # convolution and pooling
     Op("conv2d", lambda p, x, w: x.conv2d(w, stride=p.get("s", 1), padding=p.get("pad", 0), dilation=p.get("d", 1),

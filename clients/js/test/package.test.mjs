@@ -49,6 +49,8 @@ test('every wire op has a Tensor method that builds it', () => {
     f.isfinite(), f.isclose(f), f.sort(0).values, f.topk(2).indices, f.cummax(1)[0], f.cummin(1)[1], f.cumprod(0),
     f.logcumsumexp(1), f.softplus(), f.clip(0, 1), f.scatter(0, Tensor.from([[0, 1, 2, 3]]), f), f.nllLoss(Tensor.from([1, 0, 2, 3])),
     x.interpolate([5]), f.unfold(0, 2, 1), f.abs().add(1).multinomial(2),
+    f.crossEntropy(Tensor.from([1, 0, 2, 3])), f.sparseCategoricalCrossentropy(Tensor.from([1, 0, 2, 3])),
+    f.sigmoid().binaryCrossentropy(f), f.binaryCrossentropyLogits(f.sigmoid()),
     // every method generated from the op schema, its tensor operands f and its parameters' defaults
     ...METHODS.map((m) => f[m.name](...m.operands.map(() => f))),
   ];

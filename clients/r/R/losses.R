@@ -1,9 +1,20 @@
-# Losses, composed from log-softmax, one-hot and reductions as the Python and JavaScript clients
-# compose them. Class indices are 1-based, as R's.
+# The losses: each one op of the daemon, whose formula is core's (core/frontend/losses.h); here
+# only their arguments and result shapes. Class indices are 1-based, as R's.
 
-reduce_loss <- function(loss, reduction) {
-  switch(reduction, mean = pg_mean(loss), sum = pg_sum(loss), none = loss,
-         pg_abort("invalid_argument", sprintf("reduction must be 'mean', 'sum' or 'none', got '%s'", reduction)))
+# SHAPE_LOSS: one loss op of the predictions' float dtype, the per-element losses' shape when
+# reduction is "none", else 0-d.
+loss_op <- function(code, srcs, per_element, reduction, fields = list()) {
+  if (!(length(reduction) == 1L && reduction %in% c("mean", "sum", "none"))) {
+    pg_abort("invalid_argument", sprintf("reduction must be 'mean', 'sum' or 'none', got '%s'", format(reduction)))
+  }
+  make(code, least_upper_float(srcs[[1]]$node$dtype), if (reduction == "none") per_element else numeric(), srcs,
+       c(list(mode = reduction), fields))
+}
+
+check_smoothing <- function(s) {
+  if (!(length(s) == 1L && is.numeric(s) && !is.na(s) && s >= 0 && s <= 1)) {
+    pg_abort("invalid_argument", "label_smoothing must be in [0, 1]")
+  }
 }
 
 #' Cross entropy
@@ -18,21 +29,20 @@ reduce_loss <- function(loss, reduction) {
 #' @return a tensor.
 #' @export
 pg_cross_entropy <- function(x, y, reduction = "mean", label_smoothing = 0) {
-  if (!(label_smoothing >= 0 && label_smoothing <= 1)) pg_abort("invalid_argument", "label_smoothing must be in [0, 1]")
-  nd <- length(x$node$shape)
+  check_smoothing(label_smoothing)
+  s <- x$node$shape
+  nd <- length(s)
   ax <- if (nd >= 2) 1 else nd - 1  # 0-based class axis
-  ncls <- x$node$shape[ax + 1]
   if (!is_tensor(y)) y <- pg_tensor(if (is.double(y) && length(dim(y)) < nd && !is.null(y)) as.integer(y) else y)
-  if (length(y$node$shape) < nd) {  # 1-based class indices
-    y <- one_hot(y - 1L, ncls)
-    if (ax != nd - 1) {
-      yn <- length(y$node$shape)
-      y <- pg_permute(y, c(seq_len(ax), yn, seq(ax + 1, yn - 1)))
-    }
+  per <- s[-(ax + 1)]
+  ys <- y$node$shape
+  if (identical(as.numeric(ys), as.numeric(per)) && nd >= 1) {
+    y <- y - 1L  # 1-based class indices
+  } else if (!identical(as.numeric(ys), as.numeric(s))) {
+    pg_abort("invalid_argument", sprintf("pg_cross_entropy: targets of shape (%s) fit neither class indices (%s) nor class probabilities (%s)",
+                                         paste(ys, collapse = ", "), paste(per, collapse = ", "), paste(s, collapse = ", ")))
   }
-  y <- pg_cast(y, least_upper_float(x$node$dtype))
-  if (label_smoothing != 0) y <- (1 - label_smoothing) * y + label_smoothing / ncls
-  reduce_loss(-pg_sum(pg_log_softmax(x, ax + 1) * y, ax + 1), reduction)
+  loss_op(OP$CROSS_ENTROPY, list(x, y), per, reduction, list(axes = ax, label_smoothing = label_smoothing))
 }
 
 #' Sparse categorical cross entropy
@@ -49,20 +59,17 @@ pg_cross_entropy <- function(x, y, reduction = "mean", label_smoothing = 0) {
 #' @return a tensor.
 #' @export
 pg_sparse_categorical_cross_entropy <- function(x, y, ignore_index = NULL, label_smoothing = 0, reduction = "mean") {
+  check_smoothing(label_smoothing)
   if (!is_tensor(y)) y <- pg_tensor(as.integer(y))
-  log_probs <- pg_log_softmax(x, -1)
-  dt <- log_probs$node$dtype
-  mask <- if (!is.null(ignore_index)) y != ignore_index else pg_full(dim(y), value = TRUE, dtype = "bool")
-  nd <- length(x$node$shape)
-  target <- pg_cast(one_hot(y - 1L, x$node$shape[nd]), dt) * pg_cast(pg_unsqueeze(mask, -1), dt)
-  maskf <- pg_cast(mask, dt)
-  smoothing <- label_smoothing * (pg_mean(log_probs, -1) * maskf)
-  unreduced <- (1 - label_smoothing) * pg_sum(log_probs * target, -1) + smoothing
-  switch(reduction,
-         mean = -(pg_sum(unreduced) / pg_sum(maskf)),
-         sum = -pg_sum(unreduced),
-         none = -unreduced,
-         pg_abort("invalid_argument", sprintf("reduction must be 'mean', 'sum' or 'none', got '%s'", reduction)))
+  s <- x$node$shape
+  if (!length(s) || !identical(as.numeric(y$node$shape), as.numeric(s[-length(s)]))) {
+    pg_abort("invalid_argument", sprintf("pg_sparse_categorical_cross_entropy: targets of shape (%s) do not fit logits (%s)",
+                                         paste(y$node$shape, collapse = ", "), paste(s, collapse = ", ")))
+  }
+  # -1 (0-based) is the daemon's "none ignored".
+  ignore <- if (is.null(ignore_index)) -1 else ignore_index - 1
+  loss_op(OP$SPARSE_CATEGORICAL_CROSSENTROPY, list(x, y - 1L), y$node$shape, reduction,
+          list(ignore_index = ignore, label_smoothing = label_smoothing))
 }
 
 #' Binary cross entropy
@@ -72,16 +79,18 @@ pg_sparse_categorical_cross_entropy <- function(x, y, ignore_index = NULL, label
 #' @param x probabilities or logits.
 #' @param y targets.
 #' @param reduction "mean", "sum" or "none".
-#' @param pos_weight the weight of the positive term (logits).
+#' @param pos_weight the weight of the positive term (logits): a number or tensor broadcasting with x, or `NULL` for 1.
 #' @return a tensor.
 #' @export
 pg_binary_cross_entropy <- function(x, y, reduction = "mean") {
-  reduce_loss((-y) * log(x) - (1 - y) * log(1 - x), reduction)
+  srcs <- lapply(broadcast_sources(x, list(y), OP$BINARY_CROSSENTROPY), float_of)
+  loss_op(OP$BINARY_CROSSENTROPY, srcs, srcs[[1]]$node$shape, reduction)
 }
 
 #' @rdname pg_binary_cross_entropy
 #' @export
-pg_binary_cross_entropy_logits <- function(x, y, reduction = "mean", pos_weight = 1) {
-  a <- (pos_weight * y) * pg_logsigmoid(x)
-  reduce_loss(-(a + (1 - y) * pg_logsigmoid(-x)), reduction)
+pg_binary_cross_entropy_logits <- function(x, y, reduction = "mean", pos_weight = NULL) {
+  operands <- if (is.null(pos_weight)) list(y) else list(y, pos_weight)
+  srcs <- lapply(broadcast_sources(x, operands, OP$BINARY_CROSSENTROPY_LOGITS), float_of)
+  loss_op(OP$BINARY_CROSSENTROPY_LOGITS, srcs, srcs[[1]]$node$shape, reduction)
 }

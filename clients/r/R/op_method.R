@@ -12,11 +12,10 @@ op_method <- function(op, x, operands, params) {
                                       m$method, m$shape)))
 }
 
-# SHAPE_ELEMENTWISE: x and the operands broadcast to one shape and promoted to one dtype, as a
-# binary op does (each operand against x, then the earlier ones again, against the final dtype and
-# shape); DT_FLOAT casts every source to float, DT_BOOL gives bool, DT_SAME the dtype they share.
-elementwise_method <- function(op, m, x, operands, params) {
-  code <- OP[[op]]
+# x and the operands (tensors or numbers) broadcast to one shape and promoted to one dtype, as a
+# binary op does: each operand against x, then the earlier ones again against the final dtype and
+# shape. `code` is the op they are for (named in errors).
+broadcast_sources <- function(x, operands, code) {
   srcs <- vector("list", length(operands))
   for (i in seq_along(operands)) {
     ab <- broadcasted(x, operands[[i]], op = code)
@@ -28,7 +27,15 @@ elementwise_method <- function(op, m, x, operands, params) {
     x <- ab[[1]]
     srcs[[i]] <- ab[[2]]
   }
-  srcs <- c(list(x), srcs)
+  c(list(x), srcs)
+}
+
+# SHAPE_ELEMENTWISE: x and the operands broadcast and promoted (broadcast_sources); DT_FLOAT casts
+# every source to float, DT_BOOL gives bool, DT_SAME the dtype they share.
+elementwise_method <- function(op, m, x, operands, params) {
+  code <- OP[[op]]
+  srcs <- broadcast_sources(x, operands, code)
+  x <- srcs[[1]]
   if (m$dtype == "DT_FLOAT") srcs <- lapply(srcs, float_of)
   dtype <- if (m$dtype == "DT_BOOL") "bool" else srcs[[1]]$node$dtype
   arg <- if (code %in% COMPOSITE_ARG_OPS) composite_params(m, params, length(x$node$shape)) else NULL

@@ -89,9 +89,6 @@ scatter_node <- function(x, axis, index, src, mode, include_self, name) {
 #' @rdname pg_scatter
 #' @export
 pg_nll_loss <- function(x, y, weight = NULL, ignore_index = NULL, reduction = "mean") {
-  if (!(length(reduction) == 1L && reduction %in% c("mean", "sum", "none"))) {
-    pg_abort("invalid_argument", sprintf("pg_nll_loss: reduction must be 'mean', 'sum' or 'none', got '%s'", format(reduction)))
-  }
   s <- x$node$shape
   if (!length(s) || !is_float_dtype(x$node$dtype)) {
     pg_abort("invalid_argument", sprintf("pg_nll_loss: log-probabilities must be a float tensor with a class axis, got %s of shape (%s)",
@@ -115,8 +112,7 @@ pg_nll_loss <- function(x, y, weight = NULL, ignore_index = NULL, reduction = "m
   }
   # -100 (torch's default, 0-based) is never a class, like no ignore_index.
   ignore <- if (is.null(ignore_index)) -100 else ignore_index - 1
-  make(OP$NLL_LOSS, x$node$dtype, if (reduction == "none") y$node$shape else numeric(), src,
-       list(mode = reduction, ignore_index = ignore))
+  loss_op(OP$NLL_LOSS, src, y$node$shape, reduction, list(ignore_index = ignore))
 }
 
 #' @rdname pg_scatter

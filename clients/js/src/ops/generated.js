@@ -21,19 +21,26 @@ function composite(params, values, ndim) {
   return new Composite(fields);
 }
 
-// SHAPE_ELEMENTWISE: this and the operands broadcast to one shape and promoted to one dtype, as a
-// binary op does (each operand against this, then the earlier ones again, against the final dtype
-// and shape); DT_FLOAT casts every source to float, DT_BOOL gives bool, DT_SAME the dtype they share.
-function elementwise(m, self, operands, values) {
+// self and the operands (tensors or numbers) broadcast to one shape and promoted to one dtype, as a
+// binary op does: each operand against self, then the earlier ones again against the final dtype
+// and shape.
+function broadcastSources(self, operands) {
   let x = self;
-  let srcs = [];
+  const srcs = [];
   for (const o of operands) {
     let t;
     [x, t] = x._broadcasted(o);
     srcs.push(t);
   }
   for (let i = 0; i < srcs.length - 1; i++) [x, srcs[i]] = x._broadcasted(srcs[i]);
-  srcs = [x, ...srcs];
+  return [x, ...srcs];
+}
+
+// SHAPE_ELEMENTWISE: this and the operands broadcast and promoted (broadcastSources); DT_FLOAT
+// casts every source to float, DT_BOOL gives bool, DT_SAME the dtype they share.
+function elementwise(m, self, operands, values) {
+  let srcs = broadcastSources(self, operands);
+  const x = srcs[0];
   if (m.dtype === 'DT_FLOAT') srcs = srcs.map((s) => s._float());
   const dtype = m.dtype === 'DT_BOOL' ? dtypes.bool : srcs[0].dtype;
   const arg = COMPOSITE_ARG_OPS.has(m.number) ? composite(m.params, values, x.ndim) : null;
@@ -50,3 +57,5 @@ for (const m of METHODS) {
   // A named function (stack traces say Tensor.exp2); operands first, then the optional params.
   P[m.name] = { [m.name](...args) { return build(m, this, args.slice(0, n), args.slice(n)); } }[m.name];
 }
+
+module.exports = { broadcastSources };

@@ -7,6 +7,7 @@ const { dtypes, leastUpperDType, leastUpperFloat, sumAccDType, toDType } = requi
 const { broadcastShape, normalizeAxis, normalizeAxes, sameShape } = require('../shape');
 const { Tensor } = require('../tensor');
 const { axisOf } = require('./reduce');
+const { broadcastSources } = require('./generated');
 
 const P = Tensor.prototype;
 const asTensor = (x) => (x instanceof Tensor ? x : Tensor.from(x));
@@ -211,51 +212,52 @@ P.oneHot = function oneHot(numClasses) {
 
 // --- losses --------------------------------------------------------------------------------------
 
-P._doReduction = function _doReduction(reduction) {
-  if (reduction === 'mean') return this.mean();
-  if (reduction === 'sum') return this.sum();
-  if (reduction === 'none') return this;
-  throw new RangeError(`reduction must be 'mean', 'sum' or 'none', got '${reduction}'`);
+// SHAPE_LOSS: one loss op of the predictions' float dtype, the per-element losses' shape when
+// reduction is 'none', else 0-d (its formula is the daemon's: core/frontend/losses.h).
+P._loss = function _loss(op, srcs, perElement, reduction, fields = {}) {
+  if (!['mean', 'sum', 'none'].includes(reduction)) throw new RangeError(`reduction must be 'mean', 'sum' or 'none', got '${reduction}'`);
+  return Tensor._make(op, leastUpperFloat(srcs[0].dtype), reduction === 'none' ? perElement : [], srcs,
+    new Composite({ mode: reduction, ...fields }));
 };
 
-// Cross entropy of logits with class indices or class probabilities Y; the class axis is 1 (torch),
-// or -1 for a 1-D input, unless axis is given.
+// Cross entropy of logits with class indices (one axis less) or class probabilities (this shape) Y;
+// the class axis is 1 (torch), or -1 for a 1-D input, unless axis is given.
 P.crossEntropy = function crossEntropy(Y, { reduction = 'mean', labelSmoothing = 0, axis } = {}) {
   if (!(labelSmoothing >= 0 && labelSmoothing <= 1)) throw new RangeError('labelSmoothing must be in [0, 1]');
   const ax = normalizeAxis(axis !== undefined ? axis : (this.ndim >= 2 ? 1 : -1), this.ndim);
-  const nCls = this._node.shape[ax];
   Y = asTensor(Y);
-  if (Y.ndim < this.ndim) {
-    Y = Y.oneHot(nCls);
-    if (ax !== this.ndim - 1) {
-      const r = (a, b) => [...Array(Math.max(0, b - a)).keys()].map((v) => v + a);
-      Y = Y.permute([...r(0, ax), Y.ndim - 1, ...r(ax, Y.ndim - 1)]);
-    }
+  const s = this._node.shape;
+  const per = s.filter((_, i) => i !== ax);
+  if (!sameShape(Y._node.shape, per) && !sameShape(Y._node.shape, s)) {
+    throw new RangeError(`crossEntropy: targets of shape [${Y._node.shape}] fit neither class indices [${per}] nor class probabilities [${s}]`);
   }
-  Y = Y.cast(leastUpperFloat(this.dtype));
-  if (labelSmoothing) Y = Y.mul(1 - labelSmoothing, true).add(labelSmoothing / nCls);
-  return this.logSoftmax(ax).mul(Y).sum(ax).neg()._doReduction(reduction);
+  return this._loss(OPS.CROSS_ENTROPY, [this, Y], per, reduction, { axes: [ax], label_smoothing: labelSmoothing });
 };
 
+// tinygrad's: logits over the last axis, class indices Y (one axis less); targets equal to
+// ignoreIndex (when it is not -1) count for nothing, and the mean is over the others.
 P.sparseCategoricalCrossentropy = function sparseCategoricalCrossentropy(Y, { ignoreIndex = -1, labelSmoothing = 0, reduction = 'mean' } = {}) {
-  const logProbs = this.logSoftmax(-1);
-  const mask = ignoreIndex !== -1 ? Y.ne(ignoreIndex) : Y.onesLike({ dtype: dtypes.bool });
-  const y = Y.oneHot(this._node.shape[this.ndim - 1]).cast(logProbs.dtype).mul(mask.unsqueeze(-1).cast(logProbs.dtype));
-  const maskf = mask.cast(logProbs.dtype);
-  const smoothing = logProbs.mean(-1).mul(maskf).mul(labelSmoothing, true);
-  const unreduced = logProbs.mul(y).sum(-1).mul(1 - labelSmoothing, true).add(smoothing);
-  if (reduction === 'mean') return unreduced.sum().div(maskf.sum()).neg();
-  return reduction === 'sum' ? unreduced.sum().neg() : unreduced._doReduction(reduction).neg();
+  if (!(labelSmoothing >= 0 && labelSmoothing <= 1)) throw new RangeError('labelSmoothing must be in [0, 1]');
+  Y = asTensor(Y);
+  const s = this._node.shape;
+  if (!s.length || !sameShape(Y._node.shape, s.slice(0, -1))) {
+    throw new RangeError(`sparseCategoricalCrossentropy: targets of shape [${Y._node.shape}] do not fit logits [${s}]`);
+  }
+  return this._loss(OPS.SPARSE_CATEGORICAL_CROSSENTROPY, [this, Y], Y._node.shape, reduction,
+    { ignore_index: ignoreIndex, label_smoothing: labelSmoothing });
 };
 
+// -Y log(this) - (1 - Y) log(1 - this) for probabilities (tinygrad's: not clamped).
 P.binaryCrossentropy = function binaryCrossentropy(Y, { reduction = 'mean' } = {}) {
-  return Y.neg().mul(this.log()).sub(Y.sub(1, true).mul(this.sub(1, true).log()))._doReduction(reduction);
+  const srcs = broadcastSources(this, [Y]).map((t) => t._float());
+  return this._loss(OPS.BINARY_CROSSENTROPY, srcs, srcs[0]._node.shape, reduction);
 };
 
+// -(posWeight Y logsigmoid(this) + (1 - Y) logsigmoid(-this)) for logits, stable at any size.
 P.binaryCrossentropyLogits = function binaryCrossentropyLogits(Y, { reduction = 'mean', posWeight } = {}) {
-  const w = posWeight === undefined ? 1 : posWeight;
-  const a = Y.mul(w, true).mul(this.logsigmoid());
-  return a.add(Y.sub(1, true).mul(this.neg().logsigmoid())).neg()._doReduction(reduction);
+  const operands = posWeight === undefined || posWeight === null ? [Y] : [Y, posWeight];
+  const srcs = broadcastSources(this, operands).map((t) => t._float());
+  return this._loss(OPS.BINARY_CROSSENTROPY_LOGITS, srcs, srcs[0]._node.shape, reduction);
 };
 
 // Zeros elements with probability p and scales the rest by 1/(1-p), only while Tensor.training.

@@ -53,7 +53,6 @@ P.scatterReduce = function scatterReduce(dim, index, src, reduce, { includeSelf 
 
 // torch's nll_loss: log-probabilities (N, C, ...) or (C), class indices Y (N, ...) or ().
 P.nllLoss = function nllLoss(Y, { weight, ignoreIndex, reduction = 'mean' } = {}) {
-  if (!['mean', 'sum', 'none'].includes(reduction)) throw new RangeError(`nllLoss: reduction must be 'mean', 'sum' or 'none', got '${reduction}'`);
   const s = this._node.shape;
   if (this.ndim === 0 || this.dtype.kind !== 'f') {
     throw new RangeError(`nllLoss: log-probabilities must be a float tensor with a class axis, got ${this.dtype.name} of shape [${s}]`);
@@ -71,8 +70,8 @@ P.nllLoss = function nllLoss(Y, { weight, ignoreIndex, reduction = 'mean' } = {}
     src.push(weight);
   }
   // -100 is torch's default: never a class, like no ignoreIndex.
-  const arg = new Composite({ mode: reduction, ignore_index: ignoreIndex === undefined || ignoreIndex === null ? -100 : ignoreIndex });
-  return Tensor._make(OPS.NLL_LOSS, this.dtype, reduction === 'none' ? Y._node.shape : [], src, arg);
+  return this._loss(OPS.NLL_LOSS, src, Y._node.shape, reduction,
+    { ignore_index: ignoreIndex === undefined || ignoreIndex === null ? -100 : ignoreIndex });
 };
 
 // Resizes the last size.length axes: { mode: 'linear' | 'nearest' | 'nearest-exact', alignCorners }.

@@ -13,6 +13,7 @@ from ..errors import ShapeError
 from ..shape import (broadcast_shape, conv_shape, ints, normalize_axes, normalize_axis, ntuple, padding_pairs,
                      spatial_count, window_out)
 from .core import Tensor, tensor_methods, ValuesIndices
+from .generated import broadcast_sources
 
 
 @tensor_methods
@@ -211,31 +212,29 @@ class Functional:
       raise ShapeError(f"one_hot needs num_classes >= 1 (an int), got {num_classes!r}")
     return Tensor._make(g.ONE_HOT, self.dtype, self.shape + (num_classes,), (self,), g.Composite(n=num_classes))
 
-  def _do_reduction(self, reduction: str) -> "Tensor":
-    if reduction == "mean":
-      return self.mean()
-    if reduction == "sum":
-      return self.sum()
-    if reduction == "none":
-      return self
-    raise ShapeError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+  def _loss(self, op: int, srcs: Sequence["Tensor"], per_element: tuple, reduction: str, **fields) -> "Tensor":
+    """SHAPE_LOSS: one loss op of the predictions' float dtype, the per-element losses' shape when
+    reduction is 'none', else 0-d (its formula is the daemon's: core/frontend/losses.h)."""
+    if reduction not in ("mean", "sum", "none"):
+      raise ShapeError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    shape = per_element if reduction == "none" else ()
+    return Tensor._make(op, least_upper_float(srcs[0].dtype), shape, tuple(srcs), g.Composite(mode=reduction, **fields))
 
   def cross_entropy(self, Y: "Tensor", reduction: str = "mean", label_smoothing: float = 0.0,
                     axis: Optional[int] = None) -> "Tensor":
-    """Cross entropy of logits `self` with class indices or class probabilities `Y`; the class
-    axis is 1 (torch), or -1 for a 1-D input, unless `axis` is given."""
+    """Cross entropy of logits `self` with class indices (one axis less) or class probabilities
+    (self's shape) `Y`; the class axis is 1 (torch), or -1 for a 1-D input, unless `axis` is
+    given. label_smoothing s in [0, 1] makes the targets (1 - s) Y + s / classes."""
     if not 0.0 <= label_smoothing <= 1.0:
       raise ShapeError("label_smoothing must be in [0, 1]")
     ax = normalize_axis(axis if axis is not None else (1 if self.ndim >= 2 else -1), self.ndim)
-    n_cls = self.shape[ax]
-    if Y.ndim < self.ndim:  # class indices
-      Y = Y.one_hot(n_cls)
-      if ax != self.ndim - 1:
-        Y = Y.permute(*range(ax), Y.ndim - 1, *range(ax, Y.ndim - 1))
-    Y = Y.cast(least_upper_float(self.dtype))
-    if label_smoothing:
-      Y = (1 - label_smoothing) * Y + label_smoothing / n_cls
-    return (-(self.log_softmax(ax) * Y).sum(ax))._do_reduction(reduction)
+    if not isinstance(Y, Tensor):
+      Y = Tensor(Y)
+    per = self.shape[:ax] + self.shape[ax + 1:]
+    if Y.shape not in (per, self.shape):
+      raise ShapeError(f"cross_entropy: targets of shape {Y.shape} fit neither class indices {per} nor class "
+                       f"probabilities {self.shape}")
+    return self._loss(g.CROSS_ENTROPY, (self, Y), per, reduction, axes=(ax,), label_smoothing=float(label_smoothing))
 
   def nll_loss(self, Y: "Tensor", weight: Optional["Tensor"] = None, ignore_index: Optional[int] = None,
                reduction: str = "mean") -> "Tensor":
@@ -243,8 +242,6 @@ class Functional:
     class indices Y (N, ...) or (); -weight[y] * self[y] per element, targets equal to
     ignore_index counting for nothing; the mean divides by the summed weights of the counted
     targets."""
-    if reduction not in ("mean", "sum", "none"):
-      raise ShapeError(f"nll_loss: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if self.ndim == 0 or not dtypes.is_float(self.dtype):
       raise ShapeError(f"nll_loss: log-probabilities must be a float tensor with a class axis, got {self.dtype.name} "
                        f"of shape {self.shape}")
@@ -262,29 +259,31 @@ class Functional:
         raise ShapeError(f"nll_loss: weight {weight.shape} must have one entry per class ({self.shape[ax]})")
       src = (self, Y, weight)
     # -100 is torch's default: never a class, like None (a target outside [0, C) counts for nothing).
-    arg = g.Composite(mode=reduction, ignore_index=-100 if ignore_index is None else int(ignore_index))
-    return Tensor._make(g.NLL_LOSS, self.dtype, Y.shape if reduction == "none" else (), src, arg)
+    return self._loss(g.NLL_LOSS, src, Y.shape, reduction, ignore_index=-100 if ignore_index is None else int(ignore_index))
 
   def sparse_categorical_crossentropy(self, Y: "Tensor", ignore_index: int = -1, label_smoothing: float = 0.0,
                                       reduction: str = "mean") -> "Tensor":
-    """tinygrad's: logits over the last axis, integer targets Y; targets equal to ignore_index
-    (when it is not -1) count for nothing."""
-    log_probs = self.log_softmax(-1)
-    mask = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
-    y = Y.one_hot(self.shape[-1]).cast(log_probs.dtype) * mask.unsqueeze(-1).cast(log_probs.dtype)
-    maskf = mask.cast(log_probs.dtype)
-    smoothing = label_smoothing * (log_probs.mean(-1) * maskf)
-    unreduced = (1 - label_smoothing) * (log_probs * y).sum(-1) + smoothing
-    if reduction == "mean":
-      return -(unreduced.sum() / maskf.sum())
-    return -(unreduced.sum() if reduction == "sum" else unreduced._do_reduction(reduction))
+    """tinygrad's: logits over the last axis, class indices Y (one axis less); targets equal to
+    ignore_index (when it is not -1) count for nothing, and the mean is over the others."""
+    if not 0.0 <= label_smoothing <= 1.0:
+      raise ShapeError("label_smoothing must be in [0, 1]")
+    if not isinstance(Y, Tensor):
+      Y = Tensor(Y)
+    if self.ndim == 0 or Y.shape != self.shape[:-1]:
+      raise ShapeError(f"sparse_categorical_crossentropy: targets of shape {Y.shape} do not fit logits {self.shape}")
+    return self._loss(g.SPARSE_CATEGORICAL_CROSSENTROPY, (self, Y), Y.shape, reduction, ignore_index=int(ignore_index),
+                      label_smoothing=float(label_smoothing))
 
   def binary_crossentropy(self, Y: "Tensor", reduction: str = "mean") -> "Tensor":
-    return (-Y * self.log() - (1 - Y) * (1 - self).log())._do_reduction(reduction)
+    """-Y log(self) - (1 - Y) log(1 - self) for probabilities `self` (tinygrad's: not clamped)."""
+    srcs = [t._float() for t in broadcast_sources(self, (Y,))]
+    return self._loss(g.BINARY_CROSSENTROPY, srcs, srcs[0].shape, reduction)
 
   def binary_crossentropy_logits(self, Y: "Tensor", reduction: str = "mean", pos_weight=None) -> "Tensor":
-    w = 1 if pos_weight is None else pos_weight
-    return (-(w * Y * self.logsigmoid() + (1 - Y) * (-self).logsigmoid()))._do_reduction(reduction)
+    """-(pos_weight Y logsigmoid(self) + (1 - Y) logsigmoid(-self)) for logits `self`, stable for
+    logits of any size."""
+    srcs = [t._float() for t in broadcast_sources(self, (Y,) if pos_weight is None else (Y, pos_weight))]
+    return self._loss(g.BINARY_CROSSENTROPY_LOGITS, srcs, srcs[0].shape, reduction)
 
   def batchnorm(self, weight: Optional["Tensor"], bias: Optional["Tensor"], mean: "Tensor", invstd: "Tensor",
                 axis=1) -> "Tensor":

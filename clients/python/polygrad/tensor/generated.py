@@ -21,23 +21,29 @@ def _composite(params: Sequence[tuple], values: Sequence, ndim: int) -> g.Compos
   return g.Composite(**fields)
 
 
-def _elementwise(record: tuple, self: Tensor, operands: Sequence, values: Sequence) -> Tensor:
-  """SHAPE_ELEMENTWISE: self and the operands broadcast to one shape and promoted to one dtype, as
-  a binary op does (each operand against self, then the earlier ones again, against the final
-  dtype and shape); DT_FLOAT casts every source to float, DT_BOOL gives bool, DT_SAME the dtype
-  they share."""
-  _, op, _, _, params, dtype_rule, _ = record
+def broadcast_sources(self: Tensor, operands: Sequence) -> list:
+  """self and the operands (tensors or numbers) broadcast to one shape and promoted to one dtype,
+  as a binary op does: each operand against self, then the earlier ones again against the final
+  dtype and shape."""
   x, srcs = self, []
   for o in operands:
     x, t = x._broadcasted(o)
     srcs.append(t)
   for i in range(len(srcs) - 1):
     x, srcs[i] = x._broadcasted(srcs[i])
-  srcs = [x, *srcs]
+  return [x, *srcs]
+
+
+def _elementwise(record: tuple, self: Tensor, operands: Sequence, values: Sequence) -> Tensor:
+  """SHAPE_ELEMENTWISE: self and the operands broadcast to one shape and promoted to one dtype
+  (broadcast_sources); DT_FLOAT casts every source to float, DT_BOOL gives bool, DT_SAME the dtype
+  they share."""
+  _, op, _, _, params, dtype_rule, _ = record
+  srcs = broadcast_sources(self, operands)
   if dtype_rule == "DT_FLOAT":
     srcs = [s._float() for s in srcs]
   dtype = dtypes.bool if dtype_rule == "DT_BOOL" else srcs[0].dtype
-  arg = _composite(params, values, x.ndim) if op in g.COMPOSITE_ARG_OPS else None
+  arg = _composite(params, values, srcs[0].ndim) if op in g.COMPOSITE_ARG_OPS else None
   return Tensor._make(op, dtype, srcs[0].shape, srcs, arg)
 
 
