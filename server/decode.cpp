@@ -71,6 +71,12 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
   a.min_val = c.min_val();
   a.max_val = c.max_val();
   a.label_smoothing = c.label_smoothing();
+  a.momentum = c.momentum();
+  a.weight_decay = c.weight_decay();
+  a.nesterov = c.nesterov();
+  a.beta1 = c.beta1();
+  a.beta2 = c.beta2();
+  a.decoupled = c.decoupled();
   a.mode = c.mode();
   a.include_self = c.include_self();
   a.align_corners = c.align_corners();

@@ -396,6 +396,10 @@ export declare namespace nn {
     constructor(params: Iterable<Tensor>, options?: { lr?: number; betas?: [number, number]; eps?: number; weightDecay?: number });
   }
   class AdamW extends Adam {}
+  /** tinygrad's LAMB: the Adam direction plus weightDecay * p, scaled by the trust ratio ||p|| / ||update||. */
+  class LAMB extends Optimizer {
+    constructor(params: Iterable<Tensor>, options?: { lr?: number; b1?: number; b2?: number; eps?: number; weightDecay?: number });
+  }
   function getParameters(model: unknown): Tensor[];
   function getStateDict(model: unknown): Record<string, Tensor>;
   function loadStateDict(model: unknown, stateDict: Record<string, Tensor | TensorData | NestedArray>,

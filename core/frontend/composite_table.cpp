@@ -11,6 +11,7 @@
 #include "core/frontend/indexing.h"
 #include "core/frontend/losses.h"
 #include "core/frontend/math.h"
+#include "core/frontend/optimizers.h"
 #include "core/frontend/random.h"
 #include "core/frontend/scatter.h"
 #include "core/frontend/sorting.h"
@@ -161,6 +162,26 @@ Built cross_entropy_op(const Call& c) {
   return cross_entropy(c.src[0], c.src[1], *axis, c.arg.label_smoothing, c.arg.mode);
 }
 
+// An optional trailing source, null when absent.
+UOpRef optional_src(const Call& c, size_t i) { return c.src.size() > i ? c.src[i] : nullptr; }
+
+Built sgd_update_op(const Call& c) {
+  const SgdRule rule{.momentum = c.arg.momentum, .weight_decay = c.arg.weight_decay, .nesterov = c.arg.nesterov};
+  return sgd_update(c.src[0], c.src[1], c.src[2], optional_src(c, 3), rule, c.arg.mode);
+}
+
+Built adam_update_op(const Call& c) {
+  const AdamRule rule{.beta1 = c.arg.beta1, .beta2 = c.arg.beta2, .eps = c.arg.eps,
+                      .weight_decay = c.arg.weight_decay, .decoupled = c.arg.decoupled};
+  return adam_update(c.src[0], c.src[1], c.src[2], c.src[3], c.src[4], c.src[5], optional_src(c, 6), rule,
+                     c.arg.mode);
+}
+
+Built lamb_update_op(const Call& c) {
+  const LambRule rule{.beta1 = c.arg.beta1, .beta2 = c.arg.beta2, .eps = c.arg.eps, .weight_decay = c.arg.weight_decay};
+  return lamb_update(c.src[0], c.src[1], c.src[2], c.src[3], c.src[4], c.src[5], c.src[6], rule, c.arg.mode);
+}
+
 template <WindowKind K>
 Built window_op(const Call& c) {
   return build_window(K, c);
@@ -172,6 +193,7 @@ using Entry = std::pair<std::string_view, CompositeBuilder>;
 constexpr auto kTable = std::to_array<Entry>({
     {"ACOS", unary<acos>},
     {"ACOSH", unary<acosh>},
+    {"ADAM_UPDATE", adam_update_op},
     {"ARANGE", arange_op},
     {"ARGMAX", along_keepdim<argmax>},
     {"ARGMIN", along_keepdim<argmin>},
@@ -185,7 +207,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"BINARY_CROSSENTROPY", [](const Call& c) { return binary_crossentropy(c.src[0], c.src[1], c.arg.mode); }},
     {"BINARY_CROSSENTROPY_LOGITS",
      [](const Call& c) {
-       return binary_crossentropy_logits(c.src[0], c.src[1], c.src.size() > 2 ? c.src[2] : nullptr, c.arg.mode);
+       return binary_crossentropy_logits(c.src[0], c.src[1], optional_src(c, 2), c.arg.mode);
      }},
     {"CELU", [](const Call& c) { return celu(c.src[0], c.arg.alpha); }},
     {"CLAMP_MAX", binary<clamp_max>},
@@ -216,6 +238,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"ISCLOSE",
      [](const Call& c) { return isclose(c.src[0], c.src[1], c.arg.rtol, c.arg.atol, c.arg.equal_nan); }},
     {"ISFINITE", unary<isfinite>},
+    {"LAMB_UPDATE", lamb_update_op},
     {"LAYERNORM", [](const Call& c) { return layernorm(c.src[0], c.arg.normalized_axes, c.arg.eps); }},
     {"LEAKY_RELU", [](const Call& c) { return leaky_relu(c.src[0], c.arg.neg_slope); }},
     {"LERP", [](const Call& c) { return lerp(c.src[0], c.src[1], c.src[2]); }},
@@ -234,7 +257,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"MULTINOMIAL", build_multinomial},
     {"NLL_LOSS",
      [](const Call& c) {
-       return nll_loss(c.src[0], c.src[1], c.src.size() > 2 ? c.src[2] : nullptr, c.arg.ignore_index, c.arg.mode);
+       return nll_loss(c.src[0], c.src[1], optional_src(c, 2), c.arg.ignore_index, c.arg.mode);
      }},
     {"NONZERO", build_nonzero},
     {"NORMALIZE", normalize_op},
@@ -254,6 +277,7 @@ constexpr auto kTable = std::to_array<Entry>({
      [](const Call& c) { return scaled_dot_product_attention(c.src[0], c.src[1], c.src[2], c.src[3], c.arg.causal); }},
     {"SCATTER_REDUCE", build_scatter_reduce},
     {"SELU", unary<selu>},
+    {"SGD_UPDATE", sgd_update_op},
     {"SIGMOID", unary<sigmoid>},
     {"SILU", unary<silu>},
     {"SINH", unary<sinh>},

@@ -43,6 +43,8 @@ struct CompositeArgs {
   double beta = 0, threshold = 0;
   double neg_slope = 0, min_val = 0, max_val = 0;
   double label_smoothing = 0;
+  double momentum = 0, weight_decay = 0, beta1 = 0, beta2 = 0;
+  bool nesterov = false, decoupled = false;
   std::string mode;
   bool include_self = false, align_corners = false;
   int64_t ignore_index = 0, step = 0;

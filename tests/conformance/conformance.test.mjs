@@ -220,6 +220,21 @@ const BUILD = {
     padding: a.padding ?? 0 }),
   scaledDotProductAttention: (xs, a) => xs[0].scaledDotProductAttention(xs[1], xs[2],
     { attnMask: xs[3] ?? null, isCausal: a.causal ?? false }),
+  // One optimizer step on parameter xs[0] with gradient xs[1], built lazily: the new parameter.
+  optimizerStep: (xs, a) => {
+    const [p, o] = [xs[0], a.options ?? {}];
+    p.requiresGrad = true;
+    const make = {
+      sgd: () => new pg.nn.SGD([p], { lr: a.lr, momentum: o.momentum ?? 0, weightDecay: o.weightDecay ?? 0, nesterov: o.nesterov ?? false }),
+      adam: () => new pg.nn.Adam([p], { lr: a.lr, weightDecay: o.weightDecay ?? 0 }),
+      adamw: () => new pg.nn.AdamW([p], { lr: a.lr, weightDecay: o.weightDecay ?? 0.01 }),
+      lamb: () => new pg.nn.LAMB([p], { lr: a.lr, weightDecay: o.weightDecay ?? 0 }),
+    };
+    const opt = make[a.optimizer]();
+    p.grad = xs[1];
+    opt.scheduleStep();
+    return p;
+  },
   grad: (xs, a) => {
     const target = xs[a.wrt];
     target.requiresGrad = true;

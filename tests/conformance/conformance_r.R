@@ -299,6 +299,21 @@ builders <- list(
                                                 spatial = pool_axes(args$kernel)),
   scaledDotProductAttention = function(ins, args) pg_scaled_dot_product_attention(ins[[1]], ins[[2]], ins[[3]],
     attn_mask = input(ins, 4), is_causal = isTRUE(args$causal)),
+  # One optimizer step on parameter ins[[1]] with gradient ins[[2]], built lazily: the new parameter.
+  optimizerStep = function(ins, args) {
+    p <- ins[[1]]
+    o <- args$options %||% list()
+    requires_grad(p) <- TRUE
+    opt <- switch(args$optimizer,
+                  sgd = optim_sgd(list(p), lr = args$lr, momentum = o$momentum %||% 0, weight_decay = o$weightDecay %||% 0,
+                                  nesterov = isTRUE(o$nesterov)),
+                  adam = optim_adam(list(p), lr = args$lr, weight_decay = o$weightDecay %||% 0),
+                  adamw = optim_adam(list(p), lr = args$lr, weight_decay = o$weightDecay %||% 0.01, decoupled = TRUE),
+                  lamb = optim_lamb(list(p), lr = args$lr, weight_decay = o$weightDecay %||% 0))
+    p$grad <- ins[[2]]
+    polygrad:::schedule_step(opt)
+    p
+  },
   grad = function(ins, args) {
     wrt <- ins[[args$wrt + 1]]
     requires_grad(wrt) <- TRUE

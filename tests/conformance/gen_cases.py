@@ -488,6 +488,15 @@ case("binaryCrossentropyLogits/sum", "binaryCrossentropyLogits", "BINARY_CROSSEN
      [inp("float32", (2, 3)), inp("float32", (2, 3), lo=0, hi=4, div=4)], {"reduction": "sum"})
 case("binaryCrossentropyLogits/pos-weight", "binaryCrossentropyLogits", ["BINARY_CROSSENTROPY_LOGITS", "EXPAND"],
      [inp("float32", (2, 3)), inp("float32", (2, 3), lo=0, hi=4, div=4), inp("float32", (3,), "pos")])
+# One optimizer step (the daemon's update rules): the new parameter from its gradient.
+case("optimizerStep/sgd-nesterov", "optimizerStep", "SGD_UPDATE", [inp("float32", (3, 4)), inp("float32", (3, 4))],
+     {"optimizer": "sgd", "lr": 0.125, "options": {"momentum": 0.5, "weightDecay": 0.25, "nesterov": True}})
+case("optimizerStep/adam", "optimizerStep", "ADAM_UPDATE", [inp("float32", (5,)), inp("float32", (5,))],
+     {"optimizer": "adam", "lr": 0.0625, "options": {"weightDecay": 0.125}})
+case("optimizerStep/adamw", "optimizerStep", "ADAM_UPDATE", [inp("float32", (2, 3)), inp("float32", (2, 3))],
+     {"optimizer": "adamw", "lr": 0.0625})
+case("optimizerStep/lamb", "optimizerStep", "LAMB_UPDATE", [inp("float32", (4, 2)), inp("float32", (4, 2))],
+     {"optimizer": "lamb", "lr": 0.25, "options": {"weightDecay": 0.5}})
 # Chains (`then`): each step applies to the previous result. Dividing by zeros makes inf and nan,
 # which the generator never produces directly.
 case("isnan/div-by-zero", "div", ["DIV", "CMPNE"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],

@@ -82,6 +82,22 @@ def _grad(xs, a):
   return target.grad
 
 
+def _optimizer_step(xs, a):
+  """One optimizer step on parameter xs[0] with gradient xs[1], built lazily: the new parameter."""
+  from polygrad.nn import optim
+  p, o = xs[0], a.get("options", {})
+  p.requires_grad = True
+  make = {"sgd": lambda: optim.SGD([p], lr=a["lr"], momentum=o.get("momentum", 0.0), weight_decay=o.get("weightDecay", 0.0),
+                                   nesterov=o.get("nesterov", False)),
+          "adam": lambda: optim.Adam([p], lr=a["lr"], weight_decay=o.get("weightDecay", 0.0)),
+          "adamw": lambda: optim.AdamW([p], lr=a["lr"], weight_decay=o.get("weightDecay", 0.01)),
+          "lamb": lambda: optim.LAMB([p], lr=a["lr"], weight_decay=o.get("weightDecay", 0.0))}
+  opt = make[a["optimizer"]]()
+  p.grad = xs[1]
+  opt.schedule_step()
+  return p
+
+
 def _to(xs, a):
   y = xs[0].to(a["device"])
   return y.to("CPU") if a.get("back") else y
@@ -90,6 +106,7 @@ def _to(xs, a):
 # One builder per corpus op: (input tensors, args) -> the result tensor, through public methods only.
 BUILD = {
     "from": lambda xs, a: xs[0],
+    "optimizerStep": _optimizer_step,
     "full": lambda xs, a: Tensor.full(tuple(a["shape"]), a["value"], dtype=a.get("dtype")),
     "zeros": lambda xs, a: Tensor.zeros(*a["shape"], dtype=a.get("dtype")),
     "ones": lambda xs, a: Tensor.ones(*a["shape"], dtype=a.get("dtype")),

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from conftest import run_watching_buffers
-from polygrad import Tensor
+from polygrad import Tensor, dtypes
 from polygrad import graph as g
 from polygrad import nn
 from polygrad.nn import get_parameters
@@ -66,6 +66,32 @@ def test_optimizer_matches_torch(name):
     assert abs(loss.item() - tl.item()) < 1e-5
   for ours, theirs in zip(get_parameters(m), _torch_params_in_our_order(tm)):
     np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16"])
+@pytest.mark.parametrize("name", ["sgd_nesterov_wd", "adam_betas_wd", "adamw_wd"])
+def test_update_rules_match_torch_in_other_dtypes(name, dtype):
+  """The daemon's update ops on a float64 parameter (against torch in float64) and a float16 one,
+  whose state is float32 (against torch in float32, rounded to float16), over fixed gradients."""
+  make_ours, make_theirs = OPTIMIZERS[name]
+  r = np.random.default_rng(5)
+  p0 = r.standard_normal((3, 4))
+  grads = [r.standard_normal((3, 4)) for _ in range(4)]
+  ref_dt = torch.float64 if dtype == "float64" else torch.float32
+  p = Tensor(p0.astype(dtype))
+  tp = torch.tensor(p0.astype(dtype), dtype=ref_dt, requires_grad=True)
+  opt, topt = make_ours([p]), make_theirs([tp])
+  for g in grads:
+    p.grad = Tensor(g.astype(dtype))
+    opt.step()
+    tp.grad = torch.tensor(g.astype(dtype), dtype=ref_dt)
+    topt.step()
+  assert p.dtype == getattr(dtypes, dtype)
+  want = tp.detach().numpy().astype(dtype)
+  # The per-step numbers (lr, bias corrections) travel as float32 buffers, so a float64 update
+  # is within float32's rounding of lr (about 6e-8 relative) of torch's, not float64's.
+  tol = 1e-6 if dtype == "float64" else 2e-3
+  np.testing.assert_allclose(p.numpy().astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
 
 
 def _torch_lamb_step(params, state, lr, b1, b2, eps, wd, k):

@@ -51,6 +51,14 @@ test('every wire op has a Tensor method that builds it', () => {
     x.interpolate([5]), f.unfold(0, 2, 1), f.abs().add(1).multinomial(2),
     f.crossEntropy(Tensor.from([1, 0, 2, 3])), f.sparseCategoricalCrossentropy(Tensor.from([1, 0, 2, 3])),
     f.sigmoid().binaryCrossentropy(f), f.binaryCrossentropyLogits(f.sigmoid()),
+    // an optimizer step of each update rule: the rebound parameter
+    ...[(ps) => new esm.nn.SGD(ps, { momentum: 0.9 }), (ps) => new esm.nn.Adam(ps), (ps) => new esm.nn.LAMB(ps)].map((make) => {
+      const p = Tensor.rand(3);
+      const opt = make([p]);
+      p.grad = Tensor.rand(3);
+      opt.scheduleStep();
+      return p;
+    }),
     // every method generated from the op schema, its tensor operands f and its parameters' defaults
     ...METHODS.map((m) => f[m.name](...m.operands.map(() => f))),
   ];

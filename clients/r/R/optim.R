@@ -61,32 +61,44 @@ schedule_step <- function(o) {
   c(o$params, state, grads, losses)
 }
 
+# One update rule of the daemon (core/frontend/optimizers.h) for one parameter: a node per value
+# the step writes (outputs: a list of list(tensor, "param" | "m" | "v")), each tensor rebound to
+# its node once all are built from the old values.
+apply_update <- function(code, rule, srcs, outputs) {
+  made <- lapply(outputs, function(o) make(code, o[[1]]$node$dtype, o[[1]]$node$shape, srcs, c(rule, list(mode = o[[2]]))))
+  for (i in seq_along(outputs)) assign_tensor(outputs[[i]][[1]], made[[i]])
+}
+
 #' Optimizers
 #'
-#' `optim_sgd` (torch's SGD with optional momentum) and `optim_adam` (torch's Adam). `$step()`
-#' updates every parameter that has a gradient, in one request; `$zero_grad()` clears them.
+#' `optim_sgd` (torch's SGD with optional momentum, nesterov and weight decay), `optim_adam`
+#' (torch's Adam; `decoupled = TRUE` is AdamW) and `optim_lamb` (tinygrad's LAMB), each the
+#' daemon's update rule. `$step()` updates every parameter that has a gradient, in one request;
+#' `$zero_grad()` clears them.
 #' @param params a list of tensors (e.g. `parameters(model)`).
 #' @param lr learning rate.
 #' @param momentum SGD momentum.
-#' @param betas Adam's (b1, b2).
-#' @param eps Adam's epsilon.
+#' @param weight_decay L2 weight decay (Adam with `decoupled`: AdamW's decay).
+#' @param nesterov SGD's Nesterov momentum (needs momentum > 0).
+#' @param betas Adam's and LAMB's (b1, b2).
+#' @param eps Adam's and LAMB's epsilon.
+#' @param decoupled AdamW's decoupled weight decay.
 #' @return an optimizer (an environment with `$step()` and `$zero_grad()`).
 #' @export
-optim_sgd <- function(params, lr = 0.01, momentum = 0) {
+optim_sgd <- function(params, lr = 0.01, momentum = 0, weight_decay = 0, nesterov = FALSE) {
+  if (isTRUE(nesterov) && !(momentum > 0)) pg_abort("invalid_argument", "nesterov momentum needs momentum > 0")
   o <- new_optimizer(params, lr, "sgd")
   o$momentum <- momentum
+  o$rule <- list(momentum = momentum, weight_decay = weight_decay, nesterov = isTRUE(nesterov))
   o$b <- if (momentum != 0) lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype)) else list()
   o$update <- function() {
     lr_t <- scalar_tensor(o$lr_scalar)
     for (i in seq_along(o$params)) {
       t <- o$params[[i]]
       if (is.null(t$grad)) next
-      g <- t$grad
-      if (o$momentum != 0) {
-        assign_tensor(o$b[[i]], o$b[[i]] * o$momentum + g)
-        g <- o$b[[i]]
-      }
-      assign_tensor(t, t - g * lr_t)
+      state <- if (o$momentum != 0) list(o$b[[i]]) else list()
+      apply_update(OP$SGD_UPDATE, o$rule, c(list(t, t$grad, lr_t), state),
+                   c(list(list(t, "param")), lapply(state, function(b) list(b, "m"))))
     }
     o$b
   }
@@ -95,29 +107,57 @@ optim_sgd <- function(params, lr = 0.01, momentum = 0) {
 
 #' @rdname optim_sgd
 #' @export
-optim_adam <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-8) {
+optim_adam <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-8, weight_decay = 0, decoupled = FALSE) {
   o <- new_optimizer(params, lr, "adam")
   o$b1 <- betas[1]
   o$b2 <- betas[2]
-  o$eps <- eps
+  o$wd <- weight_decay
+  o$decoupled <- isTRUE(decoupled)
+  o$rule <- list(beta1 = betas[1], beta2 = betas[2], eps = eps, weight_decay = weight_decay, decoupled = o$decoupled)
   o$m <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))
   o$v <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))
   o$step_size <- new_scalar(0)
   o$bc2_sqrt <- new_scalar(0)
+  o$decay <- new_scalar(1)
   o$update <- function() {
-    k <- o$steps
-    scalar_set(o$step_size, o$lr_scalar$value / (1 - o$b1^k))
-    scalar_set(o$bc2_sqrt, sqrt(1 - o$b2^k))
-    step_size <- scalar_tensor(o$step_size)
-    bc2_sqrt <- scalar_tensor(o$bc2_sqrt)
+    s <- optimizer_scalars(o, o$steps)
+    scalar_set(o$step_size, s$step_size)
+    scalar_set(o$bc2_sqrt, s$bc2_sqrt)
+    scalar_set(o$decay, s$decay)
+    scalars <- list(scalar_tensor(o$step_size), scalar_tensor(o$bc2_sqrt))
+    if (o$decoupled && o$wd != 0) scalars <- c(scalars, list(scalar_tensor(o$decay)))
     for (i in seq_along(o$params)) {
       t <- o$params[[i]]
       if (is.null(t$grad)) next
-      g <- t$grad
-      assign_tensor(o$m[[i]], o$m[[i]] * o$b1 + g * (1 - o$b1))
-      assign_tensor(o$v[[i]], o$v[[i]] * o$b2 + g * (1 - o$b2) * g)  # torch's addcmul order
-      denom <- sqrt(o$v[[i]]) / bc2_sqrt + o$eps
-      assign_tensor(t, t - step_size * (o$m[[i]] / denom))
+      apply_update(OP$ADAM_UPDATE, o$rule, c(list(t, t$grad, o$m[[i]], o$v[[i]]), scalars),
+                   list(list(t, "param"), list(o$m[[i]], "m"), list(o$v[[i]], "v")))
+    }
+    c(o$m, o$v)
+  }
+  o
+}
+
+#' @rdname optim_sgd
+#' @export
+optim_lamb <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-6, weight_decay = 0) {
+  o <- new_optimizer(params, lr, "lamb")
+  o$b1 <- betas[1]
+  o$b2 <- betas[2]
+  o$rule <- list(beta1 = betas[1], beta2 = betas[2], eps = eps, weight_decay = weight_decay)
+  o$m <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))
+  o$v <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))
+  o$inv_bc1 <- new_scalar(1)
+  o$inv_bc2 <- new_scalar(1)
+  o$update <- function() {
+    s <- optimizer_scalars(o, o$steps)
+    scalar_set(o$inv_bc1, s$inv_bc1)
+    scalar_set(o$inv_bc2, s$inv_bc2)
+    scalars <- list(scalar_tensor(o$lr_scalar), scalar_tensor(o$inv_bc1), scalar_tensor(o$inv_bc2))
+    for (i in seq_along(o$params)) {
+      t <- o$params[[i]]
+      if (is.null(t$grad)) next
+      apply_update(OP$LAMB_UPDATE, o$rule, c(list(t, t$grad, o$m[[i]], o$v[[i]]), scalars),
+                   list(list(t, "param"), list(o$m[[i]], "m"), list(o$v[[i]], "v")))
     }
     c(o$m, o$v)
   }
@@ -130,6 +170,10 @@ optimizer_scalars <- function(o, k) {
   if (o$kind == "adam") {
     out$step_size <- o$lr_scalar$value / (1 - o$b1^k)
     out$bc2_sqrt <- sqrt(1 - o$b2^k)
+    out$decay <- 1 - o$lr_scalar$value * o$wd
+  } else if (o$kind == "lamb") {
+    out$inv_bc1 <- 1 / (1 - o$b1^k)
+    out$inv_bc2 <- 1 / (1 - o$b2^k)
   }
   out
 }

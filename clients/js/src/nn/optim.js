@@ -1,5 +1,6 @@
 'use strict';
-// Optimizers (torch's update rules), the Python client's graph exactly: a step builds every
+// Optimizers: torch's SGD, Adam and AdamW and tinygrad's LAMB, each the daemon's update op
+// (core/frontend/optimizers.h), the Python client's graph exactly: a step builds every
 // parameter's and state tensor's new value lazily, realizes them all in one Realize with the
 // gradients and the pending loss, and rebinds each parameter to its new node. Values that change
 // per step (learning rate, Adam's bias corrections) travel as 0-d buffers, so every step runs the
@@ -7,6 +8,8 @@
 const { Tensor, untracked, takePendingLosses } = require('../tensor');
 const { dtypes } = require('../dtype');
 const { GRAPH } = require('../graph');
+const { OPS } = require('../ops');
+const { Composite } = require('../composite');
 
 function dedup(xs) {
   return [...new Set(xs)];
@@ -33,6 +36,13 @@ class Scalar {
     }
     return this.t;
   }
+}
+
+// One update rule of the daemon (core/frontend/optimizers.h) for one parameter: a node per value
+// the step writes, each [tensor, output] rebound to its node once all are built from the old values.
+function applyUpdate(op, rule, srcs, outputs) {
+  const made = outputs.map(([t, mode]) => Tensor._make(op, t.dtype, t.shape, srcs, new Composite({ ...rule, mode })));
+  outputs.forEach(([t], i) => t.assign(made[i]));
 }
 
 function stateDtype(t) {
@@ -89,15 +99,11 @@ class SGD extends Optimizer {
 
   _step() {
     const lr = this._lr.tensor();
+    const rule = { momentum: this.momentum, weight_decay: this.wd, nesterov: Boolean(this.nesterov) };
     this.params.forEach((t, i) => {
       if (t.grad === null) return;
-      let g = t.grad;
-      if (this.wd) g = g.add(t.mul(this.wd));
-      if (this.momentum) {
-        this.b[i].assign(this.b[i].mul(this.momentum).add(g));
-        g = this.nesterov ? g.add(this.b[i].mul(this.momentum)) : this.b[i];
-      }
-      t.assign(t.sub(g.mul(lr)).cast(t.dtype));
+      const state = this.momentum ? [this.b[i]] : [];
+      applyUpdate(OPS.SGD_UPDATE, rule, [t, t.grad, lr, ...state], [[t, 'param'], ...state.map((b) => [b, 'm'])]);
     });
     return [...this.b];
   }
@@ -133,18 +139,13 @@ class Adam extends Optimizer {
     this._stepSize.set(s._stepSize);
     this._bc2Sqrt.set(s._bc2Sqrt);
     this._decay.set(s._decay);
-    const stepSize = this._stepSize.tensor();
-    const bc2Sqrt = this._bc2Sqrt.tensor();
+    const scalars = [this._stepSize.tensor(), this._bc2Sqrt.tensor()];
+    if (this.decoupled && this.wd) scalars.push(this._decay.tensor());
+    const rule = { beta1: this.b1, beta2: this.b2, eps: this.eps, weight_decay: this.wd, decoupled: this.decoupled };
     this.params.forEach((t, i) => {
       if (t.grad === null) return;
-      let g = t.grad;
-      let p = t;
-      if (this.wd && !this.decoupled) g = g.add(t.mul(this.wd));
-      if (this.wd && this.decoupled) p = t.mul(this._decay.tensor());
-      this.m[i].assign(this.m[i].mul(this.b1).add(g.mul(1 - this.b1)));
-      this.v[i].assign(this.v[i].mul(this.b2).add(g.mul(1 - this.b2).mul(g))); // torch's addcmul order
-      const denom = this.v[i].sqrt().div(bc2Sqrt).add(this.eps);
-      t.assign(p.sub(stepSize.mul(this.m[i].div(denom))).cast(t.dtype));
+      applyUpdate(OPS.ADAM_UPDATE, rule, [t, t.grad, this.m[i], this.v[i], ...scalars],
+        [[t, 'param'], [this.m[i], 'm'], [this.v[i], 'v']]);
     });
     return [...this.m, ...this.v];
   }
@@ -163,4 +164,40 @@ class AdamW extends Adam {
   get decoupled() { return true; }
 }
 
-module.exports = { Optimizer, SGD, Adam, AdamW, Scalar };
+// tinygrad's LAMB: the Adam direction plus weightDecay * p, scaled per parameter by the trust ratio
+// ||p|| / ||update|| (1 where either norm is 0).
+class LAMB extends Optimizer {
+  constructor(params, { lr = 0.001, b1 = 0.9, b2 = 0.999, eps = 1e-6, weightDecay = 0 } = {}) {
+    super(params, lr);
+    Object.assign(this, { b1, b2, eps, wd: weightDecay });
+    this.m = this.params.map((t) => Tensor.zeros(t.shape, { dtype: stateDtype(t) }));
+    this.v = this.params.map((t) => Tensor.zeros(t.shape, { dtype: stateDtype(t) }));
+    this._invBc1 = new Scalar(1, this.device);
+    this._invBc2 = new Scalar(1, this.device);
+  }
+
+  // The per-step scalars of step k (from 1), by Scalar field: what compileStep feeds each run.
+  scalarsFor(k) {
+    return { _lr: this.lr, _invBc1: 1 / (1 - this.b1 ** k), _invBc2: 1 / (1 - this.b2 ** k) };
+  }
+
+  _step() {
+    const s = this.scalarsFor(this.steps);
+    this._invBc1.set(s._invBc1);
+    this._invBc2.set(s._invBc2);
+    const scalars = [this._lr.tensor(), this._invBc1.tensor(), this._invBc2.tensor()];
+    const rule = { beta1: this.b1, beta2: this.b2, eps: this.eps, weight_decay: this.wd };
+    this.params.forEach((t, i) => {
+      if (t.grad === null) return;
+      applyUpdate(OPS.LAMB_UPDATE, rule, [t, t.grad, this.m[i], this.v[i], ...scalars],
+        [[t, 'param'], [this.m[i], 'm'], [this.v[i], 'v']]);
+    });
+    return [...this.m, ...this.v];
+  }
+
+  stateTensors() {
+    return { ...Object.fromEntries(this.m.map((m, i) => [`m.${i}`, m])), ...Object.fromEntries(this.v.map((v, i) => [`v.${i}`, v])) };
+  }
+}
+
+module.exports = { Optimizer, SGD, Adam, AdamW, LAMB, Scalar };

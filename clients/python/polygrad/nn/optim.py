@@ -1,4 +1,5 @@
-"""Optimizers (torch's update rules; tinygrad's LAMB) and learning-rate schedulers.
+"""Optimizers (torch's update rules; tinygrad's LAMB) and learning-rate schedulers. SGD, Adam(W)
+and LAMB are the daemon's update ops (core/frontend/optimizers.h), one rule for every client.
 
 A step builds every parameter's (and every state tensor's) new value as lazy graph, realizes
 them all in one Realize request together with the gradients and the loss whose backward()
@@ -12,6 +13,7 @@ buffers rather than constants, so every step runs the same kernels.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -19,6 +21,7 @@ import numpy as np
 
 from ..dtype import dtypes
 from ..graph import GRAPH
+from ..ops import ADAM_UPDATE, LAMB_UPDATE, SGD_UPDATE, Composite
 from ..tensor import Tensor, take_pending_losses, untracked
 
 
@@ -122,16 +125,11 @@ class SGD(Optimizer):
 
   def _step(self) -> List[Tensor]:
     lr = self._lr.tensor()
+    rule = Composite(momentum=float(self.momentum), weight_decay=float(self.wd), nesterov=bool(self.nesterov))
     for i, t in enumerate(self.params):
-      if t.grad is None:
-        continue
-      g = t.grad
-      if self.wd:
-        g = g + t * self.wd
-      if self.momentum:
-        self.b[i].assign(self.b[i] * self.momentum + g)
-        g = g + self.b[i] * self.momentum if self.nesterov else self.b[i]
-      t.assign((t - g * lr).cast(t.dtype))
+      if t.grad is not None:
+        state = [self.b[i]] if self.momentum else []
+        _apply(SGD_UPDATE, rule, [t, t.grad, lr, *state], [(t, "param"), *((b, "m") for b in state)])
     return list(self.b)
 
   def state_tensors(self) -> Dict[str, Tensor]:
@@ -161,20 +159,15 @@ class Adam(Optimizer):
     self._step_size.set(self.lr / bc1)
     self._bc2_sqrt.set(math.sqrt(bc2))
     self._decay.set(1 - self.lr * self.wd)
-    step_size, bc2_sqrt = self._step_size.tensor(), self._bc2_sqrt.tensor()
+    scalars = [self._step_size.tensor(), self._bc2_sqrt.tensor()]
+    if self.decoupled and self.wd:
+      scalars.append(self._decay.tensor())
+    rule = Composite(beta1=float(self.b1), beta2=float(self.b2), eps=float(self.eps), weight_decay=float(self.wd),
+                     decoupled=self.decoupled)
     for i, t in enumerate(self.params):
-      if t.grad is None:
-        continue
-      g = t.grad
-      p = t
-      if self.wd and not self.decoupled:
-        g = g + t * self.wd
-      if self.wd and self.decoupled:
-        p = t * self._decay.tensor()
-      self.m[i].assign(self.m[i] * self.b1 + g * (1 - self.b1))
-      self.v[i].assign(self.v[i] * self.b2 + g * (1 - self.b2) * g)  # torch's addcmul order
-      denom = self.v[i].sqrt() / bc2_sqrt + self.eps
-      t.assign((p - step_size * (self.m[i] / denom)).cast(t.dtype))
+      if t.grad is not None:
+        _apply(ADAM_UPDATE, rule, [t, t.grad, self.m[i], self.v[i], *scalars],
+               [(t, "param"), (self.m[i], "m"), (self.v[i], "v")])
     return [*self.m, *self.v]
 
   def state_tensors(self) -> Dict[str, Tensor]:
@@ -209,20 +202,12 @@ class LAMB(Optimizer):
     k = self.steps
     self._inv_bc1.set(1 / (1 - self.b1 ** k))
     self._inv_bc2.set(1 / (1 - self.b2 ** k))
-    lr, inv_bc1, inv_bc2 = self._lr.tensor(), self._inv_bc1.tensor(), self._inv_bc2.tensor()
+    scalars = [self._lr.tensor(), self._inv_bc1.tensor(), self._inv_bc2.tensor()]
+    rule = Composite(beta1=float(self.b1), beta2=float(self.b2), eps=float(self.eps), weight_decay=float(self.wd))
     for i, t in enumerate(self.params):
-      if t.grad is None:
-        continue
-      g = t.grad
-      self.m[i].assign(self.m[i] * self.b1 + g * (1 - self.b1))
-      self.v[i].assign(self.v[i] * self.b2 + g * g * (1 - self.b2))
-      up = (self.m[i] * inv_bc1) / ((self.v[i] * inv_bc2).sqrt() + self.eps)
-      if self.wd:
-        up = up + t * self.wd
-      r1 = t.float().square().sum().sqrt()
-      r2 = up.square().sum().sqrt()
-      r = (r1 > 0).where((r2 > 0).where(r1 / r2, 1.0), 1.0)
-      t.assign((t - lr * r * up).cast(t.dtype))
+      if t.grad is not None:
+        _apply(LAMB_UPDATE, rule, [t, t.grad, self.m[i], self.v[i], *scalars],
+               [(t, "param"), (self.m[i], "m"), (self.v[i], "v")])
     return [*self.m, *self.v]
 
   def state_tensors(self) -> Dict[str, Tensor]:
@@ -307,6 +292,15 @@ class Muon(LARS):
       p = t * self._decay.tensor() if self.wd else t  # decoupled: the decay is not in the momentum
       t.assign((p - g * lr).cast(t.dtype))
     return list(self.b)
+
+
+def _apply(op: int, rule: Composite, srcs: Sequence[Tensor], outputs) -> None:
+  """One update rule of the daemon (core/frontend/optimizers.h) for one parameter: a node per value
+  the step writes, each (tensor, output) rebound to its node once all are built from the old
+  values."""
+  new = [Tensor._make(op, t.dtype, t.shape, srcs, dataclasses.replace(rule, mode=out)) for t, out in outputs]
+  for (t, _), x in zip(outputs, new):
+    t.assign(x)
 
 
 def _state_dtype(t: Tensor):

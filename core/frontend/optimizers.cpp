@@ -1,0 +1,187 @@
+#include "core/frontend/optimizers.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/frontend/composites.h"
+#include "core/frontend/expr.h"
+#include "core/frontend/status_macros.h"
+#include "core/frontend/tensor_ops.h"
+
+namespace polygrad::frontend {
+namespace {
+
+using Built = absl::StatusOr<UOpRef>;
+
+enum class Output { Param, M, V };
+
+absl::Status invalid(std::string_view op, std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(std::string(op), ": ", std::string(what)));
+}
+
+std::string shape_str(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
+
+absl::StatusOr<Output> parse_output(std::string_view op, std::string_view output, bool has_v) {
+  if (output == "param") return Output::Param;
+  if (output == "m") return Output::M;
+  if (output == "v" && has_v) return Output::V;
+  // A client's word, cut short: a message never carries a long string back.
+  return invalid(op, absl::StrCat("output (composite.mode) must be 'param', 'm'", has_v ? " or 'v'" : "", ", got '",
+                                  std::string(output.substr(0, 32)), "'"));
+}
+
+// The named tensors (null ones skipped) are float; `like` ones have the parameter's shape, the
+// others are 0-d.
+struct Operand {
+  const char* name;
+  const UOpRef& t;
+  bool like_param;
+};
+
+absl::Status check_operands(std::string_view op, const UOpRef& param, std::initializer_list<Operand> operands) {
+  for (const Operand& o : operands) {
+    if (!o.t) continue;
+    if (!dtype_is_float(o.t->dtype))
+      return invalid(op, absl::StrCat(o.name, " must be float, got ", dtype_name(o.t->dtype)));
+    const Shape want = o.like_param ? param->shape : Shape{};
+    if (o.t->shape != want)
+      return invalid(op, absl::StrCat(o.name, " has shape ", shape_str(o.t->shape), ", want ", shape_str(want),
+                                      o.like_param ? " (the parameter's)" : " (a 0-d tensor)"));
+  }
+  return absl::OkStatus();
+}
+
+// The dtype an update computes in: the widest float of its sources (two 16-bit kinds: float32).
+DType widest(std::initializer_list<UOpRef> ts) {
+  DType w = (*ts.begin())->dtype;
+  for (const UOpRef& t : ts) {
+    if (!t || t->dtype == w) continue;
+    const size_t a = dtype_itemsize(w), b = dtype_itemsize(t->dtype);
+    w = a > b ? w : b > a ? t->dtype : DType::Float32;
+  }
+  return w;
+}
+
+// t in the work dtype and the parameter's shape (a 0-d scalar spread over it); null stays null.
+Built operand(const UOpRef& t, DType work, const Shape& shape) {
+  if (!t) return t;
+  PG_ASSIGN(c, cast(t, work));
+  if (c->shape == shape) return c;
+  PG_ASSIGN(r, reshape(c, Shape(shape.size(), 1)));
+  return expand(r, shape);
+}
+
+// The value the node stands for, cast back to the dtype of the tensor it replaces.
+Built finish(Expr& e, const UOpRef& value, DType out) {
+  PG_ASSIGN(r, e.done(value));
+  return cast(r, out);
+}
+
+}  // namespace
+
+Built sgd_update(const UOpRef& param, const UOpRef& grad, const UOpRef& lr, const UOpRef& m, const SgdRule& rule,
+                 std::string_view output) {
+  constexpr std::string_view kOp = "sgd_update";
+  PG_ASSIGN(out, parse_output(kOp, output, false));
+  if (absl::Status s = check_operands(kOp, param, {{"param", param, true}, {"grad", grad, true}, {"lr", lr, false},
+                                                    {"momentum buffer", m, true}});
+      !s.ok())
+    return s;
+  if ((rule.momentum != 0) != static_cast<bool>(m))
+    return invalid(kOp, rule.momentum != 0 ? "momentum needs a momentum buffer (a fourth source)"
+                                           : "a momentum buffer needs momentum != 0");
+  if (rule.nesterov && !(rule.momentum > 0)) return invalid(kOp, "nesterov momentum needs momentum > 0");
+  if (out == Output::M && !m) return invalid(kOp, "output 'm' needs momentum");
+  const DType w = widest({param, grad, lr, m});
+  const Shape& shape = param->shape;
+  PG_ASSIGN(p, operand(param, w, shape));
+  PG_ASSIGN(g0, operand(grad, w, shape));
+  PG_ASSIGN(rate, operand(lr, w, shape));
+  PG_ASSIGN(b, operand(m, w, shape));
+  Expr e(w, shape);
+  UOpRef g = rule.weight_decay != 0 ? e.add(g0, e.mul(p, rule.weight_decay)) : g0;
+  UOpRef step = g;
+  if (m) {
+    UOpRef b_new = e.add(e.mul(b, rule.momentum), g);
+    if (out == Output::M) return finish(e, b_new, m->dtype);
+    step = rule.nesterov ? e.add(g, e.mul(b_new, rule.momentum)) : b_new;
+  }
+  return finish(e, e.sub(p, e.mul(step, rate)), param->dtype);
+}
+
+Built adam_update(const UOpRef& param, const UOpRef& grad, const UOpRef& m, const UOpRef& v, const UOpRef& step_size,
+                  const UOpRef& bc2_sqrt, const UOpRef& decay, const AdamRule& rule, std::string_view output) {
+  constexpr std::string_view kOp = "adam_update";
+  PG_ASSIGN(out, parse_output(kOp, output, true));
+  if (absl::Status s = check_operands(kOp, param, {{"param", param, true}, {"grad", grad, true}, {"m", m, true},
+                                                    {"v", v, true}, {"step_size", step_size, false},
+                                                    {"bc2_sqrt", bc2_sqrt, false}, {"decay", decay, false}});
+      !s.ok())
+    return s;
+  const bool decays = rule.decoupled && rule.weight_decay != 0;
+  if (decays != static_cast<bool>(decay))
+    return invalid(kOp, decays ? "a decoupled weight decay needs the decay factor (a seventh source)"
+                               : "a decay factor needs a decoupled weight decay");
+  const DType w = widest({param, grad, m, v, step_size, bc2_sqrt, decay});
+  const Shape& shape = param->shape;
+  PG_ASSIGN(p, operand(param, w, shape));
+  PG_ASSIGN(g0, operand(grad, w, shape));
+  PG_ASSIGN(m0, operand(m, w, shape));
+  PG_ASSIGN(v0, operand(v, w, shape));
+  PG_ASSIGN(size, operand(step_size, w, shape));
+  PG_ASSIGN(bc2, operand(bc2_sqrt, w, shape));
+  PG_ASSIGN(d, operand(decay, w, shape));
+  Expr e(w, shape);
+  UOpRef g = rule.weight_decay != 0 && !rule.decoupled ? e.add(g0, e.mul(p, rule.weight_decay)) : g0;
+  UOpRef m1 = e.add(e.mul(m0, rule.beta1), e.mul(g, 1 - rule.beta1));
+  if (out == Output::M) return finish(e, m1, m->dtype);
+  UOpRef v1 = e.add(e.mul(v0, rule.beta2), e.mul(e.mul(g, 1 - rule.beta2), g));  // torch's addcmul order
+  if (out == Output::V) return finish(e, v1, v->dtype);
+  UOpRef denom = e.add(e.div(e.sqrt(v1), bc2), rule.eps);
+  UOpRef base = decays ? e.mul(p, d) : p;
+  return finish(e, e.sub(base, e.mul(size, e.div(m1, denom))), param->dtype);
+}
+
+Built lamb_update(const UOpRef& param, const UOpRef& grad, const UOpRef& m, const UOpRef& v, const UOpRef& lr,
+                  const UOpRef& inv_bc1, const UOpRef& inv_bc2, const LambRule& rule, std::string_view output) {
+  constexpr std::string_view kOp = "lamb_update";
+  PG_ASSIGN(out, parse_output(kOp, output, true));
+  if (absl::Status s = check_operands(kOp, param, {{"param", param, true}, {"grad", grad, true}, {"m", m, true},
+                                                    {"v", v, true}, {"lr", lr, false}, {"inv_bc1", inv_bc1, false},
+                                                    {"inv_bc2", inv_bc2, false}});
+      !s.ok())
+    return s;
+  const DType w = widest({param, grad, m, v, lr, inv_bc1, inv_bc2});
+  const Shape& shape = param->shape;
+  PG_ASSIGN(p, operand(param, w, shape));
+  PG_ASSIGN(g, operand(grad, w, shape));
+  PG_ASSIGN(m0, operand(m, w, shape));
+  PG_ASSIGN(v0, operand(v, w, shape));
+  PG_ASSIGN(rate, operand(lr, w, shape));
+  PG_ASSIGN(bc1, operand(inv_bc1, w, shape));
+  PG_ASSIGN(bc2, operand(inv_bc2, w, shape));
+  Expr e(w, shape);
+  UOpRef m1 = e.add(e.mul(m0, rule.beta1), e.mul(g, 1 - rule.beta1));
+  if (out == Output::M) return finish(e, m1, m->dtype);
+  UOpRef v1 = e.add(e.mul(v0, rule.beta2), e.mul(e.mul(g, g), 1 - rule.beta2));
+  if (out == Output::V) return finish(e, v1, v->dtype);
+  UOpRef up = e.div(e.mul(m1, bc1), e.add(e.sqrt(e.mul(v1, bc2)), rule.eps));
+  if (rule.weight_decay != 0) up = e.add(up, e.mul(p, rule.weight_decay));
+  // The trust ratio's norms reduce the whole tensor; a 0-d norm is spread back over the shape.
+  PG_ASSIGN(up_done, e.done(up));
+  auto norm = [&](const UOpRef& t) -> Built {
+    PG_ASSIGN(sq, alu(Ops::MUL, {t, t}));
+    PG_ASSIGN(total, sum(sq, {}, false));
+    PG_ASSIGN(root, alu(Ops::SQRT, {total}));
+    return operand(root, w, shape);
+  };
+  PG_ASSIGN(r1, norm(p));
+  PG_ASSIGN(r2, norm(up_done));
+  UOpRef ratio = e.where(e.gt(r1, 0.0), e.where(e.gt(r2, 0.0), e.div(r1, r2), 1.0), 1.0);
+  return finish(e, e.sub(p, e.mul(e.mul(rate, ratio), up_done)), param->dtype);
+}
+
+}  // namespace polygrad::frontend

@@ -1,0 +1,122 @@
+// core/frontend/optimizers.h: each rule's outputs against a direct loop on random float64 state,
+// float16 parameters with float32 state, and the argument checks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "core/frontend/optimizers.h"
+#include "core/frontend/tensor_ops.h"
+#include "tests/core/realize_fixture.h"
+
+namespace polygrad {
+namespace {
+
+namespace fe = frontend;
+
+class OptimizersTest : public testing::RealizeFixture {
+ protected:
+  // A 0-d float64 leaf holding v.
+  UOpRef scalar(double v) {
+    scalars_.emplace_back();
+    return leaf<double>(DType::Float64, {}, scalars_.back(), [v] { return v; });
+  }
+  std::deque<std::vector<double>> scalars_;
+};
+
+TEST_F(OptimizersTest, SgdWithWeightDecayAndNesterovMomentumMatchesTorchsRule) {
+  const int64_t n = 7;
+  const fe::SgdRule rule{.momentum = 0.9, .weight_decay = 0.01, .nesterov = true};
+  std::vector<double> p, g, b;
+  UOpRef P = randd({n}, p), G = randd({n}, g), B = randd({n}, b), lr = scalar(0.1);
+  auto param = run<double>(fe::sgd_update(P, G, lr, B, rule, "param"), {n});
+  auto buf = run<double>(fe::sgd_update(P, G, lr, B, rule, "m"), {n});
+  auto plain = run<double>(fe::sgd_update(P, G, lr, nullptr, fe::SgdRule{}, "param"), {n});
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = g[i] + 0.01 * p[i], bi = 0.9 * b[i] + gi;
+    EXPECT_NEAR(buf[i], bi, 1e-15) << i;
+    EXPECT_NEAR(param[i], p[i] - 0.1 * (gi + 0.9 * bi), 1e-15) << i;
+    EXPECT_NEAR(plain[i], p[i] - 0.1 * g[i], 1e-15) << i;
+  }
+}
+
+TEST_F(OptimizersTest, AdamAndAdamWMatchTorchsRule) {
+  const int64_t n = 9, k = 3;
+  const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05;
+  const double step = lr / (1 - std::pow(b1, k)), bc2 = std::sqrt(1 - std::pow(b2, k));
+  std::vector<double> p, g, m, v;
+  UOpRef P = randd({n}, p), G = randd({n}, g), M = randd({n}, m), V = randd({n}, v, 0, 1);
+  UOpRef S = scalar(step), C = scalar(bc2), D = scalar(1 - lr * wd);
+  for (bool decoupled : {false, true}) {
+    const fe::AdamRule rule{.beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd, .decoupled = decoupled};
+    const UOpRef decay = decoupled ? D : nullptr;
+    auto pn = run<double>(fe::adam_update(P, G, M, V, S, C, decay, rule, "param"), {n});
+    auto mn = run<double>(fe::adam_update(P, G, M, V, S, C, decay, rule, "m"), {n});
+    auto vn = run<double>(fe::adam_update(P, G, M, V, S, C, decay, rule, "v"), {n});
+    for (int64_t i = 0; i < n; ++i) {
+      const double gi = decoupled ? g[i] : g[i] + wd * p[i];
+      const double mi = b1 * m[i] + (1 - b1) * gi, vi = b2 * v[i] + (1 - b2) * gi * gi;
+      const double base = decoupled ? p[i] * (1 - lr * wd) : p[i];
+      EXPECT_NEAR(mn[i], mi, 1e-15) << i;
+      EXPECT_NEAR(vn[i], vi, 1e-15) << i;
+      EXPECT_NEAR(pn[i], base - step * mi / (std::sqrt(vi) / bc2 + eps), 1e-12) << i;
+    }
+  }
+}
+
+TEST_F(OptimizersTest, LambScalesByTheTrustRatio) {
+  const int64_t n = 6;
+  const double lr = 0.02, b1 = 0.9, b2 = 0.99, eps = 1e-6, wd = 0.1, ib1 = 1 / (1 - b1), ib2 = 1 / (1 - b2);
+  std::vector<double> p, g, m, v;
+  UOpRef P = randd({n}, p), G = randd({n}, g), M = randd({n}, m), V = randd({n}, v, 0, 1);
+  const fe::LambRule rule{.beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd};
+  auto pn = run<double>(fe::lamb_update(P, G, M, V, scalar(lr), scalar(ib1), scalar(ib2), rule, "param"), {n});
+  std::vector<double> up(n);
+  double r1 = 0, r2 = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double mi = b1 * m[i] + (1 - b1) * g[i], vi = b2 * v[i] + (1 - b2) * g[i] * g[i];
+    up[i] = mi * ib1 / (std::sqrt(vi * ib2) + eps) + wd * p[i];
+    r1 += p[i] * p[i];
+    r2 += up[i] * up[i];
+  }
+  const double ratio = std::sqrt(r1) / std::sqrt(r2);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(pn[i], p[i] - lr * ratio * up[i], 1e-12) << i;
+}
+
+TEST_F(OptimizersTest, Float16ParametersUpdateInTheirFloat32State) {
+  std::vector<double> p, g, m, v;
+  UOpRef P = *fe::cast(randd({4}, p), DType::Float16), G = *fe::cast(randd({4}, g), DType::Float16);
+  UOpRef M = *fe::cast(randd({4}, m), DType::Float32), V = *fe::cast(randd({4}, v, 0, 1), DType::Float32);
+  UOpRef S = *fe::cast(scalar(0.01), DType::Float32), C = *fe::cast(scalar(0.5), DType::Float32);
+  auto pn = fe::adam_update(P, G, M, V, S, C, nullptr, fe::AdamRule{}, "param");
+  auto mn = fe::adam_update(P, G, M, V, S, C, nullptr, fe::AdamRule{}, "m");
+  ASSERT_TRUE(pn.ok() && mn.ok()) << pn.status() << mn.status();
+  EXPECT_EQ((*pn)->dtype, DType::Float16);
+  EXPECT_EQ((*mn)->dtype, DType::Float32);
+}
+
+TEST_F(OptimizersTest, BadArgumentsNameTheRuleAndTheProblem) {
+  std::vector<double> p, w;
+  UOpRef P = randd({3}, p), W = randd({4}, w), lr = scalar(0.1), vec_lr = randd({3}, w);
+  const fe::SgdRule momentum{.momentum = 0.9};
+  EXPECT_NE(message(fe::sgd_update(P, W, lr, nullptr, {}, "param")).find("grad has shape [4]"), std::string::npos);
+  EXPECT_NE(message(fe::sgd_update(P, P, vec_lr, nullptr, {}, "param")).find("a 0-d tensor"), std::string::npos);
+  EXPECT_NE(message(fe::sgd_update(P, P, lr, nullptr, momentum, "param")).find("needs a momentum buffer"),
+            std::string::npos);
+  EXPECT_NE(message(fe::sgd_update(P, P, lr, nullptr, {.nesterov = true}, "param")).find("nesterov"),
+            std::string::npos);
+  EXPECT_NE(message(fe::sgd_update(P, P, lr, P, momentum, "v")).find("must be 'param', 'm', got 'v'"),
+            std::string::npos);
+  EXPECT_NE(message(fe::adam_update(P, P, P, P, lr, lr, nullptr, {.weight_decay = 0.1, .decoupled = true}, "param"))
+                .find("decay factor"),
+            std::string::npos);
+  UOpRef I = *fe::cast(P, DType::Int32);
+  EXPECT_NE(message(fe::lamb_update(P, I, P, P, lr, lr, lr, {}, "param")).find("grad must be float"),
+            std::string::npos);
+  EXPECT_LT(message(fe::adam_update(P, P, P, P, lr, lr, nullptr, {}, std::string(500, 'q'))).size(), 200u);
+}
+
+}  // namespace
+}  // namespace polygrad
