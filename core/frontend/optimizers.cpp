@@ -74,6 +74,21 @@ Built operand(const UOpRef& t, DType work, const Shape& shape) {
   return expand(r, shape);
 }
 
+// Every source as operand() makes it, in order, and the work dtype they share.
+struct Sources {
+  DType work;
+  std::vector<UOpRef> at;
+};
+absl::StatusOr<Sources> sources(std::initializer_list<UOpRef> ts, const Shape& shape) {
+  const DType w = widest(ts);
+  Sources out{w, {}};
+  for (const UOpRef& t : ts) {
+    PG_ASSIGN(o, operand(t, w, shape));
+    out.at.push_back(o);
+  }
+  return out;
+}
+
 // The value the node stands for, cast back to the dtype of the tensor it replaces.
 Built finish(Expr& e, const UOpRef& value, DType out) {
   PG_ASSIGN(r, e.done(value));
@@ -95,13 +110,9 @@ Built sgd_update(const UOpRef& param, const UOpRef& grad, const UOpRef& lr, cons
                                            : "a momentum buffer needs momentum != 0");
   if (rule.nesterov && !(rule.momentum > 0)) return invalid(kOp, "nesterov momentum needs momentum > 0");
   if (out == Output::M && !m) return invalid(kOp, "output 'm' needs momentum");
-  const DType w = widest({param, grad, lr, m});
-  const Shape& shape = param->shape;
-  PG_ASSIGN(p, operand(param, w, shape));
-  PG_ASSIGN(g0, operand(grad, w, shape));
-  PG_ASSIGN(rate, operand(lr, w, shape));
-  PG_ASSIGN(b, operand(m, w, shape));
-  Expr e(w, shape);
+  PG_ASSIGN(in, sources({param, grad, lr, m}, param->shape));
+  const UOpRef &p = in.at[0], &g0 = in.at[1], &rate = in.at[2], &b = in.at[3];
+  Expr e(in.work, param->shape);
   UOpRef g = rule.weight_decay != 0 ? e.add(g0, e.mul(p, rule.weight_decay)) : g0;
   UOpRef step = g;
   if (m) {
@@ -125,16 +136,10 @@ Built adam_update(const UOpRef& param, const UOpRef& grad, const UOpRef& m, cons
   if (decays != static_cast<bool>(decay))
     return invalid(kOp, decays ? "a decoupled weight decay needs the decay factor (a seventh source)"
                                : "a decay factor needs a decoupled weight decay");
-  const DType w = widest({param, grad, m, v, step_size, bc2_sqrt, decay});
-  const Shape& shape = param->shape;
-  PG_ASSIGN(p, operand(param, w, shape));
-  PG_ASSIGN(g0, operand(grad, w, shape));
-  PG_ASSIGN(m0, operand(m, w, shape));
-  PG_ASSIGN(v0, operand(v, w, shape));
-  PG_ASSIGN(size, operand(step_size, w, shape));
-  PG_ASSIGN(bc2, operand(bc2_sqrt, w, shape));
-  PG_ASSIGN(d, operand(decay, w, shape));
-  Expr e(w, shape);
+  PG_ASSIGN(in, sources({param, grad, m, v, step_size, bc2_sqrt, decay}, param->shape));
+  const UOpRef &p = in.at[0], &g0 = in.at[1], &m0 = in.at[2], &v0 = in.at[3], &size = in.at[4], &bc2 = in.at[5],
+               &d = in.at[6];
+  Expr e(in.work, param->shape);
   UOpRef g = rule.weight_decay != 0 && !rule.decoupled ? e.add(g0, e.mul(p, rule.weight_decay)) : g0;
   UOpRef m1 = e.add(e.mul(m0, rule.beta1), e.mul(g, 1 - rule.beta1));
   if (out == Output::M) return finish(e, m1, m->dtype);
@@ -154,15 +159,11 @@ Built lamb_update(const UOpRef& param, const UOpRef& grad, const UOpRef& m, cons
                                                     {"inv_bc2", inv_bc2, false}});
       !s.ok())
     return s;
-  const DType w = widest({param, grad, m, v, lr, inv_bc1, inv_bc2});
+  PG_ASSIGN(in, sources({param, grad, m, v, lr, inv_bc1, inv_bc2}, param->shape));
+  const UOpRef &p = in.at[0], &g = in.at[1], &m0 = in.at[2], &v0 = in.at[3], &rate = in.at[4], &bc1 = in.at[5],
+               &bc2 = in.at[6];
+  const DType w = in.work;
   const Shape& shape = param->shape;
-  PG_ASSIGN(p, operand(param, w, shape));
-  PG_ASSIGN(g, operand(grad, w, shape));
-  PG_ASSIGN(m0, operand(m, w, shape));
-  PG_ASSIGN(v0, operand(v, w, shape));
-  PG_ASSIGN(rate, operand(lr, w, shape));
-  PG_ASSIGN(bc1, operand(inv_bc1, w, shape));
-  PG_ASSIGN(bc2, operand(inv_bc2, w, shape));
   Expr e(w, shape);
   UOpRef m1 = e.add(e.mul(m0, rule.beta1), e.mul(g, 1 - rule.beta1));
   if (out == Output::M) return finish(e, m1, m->dtype);
