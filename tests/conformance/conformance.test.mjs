@@ -29,8 +29,9 @@ const ITEMSIZE = { bool: 1, int8: 1, uint8: 1, int16: 2, uint16: 2, int32: 4, ui
 
 // The package through its own entry point (package.json's "exports"), as `import ... from 'polygrad'`
 // resolves it for a user.
+const CLIENT_DIR = path.resolve(process.env.POLYGRAD_JS_CLIENT || path.join(REPO, 'clients', 'js'));
 async function loadClient() {
-  const dir = path.resolve(process.env.POLYGRAD_JS_CLIENT || path.join(REPO, 'clients', 'js'));
+  const dir = CLIENT_DIR;
   const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'));
   const exp = pkg.exports && (pkg.exports['.'] || pkg.exports);
   const entry = (exp && (exp.import || exp.default)) || pkg.module || pkg.main;
@@ -38,6 +39,8 @@ async function loadClient() {
 }
 const pg = await loadClient();
 const { Tensor, connect, dtypes } = pg;
+// The package's generated op table (scripts/gen-ops): which methods are one schema op.
+const { METHODS } = await import(pathToFileURL(path.join(CLIENT_DIR, 'src', 'ops.gen.js')).href);
 
 // ---- the corpus's generator (README.md): splitmix64, then integers exact in the dtype -------------
 
@@ -107,7 +110,15 @@ function indexEntry(e, xs) {
   return xs[e.tensor];
 }
 
+// The builder of a method generated from the op schema (a METHODS entry), by its JavaScript name:
+// its operands from the inputs after the first, then from args by name; its parameters, in order,
+// from args by name (undefined: the default). A new schema op needs only cases.
+const camel = (n) => n.replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase());
+const generated = (m) => (xs, a) => xs[0][m.name](
+  ...xs.slice(1), ...m.operands.slice(xs.length - 1).map((n) => a[camel(n)]), ...m.params.map((p) => a[p.name]));
+
 const BUILD = {
+  ...Object.fromEntries(METHODS.map((m) => [m.name, generated(m)])),
   from: (xs) => xs[0],
   full: (xs, a) => Tensor.full(a.shape, a.value, { dtype: a.dtype }),
   zeros: (xs, a) => Tensor.zeros(a.shape, { dtype: a.dtype }),
@@ -127,25 +138,13 @@ const BUILD = {
       Tensor.training = was;
     }
   }),
-  ...Object.fromEntries(['neg', 'exp2', 'log2', 'sqrt', 'reciprocal', 'sin', 'cos', 'exp', 'log', 'relu', 'sigmoid',
-    'tanh', 'gelu', 'silu', 'abs', 'bitwiseNot', 'logicalNot', 'trunc', 'floor', 'ceil', 'round', 'sign',
-    'square', 'rsqrt', 'tan', 'relu6', 'logsigmoid', 'mish', 'hardsigmoid', 'hardswish', 'isnan', 'isinf', 'quickGelu',
-  ].map((m) => [m, (xs) => xs[0][m]()])),
-  ...Object.fromEntries(['erf', 'atan', 'asin', 'acos', 'sinh', 'cosh', 'asinh', 'acosh', 'atanh', 'log10', 'log1p',
-    'expm1', 'softsign', 'selu', 'isfinite'].map((m) => [m, (xs) => xs[0][m]()])),
-  celu: (xs, a) => xs[0].celu(a.alpha),
-  softplus: (xs, a) => xs[0].softplus(a.beta ?? 1.0, a.threshold ?? 20.0),
-  logaddexp: binary('logaddexp'),
-  copysign: binary('copysign'),
-  lerp: (xs, a) => xs[0].lerp(xs[1], 'weight' in a ? a.weight : xs[2]),
+  ...Object.fromEntries(['neg', 'relu', 'gelu', 'abs', 'bitwiseNot', 'logicalNot', 'trunc', 'floor', 'ceil', 'round',
+    'sign', 'square', 'isnan', 'isinf'].map((m) => [m, (xs) => xs[0][m]()])),
   isclose: (xs, a) => xs[0].isclose(xs[1], { rtol: a.rtol, atol: a.atol, equalNan: a.equalNan ?? false }),
   any: reduce('any'),
   all: reduce('all'),
-  elu: (xs, a) => xs[0].elu(a.alpha),
-  hardtanh: (xs, a) => xs[0].hardtanh(a.min, a.max),
   lshift: (xs, a) => xs[0].lshift(a.n),
   rshift: (xs, a) => xs[0].rshift(a.n),
-  leakyRelu: (xs, a) => xs[0].leakyRelu(a.slope),
   ...Object.fromEntries(['add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'lt', 'le', 'gt', 'ge', 'eq', 'ne',
     'idiv', 'fmod', 'remainder', 'floorDivide', 'bitwiseAnd', 'bitwiseOr', 'bitwiseXor'].map((m) => [m, binary(m)])),
   clamp: (xs, a) => xs[0].clamp(a.min, a.max),
@@ -181,8 +180,6 @@ const BUILD = {
   index: (xs, a) => xs[0].index(...a.index.map((e) => indexEntry(e, xs))),
   matmul: (xs) => xs[0].matmul(xs[1]),
   softmax: (xs, a) => xs[0].softmax(a.axis),
-  softmin: (xs, a) => xs[0].softmin(a.axis),
-  normalize: (xs, a) => xs[0].normalize(a.p, a.dim),
   logSoftmax: (xs, a) => xs[0].logSoftmax(a.axis),
   layernorm: (xs, a) => xs[0].layernorm({ axis: a.axis, eps: a.eps }),
   rmsNorm: (xs, a) => xs[0].rmsNorm(a.axis, a.eps),

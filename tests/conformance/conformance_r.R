@@ -174,28 +174,20 @@ builders <- list(
   randint = seeded(function(ins, args) pg_randint(unlist(args$shape), low = args$low %||% 0, high = args$high %||% 10,
                                                   dtype = args$dtype %||% "int32")),
   dropout = seeded(function(ins, args) pg_dropout(ins[[1]], args$p, training = TRUE)),
+  # R's own generics where R users reach an op through one (the generated pg_ functions are built
+  # from the op table below).
   neg = unary(function(x) -x), exp = unary(exp), log = unary(log), sqrt = unary(sqrt), sin = unary(sin),
   cos = unary(cos), tan = unary(tan), tanh = unary(tanh), abs = unary(abs), floor = unary(floor),
   ceil = unary(ceiling), trunc = unary(trunc), round = unary(round), sign = unary(sign), log2 = unary(log2),
-  exp2 = unary(pg_exp2), reciprocal = unary(pg_reciprocal), rsqrt = unary(pg_rsqrt), square = unary(function(x) x^2),
-  relu = unary(pg_relu), sigmoid = unary(pg_sigmoid), gelu = unary(pg_gelu), silu = unary(pg_silu),
-  softplus = function(ins, args) pg_softplus(ins[[1]], args$beta %||% 1, args$threshold %||% 20), logsigmoid = unary(pg_logsigmoid), relu6 = unary(pg_relu6), mish = unary(pg_mish),
-  hardsigmoid = unary(pg_hardsigmoid), hardswish = unary(pg_hardswish), quickGelu = unary(pg_quick_gelu),
+  square = unary(function(x) x^2), relu = unary(pg_relu), gelu = unary(pg_gelu),
   isnan = unary(is.nan), isinf = unary(is.infinite),
-  erf = unary(pg_erf), atan = unary(atan), asin = unary(asin), acos = unary(acos), sinh = unary(sinh),
+  atan = unary(atan), asin = unary(asin), acos = unary(acos), sinh = unary(sinh),
   cosh = unary(cosh), asinh = unary(asinh), acosh = unary(acosh), atanh = unary(atanh), log10 = unary(log10),
-  log1p = unary(log1p), expm1 = unary(expm1), softsign = unary(pg_softsign), selu = unary(pg_selu),
-  isfinite = unary(pg_isfinite),
-  celu = function(ins, args) pg_celu(ins[[1]], args$alpha),
-  logaddexp = binary(pg_logaddexp), copysign = binary(pg_copysign),
-  lerp = function(ins, args) pg_lerp(ins[[1]], ins[[2]], args$weight %||% ins[[3]]),
+  log1p = unary(log1p), expm1 = unary(expm1),
   isclose = function(ins, args) pg_isclose(ins[[1]], ins[[2]], rtol = args$rtol, atol = args$atol,
                                            equal_nan = isTRUE(args$equalNan)),
   any = function(ins, args) pg_any(ins[[1]], ax(args$axis), isTRUE(args$keepdim)),
   all = function(ins, args) pg_all(ins[[1]], ax(args$axis), isTRUE(args$keepdim)),
-  elu = function(ins, args) pg_elu(ins[[1]], args$alpha %||% 1),
-  hardtanh = function(ins, args) pg_hardtanh(ins[[1]], args$min %||% -1, args$max %||% 1),
-  leakyRelu = function(ins, args) pg_leaky_relu(ins[[1]], args$slope %||% 0.01),
   add = binary(`+`), sub = binary(`-`), mul = binary(`*`), div = binary(`/`), pow = binary(`^`),
   maximum = binary(pg_maximum), minimum = binary(pg_minimum),
   lt = binary(`<`), le = binary(`<=`), gt = binary(`>`), ge = binary(`>=`), eq = binary(`==`), ne = binary(`!=`),
@@ -245,8 +237,6 @@ builders <- list(
   matmul = function(ins, args) pg_matmul(ins[[1]], ins[[2]]),
   linear = function(ins, args) pg_linear(ins[[1]], ins[[2]], input(ins, 3)),
   softmax = function(ins, args) pg_softmax(ins[[1]], ax(args$axis %||% -1)),
-  softmin = function(ins, args) pg_softmin(ins[[1]], ax(args$axis)),
-  normalize = function(ins, args) pg_normalize(ins[[1]], args$p, ax(args$dim)),
   logSoftmax = function(ins, args) pg_log_softmax(ins[[1]], ax(args$axis %||% -1)),
   layernorm = function(ins, args) pg_layernorm(ins[[1]], ax(args$axis %||% -1), args$eps %||% 1e-5),
   rmsNorm = function(ins, args) pg_rms_norm(ins[[1]], ax(args$axis %||% -1), args$eps %||% 1e-6),
@@ -325,6 +315,28 @@ builders <- list(
     if (isTRUE(args$back)) pg_to(y, "CPU") else y
   }
 )
+
+# The builder of a function generated from the op schema (an .op_methods entry), by its method's
+# camelCase name: its operands from the inputs after the first, then from args by name; its
+# parameters from args by camelCase name (an axis made 1-based), else their defaults. A new schema
+# op needs only cases.
+camel <- function(n) gsub("_([a-z0-9])", "\\U\\1", n, perl = TRUE)
+generated_builder <- function(m) {
+  f <- getExportedValue("polygrad", paste0("pg_", m$method))
+  function(ins, args) {
+    rest <- m$operands[seq_along(m$operands) > length(ins) - 1L]
+    operands <- c(ins[-1], lapply(rest, function(n) args[[camel(n)]]))
+    params <- list()
+    for (p in names(m$params)) {
+      v <- args[[camel(p)]]
+      if (!is.null(v)) params[[p]] <- if (m$params[[p]]$kind == "axis") ax(v) else v
+    }
+    do.call(f, c(list(ins[[1]]), operands, params))
+  }
+}
+generated <- lapply(polygrad:::.op_methods, generated_builder)
+names(generated) <- vapply(polygrad:::.op_methods, function(m) camel(m$method), "")
+builders <- c(builders, generated[setdiff(names(generated), names(builders))])
 
 # The case's op on its inputs, then each `then` step on the previous result.
 build <- function(case, ins) {

@@ -103,8 +103,26 @@ def _to(xs, a):
   return y.to("CPU") if a.get("back") else y
 
 
+def _camel(name: str) -> str:
+  head, *rest = name.split("_")
+  return head + "".join(w.title() for w in rest)
+
+
+def _generated(record):
+  """The builder of a method generated from the op schema (a METHODS record), named by its
+  camelCase name: its operands from the inputs after the first, then from args by name; its
+  parameters from args by camelCase name, else their defaults. A new schema op needs only cases."""
+  method, operands, params = record[2], record[3], record[4]
+
+  def build(xs, a):
+    ops = [*xs[1:], *(a[_camel(n)] for n in operands[len(xs) - 1:])]
+    return getattr(xs[0], method)(*ops, **{p[0]: a[_camel(p[0])] for p in params if _camel(p[0]) in a})
+  return build
+
+
 # One builder per corpus op: (input tensors, args) -> the result tensor, through public methods only.
 BUILD = {
+    **{_camel(r[2]): _generated(r) for r in _graph.METHODS},
     "from": lambda xs, a: xs[0],
     "optimizerStep": _optimizer_step,
     "full": lambda xs, a: Tensor.full(tuple(a["shape"]), a["value"], dtype=a.get("dtype")),
@@ -118,26 +136,12 @@ BUILD = {
     "randint": _seeded(lambda xs, a: Tensor.randint(*a["shape"], low=a["low"], high=a["high"], dtype=a.get("dtype"))),
     "dropout": _seeded(_dropout),
     **{name: (lambda m: lambda xs, a: getattr(xs[0], m)())(name)
-       for name in ["neg", "exp2", "log2", "sqrt", "reciprocal", "sin", "cos", "exp", "log", "relu", "sigmoid",
-                    "tanh", "gelu", "silu", "abs", "trunc", "floor", "ceil", "round", "sign", "square",
-                    "rsqrt", "tan", "relu6", "logsigmoid", "mish", "hardsigmoid", "hardswish", "isnan", "isinf"]},
-    "quickGelu": lambda xs, a: xs[0].quick_gelu(),
-    **{name: (lambda m: lambda xs, a: getattr(xs[0], m)())(name)
-       for name in ["erf", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "log10", "log1p", "expm1",
-                    "softsign", "selu", "isfinite"]},
-    "celu": lambda xs, a: xs[0].celu(a["alpha"]),
-    "softplus": lambda xs, a: xs[0].softplus(a.get("beta", 1.0), a.get("threshold", 20.0)),
-    "logaddexp": _binary("logaddexp"),
-    "copysign": _binary("copysign"),
-    "lerp": lambda xs, a: xs[0].lerp(xs[1], a["weight"] if "weight" in a else xs[2]),
+       for name in ["neg", "relu", "gelu", "abs", "trunc", "floor", "ceil", "round", "sign", "square", "isnan", "isinf"]},
     "isclose": lambda xs, a: xs[0].isclose(xs[1], rtol=a["rtol"], atol=a["atol"], equal_nan=a.get("equalNan", False)),
     "any": _reduce("any"),
     "all": _reduce("all"),
-    "elu": lambda xs, a: xs[0].elu(a["alpha"]),
-    "hardtanh": lambda xs, a: xs[0].hardtanh(a["min"], a["max"]),
     "lshift": lambda xs, a: xs[0].lshift(a["n"]),
     "rshift": lambda xs, a: xs[0].rshift(a["n"]),
-    "leakyRelu": lambda xs, a: xs[0].leaky_relu(a["slope"]),
     **{name: _binary(m) for name, m in [
         ("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "div"), ("pow", "pow"), ("maximum", "maximum"),
         ("minimum", "minimum"), ("lt", "lt"), ("le", "le"), ("gt", "gt"), ("ge", "ge"), ("eq", "eq"), ("ne", "ne"),
@@ -185,8 +189,6 @@ BUILD = {
     "index": lambda xs, a: xs[0][tuple(_index_entry(e, xs) for e in a["index"])],
     "matmul": lambda xs, a: xs[0].matmul(xs[1]),
     "softmax": lambda xs, a: xs[0].softmax(a["axis"]),
-    "softmin": lambda xs, a: xs[0].softmin(a["axis"]),
-    "normalize": lambda xs, a: xs[0].normalize(a["p"], a["dim"]),
     "logSoftmax": lambda xs, a: xs[0].log_softmax(a["axis"]),
     "layernorm": lambda xs, a: xs[0].layernorm(_tuple(a["axis"]), a["eps"]),
     "rmsNorm": lambda xs, a: xs[0].rms_norm(_tuple(a["axis"]), a["eps"]),
