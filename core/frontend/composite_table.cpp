@@ -15,6 +15,7 @@
 #include "core/frontend/random.h"
 #include "core/frontend/scatter.h"
 #include "core/frontend/sorting.h"
+#include "core/frontend/status_macros.h"
 #include "core/frontend/tensor_ops.h"
 
 namespace polygrad::frontend {
@@ -165,6 +166,16 @@ Built cross_entropy_op(const Call& c) {
 // An optional trailing source, null when absent.
 UOpRef optional_src(const Call& c, size_t i) { return c.src.size() > i ? c.src[i] : nullptr; }
 
+// The normalizations: N sources to normalize with, then the optional per-channel weight and bias.
+Built groups_norm(const Call& c) { return group_norm(c.src[0], c.arg.groups, c.arg.eps); }
+Built train_norm(const Call& c) { return batchnorm_train(c.src[0], c.arg.eps); }
+Built eval_norm(const Call& c) { return batchnorm_eval(c.src[0], c.src[1], c.src[2], c.arg.eps); }
+template <size_t N, Built (*F)(const Call&)>
+Built normalization_op(const Call& c) {
+  PG_ASSIGN(y, F(c));
+  return channel_affine(y, optional_src(c, N), optional_src(c, N + 1));
+}
+
 Built sgd_update_op(const Call& c) {
   const SgdRule rule{.momentum = c.arg.momentum, .weight_decay = c.arg.weight_decay, .nesterov = c.arg.nesterov};
   return sgd_update(c.src[0], c.src[1], c.src[2], optional_src(c, 3), rule, c.arg.mode);
@@ -202,8 +213,8 @@ constexpr auto kTable = std::to_array<Entry>({
     {"ATAN", unary<atan>},
     {"ATANH", unary<atanh>},
     {"AVG_POOL2D", window_op<WindowKind::AvgPool>},
-    {"BATCHNORM_EVAL", [](const Call& c) { return batchnorm_eval(c.src[0], c.src[1], c.src[2], c.arg.eps); }},
-    {"BATCHNORM_TRAIN", [](const Call& c) { return batchnorm_train(c.src[0], c.arg.eps); }},
+    {"BATCHNORM_EVAL", normalization_op<3, eval_norm>},
+    {"BATCHNORM_TRAIN", normalization_op<1, train_norm>},
     {"BINARY_CROSSENTROPY", [](const Call& c) { return binary_crossentropy(c.src[0], c.src[1], c.arg.mode); }},
     {"BINARY_CROSSENTROPY_LOGITS",
      [](const Call& c) {
@@ -230,7 +241,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"EXPM1", unary<expm1>},
     {"GATHER", gather_op},
     {"GELU", unary<gelu>},
-    {"GROUP_NORM", [](const Call& c) { return group_norm(c.src[0], c.arg.groups, c.arg.eps); }},
+    {"GROUP_NORM", normalization_op<1, groups_norm>},
     {"HARDSIGMOID", [](const Call& c) { return hardsigmoid(c.src[0], c.arg.alpha, c.arg.beta); }},
     {"HARDSWISH", unary<hardswish>},
     {"HARDTANH", [](const Call& c) { return hardtanh(c.src[0], c.arg.min_val, c.arg.max_val); }},

@@ -359,6 +359,27 @@ absl::StatusOr<UOpRef> group_norm(const UOpRef& x, int64_t groups, double eps) {
   return reshape(nrm, x->shape);
 }
 
+absl::StatusOr<UOpRef> channel_affine(const UOpRef& y, const UOpRef& weight, const UOpRef& bias) {
+  if (y->shape.size() < 2)
+    return absl::InvalidArgumentError(absl::StrCat("a per-channel affine needs (N, C, ...), got rank ", y->shape.size()));
+  const Shape per_channel{y->shape[1]};
+  Shape spread(y->shape.size(), 1);
+  spread[1] = y->shape[1];
+  UOpRef out = y;
+  for (const auto& [t, op, name] : {std::tuple{weight, Ops::MUL, "weight"}, std::tuple{bias, Ops::ADD, "bias"}}) {
+    if (!t) continue;
+    if (t->shape != per_channel || t->dtype != y->dtype)
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be ", dtype_name(y->dtype), " of shape (", y->shape[1],
+                                                     "), got ", dtype_name(t->dtype), " (", absl::StrJoin(t->shape, ", "),
+                                                     ")"));
+    PG_ASSIGN(r, reshape(t, spread));
+    PG_ASSIGN(e, expand(r, y->shape));
+    PG_ASSIGN(next, alu(op, {out, e}));
+    out = next;
+  }
+  return out;
+}
+
 namespace {
 
 // The axes batch norm reduces over (all but the channel axis 1), or an error for rank < 2.

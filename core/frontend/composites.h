@@ -52,6 +52,10 @@ absl::StatusOr<UOpRef> pow(const UOpRef& base, const UOpRef& exponent);
 
 // x * rsqrt(mean(x^2) + eps) over the last `normalized_axes` axes; no affine part.
 absl::StatusOr<UOpRef> rms_norm(const UOpRef& x, int64_t normalized_axes, double eps);
+// y (N, C, ...) * weight + bias per channel: the affine part of group and batch norm. weight and
+// bias are (C,) of y's dtype; either may be null (no scale, no shift).
+absl::StatusOr<UOpRef> channel_affine(const UOpRef& y, const UOpRef& weight, const UOpRef& bias);
+
 // x (N, C, ...): channels split into `groups` groups, each (sample, group) normalized like
 // layernorm over its channels and spatial positions; no affine part.
 absl::StatusOr<UOpRef> group_norm(const UOpRef& x, int64_t groups, double eps);

@@ -336,12 +336,15 @@ case("layernorm/f64-inner", "layernorm", ["LAYERNORM", "PERMUTE"], [inp("float64
 case("rmsNorm/f32", "rmsNorm", "RMS_NORM", [inp("float32", (3, 8))], {"axis": -1, "eps": 0.000001})
 case("rmsNorm/f16", "rmsNorm", ["RMS_NORM", "CAST"], [inp("float16", (2, 6))], {"axis": -1, "eps": 0.0001})
 case("groupNorm/f32", "groupNorm", "GROUP_NORM", [inp("float32", (2, 4, 3, 3))], {"groups": 2, "eps": 0.00001})
-case("groupNorm/affine", "groupNorm", ["GROUP_NORM", "MUL", "ADD"],
+case("groupNorm/affine", "groupNorm", "GROUP_NORM",
      [inp("float32", (2, 6, 4)), inp("float32", (6,)), inp("float32", (6,))], {"groups": 3, "eps": 0.00001})
 case("batchNorm/train", "batchNorm", "BATCHNORM_TRAIN", [inp("float32", (4, 3, 2, 2))], {"training": True, "eps": 0.00001})
+case("batchNorm/train-affine-f64", "batchNorm", "BATCHNORM_TRAIN",
+     [inp("float64", (3, 2, 4)), inp("float64", (2,)), inp("float64", (2,), "pos"), inp("float64", (2,)), inp("float64", (2,))],
+     {"training": True, "eps": 0.001})
 case("batchNorm/eval", "batchNorm", "BATCHNORM_EVAL",
      [inp("float32", (4, 3, 2)), inp("float32", (3,)), inp("float32", (3,), "pos")], {"training": False, "eps": 0.00001})
-case("batchNorm/eval-affine-f16", "batchNorm", ["BATCHNORM_EVAL", "MUL", "ADD", "CAST"],
+case("batchNorm/eval-affine-f16", "batchNorm", ["BATCHNORM_EVAL", "CAST"],
      [inp("float16", (2, 3, 2)), inp("float16", (3,)), inp("float16", (3,), "pos"), inp("float16", (3,)), inp("float16", (3,))],
      {"training": False, "eps": 0.001})
 case("crossEntropy/indices", "crossEntropy", "CROSS_ENTROPY",

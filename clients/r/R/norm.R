@@ -1,11 +1,23 @@
-# Normalizations the daemon computes as composites (RMS_NORM, GROUP_NORM, BATCHNORM_*), with the
-# per-channel affine part composed here, and scaled dot-product attention.
+# Normalizations the daemon computes as composites (RMS_NORM, GROUP_NORM, BATCHNORM_*, with their
+# per-channel affine part), and scaled dot-product attention.
 
-# x * weight + bias per channel (axis 2): each reshaped to (1, C, 1, ...).
-channel_affine <- function(x, weight, bias) {
-  shape <- c(1, -1, rep(1, length(x$node$shape) - 2))
-  y <- if (is.null(weight)) x else x * pg_reshape(weight, shape)
-  if (is.null(bias)) y else y + pg_reshape(bias, shape)
+# The per-channel weight and bias sources of a normalization of x (N, C, ...), in x's dtype: none,
+# list(weight) or list(weight, bias), a bias alone with a weight of ones (the daemon applies them).
+affine_sources <- function(x, weight, bias) {
+  if (is.null(weight) && is.null(bias)) return(list())
+  c <- x$node$shape[2]
+  ts <- list(weight = if (is.null(weight)) pg_ones(c) else weight, bias = bias)
+  out <- list()
+  for (name in names(ts)) {
+    t <- ts[[name]]
+    if (is.null(t)) next
+    if (!is_tensor(t)) t <- pg_tensor(t)
+    if (!identical(as.numeric(t$node$shape), as.numeric(c))) {
+      pg_abort("invalid_argument", sprintf("%s must have length %s, got shape (%s)", name, c, paste(t$node$shape, collapse = ", ")))
+    }
+    out[[length(out) + 1L]] <- pg_cast(t, x$node$dtype)
+  }
+  out
 }
 
 #' Normalizations
@@ -41,7 +53,10 @@ pg_group_norm <- function(x, groups, weight = NULL, bias = NULL, eps = 1e-5) {
   if (groups < 1 || groups != trunc(groups) || s[2] %% groups != 0) {
     pg_abort("invalid_argument", sprintf("pg_group_norm: %s channels do not split into %s groups", s[2], groups))
   }
-  channel_affine(composite(OP$GROUP_NORM, x, s, list(groups = groups, eps = eps)), weight, bias)
+  out <- least_upper_float(x$node$dtype)
+  xa <- pg_cast(x, sum_acc_dtype(out))
+  y <- make(OP$GROUP_NORM, xa$node$dtype, s, c(list(xa), affine_sources(xa, weight, bias)), list(groups = groups, eps = eps))
+  pg_cast(y, out)
 }
 
 #' @rdname pg_rms_norm
@@ -52,13 +67,14 @@ pg_batch_norm <- function(x, running_mean = NULL, running_var = NULL, weight = N
   out <- least_upper_float(x$node$dtype)
   xa <- pg_cast(x, sum_acc_dtype(out))
   dt <- xa$node$dtype
+  affine <- affine_sources(xa, weight, bias)
   y <- if (training || is.null(running_mean) || is.null(running_var)) {
-    make(OP$BATCHNORM_TRAIN, dt, xa$node$shape, list(xa), list(eps = eps))
+    make(OP$BATCHNORM_TRAIN, dt, xa$node$shape, c(list(xa), affine), list(eps = eps))
   } else {
-    make(OP$BATCHNORM_EVAL, dt, xa$node$shape, list(xa, pg_cast(running_mean, dt), pg_cast(running_var, dt)),
+    make(OP$BATCHNORM_EVAL, dt, xa$node$shape, c(list(xa, pg_cast(running_mean, dt), pg_cast(running_var, dt)), affine),
          list(eps = eps))
   }
-  channel_affine(pg_cast(y, out), weight, bias)
+  pg_cast(y, out)
 }
 
 #' Scaled dot-product attention

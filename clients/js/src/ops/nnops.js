@@ -279,10 +279,16 @@ P.rmsNorm = function rmsNorm(axis = -1, eps = 1e-6) {
   return this._composite(OPS.RMS_NORM, this._node.shape, new Composite({ normalized_axes: axes.length, eps: Number(eps) }));
 };
 
-P._channelAffine = function _channelAffine(weight, bias) {
-  const shape = [1, -1, ...Array(this.ndim - 2).fill(1)];
-  const y = weight ? this.mul(weight.reshape(shape)) : this;
-  return bias ? y.add(bias.reshape(shape)) : y;
+// The per-channel weight and bias sources of a normalization of this (N, C, ...), in its dtype:
+// none, [weight] or [weight, bias], a bias alone with a weight of ones (the daemon applies them).
+P._affine = function _affine(weight, bias) {
+  if (!weight && !bias) return [];
+  const c = this._node.shape[1];
+  return [['weight', weight || Tensor.ones([c])], ['bias', bias]].filter(([, t]) => t).map(([name, t]) => {
+    t = asTensor(t);
+    if (t.ndim !== 1 || t._node.shape[0] !== c) throw new RangeError(`${name} must have shape [${c}], got [${t._node.shape}]`);
+    return t.cast(this.dtype);
+  });
 };
 
 P.groupNorm = function groupNorm(numGroups, weight = null, bias = null, eps = 1e-5) {
@@ -290,20 +296,23 @@ P.groupNorm = function groupNorm(numGroups, weight = null, bias = null, eps = 1e
   if (!Number.isInteger(numGroups) || numGroups < 1 || this._node.shape[1] % numGroups) {
     throw new RangeError(`groupNorm: ${this._node.shape[1]} channels do not split into ${numGroups} groups`);
   }
-  return this._composite(OPS.GROUP_NORM, this._node.shape, new Composite({ groups: numGroups, eps: Number(eps) }))._channelAffine(weight, bias);
+  const [x, out] = this._accFloat();
+  return Tensor._make(OPS.GROUP_NORM, x.dtype, x._node.shape, [x, ...x._affine(weight, bias)],
+    new Composite({ groups: numGroups, eps: Number(eps) })).cast(out);
 };
 
 P.batchNorm = function batchNorm({ runningMean = null, runningVar = null, weight = null, bias = null, training = false, eps = 1e-5 } = {}) {
   if (this.ndim < 2) throw new RangeError(`batchNorm needs (N, C, ...), got shape [${this._node.shape}]`);
   const [x, out] = this._accFloat();
+  const affine = x._affine(weight, bias);
   let y;
   if (training || !runningMean || !runningVar) {
-    y = Tensor._make(OPS.BATCHNORM_TRAIN, x.dtype, x._node.shape, [x], new Composite({ eps: Number(eps) }));
+    y = Tensor._make(OPS.BATCHNORM_TRAIN, x.dtype, x._node.shape, [x, ...affine], new Composite({ eps: Number(eps) }));
   } else {
-    y = Tensor._make(OPS.BATCHNORM_EVAL, x.dtype, x._node.shape, [x, runningMean.cast(x.dtype), runningVar.cast(x.dtype)],
+    y = Tensor._make(OPS.BATCHNORM_EVAL, x.dtype, x._node.shape, [x, runningMean.cast(x.dtype), runningVar.cast(x.dtype), ...affine],
       new Composite({ eps: Number(eps) }));
   }
-  return y.cast(out)._channelAffine(weight, bias);
+  return y.cast(out);
 };
 
 // softmax(q k^T / sqrt(d) + mask) v, batch axes broadcasting (the daemon's SDPA).

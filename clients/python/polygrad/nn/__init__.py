@@ -186,11 +186,8 @@ class InstanceNorm:
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 3 or x.shape[1] != self.num_features:
       raise ValueError(f"InstanceNorm({self.num_features}) takes (N, {self.num_features}, ...), got {x.shape}")
-    y = x.reshape(x.shape[0], self.num_features, -1).layernorm(-1, self.eps).reshape(x.shape)
-    if self.weight is None:
-      return y
-    per_channel = (1, -1, *[1] * (x.ndim - 2))
-    return y * self.weight.reshape(per_channel) + self.bias.reshape(per_channel)
+    # One group per channel: the daemon's GROUP_NORM, with its per-channel affine.
+    return x.group_norm(self.num_features, self.weight, self.bias, self.eps)
 
 
 class LayerNorm2d(LayerNorm):

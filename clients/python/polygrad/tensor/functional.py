@@ -309,18 +309,32 @@ class Functional:
   def group_norm(self, num_groups: int, weight: Optional["Tensor"] = None, bias: Optional["Tensor"] = None,
                  eps: float = 1e-5) -> "Tensor":
     """torch's group_norm: x (N, C, ...) normalized per (sample, group of C/num_groups channels),
-    then weight and bias (C,) per channel when given."""
+    then weight and bias (C,) per channel when given (the daemon's GROUP_NORM does both)."""
     if self.ndim < 2:
       raise ShapeError(f"group_norm needs (N, C, ...), got shape {self.shape}")
     if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1 or self.shape[1] % num_groups:
       raise ShapeError(f"group_norm: {self.shape[1]} channels do not split into {num_groups!r} groups")
-    y = self._composite(g.GROUP_NORM, self.shape, g.Composite(groups=num_groups, eps=float(eps)))
-    return y._channel_affine(weight, bias)
+    x, out = self._acc_float()
+    arg = g.Composite(groups=num_groups, eps=float(eps))
+    return Tensor._make(g.GROUP_NORM, x.dtype, x.shape, (x, *x._affine(weight, bias)), arg).cast(out)
 
-  def _channel_affine(self, weight, bias) -> "Tensor":
-    shape = (1, -1) + (1,) * (self.ndim - 2)
-    y = self if weight is None else self * weight.reshape(shape)
-    return y if bias is None else y + bias.reshape(shape)
+  def _affine(self, weight, bias) -> tuple:
+    """The per-channel weight and bias sources of a normalization of x (N, C, ...), in x's dtype:
+    none, (weight,) or (weight, bias), a bias alone with a weight of ones (the daemon applies
+    them)."""
+    if weight is None and bias is None:
+      return ()
+    c = self.shape[1]
+    ts = [Tensor.ones(c) if weight is None else weight, bias]
+    out = []
+    for name, t in zip(("weight", "bias"), ts):
+      if t is None:
+        continue
+      t = t if isinstance(t, Tensor) else Tensor(t)
+      if t.shape != (c,):
+        raise ShapeError(f"{name} must have shape ({c},), got {t.shape}")
+      out.append(t.cast(self.dtype))
+    return tuple(out)
 
   def batch_norm(self, running_mean: Optional["Tensor"] = None, running_var: Optional["Tensor"] = None,
                  weight: Optional["Tensor"] = None, bias: Optional["Tensor"] = None, training: bool = False,
@@ -332,15 +346,16 @@ class Functional:
     if self.ndim < 2:
       raise ShapeError(f"batch_norm needs (N, C, ...), got shape {self.shape}")
     x, out = self._acc_float()
+    affine = x._affine(weight, bias)
     if training or running_mean is None or running_var is None:
-      y = Tensor._make(g.BATCHNORM_TRAIN, x.dtype, x.shape, (x,), g.Composite(eps=float(eps)))
+      y = Tensor._make(g.BATCHNORM_TRAIN, x.dtype, x.shape, (x, *affine), g.Composite(eps=float(eps)))
     else:
       for name, t in (("running_mean", running_mean), ("running_var", running_var)):
         if t.shape != (self.shape[1],):
           raise ShapeError(f"batch_norm: {name} must have shape ({self.shape[1]},), got {t.shape}")
       stats = (running_mean.cast(x.dtype), running_var.cast(x.dtype))
-      y = Tensor._make(g.BATCHNORM_EVAL, x.dtype, x.shape, (x, *stats), g.Composite(eps=float(eps)))
-    return y.cast(out)._channel_affine(weight, bias)
+      y = Tensor._make(g.BATCHNORM_EVAL, x.dtype, x.shape, (x, *stats, *affine), g.Composite(eps=float(eps)))
+    return y.cast(out)
 
   def scaled_dot_product_attention(self, key: "Tensor", value: "Tensor", attn_mask: Optional["Tensor"] = None,
                                    dropout_p: float = 0.0, is_causal: bool = False) -> "Tensor":
