@@ -7,9 +7,7 @@
 #endif
 
 // A sanitizer's allocator stands in for glibc's malloc; glibc's counts would describe almost nothing.
-#if defined(__has_feature)
-#define POLYGRAD_SANITIZER_ALLOCATOR (__has_feature(address_sanitizer) || __has_feature(thread_sanitizer))
-#elif defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(POLYGRAD_ASAN_BUILD) || defined(POLYGRAD_TSAN_BUILD)
 #define POLYGRAD_SANITIZER_ALLOCATOR 1
 #else
 #define POLYGRAD_SANITIZER_ALLOCATOR 0

@@ -379,14 +379,14 @@ absl::StatusOr<std::string> compile(const absl::StatusOr<std::string>& compiler,
 // Under AddressSanitizer the kernels of both sides are instrumented too, so a rendered kernel
 // that reads or writes outside its buffers is reported like the test's own code would be. They
 // must then share the test binary's sanitizer runtime, so they are built by the same compiler
-// family (the sanitizer build's is gcc; clang's runtime is another).
-#if defined(__SANITIZE_ADDRESS__)
+// family as the test (scripts/test's sanitizer build is clang's; gcc's runtime is another).
+#if defined(POLYGRAD_ASAN_BUILD)
 constexpr bool kSanitize = true;
 #else
 constexpr bool kSanitize = false;
 #endif
 // Otherwise clang first: its `#pragma unroll` is CUDA's.
-#if defined(__clang__) || !defined(__SANITIZE_ADDRESS__)
+#if defined(__clang__) || !defined(POLYGRAD_ASAN_BUILD)
 constexpr bool kClangFirst = true;
 #else
 constexpr bool kClangFirst = false;

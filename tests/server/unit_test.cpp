@@ -67,13 +67,6 @@ TEST(Options, CacheKeyFileIsReadWithoutItsTrailingNewlineAndMustBeLongEnough) {
   std::filesystem::remove_all(dir);
 }
 
-// clang spells "built with ASan/TSan" as __has_feature, gcc as the __SANITIZE_* macros.
-#if defined(__has_feature)
-#define POLYGRAD_HAS_SANITIZER_FEATURE (__has_feature(address_sanitizer) || __has_feature(thread_sanitizer))
-#else
-#define POLYGRAD_HAS_SANITIZER_FEATURE 0
-#endif
-
 // Resident bytes of this process, from /proc.
 size_t resident_bytes() {
   std::ifstream statm("/proc/self/statm");
@@ -89,7 +82,7 @@ TEST(MemoryTrim, GivesFreedPagesInTheMiddleOfAnArenaBack) {
 #if !defined(__GLIBC__)
   GTEST_SKIP() << "malloc_trim is glibc's";
 #endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || POLYGRAD_HAS_SANITIZER_FEATURE
+#if defined(POLYGRAD_ASAN_BUILD) || defined(POLYGRAD_TSAN_BUILD)
   GTEST_SKIP() << "the sanitizer's allocator stands in for glibc's malloc, which malloc_trim trims";
 #endif
   constexpr size_t kBlocks = 64 * 1024, kBlock = 1024;  // 64 MiB
@@ -119,7 +112,7 @@ TEST(MemoryTrim, HeapBytesInUseFollowsWhatIsHeld) {
 #if !defined(__GLIBC__)
   GTEST_SKIP() << "mallinfo2 is glibc's";
 #endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || POLYGRAD_HAS_SANITIZER_FEATURE
+#if defined(POLYGRAD_ASAN_BUILD) || defined(POLYGRAD_TSAN_BUILD)
   EXPECT_FALSE(heap_bytes_in_use().has_value()) << "glibc's counts miss a sanitizer allocator's blocks";
   GTEST_SKIP() << "the sanitizer's allocator stands in for glibc's malloc, which mallinfo2 describes";
 #endif
