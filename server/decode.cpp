@@ -77,6 +77,8 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
   a.beta1 = c.beta1();
   a.beta2 = c.beta2();
   a.decoupled = c.decoupled();
+  a.detect_positive = c.detect_positive();
+  a.detect_negative = c.detect_negative();
   a.mode = c.mode();
   a.include_self = c.include_self();
   a.align_corners = c.align_corners();

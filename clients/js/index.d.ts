@@ -206,10 +206,9 @@ export declare class Tensor {
   /** this is the condition */
   where(x: Tensor | Scalar, y: Tensor | Scalar): Tensor;
 
-  abs(): Tensor; sign(): Tensor;
-  square(): Tensor; trunc(): Tensor; floor(): Tensor; ceil(): Tensor; round(): Tensor;
-  isnan(): Tensor; isinf(detectPositive?: boolean, detectNegative?: boolean): Tensor;
-  relu(): Tensor; gelu(): Tensor;
+  relu(): Tensor;
+  /** 'tanh' (the default, tinygrad's) or 'none' (torch's exact gelu) */
+  gelu(approximate?: 'tanh' | 'none'): Tensor;
   /** silu */
   swish(): Tensor;
   isclose(other: Tensor | Scalar, options?: { rtol?: number; atol?: number; equalNan?: boolean }): Tensor;

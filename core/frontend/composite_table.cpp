@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/engine/placement.h"
+#include "core/frontend/basic_math.h"
 #include "core/frontend/composite_ops.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/indexing.h"
@@ -202,6 +203,7 @@ using Entry = std::pair<std::string_view, CompositeBuilder>;
 
 // Sorted by name (checked once), so a lookup is a binary search.
 constexpr auto kTable = std::to_array<Entry>({
+    {"ABS", unary<abs>},
     {"ACOS", unary<acos>},
     {"ACOSH", unary<acosh>},
     {"ADAM_UPDATE", adam_update_op},
@@ -220,6 +222,7 @@ constexpr auto kTable = std::to_array<Entry>({
      [](const Call& c) {
        return binary_crossentropy_logits(c.src[0], c.src[1], optional_src(c, 2), c.arg.mode);
      }},
+    {"CEIL", unary<ceil>},
     {"CELU", [](const Call& c) { return celu(c.src[0], c.arg.alpha); }},
     {"CLAMP_MAX", binary<clamp_max>},
     {"CLAMP_MIN", binary<clamp_min>},
@@ -239,8 +242,10 @@ constexpr auto kTable = std::to_array<Entry>({
     {"ERF", unary<erf>},
     {"EXP", unary<exp>},
     {"EXPM1", unary<expm1>},
+    {"FLOOR", unary<floor>},
     {"GATHER", gather_op},
     {"GELU", unary<gelu>},
+    {"GELU_ERF", unary<gelu_erf>},
     {"GROUP_NORM", normalization_op<1, groups_norm>},
     {"HARDSIGMOID", [](const Call& c) { return hardsigmoid(c.src[0], c.arg.alpha, c.arg.beta); }},
     {"HARDSWISH", unary<hardswish>},
@@ -249,6 +254,8 @@ constexpr auto kTable = std::to_array<Entry>({
     {"ISCLOSE",
      [](const Call& c) { return isclose(c.src[0], c.src[1], c.arg.rtol, c.arg.atol, c.arg.equal_nan); }},
     {"ISFINITE", unary<isfinite>},
+    {"ISINF", [](const Call& c) { return isinf(c.src[0], c.arg.detect_positive, c.arg.detect_negative); }},
+    {"ISNAN", unary<isnan>},
     {"LAMB_UPDATE", lamb_update_op},
     {"LAYERNORM", [](const Call& c) { return layernorm(c.src[0], c.arg.normalized_axes, c.arg.eps); }},
     {"LEAKY_RELU", [](const Call& c) { return leaky_relu(c.src[0], c.arg.neg_slope); }},
@@ -264,6 +271,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"MATMUL", binary<matmul>},
     {"MAX_POOL2D", window_op<WindowKind::MaxPool>},
     {"MEAN", [](const Call& c) { return mean(c.src[0], c.arg.axes, c.arg.keepdim); }},
+    {"MINIMUM", binary<minimum>},
     {"MISH", unary<mish>},
     {"MULTINOMIAL", build_multinomial},
     {"NLL_LOSS",
@@ -278,9 +286,11 @@ constexpr auto kTable = std::to_array<Entry>({
     {"RAND", random_op<rand>},
     {"RANDINT", randint_op},
     {"RANDN", random_op<randn>},
+    {"REDUCE_MIN", [](const Call& c) { return min(c.src[0], c.arg.axes, c.arg.keepdim); }},
     {"RELU", unary<relu>},
     {"RELU6", unary<relu6>},
     {"RMS_NORM", [](const Call& c) { return rms_norm(c.src[0], c.arg.normalized_axes, c.arg.eps); }},
+    {"ROUND", unary<round_half_even>},
     {"RSQRT", unary<rsqrt>},
     {"SCALED_DOT_PRODUCT_ATTENTION",
      [](const Call& c) { return scaled_dot_product_attention(c.src[0], c.src[1], c.src[2], nullptr, c.arg.causal); }},
@@ -290,6 +300,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"SELU", unary<selu>},
     {"SGD_UPDATE", sgd_update_op},
     {"SIGMOID", unary<sigmoid>},
+    {"SIGN", unary<sign>},
     {"SILU", unary<silu>},
     {"SINH", unary<sinh>},
     {"SOFTMAX", along<softmax>},
@@ -301,11 +312,13 @@ constexpr auto kTable = std::to_array<Entry>({
      [](const Call& c) {
        return sparse_categorical_crossentropy(c.src[0], c.src[1], c.arg.ignore_index, c.arg.label_smoothing, c.arg.mode);
      }},
+    {"SQUARE", unary<square>},
     {"TAN", unary<tan>},
     {"TANH", unary<tanh>},
     {"TOPK", topk_op},
     {"TRIL", [](const Call& c) { return tril(c.src[0], c.arg.diagonal); }},
     {"TRIU", [](const Call& c) { return triu(c.src[0], c.arg.diagonal); }},
+    {"TRUNC", unary<trunc>},
     {"UNFOLD", unfold_op},
     {"VAR", [](const Call& c) { return var(c.src[0], c.arg.axes, c.arg.keepdim, c.arg.correction); }},
 });

@@ -45,6 +45,7 @@ struct CompositeArgs {
   double label_smoothing = 0;
   double momentum = 0, weight_decay = 0, beta1 = 0, beta2 = 0;
   bool nesterov = false, decoupled = false;
+  bool detect_positive = false, detect_negative = false;
   std::string mode;
   bool include_self = false, align_corners = false;
   int64_t ignore_index = 0, step = 0;

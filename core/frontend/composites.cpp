@@ -131,6 +131,26 @@ absl::StatusOr<UOpRef> max(const UOpRef& x, std::vector<int64_t> axes, bool keep
   return reduce_keep(Ops::MAX, x, std::move(axes), keepdim);
 }
 
+absl::StatusOr<UOpRef> order_reversed(const UOpRef& x) {
+  if (x->dtype == DType::Bool) return alu(Ops::NOT, {x});
+  if (dtype_is_float(x->dtype)) return alu(Ops::NEG, {x});
+  PG_ASSIGN(ones, constant(int64_t{-1}, x->dtype, x->shape));  // every bit set
+  return alu(Ops::XOR, {x, ones});
+}
+
+absl::StatusOr<UOpRef> min(const UOpRef& x, std::vector<int64_t> axes, bool keepdim) {
+  PG_ASSIGN(r, order_reversed(x));
+  PG_ASSIGN(m, reduce_keep(Ops::MAX, r, std::move(axes), keepdim));
+  return order_reversed(m);
+}
+
+absl::StatusOr<UOpRef> minimum(const UOpRef& a, const UOpRef& b) {
+  PG_ASSIGN(ra, order_reversed(a));
+  PG_ASSIGN(rb, order_reversed(b));
+  PG_ASSIGN(m, alu(Ops::MAX, {ra, rb}));
+  return order_reversed(m);
+}
+
 absl::StatusOr<UOpRef> mean(const UOpRef& x, std::vector<int64_t> axes, bool keepdim) {
   if (auto s = need_float(x, "mean"); !s.ok()) return s;
   PG_ASSIGN(ax, norm_axes(std::move(axes), x));

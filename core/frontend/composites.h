@@ -22,6 +22,14 @@ absl::StatusOr<UOpRef> matmul(const UOpRef& a, const UOpRef& b);
 // Reductions with keepdim control; `axes` empty means every axis.
 absl::StatusOr<UOpRef> sum(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);
 absl::StatusOr<UOpRef> max(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);
+// The smallest value: an order-reversed max, through a map that no value overflows (-x for
+// floats, so a tie splits the gradient as max's does; ~x for integers, whose minimum -x would
+// wrap; not for bool).
+absl::StatusOr<UOpRef> min(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);
+// The elementwise minimum of two tensors of one dtype and shape, the same way.
+absl::StatusOr<UOpRef> minimum(const UOpRef& a, const UOpRef& b);
+// The order-reversing map of x's dtype onto itself that min, minimum and argmin reduce through.
+absl::StatusOr<UOpRef> order_reversed(const UOpRef& x);
 absl::StatusOr<UOpRef> mean(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);
 absl::StatusOr<UOpRef> var(const UOpRef& x, std::vector<int64_t> axes, bool keepdim, double correction);
 

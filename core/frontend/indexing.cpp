@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/frontend/composites.h"
 #include "core/frontend/conv.h"
 #include "core/frontend/status_macros.h"
 #include "core/frontend/tensor_ops.h"
@@ -32,15 +33,9 @@ absl::StatusOr<UOpRef> eq(const UOpRef& a, const UOpRef& b) {
 absl::StatusOr<UOpRef> arg_extreme(const UOpRef& x, int64_t axis_in, bool keepdim, bool is_max) {
   PG_ASSIGN(axis, axis_of(axis_in, x));
   UOpRef v = x;
-  if (!is_max) {
-    if (x->dtype == DType::Bool || dtype_is_unsigned(x->dtype)) {
-      PG_ASSIGN(f, cast(x, DType::Float64));
-      PG_ASSIGN(nf, alu(Ops::NEG, {f}));
-      v = nf;
-    } else {
-      PG_ASSIGN(nx, alu(Ops::NEG, {x}));
-      v = nx;
-    }
+  if (!is_max) {  // not -x: an int32's -2^31 would wrap onto itself and tie with the largest
+    PG_ASSIGN(r, order_reversed(x));
+    v = r;
   }
   const int64_t n = x->shape[axis];
   PG_ASSIGN(m, reduce(Ops::MAX, v, {axis}));

@@ -473,6 +473,12 @@ absl::StatusOr<UOpRef> lerp(const UOpRef& start, const UOpRef& end, const UOpRef
   }, Work::Activation);
 }
 
+absl::StatusOr<UOpRef> gelu_erf(const UOpRef& x) {
+  return unary("gelu", x, [](Expr& e, const UOpRef& v) {
+    return e.mul(e.mul(v, 0.5), e.add(erf_expr(e, e.mul(v, M_SQRT1_2)), 1.0));
+  });
+}
+
 absl::StatusOr<UOpRef> isfinite(const UOpRef& x) {
   if (!dtype_is_float(x->dtype)) return constant(int64_t{1}, DType::Bool, x->shape);
   Expr e(x->dtype, x->shape);

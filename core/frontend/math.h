@@ -58,6 +58,8 @@ absl::StatusOr<UOpRef> hardsigmoid(const UOpRef& x, double alpha, double beta);
 absl::StatusOr<UOpRef> hardswish(const UOpRef& x);
 // log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): no overflow, slope 1/2 at 0, 0 at inf.
 absl::StatusOr<UOpRef> logsigmoid(const UOpRef& x);
+// torch's exact gelu: x (1 + erf(x / sqrt 2)) / 2, erf as above (float32 in float64).
+absl::StatusOr<UOpRef> gelu_erf(const UOpRef& x);
 
 // Binary and ternary: float operands of one dtype and shape.
 absl::StatusOr<UOpRef> logaddexp(const UOpRef& a, const UOpRef& b);  // log(exp(a) + exp(b)), no overflow

@@ -138,8 +138,8 @@ const BUILD = {
       Tensor.training = was;
     }
   }),
-  ...Object.fromEntries(['neg', 'relu', 'gelu', 'abs', 'bitwiseNot', 'logicalNot', 'trunc', 'floor', 'ceil', 'round',
-    'sign', 'square', 'isnan', 'isinf'].map((m) => [m, (xs) => xs[0][m]()])),
+  ...Object.fromEntries(['neg', 'relu', 'bitwiseNot', 'logicalNot'].map((m) => [m, (xs) => xs[0][m]()])),
+  gelu: (xs, a) => xs[0].gelu(a.approximate ?? 'tanh'),
   isclose: (xs, a) => xs[0].isclose(xs[1], { rtol: a.rtol, atol: a.atol, equalNan: a.equalNan ?? false }),
   any: reduce('any'),
   all: reduce('all'),

@@ -142,8 +142,12 @@ case("softplus/f32", "softplus", "SOFTPLUS", [inp("float32", (2, 3))])
 case("softplus/f16-beta", "softplus", "SOFTPLUS", [inp("float16", (6,))], {"beta": 2, "threshold": 4.5})
 case("softplus/i32", "softplus", ["CAST", "SOFTPLUS"], [inp("int32", (5,), "small")])
 case("leakyRelu/f32", "leakyRelu", "LEAKY_RELU", [inp("float32", (2, 4))], {"negSlope": 0.125})
-case("abs/f32", "abs", ["MAX", "NEG"], [inp("float32", (6,))])
-case("abs/i8", "abs", ["MAX", "NEG"], [inp("int8", (6,))])
+case("gelu/none-f32", "gelu", "GELU_ERF", [inp("float32", (2, 4))], {"approximate": "none"})
+case("gelu/none-bf16", "gelu", "GELU_ERF", [inp("bfloat16", (6,))], {"approximate": "none"})
+case("abs/f32", "abs", "ABS", [inp("float32", (6,))])
+case("abs/i8", "abs", "ABS", [inp("int8", (6,))])
+case("abs/u8", "abs", "ABS", [inp("uint8", (6,))])
+case("abs/bf16", "abs", "ABS", [inp("bfloat16", (6,))])
 
 # ---- elementwise binary ------------------------------------------------------------------------
 for dt in FLOATS + INTS:
@@ -208,7 +212,7 @@ for dt in ["int32", "int8", "uint16", "int64"]:
   case(f"idiv/{short(dt)}", "idiv", "IDIV", [inp(dt, (8,)), inp(dt, (8,), "small")])
 for dt in ["int32", "uint8"]:
   case(f"fmod/{short(dt)}", "fmod", "MOD", [inp(dt, (8,)), inp(dt, (8,), "small")])
-case("fmod/f32", "fmod", ["DIV", "CAST"], [inp("float32", (6,)), inp("float32", (6,), "pos")])
+case("fmod/f32", "fmod", ["DIV", "TRUNC"], [inp("float32", (6,)), inp("float32", (6,), "pos")])
 case("remainder/i16", "remainder", ["MOD", "WHERE"], [inp("int16", (8,)), inp("int16", (8,), "small")])
 case("floorDivide/i32", "floorDivide", ["IDIV", "MOD"], [inp("int32", (8,)), inp("int32", (8,), "small")])
 for name, wire in [("bitwiseAnd", "AND"), ("bitwiseOr", "OR"), ("bitwiseXor", "XOR")]:
@@ -449,15 +453,18 @@ case("sdpa/float-mask-f16", "scaledDotProductAttention", ["SCALED_DOT_PRODUCT_AT
 
 # ---- ops the clients compose themselves from wire ops (where their rules drift most easily) ------
 # (rsqrt to hardswish were composed until issue 33; they are core composites now)
-case("trunc/f32", "trunc", "CAST", [inp("float32", (8,))])
-case("floor/f32", "floor", ["CAST", "CMPLT", "WHERE"], [inp("float32", (8,))])
-case("ceil/f64", "ceil", ["CAST", "CMPLT", "WHERE"], [inp("float64", (8,))])
-case("round/f32-half-even", "round", ["CAST", "WHERE"], [inp("float32", (12,), lo=-12, hi=12, div=2)])
-case("round/f16", "round", ["CAST", "WHERE"], [inp("float16", (8,))])
-case("floor/i32", "floor", "CMPLT", [inp("int32", (6,))])
-case("sign/f32", "sign", ["CMPNE", "WHERE"], [inp("float32", (8,), "small")])
-case("sign/i8", "sign", ["CMPNE", "WHERE"], [inp("int8", (8,), "small")])
-case("square/i16", "square", "MUL", [inp("int16", (6,), "small")])
+case("trunc/f32", "trunc", "TRUNC", [inp("float32", (8,))])
+case("trunc/bf16", "trunc", "TRUNC", [inp("bfloat16", (8,))])
+case("floor/f32", "floor", "FLOOR", [inp("float32", (8,))])
+case("ceil/f64", "ceil", "CEIL", [inp("float64", (8,))])
+case("ceil/f16", "ceil", "CEIL", [inp("float16", (8,))])
+case("round/f32-half-even", "round", "ROUND", [inp("float32", (12,), lo=-12, hi=12, div=2)])
+case("round/f16", "round", "ROUND", [inp("float16", (8,))])
+case("floor/i32", "floor", "FLOOR", [inp("int32", (6,))])
+case("sign/f32", "sign", "SIGN", [inp("float32", (8,), "small")])
+case("sign/i8", "sign", "SIGN", [inp("int8", (8,), "small")])
+case("square/i16", "square", "SQUARE", [inp("int16", (6,), "small")])
+case("square/f16", "square", "SQUARE", [inp("float16", (6,), "small")])
 case("rsqrt/f32", "rsqrt", "RSQRT", [inp("float32", (6,), "pos")])
 case("tan/f32", "tan", "TAN", [inp("float32", (6,), "unit")])
 case("elu/f32", "elu", "ELU", [inp("float32", (8,))], {"alpha": 0.5})
@@ -502,10 +509,14 @@ case("optimizerStep/lamb", "optimizerStep", "LAMB_UPDATE", [inp("float32", (4, 2
      {"optimizer": "lamb", "lr": 0.25, "options": {"weightDecay": 0.5}})
 # Chains (`then`): each step applies to the previous result. Dividing by zeros makes inf and nan,
 # which the generator never produces directly.
-case("isnan/div-by-zero", "div", ["DIV", "CMPNE"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],
+case("isnan/div-by-zero", "div", ["DIV", "ISNAN"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],
      then=[("isnan", {})])
-case("isinf/div-by-zero", "div", ["DIV", "CMPNE"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],
+case("isinf/div-by-zero", "div", ["DIV", "ISINF"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],
      then=[("isinf", {})])
+case("isinf/positive-only", "div", ["DIV", "ISINF"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],
+     then=[("isinf", {"detectNegative": False})])
+case("sign/f32-of-nan", "div", ["DIV", "SIGN"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],
+     then=[("sign", {})])
 case("div/f16-by-zero", "div", "DIV", [inp("float16", (8,), "small"), inp("float16", (8,), lo=-1, hi=1, div=1)])
 case("chain/matmul-relu-sum", "matmul", ["MATMUL", "RELU", "REDUCE_SUM"], [inp("float32", (3, 4)), inp("float32", (4, 5))],
      then=[("relu", {}), ("sum", {"axis": 0})])

@@ -1,5 +1,5 @@
-# Elementwise math and activations composed from wire ops, node for node as the Python and
-# JavaScript clients compose them (so all three send the daemon the same graphs).
+# Elementwise glue of the R client: clamp's optional bounds, R's is.nan and is.infinite on tensors,
+# isclose; the math itself is the daemon's.
 
 #' More elementwise math
 #'
@@ -26,11 +26,11 @@ clamp_op <- function(op, x, bound) {
 
 #' @rdname pg_clamp
 #' @export
-is.nan.polygrad_tensor <- function(x) cmp(OP$CMPNE, x, x)
+is.nan.polygrad_tensor <- function(x) pg_isnan(x)
 
 #' @rdname pg_clamp
 #' @export
-is.infinite.polygrad_tensor <- function(x) (x == Inf) | (x == -Inf)
+is.infinite.polygrad_tensor <- function(x) pg_isinf(x)
 
 #' Closeness of tensors
 #'

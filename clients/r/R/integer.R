@@ -32,7 +32,7 @@ pg_fmod <- function(x, y, reverse = FALSE) {
   ab <- broadcasted(x, y, reverse)
   a <- ab[[1]]
   b <- ab[[2]]
-  if (is_float_dtype(a$node$dtype)) return(a - ftrunc(a / b) * b)
+  if (is_float_dtype(a$node$dtype)) return(a - pg_trunc(a / b) * b)
   int_binop(OP$MOD, "pg_fmod", a, b)
 }
 
@@ -42,7 +42,7 @@ pg_floor_divide <- function(x, y, reverse = FALSE) {
   ab <- broadcasted(x, y, reverse)
   a <- ab[[1]]
   b <- ab[[2]]
-  if (is_float_dtype(a$node$dtype)) return(ffloor(a / b))
+  if (is_float_dtype(a$node$dtype)) return(pg_floor(a / b))
   q <- int_binop(OP$IDIV, "%/%", a, b)
   if (dtype_kind(a$node$dtype) == "u") return(q)
   r <- make(OP$MOD, a$node$dtype, a$node$shape, list(a, b))
@@ -55,7 +55,7 @@ pg_remainder <- function(x, y, reverse = FALSE) {
   ab <- broadcasted(x, y, reverse)
   a <- ab[[1]]
   b <- ab[[2]]
-  if (is_float_dtype(a$node$dtype)) return(a - ffloor(a / b) * b)
+  if (is_float_dtype(a$node$dtype)) return(a - pg_floor(a / b) * b)
   r <- int_binop(OP$MOD, "%%", a, b)
   if (dtype_kind(a$node$dtype) == "u") r else pg_where(off_floor(r, b), r + b, r)
 }

@@ -2,16 +2,23 @@
 
 #' Activations
 #'
-#' `pg_relu` is max(x, 0) (bool and unsigned tensors unchanged), `pg_gelu` gelu's tanh approximation.
+#' `pg_relu` is max(x, 0) (bool and unsigned tensors unchanged), `pg_gelu` gelu's tanh approximation (tinygrad's), or
+#' with `approximate = "none"` torch's exact gelu through erf.
 #' `pg_sigmoid`, `pg_tanh`, `pg_silu`, `pg_leaky_relu` and the other activations that are one op of
 #' the daemon are in [ops_gen].
 #' @param x a tensor.
+#' @param approximate `"tanh"` or `"none"`.
 #' @return a tensor of x's shape (float).
 #' @export
 pg_relu <- function(x) if (x$node$dtype == "bool" || dtype_kind(x$node$dtype) == "u") x else unop(OP$RELU, x)
 #' @rdname pg_relu
 #' @export
-pg_gelu <- function(x) unop(OP$GELU, float_of(x))
+pg_gelu <- function(x, approximate = "tanh") {
+  if (!identical(approximate, "tanh") && !identical(approximate, "none")) {
+    pg_abort("invalid_argument", "pg_gelu: approximate must be \"tanh\" or \"none\"")
+  }
+  unop(if (approximate == "tanh") OP$GELU else OP$GELU_ERF, float_of(x))
+}
 
 #' Dropout
 #'

@@ -122,26 +122,17 @@ pg_minimum <- function(x, y) {
   inverse(make(OP$MAX, ab[[1]]$node$dtype, ab[[1]]$node$shape, list(inverse(ab[[1]]), inverse(ab[[2]]))))
 }
 
-ftrunc <- function(x) if (!is_float_dtype(x$node$dtype)) x else pg_cast(pg_cast(x, "int64"), x$node$dtype)
-
-ffloor <- function(x) { t <- ftrunc(x); pg_where(x < t, t - 1, t) }
-
-# Half to even, from floor: a fraction of exactly 0.5 goes to the even neighbour.
-round_half_even <- function(x, digits = 0) {
+# R's round() passes digits; a tensor rounds to whole numbers only.
+round_tensor <- function(x, digits = 0) {
   if (!identical(as.numeric(digits), 0)) pg_abort("invalid_argument", "round() of a tensor takes no digits")
-  if (!is_float_dtype(x$node$dtype)) return(x)
-  lo <- ffloor(x)
-  frac <- x - lo
-  half <- lo * 0.5
-  odd <- ftrunc(half) != half
-  pg_where(frac > 0.5, lo + 1, pg_where(frac < 0.5, lo, pg_where(odd, lo + 1, lo)))
+  pg_round(x)
 }
 
 #' Elementwise math on tensors
 #'
 #' `exp log sqrt abs sin cos tan tanh floor ceiling trunc round sign log2 cumsum atan asin acos
-#' sinh cosh asinh acosh atanh log10 log1p expm1` (R's Math group; the ones that are one op of the
-#' daemon call the generated functions of [ops_gen], `pg_exp`, `pg_sin`, ...; see [pg_isclose] for
+#' sinh cosh asinh acosh atanh log10 log1p expm1` (R's Math group: the generated functions of
+#' [ops_gen], `pg_exp`, `pg_abs`, `pg_ceil`, ...; see [pg_isclose] for
 #' the edges of their domains). `round` rounds half to even (as R, numpy and torch) and takes no
 #' digits; `cumsum` takes a 1-D tensor ([pg_cumsum] takes an axis).
 #' @param x a tensor.
@@ -170,14 +161,12 @@ Math.polygrad_tensor <- function(x, ...) {
          log10 = pg_log10(x),
          log1p = pg_log1p(x),
          expm1 = pg_expm1(x),
-         abs = if (x$node$dtype == "bool" || dtype_kind(x$node$dtype) == "u") x else pg_maximum(x, -x),
-         sign = pg_where(x != 0, pg_where(x < 0, pg_full(dim(x), value = -1, dtype = x$node$dtype),
-                                          pg_full(dim(x), value = 1, dtype = x$node$dtype)),
-                         pg_full(dim(x), value = 0, dtype = x$node$dtype)),
-         trunc = ftrunc(x),
-         floor = ffloor(x),
-         ceiling = { t <- ftrunc(x); pg_where(x > t, t + 1, t) },
-         round = round_half_even(x, ...),
+         abs = pg_abs(x),
+         sign = pg_sign(x),
+         trunc = pg_trunc(x),
+         floor = pg_floor(x),
+         ceiling = pg_ceil(x),
+         round = round_tensor(x, ...),
          cumsum = {
            if (length(x$node$shape) != 1L) {
              pg_abort("invalid_argument", "cumsum() takes a 1-D tensor; use pg_cumsum(x, axis)")

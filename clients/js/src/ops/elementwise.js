@@ -163,23 +163,6 @@ P.pow = function pow(x, reverse = false) {
   return Tensor._make(OPS.POW, a.dtype, a._node.shape, [a, b]);
 };
 
-P.trunc = function trunc() {
-  if (!isFloat(this.dtype)) return this;
-  return this.cast(dtypes.int64).cast(this.dtype);
-};
-P.floor = function floor() { const t = this.trunc(); return this.lt(t).where(t.sub(1), t); };
-P.ceil = function ceil() { const t = this.trunc(); return this.gt(t).where(t.add(1), t); };
-
-// Round half to even (numpy, torch, tinygrad).
-P.round = function round() {
-  if (!isFloat(this.dtype)) return this;
-  const lo = this.floor();
-  const frac = this.sub(lo);
-  const half = lo.mul(0.5);
-  const odd = half.trunc().ne(half);
-  return frac.gt(0.5).where(lo.add(1), frac.lt(0.5).where(lo, odd.where(lo.add(1), lo)));
-};
-
 // --- comparisons (bool results) ---------------------------------------------------------------
 
 P.lt = function lt(x) { const [a, b] = this._broadcasted(x); return Tensor._make(OPS.CMPLT, dtypes.bool, a._node.shape, [a, b]); };
@@ -287,7 +270,12 @@ Tensor.where = (cond, x, y) => cond.where(x, y);
 // --- unary math and activations ---------------------------------------------------------------
 
 // The one-op math (exp, cos, erf, sigmoid, logaddexp, lerp, elu, mish, softplus, ...) is generated.js's.
-P.gelu = function gelu() { return this._float()._unop(OPS.GELU); };
+// The tanh approximation (tinygrad's, the default), or with approximate 'none' torch's exact
+// x * Phi(x) through erf.
+P.gelu = function gelu(approximate = 'tanh') {
+  if (approximate !== 'tanh' && approximate !== 'none') throw new TypeError(`gelu: approximate must be 'tanh' or 'none', got ${String(approximate).slice(0, 40)}`);
+  return this._float()._unop(approximate === 'tanh' ? OPS.GELU : OPS.GELU_ERF);
+};
 P.swish = P.silu;
 P.isclose = function isclose(other, { rtol = 1e-5, atol = 1e-8, equalNan = false } = {}) {
   if (!(rtol >= 0) || !(atol >= 0)) throw new RangeError(`isclose needs rtol >= 0 and atol >= 0, got ${rtol} and ${atol}`);
@@ -302,14 +290,6 @@ P.relu = function relu() {
   if (this.dtype === dtypes.bool || this.dtype.kind === 'u') return this;
   return this._unop(OPS.RELU);
 };
-P.abs = function abs() {
-  if (this.dtype === dtypes.bool || this.dtype.kind === 'u') return this;
-  return this.maximum(this.neg());
-};
-P.sign = function sign() {
-  return this.ne(0).where(this.lt(0).where(this.fullLike(-1), this.fullLike(1)), this.fullLike(0));
-};
-P.square = function square() { return this.mul(this); };
 // torch's clamp (the daemon's CLAMP_MIN and CLAMP_MAX): a nan anywhere gives nan, and at a bound
 // the whole gradient reaches x.
 P.clip = function clip(min, max) {
@@ -325,8 +305,3 @@ P._clamp = function _clamp(op, bound) {
 P.clampMin = function clampMin(min) { return this._clamp(OPS.CLAMP_MIN, min); };
 P.clampMax = function clampMax(max) { return this._clamp(OPS.CLAMP_MAX, max); };
 P.clamp = P.clip;
-P.isnan = function isnan() { return this.ne(this); };
-P.isinf = function isinf(detectPositive = true, detectNegative = true) {
-  const pos = detectPositive ? this.eq(Infinity) : this.zerosLike({ dtype: dtypes.bool });
-  return detectNegative ? pos.bitwiseOr(this.eq(-Infinity)) : pos;
-};

@@ -200,22 +200,6 @@ class Elementwise:
     a, b = a._float(), b._float()
     return Tensor._make(g.POW, a.dtype, a.shape, (a, b))
 
-  def _trunc(self) -> "Tensor":
-    if not dtypes.is_float(self.dtype):
-      return self
-    return self.cast(dtypes.int64).cast(self.dtype)
-
-  def trunc(self) -> "Tensor":
-    return self._trunc()
-
-  def floor(self) -> "Tensor":
-    t = self._trunc()
-    return (self < t).where(t - 1, t)
-
-  def ceil(self) -> "Tensor":
-    t = self._trunc()
-    return (self > t).where(t + 1, t)
-
   # --- comparisons ------------------------------------------------------------------------------
 
   def __lt__(self, x) -> "Tensor":

@@ -1,8 +1,6 @@
-"""Elementwise unary math and activations with client glue: relu, gelu, abs, clip, round, isclose, ...
-(the ones that are one op of the daemon, exp, cos, erf, softplus, elu, mish, ..., are generated.py's)."""
+"""Elementwise unary math and activations with client glue: relu, gelu, clip, isclose, ...
+(the ones that are one op of the daemon, exp, cos, erf, abs, round, softplus, mish, ..., are generated.py's)."""
 from __future__ import annotations
-
-import math
 
 from .. import graph as g
 from ..dtype import dtypes
@@ -27,23 +25,9 @@ class Unary:
   def gelu(self, approximate: str = "tanh") -> "Tensor":
     """The tanh approximation (tinygrad's gelu, the default), or with approximate='none' the exact
     x * Phi(x) through erf (torch's default)."""
-    if approximate == "none":
-      x = self._float()
-      return x * 0.5 * (1 + (x * (1 / math.sqrt(2))).erf())
-    if approximate != "tanh":
+    if approximate not in ("tanh", "none"):
       raise ShapeError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
-    return self._float()._unop(g.GELU)
-
-  def abs(self) -> "Tensor":
-    if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
-      return self
-    return self.maximum(-self)
-
-  def sign(self) -> "Tensor":
-    return (self != 0).where((self < 0).where(self.full_like(-1), self.full_like(1)), self.full_like(0))
-
-  def square(self) -> "Tensor":
-    return self * self
+    return self._float()._unop(g.GELU if approximate == "tanh" else g.GELU_ERF)
 
   def clip(self, min_=None, max_=None) -> "Tensor":
     """torch's clamp: min_ and max_ are numbers or tensors (broadcast, promoting the dtype). A nan
@@ -65,22 +49,6 @@ class Unary:
     return self._binop(op, bound)
 
   clamp = clip
-
-  def isnan(self) -> "Tensor":
-    return self != self
-
-  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> "Tensor":
-    pos = (self == math.inf) if detect_positive else self.zeros_like(dtype=dtypes.bool)
-    return pos | (self == -math.inf) if detect_negative else pos
-
-  def round(self) -> "Tensor":
-    """Round half to even (numpy, torch, tinygrad)."""
-    if not dtypes.is_float(self.dtype):
-      return self
-    lo = self.floor()
-    frac = self - lo
-    odd = (lo * 0.5)._trunc() != lo * 0.5
-    return (frac > 0.5).where(lo + 1, (frac < 0.5).where(lo, odd.where(lo + 1, lo)))
 
   def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> "Tensor":
     """|self - other| <= atol + rtol * |other| elementwise (bool), as torch.isclose."""
