@@ -189,7 +189,8 @@ case("pow/scalar-neg-int", "pow", ["RECIPROCAL", "MUL"], [inp("float32", (5,), "
 for dt in ["float32", "int8", "uint8", "bfloat16", "bool", "int64"]:
   case(f"maximum/{short(dt)}", "maximum", "MAX", [inp(dt, (2, 3)), inp(dt, (2, 3))])
 for dt in ["float32", "int8", "uint8", "bool", "float16"]:
-  case(f"minimum/{short(dt)}", "minimum", "MAX", [inp(dt, (2, 3)), inp(dt, (2, 3))])
+  case(f"minimum/{short(dt)}", "minimum", "MINIMUM", [inp(dt, (2, 3)), inp(dt, (2, 3))])
+case("minimum/i32-bits", "minimum", "MINIMUM", [inp("int32", (2, 4), "bits"), inp("int32", (2, 4), "bits")])
 case("maximum/scalar-f32", "maximum", ["MAX", "CONST"], [inp("float32", (5,))], {"scalar": 0.5})
 case("clamp/f32", "clamp", ["CLAMP_MIN", "CLAMP_MAX"], [inp("float32", (6,))], {"min": -1.5, "max": 2.25})
 case("clamp/i32", "clamp", ["CLAMP_MIN", "CLAMP_MAX"], [inp("int32", (6,), "small")], {"min": -3, "max": 4})
@@ -250,7 +251,9 @@ for dt in ["float32", "int16", "uint8", "bool", "bfloat16"]:
   case(f"max/{short(dt)}-axis0", "max", "REDUCE_MAX", [inp(dt, (3, 4))], {"axis": 0})
 case("max/f64-all", "max", "REDUCE_MAX", [inp("float64", (3, 4))])
 for dt in ["float32", "int32", "uint16", "bool"]:
-  case(f"min/{short(dt)}-axis1", "min", "REDUCE_MAX", [inp(dt, (3, 4))], {"axis": 1, "keepdim": True})
+  case(f"min/{short(dt)}-axis1", "min", "REDUCE_MIN", [inp(dt, (3, 4))], {"axis": 1, "keepdim": True})
+case("min/i32-bits-all", "min", "REDUCE_MIN", [inp("int32", (3, 4), "bits")])
+case("min/u64-bits-axis0", "min", "REDUCE_MIN", [inp("uint64", (3, 4), "bits")], {"axis": 0})
 for dt in ["float32", "float16", "int32", "bfloat16"]:
   case(f"mean/{short(dt)}", "mean", "MEAN", [inp(dt, (3, 4))], {"axis": 1})
 case("mean/f32-all", "mean", "MEAN", [inp("float32", (2, 3, 4))])
@@ -267,6 +270,7 @@ case("argmax/i8-all", "argmax", "ARGMAX", [inp("int8", (3, 4), "small")])
 case("argmax/u8-keepdim", "argmax", "ARGMAX", [inp("uint8", (3, 4), "small")], {"axis": 0, "keepdim": True})
 case("argmin/f16", "argmin", "ARGMIN", [inp("float16", (3, 4), "small")], {"axis": 0})
 case("argmin/i64-all", "argmin", "ARGMIN", [inp("int64", (3, 4), "small")])
+case("argmin/i32-bits", "argmin", "ARGMIN", [inp("int32", (3, 4), "bits")], {"axis": 1})
 for dt in ["float32", "int32", "float16", "uint8"]:
   case(f"prod/{short(dt)}", "prod", "REDUCE_PROD", [inp(dt, (3, 4), "small")], {"axis": 1})
 case("prod/i64-all", "prod", "REDUCE_PROD", [inp("int64", (2, 3), "small")])

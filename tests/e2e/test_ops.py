@@ -449,3 +449,19 @@ def test_numpy_operands_on_either_side(rng):
                    (t / np.float32(4), a / 4)]:
     assert isinstance(got, Tensor)
     assert_close(got.numpy(), ref)
+
+
+# min, minimum and argmin at every integer dtype's extremes, where a negated max wraps (-(-2^31)
+# is -2^31 in int32), against numpy; rows chosen so the extreme is the answer or ties with it.
+@pytest.mark.parametrize("dt", ["int8", "int32", "int64", "uint8", "uint32", "uint64"])
+def test_min_minimum_argmin_at_integer_extremes(rng, dt):
+  info = np.iinfo(dt)
+  pool = np.array([info.min, info.max, 0, 1, info.min + 1, info.max - 1], dtype=dt)
+  a, b = rng.choice(pool, (4, 6)), rng.choice(pool, (4, 6))
+  a[0, 3] = info.min  # each of these rows holds the dtype's lowest value at least once
+  b[1, 0] = info.min
+  ta, tb = Tensor(a), Tensor(b)
+  np.testing.assert_array_equal(ta.min(1).numpy(), a.min(1))
+  np.testing.assert_array_equal(ta.min().numpy(), a.min())
+  np.testing.assert_array_equal(ta.argmin(1).numpy(), a.argmin(1))
+  np.testing.assert_array_equal(ta.minimum(tb).numpy(), np.minimum(a, b))

@@ -6,15 +6,6 @@ logical_not <- function(x) {
   make(OP$CMPNE, "bool", b$node$shape, list(b, const_tensor(TRUE, "bool", b$node$shape)))
 }
 
-# An order-reversing map of the dtype onto itself (min from max): -x, max - x for unsigned
-# dtypes (where -0 would be 0, the least), not x for bool.
-inverse <- function(x) {
-  dt <- x$node$dtype
-  if (dt == "bool") return(logical_not(x))
-  if (dtype_kind(dt) == "u") return(make(OP$SUB, dt, x$node$shape, list(max_const(dt, x$node$shape), x)))
-  unop(OP$NEG, x)
-}
-
 pg_div <- function(x, y, reverse = FALSE) {
   ab <- broadcasted(x, y, reverse, op = OP$DIV)
   a <- float_of(ab[[1]])
@@ -117,10 +108,7 @@ pg_where <- function(cond, x, y) {
 pg_maximum <- function(x, y) binop(OP$MAX, x, y)
 #' @rdname pg_maximum
 #' @export
-pg_minimum <- function(x, y) {
-  ab <- broadcasted(x, y)
-  inverse(make(OP$MAX, ab[[1]]$node$dtype, ab[[1]]$node$shape, list(inverse(ab[[1]]), inverse(ab[[2]]))))
-}
+pg_minimum <- function(x, y) binop(OP$MINIMUM, x, y)
 
 # R's round() passes digits; a tensor rounds to whole numbers only.
 round_tensor <- function(x, digits = 0) {

@@ -40,7 +40,10 @@ pg_max <- function(x, axis = NULL, keepdim = FALSE) {
 #' @rdname pg_sum
 #' @export
 pg_min <- function(x, axis = NULL, keepdim = FALSE) {
-  inverse(reduce_op(OP$REDUCE_MAX, inverse(x), wire_axes(axis, length(x$node$shape)), keepdim))
+  axes <- wire_axes(axis, length(x$node$shape))
+  if (!length(axes)) return(x)
+  make(OP$REDUCE_MIN, x$node$dtype, reduced_shape(x$node$shape, axes, keepdim), list(x),
+       list(axes = axes, keepdim = keepdim))
 }
 
 #' @rdname pg_sum

@@ -123,19 +123,7 @@ P.div = function div(x, reverse = false) {
 
 P.maximum = function maximum(x) { return this._binop(OPS.MAX, x); };
 
-P.minimum = function minimum(x) {
-  const [a, b] = this._broadcasted(x);
-  return Tensor._make(OPS.MAX, a.dtype, a._node.shape, [a._inverse(), b._inverse()])._inverse();
-};
-
-// An order-reversing map of the dtype onto itself: -x, max-x (unsigned), not x (bool).
-P._inverse = function _inverse() {
-  if (this.dtype === dtypes.bool) return this.logicalNot();
-  if (this.dtype.kind === 'u') {
-    return Tensor._make(OPS.SUB, this.dtype, this._node.shape, [Tensor._const(dtypes.max(this.dtype), this.dtype, this._node.shape), this]);
-  }
-  return this._unop(OPS.NEG);
-};
+P.minimum = function minimum(x) { return this._binop(OPS.MINIMUM, x); };
 
 P.neg = function neg() {
   return this.dtype === dtypes.bool ? this.logicalNot() : this._unop(OPS.NEG);

@@ -54,7 +54,10 @@ P.max = function max(a, b) {
 
 P.min = function min(a, b) {
   const o = reduceArgs(a, b);
-  return this._inverse()._reduce(OPS.REDUCE_MAX, o.axis, o.keepdim)._inverse();
+  const axes = normalizeAxes(o.axis, this.ndim);
+  if (!axes.length) return this;
+  return Tensor._make(OPS.REDUCE_MIN, this.dtype, reducedShape(this._node.shape, axes, o.keepdim), [this],
+    new Composite({ axes, keepdim: o.keepdim }));
 };
 
 // Whether any / every element along the axes is nonzero (bool); every is true over no elements.

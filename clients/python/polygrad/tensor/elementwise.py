@@ -138,16 +138,7 @@ class Elementwise:
     return self._binop(g.MAX, x)
 
   def minimum(self, x) -> "Tensor":
-    a, b = self._broadcasted(x)
-    return Tensor._make(g.MAX, a.dtype, a.shape, (a._inverse(), b._inverse()))._inverse()
-
-  def _inverse(self) -> "Tensor":
-    """An order-reversing map of the dtype onto itself: -x, max-x (unsigned), not x (bool)."""
-    if self.dtype == dtypes.bool:
-      return self.logical_not()
-    if dtypes.is_unsigned(self.dtype):
-      return Tensor._make(g.SUB, self.dtype, self.shape, (Tensor._const(dtypes.max(self.dtype), self.dtype, self.shape), self))
-    return self._unop(g.NEG)
+    return self._binop(g.MINIMUM, x)
 
   __add__ = add
   __sub__ = sub

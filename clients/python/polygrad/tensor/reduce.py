@@ -47,7 +47,11 @@ class Reduce:
     return self._reduce(g.REDUCE_MAX, axis, keepdim)
 
   def min(self, axis=None, keepdim: bool = False) -> "Tensor":
-    return self._inverse()._reduce(g.REDUCE_MAX, axis, keepdim)._inverse()
+    axes = normalize_axes(axis, self.ndim)
+    if not axes:
+      return self
+    return Tensor._make(g.REDUCE_MIN, self.dtype, reduced_shape(self.shape, axes, keepdim), (self,),
+                        g.Composite(axes=axes, keepdim=keepdim))
 
   def any(self, axis=None, keepdim: bool = False) -> "Tensor":
     """Whether any element along `axis` (None: all) is nonzero (bool)."""
