@@ -28,7 +28,8 @@ absl::StatusOr<UOpRef> max(const UOpRef& x, std::vector<int64_t> axes, bool keep
 absl::StatusOr<UOpRef> min(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);
 // The elementwise minimum of two tensors of one dtype and shape, the same way.
 absl::StatusOr<UOpRef> minimum(const UOpRef& a, const UOpRef& b);
-// The order-reversing map of x's dtype onto itself that min, minimum and argmin reduce through.
+// The order-reversing map of x's dtype onto itself that min, minimum, argmin, cummin and
+// scatter_reduce's amin reduce through (a running min is a running max of it).
 absl::StatusOr<UOpRef> order_reversed(const UOpRef& x);
 absl::StatusOr<UOpRef> mean(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);
 absl::StatusOr<UOpRef> var(const UOpRef& x, std::vector<int64_t> axes, bool keepdim, double correction);

@@ -73,14 +73,6 @@ absl::StatusOr<UOpRef> lowest(DType dt, const Shape& shape) {
   return constant(bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1)), dt, shape);
 }
 
-// An order-reversing bijection (a running min is a max of it): -x for floats (NaN stays NaN),
-// bitwise not for integers (no overflow at the minimum).
-absl::StatusOr<UOpRef> reversed(const UOpRef& t) {
-  if (dtype_is_float(t->dtype)) return alu(Ops::NEG, {t});
-  PG_ASSIGN(ones, constant(int64_t{-1}, t->dtype, t->shape));
-  return alu(Ops::XOR, {t, ones});
-}
-
 // a / b rounded toward -inf for integers with b > 0: IDIV truncates, so a negative a with a
 // remainder is one too high.
 absl::StatusOr<UOpRef> floor_div_positive(const UOpRef& a, const UOpRef& b) {
@@ -301,8 +293,8 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UO
       const bool is_min = reduce == ScatterReduce::Amin;
       UOpRef u = upd, k = keep;
       if (is_min) {
-        PG_ASSIGN(ru, reversed(upd));
-        PG_ASSIGN(rk, reversed(keep));
+        PG_ASSIGN(ru, order_reversed(upd));
+        PG_ASSIGN(rk, order_reversed(keep));
         u = ru;
         k = rk;
       }
@@ -310,7 +302,7 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UO
       PG_ASSIGN(mx, fold(Ops::MAX, u, low, k));
       total = mx;
       if (is_min) {
-        PG_ASSIGN(back, reversed(total));
+        PG_ASSIGN(back, order_reversed(total));
         total = back;
       }
       break;

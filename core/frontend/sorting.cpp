@@ -182,14 +182,6 @@ absl::StatusOr<UOpRef> cummax_last(const UOpRef& x, bool want_indices) {
   return reshape(last, x->shape);
 }
 
-// An order-reversing bijection of the dtype's values (so a running min is a running max of it):
-// negation for floats (NaN stays NaN), bitwise not for integers (no overflow at the minimum).
-absl::StatusOr<UOpRef> reversed(const UOpRef& t) {
-  if (dtype_is_float(t->dtype)) return alu(Ops::NEG, {t});
-  PG_ASSIGN(ones, constant(int64_t{-1}, t->dtype, t->shape));
-  return alu(Ops::XOR, {t, ones});
-}
-
 template <typename Last>
 absl::StatusOr<UOpRef> along(const UOpRef& x, int64_t axis, const char* op, const Last& f) {
   PG_ASSIGN(l, last_axis(x, axis, op));
@@ -223,10 +215,10 @@ absl::StatusOr<UOpRef> cummax(const UOpRef& x, int64_t axis, bool indices) {
 absl::StatusOr<UOpRef> cummin(const UOpRef& x, int64_t axis, bool indices) {
   return along(x, axis, "cummin", [&](const UOpRef& t) -> absl::StatusOr<UOpRef> {
     PG_ASSIGN(c, comparable(t));
-    PG_ASSIGN(r, reversed(c));
+    PG_ASSIGN(r, order_reversed(c));
     PG_ASSIGN(m, cummax_last(r, indices));
     if (indices) return m;
-    PG_ASSIGN(back, reversed(m));
+    PG_ASSIGN(back, order_reversed(m));
     return t->dtype == DType::Bool ? cast(back, DType::Bool) : back;
   });
 }
