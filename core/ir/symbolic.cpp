@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <unordered_map>
 
 namespace polygrad {
 namespace {
@@ -34,16 +35,28 @@ int64_t cval(const UOpRef& x) { return x->arg_int(); }
 
 }  // namespace
 
-Bounds bounds(const UOpRef& x) {
+namespace {
+
+using BoundsMemo = std::unordered_map<const UOp*, Bounds>;
+
+Bounds bounds_of(const UOpRef& x, BoundsMemo& memo);
+
+// A sum or product of a dtype narrower than int64 that leaves its range wraps to anywhere in it.
+Bounds within_dtype(Bounds v, DType dt) {
+  const Bounds d = dtype_bounds(dt);
+  return v.lo < d.lo || v.hi > d.hi ? d : v;
+}
+
+Bounds bounds_uncached(const UOpRef& x, BoundsMemo& memo) {
   if (x->op == Ops::CONST) {
     if (auto* i = std::get_if<int64_t>(&x->arg)) return {*i, *i};
     return {kMin, kMax};
   }
   if (!dtype_is_int(x->dtype) && x->dtype != DType::Bool) return {kMin, kMax};
-  auto b = [&](size_t i) { return bounds(x->src[i]); };
+  auto b = [&](size_t i) { return bounds_of(x->src[i], memo); };
   switch (x->op) {
     case Ops::RANGE: {
-      Bounds end = bounds(x->src[0]);
+      Bounds end = b(0);
       return {0, std::max<int64_t>(0, end.hi - 1)};
     }
     case Ops::ADD: {
@@ -87,7 +100,7 @@ Bounds bounds(const UOpRef& x) {
       return {std::min(l.lo, r.lo), std::max(l.hi, r.hi)};
     }
     case Ops::CAST: {
-      Bounds s = bounds(x->src[0]);
+      Bounds s = b(0);
       Bounds d = dtype_bounds(x->dtype);
       if (s.lo >= d.lo && s.hi <= d.hi) return s;
       return d;
@@ -99,6 +112,22 @@ Bounds bounds(const UOpRef& x) {
       break;
   }
   return dtype_bounds(x->dtype);
+}
+
+// Memoized: a value used twice (x * x, repeated squaring) is bounded once, not once per path.
+Bounds bounds_of(const UOpRef& x, BoundsMemo& memo) {
+  if (auto it = memo.find(x.get()); it != memo.end()) return it->second;
+  Bounds r = bounds_uncached(x, memo);
+  if (dtype_is_int(x->dtype)) r = within_dtype(r, x->dtype);
+  memo.emplace(x.get(), r);
+  return r;
+}
+
+}  // namespace
+
+Bounds bounds(const UOpRef& x) {
+  BoundsMemo memo;
+  return bounds_of(x, memo);
 }
 
 namespace {

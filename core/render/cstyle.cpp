@@ -347,7 +347,7 @@ absl::StatusOr<std::string> CStyleRenderer::Emitter::raw_expression(const UOp& n
       // one rounding more accurate and which vector math libraries (libmvec) provide.
       bool negate = false;
       if (const UOpRef* x = natural_exp_arg(n, negate))
-        return t_.math_call("exp", dt, negate ? absl::StrCat("(-", name(*x), ")") : name(*x));
+        return t_.math_call("exp", dt, negate ? t_.negate(dt, name(*x)) : name(*x));
       return t_.math_call("exp2", dt, a(0));
     }
     case Ops::LOG2: return t_.math_call("log2", dt, a(0));

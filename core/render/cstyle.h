@@ -56,7 +56,10 @@ class CStyleRenderer {
   virtual std::string math_call(const char* fn, DType dt, const std::string& x) const;
   // -x for a value of `dt` (default: C's unary minus). Integer products by -1 and differences
   // from 0 come here too, so a target can keep every integer negation in one spelling.
-  virtual std::string negate(DType dt, const std::string& x) const { return absl::StrCat("(-", x, ")"); }
+  // A space keeps a negative literal's sign from forming C's `--` with the minus.
+  virtual std::string negate(DType dt, const std::string& x) const {
+    return absl::StrCat(x.starts_with('-') ? "(- " : "(-", x, ")");
+  }
 
   // Cooperative reductions, for targets with warps (the default has none). `lane_ranges` lists the
   // reduction loops whose iterations the `group_lanes` threads of a group (a warp, or a block of
