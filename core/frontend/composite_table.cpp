@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/engine/placement.h"
+#include "core/frontend/arith.h"
 #include "core/frontend/basic_math.h"
 #include "core/frontend/composite_ops.h"
 #include "core/frontend/composites.h"
@@ -226,6 +227,8 @@ constexpr auto kTable = std::to_array<Entry>({
     {"CELU", [](const Call& c) { return celu(c.src[0], c.arg.alpha); }},
     {"CLAMP_MAX", binary<clamp_max>},
     {"CLAMP_MIN", binary<clamp_min>},
+    {"CMPEQ", binary<equal>},
+    {"CMPLE", binary<less_equal>},
     {"CONV2D", window_op<WindowKind::Conv>},
     {"CONV_TRANSPOSE2D", window_op<WindowKind::ConvTranspose>},
     {"COPY", copy_op},
@@ -243,6 +246,8 @@ constexpr auto kTable = std::to_array<Entry>({
     {"EXP", unary<exp>},
     {"EXPM1", unary<expm1>},
     {"FLOOR", unary<floor>},
+    {"FLOOR_DIVIDE", binary<floor_divide>},
+    {"FMOD", binary<fmod>},
     {"GATHER", gather_op},
     {"GELU", unary<gelu>},
     {"GELU_ERF", unary<gelu_erf>},
@@ -251,6 +256,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"HARDSWISH", unary<hardswish>},
     {"HARDTANH", [](const Call& c) { return hardtanh(c.src[0], c.arg.min_val, c.arg.max_val); }},
     {"INTERPOLATE", build_interpolate},
+    {"INT_POW", binary<int_pow>},
     {"ISCLOSE",
      [](const Call& c) { return isclose(c.src[0], c.src[1], c.arg.rtol, c.arg.atol, c.arg.equal_nan); }},
     {"ISFINITE", unary<isfinite>},
@@ -268,6 +274,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"LOGSIGMOID", unary<logsigmoid>},
     {"LOGSUMEXP", along_keepdim<logsumexp>},
     {"LOG_SOFTMAX", along<log_softmax>},
+    {"LSHIFT", binary<shift_left>},
     {"MATMUL", binary<matmul>},
     {"MAX_POOL2D", window_op<WindowKind::MaxPool>},
     {"MEAN", [](const Call& c) { return mean(c.src[0], c.arg.axes, c.arg.keepdim); }},
@@ -286,11 +293,15 @@ constexpr auto kTable = std::to_array<Entry>({
     {"RAND", random_op<rand>},
     {"RANDINT", randint_op},
     {"RANDN", random_op<randn>},
+    {"REDUCE_ALL", [](const Call& c) { return all(c.src[0], c.arg.axes, c.arg.keepdim); }},
+    {"REDUCE_ANY", [](const Call& c) { return any(c.src[0], c.arg.axes, c.arg.keepdim); }},
     {"REDUCE_MIN", [](const Call& c) { return min(c.src[0], c.arg.axes, c.arg.keepdim); }},
     {"RELU", unary<relu>},
     {"RELU6", unary<relu6>},
+    {"REMAINDER", binary<remainder>},
     {"RMS_NORM", [](const Call& c) { return rms_norm(c.src[0], c.arg.normalized_axes, c.arg.eps); }},
     {"ROUND", unary<round_half_even>},
+    {"RSHIFT", binary<shift_right>},
     {"RSQRT", unary<rsqrt>},
     {"SCALED_DOT_PRODUCT_ATTENTION",
      [](const Call& c) { return scaled_dot_product_attention(c.src[0], c.src[1], c.src[2], nullptr, c.arg.causal); }},

@@ -6,6 +6,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/frontend/arith.h"
+#include "core/frontend/basic_math.h"
+#include "core/frontend/expr.h"
+#include "core/frontend/gradient.h"
 #include "core/frontend/math.h"
 #include "core/frontend/status_macros.h"
 #include "core/frontend/tensor_ops.h"
@@ -508,14 +512,23 @@ absl::StatusOr<UOpRef> prod(const UOpRef& x, std::vector<int64_t> axes, bool kee
 
 namespace {
 
-absl::StatusOr<UOpRef> trunc(const UOpRef& x) {
-  PG_ASSIGN(i, cast(x, DType::Int64));
-  return cast(i, x->dtype);
-}
-
-absl::StatusOr<UOpRef> equal(const UOpRef& a, const UOpRef& b) {
-  PG_ASSIGN(ne, alu(Ops::CMPNE, {a, b}));
-  return alu(Ops::NOT, {ne});
+// torch's pow gradients: b a^(b-1) for the base (0 where b = 0, so x ** 0 is flat everywhere) and
+// a^b ln a for the exponent (0 where a = 0 and b >= 0). pow's construction would give 0 where it
+// is nan (negative bases with fractions, whose result is a selected nan constant) and nan where
+// it is finite (0 to a positive power, through log2 0).
+absl::StatusOr<std::vector<UOpRef>> pow_gradient(const UOpRef& out, const std::vector<UOpRef>& in, const UOpRef& g) {
+  const UOpRef &a = in[0], &b = in[1];
+  PG_ASSIGN(one, scalar_like(1, b));
+  PG_ASSIGN(b_minus_one, alu(Ops::SUB, {b, one}));
+  PG_ASSIGN(p, pow(a, b_minus_one));
+  PG_ASSIGN(ln_a, log(a));
+  Expr e(a->dtype, a->shape);
+  UOpRef ga = e.where(e.eq(b, 0.0), 0.0, e.mul(g, e.mul(b, p)));
+  UOpRef a_zero_b_nonneg = e.op(Ops::AND, {e.eq(a, 0.0), e.op(Ops::NOT, {e.lt(b, 0.0)})});
+  UOpRef gb = e.where(a_zero_b_nonneg, 0.0, e.mul(g, e.mul(out, ln_a)));
+  PG_ASSIGN(grad_a, e.done(ga));
+  PG_ASSIGN(grad_b, e.done(gb));
+  return std::vector<UOpRef>{grad_a, grad_b};
 }
 
 }  // namespace
@@ -526,6 +539,7 @@ absl::StatusOr<UOpRef> pow(const UOpRef& a, const UOpRef& b) {
     return absl::InvalidArgumentError(absl::StrCat("pow operands differ in dtype or shape: ", dtype_name(a->dtype), " (",
                                                    absl::StrJoin(a->shape, ", "), ") vs ", dtype_name(b->dtype), " (",
                                                    absl::StrJoin(b->shape, ", "), ")"));
+  if (auto squared = pow_by_squaring(a, b)) return *std::move(squared);
   PG_ASSIGN(zero, scalar_like(0, a));
   PG_ASSIGN(one, scalar_like(1, a));
   PG_ASSIGN(na, alu(Ops::NEG, {a}));
@@ -537,16 +551,11 @@ absl::StatusOr<UOpRef> pow(const UOpRef& a, const UOpRef& b) {
   PG_ASSIGN(mag, alu(Ops::EXP2, {bl}));
   // Negative bases: the sign comes from the exponent's parity; non-integer exponents give nan,
   // except for -inf, which C's pow (and torch) treat as +inf there: inf for b > 0, 0 below.
-  // Exponents of 2^53 and more are even integers in every float dtype (and would overflow the
-  // int64 that trunc goes through).
   PG_ASSIGN(nb, alu(Ops::NEG, {b}));
   PG_ASSIGN(mag_b, alu(Ops::MAX, {b, nb}));
-  PG_ASSIGN(big_c, scalar_like(9007199254740992.0, b));
-  PG_ASSIGN(fits, alu(Ops::CMPLT, {mag_b, big_c}));
-  PG_ASSIGN(small_b, alu(Ops::WHERE, {fits, b, zero}));
-  PG_ASSIGN(tb, trunc(small_b));
-  PG_ASSIGN(b_int, equal(small_b, tb));
-  PG_ASSIGN(half_b, scale(small_b, 0.5));
+  PG_ASSIGN(tb, trunc(b));
+  PG_ASSIGN(b_int, equal(b, tb));
+  PG_ASSIGN(half_b, scale(b, 0.5));
   PG_ASSIGN(t_half, trunc(half_b));
   PG_ASSIGN(even, equal(half_b, t_half));
   PG_ASSIGN(neg_mag, alu(Ops::NEG, {mag}));
@@ -572,7 +581,9 @@ absl::StatusOr<UOpRef> pow(const UOpRef& a, const UOpRef& b) {
   PG_ASSIGN(unit_to_inf, alu(Ops::AND, {a_mag_one, b_mag_inf}));
   PG_ASSIGN(ones_a, alu(Ops::OR, {b_zero, one_to_odd}));
   PG_ASSIGN(ones, alu(Ops::OR, {ones_a, unit_to_inf}));
-  return alu(Ops::WHERE, {ones, one, result});
+  PG_ASSIGN(out, alu(Ops::WHERE, {ones, one, result}));
+  set_gradient_rule(out, {a, b}, pow_gradient);
+  return out;
 }
 
 }  // namespace polygrad::frontend

@@ -1,11 +1,15 @@
 #include "core/frontend/gradient.h"
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/frontend/tensor_ops.h"
 
 namespace polygrad::frontend {
@@ -68,6 +72,53 @@ UOpRef prod_backward(Builder& b, const UOpRef& x, const UOpRef& g_expanded, cons
   UOpRef none = b.eq(zeros, zero), single = b.eq(zeros, one);
   UOpRef others = b.where(is_zero, b.where(single, rest, zero), b.where(none, b.div(rest, b.where(is_zero, one, x)), zero));
   return b.mul(g_expanded, others);
+}
+
+// set_gradient_rule's registry, by result node. Entries hold weak references: an entry whose
+// result died is dropped when the table has doubled since the last sweep (a dead node's address
+// can be reused, so a lookup also checks that the entry's node is the one asked about).
+struct RuleEntry {
+  std::weak_ptr<const UOp> out;
+  std::vector<std::weak_ptr<const UOp>> inputs;
+  GradientRule rule;
+};
+
+class RuleRegistry {
+ public:
+  void set(const UOpRef& out, const std::vector<UOpRef>& inputs, GradientRule rule) {
+    absl::MutexLock lock(&mu_);
+    RuleEntry& e = rules_[out.get()];
+    e.out = out;
+    e.inputs.assign(inputs.begin(), inputs.end());
+    e.rule = rule;
+    if (rules_.size() >= 2 * swept_size_) {
+      std::erase_if(rules_, [](const auto& kv) { return kv.second.out.expired(); });
+      swept_size_ = std::max<size_t>(rules_.size(), 64);
+    }
+  }
+  // The rule and live inputs registered for `node`, if any.
+  bool find(const UOp* node, GradientRule& rule, std::vector<UOpRef>& inputs) const {
+    absl::MutexLock lock(&mu_);
+    auto it = rules_.find(node);
+    if (it == rules_.end() || it->second.out.lock().get() != node) return false;
+    inputs.clear();
+    for (const auto& w : it->second.inputs) {
+      inputs.push_back(w.lock());
+      if (!inputs.back()) return false;  // cannot happen while node lives: it is built from them
+    }
+    rule = it->second.rule;
+    return true;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::unordered_map<const UOp*, RuleEntry> rules_ ABSL_GUARDED_BY(mu_);
+  size_t swept_size_ ABSL_GUARDED_BY(mu_) = 64;
+};
+
+RuleRegistry& rule_registry() {
+  static auto* r = new RuleRegistry();  // never destroyed: nodes may die after static destructors ran
+  return *r;
 }
 
 // The gradients of one node's sources given the gradient `g` of its result (null: no gradient).
@@ -145,6 +196,10 @@ std::vector<UOpRef> backward(Builder& b, const UOpRef& node, const UOpRef& g) {
 
 }  // namespace
 
+void set_gradient_rule(const UOpRef& out, const std::vector<UOpRef>& inputs, GradientRule rule) {
+  rule_registry().set(out, inputs, rule);
+}
+
 absl::StatusOr<std::vector<UOpRef>> gradient(const UOpRef& loss, const std::vector<UOpRef>& wrt, const UOpRef& seed) {
   if (!dtype_is_float(loss->dtype))
     return absl::InvalidArgumentError(absl::StrCat("gradient of a ", dtype_name(loss->dtype), " tensor: the loss must be a float tensor"));
@@ -153,10 +208,21 @@ absl::StatusOr<std::vector<UOpRef>> gradient(const UOpRef& loss, const std::vect
   if (start->shape != loss->shape || start->dtype != loss->dtype)
     return absl::InvalidArgumentError("the gradient seed must have the loss's shape and dtype");
 
-  // Only nodes on a path from a target to the loss need a gradient.
+  // Only nodes on a path from a target to the loss need a gradient. A node with a registered
+  // rule passes its gradient straight to the rule's inputs (its construction is on the path too,
+  // but gets no gradient through it).
   std::unordered_set<const UOp*> targets;
   for (const UOpRef& w : wrt) targets.insert(w.get());
   std::vector<const UOp*> order = toposort({loss});
+  struct Custom {
+    GradientRule rule;
+    std::vector<UOpRef> inputs;
+  };
+  std::unordered_map<const UOp*, Custom> custom;
+  for (const UOp* n : order) {
+    Custom c;
+    if (rule_registry().find(n, c.rule, c.inputs)) custom.emplace(n, std::move(c));
+  }
   std::unordered_set<const UOp*> on_path;
   std::unordered_map<const UOp*, UOpRef> ref{{loss.get(), loss}};
   for (const UOp* n : order) {
@@ -171,10 +237,19 @@ absl::StatusOr<std::vector<UOpRef>> gradient(const UOpRef& loss, const std::vect
     const UOp* n = *it;
     auto g = grads.find(n);
     if (g == grads.end() || !on_path.count(n) || n->src.empty()) continue;
-    std::vector<UOpRef> src_grads = backward(b, ref.at(n), g->second);
+    const std::vector<UOpRef>* srcs = &n->src;
+    std::vector<UOpRef> src_grads;
+    if (auto c = custom.find(n); c != custom.end()) {
+      auto r = c->second.rule(ref.at(n), c->second.inputs, g->second);
+      if (!r.ok()) return absl::InternalError(absl::StrCat("gradient rule: ", r.status().message()));
+      src_grads = *std::move(r);
+      srcs = &c->second.inputs;
+    } else {
+      src_grads = backward(b, ref.at(n), g->second);
+    }
     if (!b.ok()) return b.status();
-    for (size_t i = 0; i < n->src.size(); ++i) {
-      const UOp* s = n->src[i].get();
+    for (size_t i = 0; i < srcs->size(); ++i) {
+      const UOp* s = (*srcs)[i].get();
       if (!src_grads[i] || !on_path.count(s)) continue;
       auto [slot, fresh] = grads.emplace(s, src_grads[i]);
       if (!fresh) slot->second = b.add(slot->second, src_grads[i]);

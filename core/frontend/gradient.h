@@ -21,4 +21,13 @@ namespace polygrad::frontend {
 absl::StatusOr<std::vector<UOpRef>> gradient(const UOpRef& loss, const std::vector<UOpRef>& wrt,
                                              const UOpRef& seed = nullptr);
 
+// A composite whose gradient is not the one its construction implies: torch's values at the
+// edges, where a formula's pieces would give nan or 0 (pow at a zero or negative base). The
+// composite registers `rule` for its result `out`; gradient() then gives `inputs` what the rule
+// returns for the gradient `g` of out (null: none) instead of walking out's construction. The
+// rule sees the inputs again, so it captures nothing; nothing is kept alive by registering.
+using GradientRule = absl::StatusOr<std::vector<UOpRef>> (*)(const UOpRef& out, const std::vector<UOpRef>& inputs,
+                                                             const UOpRef& g);
+void set_gradient_rule(const UOpRef& out, const std::vector<UOpRef>& inputs, GradientRule rule);
+
 }  // namespace polygrad::frontend

@@ -86,10 +86,12 @@ def load_cases() -> List[dict]:
 
 
 def wire_ops() -> List[str]:
-  """The names of polygrad.v1.Op's values, from the proto text (no generated code involved)."""
+  """The names of polygrad.v1.Op's values a current client may send, from the proto text (no
+  generated code involved): deprecated values, kept for older clients, are left out."""
   text = PROTO.read_text()
   body = re.search(r"enum Op \{(.*?)\n\}", text, re.S).group(1)
-  return [name for name in re.findall(r"^\s*([A-Z0-9_]+)\s*=\s*\d+\s*[;[]", body, re.M) if name != "OP_UNSPECIFIED"]
+  return [name for name, opts in re.findall(r"^\s*([A-Z0-9_]+)\s*=\s*\d+\s*([;[].*)$", body, re.M)
+          if name != "OP_UNSPECIFIED" and "deprecated = true" not in opts]
 
 
 def result_entry(dtype: str, shape, daemon_dtype: str, daemon_shape, data: bytes) -> Dict:

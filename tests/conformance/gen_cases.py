@@ -183,9 +183,9 @@ case("pow/f32-tensor", "pow", "POW", [inp("float32", (2, 3), "pos"), inp("float3
 case("pow/f16-tensor", "pow", "POW", [inp("float16", (2, 3), "pos"), inp("float16", (2, 3), "unit")])
 case("pow/f32-neg-base", "pow", "POW", [inp("float32", (6,), "small"), inp("float32", (6,), "int", -3, 3, 1)])
 case("pow/scalar-half", "pow", ["POW", "CONST"], [inp("float32", (5,), "pos")], {"scalar": 0.5})
-case("pow/scalar-int-square", "pow", "MUL", [inp("float32", (5,))], {"scalar": 2})
-case("pow/scalar-int-cube-i32", "pow", "MUL", [inp("int32", (5,), "small")], {"scalar": 3})
-case("pow/scalar-neg-int", "pow", ["RECIPROCAL", "MUL"], [inp("float32", (5,), "pos")], {"scalar": -2})
+case("pow/scalar-int-square", "pow", ["POW", "CONST"], [inp("float32", (5,))], {"scalar": 2})
+case("pow/scalar-int-cube-i32", "pow", ["INT_POW", "CONST"], [inp("int32", (5,), "small")], {"scalar": 3})
+case("pow/scalar-neg-int", "pow", ["POW", "CONST"], [inp("float32", (5,), "pos")], {"scalar": -2})
 for dt in ["float32", "int8", "uint8", "bfloat16", "bool", "int64"]:
   case(f"maximum/{short(dt)}", "maximum", "MAX", [inp(dt, (2, 3)), inp(dt, (2, 3))])
 for dt in ["float32", "int8", "uint8", "bool", "float16"]:
@@ -197,11 +197,11 @@ case("clamp/i32", "clamp", ["CLAMP_MIN", "CLAMP_MAX"], [inp("int32", (6,), "smal
 case("clamp/f64-min", "clamp", "CLAMP_MIN", [inp("float64", (6,))], {"min": 0.5})
 case("clamp/u8-max", "clamp", "CLAMP_MAX", [inp("uint8", (6,))], {"max": 7})
 case("clamp/i16-float-min", "clamp", ["CAST", "CLAMP_MIN"], [inp("int16", (6,), "small")], {"min": 0.5})
-for name, wire in [("lt", "CMPLT"), ("le", "CMPLT"), ("gt", "CMPLT"), ("ge", "CMPLT"), ("eq", "CMPNE"), ("ne", "CMPNE")]:
+for name, wire in [("lt", "CMPLT"), ("le", "CMPLE"), ("gt", "CMPLT"), ("ge", "CMPLE"), ("eq", "CMPEQ"), ("ne", "CMPNE")]:
   for dt in ["float32", "int32", "uint8"]:
     case(f"{name}/{short(dt)}", name, wire, [inp(dt, (2, 3), "small"), inp(dt, (2, 3), "small")])
 case("lt/f16-scalar", "lt", ["CMPLT", "CONST"], [inp("float16", (5,))], {"scalar": 0.5})
-case("eq/bool", "eq", "CMPNE", [inp("bool", (6,)), inp("bool", (6,))])
+case("eq/bool", "eq", "CMPEQ", [inp("bool", (6,)), inp("bool", (6,))])
 case("ne/bf16", "ne", "CMPNE", [inp("bfloat16", (6,), "small"), inp("bfloat16", (6,), "small")])
 case("gt/i64-bits", "gt", "CMPLT", [inp("int64", (6,), "bits"), inp("int64", (6,), "bits")])
 case("where/f32", "where", "WHERE", [inp("bool", (2, 3)), inp("float32", (2, 3)), inp("float32", (2, 3))])
@@ -212,10 +212,10 @@ case("where/promote", "where", ["WHERE", "CAST"], [inp("bool", (4,)), inp("int32
 for dt in ["int32", "int8", "uint16", "int64"]:
   case(f"idiv/{short(dt)}", "idiv", "IDIV", [inp(dt, (8,)), inp(dt, (8,), "small")])
 for dt in ["int32", "uint8"]:
-  case(f"fmod/{short(dt)}", "fmod", "MOD", [inp(dt, (8,)), inp(dt, (8,), "small")])
-case("fmod/f32", "fmod", ["DIV", "TRUNC"], [inp("float32", (6,)), inp("float32", (6,), "pos")])
-case("remainder/i16", "remainder", ["MOD", "WHERE"], [inp("int16", (8,)), inp("int16", (8,), "small")])
-case("floorDivide/i32", "floorDivide", ["IDIV", "MOD"], [inp("int32", (8,)), inp("int32", (8,), "small")])
+  case(f"fmod/{short(dt)}", "fmod", "FMOD", [inp(dt, (8,)), inp(dt, (8,), "small")])
+case("fmod/f32", "fmod", "FMOD", [inp("float32", (6,)), inp("float32", (6,), "pos")])
+case("remainder/i16", "remainder", "REMAINDER", [inp("int16", (8,)), inp("int16", (8,), "small")])
+case("floorDivide/i32", "floorDivide", "FLOOR_DIVIDE", [inp("int32", (8,)), inp("int32", (8,), "small")])
 for name, wire in [("bitwiseAnd", "AND"), ("bitwiseOr", "OR"), ("bitwiseXor", "XOR")]:
   case(f"{name}/i32-bits", name, wire, [inp("int32", (6,), "bits"), inp("int32", (6,), "bits")])
   case(f"{name}/u8-bits", name, wire, [inp("uint8", (6,), "bits"), inp("uint8", (6,), "bits")])
@@ -479,10 +479,10 @@ case("mish/f32", "mish", "MISH", [inp("float32", (8,))])
 case("hardtanh/f32", "hardtanh", "HARDTANH", [inp("float32", (8,))], {"minVal": -0.5, "maxVal": 1.5})
 case("hardsigmoid/f32", "hardsigmoid", "HARDSIGMOID", [inp("float32", (8,))])
 case("hardswish/f32", "hardswish", "HARDSWISH", [inp("float32", (8,))])
-case("lshift/i32", "lshift", "MUL", [inp("int32", (6,))], {"n": 3})
-case("lshift/u8-bits", "lshift", "MUL", [inp("uint8", (6,), "bits")], {"n": 5})
-case("rshift/i32", "rshift", ["IDIV", "MOD"], [inp("int32", (6,))], {"n": 2})
-case("rshift/i8-bits", "rshift", ["IDIV", "MOD"], [inp("int8", (6,), "bits")], {"n": 7})
+case("lshift/i32", "lshift", "LSHIFT", [inp("int32", (6,))], {"n": 3})
+case("lshift/u8-bits", "lshift", "LSHIFT", [inp("uint8", (6,), "bits")], {"n": 5})
+case("rshift/i32", "rshift", "RSHIFT", [inp("int32", (6,))], {"n": 2})
+case("rshift/i8-bits", "rshift", "RSHIFT", [inp("int8", (6,), "bits")], {"n": 7})
 case("repeat/f32", "repeat", ["EXPAND", "RESHAPE"], [inp("float32", (2, 3))], {"repeats": [2, 1, 3]})
 case("unflatten/i32", "unflatten", "RESHAPE", [inp("int32", (2, 6))], {"dim": 1, "sizes": [2, 3]})
 case("split/f32-piece1", "split", "SHRINK", [inp("float32", (2, 5))], {"sizes": [1, 3, 1], "dim": 1, "piece": 1})
@@ -582,9 +582,9 @@ case("isclose/f32", "isclose", "ISCLOSE", [inp("float32", (6,), "small"), inp("f
      {"rtol": 0.25, "atol": 0.5})
 case("isclose/i16-equal-nan", "isclose", "ISCLOSE", [inp("int16", (6,), "small"), inp("int16", (6,), "small")],
      {"rtol": 0, "atol": 2, "equalNan": True})
-case("any/f32-axis", "any", ["CAST", "REDUCE_MAX"], [inp("float32", (3, 4), "int", -1, 1, 1)], {"axis": 1})
-case("all/bool-keepdim", "all", "REDUCE_MAX", [inp("bool", (3, 4))], {"axis": 0, "keepdim": True})
-case("all/i32", "all", "REDUCE_MAX", [inp("int32", (5,), "small")])
+case("any/f32-axis", "any", "REDUCE_ANY", [inp("float32", (3, 4), "int", -1, 1, 1)], {"axis": 1})
+case("all/bool-keepdim", "all", "REDUCE_ALL", [inp("bool", (3, 4))], {"axis": 0, "keepdim": True})
+case("all/i32", "all", "REDUCE_ALL", [inp("int32", (5,), "small")])
 
 # ---- math and activations that are core composites since issue 33 (more dtypes and edges) -----
 # Last in the file, so the cases above keep their seeds.
@@ -604,6 +604,25 @@ for of, ins, a in [("relu6", [inp("float32", (8,), lo=-4, hi=28, div=4)], {}),
                    ("hardswish", [inp("float32", (8,), lo=-16, hi=16, div=4)], {}),
                    ("elu", [inp("float32", (8,), "small")], {"alpha": 0.5})]:
   case(f"grad/{of}", "grad", "GRADIENT", ins, {"of": of, "args": a, "wrt": 0})
+
+# Division, remainders, integer powers, comparisons and any/all as core composites (issue 33).
+case("floorDivide/f64-signs", "floorDivide", "FLOOR_DIVIDE", [inp("float64", (8,)), inp("float64", (8,), "small")])
+case("remainder/f32-neg-divisor", "remainder", "REMAINDER", [inp("float32", (8,)), inp("float32", (8,), lo=-9, hi=-1, div=2)])
+case("fmod/i64-signs", "fmod", "FMOD", [inp("int64", (8,)), inp("int64", (8,), "small")])
+case("remainder/u32", "remainder", "REMAINDER", [inp("uint32", (8,)), inp("uint32", (8,), "small")])
+case("floorDivide/i8-scalar", "floorDivide", ["FLOOR_DIVIDE", "CONST"], [inp("int8", (8,))], {"scalar": -3})
+case("pow/i32-tensor", "pow", "INT_POW", [inp("int32", (8,), "small"), inp("int32", (8,), lo=-2, hi=9)])
+case("pow/u8-wraps", "pow", "INT_POW", [inp("uint8", (6,), "pos"), inp("uint8", (6,), lo=0, hi=12)])
+case("pow/f64-scalar-int", "pow", ["POW", "CONST"], [inp("float64", (6,), "small")], {"scalar": 5})
+case("ge/nan", "div", ["DIV", "CMPLE"], [inp("float32", (8,), lo=-1, hi=1, div=1), inp("float32", (8,), lo=-1, hi=1, div=1)],
+     then=[("ge", {"scalar": 0})])
+case("le/i64-bits", "le", "CMPLE", [inp("int64", (6,), "bits"), inp("int64", (6,), "bits")])
+case("eq/f16", "eq", "CMPEQ", [inp("float16", (6,), "small"), inp("float16", (6,), "small")])
+case("any/u8-all-axes", "any", "REDUCE_ANY", [inp("uint8", (2, 3), lo=0, hi=1)])
+case("all/f32-zero-rows", "all", "REDUCE_ALL", [inp("float32", (0, 3))], {"axis": 0})
+case("lshift/i64-top-bit", "lshift", "LSHIFT", [inp("int64", (6,), "bits")], {"n": 63})
+case("rshift/i16-sign", "rshift", "RSHIFT", [inp("int16", (6,), "bits")], {"n": 15})
+case("rshift/u32-bits", "rshift", "RSHIFT", [inp("uint32", (6,), "bits")], {"n": 31})
 
 
 def render() -> str:

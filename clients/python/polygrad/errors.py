@@ -20,6 +20,11 @@ class ShapeError(ValueError, RuntimeError):
   a ValueError (what Python code catches) and a RuntimeError (what torch and tinygrad raise)."""
 
 
+class DTypeError(TypeError, RuntimeError):
+  """A dtype the op does not take (a shift of floats, a remainder of bools), raised by the client
+  before anything is sent. Both a TypeError and a RuntimeError (what torch and tinygrad raise)."""
+
+
 class AxisError(ShapeError, IndexError):
   """An axis out of range: IndexError as in torch, and a ShapeError."""
 

@@ -1,5 +1,5 @@
-# Integer division and remainders, bitwise ops, shifts and bitcasts, as the Python and JavaScript
-# clients compose them from IDIV, MOD, AND, OR, XOR and BITCAST.
+# Integer division and remainders, bitwise ops, shifts and bitcasts: IDIV, FMOD, FLOOR_DIVIDE,
+# REMAINDER, AND, OR, XOR, LSHIFT, RSHIFT and BITCAST, as the Python and JavaScript clients send them.
 
 int_binop <- function(op, name, a, b) {
   if (!is_int_dtype(a$node$dtype)) {
@@ -7,9 +7,6 @@ int_binop <- function(op, name, a, b) {
   }
   make(op, a$node$dtype, a$node$shape, list(a, b))
 }
-
-# Whether a remainder r of a / b is off from floor division's: nonzero with the other sign than b.
-off_floor <- function(r, b) (r != 0) & ((r < 0) != (b < 0))
 
 #' Integer division and remainders
 #'
@@ -28,36 +25,21 @@ pg_idiv <- function(x, y, reverse = FALSE) {
 
 #' @rdname pg_idiv
 #' @export
-pg_fmod <- function(x, y, reverse = FALSE) {
-  ab <- broadcasted(x, y, reverse)
-  a <- ab[[1]]
-  b <- ab[[2]]
-  if (is_float_dtype(a$node$dtype)) return(a - pg_trunc(a / b) * b)
-  int_binop(OP$MOD, "pg_fmod", a, b)
-}
+pg_fmod <- function(x, y, reverse = FALSE) divmod_op(OP$FMOD, "pg_fmod", x, y, reverse)
 
 #' @rdname pg_idiv
 #' @export
-pg_floor_divide <- function(x, y, reverse = FALSE) {
-  ab <- broadcasted(x, y, reverse)
-  a <- ab[[1]]
-  b <- ab[[2]]
-  if (is_float_dtype(a$node$dtype)) return(pg_floor(a / b))
-  q <- int_binop(OP$IDIV, "%/%", a, b)
-  if (dtype_kind(a$node$dtype) == "u") return(q)
-  r <- make(OP$MOD, a$node$dtype, a$node$shape, list(a, b))
-  q - pg_cast(off_floor(r, b), a$node$dtype)
-}
+pg_floor_divide <- function(x, y, reverse = FALSE) divmod_op(OP$FLOOR_DIVIDE, "%/%", x, y, reverse)
 
 #' @rdname pg_idiv
 #' @export
-pg_remainder <- function(x, y, reverse = FALSE) {
+pg_remainder <- function(x, y, reverse = FALSE) divmod_op(OP$REMAINDER, "%%", x, y, reverse)
+
+divmod_op <- function(op, name, x, y, reverse) {
   ab <- broadcasted(x, y, reverse)
   a <- ab[[1]]
-  b <- ab[[2]]
-  if (is_float_dtype(a$node$dtype)) return(a - pg_floor(a / b) * b)
-  r <- int_binop(OP$MOD, "%%", a, b)
-  if (dtype_kind(a$node$dtype) == "u") r else pg_where(off_floor(r, b), r + b, r)
+  if (a$node$dtype == "bool") pg_abort("invalid_argument", sprintf("%s needs integer or float tensors, got bool", name))
+  make(op, a$node$dtype, a$node$shape, ab)
 }
 
 #' Bitwise ops and shifts
@@ -100,34 +82,24 @@ pg_bitwise_not <- function(x) {
   int_binop(OP$XOR, "pg_bitwise_not", x, ones)
 }
 
-# 2^n in x's dtype (for n = bits - 1 of a signed dtype: its minimum, the same bits).
-shift_amount <- function(x, n, name) {
+# x << n or x >> n as one LSHIFT / RSHIFT, after checking n.
+shift_op <- function(op, x, n, name) {
   dt <- x$node$dtype
   if (!is_int_dtype(dt)) pg_abort("invalid_argument", sprintf("%s needs an integer tensor, got %s", name, dt))
   bits <- 8 * .dtype_size[[dt]]
   if (length(n) != 1L || !is.numeric(n) || n != trunc(n) || n < 0 || n >= bits) {
     pg_abort("invalid_argument", sprintf("%s takes a shift in [0, %d) for %s, got %s", name, bits, dt, format(n)))
   }
-  value <- if (dtype_kind(dt) == "u" || n < bits - 1) 2^n else dtype_min(dt)
-  const_tensor(value, dt, x$node$shape)
+  make(op, dt, x$node$shape, list(x, const_tensor(n, dt, x$node$shape)))
 }
 
 #' @rdname pg_bitwise_and
 #' @export
-pg_lshift <- function(x, n) x * shift_amount(x, n, "pg_lshift")
+pg_lshift <- function(x, n) shift_op(OP$LSHIFT, x, n, "pg_lshift")
 
 #' @rdname pg_bitwise_and
 #' @export
-pg_rshift <- function(x, n) {
-  amount <- shift_amount(x, n, "pg_rshift")
-  # 2^(bits-1) does not fit a signed dtype (it wraps to the minimum): floor division composes,
-  # so shift by bits-2, then by 1.
-  dt <- x$node$dtype
-  if (dtype_kind(dt) == "i" && n == 8 * .dtype_size[[dt]] - 1) {
-    return(pg_floor_divide(pg_rshift(x, n - 1), const_tensor(2, dt, x$node$shape)))
-  }
-  pg_floor_divide(x, amount)
-}
+pg_rshift <- function(x, n) shift_op(OP$RSHIFT, x, n, "pg_rshift")
 
 #' Reinterpret a tensor's bits
 #'

@@ -13,28 +13,21 @@ pg_div <- function(x, y, reverse = FALSE) {
   make(OP$DIV, a$node$dtype, a$node$shape, list(a, b))
 }
 
-# x ^ y: small whole exponents by repeated squaring (exact, as the Python client's int
-# exponents), else POW.
+# x ^ y: integer tensors to integer powers stay integers (INT_POW: exact, wrapping; a negative
+# number as the exponent is refused, as torch refuses it), else the float POW (constant whole
+# exponents up to 64 multiply there).
 pg_pow <- function(x, y, reverse = FALSE) {
-  if (!reverse && !is_tensor(y) && length(y) == 1L && is.numeric(y) && y == trunc(y) && abs(y) <= 64) {
-    n <- as.integer(y)
-    base <- x  # a whole R number keeps an integer tensor's dtype, as in `operand()`
-    if (n < 0) {
-      base <- unop(OP$RECIPROCAL, float_of(base))
-      n <- -n
-    }
-    out <- if (n == 0) const_tensor(1, base$node$dtype, base$node$shape) else NULL
-    sq <- base
-    while (n > 0) {
-      if (bitwAnd(n, 1L)) out <- if (is.null(out)) sq else binop(OP$MUL, out, sq)
-      n <- bitwShiftR(n, 1L)
-      if (n > 0) sq <- binop(OP$MUL, sq, sq)
-    }
-    return(out)
-  }
   ab <- broadcasted(x, y, reverse, op = OP$POW)
-  a <- float_of(ab[[1]])
-  b <- float_of(ab[[2]])
+  a <- ab[[1]]
+  b <- ab[[2]]
+  if (is_int_dtype(a$node$dtype)) {
+    if (!reverse && !is_tensor(y) && length(y) == 1L && is.numeric(y) && y < 0) {
+      pg_abort("invalid_argument", "Integers to negative integer powers are not allowed.")
+    }
+    return(make(OP$INT_POW, a$node$dtype, a$node$shape, list(a, b)))
+  }
+  a <- float_of(a)
+  b <- float_of(b)
   make(OP$POW, a$node$dtype, a$node$shape, list(a, b))
 }
 
@@ -74,9 +67,9 @@ Ops.polygrad_tensor <- function(e1, e2) {
          "<" = cmp(OP$CMPLT, x, y, rev),
          ">" = cmp(OP$CMPLT, x, y, !rev),
          "!=" = cmp(OP$CMPNE, x, y, rev),
-         "==" = logical_not(cmp(OP$CMPNE, x, y, rev)),
-         ">=" = logical_not(cmp(OP$CMPLT, x, y, rev)),
-         "<=" = logical_not(cmp(OP$CMPLT, x, y, !rev)),
+         "==" = cmp(OP$CMPEQ, x, y, rev),
+         ">=" = cmp(OP$CMPLE, x, y, !rev),
+         "<=" = cmp(OP$CMPLE, x, y, rev),
          "&" = { ab <- broadcasted(x, y, rev); pg_where(ab[[2]], ab[[1]], FALSE) },
          "|" = { ab <- broadcasted(x, y, rev); pg_where(ab[[2]], TRUE, ab[[1]]) },
          pg_abort("invalid_argument", sprintf("%s is not defined for tensors", .Generic)))

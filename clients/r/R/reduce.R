@@ -48,13 +48,17 @@ pg_min <- function(x, axis = NULL, keepdim = FALSE) {
 
 #' @rdname pg_sum
 #' @export
-pg_any <- function(x, axis = NULL, keepdim = FALSE) {
-  pg_cast(pg_max(pg_cast(pg_cast(x, "bool"), "uint8"), axis, keepdim), "bool")
-}
+pg_any <- function(x, axis = NULL, keepdim = FALSE) bool_reduce(OP$REDUCE_ANY, x, axis, keepdim)
 
 #' @rdname pg_sum
 #' @export
-pg_all <- function(x, axis = NULL, keepdim = FALSE) logical_not(pg_any(logical_not(x), axis, keepdim))
+pg_all <- function(x, axis = NULL, keepdim = FALSE) bool_reduce(OP$REDUCE_ALL, x, axis, keepdim)
+
+bool_reduce <- function(op, x, axis, keepdim) {
+  axes <- wire_axes(axis, length(x$node$shape))
+  if (!length(axes)) return(pg_cast(x, "bool"))
+  make(op, "bool", reduced_shape(x$node$shape, axes, keepdim), list(x), list(axes = axes, keepdim = keepdim))
+}
 
 composite <- function(op, x, shape, arg) {
   out <- least_upper_float(x$node$dtype)

@@ -129,23 +129,16 @@ P.neg = function neg() {
   return this.dtype === dtypes.bool ? this.logicalNot() : this._unop(OPS.NEG);
 };
 
+// Integer tensors to integer powers stay integers (INT_POW: exact, wrapping; a negative scalar
+// exponent throws, as torch); otherwise the float POW (constant integral exponents multiply).
 P.pow = function pow(x, reverse = false) {
-  if (!reverse && typeof x === 'number' && Number.isInteger(x) && Math.abs(x) <= 64) {
-    // Integer powers by repeated multiplication, as the Python client (which sees ints and
-    // integral floats alike here: a float exponent only promotes the base to float first).
-    let n = x;
-    let base = this;
-    if (n < 0) { base = base._float().reciprocal(); n = -n; }
-    let out = n === 0 ? base.onesLike() : null;
-    let sq = base;
-    while (n) {
-      if (n & 1) out = out === null ? sq : out.mul(sq);
-      n >>= 1;
-      if (n) sq = sq.mul(sq);
-    }
-    return out;
-  }
   let [a, b] = this._broadcasted(x, reverse);
+  if (isInt(a.dtype)) {
+    if (!reverse && (typeof x === 'number' || typeof x === 'bigint') && x < 0) {
+      throw new RangeError('Integers to negative integer powers are not allowed.');
+    }
+    return Tensor._make(OPS.INT_POW, a.dtype, a._node.shape, [a, b]);
+  }
   a = a._float();
   b = b._float();
   return Tensor._make(OPS.POW, a.dtype, a._node.shape, [a, b]);
@@ -156,9 +149,9 @@ P.pow = function pow(x, reverse = false) {
 P.lt = function lt(x) { const [a, b] = this._broadcasted(x); return Tensor._make(OPS.CMPLT, dtypes.bool, a._node.shape, [a, b]); };
 P.gt = function gt(x) { const [a, b] = this._broadcasted(x, true); return Tensor._make(OPS.CMPLT, dtypes.bool, a._node.shape, [a, b]); };
 P.ne = function ne(x) { const [a, b] = this._broadcasted(x); return Tensor._make(OPS.CMPNE, dtypes.bool, a._node.shape, [a, b]); };
-P.eq = function eq(x) { return this.ne(x).logicalNot(); };
-P.ge = function ge(x) { return this.lt(x).logicalNot(); };
-P.le = function le(x) { return this.gt(x).logicalNot(); };
+P.eq = function eq(x) { const [a, b] = this._broadcasted(x); return Tensor._make(OPS.CMPEQ, dtypes.bool, a._node.shape, [a, b]); };
+P.ge = function ge(x) { const [a, b] = this._broadcasted(x, true); return Tensor._make(OPS.CMPLE, dtypes.bool, a._node.shape, [a, b]); };
+P.le = function le(x) { const [a, b] = this._broadcasted(x); return Tensor._make(OPS.CMPLE, dtypes.bool, a._node.shape, [a, b]); };
 
 P.logicalNot = function logicalNot() {
   const b = this.cast(dtypes.bool);
@@ -194,52 +187,28 @@ P._intBinop = function _intBinop(op, name, y) {
 // Integer division truncating toward zero; x / 0 gives 0.
 P.idiv = function idiv(x, reverse = false) { const [a, b] = this._broadcasted(x, reverse); return a._intBinop(OPS.IDIV, 'idiv', b); };
 
-// Remainder with the dividend's sign (torch.fmod).
-P.fmod = function fmod(x, reverse = false) {
+P._divmodOp = function _divmodOp(op, name, x, reverse) {
   const [a, b] = this._broadcasted(x, reverse);
-  if (isFloat(a.dtype)) return a.sub(a.div(b).trunc().mul(b));
-  return a._intBinop(OPS.MOD, 'fmod', b);
+  if (a.dtype === dtypes.bool) throw new TypeError(`${name} needs integer or float tensors, got bool`);
+  return Tensor._make(op, a.dtype, a._node.shape, [a, b]);
 };
-
-// Division rounded toward negative infinity (Python's //).
-P.floorDivide = function floorDivide(x, reverse = false) {
-  const [a, b] = this._broadcasted(x, reverse);
-  if (isFloat(a.dtype)) return a.div(b).floor();
-  const q = a._intBinop(OPS.IDIV, '//', b);
-  if (a.dtype.kind === 'u') return q;
-  return q.sub(Tensor._make(OPS.MOD, a.dtype, a._node.shape, [a, b])._offFloor(b).cast(a.dtype));
-};
-
+// Remainder with the dividend's sign (torch.fmod); integer x % 0 gives 0.
+P.fmod = function fmod(x, reverse = false) { return this._divmodOp(OPS.FMOD, 'fmod', x, reverse); };
+// Division rounded toward negative infinity (Python's //); integer x // 0 gives 0.
+P.floorDivide = function floorDivide(x, reverse = false) { return this._divmodOp(OPS.FLOOR_DIVIDE, '//', x, reverse); };
 // a % b with the divisor's sign (Python's %).
-P.remainder = function remainder(x, reverse = false) {
-  const [a, b] = this._broadcasted(x, reverse);
-  if (isFloat(a.dtype)) return a.sub(a.div(b).floor().mul(b));
-  const r = a._intBinop(OPS.MOD, '%', b);
-  return a.dtype.kind === 'u' ? r : r._offFloor(b).where(r.add(b), r);
-};
+P.remainder = function remainder(x, reverse = false) { return this._divmodOp(OPS.REMAINDER, '%', x, reverse); };
 P.mod = P.remainder;
 
-P._offFloor = function _offFloor(b) {
-  return this.ne(0).bitwiseAnd(this.lt(0).ne(b.lt(0)));
-};
-
-P._shiftAmount = function _shiftAmount(n, name) {
+// x << n (x * 2^n, wrapping) and x >> n (arithmetic for signed types), for 0 <= n < bits.
+P._shift = function _shift(op, name, n) {
   if (!isInt(this.dtype)) throw new TypeError(`${name} needs an integer tensor, got ${this.dtype.name}`);
   const bits = 8 * this.dtype.itemsize;
   if (!Number.isInteger(n) || n < 0 || n >= bits) throw new RangeError(`${name} takes a shift in [0, ${bits}) for ${this.dtype.name}, got ${n}`);
-  const value = this.dtype.kind === 'u' || n < bits - 1 ? 2n ** BigInt(n) : dtypes.min(this.dtype);
-  return Tensor._const(value, this.dtype, this._node.shape);
+  return Tensor._make(op, this.dtype, this._node.shape, [this, Tensor._const(n, this.dtype, this._node.shape)]);
 };
-P.lshift = function lshift(n) { return this.mul(this._shiftAmount(n, '<<')); };
-P.rshift = function rshift(n) {
-  const amount = this._shiftAmount(n, '>>');
-  // 2**(bits-1) does not fit a signed dtype (it wraps to the minimum): floor division composes,
-  // so shift by bits-2, then by 1.
-  if (this.dtype.kind === 'i' && n === 8 * this.dtype.itemsize - 1) {
-    return this.rshift(n - 1).floorDivide(Tensor._const(2, this.dtype, this._node.shape));
-  }
-  return this.floorDivide(amount);
-};
+P.lshift = function lshift(n) { return this._shift(OPS.LSHIFT, '<<', n); };
+P.rshift = function rshift(n) { return this._shift(OPS.RSHIFT, '>>', n); };
 
 // this is the condition: cond.where(x, y); scalars allowed.
 P.where = function where(x, y) {

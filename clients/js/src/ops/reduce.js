@@ -61,11 +61,15 @@ P.min = function min(a, b) {
 };
 
 // Whether any / every element along the axes is nonzero (bool); every is true over no elements.
-P.any = function any(a, b) {
+P._boolReduce = function _boolReduce(op, a, b) {
   const o = reduceArgs(a, b);
-  return this.bool().cast(dtypes.uint8)._reduce(OPS.REDUCE_MAX, o.axis, o.keepdim).bool();
+  const axes = normalizeAxes(o.axis, this.ndim);
+  if (!axes.length) return this.bool();
+  return Tensor._make(op, dtypes.bool, reducedShape(this._node.shape, axes, o.keepdim), [this],
+    new Composite({ axes, keepdim: o.keepdim }));
 };
-P.all = function all(a, b) { return this.logicalNot().any(a, b).logicalNot(); };
+P.any = function any(a, b) { return this._boolReduce(OPS.REDUCE_ANY, a, b); };
+P.all = function all(a, b) { return this._boolReduce(OPS.REDUCE_ALL, a, b); };
 
 // (this as the float dtype a reducing composite runs in, the dtype to return): float16/bfloat16
 // compute in float32 and are cast back.

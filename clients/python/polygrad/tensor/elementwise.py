@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import graph as g
 from ..dtype import DTypeLike, dtypes, least_upper_dtype, to_dtype
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..shape import broadcast_shape
 from .core import _is_scalar, _py_scalar, Tensor, tensor_methods
 
@@ -170,24 +170,15 @@ class Elementwise:
     return self.pow(x, reverse=True)
 
   def pow(self, x, reverse: bool = False) -> "Tensor":
-    if not reverse and _is_scalar(x) and not isinstance(_py_scalar(x), bool) and \
-        float(_py_scalar(x)).is_integer() and abs(x) <= 64:
-      n = int(_py_scalar(x))
-      base = self if isinstance(_py_scalar(x), int) else self._float()
-      if n < 0:
-        base, n = base._float().reciprocal(), -n
-      out = base.ones_like() if n == 0 else None
-      sq = base
-      while n:
-        if n & 1:
-          out = sq if out is None else out * sq
-        n >>= 1
-        if n:
-          sq = sq * sq
-      return out
-    # The daemon's POW (tinygrad's semantics): 2 ** (y * log2|x|), negative bases keep the sign
-    # for odd integer exponents and give nan for non-integer ones, x ** 0 = 1.
+    """self ** x. Integer tensors to integer powers stay integers (INT_POW: exact, wrapping as
+    torch; a negative scalar exponent raises, as torch's); otherwise the float POW (tinygrad's:
+    2 ** (y * log2|x|) with the sign of odd integer powers; constant integral exponents up to 64
+    multiply instead)."""
     a, b = self._broadcasted(x, reverse)
+    if dtypes.is_int(a.dtype):
+      if _is_scalar(x) and not isinstance(_py_scalar(x), bool) and not reverse and _py_scalar(x) < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+      return Tensor._make(g.INT_POW, a.dtype, a.shape, (a, b))
     a, b = a._float(), b._float()
     return Tensor._make(g.POW, a.dtype, a.shape, (a, b))
 
@@ -207,15 +198,20 @@ class Elementwise:
     a, b = self._broadcasted(x)
     return Tensor._make(g.CMPNE, dtypes.bool, a.shape, (a, b))
 
+  def _compare(self, op: int, x, reverse: bool = False):
+    if not isinstance(x, Tensor) and not _is_scalar(x) and not isinstance(x, (list, tuple, np.ndarray)):
+      return NotImplemented
+    a, b = self._broadcasted(x, reverse)
+    return Tensor._make(op, dtypes.bool, a.shape, (a, b))
+
   def __eq__(self, x) -> "Tensor":  # type: ignore[override]
-    ne = self.__ne__(x)
-    return ne if ne is NotImplemented else ne.logical_not()
+    return self._compare(g.CMPEQ, x)
 
   def __ge__(self, x) -> "Tensor":
-    return (self < x).logical_not()
+    return self._compare(g.CMPLE, x, reverse=True)
 
   def __le__(self, x) -> "Tensor":
-    return (self > x).logical_not()
+    return self._compare(g.CMPLE, x)
 
   def lt(self, x): return self < x
   def gt(self, x): return self > x
@@ -260,7 +256,7 @@ class Elementwise:
   def _int_binop(self, op: int, name: str, y: "Tensor") -> "Tensor":
     """An integer-only ALU op on two tensors already broadcast to one dtype and shape."""
     if not dtypes.is_int(self.dtype):
-      raise TypeError(f"{name} needs integer tensors, got {self.dtype.name}")
+      raise DTypeError(f"{name} needs integer tensors, got {self.dtype.name}")
     return Tensor._make(op, self.dtype, self.shape, (self, y))
 
   def idiv(self, x, reverse: bool = False) -> "Tensor":
@@ -268,87 +264,47 @@ class Elementwise:
     a, b = self._broadcasted(x, reverse)
     return a._int_binop(g.IDIV, "idiv", b)
 
-  def fmod(self, x, reverse: bool = False) -> "Tensor":
-    """Remainder with the dividend's sign (torch.fmod): a - trunc(a / b) * b; x % 0 gives 0 for integers."""
+  def _divmod_op(self, op: int, name: str, x, reverse: bool) -> "Tensor":
     a, b = self._broadcasted(x, reverse)
-    if dtypes.is_float(a.dtype):
-      return a - (a / b).trunc() * b
-    return a._int_binop(g.MOD, "fmod", b)
+    if a.dtype == dtypes.bool:
+      raise DTypeError(f"{name} needs integer or float tensors, got bool")
+    return Tensor._make(op, a.dtype, a.shape, (a, b))
+
+  def fmod(self, x, reverse: bool = False) -> "Tensor":
+    """Remainder with the dividend's sign (torch.fmod); integer x % 0 gives 0."""
+    return self._divmod_op(g.FMOD, "fmod", x, reverse)
 
   def floor_divide(self, x, reverse: bool = False) -> "Tensor":
     """a // b rounded toward negative infinity, as Python and torch do; integer x // 0 gives 0."""
-    a, b = self._broadcasted(x, reverse)
-    if dtypes.is_float(a.dtype):
-      return (a / b).floor()
-    q = a._int_binop(g.IDIV, "//", b)
-    if dtypes.is_unsigned(a.dtype):
-      return q
-    return q - Tensor._make(g.MOD, a.dtype, a.shape, (a, b))._off_floor(b).cast(a.dtype)
+    return self._divmod_op(g.FLOOR_DIVIDE, "//", x, reverse)
 
   def remainder(self, x, reverse: bool = False) -> "Tensor":
     """a % b with the divisor's sign, as Python and torch do; integer x % 0 gives 0."""
-    a, b = self._broadcasted(x, reverse)
-    if dtypes.is_float(a.dtype):
-      return a - (a / b).floor() * b
-    r = a._int_binop(g.MOD, "%", b)
-    return r if dtypes.is_unsigned(a.dtype) else r._off_floor(b).where(r + b, r)
-
-  def _off_floor(self, b: "Tensor") -> "Tensor":
-    """For a truncating remainder `self` of a divisor b: where the truncated quotient is one
-    above the floored one (a nonzero remainder whose sign differs from b's)."""
-    return (self != 0) & ((self < 0) != (b < 0))
+    return self._divmod_op(g.REMAINDER, "%", x, reverse)
 
   def lshift(self, n) -> "Tensor":
-    """x << n for an integer tensor: x * 2**n, wrapping. n: an int, or an integer tensor of
-    shifts in [0, bits) broadcasting with x."""
-    if isinstance(n, Tensor):
-      return self._tensor_shift(n, "<<")
-    return self.mul(self._shift_amount(n, "<<"))
-
-  def _tensor_shift(self, n: "Tensor", name: str) -> "Tensor":
-    """x << n or x >> n by a tensor of amounts: 2**n made exactly in float64 (n < bits <= 64), the
-    top bit as the dtype's minimum (2**(bits-1) does not fit a signed type)."""
-    if not dtypes.is_int(self.dtype) or not dtypes.is_int(n.dtype):
-      raise TypeError(f"{name} by a tensor needs integer tensors, got {self.dtype.name} and {n.dtype.name}")
-    x, amounts = self._broadcasted(n)
-    x, amounts = x.cast(self.dtype), amounts.cast(dtypes.int64)
-    bits = 8 * self.dtype.itemsize
-    top = amounts == bits - 1
-    low = top.where(0, amounts)
-    power = (low.cast(dtypes.float64) * 1.0).exp2().cast(self.dtype)
-    if not dtypes.is_unsigned(self.dtype):
-      power = top.where(dtypes.min(self.dtype), power)
-    else:
-      power = top.where(Tensor._const(1 << (bits - 1), self.dtype, x.shape), power)
-    if name == "<<":
-      return x * power
-    if dtypes.is_unsigned(self.dtype):
-      return x.floor_divide(power)
-    # a signed shift by bits-1 is the sign: floor division by the (negative) minimum would not be
-    return top.where((x < 0).where(-1, 0).cast(self.dtype), x.floor_divide(top.where(1, power)))
+    """x << n for an integer tensor: x * 2**n, wrapping. n: an int in [0, bits), or an integer
+    tensor of shifts broadcasting with x."""
+    return self._shift(g.LSHIFT, "<<", n)
 
   def rshift(self, n) -> "Tensor":
-    """x >> n for an integer tensor: arithmetic (floor) for signed types, as torch does. n: an int,
-    or an integer tensor of shifts in [0, bits)."""
-    if isinstance(n, Tensor):
-      return self._tensor_shift(n, ">>")
-    amount = self._shift_amount(n, ">>")
-    if dtypes.is_int(self.dtype) and not dtypes.is_unsigned(self.dtype) and n == 8 * self.dtype.itemsize - 1:
-      # 2**(bits-1) does not fit the dtype (it wraps to the minimum): floor division composes,
-      # so shift by bits-2, then by 1.
-      return self.rshift(n - 1).floor_divide(Tensor._const(2, self.dtype, self.shape))
-    return self.floor_divide(amount)
+    """x >> n for an integer tensor: arithmetic (floor) for signed types, as torch does. n: an int
+    in [0, bits), or an integer tensor of shifts broadcasting with x."""
+    return self._shift(g.RSHIFT, ">>", n)
 
-  def _shift_amount(self, n, name: str) -> "Tensor":
+  def _shift(self, op: int, name: str, n) -> "Tensor":
     if not dtypes.is_int(self.dtype):
-      raise TypeError(f"{name} needs an integer tensor, got {self.dtype.name}")
+      raise DTypeError(f"{name} needs an integer tensor, got {self.dtype.name}")
+    if isinstance(n, Tensor):
+      if not dtypes.is_int(n.dtype):
+        raise DTypeError(f"{name} by a tensor needs integer amounts, got {n.dtype.name}")
+      x, amounts = self._broadcasted(n, match_dtype=False)
+      return Tensor._make(op, self.dtype, x.shape, (x, amounts.cast(self.dtype)))
     n = _py_scalar(n)
     bits = 8 * self.dtype.itemsize
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < bits:
       raise ShapeError(f"{name} takes a shift in [0, {bits}) for {self.dtype.name}, got {n!r}")
-    # 2**n wraps to the dtype like the product does (2**(bits-1) is the sign bit for signed types)
-    value = (1 << n) if dtypes.is_unsigned(self.dtype) or n < bits - 1 else dtypes.min(self.dtype)
-    return Tensor._const(value, self.dtype, self.shape)
+    return Tensor._make(op, self.dtype, self.shape, (self, Tensor._const(n, self.dtype, self.shape)))
 
   __floordiv__ = floor_divide
   __mod__ = remainder

@@ -53,13 +53,20 @@ class Reduce:
     return Tensor._make(g.REDUCE_MIN, self.dtype, reduced_shape(self.shape, axes, keepdim), (self,),
                         g.Composite(axes=axes, keepdim=keepdim))
 
+  def _bool_reduce(self, op: int, axis, keepdim: bool) -> "Tensor":
+    axes = normalize_axes(axis, self.ndim)
+    if not axes:
+      return self.bool()
+    return Tensor._make(op, dtypes.bool, reduced_shape(self.shape, axes, keepdim), (self,),
+                        g.Composite(axes=axes, keepdim=keepdim))
+
   def any(self, axis=None, keepdim: bool = False) -> "Tensor":
-    """Whether any element along `axis` (None: all) is nonzero (bool)."""
-    return self.bool().cast(dtypes.uint8).max(axis, keepdim).bool()
+    """Whether any element along `axis` (None: all; an int or a tuple) is nonzero (bool)."""
+    return self._bool_reduce(g.REDUCE_ANY, axis, keepdim)
 
   def all(self, axis=None, keepdim: bool = False) -> "Tensor":
     """Whether every element along `axis` (None: all) is nonzero (bool); true over no elements."""
-    return self.logical_not().any(axis, keepdim).logical_not()
+    return self._bool_reduce(g.REDUCE_ALL, axis, keepdim)
 
   # Composites with a reduction inside run in float32 for float16/bfloat16 inputs (tinygrad
   # accumulates half sums in float32 too) and are cast back to the input's dtype.
