@@ -246,7 +246,7 @@ absl::StatusOr<UOpRef> softmin(const UOpRef& x, int64_t axis) {
 
 absl::StatusOr<UOpRef> lp_normalize(const UOpRef& x, double p, int64_t axis, double eps) {
   if (auto s = need_float(x, "normalize"); !s.ok()) return s;
-  if (!(p >= 0)) return absl::InvalidArgumentError(absl::StrCat("normalize needs p >= 0 (or inf), got ", p));
+  if (std::isnan(p)) return absl::InvalidArgumentError("normalize needs a number p, got nan");
   PG_ASSIGN(ax, norm_axes({axis}, x));
   UOpRef norm;
   if (p == 0) {
@@ -264,7 +264,7 @@ absl::StatusOr<UOpRef> lp_normalize(const UOpRef& x, double p, int64_t axis, dou
     PG_ASSIGN(neg, alu(Ops::NEG, {x}));
     PG_ASSIGN(a, alu(Ops::MAX, {x, neg}));
     if (std::isinf(p)) {
-      PG_ASSIGN(n, reduce_keep(Ops::MAX, a, ax, true));
+      PG_ASSIGN(n, p > 0 ? reduce_keep(Ops::MAX, a, ax, true) : min(a, ax, true));
       norm = n;
     } else if (p == 1) {
       PG_ASSIGN(n, reduce_keep(Ops::ADD, a, ax, true));

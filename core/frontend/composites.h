@@ -40,7 +40,8 @@ absl::StatusOr<UOpRef> logsumexp(const UOpRef& x, int64_t axis, bool keepdim);
 // softmax(-x): the smallest values weigh most (tinygrad's and torch's softmin); 0-d gives 1.
 absl::StatusOr<UOpRef> softmin(const UOpRef& x, int64_t axis);
 // x / max(||x||_p, eps) with the norm along `axis` (tinygrad's Tensor.normalize, torch's
-// F.normalize): p = 0 counts the nonzero elements, p = inf takes the largest |x|.
+// F.normalize): p = 0 counts the nonzero elements, p = inf takes the largest |x|, -inf the
+// smallest; a negative p is torch's (sum |x|^p)^(1/p).
 absl::StatusOr<UOpRef> lp_normalize(const UOpRef& x, double p, int64_t axis, double eps);
 
 // Normalizes over the last `normalized_axes` axes: (x - mean) / sqrt(var + eps).

@@ -182,11 +182,16 @@ absl::StatusOr<UOpRef> cummax_last(const UOpRef& x, bool want_indices) {
   return reshape(last, x->shape);
 }
 
+// f applied along `axis` (moved last and back). Over an empty axis there is nothing to compute:
+// the values are x itself, the indices an empty int32 tensor of x's shape.
 template <typename Last>
-absl::StatusOr<UOpRef> along(const UOpRef& x, int64_t axis, const char* op, const Last& f) {
+absl::StatusOr<UOpRef> along(const UOpRef& x, int64_t axis, const char* op, const Last& f, bool indices = false) {
   PG_ASSIGN(l, last_axis(x, axis, op));
   PG_ASSIGN(t, permute(x, l.perm));
-  if (t->shape.back() == 0) return x;
+  if (t->shape.back() == 0) {
+    if (indices) return constant(int64_t{0}, DType::Int32, x->shape);
+    return x;
+  }
   PG_ASSIGN(out, f(t));
   return permute(out, l.inverse);
 }
@@ -194,7 +199,7 @@ absl::StatusOr<UOpRef> along(const UOpRef& x, int64_t axis, const char* op, cons
 }  // namespace
 
 absl::StatusOr<UOpRef> sort(const UOpRef& x, int64_t axis, bool descending, bool indices) {
-  return along(x, axis, "sort", [&](const UOpRef& t) { return sort_last(t, descending, indices); });
+  return along(x, axis, "sort", [&](const UOpRef& t) { return sort_last(t, descending, indices); }, indices);
 }
 
 absl::StatusOr<UOpRef> topk(const UOpRef& x, int64_t axis, int64_t k, bool largest, bool indices) {
@@ -209,7 +214,7 @@ absl::StatusOr<UOpRef> topk(const UOpRef& x, int64_t axis, int64_t k, bool large
 }
 
 absl::StatusOr<UOpRef> cummax(const UOpRef& x, int64_t axis, bool indices) {
-  return along(x, axis, "cummax", [&](const UOpRef& t) { return cummax_last(t, indices); });
+  return along(x, axis, "cummax", [&](const UOpRef& t) { return cummax_last(t, indices); }, indices);
 }
 
 absl::StatusOr<UOpRef> cummin(const UOpRef& x, int64_t axis, bool indices) {
@@ -220,7 +225,7 @@ absl::StatusOr<UOpRef> cummin(const UOpRef& x, int64_t axis, bool indices) {
     if (indices) return m;
     PG_ASSIGN(back, order_reversed(m));
     return t->dtype == DType::Bool ? cast(back, DType::Bool) : back;
-  });
+  }, indices);
 }
 
 absl::StatusOr<UOpRef> cumprod(const UOpRef& x, int64_t axis) {

@@ -42,11 +42,12 @@ template <typename T>
 T pow_ref(T base, T e) {
   if constexpr (std::is_signed_v<T>)
     if (e < 0) return base == 1 ? 1 : base == -1 ? (e % 2 ? -1 : 1) : 0;
+  // In uint64_t: a narrower unsigned type would be promoted to int, whose product can overflow.
   using U = std::make_unsigned_t<T>;
-  U r = 1, s = static_cast<U>(base);
+  uint64_t r = 1, s = static_cast<U>(base);
   for (U n = static_cast<U>(e); n; n >>= 1, s = static_cast<U>(s * s))
     if (n & 1) r = static_cast<U>(r * s);
-  return static_cast<T>(r);
+  return static_cast<T>(static_cast<U>(r));
 }
 
 class ArithTest : public testing::RealizeFixture {
@@ -96,7 +97,8 @@ class ArithTest : public testing::RealizeFixture {
     std::vector<T> r = run<T>(fe::shift_right(X, N), {4 * bits});
     using U = std::make_unsigned_t<T>;
     for (size_t i = 0; i < x.size(); ++i) {
-      EXPECT_EQ(l[i], static_cast<T>(static_cast<U>(x[i]) << n[i])) << dtype_name(dt) << " " << +x[i] << " << " << +n[i];
+      const auto shifted = static_cast<U>(uint64_t{static_cast<U>(x[i])} << n[i]);
+      EXPECT_EQ(l[i], static_cast<T>(shifted)) << dtype_name(dt) << " " << +x[i] << " << " << +n[i];
       EXPECT_EQ(r[i], static_cast<T>(x[i] >> n[i])) << dtype_name(dt) << " " << +x[i] << " >> " << +n[i];
     }
   }

@@ -465,3 +465,18 @@ def test_min_minimum_argmin_at_integer_extremes(rng, dt):
   np.testing.assert_array_equal(ta.min().numpy(), a.min())
   np.testing.assert_array_equal(ta.argmin(1).numpy(), a.argmin(1))
   np.testing.assert_array_equal(ta.minimum(tb).numpy(), np.minimum(a, b))
+
+
+def test_sort_and_scans_over_an_empty_axis_give_int32_indices():
+  # The indices of an empty axis were the (float) values, which the daemon refused as int32.
+  x = Tensor(np.zeros((2, 0, 3), np.float32))
+  for values, indices in (x.sort(1), x.cummax(1), x.cummin(1)):
+    assert indices.dtype == dtypes.int32 and indices.numpy().shape == (2, 0, 3) and values.numpy().shape == (2, 0, 3)
+
+
+@pytest.mark.parametrize("p", [-1.0, -3.0, float("-inf")])
+def test_normalize_with_a_negative_p_is_torchs(p):
+  torch = pytest.importorskip("torch", reason="the reference is torch.nn.functional.normalize")
+  a = np.random.default_rng(3).uniform(-2, 2, (5, 7)).astype(np.float32)
+  want = torch.nn.functional.normalize(torch.tensor(a), p=p, dim=1).numpy()
+  np.testing.assert_allclose(Tensor(a).normalize(p=p, dim=1).numpy(), want, rtol=1e-5, atol=1e-6)
