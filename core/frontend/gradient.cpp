@@ -96,18 +96,20 @@ class RuleRegistry {
       swept_size_ = std::max<size_t>(rules_.size(), 64);
     }
   }
-  // The rule and live inputs registered for `node`, if any.
-  bool find(const UOp* node, GradientRule& rule, std::vector<UOpRef>& inputs) const {
+  // The rules registered for any of `nodes`, with their live inputs (one lock for the walk).
+  std::unordered_map<const UOp*, std::pair<GradientRule, std::vector<UOpRef>>> find(
+      const std::vector<const UOp*>& nodes) const {
+    std::unordered_map<const UOp*, std::pair<GradientRule, std::vector<UOpRef>>> out;
     absl::MutexLock lock(&mu_);
-    auto it = rules_.find(node);
-    if (it == rules_.end() || it->second.out.lock().get() != node) return false;
-    inputs.clear();
-    for (const auto& w : it->second.inputs) {
-      inputs.push_back(w.lock());
-      if (!inputs.back()) return false;  // cannot happen while node lives: it is built from them
+    if (rules_.empty()) return out;
+    for (const UOp* node : nodes) {
+      auto it = rules_.find(node);
+      if (it == rules_.end() || it->second.out.lock().get() != node) continue;
+      std::vector<UOpRef> inputs;
+      for (const auto& w : it->second.inputs) inputs.push_back(w.lock());  // alive: node is built from them
+      out.emplace(node, std::pair{it->second.rule, std::move(inputs)});
     }
-    rule = it->second.rule;
-    return true;
+    return out;
   }
 
  private:
@@ -214,15 +216,7 @@ absl::StatusOr<std::vector<UOpRef>> gradient(const UOpRef& loss, const std::vect
   std::unordered_set<const UOp*> targets;
   for (const UOpRef& w : wrt) targets.insert(w.get());
   std::vector<const UOp*> order = toposort({loss});
-  struct Custom {
-    GradientRule rule;
-    std::vector<UOpRef> inputs;
-  };
-  std::unordered_map<const UOp*, Custom> custom;
-  for (const UOp* n : order) {
-    Custom c;
-    if (rule_registry().find(n, c.rule, c.inputs)) custom.emplace(n, std::move(c));
-  }
+  const auto custom = rule_registry().find(order);
   std::unordered_set<const UOp*> on_path;
   std::unordered_map<const UOp*, UOpRef> ref{{loss.get(), loss}};
   for (const UOp* n : order) {
@@ -240,10 +234,11 @@ absl::StatusOr<std::vector<UOpRef>> gradient(const UOpRef& loss, const std::vect
     const std::vector<UOpRef>* srcs = &n->src;
     std::vector<UOpRef> src_grads;
     if (auto c = custom.find(n); c != custom.end()) {
-      auto r = c->second.rule(ref.at(n), c->second.inputs, g->second);
+      const auto& [rule, inputs] = c->second;
+      auto r = rule(ref.at(n), inputs, g->second);
       if (!r.ok()) return absl::InternalError(absl::StrCat("gradient rule: ", r.status().message()));
       src_grads = *std::move(r);
-      srcs = &c->second.inputs;
+      srcs = &inputs;
     } else {
       src_grads = backward(b, ref.at(n), g->second);
     }

@@ -1,3 +1,6 @@
 import numpy as np
-from polygrad import Tensor
-def _to_np_dtype(dt): return np.dtype(dt.name if hasattr(dt, "name") else dt) if dt.name not in ("bfloat16",) else None
+
+
+def _to_np_dtype(dt):
+  """numpy's dtype for a polygrad dtype; None for bfloat16, which numpy lacks (as tinygrad's)."""
+  return None if dt.name == "bfloat16" else np.dtype(dt.name)
