@@ -196,6 +196,17 @@ class Lowerer {
         UOpRef v = sub(out, land(valid, inside));
         return uop(Ops::WHERE, n.dtype, {inside, v, const_like(n.dtype, 0)});
       }
+      case Ops::GATHER: {
+        // The index's value at this position picks the element along x's last axis; outside
+        // [0, n) the load is masked off (and its address kept in range) and the result is 0.
+        UOpRef at = lower(n.src[1], idx, valid, depth);
+        if (at->dtype != kIndexDType) at = uop(Ops::CAST, kIndexDType, {at});
+        UOpRef inside = land(lt(const_int(-1), at), lt(at, const_int(in.back())));
+        std::vector<UOpRef> out = idx;
+        out.back() = uop(Ops::WHERE, kIndexDType, {inside, at, const_int(0)});
+        UOpRef v = sub(out, land(valid, inside));
+        return uop(Ops::WHERE, n.dtype, {inside, v, const_like(n.dtype, 0)});
+      }
       case Ops::REDUCE_AXIS: {
         const ReduceArg& r = n.arg_reduce();
         std::vector<UOpRef> out = idx, ranges;

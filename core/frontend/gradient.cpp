@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/frontend/indexing.h"
 #include "core/frontend/tensor_ops.h"
 
 namespace polygrad::frontend {
@@ -183,6 +184,22 @@ std::vector<UOpRef> backward(Builder& b, const UOpRef& node, const UOpRef& g) {
       return {b.take(pad(g, ba))};
     }
     case Ops::FLIP: return {b.take(flip(g, n.arg_ints()))};
+    case Ops::GATHER: {
+      // Each selected element of x gets the gradients of the positions that selected it: g
+      // spread over a one-hot comparison of the index with x's last axis and summed (a
+      // scatter-add); the index gets none.
+      if (s[0]->shape.back() == 0) return {b.c(0, s[0]), nullptr};
+      UOpRef hit = b.to(b.take(one_hot(s[1], s[0]->shape.back())), DType::Bool);  // (..., m, n)
+      if (!hit) return {nullptr, nullptr};
+      Shape gs = g->shape;
+      gs.push_back(1);
+      UOpRef ge = b.take(expand(b.take(reshape(g, gs)), hit->shape));
+      if (!ge) return {nullptr, nullptr};
+      UOpRef picked = b.where(hit, ge, b.c(0, ge));
+      if (!picked) return {nullptr, nullptr};
+      UOpRef summed = b.take(reduce(Ops::ADD, picked, {static_cast<int64_t>(picked->shape.size()) - 2}));
+      return {summed ? b.take(reshape(summed, s[0]->shape)) : nullptr, nullptr};
+    }
     // Back to where the source lives (a COPY back to the CPU of a tensor moved to a GPU); a copy
     // back's device reference passes no gradient.
     case Ops::COPY: {

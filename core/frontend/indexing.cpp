@@ -132,25 +132,8 @@ absl::StatusOr<UOpRef> gather(const UOpRef& x, int64_t axis_in, const UOpRef& in
   std::vector<int64_t> perm = axis_last_permutation(x->shape.size(), axis);
   PG_ASSIGN(xt, permute(x, perm));       // (..., n)
   PG_ASSIGN(it, permute(index, perm));   // (..., m)
-  const int64_t n = xt->shape.back();
-  PG_ASSIGN(oh, one_hot(it, n));         // (..., m, n)
-  PG_ASSIGN(hit, cast(oh, DType::Bool));
-  const DType acc = x->dtype == DType::Bool ? DType::Int32 : x->dtype;
-  Shape xs = xt->shape;
-  xs.insert(xs.end() - 1, 1);            // (..., 1, n)
-  PG_ASSIGN(xr, reshape(xt, xs));
-  PG_ASSIGN(xe, expand(xr, hit->shape));
-  PG_ASSIGN(xv, cast(xe, acc));
-  // Selected with WHERE, not multiplied by the one-hot: an inf or NaN elsewhere in the row times
-  // 0 would be NaN. (The sum starts from +0.0, so a -0.0 comes out +0.0.)
-  PG_ASSIGN(filler, constant(int64_t{0}, acc, hit->shape));
-  PG_ASSIGN(picked, alu(Ops::WHERE, {hit, xv, filler}));
-  int64_t r = static_cast<int64_t>(picked->shape.size());
-  PG_ASSIGN(s, reduce(Ops::ADD, picked, {r - 1}));
-  Shape out = it->shape;
-  PG_ASSIGN(flat, reshape(s, out));
-  PG_ASSIGN(back, cast(flat, x->dtype));
-  return permute(back, inverse_permutation(perm));
+  PG_ASSIGN(g, gather_last(xt, it));
+  return permute(g, inverse_permutation(perm));
 }
 
 }  // namespace polygrad::frontend

@@ -1,5 +1,6 @@
-// Index-producing and index-consuming ops, built on ARANGE comparisons so they stay lazy graph
-// (and differentiable where that makes sense: gather, cumsum, tril/triu).
+// Index-producing and index-consuming ops, built on ARANGE comparisons (gather on a load at a
+// computed position) so they stay lazy graph, differentiable where that makes sense (gather,
+// cumsum, tril/triu).
 #pragma once
 
 #include "absl/status/statusor.h"
@@ -18,8 +19,8 @@ absl::StatusOr<UOpRef> cumsum(const UOpRef& x, int64_t axis);
 absl::StatusOr<UOpRef> tril(const UOpRef& x, int64_t k);
 absl::StatusOr<UOpRef> triu(const UOpRef& x, int64_t k);
 // out[..., i, ...] = x[..., index[..., i, ...], ...] along `axis`; index has x's shape except
-// along `axis`. Out-of-range indices select nothing (0). Selection, not a product: infinities and
-// NaNs elsewhere in the row do not leak into the result. A -0.0 comes out as 0.0.
+// along `axis`. Out-of-range indices select nothing (0). A load of the selected element
+// (tensor_ops.h's gather_last), so only what is selected is read.
 absl::StatusOr<UOpRef> gather(const UOpRef& x, int64_t axis, const UOpRef& index);
 
 }  // namespace polygrad::frontend

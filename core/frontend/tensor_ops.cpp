@@ -238,6 +238,16 @@ absl::StatusOr<UOpRef> reduce(Ops op, const UOpRef& x, std::vector<int64_t> axes
   return uop(Ops::REDUCE_AXIS, x->dtype, {x}, ReduceArg{op, *norm}, std::move(out));
 }
 
+absl::StatusOr<UOpRef> gather_last(const UOpRef& x, const UOpRef& index) {
+  if (!dtype_is_int(index->dtype))
+    return absl::InvalidArgumentError(absl::StrCat("gather needs integer indices, got ", dtype_name(index->dtype)));
+  if (x->shape.empty() || index->shape.size() != x->shape.size() ||
+      !std::equal(x->shape.begin(), x->shape.end() - 1, index->shape.begin()))
+    return absl::InvalidArgumentError(absl::StrCat("gather: index ", shape_str(index->shape), " must have the leading axes of ",
+                                                   shape_str(x->shape)));
+  return uop(Ops::GATHER, x->dtype, {x, index}, {}, index->shape);
+}
+
 absl::StatusOr<UOpRef> reshape(const UOpRef& x, Shape shape) {
   if (auto s = check_shape(shape); !s.ok()) return s;
   int64_t n = 1;

@@ -50,6 +50,10 @@ absl::StatusOr<UOpRef> expand(const UOpRef& x, Shape shape);
 absl::StatusOr<UOpRef> pad(const UOpRef& x, const Pairs& before_after);
 absl::StatusOr<UOpRef> shrink(const UOpRef& x, const Pairs& begin_end);
 absl::StatusOr<UOpRef> flip(const UOpRef& x, std::vector<int64_t> axes);
+// out[..., j] = x[..., index[..., j]]: x (..., n), an integer index (..., m) with x's leading axes;
+// an index outside [0, n) gives 0. A load at the selected position, so a lookup in a table of n
+// rows reads one row, not n (frontend::gather is this along any axis).
+absl::StatusOr<UOpRef> gather_last(const UOpRef& x, const UOpRef& index);
 
 // `x`'s value on the device `device_code` (core/engine/placement.h: 0 is the CPU, k + 1 is
 // CUDA:k): a transfer the engine runs between kernels. INVALID_ARGUMENT for a negative code.

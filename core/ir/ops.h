@@ -20,6 +20,9 @@ namespace polygrad {
   X(WHERE)                                                                                 \
   /* tensor-level reduce (arg: ReduceArg) and movement ops (arg: their parameters) */      \
   X(REDUCE_AXIS) X(RESHAPE) X(PERMUTE) X(EXPAND) X(PAD) X(SHRINK) X(FLIP)                  \
+  /* GATHER (src: x (..., n), integer index (..., m)): x at the index along the last axis, \
+     0 outside [0, n); lowered as a load at a computed position (frontend::gather_last) */ \
+  X(GATHER)                                                                                \
   /* COPY (arg: target device code, core/engine/placement.h): the source's value on another  \
      device; realized as a transfer, never inside a kernel */                                \
   X(COPY)                                                                                  \

@@ -220,9 +220,11 @@ absl::StatusOr<Schedule> create_schedule(const std::vector<UOpRef>& outputs,
       }
       sr.many_roots |= r.many_roots;
       sr.keeps_rows &= r.keeps_rows && keeps_rows(*n, *s);
-      sr.through_expand |= r.through_expand || n->op == Ops::EXPAND;
+      // A gathered source is read at positions chosen by data, some many times, like a broadcast.
+      const bool spread = n->op == Ops::EXPAND || (n->op == Ops::GATHER && s == n->src[0]);
+      sr.through_expand |= r.through_expand || spread;
       sr.in_reduce |= r.in_reduce || n->op == Ops::REDUCE_AXIS;
-      sr.reduce_broadcast |= r.reduce_broadcast || (r.in_reduce && n->op == Ops::EXPAND);
+      sr.reduce_broadcast |= r.reduce_broadcast || (r.in_reduce && spread);
     }
   }
   // Sources before users: cut chains that grew taller than kMaxFusedHeight inside one kernel.

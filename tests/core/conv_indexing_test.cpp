@@ -236,6 +236,42 @@ TEST_F(ConvIndexingTest, OneHotArgmaxArgminGather) {
     for (int j = 0; j < 4; ++j) EXPECT_EQ(g[i * 4 + j], x[i * 5 + gi[i * 4 + j]]);
 }
 
+TEST_F(ConvIndexingTest, GatherLoadsOnlyTheSelectedRows) {
+  // Five lookups in a table of 4096 rows of 8: the kernel iterates about 5 x 8 times, not
+  // 4096 x 5 x 8 (a comparison of every row with the index), which an inline realize's work
+  // limit checks. Out-of-range rows give 0; the gradient adds each row's upstream gradient into
+  // the rows it selected (twice for a row selected twice).
+  std::vector<double> t;
+  UOpRef T = randd({4096, 8}, t);
+  std::vector<int32_t> rows;
+  const std::vector<int32_t> picks{7, -1, 4095, 4096, 7};
+  UOpRef I = leaf<int32_t>(DType::Int32, {5, 1}, rows, [&, i = 0]() mutable { return picks[i++]; });
+  UOpRef Ie = *fe::expand(I, {5, 8});
+  auto y = fe::gather(T, 0, Ie);
+  ASSERT_TRUE(y.ok()) << y.status();
+  auto got = run<double>(y, {5, 8});
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 8; ++j)
+      EXPECT_EQ(got[i * 8 + j], rows[i] >= 0 && rows[i] < 4096 ? t[rows[i] * 8 + j] : 0.0) << i << "," << j;
+  RealizeOptions inline_only;
+  inline_only.inline_work_limit = 5 * 8 * 4;
+  auto again = engine_->realize({*y}, bound_, inline_only);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->deferred) << "the gather's kernel loops over the whole table";
+
+  std::vector<double> w;
+  UOpRef W = randd({5, 8}, w);
+  UOpRef loss = *fe::reduce(Ops::ADD, *fe::alu(Ops::MUL, {*y, W}), {0, 1});
+  auto grads = fe::gradient(loss, {T});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  auto dt = run<double>((*grads)[0], {4096, 8});
+  std::vector<double> want(4096 * 8, 0.0);
+  for (int i = 0; i < 5; ++i)
+    if (rows[i] >= 0 && rows[i] < 4096)
+      for (int j = 0; j < 8; ++j) want[rows[i] * 8 + j] += w[i * 8 + j];
+  EXPECT_EQ(dt, want);
+}
+
 }  // namespace
 }  // namespace polygrad
 
