@@ -143,12 +143,13 @@ class Daemon:
     self._log.close()
 
 
-def run_watching_buffers(tmp_path, body: str) -> str:
+def run_watching_buffers(tmp_path, body: str, *daemon_args: str) -> str:
   """Runs `body` (Python source) in a fresh process against a daemon of its own that serves
-  /metrics, and returns its stdout. The body can call buffers(): the daemon's live-buffer gauge
-  after the process released what it dropped. Skips when the daemon reports no /metrics URL."""
+  /metrics (started with `daemon_args`), and returns its stdout. The body can call buffers(): the
+  daemon's live-buffer gauge after the process released what it dropped, and metric(name): the sum
+  of that metric's samples. Skips when the daemon reports no /metrics URL."""
   import textwrap
-  d = Daemon(daemon_binary(), tmp_path, metrics_listen="127.0.0.1:0")
+  d = Daemon(daemon_binary(), tmp_path, "127.0.0.1:0", *daemon_args)
   try:
     d.wait_ready()
     url = d.metrics_url()
@@ -163,6 +164,9 @@ def run_watching_buffers(tmp_path, body: str) -> str:
           graph.GRAPH.flush_releases()
           text = urllib.request.urlopen({url!r}, timeout=10).read().decode()
           return float(re.search(r"^polygradd_buffers(?:{{[^}}]*}})? (\\S+)$", text, re.M).group(1))
+        def metric(name):
+          text = urllib.request.urlopen({url!r}, timeout=10).read().decode()
+          return sum(float(v) for v in re.findall(r"^" + name + r"(?:{{[^}}]*}})? (\\S+)$", text, re.M))
     """)
     env = dict(os.environ, POLYGRAD_ADDRESS=d.address)
     r = subprocess.run([sys.executable, "-c", preamble + textwrap.dedent(body)], env=env, capture_output=True,

@@ -43,6 +43,25 @@ REQUEST_INLINE_BUDGET = 3 << 20
 # What realize does instead of sending, inside Graph.tracing (compile_step's trace). A context
 # variable, so a trace in one thread does not capture the realizes of another.
 _tracer: contextvars.ContextVar[Optional[Callable]] = contextvars.ContextVar("polygrad_tracer", default=None)
+# Who is told, inside a trace, of the tensors fn rebinds (Tensor.assign) and the optimizers it
+# steps: TinyJit finds a step's state that way, since fn reaches it through closures, not arguments.
+_watch: contextvars.ContextVar[Optional[Any]] = contextvars.ContextVar("polygrad_trace_watch", default=None)
+
+
+@contextlib.contextmanager
+def watching(watch: Any):
+  """Within, trace_watch() is `watch` in this thread (realizes still run)."""
+  token = _watch.set(watch)
+  try:
+    yield
+  finally:
+    _watch.reset(token)
+
+
+def trace_watch() -> Optional[Any]:
+  """The watcher of the trace running in this thread (None outside a trace): an object with
+  `assigning(tensor)` (called before the tensor is rebound) and `stepping(optimizer)`."""
+  return _watch.get()
 
 
 class Node:
@@ -163,6 +182,9 @@ class Graph:
     self._watch: Dict[int, "weakref.ref"] = {}
     # Tensors whose requires_grad was set to True: the targets backward() looks for.
     self.leaves = WeakIdSet()
+    # Called with the connection by flush_releases: other daemon objects that died (compiled steps)
+    # are released with the nodes.
+    self.release_hooks: List[Callable] = []
 
   @property
   def last_stats(self):
@@ -207,6 +229,8 @@ class Graph:
     conn = current_connection()
     if conn is None:
       return
+    for hook in self.release_hooks:
+      hook(conn)
     with self._lock:
       ids, handles = self._drain(self._dead), self._drain(self._dead_handles)
       if not ids and not handles:
@@ -325,11 +349,13 @@ class Graph:
     return order
 
   @contextlib.contextmanager
-  def tracing(self, realize: Callable[[Sequence[Node], bool], List[Optional[np.ndarray]]]):
-    """Within, this thread's realize(outputs, want_data) calls `realize` and sends nothing."""
+  def tracing(self, realize: Callable[[Sequence[Node], bool], List[Optional[np.ndarray]]], watch: Any = None):
+    """Within, this thread's realize(outputs, want_data) calls `realize` and sends nothing, and
+    trace_watch() is `watch`."""
     token = _tracer.set(realize)
     try:
-      yield
+      with watching(watch):
+        yield
     finally:
       _tracer.reset(token)
 

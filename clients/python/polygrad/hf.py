@@ -24,6 +24,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tup
 import numpy as np
 
 from .dtype import DType, dtypes
+from .kv_cache import kv_cache
 from .nn import LayerNorm
 from .nn.state import INDEX_NAME, SAFE_DTYPES, get_state_dict
 from .progress import Progress
@@ -170,6 +171,20 @@ class Attention:
     att = mask.where(att, float("-inf")).softmax(-1)
     return self.c_proj((att @ v).permute(0, 2, 1, 3).reshape(b, t, c))
 
+  def cached(self, x: Tensor, write: Tensor, valid: Tensor, kc: Tensor, vc: Tensor) -> Tensor:
+    """Attention of one new position per row, x (B, 1, C), against the key/value caches kc, vc
+    (B, H, W, hd): the new key and value land where `write` (B, 1, W, 1) is true (the caches are
+    assigned), and the query attends where `valid` (B, 1, 1, W) is true."""
+    b, _, c = x.shape
+    hd = c // self.n_head
+    qkv = self.c_attn(x)
+    q, k, v = (qkv[:, :, i * c:(i + 1) * c].reshape(b, 1, self.n_head, hd).permute(0, 2, 1, 3) for i in range(3))
+    kc.assign(write.where(k, kc))
+    vc.assign(write.where(v, vc))
+    att = (q @ kc.transpose(-2, -1)) * self.scale
+    att = valid.where(att, float("-inf")).softmax(-1)
+    return self.c_proj((att @ vc).permute(0, 2, 1, 3).reshape(b, 1, c))
+
 
 class MLP:
   def __init__(self, cfg: GPT2Config, init: bool = True):
@@ -189,6 +204,10 @@ class Block:
 
   def __call__(self, x: Tensor, mask: Tensor) -> Tensor:
     x = x + self.attn(self.ln_1(x), mask)
+    return x + self.mlp(self.ln_2(x))
+
+  def cached(self, x: Tensor, write: Tensor, valid: Tensor, kc: Tensor, vc: Tensor) -> Tensor:
+    x = x + self.attn.cached(self.ln_1(x), write, valid, kc, vc)
     return x + self.mlp(self.ln_2(x))
 
 
@@ -229,8 +248,25 @@ class GPT2:
       if select.shape != (b, t):
         raise ValueError(f"select has shape {select.shape}, the tokens {(b, t)}")
       x = (x * select.reshape(b, t, 1)).sum(1)
+    return self._head(x)
+
+  def _head(self, x: Tensor) -> Tensor:
     head = self.wte.weight if self.lm_head is None else self.lm_head.weight
     return x @ head.transpose(0, 1)
+
+  def cached(self, tok: Tensor, pos: Tensor, caches: List[Tuple[Tensor, Tensor]]) -> Tensor:
+    """Logits (B, vocab) of one new token per row: int32 `tok` and `pos` (B, 1), each row at its
+    own position; `caches` holds every layer's (keys, values), (B, H, W, hd), which this assigns
+    (the new key and value at pos). Positions are data, so one graph serves every position."""
+    b = tok.shape[0]
+    w = caches[0][0].shape[2]
+    ar = Tensor.arange(w, dtype=dtypes.int32).reshape(1, w)
+    write = (ar == pos).reshape(b, 1, w, 1)
+    valid = (ar <= pos).reshape(b, 1, 1, w)
+    x = self.wte(tok) + self.wpe(pos)
+    for block, (kc, vc) in zip(self.h, caches):
+      x = block.cached(x, write, valid, kc, vc)
+    return self._head(self.ln_f(x).reshape(b, self.config.n_embd))
 
 
 class LMHead:
@@ -552,8 +588,10 @@ def generate(inst: GPT2Instance, tokens: Any, max_new_tokens: int, temperature: 
              top_k: Optional[int] = None, seed: Optional[int] = None, progress: bool = True) -> np.ndarray:
   """`tokens` (T,) or (B, T) followed by max_new_tokens sampled tokens, same rank (and, for a
   numpy input, dtype). Sampling runs on the client with numpy's Generator(seed): the same seed
-  gives the same tokens; temperature 0 or top_k=1 is greedy. The context is cut to the last
-  max_seq_len (else n_positions) tokens, and every step runs at that padded length."""
+  gives the same tokens; temperature 0 or top_k=1 is greedy. While prompt and new tokens fit
+  max_seq_len (else n_positions), each token is one step against cached keys and values
+  (polygrad.kv_cache); past that the context is cut to the last max_seq_len tokens and every step
+  runs the whole window."""
   if not isinstance(inst, GPT2Instance):
     raise TypeError(f"generate takes what load_hf returns, got {type(inst).__name__}")
   if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
@@ -569,11 +607,30 @@ def generate(inst: GPT2Instance, tokens: Any, max_new_tokens: int, temperature: 
   length = inst.max_seq_len or min(inst.config.n_positions, ctx.shape[1] + int(max_new_tokens))
   rng = np.random.default_rng(seed)
   out = ctx.astype(np.int64)
-  with Progress(int(max_new_tokens), "generate", enabled=None if progress else False, unit="tok") as bar:
-    for _ in range(int(max_new_tokens)):
-      window = out[:, -length:].astype(np.int32)
-      nxt = _sample(inst.next_logits(window, length), float(temperature), top_k, rng)
-      out = np.concatenate([out, nxt[:, None].astype(np.int64)], axis=1)
-      bar.update(1)
+  n_new = int(max_new_tokens)
+  with Progress(n_new, "generate", enabled=None if progress else False, unit="tok") as bar:
+    if n_new and ctx.shape[1] + n_new - 1 <= length:
+      # Everything fits the window: cached keys and values, one token per step.
+      # Greedy decoding picks the token on the daemon, so no logits travel.
+      cache = kv_cache(inst.model, ctx.shape[0], length)
+      greedy = temperature == 0 or top_k == 1
+      b, t = ctx.shape
+      for i in range(t - 1):
+        cache.step_greedy(ctx[:, i], np.full(b, i))
+      for i in range(n_new):
+        pos = t - 1 + i
+        if greedy:
+          nxt = cache.step_greedy(out[:, pos], np.full(b, pos))
+        else:
+          nxt = _sample(cache.step(out[:, pos], np.full(b, pos)), float(temperature), top_k, rng)
+        out = np.concatenate([out, nxt[:, None].astype(np.int64)], axis=1)
+        bar.update(1)
+    else:
+      # The context slides past the window: positions shift, so the whole window runs each step.
+      for _ in range(n_new):
+        window = out[:, -length:].astype(np.int32)
+        nxt = _sample(inst.next_logits(window, length), float(temperature), top_k, rng)
+        out = np.concatenate([out, nxt[:, None].astype(np.int64)], axis=1)
+        bar.update(1)
   out = out if src.ndim == 2 else out[0]
   return out.astype(src.dtype) if isinstance(tokens, np.ndarray) else out

@@ -24,7 +24,7 @@ import inspect
 import math
 import warnings
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -40,12 +40,16 @@ __all__ = ["compile_step", "CompiledTrainingStep"]
 
 
 class _Tracing:
-  """Graph.realize while fn is traced (Graph.tracing, in this thread only): realizes are deferred
-  (their nodes become part of the step); reading a value is impossible, since nothing runs until
-  the step does."""
+  """What Graph.tracing calls while fn is traced (in this thread only). Realizes are deferred (their
+  nodes become part of the step); reading a value is impossible, since nothing runs until the step
+  does. As the trace's watcher it also records every tensor fn rebinds (with the node it stood for
+  first) and every optimizer fn steps (with its step count before), so state that fn reaches through
+  closures is found as well as state passed as arguments."""
 
-  def __init__(self) -> None:
+  def __init__(self, optimizers: List[Any], first_steps: Dict[int, int]) -> None:
     self.deferred: List[g.Node] = []
+    self.assigned: Dict[int, Tuple[Tensor, g.Node]] = {}  # id(tensor) -> (tensor, node before the trace)
+    self._optimizers, self._first_steps = optimizers, first_steps
 
   def realize(self, outputs, want_data: bool):
     if want_data:
@@ -53,6 +57,20 @@ class _Tracing:
                           "traced; return the tensor from fn instead and read it from the step")
     self.deferred.extend(outputs)
     return [None] * len(outputs)
+
+  def assigning(self, t: Tensor) -> None:
+    self.assigned.setdefault(id(t), (t, t._node))
+
+  def stepping(self, opt) -> None:
+    if id(opt) not in self._first_steps:
+      self._first_steps[id(opt)] = opt.steps
+      self._optimizers.append(opt)
+
+  def restore(self) -> None:
+    """Every tensor fn rebound stands for its node from before the trace again."""
+    for t, old in self.assigned.values():
+      t._node = old
+      old.cache = None
 
 
 def _optimizers_in(obj: Any) -> List[Any]:
@@ -103,11 +121,34 @@ def _flush_dead_steps(conn) -> None:
       pass  # already gone (session expired)
 
 
+g.GRAPH.release_hooks.append(_flush_dead_steps)
+
+
+class _OutputSpec(NamedTuple):
+  id: int
+  dtype: Any
+  shape: Tuple[int, ...]
+
+
+def output_node(n: _OutputSpec, r) -> g.Node:
+  """A BUFFER node holding one RunStep output `r` of step node `n`: its bytes (cached when small),
+  or the handle of the copy the daemon made of a large one, released with the node."""
+  if r.has_data:
+    arr = g.decode(n, r.dtype, tuple(r.shape), r.data)
+    node = g.GRAPH.node(g.BUFFER, n.dtype, n.shape, (), _to_wire_array(arr, n.dtype))
+    node.cache = arr  # whatever its size: reading it must not send it back and fetch it again
+    return node
+  node = g.GRAPH.node(g.BUFFER, n.dtype, n.shape, (), int(r.handle))
+  g.GRAPH._uploads[node.id] = int(r.handle)
+  return node
+
+
 class CompiledTrainingStep:
   """A step compiled by compile_step. run() executes it; outputs stay readable until the next."""
 
   def __init__(self, conn, resp, inputs: Dict[str, Tuple[Tensor, g.Node]], outputs: List[g.Node],
-               targets: List[g.Node], scalars: List[Tuple[Any, str, Any, int]], first_k: int):
+               targets: List[g.Node], scalars: List[Tuple[Any, str, Any, int]], first_k: int,
+               rebind: List[Tuple[Any, int]]):
     self._conn = conn
     self.step_id = int(resp.step_id)
     stats = resp.stats
@@ -117,18 +158,23 @@ class CompiledTrainingStep:
     self.compile_seconds = float(stats.seconds)
     self._inputs = inputs  # argument name -> (tensor, input node)
     self._by_node = {n.id: (name, t, n) for name, (t, n) in inputs.items()}
-    self._outputs = outputs
+    # What decoding an output needs, not the traced nodes: holding those would hold the whole
+    # traced graph and every node it read (see read_nodes).
+    self._outputs = [_OutputSpec(n.id, n.dtype, n.shape) for n in outputs]
     self._targets = targets
     self._scalars = scalars  # (optimizer, attribute, _Scalar, input node id)
+    # (tensor, output index): a tensor fn rebound whose old value had no buffer to update in place
+    # (or, by input name, an input fn assigned to): it stands for that output after every run.
+    self._rebind = rebind
     self._sent_scalar: Dict[int, float] = {}
     self._k = first_k  # the optimizer step number of the next run
     self._pending: Dict[int, Any] = {}
     self._values: Optional[List[np.ndarray]] = None
     self.runs = 0
+    self.read_nodes: List[weakref.ref] = []  # set by trace_step
     self._gen = g.GRAPH.gen
     self._finalizer = weakref.finalize(self, _step_died, self._gen, self.step_id)
     self._finalizer.atexit = False
-
   # --- inputs -----------------------------------------------------------------------------------
 
   @property
@@ -152,7 +198,8 @@ class CompiledTrainingStep:
       if data.shape != node.shape or data.dtype != node.dtype:
         raise ValueError(f"input {self._by_node[node.id][0]!r}: got {data.dtype.name}{list(data.shape)}, "
                          f"the step takes {node.dtype.name}{list(node.shape)}")
-      data.realize()
+      if not (data._node.handle and data._node.sent):
+        data.realize()
       self._pending[node.id] = data  # kept alive until sent
       return
     arr = np.asarray(data)
@@ -161,10 +208,39 @@ class CompiledTrainingStep:
                        f"{tuple(node.shape)}")
     self._pending[node.id] = _to_wire_array(arr, node.dtype).tobytes()
 
+  def feed(self, name: str, t: Tensor) -> None:
+    """set_input(name, t) for a Tensor, sending the bytes of one made from host data (not yet on
+    the daemon) with the run instead of uploading it first: one message per run."""
+    node = self._inputs[name][1]
+    n = t._node
+    if n.op == g.BUFFER and not n.sent and isinstance(n.arg, np.ndarray) and n.shape == node.shape \
+        and n.dtype == node.dtype:
+      self._pending[node.id] = n.arg.tobytes()
+    else:
+      self.set_input(name, t)
+
   # --- running ----------------------------------------------------------------------------------
 
   def run(self, **inputs) -> "CompiledTrainingStep":
     """Run the step once, after feeding `inputs` (by argument name, see set_input)."""
+    resp = self.exchange(inputs)
+    values = []
+    for n, r in zip(self._outputs, resp.outputs):
+      if r.has_data:
+        data = r.data
+      else:
+        _, _, data = self._conn.download(int(r.handle))
+        self._conn.release((), [int(r.handle)])
+      values.append(g.decode(n, r.dtype, tuple(r.shape), data))
+    self._values = values
+    for t, i in self._rebind:
+      if isinstance(t, Tensor):
+        t._node = Tensor(values[i], dtype=self._outputs[i].dtype)._node
+    return self
+
+  def exchange(self, inputs: Dict[str, Any]):
+    """One RunStep after feeding `inputs`: the daemon's answer, whose large outputs are handles
+    the caller owns. Optimizer scalars and node caches are brought up to date."""
     for name, value in inputs.items():
       self.set_input(name, value)
     if g.GRAPH.gen != self._gen:
@@ -190,16 +266,7 @@ class CompiledTrainingStep:
       n.cache = None
     for _, n in self._inputs.values():
       n.cache = None
-    values = []
-    for n, r in zip(self._outputs, resp.outputs):
-      if r.has_data:
-        data = r.data
-      else:
-        _, _, data = self._conn.download(int(r.handle))
-        self._conn.release((), [int(r.handle)])
-      values.append(g.decode(n, r.dtype, tuple(r.shape), data))
-    self._values = values
-    return self
+    return resp
 
   def __call__(self, **inputs) -> "CompiledTrainingStep":
     return self.run(**inputs)
@@ -251,11 +318,31 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
       seen.add(id(t))
       state.append(t)
   optimizers = list({id(o): o for o in _optimizers_in(others)}.values())
+  step, _, _ = trace_step(conn, lambda: fn(*args, **kwargs), inputs, state, optimizers, _returned_tensors,
+                          input_assigns=False)
+  return step
 
-  # Every input and state tensor gets a buffer on the daemon before the trace.
+
+def _returned_tensors(result) -> List[Tensor]:
+  if result is None:
+    return []
+  if isinstance(result, Tensor):
+    return [result]
+  if isinstance(result, (list, tuple)) and all(isinstance(r, Tensor) for r in result):
+    return list(result)
+  raise TypeError(f"compile_step: fn must return a Tensor, a tuple of Tensors or None, got {type(result).__name__}")
+
+
+def trace_step(conn, call: Callable[[], Any], inputs: Dict[str, Tensor], state: List[Tensor], optimizers: List[Any],
+               result_tensors: Callable[[Any], List[Tensor]], input_assigns: bool):
+  """Trace call() into a compiled step whose per-run inputs are `inputs` (by name) and whose state
+  is `state`, the tensors of `optimizers` and whatever else call() rebinds or steps. Returns
+  (step, call's result, [(tensor or input name, output index)] of the step's rebinds); the
+  step's first outputs are result_tensors(result). With input_assigns, call() may assign to an
+  input (the new value is an output; the caller rebinds the tensor it fed), else that raises."""
   everything = [*inputs.values(), *state]
   if everything:
-    Tensor.realize(*everything)
+    Tensor.realize(*everything)  # every input and state tensor gets a buffer before the trace
   input_nodes = {name: t._node for name, t in inputs.items()}
   ids = [n.id for n in input_nodes.values()]
   if len(set(ids)) != len(ids):
@@ -263,41 +350,56 @@ def compile_step(fn: Callable, *args, **kwargs) -> CompiledTrainingStep:
   before = [(t, t._node) for t in state]
   grads = [(t, t.grad) for t in state]
   first_steps = {id(o): o.steps for o in optimizers}
+  tracing = _Tracing(optimizers, first_steps)
   try:
-    resp, outs, assigns, scalars = _trace_and_compile(conn, fn, args, kwargs, before, input_nodes, ids,
-                                                      optimizers)
+    resp, result, n_out, assigns, scalars, rebind, read = _trace_and_compile(
+        conn, call, tracing, before, input_nodes, ids, result_tensors, input_assigns)
   except BaseException:
     for t, gr in grads:  # a failed trace leaves the model as it was
       t.grad = gr
     raise
   finally:
     # The state tensors stand for their buffers again, which every run updates in place.
+    tracing.restore()
     for t, old in before:
       t._node = old
       old.cache = None
     for o in optimizers:
       o.steps = first_steps[id(o)]
   first_k = min(first_steps.values()) + 1 if first_steps else 1
-  out_nodes = [t._node for t in outs]
-  step = CompiledTrainingStep(conn, resp, {name: (inputs[name], input_nodes[name]) for name in inputs}, out_nodes,
-                              [old for old, _ in assigns], scalars, first_k)
-  return step
+  step = CompiledTrainingStep(conn, resp, {name: (inputs[name], input_nodes[name]) for name in inputs}, n_out,
+                              [old for old, _ in assigns], scalars, first_k, rebind)
+  step.read_nodes = [weakref.ref(n) for n in read]
+  return step, result, rebind
 
 
-def _trace_and_compile(conn, fn, args, kwargs, before, input_nodes, ids, optimizers):
-  """Runs fn with realizes deferred and sends what it built as one CompileStep."""
+def _trace_and_compile(conn, call, tracing, before, input_nodes, ids, result_tensors, input_assigns):
+  """Runs call() with realizes deferred and sends what it built as one CompileStep."""
   first_new_id = g.GRAPH.stats()["next_id"]
-  tracing = _Tracing()
-  with g.GRAPH.tracing(tracing.realize):
-    result = fn(*args, **kwargs)
-  if result is None:
-    outs: List[Tensor] = []
-  elif isinstance(result, Tensor):
-    outs = [result]
-  elif isinstance(result, (list, tuple)) and all(isinstance(r, Tensor) for r in result):
-    outs = list(result)
-  else:
-    raise TypeError(f"compile_step: fn must return a Tensor, a tuple of Tensors or None, got {type(result).__name__}")
+  with g.GRAPH.tracing(tracing.realize, tracing):
+    result = call()
+  outs = [t._node for t in result_tensors(result)]
+
+  # Tensors rebound through closures join the state when their old value has a buffer to update
+  # in place; an input, or a tensor whose old value was never realized, gets its new value back
+  # as an extra output after every run.
+  input_names = {n.id: name for name, n in input_nodes.items()}
+  known = {id(t) for t, _ in before}
+  rebind_nodes: List[Tuple[Any, g.Node]] = []
+  for t, old in tracing.assigned.values():
+    if id(t) in known or t._node is old:
+      continue
+    if old.id in input_names:
+      if not input_assigns:
+        raise ValueError("compile_step: fn assigns to an input tensor")
+      rebind_nodes.append((input_names[old.id], t._node))
+    elif old.sent and old.handle and old.gen == g.GRAPH.gen:
+      before.append((t, old))
+      known.add(id(t))
+    else:
+      rebind_nodes.append((t, t._node))
+  rebind = [(who, len(outs) + i) for i, (who, _) in enumerate(rebind_nodes)]
+  outs += [n for _, n in rebind_nodes]
 
   assigns = [(old, t._node) for t, old in before if t._node is not old]
   for t, old in before:
@@ -307,11 +409,14 @@ def _trace_and_compile(conn, fn, args, kwargs, before, input_nodes, ids, optimiz
   for old, _ in assigns:
     if any(old is n for n in input_nodes.values()):
       raise ValueError("compile_step: fn assigns to an input tensor")
-  roots = [t._node for t in outs] + [v for _, v in assigns]
+  roots = outs + [v for _, v in assigns]
+  optimizers = tracing._optimizers
 
   with g.GRAPH._lock:
     todo = g.GRAPH._unsent(roots) if roots else []
-    if any(s.stop and not s.handle for n in todo for s in n.src):
+    # A stop node matters only to a gradient, which the daemon takes through it (eager realizes
+    # cut it first); a step without gradients, e.g. inference under Tensor.no_grad, has none.
+    if any(n.op == g.GRADIENT for n in todo) and any(s.stop and not s.handle for n in todo for s in n.src):
       raise NotImplementedError("compile_step: detach() / Tensor.no_grad values inside a compiled step are "
                                 "not supported yet")
     # Optimizer scalars that change per step become inputs of the step (realized BUFFER nodes:
@@ -336,22 +441,28 @@ def _trace_and_compile(conn, fn, args, kwargs, before, input_nodes, ids, optimiz
       warnings.warn(f"compile_step: fn made {len(baked)} tensor(s) from data or random numbers while traced "
                     f"(e.g. Tensor.rand, a Dropout mask); their values are baked into the step and are the same "
                     f"in every run",
-                    stacklevel=3)
+                    stacklevel=4)
     for n in todo:
       if n.op == g.BUFFER and isinstance(n.arg, np.ndarray) and n.arg.nbytes > conn.max_inline_bytes:
         handle = conn.upload(n.dtype.wire, n.shape, memoryview(n.arg).cast("B"))
         n.arg = handle
         g.GRAPH._uploads[n.id] = handle
+    # The nodes from before the trace that the step reads (weights fn reached through closures):
+    # one that dies was rebound outside the step, which then reads a stale value.
+    fed = set(ids) | scalar_ids
+    read = {n.id: n for n in todo if n.id < first_new_id}
+    read.update((s.id, s) for n in todo for s in n.src if s.sent and s.id not in fed)
+    read.update((n.id, n) for n in outs if n.sent and n.id not in fed)
     start = g.GRAPH.send_leading_batches(conn, todo)
     # What fn realized (an optimizer step: gradients, new state) gets its own kernels, as eagerly.
     sent_or_todo = todo_ids | {n.id for n in tracing.deferred if n.sent}
     materialize = list(dict.fromkeys(n.id for n in tracing.deferred if n.id in sent_or_todo))
     resp = conn.compile_step([wire.node(n) for n in todo[start:]], [*ids, *sorted(scalar_ids)],
-                             [t._node.id for t in outs],
+                             [n.id for n in outs],
                              [(old.id, new.id) for old, new in assigns], materialize)
     for n in todo[start:]:
       g.GRAPH._mark_sent(n)
     handles = [h for h in (g.GRAPH._uploads.pop(n.id, None) for n in todo) if h is not None]
     if handles:
       conn.release((), handles)
-  return resp, outs, assigns, scalars
+  return resp, result, outs, assigns, scalars, rebind, list(read.values())

@@ -20,7 +20,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..dtype import dtypes
-from ..graph import GRAPH
+from ..graph import GRAPH, trace_watch
 from ..ops import ADAM_UPDATE, LAMB_UPDATE, SGD_UPDATE, Composite
 from ..tensor import Tensor, take_pending_losses, untracked
 
@@ -95,6 +95,9 @@ class Optimizer:
   def schedule_step(self) -> List[Tensor]:
     """Build the update lazily (parameters rebound to their new values) and return everything the
     step should realize: parameters, buffers, optimizer state, gradients, pending losses."""
+    watch = trace_watch()
+    if watch is not None:
+      watch.stepping(self)
     self.steps += 1
     with untracked():
       state = self._step()

@@ -379,6 +379,9 @@ class Tensor:
       raise TypeError(f"replace takes a Tensor, got {type(x).__name__}")
     if x.shape != self.shape:
       raise ShapeError(f"replace: shape {x.shape} differs from {self.shape}")
+    watch = g.trace_watch()
+    if watch is not None:
+      watch.assigning(self)
     self._node = x._node
     return self
 
@@ -505,6 +508,9 @@ class Tensor:
       # anyway, and a realized tracked value keeps the graph behind it (Node.keep), so a
       # hand-written `w.assign(w.detach() - lr * w.grad)` loop would carry every earlier step.
       x = x.detach()
+    watch = g.trace_watch()
+    if watch is not None:
+      watch.assigning(self)
     self._node = x._node
     return self
 

@@ -1,0 +1,216 @@
+"""TinyJit: tinygrad's decorator for a function called many times with inputs of one shape.
+
+    @TinyJit
+    def train_step(x, y):
+      opt.zero_grad()
+      loss = model(x).sparse_categorical_crossentropy(y).backward()
+      opt.step()
+      return loss
+
+The first call runs fn as it is. The second traces it into a compiled step (polygrad.nn's
+compile_step: one CompileStep request) and runs that. Every later call is one RunStep: the Tensor
+arguments (and Tensors directly inside list, tuple and dict arguments) are copied into the step's
+inputs, the daemon launches the compiled kernels, and the tensors fn updates (a model's weights
+through an optimizer, `x.assign(...)`, `x += 1`) are updated whether fn reached them as arguments
+or through closures. What fn returns comes back as new realized Tensors in the same structure.
+
+Unlike tinygrad, returned tensors do not share one buffer across calls: each call's results stay
+valid. A tensor fn reads through its closure that is rebound outside the step (weights trained
+eagerly, then read by a jitted evaluation) makes the next call capture again. A Tensor argument of another shape, dtype or device, or other argument names, raise
+JitError; so do a function that computes nothing and a return value that is not made of Tensors.
+Random numbers drawn inside fn are fixed when it is traced (compile_step warns). `JIT=0` in the
+environment runs every call eagerly.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from . import graph as g
+from .connection import get_connection
+from .errors import PolygradError
+from .step import CompiledTrainingStep, output_node, trace_step
+from .tensor import Tensor
+
+__all__ = ["TinyJit", "JitError"]
+
+
+class JitError(PolygradError):
+  """A call a captured TinyJit cannot replay, or a function it cannot capture."""
+
+
+class _EagerWatch:
+  """The tensors the eager first call rebinds: realized after it, so the capture finds them as
+  buffers to update in place."""
+
+  def __init__(self) -> None:
+    self.assigned: Dict[int, Tensor] = {}
+
+  def assigning(self, t: Tensor) -> None:
+    self.assigned.setdefault(id(t), t)
+
+  def stepping(self, opt) -> None:
+    pass
+
+
+def _jit_inputs(args: tuple, kwargs: dict) -> Tuple[List[str], List[Tensor]]:
+  """The Tensor arguments, by name: positional ones as args[i], keywords by name, and the Tensors
+  directly inside list, tuple and dict arguments (not deeper: a model's weights are state)."""
+  pairs = [(f"args[{i}]", a) for i, a in enumerate(args)] + sorted(kwargs.items())
+  names = [name for name, a in pairs if isinstance(a, Tensor)]
+  tensors = [a for _, a in pairs if isinstance(a, Tensor)]
+  for name, x in pairs:
+    items = enumerate(x) if isinstance(x, (list, tuple)) else x.items() if isinstance(x, dict) else ()
+    for k, t in items:
+      if isinstance(t, Tensor) and not any(t is y for y in tensors):
+        names.append(f"{name}[{k!r}]")
+        tensors.append(t)
+  return names, tensors
+
+
+def _host_data(t: Tensor) -> bool:
+  """t is data made on the host that the daemon has not seen (a Tensor of a numpy array)."""
+  n = t._node
+  return n.op == g.BUFFER and not n.sent and isinstance(n.arg, np.ndarray)
+
+
+def _flatten(ret: Any, out: List[Tensor]) -> Any:
+  """ret with every Tensor replaced by its index in `out` (where it is appended)."""
+  if isinstance(ret, Tensor):
+    out.append(ret)
+    return len(out) - 1
+  if isinstance(ret, (list, tuple)):
+    return type(ret)(_flatten(x, out) for x in ret)
+  if isinstance(ret, dict):
+    return {k: _flatten(v, out) for k, v in ret.items()}
+  if ret is None:
+    return None
+  raise JitError(f"TinyJit: fn returned a {type(ret).__name__}; a jitted function returns Tensors (alone or in "
+                 f"lists, tuples and dicts) or None, since a replay does not run fn's Python code")
+
+
+def _unflatten(template: Any, tensors: List[Tensor]) -> Any:
+  if isinstance(template, int):
+    return tensors[template]
+  if isinstance(template, (list, tuple)):
+    return type(template)(_unflatten(x, tensors) for x in template)
+  if isinstance(template, dict):
+    return {k: _unflatten(v, tensors) for k, v in template.items()}
+  return None
+
+
+def _tensors_in(ret: Any) -> List[Tensor]:
+  if isinstance(ret, Tensor):
+    return [ret]
+  if isinstance(ret, (list, tuple)):
+    return [t for x in ret for t in _tensors_in(x)]
+  if isinstance(ret, dict):
+    return [t for x in ret.values() for t in _tensors_in(x)]
+  return []
+
+
+class TinyJit:
+  """`@TinyJit` or `TinyJit(fn)`: see the module doc. `captured` is the compiled step once the
+  second call has captured fn (its `n_kernels` counts the kernels a replay launches)."""
+
+  def __init__(self, fxn: Optional[Callable] = None, *, prune: bool = False):
+    self.fxn = fxn
+    self.prune = prune  # accepted for tinygrad's signature: a step already computes only what it needs
+    self.cnt = 0
+    self.captured: Optional[CompiledTrainingStep] = None
+    self._names: List[str] = []
+    self._info: List[Tuple[Any, ...]] = []
+    self._template: Any = None
+    self._rebind: List[Tuple[Any, int]] = []
+    if fxn is not None:
+      functools.update_wrapper(self, fxn)
+
+  def __get__(self, obj, objtype=None):
+    return self if obj is None else functools.partial(self.__call__, obj)
+
+  def reset(self) -> None:
+    """Forget the capture: the next call runs eagerly and the one after captures again."""
+    if self.captured is not None:
+      self.captured.release()
+    self.captured, self.cnt = None, 0
+
+  def __call__(self, *args, **kwargs):
+    if self.fxn is None:  # @TinyJit(prune=...) decorating fn
+      if len(args) == 1 and callable(args[0]) and not kwargs:
+        self.fxn = args[0]
+        functools.update_wrapper(self, self.fxn)
+        return self
+      raise TypeError("TinyJit(...) without a function decorates one: @TinyJit(prune=True)")
+    names, tensors = _jit_inputs(args, kwargs)
+    if self.cnt == 0 or os.environ.get("JIT", "1") == "0":
+      ret = self._eager(args, kwargs)
+    else:
+      # A replay sends host data with the run itself; a capture needs every input on the daemon.
+      unrealized = [t for t in tensors if not (t._node.handle and t._node.sent)
+                    and (self.cnt == 1 or not _host_data(t))]
+      if unrealized:
+        Tensor.realize(*unrealized)
+      nodes = [t._node.id for t in tensors]
+      if len(set(nodes)) != len(nodes):
+        raise JitError("duplicate inputs to JIT: two Tensor arguments are the same tensor")
+      info = [(t.shape, t.dtype, t.device) for t in tensors]
+      if self.cnt == 1:
+        ret = self._capture(args, kwargs, names, tensors, info)
+      else:
+        if names != self._names:
+          raise JitError(f"args mismatch in JIT: the capture took Tensor arguments {self._names}, this call {names}")
+        if info != self._info:
+          bad = next(i for i, (a, b) in enumerate(zip(info, self._info)) if a != b)
+          (s, d, dev), (es, ed, edev) = info[bad], self._info[bad]
+          raise JitError(f"args mismatch in JIT: {names[bad]} is {d.name}{list(s)} on {dev}, the capture took "
+                         f"{ed.name}{list(es)} on {edev}")
+        if any(r() is None for r in self.captured.read_nodes):
+          # fn reads a tensor that was rebound since the capture (eager training of the weights
+          # a jitted evaluation reads): capture again, so the step reads what the tensor holds now.
+          self.captured.release()
+          ret = self._capture(args, kwargs, names, tensors, info)
+        else:
+          ret = self._replay(tensors)
+    self.cnt += 1
+    return ret
+
+  def _eager(self, args, kwargs):
+    watch = _EagerWatch()
+    with g.watching(watch):
+      ret = self.fxn(*args, **kwargs)
+    todo = _tensors_in(ret) + list(watch.assigned.values())
+    if todo:
+      Tensor.realize(*todo)
+    return ret
+
+  def _capture(self, args, kwargs, names, tensors, info):
+    if g.trace_watch() is not None:
+      raise RuntimeError("TinyJit: a jitted function cannot be captured inside another TinyJit or compile_step")
+    flat: List[Tensor] = []
+
+    def result_tensors(ret):
+      self._template = _flatten(ret, flat)
+      return flat
+
+    step, _, rebind = trace_step(get_connection(), lambda: self.fxn(*args, **kwargs), dict(zip(names, tensors)),
+                                 [], [], result_tensors, input_assigns=True)
+    if step.n_kernels == 0 and not step._targets and not rebind and not flat:
+      step.release()
+      raise JitError("didn't JIT anything! fn computed no tensor and assigned to none")
+    self.captured, self._names, self._info, self._rebind = step, names, info, rebind
+    self._n_ret = len(flat)
+    return self._replay(tensors)
+
+  def _replay(self, tensors: List[Tensor]):
+    step = self.captured
+    for name, t in zip(self._names, tensors):
+      step.feed(name, t)
+    resp = step.exchange({})
+    nodes = [output_node(n, r) for n, r in zip(step._outputs, resp.outputs)]
+    for who, i in self._rebind:
+      t = tensors[self._names.index(who)] if isinstance(who, str) else who
+      t._node = nodes[i]
+    return _unflatten(self._template, [Tensor(nodes[i]) for i in range(self._n_ret)])
