@@ -429,6 +429,18 @@ export declare class CompiledStep {
 export declare function compileStep<A extends unknown[]>(
   fn: (...args: A) => Tensor | Tensor[] | void | Promise<Tensor | Tensor[] | void>, ...args: A): Promise<CompiledStep>;
 
+/** tinygrad's TinyJit: the first call runs fn, the second captures it, later calls are one RunStep each.
+ * Inputs are the Tensor arguments (and Tensors directly inside array/object arguments); state is what
+ * fn assigns or steps, reached as arguments or through closures. Results come back as new Tensors. */
+export interface JitFunction<A extends unknown[], R> {
+  (...args: A): Promise<R>;
+  /** Forget the capture: the next call runs eagerly, the one after captures again. */
+  reset(): Promise<void>;
+  /** The compiled step once captured (at the second call). */
+  readonly captured: CompiledStep | null;
+}
+export declare function jit<A extends unknown[], R>(fn: (...args: A) => R | Promise<R>): JitFunction<A, Awaited<R>>;
+
 export interface ConnectOptions {
   /** 'host:port' or 'unix:/path'; default POLYGRAD_ADDRESS, else a private embedded daemon */
   address?: string;
@@ -470,9 +482,11 @@ export declare class PolygradUnauthenticated extends PolygradError {}
 export declare class PolygradPermissionDenied extends PolygradError {}
 export declare class PolygradTimeout extends PolygradError {}
 export declare class PolygradUnimplemented extends PolygradError {}
+/** A call a captured jit cannot replay (other input shapes or dtypes), or a function it cannot capture. */
+export declare class JitError extends PolygradError {}
 
 declare const polygrad: {
-  Tensor: typeof Tensor; dtypes: typeof dtypes; nn: typeof nn; compileStep: typeof compileStep; connect: typeof connect;
+  Tensor: typeof Tensor; dtypes: typeof dtypes; nn: typeof nn; compileStep: typeof compileStep; jit: typeof jit; connect: typeof connect;
   close: typeof close; PolygradError: typeof PolygradError;
 };
 export default polygrad;

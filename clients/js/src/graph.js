@@ -62,6 +62,9 @@ class Graph {
     this.lastStats = null;
     this.leaves = new Map(); // node-independent key -> WeakRef(Tensor) with requiresGrad = true
     this.tracing = null; // compileStep's deferred realizes while it traces fn
+    // While compileStep or jit traces fn: told of every tensor fn rebinds (assigning) and optimizer
+    // it steps (stepping), so state fn reaches through closures is found too.
+    this.watch = null;
     this.queue = Promise.resolve(); // realizes run one at a time: each one updates what was sent
     this.registry = new FinalizationRegistry((id) => this._died(id));
   }

@@ -4,6 +4,7 @@ const { Tensor } = require('./tensor');
 const { dtypes, DType } = require('./dtype');
 const nn = require('./nn');
 const { compileStep, CompiledStep } = require('./step');
+const { jit, JitError } = require('./jit');
 const errors = require('./errors');
 const session = require('./session');
 const { GRAPH } = require('./graph');
@@ -22,7 +23,7 @@ function close() {
 }
 
 module.exports = {
-  Tensor, dtypes, DType, nn, compileStep, CompiledStep, connect, close,
+  Tensor, dtypes, DType, nn, compileStep, CompiledStep, jit, JitError, connect, close,
   graphStats: () => GRAPH.stats(),
   flushReleases: () => GRAPH.flushReleases(),
   ...errors,

@@ -37,8 +37,49 @@ function optimizersIn(obj, seen = new Set()) {
   return vals.flatMap((v) => optimizersIn(v, seen));
 }
 
+// GRAPH.watch while fn is traced: the tensors fn rebinds (with the node each stood for first) and
+// the optimizers it steps (with their step count before), whether reached as arguments or through
+// closures.
+class Tracing {
+  constructor(optimizers, firstSteps) {
+    this.assigned = new Map(); // tensor -> node before the trace
+    this.optimizers = optimizers;
+    this.firstSteps = firstSteps;
+  }
+
+  assigning(t) { if (!this.assigned.has(t)) this.assigned.set(t, t._node); }
+
+  stepping(opt) {
+    if (!this.firstSteps.has(opt)) {
+      this.firstSteps.set(opt, opt.steps);
+      this.optimizers.push(opt);
+    }
+  }
+
+  restore() {
+    for (const [t, old] of this.assigned) {
+      t._node = old;
+      old.cache = null;
+    }
+  }
+}
+
+// A BUFFER node holding one RunStep output `r` of the step output `spec`: its bytes (cached), or
+// the handle of the daemon's copy of a large one, released with the node.
+function outputNode(spec, r) {
+  if (r.has_data) {
+    const arr = checkedDecode(spec, r.dtype, r.shape.map(Number), r.data);
+    const node = GRAPH.node(OPS.BUFFER, spec.dtype, spec.shape, [], arr);
+    node.cache = arr; // whatever its size: reading it must not send it back and fetch it again
+    return node;
+  }
+  const node = GRAPH.node(OPS.BUFFER, spec.dtype, spec.shape, [], r.handle);
+  GRAPH.uploads.set(node.id, r.handle);
+  return node;
+}
+
 class CompiledStep {
-  constructor(conn, resp, inputs, outputs, targets, scalars, firstK) {
+  constructor(conn, resp, inputs, outputs, targets, scalars, firstK, rebind = []) {
     this._conn = conn;
     this.stepId = resp.step_id;
     const st = resp.stats || {};
@@ -47,7 +88,13 @@ class CompiledStep {
     this.intermediateBytes = Number(st.intermediate_bytes || 0);
     this.compileSeconds = Number(st.seconds || 0);
     this._inputs = inputs; // name -> [tensor, node]
-    this._outputs = outputs;
+    // What decoding an output needs, not the traced nodes (they would hold the traced graph and
+    // every node it read alive, see readNodes).
+    this._outputs = outputs.map((n) => ({ id: n.id, dtype: n.dtype, shape: n.shape }));
+    // [tensor or input name, output index]: a tensor fn rebound with no buffer to update in place
+    // (or an input fn assigned to) stands for that output after every run.
+    this._rebind = rebind;
+    this.readNodes = []; // set by traceStep
     this._targets = targets;
     this._scalars = scalars; // [optimizer, field, node id]
     this._sentScalar = new Map();
@@ -77,7 +124,7 @@ class CompiledStep {
       if (data.dtype !== node.dtype || data.ndim !== node.shape.length || data.shape.some((s, i) => s !== node.shape[i])) {
         throw new RangeError(`input: got ${data.dtype.name}[${data.shape}], the step takes ${node.dtype.name}[${node.shape}]`);
       }
-      await data.realize();
+      if (!(data._node.handle && data._node.sent)) await data.realize();
       this._pending.set(node.id, data);
       return;
     }
@@ -87,8 +134,46 @@ class CompiledStep {
     this._pending.set(node.id, Buffer.from(bytesOf(typed)));
   }
 
+  // setInput(name, t) for a Tensor, sending the bytes of one made from host data (not yet on the
+  // daemon) with the run instead of uploading it first.
+  async feed(name, t) {
+    const node = this._inputs[name][1];
+    const n = t._node;
+    if (n.op === OPS.BUFFER && !n.sent && ArrayBuffer.isView(n.arg) && n.dtype === node.dtype
+        && n.shape.length === node.shape.length && n.shape.every((d, i) => d === node.shape[i])) {
+      this._pending.set(node.id, Buffer.from(bytesOf(n.arg)));
+    } else {
+      await this.setInput(name, t);
+    }
+  }
+
   // Runs the step once after feeding `inputs` ({ name: data }).
   async run(inputs = {}) {
+    const resp = await this.exchange(inputs);
+    const values = [];
+    for (let i = 0; i < this._outputs.length; i++) {
+      const n = this._outputs[i];
+      const r = resp.outputs[i];
+      let data = r.data;
+      if (!r.has_data) {
+        data = (await this._conn.download(r.handle)).data;
+        await this._conn.release([], [r.handle]);
+      }
+      values.push(checkedDecode(n, r.dtype, r.shape.map(Number), data));
+    }
+    this._values = values;
+    for (const [t, i] of this._rebind) {
+      if (t instanceof Tensor) {
+        const node = GRAPH.node(OPS.BUFFER, this._outputs[i].dtype, this._outputs[i].shape, [], values[i].slice());
+        t._node = node;
+      }
+    }
+    return this;
+  }
+
+  // One RunStep after feeding `inputs`: the daemon's answer, whose large outputs are handles the
+  // caller owns. Optimizer scalars and node caches are brought up to date.
+  async exchange(inputs = {}) {
     for (const [name, value] of Object.entries(inputs)) await this.setInput(name, value);
     if (GRAPH.gen !== this._gen || this._released) throw new PolygradError('compileStep: this step was released or belongs to a closed session');
     const feeds = [];
@@ -108,19 +193,7 @@ class CompiledStep {
     // The daemon changed these buffers in place: results cached on their nodes are stale.
     for (const n of this._targets) n.cache = null;
     for (const [, n] of Object.values(this._inputs)) n.cache = null;
-    const values = [];
-    for (let i = 0; i < this._outputs.length; i++) {
-      const n = this._outputs[i];
-      const r = resp.outputs[i];
-      let data = r.data;
-      if (!r.has_data) {
-        data = (await this._conn.download(r.handle)).data;
-        await this._conn.release([], [r.handle]);
-      }
-      values.push(checkedDecode(n, r.dtype, r.shape.map(Number), data));
-    }
-    this._values = values;
-    return this;
+    return resp;
   }
 
   // What fn returned, as TypedArrays, from the last run.
@@ -159,6 +232,22 @@ async function compileStep(fn, ...args) {
   const inputSet = new Set(Object.values(inputs));
   const state = getParameters(others).filter((t) => !inputSet.has(t));
   const optimizers = [...new Set(others.flatMap((o) => optimizersIn(o)))];
+  const { step } = await traceStep(conn, () => fn(...args), inputs, state, optimizers, returnedTensors, false);
+  return step;
+}
+
+function returnedTensors(result) {
+  if (result === undefined || result === null) return [];
+  if (result instanceof Tensor) return [result];
+  if (Array.isArray(result) && result.every((r) => r instanceof Tensor)) return result;
+  throw new TypeError('compileStep: fn must return a Tensor, an array of Tensors or nothing');
+}
+
+// Traces call() into a compiled step whose per-run inputs are `inputs` ({ name: tensor }) and whose
+// state is `state`, the tensors of `optimizers` and whatever else call() rebinds or steps. Returns
+// { step, result, rebind }; the step's first outputs are resultTensors(result). With inputAssigns,
+// call() may assign to an input (its new value is an output the caller rebinds), else that throws.
+async function traceStep(conn, call, inputs, state, optimizers, resultTensors, inputAssigns) {
   const everything = [...Object.values(inputs), ...state];
   if (everything.length) await Tensor.realize(...everything);
   const inputNodes = Object.fromEntries(Object.entries(inputs).map(([k, t]) => [k, t._node]));
@@ -167,13 +256,15 @@ async function compileStep(fn, ...args) {
   const before = state.map((t) => [t, t._node]);
   const grads = state.map((t) => [t, t.grad]);
   const firstSteps = new Map(optimizers.map((o) => [o, o.steps]));
+  const tracing = new Tracing(optimizers, firstSteps);
   let traced;
   try {
-    traced = await traceAndCompile(conn, fn, args, before, inputNodes, ids, optimizers);
+    traced = await traceAndCompile(conn, call, tracing, before, inputNodes, ids, resultTensors, inputAssigns);
   } catch (e) {
     for (const [t, g] of grads) t.grad = g; // a failed trace leaves the model as it was
     throw e;
   } finally {
+    tracing.restore();
     for (const [t, old] of before) { // state tensors stand for their buffers, which every run updates
       t._node = old;
       old.cache = null;
@@ -181,26 +272,48 @@ async function compileStep(fn, ...args) {
     for (const o of optimizers) o.steps = firstSteps.get(o);
   }
   const firstK = optimizers.length ? Math.min(...firstSteps.values()) + 1 : 1;
-  const { resp, outs, assigns, scalars } = traced;
+  const { resp, result, outs, assigns, scalars, rebind, read } = traced;
   const ins = Object.fromEntries(Object.keys(inputs).map((k) => [k, [inputs[k], inputNodes[k]]]));
-  return new CompiledStep(conn, resp, ins, outs.map((t) => t._node), assigns.map(([old]) => old), scalars, firstK);
+  const step = new CompiledStep(conn, resp, ins, outs, assigns.map(([old]) => old), scalars, firstK, rebind);
+  step.readNodes = read.map((n) => new WeakRef(n));
+  return { step, result, rebind };
 }
 
-async function traceAndCompile(conn, fn, args, before, inputNodes, ids, optimizers) {
+async function traceAndCompile(conn, call, tracing, before, inputNodes, ids, resultTensors, inputAssigns) {
   const firstNewId = GRAPH.nextId;
   const deferred = [];
   GRAPH.tracing = deferred;
+  GRAPH.watch = tracing;
   let result;
   try {
-    result = await fn(...args);
+    result = await call();
   } finally {
     GRAPH.tracing = null;
+    GRAPH.watch = null;
   }
-  let outs;
-  if (result === undefined || result === null) outs = [];
-  else if (result instanceof Tensor) outs = [result];
-  else if (Array.isArray(result) && result.every((r) => r instanceof Tensor)) outs = result;
-  else throw new TypeError('compileStep: fn must return a Tensor, an array of Tensors or nothing');
+  const outs = resultTensors(result).map((t) => t._node);
+  const optimizers = tracing.optimizers;
+
+  // Tensors rebound through closures join the state when their old value has a buffer to update in
+  // place; an input, or a tensor whose old value was never realized, gets its new value back as an
+  // extra output after every run.
+  const inputNames = new Map(Object.entries(inputNodes).map(([k, n]) => [n.id, k]));
+  const known = new Set(before.map(([t]) => t));
+  const rebindNodes = [];
+  for (const [t, old] of tracing.assigned) {
+    if (known.has(t) || t._node === old) continue;
+    if (inputNames.has(old.id)) {
+      if (!inputAssigns) throw new RangeError('compileStep: fn assigns to an input tensor');
+      rebindNodes.push([inputNames.get(old.id), t._node]);
+    } else if (old.sent && old.handle && old.gen === GRAPH.gen) {
+      before.push([t, old]);
+      known.add(t);
+    } else {
+      rebindNodes.push([t, t._node]);
+    }
+  }
+  const rebind = rebindNodes.map(([who], i) => [who, outs.length + i]);
+  outs.push(...rebindNodes.map(([, n]) => n));
 
   const assigns = before.filter(([t, old]) => t._node !== old).map(([t, old]) => [old, t._node]);
   for (const [old, nw] of assigns) {
@@ -209,10 +322,11 @@ async function traceAndCompile(conn, fn, args, before, inputNodes, ids, optimize
     }
     if (Object.values(inputNodes).includes(old)) throw new RangeError('compileStep: fn assigns to an input tensor');
   }
-  const roots = [...outs.map((t) => t._node), ...assigns.map(([, v]) => v)];
+  const roots = [...outs, ...assigns.map(([, v]) => v)];
   return GRAPH._serial(async () => {
     const todo = roots.length ? GRAPH.unsent(roots) : [];
-    if (todo.some((n) => n.src.some((s) => s.stop && !s.handle))) {
+    // A stop node matters only to a gradient (eager realizes cut it first); a step without one has none.
+    if (todo.some((n) => n.op === OPS.GRADIENT) && todo.some((n) => n.src.some((s) => s.stop && !s.handle))) {
       throw new PolygradError('compileStep: detach() / Tensor.noGrad values inside a compiled step are not supported yet');
     }
     // Optimizer scalars that change per step become inputs of the step.
@@ -240,6 +354,12 @@ async function traceAndCompile(conn, fn, args, before, inputNodes, ids, optimize
         GRAPH.uploads.set(n.id, h);
       }
     }
+    // The nodes from before the trace that the step reads (weights fn reached through closures): one
+    // that dies was rebound outside the step, which then reads a stale value.
+    const fed = new Set([...ids, ...scalarIds]);
+    const read = new Map(todo.filter((n) => n.id < firstNewId).map((n) => [n.id, n]));
+    for (const n of todo) for (const s of n.src) if (s.sent && !fed.has(s.id)) read.set(s.id, s);
+    for (const n of outs) if (n.sent && !fed.has(n.id)) read.set(n.id, n);
     const wire = todo.map((n) => GRAPH.toWire(n));
     const limit = conn.maxNodesPerRequest || wire.length || 1;
     let start = 0;
@@ -252,7 +372,7 @@ async function traceAndCompile(conn, fn, args, before, inputNodes, ids, optimize
     const sentOrTodo = new Set([...todoIds, ...deferred.filter((n) => n.sent).map((n) => n.id)]);
     const materialize = [...new Set(deferred.filter((n) => sentOrTodo.has(n.id)).map((n) => n.id))];
     const resp = await conn.compileStep(wire.slice(start), [...ids, ...[...scalarIds].sort((a, b) => a - b)],
-      outs.map((t) => t._node.id), assigns.map(([old, nw]) => [old.id, nw.id]), materialize);
+      outs.map((n) => n.id), assigns.map(([old, nw]) => [old.id, nw.id]), materialize);
     for (const n of todo.slice(start)) GRAPH._markSent(n);
     const handles = [];
     for (const n of todo) {
@@ -260,8 +380,8 @@ async function traceAndCompile(conn, fn, args, before, inputNodes, ids, optimize
       if (h !== undefined) { GRAPH.uploads.delete(n.id); handles.push(h); }
     }
     if (handles.length) await conn.release([], handles);
-    return { resp, outs, assigns, scalars };
+    return { resp, result, outs, assigns, scalars, rebind, read: [...read.values()] };
   });
 }
 
-module.exports = { compileStep, CompiledStep };
+module.exports = { compileStep, CompiledStep, traceStep, outputNode };

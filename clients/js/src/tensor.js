@@ -459,6 +459,7 @@ class Tensor {
       // would otherwise carry every earlier step.
       x = x.detach();
     }
+    if (GRAPH.watch) GRAPH.watch.assigning(this);
     this._node = x._node;
     return this;
   }

@@ -78,6 +78,7 @@ class Optimizer {
   // Builds the update lazily and returns what the step realizes: parameters, buffers, state,
   // gradients, pending losses.
   scheduleStep() {
+    if (GRAPH.watch) GRAPH.watch.stepping(this);
     this.steps += 1;
     const state = untracked(() => this._step());
     const grads = this.params.filter((p) => p.grad !== null).map((p) => p.grad);
