@@ -25,6 +25,7 @@ scalar_tensor <- function(s) {
 # Rebinds tensor t to x's value (the Python client's Tensor.assign): the R object stays.
 assign_tensor <- function(t, x) {
   if (x$node$dtype != t$node$dtype) x <- pg_cast(x, t$node$dtype)
+  if (!is.null(.pg$watch)) .pg$watch$assigned[[length(.pg$watch$assigned) + 1L]] <- t
   t$node <- x$node
   invisible(t)
 }
@@ -53,6 +54,7 @@ new_optimizer <- function(params, lr, kind) {
 # Builds the update lazily and returns what the step realizes: parameters, state, gradients and
 # the losses whose backward() produced them.
 schedule_step <- function(o) {
+  if (!is.null(.pg$watch)) .pg$watch$optimizers[[length(.pg$watch$optimizers) + 1L]] <- o
   o$steps <- o$steps + 1
   state <- untracked(o$update())
   grads <- Filter(Negate(is.null), lapply(o$params, function(p) p$grad))

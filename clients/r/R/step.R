@@ -17,10 +17,17 @@ compile_step <- function(fn, ...) {
   if (is.null(names(args)) || any(!nzchar(names(args)))) {
     names(args) <- names(formals(fn))[seq_along(args)]
   }
+  compile_args(fn, args)
+}
+
+# compile_step on a named list of arguments; `more_state` and `more_optimizers` join what the
+# arguments hold (jit's state, found while fn ran eagerly).
+compile_args <- function(fn, args, more_state = list(), more_optimizers = list()) {
   is_in <- vapply(args, is_tensor, TRUE)
   inputs <- args[is_in]
-  state <- Filter(function(t) !any(vapply(inputs, identical, TRUE, t)), parameters(args[!is_in]))
-  optimizers <- Filter(function(a) inherits(a, "polygrad_optimizer"), args)
+  state <- Filter(function(t) !any(vapply(inputs, identical, TRUE, t)), c(parameters(args[!is_in]), more_state))
+  state <- unique_envs(state)
+  optimizers <- unique_envs(c(Filter(function(a) inherits(a, "polygrad_optimizer"), args), more_optimizers))
   everything <- c(inputs, state)
   if (length(everything)) graph_realize(lapply(everything, function(t) t$node), FALSE)
   input_nodes <- lapply(inputs, function(t) t$node)
@@ -40,6 +47,13 @@ compile_step <- function(fn, ...) {
   ok <- TRUE
   first_k <- if (length(first_steps)) min(first_steps) + 1 else 1
   new_compiled_step(tr, inputs, input_nodes, optimizers, first_k)
+}
+
+# The environments of `xs`, each once (by identity), in order.
+unique_envs <- function(xs) {
+  out <- list()
+  for (x in xs) if (!any(vapply(out, identical, TRUE, x))) out[[length(out) + 1L]] <- x
+  out
 }
 
 trace_and_compile <- function(fn, args, state, before, input_nodes, optimizers) {
@@ -104,6 +118,8 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
   s$values <- NULL
   s$sent_scalar <- list()
   s$gen <- .pg$gen
+  s$input_nodes <- input_nodes
+  s$out_nodes <- tr$outs
   s$run <- function(...) {
     feeds <- list()
     data <- list(...)
@@ -120,7 +136,16 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
       feeds[[length(feeds) + 1L]] <- list(node_id = n$id, data = .Call(pg_c_encode, to_row_major(v), .dtype_wire[[n$dtype]]))
       n$cache <- NULL
     }
-    for (sc in tr$scalars) {
+    resp <- s$run_feeds(feeds)
+    s$values <- lapply(seq_along(tr$outs), function(i) {
+      r <- resp$outputs[[i]]
+      if (isTRUE(r$has_data)) decode_result(tr$outs[[i]], r$dtype, r$shape, r$data %||% raw())
+      else download_node(list2env(list(handle = r$handle, dtype = tr$outs[[i]]$dtype, shape = tr$outs[[i]]$shape)))
+    })
+    invisible(s)
+  }
+  # One RunStep with `feeds` (node_id and data or handle) and the optimizer scalars: the response.
+  s$run_feeds <- function(feeds) {    for (sc in tr$scalars) {
       value <- optimizer_scalars(sc$opt, s$k)[[sc$name]]
       key <- as.character(sc$id)
       if (!is.null(value) && !identical(s$sent_scalar[[key]], value)) {
@@ -133,13 +158,11 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
     for (o in optimizers) o$steps <- s$k
     s$k <- s$k + 1
     for (n in tr$targets) n$cache <- NULL  # the daemon changed these buffers in place
-    s$values <- lapply(seq_along(tr$outs), function(i) {
-      r <- resp$outputs[[i]]
-      if (isTRUE(r$has_data)) decode_result(tr$outs[[i]], r$dtype, r$shape, r$data %||% raw())
-      else download_node(list2env(list(handle = r$handle, dtype = tr$outs[[i]]$dtype, shape = tr$outs[[i]]$shape)))
-    })
-    invisible(s)
+    for (n in input_nodes) n$cache <- NULL
+    s$runs <- s$runs + 1
+    resp
   }
+  s$runs <- 0
   s$outputs <- function() {
     if (is.null(s$values)) pg_abort("failed_precondition", "compile_step: run() the step before reading its outputs")
     s$values

@@ -1,0 +1,101 @@
+# jit(fn): tinygrad's TinyJit for R, as the Python client's polygrad.TinyJit. The first call runs
+# fn as it is and notes the tensors it rebinds and the optimizers it steps (reached as arguments or
+# through closures); the second compiles fn with those as state (compile_step's tracer); every later
+# call is one RunStep.
+
+#' Compile a function the way tinygrad's TinyJit does
+#'
+#' @param fn a function of tensors (and other arguments) returning a tensor, a list of tensors or
+#'   `NULL`; the models and optimizers it uses may come from its enclosing environment.
+#' @return a function with fn's arguments. Its first call runs fn; the second compiles fn into a
+#'   step on the daemon and runs it; later calls are one RunStep each, with the tensor arguments
+#'   as new inputs and the model's weights and optimizer state updated in place. It returns new
+#'   tensors. Other shapes or dtypes of the tensor arguments raise an error; `jit_reset(f)`
+#'   forgets the compiled step.
+#' @export
+jit <- function(fn) {
+  force(fn)
+  st <- new.env(parent = emptyenv())
+  st$cnt <- 0L
+  st$step <- NULL
+  f <- function(...) {
+    args <- list(...)
+    if (is.null(names(args)) || any(!nzchar(names(args)))) names(args) <- names(formals(fn))[seq_along(args)]
+    is_in <- vapply(args, is_tensor, TRUE)
+    if (st$cnt == 0L || identical(Sys.getenv("JIT"), "0")) {
+      ret <- jit_eager(fn, args, st)
+    } else {
+      info <- lapply(args[is_in], function(t) list(shape = as.numeric(t$node$shape), dtype = t$node$dtype))
+      if (st$cnt == 1L) {
+        st$step <- compile_args(fn, args, st$state, st$optimizers)
+        st$names <- names(args)[is_in]
+        st$info <- info
+      } else if (!identical(names(args)[is_in], st$names) || !identical(info, st$info)) {
+        pg_abort("invalid_argument", sprintf("jit: args mismatch: this call's tensors are %s, the compiled step takes %s",
+                                             describe_info(names(args)[is_in], info), describe_info(st$names, st$info)))
+      }
+      ret <- jit_replay(st$step, args[is_in])
+    }
+    st$cnt <- st$cnt + 1L
+    ret
+  }
+  attr(f, "jit") <- st
+  class(f) <- c("polygrad_jit", "function")
+  f
+}
+
+#' @rdname jit
+#' @param f a function made by `jit`.
+#' @export
+jit_reset <- function(f) {
+  st <- attr(f, "jit")
+  if (!is.null(st$step)) st$step$release()
+  st$step <- NULL
+  st$cnt <- 0L
+  invisible(f)
+}
+
+describe_info <- function(names, info) {
+  paste(vapply(seq_along(info), function(i) sprintf("%s %s(%s)", names[[i]], info[[i]]$dtype,
+                                                    paste(info[[i]]$shape, collapse = ", ")), ""), collapse = "; ")
+}
+
+# The first call: fn as it is, noting what it rebinds and steps; those are realized after it, so
+# the compile finds them as buffers to update in place.
+jit_eager <- function(fn, args, st) {
+  w <- new.env(parent = emptyenv())
+  w$assigned <- list()
+  w$optimizers <- list()
+  .pg$watch <- w
+  ret <- tryCatch(do.call(fn, args), finally = .pg$watch <- NULL)
+  st$state <- unique_envs(w$assigned)
+  st$optimizers <- unique_envs(w$optimizers)
+  outs <- if (is_tensor(ret)) list(ret) else Filter(is_tensor, if (is.list(ret)) ret else list())
+  todo <- c(outs, st$state)
+  if (length(todo)) graph_realize(lapply(todo, function(t) t$node), FALSE)
+  ret
+}
+
+# One RunStep: host data of the tensor arguments travels with it, a realized tensor by handle.
+# The outputs come back as new tensors (their bytes, or downloaded when too large to inline).
+jit_replay <- function(step, tensors) {
+  feeds <- list()
+  for (nm in names(tensors)) {
+    n <- tensors[[nm]]$node
+    id <- step$input_nodes[[nm]]$id
+    if (n$op == OP$BUFFER && !isTRUE(n$sent) && is.raw(n$arg)) {
+      feeds[[length(feeds) + 1L]] <- list(node_id = id, data = n$arg)
+    } else {
+      if (!nzchar(n$handle)) graph_realize(list(n), FALSE)
+      feeds[[length(feeds) + 1L]] <- list(node_id = id, handle = n$handle)
+    }
+  }
+  resp <- step$run_feeds(feeds)
+  outs <- lapply(seq_along(step$out_nodes), function(i) {
+    o <- step$out_nodes[[i]]
+    r <- resp$outputs[[i]]
+    if (isTRUE(r$has_data)) return(wrap_node(new_node(OP$BUFFER, o$dtype, o$shape, list(), r$data %||% raw())))
+    pg_tensor(download_node(list2env(list(handle = r$handle, dtype = o$dtype, shape = o$shape))), dtype = o$dtype)
+  })
+  if (length(outs) == 1L) outs[[1]] else if (length(outs)) outs else NULL
+}

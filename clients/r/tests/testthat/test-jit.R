@@ -1,0 +1,52 @@
+# jit(fn), tinygrad's TinyJit: eager first call, then one compiled step; the model and optimizer
+# reached through fn's closure are its state; losses equal the eager loop's; mismatched calls fail.
+
+skip_if_no_daemon()
+
+jit_mlp <- function(seed) {
+  set.seed(seed)
+  f32 <- function(x) readBin(writeBin(as.double(x), raw(), size = 4), "double", n = length(x), size = 4)
+  arr <- function(d) array(f32(rnorm(prod(d)) * 0.5), d)
+  ps <- list(w1 = pg_tensor(arr(c(16, 8))), b1 = pg_tensor(arr(16)), w2 = pg_tensor(arr(c(4, 16))), b2 = pg_tensor(arr(4)))
+  for (p in ps) requires_grad(p) <- TRUE
+  ps$opt <- optim_adam(ps[c("w1", "b1", "w2", "b2")], lr = 0.01)
+  ps
+}
+
+test_that("a jitted Adam loop through closures gives the eager loop's losses", {
+  set.seed(3)
+  xs <- lapply(1:12, function(i) array(rnorm(32 * 8), c(32, 8)))
+  ys <- lapply(1:12, function(i) array(rnorm(32 * 4), c(32, 4)))
+  train_with <- function(m) function(x, y) {
+    out <- pg_relu(x %*% t(m$w1) + m$b1) %*% t(m$w2) + m$b2
+    loss <- mean((out - y)^2)
+    m$opt$zero_grad()
+    backward(loss)
+    m$opt$step()
+    loss
+  }
+  mj <- jit_mlp(1)
+  me <- jit_mlp(1)
+  step <- jit(train_with(mj))
+  eager <- train_with(me)
+  lj <- vapply(1:12, function(i) pg_item(step(pg_tensor(xs[[i]]), pg_tensor(ys[[i]]))), 0)
+  le <- vapply(1:12, function(i) pg_item(eager(pg_tensor(xs[[i]]), pg_tensor(ys[[i]]))), 0)
+  expect_lte(max(abs(lj - le) / abs(le)), 1e-5)
+  expect_true(lj[12] < lj[1])
+  expect_equal(mj$opt$steps, 12)
+  expect_equal(attr(step, "jit")$step$runs, 11)
+  expect_equal(as.array(mj$w1), as.array(me$w1), tolerance = 1e-5)
+})
+
+test_that("jit replays with new inputs and refuses other shapes", {
+  w <- pg_tensor(diag(3))
+  f <- jit(function(x) w %*% x + 1)
+  for (i in 1:4) {
+    x <- array(as.double(i:(i + 2)), 3)
+    expect_equal(as.array(f(pg_tensor(x))), array(x + 1, 3))
+  }
+  expect_error(f(pg_tensor(array(1, 4))), "args mismatch")
+  jit_reset(f)
+  expect_null(attr(f, "jit")$step)
+  expect_equal(as.array(f(pg_tensor(array(1, 3)))), array(2, 3))
+})
