@@ -1,5 +1,7 @@
 """A small tanh MLP in polygrad and its PyTorch twin with the same weights: the reference pair
 of the optimizer and compiled-step loss-curve tests."""
+import numpy as np
+
 from polygrad import nn
 
 
@@ -21,3 +23,15 @@ def torch_twin(m: MLP):
       theirs.weight.copy_(torch.tensor(ours.weight.numpy()))
       theirs.bias.copy_(torch.tensor(ours.bias.numpy()))
   return t
+
+
+def batches(seed, steps, batch=32, n_in=6, n_cls=3):
+  """A synthetic classification problem for MLP, a different mini-batch every step."""
+  r = np.random.default_rng(seed)
+  w = r.standard_normal((n_in, n_cls))
+  out = []
+  for _ in range(steps):
+    x = r.standard_normal((batch, n_in)).astype(np.float32)
+    y = np.argmax(x @ w + 0.3 * r.standard_normal((batch, n_cls)), axis=1).astype(np.int32)
+    out.append((x, y))
+  return out

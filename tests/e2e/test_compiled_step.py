@@ -16,25 +16,11 @@ from polygrad import nn
 from polygrad.errors import PolygradError
 from polygrad.nn import get_parameters
 
-from mlp_twin import MLP, torch_twin  # noqa: E402
+from mlp_twin import MLP, batches, torch_twin  # noqa: E402
 
 torch = pytest.importorskip("torch", reason="PyTorch (Debian's python3-torch) is the reference for these tests")
 
 pytestmark = pytest.mark.usefixtures("live_daemon")
-
-
-
-
-def batches(seed, steps, batch=32, n_in=6, n_cls=3):
-  """A synthetic classification problem, a different mini-batch every step."""
-  r = np.random.default_rng(seed)
-  w = r.standard_normal((n_in, n_cls))
-  out = []
-  for _ in range(steps):
-    x = r.standard_normal((batch, n_in)).astype(np.float32)
-    y = np.argmax(x @ w + 0.3 * r.standard_normal((batch, n_cls)), axis=1).astype(np.int32)
-    out.append((x, y))
-  return out
 
 
 def train_step(model, opt, x, y):

@@ -9,7 +9,7 @@ from polygrad import graph as g
 from polygrad import nn
 from polygrad.nn import get_parameters
 
-from mlp_twin import MLP, torch_twin  # noqa: E402
+from mlp_twin import MLP, batches, torch_twin  # noqa: E402
 
 torch = pytest.importorskip("torch", reason="PyTorch (Debian's python3-torch) is the reference for these tests")
 
@@ -168,17 +168,6 @@ def test_reset_captures_again_with_new_shapes():
     assert add.captured is None and add.cnt == 0
 
 
-def _batches(seed, steps, batch=32, n_in=6, n_cls=3):
-  r = np.random.default_rng(seed)
-  w = r.standard_normal((n_in, n_cls))
-  out = []
-  for _ in range(steps):
-    x = r.standard_normal((batch, n_in)).astype(np.float32)
-    y = np.argmax(x @ w + 0.3 * r.standard_normal((batch, n_cls)), axis=1).astype(np.int32)
-    out.append((x, y))
-  return out
-
-
 OPTIMIZERS = {
     "sgd_momentum": (lambda p: nn.SGD(p, lr=0.05, momentum=0.9), lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
     "adam": (lambda p: nn.Adam(p, lr=0.01), lambda p: torch.optim.Adam(p, lr=0.01)),
@@ -191,7 +180,7 @@ def test_training_loop_with_closures_matches_eager_and_pytorch(opt_name):
   as arguments. 30 steps; losses and trained weights against the eager client and PyTorch (Adam's
   bias corrections change every step: they are the step's scalar inputs)."""
   make_ours, make_theirs = OPTIMIZERS[opt_name]
-  data = _batches(7, 30)
+  data = batches(7, 30)
   Tensor.manual_seed(3)
   mj = MLP(hidden=16)
   Tensor.manual_seed(3)
@@ -238,3 +227,23 @@ def test_jit_env_zero_runs_eagerly(monkeypatch):
   for i in range(4):
     assert add(Tensor([float(i)]), Tensor([1.0])).item() == i + 1
   assert add.captured is None
+
+
+def test_two_jits_updating_one_tensor_see_each_other():
+  """Each jit's eager first call leaves the tensor in a new buffer; the other jit, captured on the
+  old one, then captures again instead of updating a buffer nobody reads."""
+  acc = Tensor([0.0]).realize()
+
+  @TinyJit
+  def add1():
+    acc.assign(acc + 1)
+    return acc * 1
+
+  @TinyJit
+  def add10():
+    acc.assign(acc + 10)
+    return acc * 1
+
+  got = [f().item() for f in (add1, add1, add10, add1, add10, add10, add1, add1)]
+  assert got == [1, 2, 12, 13, 23, 33, 34, 35]
+  assert acc.item() == 35

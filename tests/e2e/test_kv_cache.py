@@ -142,3 +142,19 @@ def test_generation_sees_weights_trained_after_the_capture():
   after = model.generate(x[:, :3], 6, temperature=0)
   np.testing.assert_array_equal(after, _greedy_by_recomputing(model, x[:, :3], 6))
   assert len(get_parameters(model)) == 12 * 2 + 2 + 2 + 1 and all(p.requires_grad for p in get_parameters(model))
+
+
+def test_logits_and_greedy_steps_share_one_cache(rng):
+  """The logits step and the greedy step update the same buffers in any order (each captures at
+  its first call, so neither leaves the caches in buffers of its own)."""
+  m = _model(3)
+  toks = rng.integers(0, CFG.vocab_size, (1, 10)).astype(np.int32)
+  full = GPT2Instance(m).logits(toks)[0]
+  cache = KVCache(m, 1, 16)
+  for rnd in range(2):
+    for i in range(10):
+      if i % 3 == 0:
+        assert cache.step_greedy(toks[:, i], [i])[0] == full[i].argmax(), (rnd, i)
+      else:
+        np.testing.assert_allclose(cache.step(toks[:, i], [i])[0], full[i], rtol=1e-5, atol=1e-5)
+  assert cache._step.captured.runs == 12 and cache._greedy.captured.runs == 8, "each captured once"

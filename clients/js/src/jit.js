@@ -15,8 +15,10 @@
 // (an optimizer), reached as arguments or through closures, updated in place on the daemon. What
 // fn returns comes back as new realized Tensors in the same structure, each call's its own. Other
 // shapes, dtypes or devices of the inputs, a function that computes nothing and a non-Tensor return
-// value throw JitError; reset() forgets the capture. A tensor the step reads that was rebound
-// outside it (weights trained eagerly) makes the next call capture again.
+// value throw JitError; reset() forgets the capture. A tensor the step updates that was rebound
+// since (another jit's eager call) makes the next call capture again; so does one it only reads
+// (weights trained eagerly), once the garbage collector took the old value: reset() after such
+// training to be sure.
 const { GRAPH } = require('./graph');
 const { OPS } = require('./ops');
 const { Tensor } = require('./tensor');
@@ -142,7 +144,9 @@ function jit(fn) {
           return d !== ed || dev !== edev || s.length !== es.length || s.some((x, k) => x !== es[k]);
         });
         if (bad >= 0) throw new JitError(`args mismatch in jit: ${names[bad]} is ${describe(info[bad])}, the capture took ${describe(st.info[bad])}`);
-        if (st.captured.readNodes.some((r) => r.deref() === undefined)) {
+        // A tensor the step updates in place that was rebound since (another jit's eager call), or a
+        // node it reads that died (weights trained outside it; found once collected): capture again.
+        if (st.captured.state.some(([t, old]) => t._node !== old) || st.captured.readNodes.some((r) => r.deref() === undefined)) {
           await st.captured.release();
           ret = await capture(args, names, tensors, info);
         } else {

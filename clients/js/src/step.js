@@ -95,7 +95,9 @@ class CompiledStep {
     // (or an input fn assigned to) stands for that output after every run.
     this._rebind = rebind;
     this.readNodes = []; // set by traceStep
-    this._targets = targets;
+    // Held weakly: a target rebound outside the step must be able to die (see readNodes), or a
+    // second step sharing the state would keep updating its old buffer.
+    this._targets = targets.map((n) => new WeakRef(n));
     this._scalars = scalars; // [optimizer, field, node id]
     this._sentScalar = new Map();
     this._k = firstK;
@@ -191,7 +193,10 @@ class CompiledStep {
     for (const opt of new Set(this._scalars.map(([o]) => o))) opt.steps = this._k;
     this._k += 1;
     // The daemon changed these buffers in place: results cached on their nodes are stale.
-    for (const n of this._targets) n.cache = null;
+    for (const ref of this._targets) {
+      const n = ref.deref();
+      if (n) n.cache = null;
+    }
     for (const [, n] of Object.values(this._inputs)) n.cache = null;
     return resp;
   }
@@ -276,6 +281,7 @@ async function traceStep(conn, call, inputs, state, optimizers, resultTensors, i
   const ins = Object.fromEntries(Object.keys(inputs).map((k) => [k, [inputs[k], inputNodes[k]]]));
   const step = new CompiledStep(conn, resp, ins, outs, assigns.map(([old]) => old), scalars, firstK, rebind);
   step.readNodes = read.map((n) => new WeakRef(n));
+  step.state = before; // [tensor, the node it stands for] of every in-place target
   return { step, result, rebind };
 }
 

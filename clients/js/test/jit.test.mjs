@@ -105,3 +105,14 @@ test('jit: a training loop through closures matches the eager one', async () => 
   assert.equal(optJ.steps, 12);
   assert.equal(step.captured.runs, 11);
 });
+
+test('jit: two jits updating one tensor see each other', async () => {
+  const acc = await Tensor.from([0], { dtype: 'float32' }).realize();
+  const add1 = jit(() => { acc.assign(acc.add(1)); return acc.mul(1); });
+  const add10 = jit(() => { acc.assign(acc.add(10)); return acc.mul(1); });
+  const got = [];
+  for (const f of [add1, add1, add10, add1, add10, add10, add1, add1]) {
+    got.push(await (await f()).item());
+  }
+  assert.deepEqual(got, [1, 2, 12, 13, 23, 33, 34, 35]);
+});

@@ -167,7 +167,7 @@ class TinyJit:
           (s, d, dev), (es, ed, edev) = info[bad], self._info[bad]
           raise JitError(f"args mismatch in JIT: {names[bad]} is {d.name}{list(s)} on {dev}, the capture took "
                          f"{ed.name}{list(es)} on {edev}")
-        if any(r() is None for r in self.captured.read_nodes):
+        if self._stale():
           # fn reads a tensor that was rebound since the capture (eager training of the weights
           # a jitted evaluation reads): capture again, so the step reads what the tensor holds now.
           self.captured.release()
@@ -176,6 +176,11 @@ class TinyJit:
           ret = self._replay(tensors)
     self.cnt += 1
     return ret
+
+  def _stale(self) -> bool:
+    """Whether a tensor the step updates in place, or a node it reads, was rebound since."""
+    step = self.captured
+    return any(t._node is not old for t, old in step.state) or any(r() is None for r in step.read_nodes)
 
   def _eager(self, args, kwargs):
     watch = _EagerWatch()

@@ -1,13 +1,14 @@
 """Generation with cached keys and values: one compiled step per token.
 
 A KVCache holds every layer's keys and values, (batch, heads, window, head_dim), as daemon
-buffers, and a TinyJit over GPT2.cached: a token's step computes one position per row (its
-embeddings, projections and MLP), writes that position's key and value into the caches in place
-and attends over the cached positions up to it. The position is data (a one-hot write mask and a
-causal mask built from it on the daemon), not part of any shape, so the same compiled kernels serve
-every position: after the first two tokens (the eager call and the capture) nothing compiles. The
-attention reads the whole window with the positions past the row's masked off; its cost, small
-next to the projections at the sizes GPT-2 uses, follows the window, the rest follows nothing.
+buffers, and TinyJits over GPT2.cached (logits, or the greedy token), each capturing at its first
+call: a token's step computes one position per row (its embeddings, projections and MLP), writes
+that position's key and value into the caches in place and attends over the cached positions up
+to it. The position is data (a one-hot write mask and a causal mask built from it on the daemon),
+not part of any shape, so the same compiled kernels serve every position: after the first token
+of each kind nothing compiles. The attention reads the whole window with the positions past the
+row's masked off; its cost, small next to the projections at the sizes GPT-2 uses, follows the
+window, the rest follows nothing.
 """
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ class KVCache:
     Tensor.realize(*(t for kv in self.caches for t in kv))
     self._step = TinyJit(self._decode)
     self._greedy = TinyJit(self._decode_greedy)
+    # The caches are buffers already, so the first call may capture: an eager first call would
+    # leave them in new buffers, away from the one the other step (logits or greedy) updates.
+    self._step.cnt = self._greedy.cnt = 1
 
   def _decode(self, tok: Tensor, pos: Tensor) -> Tensor:
     with Tensor.no_grad:
@@ -76,8 +80,7 @@ class KVCache:
 
   @property
   def n_kernels(self) -> int:
-    """Kernels a token's step (logits, else greedy) launches; 0 before either is captured (at
-    its second token)."""
+    """Kernels a token's step (logits, else greedy) launches; 0 before either ran."""
     jit = self._step if self._step.captured is not None else self._greedy
     return 0 if jit.captured is None else jit.captured.n_kernels
 

@@ -161,7 +161,9 @@ class CompiledTrainingStep:
     # What decoding an output needs, not the traced nodes: holding those would hold the whole
     # traced graph and every node it read (see read_nodes).
     self._outputs = [_OutputSpec(n.id, n.dtype, n.shape) for n in outputs]
-    self._targets = targets
+    # The nodes the step assigns in place, held weakly: one rebound outside the step must be able to
+    # die (see read_nodes), or a second step sharing the state would keep updating its old buffer.
+    self._targets = [weakref.ref(n) for n in targets]
     self._scalars = scalars  # (optimizer, attribute, _Scalar, input node id)
     # (tensor, output index): a tensor fn rebound whose old value had no buffer to update in place
     # (or, by input name, an input fn assigned to): it stands for that output after every run.
@@ -172,6 +174,7 @@ class CompiledTrainingStep:
     self._values: Optional[List[np.ndarray]] = None
     self.runs = 0
     self.read_nodes: List[weakref.ref] = []  # set by trace_step
+    self.state: List[Tuple[Tensor, g.Node]] = []  # (tensor, the node it stands for) of every in-place target
     self._gen = g.GRAPH.gen
     self._finalizer = weakref.finalize(self, _step_died, self._gen, self.step_id)
     self._finalizer.atexit = False
@@ -262,8 +265,10 @@ class CompiledTrainingStep:
       opt.steps = self._k
     self._k += 1
     # The daemon changed these buffers in place: results cached on their nodes are stale.
-    for n in self._targets:
-      n.cache = None
+    for ref in self._targets:
+      n = ref()
+      if n is not None:
+        n.cache = None
     for _, n in self._inputs.values():
       n.cache = None
     return resp
@@ -370,6 +375,7 @@ def trace_step(conn, call: Callable[[], Any], inputs: Dict[str, Tensor], state: 
   step = CompiledTrainingStep(conn, resp, {name: (inputs[name], input_nodes[name]) for name in inputs}, n_out,
                               [old for old, _ in assigns], scalars, first_k, rebind)
   step.read_nodes = [weakref.ref(n) for n in read]
+  step.state = list(before)
   return step, result, rebind
 
 

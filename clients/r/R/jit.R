@@ -26,7 +26,14 @@ jit <- function(fn) {
       ret <- jit_eager(fn, args, st)
     } else {
       info <- lapply(args[is_in], function(t) list(shape = as.numeric(t$node$shape), dtype = t$node$dtype))
-      if (st$cnt == 1L) {
+      # A tensor the step updates that was rebound since (another jit's first call): compile again.
+      stale <- !is.null(st$step) && any(vapply(seq_along(st$step$state), function(i)
+        !identical(st$step$state[[i]]$node, st$step$before[[i]]), TRUE))
+      if (stale) {
+        st$step$release()
+        st$state <- st$step$state
+      }
+      if (st$cnt == 1L || stale) {
         st$step <- compile_args(fn, args, st$state, st$optimizers)
         st$names <- names(args)[is_in]
         st$info <- info

@@ -46,7 +46,10 @@ compile_args <- function(fn, args, more_state = list(), more_optimizers = list()
   tr <- trace_and_compile(fn, args, state, before, input_nodes, optimizers)
   ok <- TRUE
   first_k <- if (length(first_steps)) min(first_steps) + 1 else 1
-  new_compiled_step(tr, inputs, input_nodes, optimizers, first_k)
+  step <- new_compiled_step(tr, inputs, input_nodes, optimizers, first_k)
+  step$state <- state    # the tensors updated in place...
+  step$before <- before  # ... and the nodes they stand for
+  step
 }
 
 # The environments of `xs`, each once (by identity), in order.

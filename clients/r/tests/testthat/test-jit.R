@@ -50,3 +50,15 @@ test_that("jit replays with new inputs and refuses other shapes", {
   expect_null(attr(f, "jit")$step)
   expect_equal(as.array(f(pg_tensor(array(1, 3)))), array(2, 3))
 })
+
+test_that("two jits updating one tensor see each other", {
+  acc <- pg_tensor(0)
+  requires_grad(acc) <- TRUE
+  o1 <- optim_sgd(list(acc), lr = 1)
+  o10 <- optim_sgd(list(acc), lr = 10)
+  # Each step moves acc by -lr (the gradient of -acc is -1).
+  f1 <- jit(function(x) { o1$zero_grad(); backward(pg_sum(-acc * x)); o1$step(); acc * 1 })
+  f10 <- jit(function(x) { o10$zero_grad(); backward(pg_sum(-acc * x)); o10$step(); acc * 1 })
+  got <- vapply(list(f1, f1, f10, f1, f10, f10, f1, f1), function(f) pg_item(f(pg_tensor(1))), 0)
+  expect_equal(got, c(1, 2, 12, 13, 23, 33, 34, 35))
+})
