@@ -131,8 +131,8 @@ class _OutputSpec(NamedTuple):
 
 
 def output_node(n: _OutputSpec, r) -> g.Node:
-  """A BUFFER node holding one RunStep output `r` of step node `n`: its bytes (cached when small),
-  or the handle of the copy the daemon made of a large one, released with the node."""
+  """A BUFFER node holding one RunStep output `r` of step output `n`: its bytes (also as the node's
+  cache), or the handle of the copy the daemon made of a large one, released with the node."""
   if r.has_data:
     arr = g.decode(n, r.dtype, tuple(r.shape), r.data)
     node = g.GRAPH.node(g.BUFFER, n.dtype, n.shape, (), _to_wire_array(arr, n.dtype))
@@ -178,6 +178,7 @@ class CompiledTrainingStep:
     self._gen = g.GRAPH.gen
     self._finalizer = weakref.finalize(self, _step_died, self._gen, self.step_id)
     self._finalizer.atexit = False
+
   # --- inputs -----------------------------------------------------------------------------------
 
   @property
@@ -357,7 +358,7 @@ def trace_step(conn, call: Callable[[], Any], inputs: Dict[str, Tensor], state: 
   first_steps = {id(o): o.steps for o in optimizers}
   tracing = _Tracing(optimizers, first_steps)
   try:
-    resp, result, n_out, assigns, scalars, rebind, read = _trace_and_compile(
+    resp, result, outs, assigns, scalars, rebind, read = _trace_and_compile(
         conn, call, tracing, before, input_nodes, ids, result_tensors, input_assigns)
   except BaseException:
     for t, gr in grads:  # a failed trace leaves the model as it was
@@ -372,7 +373,7 @@ def trace_step(conn, call: Callable[[], Any], inputs: Dict[str, Tensor], state: 
     for o in optimizers:
       o.steps = first_steps[id(o)]
   first_k = min(first_steps.values()) + 1 if first_steps else 1
-  step = CompiledTrainingStep(conn, resp, {name: (inputs[name], input_nodes[name]) for name in inputs}, n_out,
+  step = CompiledTrainingStep(conn, resp, {name: (inputs[name], input_nodes[name]) for name in inputs}, outs,
                               [old for old, _ in assigns], scalars, first_k, rebind)
   step.read_nodes = [weakref.ref(n) for n in read]
   step.state = list(before)
