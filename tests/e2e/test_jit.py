@@ -247,3 +247,27 @@ def test_two_jits_updating_one_tensor_see_each_other():
   got = [f().item() for f in (add1, add1, add10, add1, add10, add10, add1, add1)]
   assert got == [1, 2, 12, 13, 23, 33, 34, 35]
   assert acc.item() == 35
+
+
+def test_variables_bind_and_a_jit_follows_their_value():
+  """tinygrad's Variable: bounds, binding, an int wherever one is taken. Shapes are not symbolic
+  yet, so a jitted function captures again for a new bound value instead of replaying the old one."""
+  from polygrad import Variable
+  v = Variable("start_pos", 1, 8)
+  assert (v.name, v.min_val, v.max_val, v.expr, v.vmin, v.vmax) == ("start_pos", 1, 8, "start_pos", 1, 8)
+  b = v.bind(3)
+  assert int(b) == 3 and b.variable is v and b.unbind() == (v, 3) and repr(b) == "start_pos=3" and "start_pos" in repr(v)
+  for bad in (0, 9):
+    with pytest.raises(AssertionError, match=r"outside \[1, 8\]"):
+      v.bind(bad)
+  with pytest.raises(TypeError):
+    v.bind(2.5)
+
+  cache = Tensor(np.arange(10, dtype=np.float32)).realize()
+
+  @TinyJit
+  def head_sum(x, pos):
+    return cache[0:pos + 1].sum() + x
+
+  got = [head_sum(Tensor([0.0]), v.bind(p)).item() for p in (1, 2, 2, 2, 5, 5, 3)]
+  assert got == [float(np.arange(p + 1).sum()) for p in (1, 2, 2, 2, 5, 5, 3)]

@@ -1,5 +1,5 @@
 # tinygrad's test suite run against polygrad: this package re-exports polygrad's public API.
-from polygrad import Tensor, dtypes
+from polygrad import Tensor, TinyJit, Variable, dtypes
 from polygrad import Device as _Device
 import polygrad.nn as nn
 

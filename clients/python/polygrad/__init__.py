@@ -15,10 +15,11 @@ from .device import Device, PolygradDeviceError
 from .connection import close_connection, get_connection
 from . import nn
 from .jit import JitError, TinyJit
+from .variable import Variable
 
 __version__ = "0.1.0"
 
 __all__ = ["Tensor", "DType", "dtypes", "least_upper_dtype", "PolygradError",
            "PolygradConnectionError", "PolygradInvalidArgument", "PolygradNotFound",
            "PolygradResourceExhausted", "PolygradTimeout", "PolygradUnimplemented",
-           "get_connection", "close_connection", "nn", "__version__", "Device", "PolygradDeviceError", "TinyJit", "JitError"]
+           "get_connection", "close_connection", "nn", "__version__", "Device", "PolygradDeviceError", "TinyJit", "JitError", "Variable"]

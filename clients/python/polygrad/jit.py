@@ -15,11 +15,12 @@ through an optimizer, `x.assign(...)`, `x += 1`) are updated whether fn reached 
 or through closures. What fn returns comes back as new realized Tensors in the same structure.
 
 Unlike tinygrad, returned tensors do not share one buffer across calls: each call's results stay
-valid. A tensor fn reads through its closure that is rebound outside the step (weights trained
-eagerly, then read by a jitted evaluation) makes the next call capture again. A Tensor argument of another shape, dtype or device, or other argument names, raise
-JitError; so do a function that computes nothing and a return value that is not made of Tensors.
-Random numbers drawn inside fn are fixed when it is traced (compile_step warns). `JIT=0` in the
-environment runs every call eagerly.
+valid. A tensor fn updates or reads that was rebound outside the step (another jit's first call,
+weights trained eagerly) makes the next call capture again, and so does a bound Variable argument
+with another value (shapes are not symbolic yet: polygrad.variable). A Tensor argument of another
+shape, dtype or device, or other argument names, raise JitError; so do a function that computes
+nothing and a return value that is not made of Tensors. Random numbers drawn inside fn are fixed
+when it is traced (compile_step warns). `JIT=0` in the environment runs every call eagerly.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from .connection import get_connection
 from .errors import PolygradError
 from .step import CompiledTrainingStep, output_node, trace_step
 from .tensor import Tensor
+from .variable import BoundVariable
 
 __all__ = ["TinyJit", "JitError"]
 
@@ -54,6 +56,13 @@ class _EagerWatch:
 
   def stepping(self, opt) -> None:
     pass
+
+
+def _bound_values(args: tuple, kwargs: dict) -> List[Tuple[str, int]]:
+  """(name, value) of every bound Variable argument: shapes are not symbolic yet, so a step is
+  only good for the values it was captured with."""
+  pairs = [(f"args[{i}]", a) for i, a in enumerate(args)] + sorted(kwargs.items())
+  return [(name, int(a)) for name, a in pairs if isinstance(a, BoundVariable)]
 
 
 def _jit_inputs(args: tuple, kwargs: dict) -> Tuple[List[str], List[Tensor]]:
@@ -125,6 +134,7 @@ class TinyJit:
     self._info: List[Tuple[Any, ...]] = []
     self._template: Any = None
     self._rebind: List[Tuple[Any, int]] = []
+    self._bound: List[Tuple[str, int]] = []
     if fxn is not None:
       functools.update_wrapper(self, fxn)
 
@@ -167,9 +177,9 @@ class TinyJit:
           (s, d, dev), (es, ed, edev) = info[bad], self._info[bad]
           raise JitError(f"args mismatch in JIT: {names[bad]} is {d.name}{list(s)} on {dev}, the capture took "
                          f"{ed.name}{list(es)} on {edev}")
-        if self._stale():
+        if self._stale() or _bound_values(args, kwargs) != self._bound:
           # fn reads a tensor that was rebound since the capture (eager training of the weights
-          # a jitted evaluation reads): capture again, so the step reads what the tensor holds now.
+          # a jitted evaluation reads), or a bound Variable changed: capture again.
           self.captured.release()
           ret = self._capture(args, kwargs, names, tensors, info)
         else:
@@ -206,6 +216,7 @@ class TinyJit:
       step.release()
       raise JitError("didn't JIT anything! fn computed no tensor and assigned to none")
     self.captured, self._names, self._info, self._rebind = step, names, info, rebind
+    self._bound = _bound_values(args, kwargs)
     self._n_ret = len(flat)
     return self._replay(tensors)
 
