@@ -9,7 +9,7 @@ import pytest
 
 import os
 
-from conftest import daemon_binary, wait_until
+from conftest import WAIT_LIMIT, daemon_binary, wait_until
 from polygrad import Device, PolygradDeviceError, Tensor
 from polygrad import graph as g
 from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
@@ -144,6 +144,8 @@ def test_devices_flag(tmp_path):
   try:
     wait_until(sock.exists, "polygradd creating its socket", alive=proc)
     with grpc.insecure_channel(f"unix:{sock}") as ch:
+      # The socket file exists from bind(), a moment before the daemon listens on it.
+      grpc.channel_ready_future(ch).result(timeout=WAIT_LIMIT)
       cuda = cuda_entry(pb_grpc.PolygradStub(ch))
     assert not cuda.available and "not enabled (--devices)" in cuda.detail
   finally:

@@ -8,7 +8,7 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import daemon_binary, wait_until
+from conftest import WAIT_LIMIT, daemon_binary, wait_until
 
 from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
 
@@ -30,7 +30,10 @@ def test_failed_allocation_fails_only_that_request(tmp_path):
                           stdout=subprocess.DEVNULL, stderr=open(log, "wb"), preexec_fn=_limit_address_space)
   try:
     wait_until(sock.exists, f"polygradd creating its socket ({log})", alive=proc)
-    stub = pb_grpc.PolygradStub(grpc.insecure_channel(f"unix:{sock}"))
+    channel = grpc.insecure_channel(f"unix:{sock}")
+    # The socket file exists from bind(), a moment before the daemon listens on it.
+    grpc.channel_ready_future(channel).result(timeout=WAIT_LIMIT)
+    stub = pb_grpc.PolygradStub(channel)
     sid = stub.CreateSession(pb.CreateSessionRequest(), timeout=30).session_id
 
     # An upload whose buffer cannot be allocated: refused at its header.
