@@ -148,7 +148,8 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
     invisible(s)
   }
   # One RunStep with `feeds` (node_id and data or handle) and the optimizer scalars: the response.
-  s$run_feeds <- function(feeds) {    for (sc in tr$scalars) {
+  s$run_feeds <- function(feeds) {
+    for (sc in tr$scalars) {
       value <- optimizer_scalars(sc$opt, s$k)[[sc$name]]
       key <- as.character(sc$id)
       if (!is.null(value) && !identical(s$sent_scalar[[key]], value)) {
