@@ -20,6 +20,12 @@ import sys
 import tempfile
 import time
 
+# References at full speed: OpenBLAS's core overrides go before numpy or torch is loaded (TOOLCHAIN.md).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import full_speed_blas  # noqa: E402
+
+full_speed_blas.unset()
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ("softmax", "layernorm", "chain", "matmul", "conv")
 

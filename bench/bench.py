@@ -31,6 +31,12 @@ import sys
 import tempfile
 import time
 
+# References at full speed: OpenBLAS's core overrides go before numpy or torch is loaded (TOOLCHAIN.md).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import full_speed_blas  # noqa: E402
+
+full_speed_blas.unset()
+
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
@@ -379,6 +385,7 @@ def main():
 
   print(f"{machine()}\ntorch: {torch.__version__ if torch else 'not installed (apt-get install python3-torch)'}; "
         f"numpy {np.__version__}; torch threads: 1 and {ALL_THREADS}")
+  print(f"references' BLAS: {full_speed_blas.describe()}")
   hdr = (f"{'workload':36} {'first run':>10} {'polygrad':>10} {'numpy':>10} {'torch 1T':>10} "
          f"{f'torch {ALL_THREADS}T':>10} {'pg/np':>7} {'pg/torch':>8}  correct")
   print(hdr)

@@ -20,6 +20,12 @@ import statistics
 import sys
 import time
 
+# References at full speed: OpenBLAS's core overrides go before numpy or torch is loaded (TOOLCHAIN.md).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import full_speed_blas  # noqa: E402
+
+full_speed_blas.unset()
+
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
@@ -138,6 +144,7 @@ def main():
   if why_pg and why_torch:
     return 0
   rng = np.random.default_rng(0)
+  print(f"host BLAS (the references run cuBLAS on the GPU): {full_speed_blas.describe()}")
   print(f"{'workload':36} {'polygrad':>12} {'torch':>12} {'ratio':>8}")
   workloads = (("matmul 4096^2 float32", matmul), ("MLP 784-256-10 b128 SGD step", mlp_step),
                ("same step, compile_step", lambda rng, n: mlp_step(rng, n, compiled=True)))

@@ -24,6 +24,12 @@ import sys
 import time
 from pathlib import Path
 
+# References at full speed: OpenBLAS's core overrides go before numpy or torch is loaded (TOOLCHAIN.md).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import full_speed_blas  # noqa: E402
+
+full_speed_blas.unset()
+
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
