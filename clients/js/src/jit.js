@@ -20,11 +20,11 @@
 // (weights trained eagerly), once the garbage collector took the old value: reset() after such
 // training to be sure.
 const { GRAPH } = require('./graph');
-const { OPS } = require('./ops');
 const { Tensor } = require('./tensor');
 const { PolygradError } = require('./errors');
 const session = require('./session');
-const { traceStep, outputNode } = require('./step');
+const { traceStep, outputNode, isHostData } = require('./step');
+const { getParameters } = require('./nn/state');
 
 class JitError extends PolygradError {}
 
@@ -65,14 +65,6 @@ function unflattenResult(template, tensors) {
   return undefined;
 }
 
-function tensorsIn(ret) {
-  if (ret instanceof Tensor) return [ret];
-  if (Array.isArray(ret)) return ret.flatMap(tensorsIn);
-  if (ret && Object.getPrototypeOf(ret) === Object.prototype) return Object.values(ret).flatMap(tensorsIn);
-  return [];
-}
-
-const isHostData = (t) => t._node.op === OPS.BUFFER && !t._node.sent && ArrayBuffer.isView(t._node.arg);
 const describe = ([shape, dtype, device]) => `${dtype.name}[${shape}] on ${device}`;
 
 function jit(fn) {
@@ -89,7 +81,7 @@ function jit(fn) {
     } finally {
       if (GRAPH.watch === watch) GRAPH.watch = null;
     }
-    const todo = [...tensorsIn(ret), ...assigned];
+    const todo = [...getParameters(ret), ...assigned];
     if (todo.length) await Tensor.realize(...todo);
     return ret;
   }

@@ -64,6 +64,9 @@ class Tracing {
   }
 }
 
+// t is data made on the host that the daemon has not seen (a Tensor of a TypedArray).
+const isHostData = (t) => t._node.op === OPS.BUFFER && !t._node.sent && ArrayBuffer.isView(t._node.arg);
+
 // A BUFFER node holding one RunStep output `r` of the step output `spec`: its bytes (cached), or
 // the handle of the daemon's copy of a large one, released with the node.
 function outputNode(spec, r) {
@@ -95,9 +98,7 @@ class CompiledStep {
     // (or an input fn assigned to) stands for that output after every run.
     this._rebind = rebind;
     this.readNodes = []; // set by traceStep
-    // Held weakly: a target rebound outside the step must be able to die (see readNodes), or a
-    // second step sharing the state would keep updating its old buffer.
-    this._targets = targets.map((n) => new WeakRef(n));
+    this._targets = targets; // the nodes the step assigns in place
     this._scalars = scalars; // [optimizer, field, node id]
     this._sentScalar = new Map();
     this._k = firstK;
@@ -141,7 +142,7 @@ class CompiledStep {
   async feed(name, t) {
     const node = this._inputs[name][1];
     const n = t._node;
-    if (n.op === OPS.BUFFER && !n.sent && ArrayBuffer.isView(n.arg) && n.dtype === node.dtype
+    if (isHostData(t) && n.dtype === node.dtype
         && n.shape.length === node.shape.length && n.shape.every((d, i) => d === node.shape[i])) {
       this._pending.set(node.id, Buffer.from(bytesOf(n.arg)));
     } else {
@@ -193,10 +194,7 @@ class CompiledStep {
     for (const opt of new Set(this._scalars.map(([o]) => o))) opt.steps = this._k;
     this._k += 1;
     // The daemon changed these buffers in place: results cached on their nodes are stale.
-    for (const ref of this._targets) {
-      const n = ref.deref();
-      if (n) n.cache = null;
-    }
+    for (const n of this._targets) n.cache = null;
     for (const [, n] of Object.values(this._inputs)) n.cache = null;
     return resp;
   }
@@ -390,4 +388,4 @@ async function traceAndCompile(conn, call, tracing, before, inputNodes, ids, res
   });
 }
 
-module.exports = { compileStep, CompiledStep, traceStep, outputNode };
+module.exports = { compileStep, CompiledStep, traceStep, outputNode, isHostData };

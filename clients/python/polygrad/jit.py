@@ -28,12 +28,12 @@ import functools
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import numpy as np
 
 from . import graph as g
 from .connection import get_connection
 from .errors import PolygradError
-from .step import CompiledTrainingStep, output_node, trace_step
+from .nn.state import get_parameters
+from .step import CompiledTrainingStep, host_data, output_node, trace_step
 from .tensor import Tensor
 from .variable import BoundVariable
 
@@ -80,12 +80,6 @@ def _jit_inputs(args: tuple, kwargs: dict) -> Tuple[List[str], List[Tensor]]:
   return names, tensors
 
 
-def _host_data(t: Tensor) -> bool:
-  """t is data made on the host that the daemon has not seen (a Tensor of a numpy array)."""
-  n = t._node
-  return n.op == g.BUFFER and not n.sent and isinstance(n.arg, np.ndarray)
-
-
 def _flatten(ret: Any, out: List[Tensor]) -> Any:
   """ret with every Tensor replaced by its index in `out` (where it is appended)."""
   if isinstance(ret, Tensor):
@@ -109,16 +103,6 @@ def _unflatten(template: Any, tensors: List[Tensor]) -> Any:
   if isinstance(template, dict):
     return {k: _unflatten(v, tensors) for k, v in template.items()}
   return None
-
-
-def _tensors_in(ret: Any) -> List[Tensor]:
-  if isinstance(ret, Tensor):
-    return [ret]
-  if isinstance(ret, (list, tuple)):
-    return [t for x in ret for t in _tensors_in(x)]
-  if isinstance(ret, dict):
-    return [t for x in ret.values() for t in _tensors_in(x)]
-  return []
 
 
 class TinyJit:
@@ -160,7 +144,7 @@ class TinyJit:
     else:
       # A replay sends host data with the run itself; a capture needs every input on the daemon.
       unrealized = [t for t in tensors if not (t._node.handle and t._node.sent)
-                    and (self.cnt == 1 or not _host_data(t))]
+                    and (self.cnt == 1 or not host_data(t))]
       if unrealized:
         Tensor.realize(*unrealized)
       nodes = [t._node.id for t in tensors]
@@ -196,7 +180,7 @@ class TinyJit:
     watch = _EagerWatch()
     with g.watching(watch):
       ret = self.fxn(*args, **kwargs)
-    todo = _tensors_in(ret) + list(watch.assigned.values())
+    todo = get_parameters(ret) + list(watch.assigned.values())
     if todo:
       Tensor.realize(*todo)
     return ret

@@ -124,6 +124,12 @@ def _flush_dead_steps(conn) -> None:
 g.GRAPH.release_hooks.append(_flush_dead_steps)
 
 
+def host_data(t: Tensor) -> bool:
+  """t is data made on the host that the daemon has not seen (a Tensor of a numpy array)."""
+  n = t._node
+  return n.op == g.BUFFER and not n.sent and isinstance(n.arg, np.ndarray)
+
+
 class _OutputSpec(NamedTuple):
   id: int
   dtype: Any
@@ -161,9 +167,7 @@ class CompiledTrainingStep:
     # What decoding an output needs, not the traced nodes: holding those would hold the whole
     # traced graph and every node it read (see read_nodes).
     self._outputs = [_OutputSpec(n.id, n.dtype, n.shape) for n in outputs]
-    # The nodes the step assigns in place, held weakly: one rebound outside the step must be able to
-    # die (see read_nodes), or a second step sharing the state would keep updating its old buffer.
-    self._targets = [weakref.ref(n) for n in targets]
+    self._targets = targets  # the nodes the step assigns in place
     self._scalars = scalars  # (optimizer, attribute, _Scalar, input node id)
     # (tensor, output index): a tensor fn rebound whose old value had no buffer to update in place
     # (or, by input name, an input fn assigned to): it stands for that output after every run.
@@ -217,8 +221,7 @@ class CompiledTrainingStep:
     the daemon) with the run instead of uploading it first: one message per run."""
     node = self._inputs[name][1]
     n = t._node
-    if n.op == g.BUFFER and not n.sent and isinstance(n.arg, np.ndarray) and n.shape == node.shape \
-        and n.dtype == node.dtype:
+    if host_data(t) and n.shape == node.shape and n.dtype == node.dtype:
       self._pending[node.id] = n.arg.tobytes()
     else:
       self.set_input(name, t)
@@ -266,10 +269,8 @@ class CompiledTrainingStep:
       opt.steps = self._k
     self._k += 1
     # The daemon changed these buffers in place: results cached on their nodes are stale.
-    for ref in self._targets:
-      n = ref()
-      if n is not None:
-        n.cache = None
+    for n in self._targets:
+      n.cache = None
     for _, n in self._inputs.values():
       n.cache = None
     return resp
