@@ -85,6 +85,7 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
   a.ignore_index = c.ignore_index();
   a.step = c.step();
   a.replacement = c.replacement();
+  a.fill = c.fill();
   return a;
 }
 

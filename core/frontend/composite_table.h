@@ -50,6 +50,7 @@ struct CompositeArgs {
   bool include_self = false, align_corners = false;
   int64_t ignore_index = 0, step = 0;
   bool replacement = false;
+  int64_t fill = 0;
 };
 
 // Checks a shape that a builder would allocate or compute over against the daemon's limits

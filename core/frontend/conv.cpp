@@ -28,7 +28,7 @@ absl::StatusOr<UOpRef> pad_spatial(const UOpRef& x, const Pairs& pads) {
   return pad(x, all);
 }
 
-absl::StatusOr<Pairs> spatial_padding(const std::vector<int64_t>& p, size_t n) {
+absl::StatusOr<Pairs> spatial_padding(const std::vector<int64_t>& p, size_t n, bool allow_negative) {
   Pairs out;
   if (p.size() == n) {
     for (int64_t v : p) out.emplace_back(v, v);
@@ -39,7 +39,7 @@ absl::StatusOr<Pairs> spatial_padding(const std::vector<int64_t>& p, size_t n) {
                                                    " ((before, after) per axis), got ", p.size()));
   }
   for (int64_t v : p)
-    if (v < 0) return absl::InvalidArgumentError(absl::StrCat("padding must be >= 0, got ", v));
+    if (v < 0 && !allow_negative) return absl::InvalidArgumentError(absl::StrCat("padding must be >= 0, got ", v));
   return out;
 }
 
@@ -133,8 +133,28 @@ absl::StatusOr<UOpRef> conv(const UOpRef& x, const UOpRef& w, const ConvParams& 
   if (g < 1 || cin * g != cin_all || cout % g != 0)
     return absl::InvalidArgumentError(absl::StrCat("conv groups=", g, " do not fit input channels ", cin_all,
                                                    ", weight input channels ", cin, " and output channels ", cout));
-  PG_ASSIGN(pads, spatial_padding(p.padding, ns));
-  PG_ASSIGN(xp, pad_spatial(x, pads));
+  PG_ASSIGN(signed_pads, spatial_padding(p.padding, ns, /*allow_negative=*/true));
+  // Negative amounts crop the input first; the rest pads it.
+  Pairs crop, pads;
+  bool cropped = false;
+  for (size_t i = 0; i < 2 + ns; ++i) crop.emplace_back(0, x->shape[i]);
+  for (size_t i = 0; i < ns; ++i) {
+    const auto [lo, hi] = signed_pads[i];
+    const int64_t size = x->shape[2 + i];
+    const int64_t begin = std::max<int64_t>(0, -lo), end = size - std::max<int64_t>(0, -hi);
+    if (begin > end)
+      return absl::InvalidArgumentError(absl::StrCat("conv padding (", lo, ", ", hi, ") crops more than spatial axis ", i,
+                                                     " of size ", size));
+    cropped = cropped || begin != 0 || end != size;
+    crop[2 + i] = {begin, end};
+    pads.emplace_back(std::max<int64_t>(0, lo), std::max<int64_t>(0, hi));
+  }
+  UOpRef xc = x;
+  if (cropped) {
+    PG_ASSIGN(cut, shrink(x, crop));
+    xc = cut;
+  }
+  PG_ASSIGN(xp, pad_spatial(xc, pads));
   const Shape k(w->shape.begin() + 2, w->shape.end());
   PG_ASSIGN(win, pool_windows(xp, k, p.stride, p.dilation));  // (N, Cin, *out, *k)
   const Shape out(win->shape.begin() + 2, win->shape.begin() + 2 + static_cast<std::ptrdiff_t>(ns));

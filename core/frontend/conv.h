@@ -30,11 +30,13 @@ struct ConvParams {
   int64_t groups = 1;
 };
 
-// One (before, after) pair per spatial axis from ConvParams::padding, each >= 0.
-absl::StatusOr<Pairs> spatial_padding(const std::vector<int64_t>& padding, size_t spatial);
+// One (before, after) pair per spatial axis from ConvParams::padding, each >= 0 unless
+// allow_negative (a convolution's padding, where a negative amount crops).
+absl::StatusOr<Pairs> spatial_padding(const std::vector<int64_t>& padding, size_t spatial, bool allow_negative = false);
 
 // x (N, Cin, *spatial) with weight (Cout, Cin/groups, *kernel) -> (N, Cout, *out): the
-// cross-correlation of torch's conv1d/2d/3d. No bias.
+// cross-correlation of torch's conv1d/2d/3d. No bias. A negative padding crops that side of the
+// input (tinygrad).
 absl::StatusOr<UOpRef> conv(const UOpRef& x, const UOpRef& weight, const ConvParams& p);
 
 // The transpose (gradient) of conv: x (N, Cin, *spatial) with weight (Cin, Cout/groups,

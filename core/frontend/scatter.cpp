@@ -1,5 +1,6 @@
 #include "core/frontend/scatter.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/status/status.h"
@@ -101,9 +102,9 @@ absl::Status check_scatter(const UOpRef& x, int64_t axis, const UOpRef& index, c
     return invalid("scatter_reduce", absl::StrCat("index ", shape_str(index->shape), " and src ", shape_str(src->shape),
                                                   " must have the input's rank ", rank));
   for (int64_t i = 0; i < rank; ++i) {
-    if (i != axis && index->shape[i] != x->shape[i])
-      return invalid("scatter_reduce", absl::StrCat("index ", shape_str(index->shape), " must match the input ",
-                                                    shape_str(x->shape), " on every axis but ", axis));
+    if (i != axis && index->shape[i] > x->shape[i])
+      return invalid("scatter_reduce", absl::StrCat("index ", shape_str(index->shape), " exceeds the input ",
+                                                    shape_str(x->shape), " on axis ", i));
     if (src->shape[i] < index->shape[i])
       return invalid("scatter_reduce", absl::StrCat("src ", shape_str(src->shape), " is smaller than index ",
                                                     shape_str(index->shape), " on axis ", i));
@@ -236,7 +237,21 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UO
   PG_ASSIGN(xt, permute(x, perm));   // (..., n)
   // Positions compare in int32 or int64: in a narrow or unsigned index dtype, an arange past its
   // range would wrap onto small positions.
-  PG_ASSIGN(wide, index->dtype == DType::Int32 ? index : cast(index, DType::Int64));
+  PG_ASSIGN(wide_in, index->dtype == DType::Int32 ? index : cast(index, DType::Int64));
+  UOpRef wide = wide_in;
+  Pairs grow;  // an index smaller than x off the axis (torch allows it) updates that corner only
+  for (int64_t i = 0; i < rank; ++i) grow.push_back({0, i == axis ? 0 : x->shape[i] - index->shape[i]});
+  if (std::any_of(grow.begin(), grow.end(), [](const auto& p) { return p.second > 0; })) {
+    // The grown index is -1 (no position) there: shifted up by one, padded with 0, shifted back.
+    PG_ASSIGN(one, constant(int64_t{1}, wide->dtype, wide->shape));
+    PG_ASSIGN(up, alu(Ops::ADD, {wide, one}));
+    PG_ASSIGN(grown, pad(up, grow));
+    PG_ASSIGN(minus_one, constant(int64_t{-1}, wide->dtype, grown->shape));
+    PG_ASSIGN(back, alu(Ops::ADD, {grown, minus_one}));
+    PG_ASSIGN(src_grown, pad(src, grow));
+    wide = back;
+    src = src_grown;
+  }
   PG_ASSIGN(it, permute(wide, perm));  // (..., m)
   PG_ASSIGN(ut, permute(src, perm));
   const int64_t n = xt->shape.back();
@@ -262,7 +277,26 @@ absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis_in, const UO
   };
   UOpRef total;
   switch (reduce) {
-    case ScatterReduce::None:
+    case ScatterReduce::None: {
+      // torch writes the updates in order: of several landing on one position, the last wins.
+      const Shape& hs = hits->shape;
+      Shape js(hs.size(), 1);
+      js[hs.size() - 2] = hs[hs.size() - 2];
+      PG_ASSIGN(j, arange(js[hs.size() - 2], DType::Int32));
+      PG_ASSIGN(j_col, reshape(j, js));
+      PG_ASSIGN(jpos, expand(j_col, hs));
+      PG_ASSIGN(no_j, constant(int64_t{-1}, DType::Int32, hs));
+      PG_ASSIGN(hit_j, alu(Ops::WHERE, {hits, jpos, no_j}));
+      PG_ASSIGN(last_j, frontend::reduce(Ops::MAX, hit_j, {-2}));
+      PG_ASSIGN(last_all, expand(last_j, hs));
+      PG_ASSIGN(wins, equal(jpos, last_all));
+      PG_ASSIGN(winner, alu(Ops::AND, {hits, wins}));
+      PG_ASSIGN(zero, constant(int64_t{0}, w, upd->shape));
+      PG_ASSIGN(picked, alu(Ops::WHERE, {winner, upd, zero}));
+      PG_ASSIGN(s, reduce_drop(Ops::ADD, picked, -2));
+      total = s;
+      break;
+    }
     case ScatterReduce::Sum:
     case ScatterReduce::Mean: {
       PG_ASSIGN(zero, constant(int64_t{0}, w, upd->shape));
@@ -450,8 +484,11 @@ absl::StatusOr<UOpRef> unfold(const UOpRef& x, int64_t axis_in, int64_t size, in
   return permute(w, back);
 }
 
-absl::StatusOr<UOpRef> nonzero(const UOpRef& x, int64_t count) {
+absl::StatusOr<UOpRef> nonzero(const UOpRef& x, int64_t count, int64_t fill) {
   if (count < 0) return invalid("nonzero", absl::StrCat("count must be >= 0, got ", count));
+  if (fill < std::numeric_limits<int32_t>::min() || fill > std::numeric_limits<int32_t>::max()) {
+    return invalid("nonzero", absl::StrCat("fill ", fill, " does not fit int32"));
+  }
   const auto rank = static_cast<int64_t>(x->shape.size());
   if (count == 0 || rank == 0) return constant(int64_t{0}, DType::Int32, Shape{count, rank});
   int64_t n = 1;
@@ -475,6 +512,14 @@ absl::StatusOr<UOpRef> nonzero(const UOpRef& x, int64_t count) {
   PG_ASSIGN(none, constant(int64_t{0}, DType::Int32, hit->shape));
   PG_ASSIGN(picked, alu(Ops::WHERE, {hit, pos, none}));
   PG_ASSIGN(where, reduce_drop(Ops::ADD, picked, 1));     // (count,) flat positions
+  UOpRef found;  // (count,) the row has an element; only asked for when rows can be filled
+  if (fill != 0) {
+    PG_ASSIGN(hits, cast(hit, DType::Int32));
+    PG_ASSIGN(hit_count, reduce_drop(Ops::ADD, hits, 1));
+    PG_ASSIGN(no_hit, constant(int64_t{0}, DType::Int32, Shape{count}));
+    PG_ASSIGN(any_hit, alu(Ops::CMPNE, {hit_count, no_hit}));
+    found = any_hit;
+  }
   // Row-major coordinates, one column per axis, joined by padding each to (count, rank).
   UOpRef out;
   int64_t stride = 1;
@@ -483,7 +528,13 @@ absl::StatusOr<UOpRef> nonzero(const UOpRef& x, int64_t count) {
     PG_ASSIGN(st, constant(stride, DType::Int32, Shape{count}));
     PG_ASSIGN(dd, constant(d, DType::Int32, Shape{count}));
     PG_ASSIGN(q, alu(Ops::IDIV, {where, st}));
-    PG_ASSIGN(coord, alu(Ops::MOD, {q, dd}));
+    PG_ASSIGN(pos_coord, alu(Ops::MOD, {q, dd}));
+    UOpRef coord = pos_coord;
+    if (fill != 0) {
+      PG_ASSIGN(fills, constant(fill, DType::Int32, Shape{count}));
+      PG_ASSIGN(filled, alu(Ops::WHERE, {found, pos_coord, fills}));
+      coord = filled;
+    }
     PG_ASSIGN(col, reshape(coord, Shape{count, 1}));
     PG_ASSIGN(padded, pad(col, Pairs{{0, 0}, {a, rank - 1 - a}}));
     if (out) {

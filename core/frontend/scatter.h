@@ -16,14 +16,16 @@
 namespace polygrad::frontend {
 
 // How scatter_reduce combines the updates landing on one position (torch's names). None is
-// torch's plain scatter: positions written take the updates (their sum where several land on
-// one position, where torch leaves the winner undefined) and ignore include_self.
+// torch's plain scatter: positions written take the update, the last in index order where several
+// land on one position (torch on the CPU; its docs leave the winner undefined), and ignore
+// include_self.
 enum class ScatterReduce { None, Sum, Prod, Mean, Amax, Amin };
 absl::StatusOr<ScatterReduce> parse_scatter_reduce(std::string_view name);
 
 // torch's scatter_reduce: a copy of `x` with src's elements combined into it at `index` along
-// `axis`. index is integer, of x's rank and x's shape except along `axis`; src (cast to x's dtype)
-// has at least index's size on every axis and is cut to it. Positions no index names keep x.
+// `axis`. index is integer, of x's rank and at most x's size off `axis` (a smaller index updates
+// that corner, as torch); src (cast to x's dtype) has at least index's size on every axis and is
+// cut to it. Positions no index names keep x.
 // Without include_self, the positions written start from the updates alone. Mean on integers
 // divides rounding toward -inf (torch). Differentiable through x and src for None, Sum and Mean.
 absl::StatusOr<UOpRef> scatter_reduce(const UOpRef& x, int64_t axis, const UOpRef& index, const UOpRef& src,
@@ -49,9 +51,10 @@ absl::StatusOr<UOpRef> interpolate(const UOpRef& x, const std::vector<int64_t>& 
 absl::StatusOr<UOpRef> unfold(const UOpRef& x, int64_t axis, int64_t size, int64_t step);
 
 // The (count, rank) int32 positions of the first `count` nonzero elements of x in row-major
-// order (NaN is nonzero). The count is data: a client realizes it first. Rows past the number of
-// nonzero elements are 0.
-absl::StatusOr<UOpRef> nonzero(const UOpRef& x, int64_t count);
+// order (NaN is nonzero). The count is data: a client realizes it first, or asks for a fixed
+// number of rows (tinygrad's size=); rows past the number of nonzero elements are all `fill`
+// (which must fit int32).
+absl::StatusOr<UOpRef> nonzero(const UOpRef& x, int64_t count, int64_t fill = 0);
 
 // torch's multinomial: int32 class indices drawn from the (unnormalized, nonnegative) weights
 // along the last axis of a 1-D (C) or 2-D (N, C) tensor, num_samples per row. With replacement,

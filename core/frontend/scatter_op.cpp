@@ -58,7 +58,7 @@ absl::StatusOr<UOpRef> build_nonzero(const CompositeCall& call) {
   // every element.
   if (absl::Status s = call.check_shape(Shape{n, n}, "its running count of the nonzero elements"); !s.ok()) return s;
   if (absl::Status s = call.check_shape(Shape{call.arg.n, n}, "its count-by-element comparisons"); !s.ok()) return s;
-  return frontend::nonzero(x, call.arg.n);
+  return frontend::nonzero(x, call.arg.n, call.arg.fill);
 }
 
 absl::StatusOr<UOpRef> build_multinomial(const CompositeCall& call) {

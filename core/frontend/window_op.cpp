@@ -72,13 +72,15 @@ class WindowOp {
     if (absl::Status s = length("dilation", p_.dilation, n); !s.ok()) return s;
     if (absl::Status s = values("stride", p_.stride, 1); !s.ok()) return s;
     if (absl::Status s = values("dilation", p_.dilation, 1); !s.ok()) return s;
-    if (absl::Status s = values("padding", p_.padding, 0); !s.ok()) return s;
+    // A convolution's negative padding crops the input (tinygrad, torch's conv on a slice).
+    const int64_t lowest_pad = conv ? std::numeric_limits<int64_t>::min() : 0;
+    if (absl::Status s = values("padding", p_.padding, lowest_pad); !s.ok()) return s;
     if (op_ == WindowKind::ConvTranspose) return build_transpose(kernel);
     if (p_.padding.size() != n && p_.padding.size() != 2 * n)
       return invalid(absl::StrCat("padding needs ", n, " values (one per spatial axis) or ", 2 * n,
                                   " ((before, after) per axis), got ", p_.padding.size()));
     if (op_ != WindowKind::MaxPool && c_.indices) return invalid("indices are for MAX_POOL2D only");
-    absl::StatusOr<fe::Pairs> pads = fe::spatial_padding(p_.padding, n);
+    absl::StatusOr<fe::Pairs> pads = fe::spatial_padding(p_.padding, n, conv);
     if (!pads.ok()) return pads.status();
     // The padded input, and the work: every output element reads a whole window (a convolution's
     // window spans the group's input channels too).
@@ -160,7 +162,8 @@ class WindowOp {
   absl::Status values(const char* what, const std::vector<int64_t>& v, int64_t low) const {
     for (int64_t x : v) {
       if (x < low) return invalid(absl::StrCat(what, " values must be >= ", low, ", got ", x));
-      if (static_cast<uint64_t>(x) > call_.max_elements)
+      const uint64_t magnitude = x < 0 ? 0 - static_cast<uint64_t>(x) : static_cast<uint64_t>(x);
+      if (magnitude > call_.max_elements)
         return absl::ResourceExhaustedError(
             absl::StrCat(what, " value ", x, " exceeds max_elements (", call_.max_elements, ")"));
     }

@@ -319,7 +319,7 @@ case("index/int-row", "index", ["SHRINK", "RESHAPE"], [inp("float32", (3, 4))], 
 case("index/slice-step", "index", ["SHRINK", "PAD"], [inp("float32", (3, 6))], {"index": [{"slice": [None, None, None]}, {"slice": [1, None, 2]}]})
 case("index/neg-step", "index", "FLIP", [inp("int32", (5,))], {"index": [{"slice": [None, None, -1]}]})
 case("index/newaxis-ellipsis", "index", "RESHAPE", [inp("uint8", (2, 3, 4))], {"index": ["...", None, -1]})
-case("index/tensor", "index", ["ONE_HOT", "MATMUL"], [inp("float32", (4, 3)), inp("int32", (5,), lo=-4, hi=3)], {"index": [{"tensor": 1}]})
+case("index/tensor", "index", "GATHER", [inp("float32", (4, 3)), inp("int32", (5,), lo=-4, hi=3)], {"index": [{"tensor": 1}]})
 
 # ---- linear algebra, nn ops ----------------------------------------------------------------------
 case("matmul/f32-2d", "matmul", "MATMUL", [inp("float32", (3, 4)), inp("float32", (4, 5))])

@@ -33,7 +33,9 @@ std::vector<double> scatter_ref(const std::vector<double>& x, const std::vector<
       if (with_self) hits.push_back(x[r * n + i]);
       double v = 0;
       switch (mode) {
-        case fe::ScatterReduce::None:
+        case fe::ScatterReduce::None:  // the last update in index order wins, as torch on the CPU
+          v = hits.back();
+          break;
         case fe::ScatterReduce::Sum:
           for (double h : hits) v += h;
           break;
@@ -68,6 +70,23 @@ TEST_F(ScatterTest, ScatterReduceMatchesDirectLoopsInEveryMode) {
       for (size_t i = 0; i < want.size(); ++i)
         EXPECT_NEAR(got[i], want[i], 1e-12) << "mode " << static_cast<int>(mode) << " self " << self << " at " << i;
     }
+  }
+}
+
+TEST_F(ScatterTest, IndexSmallerOffTheAxisUpdatesThatCornerOnly) {
+  // x (4, 5) along axis 1 with a (2, 3) index: rows 2 and 3 keep x, as torch.
+  const int64_t rows = 4, n = 5, m = 3, k = 3;
+  for (auto mode : {fe::ScatterReduce::None, fe::ScatterReduce::Sum, fe::ScatterReduce::Amin}) {
+    std::vector<double> x, src;
+    std::vector<int32_t> idx;
+    UOpRef X = randd({rows, n}, x), S = randd({2, k}, src);
+    UOpRef I = ints({2, m}, idx, 0, n - 1);
+    auto got = run<double>(fe::scatter_reduce(X, 1, I, S, mode, true), {rows, n});
+    std::vector<double> top(x.begin(), x.begin() + 2 * n);
+    auto want = scatter_ref(top, idx, src, 2, n, m, k, mode, true);
+    want.insert(want.end(), x.begin() + 2 * n, x.end());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "mode " << static_cast<int>(mode) << " at " << i;
   }
 }
 
@@ -157,6 +176,10 @@ TEST_F(ScatterTest, UnfoldAndNonzero) {
   UOpRef Z = leaf<int32_t>(DType::Int32, {2, 3}, v, [&] { return (i++ % 3 == 1) ? 0 : i; });  // zeros at 1 and 4
   auto pos = run<int32_t>(fe::nonzero(Z, 4), {4, 2});
   EXPECT_EQ(pos, (std::vector<int32_t>{0, 0, 0, 2, 1, 0, 1, 2}));
+  // A fixed row count past the nonzero count (tinygrad's size=): the rest are the fill value.
+  auto filled = run<int32_t>(fe::nonzero(Z, 6, -1), {6, 2});
+  EXPECT_EQ(filled, (std::vector<int32_t>{0, 0, 0, 2, 1, 0, 1, 2, -1, -1, -1, -1}));
+  EXPECT_NE(message(fe::nonzero(Z, 2, int64_t{1} << 40)).find("does not fit int32"), std::string::npos);
 }
 
 TEST_F(ScatterTest, MultinomialDrawsOnlyWeightedClasses) {
@@ -183,7 +206,8 @@ TEST_F(ScatterTest, RejectsBadArguments) {
             std::string::npos);
   EXPECT_NE(message(fe::scatter_reduce(X, 1, S, S, fe::ScatterReduce::Sum, true)).find("index must be an integer"),
             std::string::npos);
-  EXPECT_NE(message(fe::scatter_reduce(X, 0, I, S, fe::ScatterReduce::Sum, true)).find("on every axis but 0"),
+  UOpRef too_wide = ints({3, 5}, idx, 0, 3);
+  EXPECT_NE(message(fe::scatter_reduce(X, 0, too_wide, too_wide, fe::ScatterReduce::Sum, true)).find("exceeds the input"),
             std::string::npos);
   UOpRef wide = ints({3, 3}, idx, 0, 3);
   EXPECT_NE(message(fe::scatter_reduce(X, 1, wide, S, fe::ScatterReduce::Sum, true)).find("smaller than index"),

@@ -293,9 +293,12 @@ def _pg_or_th_index(p, like):
 SCATTER_SHAPES = [V((3, 5), (3, 4), dim=1, idx=_distinct_index((3, 4), 5, 1, 1)),
                   V((4, 3), (2, 3), dim=0, idx=_distinct_index((2, 3), 4, 0, 2)),
                   V((2, 3, 4), (2, 3, 4), dim=-1, idx=_distinct_index((2, 3, 4), 4, 2, 3)),
-                  V((5,), (6,), dim=0, idx=_distinct_index((3,), 5, 0, 4))]
+                  V((5,), (6,), dim=0, idx=_distinct_index((3,), 5, 0, 4)),
+                  # an index smaller than x off dim updates that corner (torch)
+                  V((4, 5), (3, 4), dim=1, idx=_distinct_index((2, 3), 5, 1, 5))]
 # Indices drawn freely: several updates land on one position.
 SCATTER_REDUCE_SHAPES = [V((3, 5), (3, 4), (3, 4), dim=1, n=5), V((4, 3), (6, 3), (6, 3), dim=0, n=4),
+                         V((4, 6), (2, 5), (3, 5), dim=1, n=6),
                          V((2, 3, 4), (2, 3, 6), (2, 3, 7), dim=2, n=4), V((6,), (9,), (9,), dim=0, n=6)]
 
 
@@ -849,6 +852,12 @@ OPS: List[Op] = [
     Op("scatter", lambda p, x, s: x.scatter(p["dim"], _pg_or_th_index(p, x), s),
        lambda p, x, s: x.scatter(p["dim"], _pg_or_th_index(p, x), s[tuple(slice(0, d) for d in p["idx"].shape)]),
        SCATTER_SHAPES, ALL_NUM + ("bool",)),
+    # several updates on one position: the later in index order wins, as torch on the CPU (torch's
+    # gradient reaches the losers too, so forward only)
+    Op("scatter_repeated", lambda p, x, s: x.scatter(p["dim"], _pg_or_th_index(p, x), s),
+       lambda p, x, s: x.scatter(p["dim"], _pg_or_th_index(p, x), s),
+       [V((3, 5), (3, 4), dim=1, idx=np.random.default_rng(6).integers(0, 5, (3, 4))),
+        V((4, 3), (6, 3), dim=0, idx=np.random.default_rng(7).integers(0, 4, (6, 3)))], ALL_NUM, grad=False),
     Op("scatter_scalar", lambda p, x: x.scatter(p["dim"], _pg_or_th_index(p, x), 3),
        lambda p, x: x.scatter(p["dim"], _pg_or_th_index(p, x), 3), [V(v.shapes[0], **v.params) for v in SCATTER_SHAPES],
        ALL_NUM),
@@ -1627,6 +1636,30 @@ EDGE_CASES = {
                            [[0.0, -2.0, -2.0, INF, -INF, -INF, -INF, 2.0, 1.0, -1.0, -1.0, 0.5, 0.0, -3.0],
                             [0.0, 3.0, 2.0, -1.0, 0.5, -0.5, 3.0, INF, NAN, INF, -INF, -INF, -2.0, 0.5]], False),
     "realize_zero_elements": (lambda a: a.reshape(0, 2) * 2, lambda a: a.reshape(0, 2) * 2, [[]], False),
+    # fancy indexing gathers: an inf or NaN in a row not picked stays out of the result
+    "index_rows_with_inf": (lambda a: a.reshape(3, 2)[Tensor([2, 0])], lambda a: a.reshape(3, 2)[torch.tensor([2, 0])],
+                            [[INF, 1.0, -INF, NAN, 2.0, 3.0]], True),
+    "index_tuple_of_positions": (lambda a: a.reshape(2, 3)[(1, 0), (2, 2)], lambda a: a.reshape(2, 3)[[1, 0], [2, 2]],
+                                 [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]], True),
+    # reflect and replicate pads mirror the whole input's edges, then cut the negative amounts
+    "pad_reflect_negative": (lambda a: a.reshape(1, 5).pad((3, -3), mode="reflect"),
+                             lambda a: F.pad(a.reshape(1, 5), (3, -3), mode="reflect"), [[1.0, 2.0, 3.0, 4.0, 5.0]], True),
+    "pad_replicate_negative": (lambda a: a.reshape(1, 5).pad((3, -5), mode="replicate"),
+                               lambda a: F.pad(a.reshape(1, 5), (3, -5), mode="replicate"), [[1.0, 2.0, 3.0, 4.0, 5.0]],
+                               True),
+    # a convolution's negative padding crops the input (tinygrad)
+    "conv2d_negative_padding": (lambda a, w: a.reshape(1, 1, 4, 4).conv2d(w.reshape(1, 1, 2, 2), padding=(-1, 0, -1, 1)),
+                                lambda a, w: F.conv2d(F.pad(a.reshape(1, 1, 4, 4)[:, :, 1:, 1:], (0, 0, 0, 1)),
+                                                      w.reshape(1, 1, 2, 2)),
+                                [[float(v) for v in range(16)], [1.0, -2.0, 0.5, 3.0]], True),
+    # nonzero and masked_select with a fixed size (tinygrad's size=): the rows past the count
+    # filled, no round trip
+    "nonzero_size_fill": (lambda a: a.nonzero(size=5, fill_value=-1),
+                          lambda a: torch.cat([a.nonzero().int(), torch.full((3, 1), -1, dtype=torch.int32)]),
+                          [[0.0, 2.0, 0.0, NAN]], False),
+    "masked_select_size_fill": (lambda a: a.masked_select(a > 1, size=4, fill_value=-7.5),
+                                lambda a: torch.cat([a.masked_select(a > 1), torch.full((2,), -7.5)]),
+                                [[0.5, 2.0, 3.0, -1.0]], False),
 }
 
 

@@ -9,6 +9,7 @@ from typing import Optional, Union
 import numpy as np
 
 from ._ops_gen import DTYPE_TABLE
+from .errors import UnknownDTypeError
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,7 +154,7 @@ class dtypes:  # noqa: N801 - tinygrad's spelling
   def from_name(name: str) -> DType:
     dt = getattr(dtypes, name, None)
     if not isinstance(dt, DType):
-      raise TypeError(f"unknown dtype {name!r}")
+      raise UnknownDTypeError(f"unknown dtype {name[:100]!r}")
     return dt
 
   @staticmethod

@@ -25,6 +25,10 @@ class DTypeError(TypeError, RuntimeError):
   before anything is sent. Both a TypeError and a RuntimeError (what torch and tinygrad raise)."""
 
 
+class UnknownDTypeError(DTypeError, AttributeError):
+  """A dtype name that names no dtype: also an AttributeError, as tinygrad's `getattr(dtypes, name)`."""
+
+
 class AxisError(ShapeError, IndexError):
   """An axis out of range: IndexError as in torch, and a ShapeError."""
 

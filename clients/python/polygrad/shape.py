@@ -23,6 +23,8 @@ def as_shape(args) -> Shape:
   """Accept f(2, 3), f((2, 3)) and f([2, 3]); every entry must be an int."""
   if len(args) == 1 and isinstance(args[0], (tuple, list)):
     args = tuple(args[0])
+  elif any(isinstance(a, (tuple, list)) for a in args):
+    raise ShapeError(f"a shape is ints or one sequence of ints, got {args!r:.200}")
   out = []
   for a in args:
     if isinstance(a, bool) or not isinstance(a, int):
@@ -32,6 +34,11 @@ def as_shape(args) -> Shape:
         raise TypeError(f"shape entries must be ints, got {type(a).__name__}") from None
     out.append(int(a))
   return tuple(out)
+
+
+def new_shape(args) -> Shape:
+  """The shape of a new tensor from f(2, 3)-style arguments: ints >= 0."""
+  return check_shape(as_shape(args))
 
 
 def check_shape(shape: Shape) -> Shape:
@@ -180,10 +187,11 @@ def ntuple(v, n: int, what: str, low: int) -> Tuple[int, ...]:
   return out
 
 
-def padding_pairs(padding, n: int) -> Tuple[int, ...]:
+def padding_pairs(padding, n: int, allow_negative: bool = False) -> Tuple[int, ...]:
   """The wire's (before, after) per spatial axis in axis order ((top, bottom, left, right) in
   2-D) from an int, n values (one per axis), or tinygrad's 2n values, which list the pairs from
-  the last axis back ((left, right, top, bottom) in 2-D)."""
+  the last axis back ((left, right, top, bottom) in 2-D). allow_negative: a convolution's, where
+  a negative amount crops."""
   p = ints(padding, "padding")
   if len(p) == 1 and not isinstance(padding, (tuple, list)):
     p = p * n
@@ -194,7 +202,7 @@ def padding_pairs(padding, n: int) -> Tuple[int, ...]:
   else:
     raise ShapeError(f"padding needs an int, {n} values or {2 * n} ((before, after) from the last axis back), "
                      f"got {padding!r}")
-  if any(x < 0 for x in out):
+  if not allow_negative and any(x < 0 for x in out):
     raise ShapeError(f"padding must be >= 0, got {padding!r}")
   return out
 
@@ -205,6 +213,8 @@ def window_out(spatial: Tuple[int, ...], k: Tuple[int, ...], stride: Tuple[int, 
   for i, size in enumerate(spatial):
     span = dil[i] * (k[i] - 1) + 1
     padded = size + pads[2 * i] + pads[2 * i + 1]
+    if size + min(0, pads[2 * i]) + min(0, pads[2 * i + 1]) < 0:
+      raise ShapeError(f"{what}: padding ({pads[2 * i]}, {pads[2 * i + 1]}) crops more than spatial axis {i} = {size}")
     if padded < span:
       raise ShapeError(f"{what}: a window of {span} (kernel {k[i]}, dilation {dil[i]}) does not fit spatial axis "
                        f"{i} = {size} padded to {padded}")

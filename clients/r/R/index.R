@@ -79,7 +79,8 @@ shrink_axis <- function(x, a, begin, end) {
   shrink(x, b, e)
 }
 
-# Axis a (0-based) indexed by the 1-based positions in idx: one_hot(positions) %*% rows.
+# Axis a (0-based) indexed by the 1-based positions in idx: the daemon's GATHER of rows, so an inf
+# or NaN elsewhere in x stays out of the result.
 index_axis <- function(x, a, idx) {
   if (!is_int_dtype(idx$node$dtype)) {
     pg_abort("invalid_argument", sprintf("index tensors must hold integer positions, got %s%s", idx$node$dtype,
@@ -97,7 +98,10 @@ index_axis <- function(x, a, idx) {
   i <- pg_cast(idx, "int32") - 1L
   flat <- pg_where((i >= 0L) & (i < n), i, -1L)
   rows <- pg_reshape(pg_permute(x, c(a, rest) + 1), c(n, -1))
-  picked <- pg_matmul(pg_cast(one_hot(pg_reshape(flat, -1), n), rows$node$dtype), rows)
+  count <- prod(ishape)
+  cols <- rows$node$shape[2]
+  picked <- make(OP$GATHER, rows$node$dtype, c(count, cols),
+                 list(rows, pg_expand(pg_reshape(flat, c(count, 1)), c(count, cols))), list(axes = 0))
   out <- reshape_to(picked, c(ishape, s[rest + 1]))
   nb <- length(ishape)
   order <- c(nb + seq_len(a), seq_len(nb), nb + a + seq_len(length(after)))

@@ -5,8 +5,8 @@
 #' `pg_one_hot`; elements are visited in row-major order (the wire's).
 #'
 #' `pg_scatter` writes `src` (a tensor, or a number for every position) at `index` along `axis`
-#' (torch's scatter; updates landing on one position are summed, where torch leaves the winner
-#' undefined); `reduce` "add" or "multiply" combines them with x. `pg_scatter_reduce` combines
+#' (torch's scatter; of updates landing on one position the later in index order wins, as torch
+#' on the CPU); `reduce` "add" or "multiply" combines them with x. `pg_scatter_reduce` combines
 #' with "sum", "prod", "mean", "amax" or "amin"; without `include_self` the positions written
 #' start from the updates alone. `pg_nll_loss` is torch's nll_loss on log-probabilities
 #' (N, C, ...) or (C) with 1-based class targets. `pg_interpolate` resizes the last
@@ -73,8 +73,8 @@ scatter_node <- function(x, axis, index, src, mode, include_self, name) {
                                          length(s), index$node$dtype, paste(is, collapse = ", ")))
   }
   other <- seq_along(s) != ax + 1
-  if (any(is[other] != s[other])) {
-    pg_abort("invalid_argument", sprintf("%s: index (%s) must match x (%s) on every axis but %d", name,
+  if (any(is[other] > s[other])) {
+    pg_abort("invalid_argument", sprintf("%s: index (%s) exceeds x (%s) on an axis other than %d", name,
                                          paste(is, collapse = ", "), paste(s, collapse = ", "), ax + 1))
   }
   if (!is_tensor(src)) src <- pg_full(is, value = src, dtype = x$node$dtype)

@@ -396,7 +396,8 @@ function indexTensor(i, size) {
   return index.lt(0).where(index.add(size), index);
 }
 
-// Advanced indexing as torch does it, built as oneHot(flat index) @ x, so it is differentiable.
+// Advanced indexing as torch does it: the daemon's GATHER of the rows of x with its indexed axes
+// flattened, so it is differentiable and an inf or NaN elsewhere in x stays out of the result.
 P._indexWithTensor = function _indexWithTensor(idx) {
   let x = this.dtype.kind === 'f' || this.dtype.kind === 'i' || this.dtype.kind === 'u' ? this : this.cast(dtypes.int32);
   let axis = 0;
@@ -432,7 +433,8 @@ P._indexWithTensor = function _indexWithTensor(idx) {
   }
   flat = valid.where(flat, -1)._broadcastTo(bShape);
   const rows = x.permute([...axes, ...rest]).reshape([stride, -1]);
-  const picked = flat.reshape([-1]).oneHot(stride).cast(rows.dtype).matmul(rows);
+  const count = bShape.reduce((a, b) => a * b, 1);
+  const picked = rows.gather(0, flat.reshape([count, 1]).expand([count, rows._node.shape[1]]));
   let out = picked.reshape([...bShape, ...outRest]);
   const nb = bShape.length;
   if (adjacent) {

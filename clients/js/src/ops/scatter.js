@@ -23,7 +23,7 @@ P._scatter = function _scatter(dim, index, src, mode, includeSelf, name) {
   if (!isInt(index.dtype) || index.ndim !== this.ndim) {
     throw new RangeError(`${name}: index must be an integer tensor of rank ${this.ndim}, got ${index.dtype.name} of shape [${is}]`);
   }
-  if (is.some((v, a) => a !== ax && v !== s[a])) throw new RangeError(`${name}: index [${is}] must match [${s}] on every axis but ${ax}`);
+  if (is.some((v, a) => a !== ax && v > s[a])) throw new RangeError(`${name}: index [${is}] exceeds [${s}] on an axis other than ${ax}`);
   src = src instanceof Tensor ? src : Tensor.full(is, src, { dtype: this.dtype });
   if (src.ndim !== this.ndim || is.some((v, a) => v > src._node.shape[a])) {
     throw new RangeError(`${name}: src [${src._node.shape}] must be at least index's shape [${is}]`);
@@ -32,8 +32,8 @@ P._scatter = function _scatter(dim, index, src, mode, includeSelf, name) {
     new Composite({ axes: [ax], mode, include_self: includeSelf }));
 };
 
-// torch's scatter: src's elements (a tensor or a number) written at index along dim; two updates
-// landing on one position give their sum (torch leaves the winner undefined). reduce 'add' or
+// torch's scatter: src's elements (a tensor or a number) written at index along dim; of two updates
+// landing on one position the later in index order wins (torch on the CPU). reduce 'add' or
 // 'multiply' (or { reduce }) combines them with this instead.
 P.scatter = function scatter(dim, index, src, reduce) {
   if (isOptions(reduce)) reduce = reduce.reduce;

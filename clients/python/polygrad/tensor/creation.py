@@ -78,6 +78,8 @@ class Creation:
     if dt == dtypes.bool:
       raise ShapeError("arange cannot make a bool tensor")
     n = max(0, math.ceil((stop - start) / step))
+    if n and dtypes.is_int(dt) and not all(dtypes.min(dt) <= v <= dtypes.max(dt) for v in (start, start + (n - 1) * step)):
+      raise OverflowError(f"arange({start}, {stop}, {step}) does not fit {dt.name}")
     if n == 0:
       return Tensor(np.zeros((0,), dtype=np.float64), dtype=dt)
     all_int = all(isinstance(v, int) for v in (start, stop, step))

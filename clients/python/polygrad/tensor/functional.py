@@ -35,7 +35,7 @@ class Functional:
       weight = Tensor(weight)
     n = spatial_count(self.shape, weight.shape, "conv2d", "(O, C/groups, *kernel)")
     st, dil = ntuple(stride, n, "stride", 1), ntuple(dilation, n, "dilation", 1)
-    pads = padding_pairs(padding, n)
+    pads = padding_pairs(padding, n, allow_negative=True)
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
       raise ShapeError(f"conv2d: groups must be an int >= 1, got {groups!r}")
     shape = conv_shape(self.shape, weight.shape, groups, st, dil, pads)

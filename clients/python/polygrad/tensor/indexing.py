@@ -7,8 +7,8 @@ import numpy as np
 
 from .. import graph as g
 from ..dtype import dtypes
-from ..errors import ShapeError
-from ..shape import axis_of, broadcast_shape
+from ..errors import DTypeError, ShapeError
+from ..shape import axis_of, broadcast_shape, prod
 from .core import _py_scalar, Tensor, tensor_methods
 
 
@@ -19,7 +19,9 @@ class Indexing:
   # --- t[...] -------------------------------------------------------------------------------------
 
   def __getitem__(self, idx) -> "Tensor":
-    idx = self._expand_ellipsis(idx if isinstance(idx, tuple) else (idx,))
+    # A tuple inside the index is a sequence of positions, as a list (numpy, torch).
+    idx = tuple(list(i) if isinstance(i, tuple) else i for i in (idx if isinstance(idx, tuple) else (idx,)))
+    idx = self._expand_ellipsis(idx)
     if any(isinstance(i, (Tensor, list, np.ndarray)) for i in idx):
       return self._index_with_tensor(idx)
     x, axis, final = self, 0, []
@@ -54,7 +56,8 @@ class Indexing:
     The index tensors broadcast to one shape B; B replaces the indexed axes where they are
     adjacent, and comes first when a slice separates them. Negative indices count from the end; an index
     still out of range selects zeros (no error can come back from a lazy graph). Built as
-    one_hot(flat index) @ x over the indexed axes flattened, so it is differentiable."""
+    the daemon's GATHER of rows of x with its indexed axes flattened, so it is differentiable and an
+    inf or NaN elsewhere in x stays out of the result."""
     # Basic entries first (slices, None); the advanced ones keep their axis in the result `x`.
     x = self if dtypes.is_float(self.dtype) or dtypes.is_int(self.dtype) else self.cast(dtypes.int32)
     axis, adv = 0, []
@@ -89,7 +92,7 @@ class Indexing:
     flat = valid.where(flat, -1)._broadcast_to(b_shape)
     moved = x.permute(axes + rest)
     rows = moved.reshape(stride, -1)
-    picked = flat.reshape(-1).one_hot(stride).cast(rows.dtype) @ rows
+    picked = rows.gather(0, flat.reshape(prod(b_shape), 1).expand(prod(b_shape), rows.shape[1]))
     out = picked.reshape(b_shape + out_rest)
     nb = len(b_shape)
     if adjacent:  # B goes where the indexed axes were
@@ -176,8 +179,10 @@ class Indexing:
     if not dtypes.is_int(index.dtype) or index.ndim != self.ndim:
       raise ShapeError(f"{name}: index must be an integer tensor of rank {self.ndim}, got {index.dtype.name} "
                        f"of shape {index.shape}")
-    if any(i != s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != ax):
-      raise ShapeError(f"{name}: index {index.shape} must match {self.shape} on every axis but {ax}")
+    if any(i > s for a, (i, s) in enumerate(zip(index.shape, self.shape)) if a != ax):
+      raise ShapeError(f"{name}: index {index.shape} exceeds {self.shape} on an axis other than {ax}")
+    if isinstance(src, Tensor) and src.dtype != self.dtype:
+      raise DTypeError(f"{name}: src is {src.dtype.name}, the tensor {self.dtype.name} (torch requires one dtype)")
     src = src if isinstance(src, Tensor) else Tensor.full(index.shape, src, dtype=self.dtype)
     if src.ndim != self.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
       raise ShapeError(f"{name}: src {src.shape} must be at least index's shape {index.shape}")
@@ -187,9 +192,11 @@ class Indexing:
   def scatter(self, dim: int, index: "Tensor", src, reduce: Optional[str] = None) -> "Tensor":
     """torch's scatter: a copy of self with src's elements written at `index` along `dim` (src a
     tensor or a scalar); reduce 'add' or 'multiply' combines them with self instead. Where two
-    updates land on one position without a reduce, torch leaves the winner undefined; here it is
-    their sum."""
+    updates land on one position without a reduce, the later in index order wins (torch on the
+    CPU). index may be smaller than self off `dim` (that corner is updated)."""
     if reduce is not None:
+      if isinstance(src, Tensor):
+        raise TypeError("scatter with reduce= takes a scalar src (tinygrad); use scatter_reduce for a tensor")
       return self.scatter_reduce(dim, index, src, {"add": "sum", "multiply": "prod"}.get(reduce, reduce))
     return self._scatter(dim, index, src, "none", False, "scatter")
 

@@ -95,7 +95,8 @@ class Movement:
     (mirrored without the edge; an amount must be smaller than the axis), 'replicate' (the edge
     repeated) and 'circular' (wrapped around; at most the axis), built from slices of x."""
     if mode not in ("constant", "reflect", "replicate", "circular"):
-      raise ShapeError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+      raise NotImplementedError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', "
+                                f"got {str(mode)[:100]!r}")
     padding = tuple(padding)
     if padding and all(isinstance(p, int) for p in padding):
       if len(padding) % 2 or len(padding) > 2 * self.ndim:
@@ -103,27 +104,35 @@ class Movement:
       flat = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
       padding = ((0, 0),) * (self.ndim - len(flat)) + tuple(flat)
     pairs = normalize_pairs(padding, self.shape, "pad", lambda s: (0, 0))
-    # Negative amounts shrink first.
+    grown = tuple((max(0, b), max(0, a)) for b, a in pairs)
     x = self
-    if any(b < 0 or a < 0 for b, a in pairs):
-      shr = []
-      for (b, a), s in zip(pairs, self.shape):
-        lo, hi = max(0, -b), s - max(0, -a)
-        if lo > hi:
-          raise ShapeError(f"pad: {padding} removes more than the whole axis of size {s}")
-        shr.append((lo, hi))
-      x = x.shrink(shr)
-      pairs = tuple((max(0, b), max(0, a)) for b, a in pairs)
-    if all(b == 0 and a == 0 for b, a in pairs):
+    if mode in ("reflect", "replicate"):
+      # torch mirrors and repeats the whole input's edges: grow first, cut afterwards.
+      return x._pad_from_edges(grown, mode)._cut(pairs, padding)
+    x = x._cut(pairs, padding)
+    if mode == "circular":
+      return x._pad_from_edges(grown, mode)
+    if all(b == 0 and a == 0 for b, a in grown):
       return x
-    if mode != "constant":
-      return x._pad_from_edges(pairs, mode)
+    pairs = grown
     shape = tuple(s + b + a for s, (b, a) in zip(x.shape, pairs))
     out = Tensor._make(g.PAD, x.dtype, shape, (x,), pairs)
     if value != 0:
       mask = Tensor._make(g.PAD, dtypes.bool, shape, (Tensor._const(True, dtypes.bool, x.shape),), pairs)
       out = mask.where(out, value)
     return out
+
+  def _cut(self, pairs, padding) -> "Tensor":
+    """pad's negative amounts: (before, after) pairs that remove elements where they are < 0."""
+    if all(b >= 0 and a >= 0 for b, a in pairs):
+      return self
+    shr = []
+    for (b, a), s in zip(pairs, self.shape):
+      lo, hi = max(0, -b), s - max(0, -a)
+      if lo > hi:
+        raise ShapeError(f"pad: {padding} removes more than the whole axis of size {s}")
+      shr.append((lo, hi))
+    return self.shrink(shr)
 
   def shrink(self, arg) -> "Tensor":
     pairs = normalize_pairs(arg, self.shape, "shrink", lambda s: (0, s))
@@ -203,17 +212,31 @@ class Movement:
     shape = self.shape[:ax] + (count,) + self.shape[ax + 1:] + (size,) if self.ndim else (size,)
     return Tensor._make(g.UNFOLD, self.dtype, shape, (self,), g.Composite(axes=(ax,), n=size, step=step))
 
-  def nonzero(self) -> "Tensor":
+  def nonzero(self, size: Optional[int] = None, fill_value: Scalar = 0) -> "Tensor":
     """The (count, ndim) int32 positions of the nonzero elements, in row-major order. The count is
-    data: it is realized first (one round trip), then the daemon's NONZERO computes the positions."""
-    count = int((self != 0).cast(dtypes.int32).sum().item())
-    return Tensor._make(g.NONZERO, dtypes.int32, (count, self.ndim), (self,), g.Composite(n=count))
+    data: it is realized first (one round trip), then the daemon's NONZERO computes the positions.
+    With `size` (tinygrad), exactly that many rows and no round trip: the first `size` positions,
+    then rows of int(fill_value)."""
+    if size is None:
+      count = int((self != 0).cast(dtypes.int32).sum().item())
+      return Tensor._make(g.NONZERO, dtypes.int32, (count, self.ndim), (self,), g.Composite(n=count))
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+      raise ShapeError(f"nonzero: size must be an int >= 0, got {size!r}")
+    fill = int(_py_scalar(fill_value))
+    if not dtypes.min(dtypes.int32) <= fill <= dtypes.max(dtypes.int32):
+      raise ShapeError(f"nonzero: fill_value {fill} does not fit int32")
+    return Tensor._make(g.NONZERO, dtypes.int32, (size, self.ndim), (self,), g.Composite(n=size, fill=fill))
 
-  def masked_select(self, mask: "Tensor") -> "Tensor":
+  def masked_select(self, mask: "Tensor", size: Optional[int] = None, fill_value: Scalar = 0) -> "Tensor":
     """The elements where `mask` (broadcast to this shape) is true, flattened in row-major order;
-    the count is realized first, as in nonzero."""
+    the count is realized first, as in nonzero. With `size`, exactly that many elements and no
+    round trip, fill_value (in this dtype) after the selected ones."""
     x, m = self._broadcasted(mask if isinstance(mask, Tensor) else Tensor(mask), match_dtype=False)
     flat_x, flat_m = x.reshape(-1), m.cast(dtypes.bool).reshape(-1)
+    if size is not None:
+      # Missing rows point one past the end, at the fill value appended there.
+      idx = flat_m.nonzero(size, fill_value=flat_x.shape[0]).reshape(-1)
+      return flat_x.cat(Tensor.full((1,), fill_value, dtype=self.dtype)).gather(0, idx)
     idx = flat_m.nonzero().reshape(-1)
     return flat_x.gather(0, idx) if idx.shape[0] else Tensor.zeros(0, dtype=self.dtype)
 
@@ -263,7 +286,7 @@ class Movement:
     shifts = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
     dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
     if len(shifts) != len(dims):
-      raise ValueError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
+      raise ShapeError(f"roll: {len(shifts)} shifts for {len(dims)} dims")
     x = self
     for s, d in zip(shifts, dims):
       d = normalize_axis(d, x.ndim)
@@ -278,7 +301,7 @@ class Movement:
     """torch.diagonal: the elements (i, i + offset) of the planes of dim1 and dim2, as a new last axis."""
     d1, d2 = normalize_axis(dim1, self.ndim), normalize_axis(dim2, self.ndim)
     if d1 == d2:
-      raise ValueError(f"diagonal: dim1 and dim2 are both axis {d1}")
+      raise ShapeError(f"diagonal: dim1 and dim2 are both axis {d1}")
     x = self.permute(tuple(i for i in range(self.ndim) if i not in (d1, d2)) + (d1, d2))
     batch, (r, c) = x.shape[:-2], x.shape[-2:]
     lo_r, lo_c = min(r, max(0, -offset)), min(c, max(0, offset))
@@ -304,7 +327,7 @@ class Movement:
     """Grids of self and args (1-D each), one per input, shaped by all their lengths (indexing
     "xy" swaps the first two axes of that shape, as torch and numpy)."""
     if indexing not in ("ij", "xy"):
-      raise ValueError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
+      raise ShapeError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
     ts = [t.reshape(-1) for t in (self, *args)]
     if indexing == "xy" and len(ts) > 1:
       grids = ts[1].meshgrid(ts[0], *ts[2:], indexing="ij")
@@ -332,6 +355,8 @@ class Movement:
   @staticmethod
   def stack(tensor: "Tensor", *others: "Tensor", dim: int = 0) -> "Tensor":
     if isinstance(tensor, (list, tuple)):
-      tensor, others = tensor[0], tuple(tensor[1:]) + others
+      if others:
+        raise ShapeError("stack takes tensors or one sequence of tensors, not both")
+      tensor, others = tensor[0], tuple(tensor[1:])
     d = normalize_axis(dim, tensor.ndim + 1)
     return Tensor.cat(*[t.unsqueeze(d) for t in (tensor, *others)], dim=d)

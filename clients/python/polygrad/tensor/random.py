@@ -12,7 +12,7 @@ from .. import graph as g
 from ..device import Device
 from ..dtype import DType, DTypeLike, dtypes, to_dtype
 from ..errors import ShapeError
-from ..shape import as_shape, check_shape, prod
+from ..shape import new_shape, prod
 from .core import Tensor, tensor_methods, untracked
 
 
@@ -41,7 +41,7 @@ class Random:
   @staticmethod
   def _random(op: int, shape, dtype: DType, **fields) -> "Tensor":
     seed, counter = Tensor._random_key()
-    shape = check_shape(as_shape(shape))
+    shape = new_shape(shape)
     return Tensor(g.GRAPH.node(op, dtype, shape, (), g.Composite(shape=shape, seed=seed, counter=counter, **fields)))
 
   @staticmethod
@@ -102,31 +102,31 @@ class Random:
   def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype: Optional[DTypeLike] = None,
               requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
     Device.require(kwargs.get("device"))
-    vals = Tensor._generator().uniform(low, high, as_shape(shape))
+    vals = Tensor._generator().uniform(low, high, new_shape(shape))
     return Tensor(vals.astype(np.float32), dtype=dtype or dtypes.default_float, requires_grad=requires_grad)
 
   @staticmethod
   def scaled_uniform(*shape, **kwargs) -> "Tensor":
     """uniform(-1, 1) scaled by 1/sqrt(numel) (tinygrad)."""
-    shape = as_shape(shape)
+    shape = new_shape(shape)
     return Tensor.uniform(*shape, low=-prod(shape) ** -0.5, high=prod(shape) ** -0.5, **kwargs)
 
   @staticmethod
   def glorot_uniform(*shape, **kwargs) -> "Tensor":
     """Glorot/Xavier uniform: bound sqrt(6 / (shape[0] + prod(shape[1:]))) (tinygrad)."""
-    shape = as_shape(shape)
+    shape = new_shape(shape)
     bound = math.sqrt(6 / (shape[0] + prod(shape[1:])))
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
 
   @staticmethod
   def kaiming_uniform(*shape, a: float = 0.01, **kwargs) -> "Tensor":
-    shape = as_shape(shape)
+    shape = new_shape(shape)
     bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
 
   @staticmethod
   def kaiming_normal(*shape, a: float = 0.01, **kwargs) -> "Tensor":
-    shape = as_shape(shape)
+    shape = new_shape(shape)
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor(Tensor._generator().standard_normal(shape).astype(np.float32) * np.float32(std), **kwargs)
 

@@ -170,6 +170,7 @@ class Reduce:
 
   def _values_indices(self, op: int, axis: int, name: str, shape=None, **kw) -> "ValuesIndices":
     if self.ndim == 0:
+      axis_of(axis, 1, name)
       v, i = self.reshape(1)._values_indices(op, 0, name, None if shape is None else (1,), **kw)
       return ValuesIndices(v.reshape(()), i.reshape(()))
     values = self._along(op, axis, name, g.Composite(**kw), shape=shape)
