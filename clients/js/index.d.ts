@@ -309,9 +309,10 @@ export declare class Tensor {
   interpolate(size: number[], options?: { mode?: 'linear' | 'nearest' | 'nearest-exact'; alignCorners?: boolean }): Tensor;
   /** torch's Tensor.unfold: windows of size every step along dim, as a new last axis. */
   unfold(dim: number, size: number, step: number): Tensor;
-  /** (count, ndim) int32 positions of the nonzero elements; async: the count is read first. */
-  nonzero(): Promise<Tensor>;
-  maskedSelect(mask: Tensor | NestedArray): Promise<Tensor>;
+  /** (count, ndim) int32 positions of the nonzero elements; async: the count is read first.
+   * With `size`, exactly that many rows (no round trip), the rest `fillValue`. */
+  nonzero(opts?: { size?: number; fillValue?: number }): Promise<Tensor>;
+  maskedSelect(mask: Tensor | NestedArray, opts?: { size?: number; fillValue?: number }): Promise<Tensor>;
   /** int32 class indices drawn from the weights along the last axis of a 1-D or 2-D tensor. */
   multinomial(numSamples?: number, replacement?: boolean | { replacement?: boolean }): Tensor;
   maxUnpool2d(indices: Tensor | NestedArray, options?: { kernelSize?: number | [number, number];

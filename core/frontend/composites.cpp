@@ -206,12 +206,37 @@ absl::StatusOr<ShiftedExp> shifted_exp(const UOpRef& x, int64_t axis, const char
   return ShiftedExp{m, e, s};
 }
 
+// torch's softmax gradient, y (g - sum(g y)) along the axis: walking the construction would also
+// send each row's share through the max, which cancels only up to rounding (4e-7 off torch). The
+// inputs are x and the kept-axis sum, whose shape names the axis (any axis of size 1 in x, where
+// they agree: a softmax over one element has no gradient).
+absl::StatusOr<std::vector<UOpRef>> softmax_gradient(const UOpRef& y, const std::vector<UOpRef>& in, const UOpRef& g) {
+  const Shape &xs = in[0]->shape, &ss = in[1]->shape;
+  int64_t axis = -1;
+  for (size_t i = 0; i < xs.size() && axis < 0; ++i)
+    if (ss[i] != xs[i]) axis = static_cast<int64_t>(i);
+  for (size_t i = 0; i < xs.size() && axis < 0; ++i)
+    if (xs[i] == 1) axis = static_cast<int64_t>(i);
+  PG_ASSIGN(gy, alu(Ops::MUL, {g, y}));
+  UOpRef total = gy;
+  if (axis >= 0) {
+    PG_ASSIGN(s, reduce_keep(Ops::ADD, gy, {axis}, true));
+    PG_ASSIGN(se, expand(s, y->shape));
+    total = se;
+  }
+  PG_ASSIGN(d, alu(Ops::SUB, {g, total}));
+  PG_ASSIGN(gx, alu(Ops::MUL, {y, d}));
+  return std::vector<UOpRef>{gx, nullptr};
+}
+
 }  // namespace
 
 absl::StatusOr<UOpRef> softmax(const UOpRef& x, int64_t axis) {
   PG_ASSIGN(se, shifted_exp(x, axis, "softmax"));
   PG_ASSIGN(sum, expand(se.sum, x->shape));
-  return alu(Ops::FDIV, {se.exp, sum});
+  PG_ASSIGN(out, alu(Ops::FDIV, {se.exp, sum}));
+  set_gradient_rule(out, {x, se.sum}, softmax_gradient);
+  return out;
 }
 
 absl::StatusOr<UOpRef> logsumexp(const UOpRef& x, int64_t axis, bool keepdim) {

@@ -201,12 +201,15 @@ absl::StatusOr<UOpRef> asinh(const UOpRef& x) {
 absl::StatusOr<UOpRef> acosh(const UOpRef& x) {
   return unary("acosh", x, [](Expr& e, const UOpRef& v) {
     // log1p(t + sqrt(2t + t^2)) with t = x - 1 (exact near 1). Below 1 the result is nan (the
-    // root alone would not say so below -1). From 2^28 on, log(x) + log(2).
+    // root alone would not say so below -1), through log(x + sqrt(x^2 - 1)) + nan, whose
+    // gradient is torch's 1/sqrt(x^2 - 1) (finite below -1). From 2^28 on, log(x) + log(2).
     UOpRef big = e.gt(v, 268435456.0), below = e.lt(v, 1.0);
     UOpRef t = e.sub(e.where(e.op(Ops::OR, {big, below}), 2.0, v), e.c(1.0));
     UOpRef r_small = e.log1p(e.add(t, e.sqrt(e.add(e.mul(t, 2.0), e.mul(t, t)))));
     UOpRef r_big = e.add(e.log(e.where(big, v, 2.0)), kLn2);
-    return e.where(below, NAN, e.where(big, r_big, r_small));
+    UOpRef vb = e.where(below, v, -2.0);  // the branch not taken sees a point of finite slope
+    UOpRef r_below = e.add(e.log(e.add(vb, e.sqrt(e.sub(e.mul(vb, vb), e.c(1.0))))), NAN);
+    return e.where(below, r_below, e.where(big, r_big, r_small));
   });
 }
 

@@ -291,9 +291,19 @@ def test_gradient_of_unrelated_target_is_zero():
   assert gb.numpy().tolist() == [[0.0], [0.0]]
 
 
+def test_backward_without_requires_grad_fills_unset_tensors_as_tinygrad():
+  # tinygrad's tri-state requires_grad: with nothing set to True, the tensors made from data or
+  # random draws and left unset (None) get gradients; comparisons on the way pass none.
+  x, r = Tensor([1.0, -2.0, 3.0]), Tensor.randn(3)
+  (x * (x < 0) + r * 2).sum().backward()
+  assert x.grad.numpy().tolist() == [0.0, 1.0, 0.0]
+  assert r.grad.numpy().tolist() == [2.0, 2.0, 2.0]
+
+
 def test_backward_without_any_target_raises():
+  off = Tensor([1.0], requires_grad=False)
   with pytest.raises(RuntimeError, match="requires_grad"):
-    (Tensor([1.0]) * 2).sum().backward()
+    (off * 2).sum().backward()
 
 
 def test_detach_stops_the_gradient():

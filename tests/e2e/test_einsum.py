@@ -18,6 +18,10 @@ EINSUM_CASES = [
   ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
   ("i,i,i->", [(4,), (4,), (4,)]),
   ("ij,kj->ik", [(3, 1), (2, 4)]),        # size-1 broadcast along a shared letter
+  ("ii->i", [(4, 4)]),                    # a letter repeated within an operand: its diagonal
+  ("ii", [(4, 4)]),                       # implicit output: the trace
+  ("...ii->...", [(3, 5, 5)]),            # batched traces
+  ("iji,j->ij", [(3, 2, 3), (2,)]),
 ]
 
 
@@ -40,7 +44,7 @@ def test_einsum_matches_numpy_and_torch_gradients(formula, shapes):
 @pytest.mark.parametrize("formula,shapes,error", [
   ("ij,jk->ik", [(3, 4)], ValueError),             # operand count
   ("ij->ik", [(3, 4)], ValueError),                # output letter not in inputs
-  ("ii->i", [(3, 3)], NotImplementedError),        # diagonal
+  ("ii->i", [(3, 4)], ValueError),                 # a diagonal of unequal axes
   ("ij,jk->ik", [(3, 4), (5, 6)], ValueError),     # j is 4 and 5
   ("ijk->i", [(3, 4)], ValueError),                # rank
 ])

@@ -367,3 +367,16 @@ def test_muon(rng, shape, kw):
 def test_muon_refuses_vectors_by_name():
   with pytest.raises(ValueError, match=r"Muon orthogonalizes matrices: a parameter of shape \(3,\)"):
     nn.Muon([Tensor.zeros(3, requires_grad=True)])
+
+
+def test_require_training_is_tinygrads_opt_in_contract(monkeypatch):
+  from polygrad.nn.optim import Optimizer
+  monkeypatch.setattr(Optimizer, "require_training", True)
+  w = Tensor([1.0], requires_grad=True)
+  opt = nn.optim.SGD([w], lr=0.1)
+  (w * 2).sum().backward()
+  with pytest.raises(AssertionError, match="Tensor.training"):
+    opt.step()
+  with Tensor.train():
+    opt.step()
+  np.testing.assert_allclose(w.numpy(), [0.8], rtol=1e-6)

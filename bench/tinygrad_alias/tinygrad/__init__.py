@@ -2,6 +2,7 @@
 from polygrad import Tensor, TinyJit, Variable, dtypes
 from polygrad import Device as _Device
 import polygrad.nn as nn
+nn.optim.Optimizer.require_training = True  # tinygrad's contract: step() only in training mode
 
 class _DeviceAlias:
   """polygrad's Device plus what the test module reads at import (Device[name].renderer)."""

@@ -140,6 +140,11 @@ test('scatter, nllLoss, interpolate, unfold, nonzero, multinomial: the daemon SC
   const nz = await Tensor.from([[0, 1.5, 0], [2, 0, -1]]).nonzero();
   assert.deepEqual(await nz.array(), [[0, 1], [1, 0], [1, 2]]);
   assert.deepEqual(await (await Tensor.from([1, 2, 3, 4]).maskedSelect([true, false, false, true])).data(), new Int32Array([1, 4]));
+  // tinygrad's size=: a fixed row count, the rest filled
+  const nzSized = await Tensor.from([[0, 1.5, 0], [2, 0, -1]]).nonzero({ size: 5, fillValue: -1 });
+  assert.deepEqual(await nzSized.array(), [[0, 1], [1, 0], [1, 2], [-1, -1], [-1, -1]]);
+  assert.deepEqual(await (await Tensor.from([1, 2, 3, 4]).maskedSelect([true, false, false, true], { size: 3, fillValue: 9 })).data(),
+    new Int32Array([1, 4, 9]));
   Tensor.manualSeed(3);
   const draws = await Tensor.from([[0, 1, 0], [2, 0, 0]], { dtype: 'float32' }).multinomial(20, true).data();
   assert.ok(draws.slice(0, 20).every((v) => v === 1) && draws.slice(20).every((v) => v === 0));

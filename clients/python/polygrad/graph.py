@@ -182,6 +182,9 @@ class Graph:
     self._watch: Dict[int, "weakref.ref"] = {}
     # Tensors whose requires_grad was set to True: the targets backward() looks for.
     self.leaves = WeakIdSet()
+    # Tensors made from data or random draws (requires_grad left unset): tinygrad's backward
+    # fills their .grad too, which backward() does when the loss depends on no `leaves`.
+    self.created = WeakIdSet()
     # Called with the connection by flush_releases: other daemon objects that died (compiled steps)
     # are released with the nodes.
     self.release_hooks: List[Callable] = []

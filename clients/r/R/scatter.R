@@ -12,7 +12,9 @@
 #' (N, C, ...) or (C) with 1-based class targets. `pg_interpolate` resizes the last
 #' `length(size)` axes ("linear", "nearest" or "nearest-exact"). `pg_unfold` is torch's
 #' `Tensor.unfold`. `pg_nonzero` gives the (count, rank) 1-based positions of the nonzero
-#' elements (the count is read first), `pg_masked_select` the elements where `mask` is true.
+#' elements (the count is read first; with `size`, exactly that many rows without a round trip,
+#' the rest `fill`), `pg_masked_select` the elements where `mask` is true (with `size`, `fill`
+#' after them).
 #' `pg_multinomial` draws 1-based class indices from weights along the last axis, `pg_randperm`
 #' a permutation of 1..n, `pg_normal` normal numbers. `pg_max_unpool2d` writes each value at its
 #' 1-based flat position in the (H, W) plane. `pg_contiguous_backward` returns x;
@@ -28,7 +30,9 @@
 #' @param weight NULL or a weight per class.
 #' @param ignore_index NULL or a class that counts for nothing.
 #' @param reduction "mean", "sum" or "none".
-#' @param size output sizes (`pg_interpolate`); the window length (`pg_unfold`).
+#' @param size output sizes (`pg_interpolate`); the window length (`pg_unfold`); NULL or the
+#'   number of rows (`pg_nonzero`) or elements (`pg_masked_select`) to return.
+#' @param fill the value of the rows or elements past the count (`pg_nonzero`, `pg_masked_select`).
 #' @param mode "linear", "nearest" or "nearest-exact".
 #' @param align_corners (linear) corners of input and output align.
 #' @param step the distance between window starts.
@@ -158,17 +162,34 @@ pg_unfold <- function(x, axis, size, step) {
 
 #' @rdname pg_scatter
 #' @export
-pg_nonzero <- function(x) {
-  count <- as.numeric(pg_item(pg_sum(pg_cast(x != 0, "int32"))))
-  make(OP$NONZERO, "int32", c(count, length(x$node$shape)), list(x), list(n = count)) + 1L
+pg_nonzero <- function(x, size = NULL, fill = 0) {
+  if (is.null(size)) {
+    count <- as.numeric(pg_item(pg_sum(pg_cast(x != 0, "int32"))))
+    return(make(OP$NONZERO, "int32", c(count, length(x$node$shape)), list(x), list(n = count)) + 1L)
+  }
+  if (length(size) != 1L || is.na(size) || size != trunc(size) || size < 0) {
+    pg_abort("invalid_argument", "pg_nonzero: size must be a whole number >= 0")
+  }
+  fill <- trunc(fill)
+  if (length(fill) != 1L || is.na(fill) || fill - 1 < -2^31 || fill - 1 >= 2^31) {
+    pg_abort("invalid_argument", "pg_nonzero: fill must fit int32")
+  }
+  # The wire's positions are 0-based: its fill is one less than the 1-based one asked for.
+  make(OP$NONZERO, "int32", c(size, length(x$node$shape)), list(x), list(n = size, fill = fill - 1)) + 1L
 }
 
 #' @rdname pg_scatter
 #' @export
-pg_masked_select <- function(x, mask) {
+pg_masked_select <- function(x, mask, size = NULL, fill = 0) {
   b <- broadcasted(x, mask, match_dtype = FALSE)
   flat <- pg_reshape(b[[1]], -1)
-  idx <- pg_reshape(pg_nonzero(pg_reshape(pg_cast(b[[2]], "bool"), -1)), -1)
+  flat_mask <- pg_reshape(pg_cast(b[[2]], "bool"), -1)
+  if (!is.null(size)) {
+    # Missing rows point one past the end, at the fill value appended there.
+    idx <- pg_reshape(pg_nonzero(flat_mask, size, fill = flat$node$shape[1] + 1), -1)
+    return(pg_gather(pg_cat(list(flat, pg_full(1, value = fill, dtype = x$node$dtype))), 1, idx))
+  }
+  idx <- pg_reshape(pg_nonzero(flat_mask), -1)
   if (idx$node$shape[1] > 0) pg_gather(flat, 1, idx) else pg_zeros(0, dtype = x$node$dtype)
 }
 

@@ -104,16 +104,31 @@ P.unfold = function unfold(dim, size, step) {
 };
 
 // The (count, ndim) int32 positions of the nonzero elements (async: the count is read first).
-P.nonzero = async function nonzero() {
-  const count = Number(await this.ne(0).cast(dtypes.int32).sum().item());
-  return Tensor._make(OPS.NONZERO, dtypes.int32, [count, this.ndim], [this], new Composite({ n: count }));
+// { size, fillValue }: exactly size rows, no round trip; the rows past the count are
+// Math.trunc(fillValue) (tinygrad's size=).
+P.nonzero = async function nonzero({ size, fillValue = 0 } = {}) {
+  if (size === undefined || size === null) {
+    const count = Number(await this.ne(0).cast(dtypes.int32).sum().item());
+    return Tensor._make(OPS.NONZERO, dtypes.int32, [count, this.ndim], [this], new Composite({ n: count }));
+  }
+  if (!Number.isInteger(size) || size < 0) throw new RangeError(`nonzero: size must be an integer >= 0, got ${size}`);
+  const fill = Math.trunc(Number(fillValue));
+  if (!(fill >= -(2 ** 31) && fill < 2 ** 31)) throw new RangeError(`nonzero: fillValue ${fillValue} does not fit int32`);
+  return Tensor._make(OPS.NONZERO, dtypes.int32, [size, this.ndim], [this], new Composite({ n: size, fill }));
 };
 
 // The elements where mask (broadcast to this shape) is true, flattened (async, as nonzero).
-P.maskedSelect = async function maskedSelect(mask) {
+// { size, fillValue }: exactly size elements, fillValue (in this dtype) after the selected ones.
+P.maskedSelect = async function maskedSelect(mask, { size, fillValue = 0 } = {}) {
   const [x, m] = this._broadcasted(asTensor(mask), false, false);
   const flat = x.reshape([-1]);
-  const idx = (await m.cast(dtypes.bool).reshape([-1]).nonzero()).reshape([-1]);
+  const flatMask = m.cast(dtypes.bool).reshape([-1]);
+  if (size !== undefined && size !== null) {
+    // Missing rows point one past the end, at the fill value appended there.
+    const idx = (await flatMask.nonzero({ size, fillValue: flat._node.shape[0] })).reshape([-1]);
+    return flat.cat(Tensor.full([1], fillValue, { dtype: this.dtype })).gather(0, idx);
+  }
+  const idx = (await flatMask.nonzero()).reshape([-1]);
   return idx._node.shape[0] ? flat.gather(0, idx) : Tensor.zeros([0], { dtype: this.dtype });
 };
 

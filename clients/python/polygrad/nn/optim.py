@@ -92,9 +92,18 @@ class Optimizer:
     """Update every parameter that has a gradient, in one Realize request."""
     Tensor.realize(*self.schedule_step())
 
+  # tinygrad's contract, opt-in: step() outside `Tensor.training` raises AssertionError. Off by
+  # default because the seed API (and torch) let an optimizer step whatever the mode; the
+  # tinygrad alias package turns it on.
+  require_training = False
+
   def schedule_step(self) -> List[Tensor]:
     """Build the update lazily (parameters rebound to their new values) and return everything the
     step should realize: parameters, buffers, optimizer state, gradients, pending losses."""
+    if Optimizer.require_training and not Tensor.training:
+      raise AssertionError(f"Tensor.training={Tensor.training}, Tensor.training must be enabled to use the optimizer "
+                           "(Optimizer.require_training is set). Set Tensor.training = True or step inside "
+                           "`with Tensor.train():`.")
     watch = trace_watch()
     if watch is not None:
       watch.stepping(self)

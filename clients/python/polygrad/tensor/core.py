@@ -187,6 +187,8 @@ class Tensor:
       self._node = self.cast(dtypes.default_float)._node
     if requires_grad is not None:
       self.requires_grad = requires_grad
+    elif not isinstance(data, (g.Node, Tensor)):
+      g.GRAPH.created.add(self)
 
   @staticmethod
   def _node_of(data: Any, dtype: Optional[DTypeLike]) -> g.Node:
@@ -433,9 +435,14 @@ class Tensor:
 
   def _grad_targets(self) -> List["Tensor"]:
     """Tensors with requires_grad=True that this tensor's value depends on (not through stop
-    nodes), in node order."""
+    nodes), in node order. Where there are none, tinygrad's rule: the live float tensors made
+    from data or random draws whose requires_grad is unset (None, not False). Constants
+    (Tensor.ones, full) are left out: the daemon merges equal ones into one node."""
     ids = {n.id for n in g.GRAPH.toposort(self._node, lambda n: n.stop)}
     found = [t for t in g.GRAPH.leaves if t._node.id in ids]
+    if not found:
+      found = [t for t in g.GRAPH.created if t._rg is None and t._node.id in ids and t._node.op != g.CONST
+               and dtypes.is_float(t.dtype)]
     return sorted(found, key=lambda t: t._node.id)
 
   def gradient(self, *targets: "Tensor", gradient: Optional["Tensor"] = None) -> List["Tensor"]:
@@ -478,7 +485,8 @@ class Tensor:
     (or an optimizer step) is realized; `self.item()` works before or after."""
     targets = self._grad_targets()
     if not targets:
-      raise RuntimeError("backward(): the loss does not depend on any tensor with requires_grad=True")
+      raise RuntimeError("backward(): the loss depends on no tensor with requires_grad=True, nor on a float "
+                         "tensor made from data or a random draw with requires_grad left unset")
     grads = self.gradient(*targets, gradient=gradient)
     done = {}
     for t, gr in zip(targets, grads):

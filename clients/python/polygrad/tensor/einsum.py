@@ -32,7 +32,7 @@ def _split_operand(spec: str, rank: int, what: str) -> Tuple[str, int]:
 def einsum(formula: str, *operands):
   """numpy.einsum's semantics for one or more tensors: explicit ("ij,jk->ik") or implicit
   output (letters used once, sorted), "..." for broadcast axes. A letter repeated within one
-  operand (a diagonal) is not supported."""
+  operand takes that operand's diagonal ("ii->i"; "ii->" is the trace)."""
   if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
     operands = tuple(operands[0])
   if not operands or not all(isinstance(t, Tensor) for t in operands):
@@ -48,10 +48,8 @@ def einsum(formula: str, *operands):
   if any(c in _ELLIPSIS_LETTERS for s in specs for c in s):
     raise ShapeError("einsum: use lower-case letters for axes")
   # Each operand's axes as letters, "..." expanded right-aligned (numpy's broadcasting).
-  axes = [spec.replace("...", ell_letters[ell - c:]) for spec, c in parsed]
-  for a, s in zip(axes, specs):
-    if len(set(a)) != len(a):
-      raise NotImplementedError(f"einsum: a letter repeated within one operand ({s!r}) is not supported")
+  written = [spec.replace("...", ell_letters[ell - c:]) for spec, c in parsed]
+  axes, operands = map(list, zip(*[_diagonals(a, t) for a, t in zip(written, operands)]))
   if arrow:
     out = rhs.replace("...", ell_letters)
     if "..." not in rhs and any(c in ell_letters for c in out):
@@ -63,7 +61,7 @@ def einsum(formula: str, *operands):
       raise ShapeError(f"einsum: output {rhs!r} repeats a letter")
   else:
     counts: Dict[str, int] = {}
-    for a in axes:
+    for a in written:
       for c in a:
         counts[c] = counts.get(c, 0) + 1
     out = ell_letters + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell_letters))
@@ -87,6 +85,19 @@ def einsum(formula: str, *operands):
   if summed:
     result = result.sum(axis=tuple(range(len(out), len(order))))
   return result
+
+
+def _diagonals(letters: str, t: Tensor):
+  """An operand with each letter it repeats taken along its diagonal (that axis moves last)."""
+  while len(set(letters)) != len(letters):
+    c = next(c for c in letters if letters.count(c) > 1)
+    p = letters.index(c)
+    q = letters.index(c, p + 1)
+    if t.shape[p] != t.shape[q]:
+      raise ShapeError(f"einsum: letter {c!r} repeats over axes of sizes {t.shape[p]} and {t.shape[q]}")
+    t = t.diagonal(0, p, q)
+    letters = letters[:p] + letters[p + 1:q] + letters[q + 1:] + c
+  return letters, t
 
 
 def _groups(side: str, what: str) -> List[List[str]]:

@@ -42,7 +42,9 @@ class Random:
   def _random(op: int, shape, dtype: DType, **fields) -> "Tensor":
     seed, counter = Tensor._random_key()
     shape = new_shape(shape)
-    return Tensor(g.GRAPH.node(op, dtype, shape, (), g.Composite(shape=shape, seed=seed, counter=counter, **fields)))
+    t = Tensor(g.GRAPH.node(op, dtype, shape, (), g.Composite(shape=shape, seed=seed, counter=counter, **fields)))
+    g.GRAPH.created.add(t)
+    return t
 
   @staticmethod
   def _generator() -> np.random.Generator:

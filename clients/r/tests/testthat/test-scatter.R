@@ -74,6 +74,10 @@ test_that("nonzero and masked_select visit elements in row-major order", {
   want <- unname(want[order(want[, 1], want[, 2]), ])
   expect_identical(as.array(pg_nonzero(pg_tensor(a))), matrix(as.integer(want), ncol = 2))
   expect_identical(v(pg_masked_select(pg_tensor(1:4), c(TRUE, FALSE, FALSE, TRUE))), c(1L, 4L))
+  # tinygrad's size=: a fixed row count, the rest filled
+  expect_identical(as.array(pg_nonzero(pg_tensor(a), size = 5, fill = 0)),
+                   rbind(matrix(as.integer(want), ncol = 2), matrix(0L, 2, 2)))
+  expect_identical(v(pg_masked_select(pg_tensor(1:4), c(TRUE, FALSE, FALSE, TRUE), size = 3, fill = 9)), c(1L, 4L, 9L))
 })
 
 test_that("multinomial draws only weighted classes; randperm and normal", {
