@@ -343,13 +343,13 @@ def print_request_overhead(calls):
 
 
 def start_daemon(extra: str):
-  """Without POLYGRAD_ADDRESS: a private daemon, as the client would start, with room for the conv
-  row (its windowed work is a 3.7e9-element tensor, over the default --max-elements)."""
+  """Without POLYGRAD_ADDRESS: a private daemon, as the client would start, on its default limits
+  (the conv row's 3.7e9 multiply-adds are within --max-work)."""
   if os.environ.get("POLYGRAD_ADDRESS"):
     return None
   import shlex
   from polygrad.daemon import EmbeddedDaemon
-  d = EmbeddedDaemon(extra_args=["--max-elements=17179869184", *shlex.split(extra)])
+  d = EmbeddedDaemon(extra_args=shlex.split(extra))
   d.wait_for_socket(time.monotonic() + 60)
   os.environ["POLYGRAD_ADDRESS"] = d.address
   return d

@@ -169,7 +169,10 @@ class NodeDecoder {
                                  [this](std::span<const int64_t> shape, std::string_view what) {
                                    return check_shape(shape, limits_, what);
                                  },
-                                 [this](int64_t code) { return engine_.check_device(code); }};
+                                 [this](int64_t code) { return engine_.check_device(code); },
+                                 [this](std::span<const int64_t> shape, std::string_view what) {
+                                   return check_work(shape, limits_, what);
+                                 }};
     return spec_.composite(call);
   }
 
@@ -303,6 +306,24 @@ v1::DType to_wire(DType dtype) {
     if (core == dtype) return wire;
   }
   return v1::DTYPE_UNSPECIFIED;
+}
+
+absl::Status check_work(std::span<const int64_t> shape, const Limits& limits, std::string_view what) {
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(av(what), " [", absl::StrJoin(shape, ","), "] has a negative dimension"));
+    }
+    const auto u = static_cast<uint64_t>(d);
+    if (u != 0 && numel > limits.max_work / u) overflow = true;
+    else numel *= u;
+  }
+  if (overflow || numel > limits.max_work) {
+    return absl::ResourceExhaustedError(absl::StrCat(av(what), " [", absl::StrJoin(shape, ","),
+                                                     "] is more work than max_work (", limits.max_work, ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status check_shape(std::span<const int64_t> shape, const Limits& limits, std::string_view what) {

@@ -28,6 +28,9 @@ v1::DType to_wire(DType dtype);
 // Rank, per-dimension and element-count bounds for a tensor shape. `what` starts the message
 // ("node 3 (RESHAPE): shape" ...). RESOURCE_EXHAUSTED names the limit and its value.
 absl::Status check_shape(std::span<const int64_t> shape, const Limits& limits, std::string_view what);
+// The same for a grid that is computed but never allocated (a convolution's output times its
+// window): its element count is held to max_work instead.
+absl::Status check_work(std::span<const int64_t> shape, const Limits& limits, std::string_view what);
 
 // What the decoder needs from the session it decodes into.
 class NodeResolver {

@@ -85,6 +85,8 @@ ABSL_FLAG(uint32_t, workers, kDefaults.workers, "Realize requests run at the sam
 ABSL_FLAG(uint64_t, max_nodes_per_request, kLimits.max_nodes_per_request, "Most graph nodes in one request.");
 ABSL_FLAG(uint64_t, max_rank, kLimits.max_rank, "Most dimensions of a tensor.");
 ABSL_FLAG(uint64_t, max_elements, kLimits.max_elements, "Most elements of one tensor.");
+ABSL_FLAG(uint64_t, max_work, kLimits.max_work,
+          "Most multiply-adds of one convolution or pooling op (its output elements times its window).");
 ABSL_FLAG(uint64_t, max_inline_bytes, kLimits.max_inline_bytes,
           "Most bytes of inline data: a BUFFER node's data, and result data inline in one Realize answer.");
 ABSL_FLAG(uint64_t, max_message_bytes, kLimits.max_message_bytes, "gRPC receive limit per message, in bytes.");
@@ -202,6 +204,7 @@ int main(int argc, char** argv) {
   o.limits.max_nodes_per_request = absl::GetFlag(FLAGS_max_nodes_per_request);
   o.limits.max_rank = absl::GetFlag(FLAGS_max_rank);
   o.limits.max_elements = absl::GetFlag(FLAGS_max_elements);
+  o.limits.max_work = absl::GetFlag(FLAGS_max_work);
   o.limits.max_inline_bytes = absl::GetFlag(FLAGS_max_inline_bytes);
   o.limits.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.limits.max_sessions = absl::GetFlag(FLAGS_max_sessions);

@@ -117,6 +117,7 @@ absl::Status validate(const ServerOptions& o) {
   for (auto [name, value] : {std::pair<const char*, uint64_t>{"max_nodes_per_request", l.max_nodes_per_request},
                              {"max_rank", l.max_rank},
                              {"max_elements", l.max_elements},
+                             {"max_work", l.max_work},
                              {"max_message_bytes", l.max_message_bytes},
                              {"max_sessions", l.max_sessions},
                              {"chunk_bytes", l.chunk_bytes},

@@ -23,6 +23,10 @@ struct Limits {
   uint64_t max_nodes_per_request = 100000;
   uint64_t max_rank = 16;
   uint64_t max_elements = uint64_t{1} << 31;  // per tensor
+  // Per composite: the multiply-adds (or comparisons) of a window op (convolution, pooling), whose
+  // output-by-window grid is computed, never allocated. 2^36 is a ResNet layer at batch 32 (2^32)
+  // sixteen times over; at 2 cores' speed, tens of seconds.
+  uint64_t max_work = uint64_t{1} << 36;
   uint64_t max_inline_bytes = uint64_t{1} << 20;  // inline BUFFER data, and inline results per response
   uint64_t max_message_bytes = uint64_t{64} << 20;  // gRPC receive limit
   uint64_t max_sessions = 1024;

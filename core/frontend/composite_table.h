@@ -66,6 +66,9 @@ struct CompositeCall {
   uint64_t max_elements = 0;   // the daemon's bound on any value that sizes work
   ShapeCheck check_shape;
   std::function<absl::Status(int64_t device_code)> check_device;  // COPY: the device is available
+  // A grid computed but never allocated (a window op's output times its window), held to the
+  // daemon's work bound rather than its tensor size bound.
+  ShapeCheck check_work;
 };
 
 using CompositeBuilder = absl::StatusOr<UOpRef> (*)(const CompositeCall&);

@@ -140,12 +140,12 @@ class WindowOp {
     return fe::conv_transpose(x, src_[1], p_, output_padding);
   }
 
-  // output elements × window elements, held to max_elements like one tensor of that many.
+  // output elements × window elements: computed, never allocated, so held to the work bound.
   absl::Status check_work(const Shape& out, const Shape& window) const {
     Shape grid = out;
     grid.insert(grid.end(), window.begin(), window.end());
-    return call_.check_shape(grid,
-                       absl::StrCat(name_, "'s work: output ", dims(out), " times window ", dims(window), ", as a tensor"));
+    const std::string what = absl::StrCat(name_, "'s work: output ", dims(out), " times window ", dims(window));
+    return call_.check_work ? call_.check_work(grid, what) : call_.check_shape(grid, what);
   }
 
   const char* weight_layout() const { return op_ == WindowKind::Conv ? "O, C/groups" : "C, O/groups"; }

@@ -253,7 +253,7 @@ BAD = [
     lambda: Tensor.zeros(3, 5, 5).conv2d(Tensor.zeros(2, 3, 3, 3)),  # rank
     lambda: Tensor.zeros(1, 3, 2, 2).conv2d(Tensor.zeros(2, 3, 3, 3)),  # window does not fit
     lambda: Tensor.zeros(1, 3, 5, 5).conv2d(Tensor.zeros(2, 3, 3, 3), stride=0),
-    lambda: Tensor.zeros(1, 3, 5, 5).conv2d(Tensor.zeros(2, 3, 3, 3), padding=-1),
+    lambda: Tensor.zeros(1, 3, 5, 5).conv2d(Tensor.zeros(2, 3, 3, 3), padding=-3),  # crops more than the axis
     lambda: Tensor.zeros(1, 3, 5, 5).conv2d(Tensor.zeros(2, 3, 3, 3), padding=(1, 2, 3)),
     lambda: Tensor.zeros(1, 3, 5, 5).conv2d(Tensor.zeros(2, 3, 3, 3), bias=Tensor.zeros(3)),
     lambda: Tensor.zeros(5).max_pool2d(),

@@ -10,7 +10,7 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import PY_CLIENT, assert_close, daemon_binary
+from conftest import PY_CLIENT, assert_close, daemon_binary, run_watching_buffers
 import polygrad
 from polygrad import Tensor, dtypes
 from polygrad import graph as g
@@ -256,7 +256,6 @@ def test_unreachable_address_in_subprocess(tmp_path):
 
 def test_daemon_buffers_stay_flat_in_a_loop(tmp_path):
   """A 200-step loop against a daemon of its own, watching its live-buffer gauge on /metrics."""
-  from conftest import run_watching_buffers
   out = run_watching_buffers(tmp_path, """
       import numpy as np
       from polygrad import Tensor
@@ -302,3 +301,21 @@ def test_closed_session_is_reported_and_a_new_one_starts(rng):
   with pytest.raises(polygrad.PolygradError, match="closed polygrad session"):
     (old * 2).numpy()
   assert_close((Tensor(a) * 2).numpy(), a * 2)  # a new session on the same daemon
+
+
+def test_a_convolution_is_bounded_by_its_work_not_by_a_virtual_tensor(tmp_path):
+  # The output-by-window grid of a convolution is computed, never allocated: --max-work bounds it,
+  # not --max-elements (a default daemon refused a ResNet layer at batch 32 this way).
+  out = run_watching_buffers(tmp_path, """
+    import numpy as np, polygrad
+    from polygrad import Tensor
+    x, w = Tensor(np.ones((1, 16, 32, 32), np.float32)), Tensor(np.ones((16, 16, 3, 3), np.float32))
+    print("SUM", x.conv2d(w, padding=1).sum().item())  # work 16*32*32 * 16*9: over max_elements
+    try:
+      Tensor(np.ones((1, 64, 32, 32), np.float32)).conv2d(Tensor(np.ones((64, 64, 3, 3), np.float32))).sum().item()
+    except polygrad.PolygradResourceExhausted as e:
+      print("REFUSED", "max_work" in str(e))
+  """, "--max-elements=1000000", "--max-work=3000000")
+  # Each of the 16 outputs sums 16 channels over windows of 2 or 3 rows and columns: 94 per axis.
+  assert f"SUM {16 * 16 * 94 * 94}.0" in out, out
+  assert "REFUSED True" in out, out

@@ -409,11 +409,12 @@ TEST_F(ServerTest, WindowOpsTakeOneToThreeSpatialAxes) {
   opad.mutable_composite()->add_output_padding(1);
   expect_error(opad, {float_const(2, 1.0, {1, 1, 2, 2})}, grpc::StatusCode::INVALID_ARGUMENT,
                "output_padding needs 2 values (one per spatial axis), got 1");
-  // Work beyond max_elements: 39999^2 windows of 4 elements from a cheap constant.
+  // Work beyond max_work: 39951^2 windows of 2500 elements from a cheap constant.
   v1::Node big = op(16, v1::MAX_POOL2D, {7});
-  for (int i = 0; i < 2; ++i) big.mutable_composite()->add_kernel(2), big.mutable_composite()->add_stride(1);
+  for (int i = 0; i < 2; ++i) big.mutable_composite()->add_kernel(50), big.mutable_composite()->add_stride(1);
   expect_error(big, {float_const(7, 1.0, {40000, 40000})}, grpc::StatusCode::RESOURCE_EXHAUSTED,
-               "node 16 (MAX_POOL2D): MAX_POOL2D's work: output (39999, 39999) times window (2, 2)");
+               "node 16 (MAX_POOL2D): MAX_POOL2D's work: output (39951, 39951) times window (50, 50) [39951,39951,50,50] "
+               "is more work than max_work");
   // Padding that makes the input itself too big, and a padding value over max_elements.
   v1::Node wide = op(17, v1::AVG_POOL2D, {1});
   for (int i = 0; i < 2; ++i) wide.mutable_composite()->add_kernel(1), wide.mutable_composite()->add_padding(40000);
