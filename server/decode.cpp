@@ -308,7 +308,12 @@ v1::DType to_wire(DType dtype) {
   return v1::DTYPE_UNSPECIFIED;
 }
 
-absl::Status check_work(std::span<const int64_t> shape, const Limits& limits, std::string_view what) {
+namespace {
+
+// INVALID_ARGUMENT for a negative dimension; `excess` (RESOURCE_EXHAUSTED) when the element count
+// passes `bound`, computed without overflowing.
+absl::Status count_within(std::span<const int64_t> shape, uint64_t bound, std::string_view what,
+                          std::string_view excess) {
   uint64_t numel = 1;
   bool overflow = false;
   for (int64_t d : shape) {
@@ -316,14 +321,20 @@ absl::Status check_work(std::span<const int64_t> shape, const Limits& limits, st
       return absl::InvalidArgumentError(absl::StrCat(av(what), " [", absl::StrJoin(shape, ","), "] has a negative dimension"));
     }
     const auto u = static_cast<uint64_t>(d);
-    if (u != 0 && numel > limits.max_work / u) overflow = true;
+    if (u > bound || (u != 0 && numel > bound / u)) overflow = true;
     else numel *= u;
   }
-  if (overflow || numel > limits.max_work) {
-    return absl::ResourceExhaustedError(absl::StrCat(av(what), " [", absl::StrJoin(shape, ","),
-                                                     "] is more work than max_work (", limits.max_work, ")"));
+  if (overflow || numel > bound) {
+    const std::string dims = absl::StrJoin(shape, ",");
+    return absl::ResourceExhaustedError(absl::StrCat(av(what), " [", dims, "] ", std::string(excess), " (", bound, ")"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status check_work(std::span<const int64_t> shape, const Limits& limits, std::string_view what) {
+  return count_within(shape, limits.max_work, what, "is more work than max_work");
 }
 
 absl::Status check_shape(std::span<const int64_t> shape, const Limits& limits, std::string_view what) {
@@ -331,22 +342,7 @@ absl::Status check_shape(std::span<const int64_t> shape, const Limits& limits, s
     return absl::ResourceExhaustedError(
         absl::StrCat(av(what), " has rank ", shape.size(), ", over max_rank (", limits.max_rank, ")"));
   }
-  uint64_t numel = 1;
-  bool overflow = false;
-  for (int64_t d : shape) {
-    if (d < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(av(what), " [", absl::StrJoin(shape, ","), "] has a negative dimension"));
-    }
-    const auto u = static_cast<uint64_t>(d);
-    if (u > limits.max_elements) overflow = true;
-    else if (u != 0 && numel > limits.max_elements / u) overflow = true;
-    else numel *= u;
-  }
-  if (overflow || numel > limits.max_elements) {
-    return absl::ResourceExhaustedError(absl::StrCat(av(what), " [", absl::StrJoin(shape, ","),
-                                                     "] has more elements than max_elements (", limits.max_elements, ")"));
-  }
-  return absl::OkStatus();
+  return count_within(shape, limits.max_elements, what, "has more elements than max_elements");
 }
 
 absl::StatusOr<DecodedNodes> decode_nodes(const google::protobuf::RepeatedPtrField<v1::Node>& nodes,
