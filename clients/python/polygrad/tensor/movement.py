@@ -91,9 +91,11 @@ class Movement:
 
   def pad(self, padding, mode: str = "constant", value: Scalar = 0) -> "Tensor":
     """padding: one (before, after) pair or None per axis, or a flat torch-style sequence
-    (last axis first). Negative amounts shrink. mode: 'constant' (value), or torch's 'reflect'
+    (last axis first). Negative amounts cut. mode: 'constant' (value), or torch's 'reflect'
     (mirrored without the edge; an amount must be smaller than the axis), 'replicate' (the edge
-    repeated) and 'circular' (wrapped around; at most the axis), built from slices of x."""
+    repeated) and 'circular' (wrapped around; at most the axis), built from slices of x. As in
+    torch, reflect and replicate mirror the whole input's edges before the cuts, circular wraps
+    what is left after them."""
     if mode not in ("constant", "reflect", "replicate", "circular"):
       raise NotImplementedError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', "
                                 f"got {str(mode)[:100]!r}")
