@@ -98,8 +98,96 @@ absl::StatusOr<UOpRef> count(const UOpRef& pred) {
 // Bool compares and sums as int32.
 absl::StatusOr<UOpRef> comparable(const UOpRef& t) { return t->dtype == DType::Bool ? cast(t, DType::Int32) : t; }
 
+// (B, m, 2, j) -> the halves (B, m, j) at `half` 0 or 1 of the third axis.
+absl::StatusOr<UOpRef> half_of(const UOpRef& v, int64_t half) {
+  const Shape& s = v->shape;
+  PG_ASSIGN(cut, shrink(v, Pairs{{0, s[0]}, {0, s[1]}, {half, half + 1}, {0, s[3]}}));
+  return reshape(cut, Shape{s[0], s[1], s[3]});
+}
+
+// The halves (B, m, j) back as (B, m * 2 * j): first[.., i] then second[.., i] for each block.
+// WHERE of the two padded halves, not their sum, so -0.0 stays -0.0; the PAD also lets the
+// scheduler cut the network into kernels (a long chain before a PAD is materialized), without
+// which each stage, reading two elements of the one before, would recompute 2^stages.
+absl::StatusOr<UOpRef> interleave(const UOpRef& first, const UOpRef& second) {
+  const Shape& s = first->shape;
+  const Shape four{s[0], s[1], 1, s[2]};
+  PG_ASSIGN(a, reshape(first, four));
+  PG_ASSIGN(b, reshape(second, four));
+  PG_ASSIGN(pa, pad(a, Pairs{{0, 0}, {0, 0}, {0, 1}, {0, 0}}));
+  PG_ASSIGN(pb, pad(b, Pairs{{0, 0}, {0, 0}, {1, 0}, {0, 0}}));
+  PG_ASSIGN(slot, positions(pa->shape, -2));
+  PG_ASSIGN(zero, constant(int64_t{0}, DType::Int32, slot->shape));
+  PG_ASSIGN(is_first, alu(Ops::CMPNE, {slot, zero}));
+  PG_ASSIGN(pick, alu(Ops::WHERE, {is_first, pb, pa}));
+  return reshape(pick, Shape{s[0], s[1] * 2 * s[2]});
+}
+
+// Sorts t (..., n) along its last axis with a bitonic network over (value, position) pairs:
+// O(n log^2 n) comparisons in log2(N)(log2(N)+1)/2 stages, N the next power of two. Ties and the
+// padding to N order by position, so the sort is stable and the padding (positions >= n) lands
+// last; NaN orders as in `before`. Values reach the output through WHEREs only: bit for bit,
+// with their gradient.
+absl::StatusOr<UOpRef> sort_last_network(const UOpRef& x, bool descending, bool want_indices) {
+  PG_ASSIGN(t, comparable(x));
+  const int64_t n = t->shape.back();
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < t->shape.size(); ++i) rows *= t->shape[i];
+  int64_t big = 1;
+  while (big < n) big *= 2;
+  PG_ASSIGN(flat, reshape(t, Shape{rows, n}));
+  PG_ASSIGN(val0, pad(flat, Pairs{{0, 0}, {0, big - n}}));
+  PG_ASSIGN(pos, positions(Shape{rows, big}, -1));
+  UOpRef val = val0, idx = pos;
+  for (int64_t k = 2; k <= big; k *= 2) {
+    for (int64_t j = k / 2; j >= 1; j /= 2) {
+      const int64_t m = big / (2 * j);
+      PG_ASSIGN(v4, reshape(val, Shape{rows, m, 2, j}));
+      PG_ASSIGN(i4, reshape(idx, Shape{rows, m, 2, j}));
+      PG_ASSIGN(lo, half_of(v4, 0));
+      PG_ASSIGN(hi, half_of(v4, 1));
+      PG_ASSIGN(ilo, half_of(i4, 0));
+      PG_ASSIGN(ihi, half_of(i4, 1));
+      // hi goes first: by value (either way), ties and padding by position.
+      PG_ASSIGN(by_value, descending ? before(lo, hi) : before(hi, lo));
+      PG_ASSIGN(tied, same(hi, lo));
+      PG_ASSIGN(hi_earlier, alu(Ops::CMPLT, {ihi, ilo}));
+      PG_ASSIGN(tie_first, both(tied, hi_earlier));
+      PG_ASSIGN(value_first, either(by_value, tie_first));
+      PG_ASSIGN(limit, constant(n, DType::Int32, ilo->shape));
+      PG_ASSIGN(lo_real, alu(Ops::CMPLT, {ilo, limit}));
+      PG_ASSIGN(hi_real, alu(Ops::CMPLT, {ihi, limit}));
+      PG_ASSIGN(real, both(lo_real, hi_real));
+      PG_ASSIGN(hi_first, alu(Ops::WHERE, {real, value_first, hi_earlier}));
+      // Block b of the stage sorts ascending when bit k of its first position is clear.
+      PG_ASSIGN(blk, positions(ilo->shape, -2));
+      PG_ASSIGN(span, constant(2 * j, DType::Int32, blk->shape));
+      PG_ASSIGN(start, alu(Ops::MUL, {blk, span}));
+      PG_ASSIGN(kk, constant(k, DType::Int32, blk->shape));
+      PG_ASSIGN(bit, alu(Ops::AND, {start, kk}));
+      PG_ASSIGN(none, constant(int64_t{0}, DType::Int32, blk->shape));
+      PG_ASSIGN(up, alu(Ops::CMPNE, {bit, none}));
+      PG_ASSIGN(down, negate(up));  // true: ascending
+      PG_ASSIGN(differ, alu(Ops::CMPNE, {hi_first, down}));
+      PG_ASSIGN(swap, negate(differ));
+      PG_ASSIGN(v_first, alu(Ops::WHERE, {swap, hi, lo}));
+      PG_ASSIGN(v_second, alu(Ops::WHERE, {swap, lo, hi}));
+      PG_ASSIGN(i_first, alu(Ops::WHERE, {swap, ihi, ilo}));
+      PG_ASSIGN(i_second, alu(Ops::WHERE, {swap, ilo, ihi}));
+      PG_ASSIGN(nv, interleave(v_first, v_second));
+      PG_ASSIGN(ni, interleave(i_first, i_second));
+      val = nv;
+      idx = ni;
+    }
+  }
+  PG_ASSIGN(kept, shrink(want_indices ? idx : val, Pairs{{0, rows}, {0, n}}));
+  PG_ASSIGN(out, reshape(kept, x->shape));
+  return !want_indices && x->dtype == DType::Bool ? cast(out, DType::Bool) : out;
+}
+
 // Sorts t (..., n) along its last axis.
 absl::StatusOr<UOpRef> sort_last(const UOpRef& x, bool descending, bool want_indices) {
+  if (x->shape.back() > kSortNetworkFrom) return sort_last_network(x, descending, want_indices);
   PG_ASSIGN(t, comparable(x));
   PG_ASSIGN(tj, grid(t, true));   // [i, j] = t[j]
   PG_ASSIGN(ti, grid(t, false));  // [i, j] = t[i]

@@ -1,8 +1,8 @@
-// Sorting and running (cumulative) extremes along one axis, as lazy graph: every result is a
-// comparison of each element with every other along the axis, reduced — O(n²) work per row of n
-// elements, two or three fused kernels, no data-dependent control flow — so they stay
-// differentiable (values carry the gradient back to the element they came from) and run the same
-// on every device.
+// Sorting and running (cumulative) extremes along one axis, as lazy graph: a comparison of each
+// element with every other along the axis, reduced — O(n²) work per row of n elements, two or
+// three fused kernels — or, for sorting rows past kSortNetworkFrom, a bitonic network. No
+// data-dependent control flow either way, so they stay differentiable (values carry the gradient
+// back to the element they came from) and run the same on every device.
 //
 // Order is torch's: NaN sorts after every number (first when descending) and equals NaN; ties
 // keep their original order (a stable sort). Indices are int32. Any dtype; bool compares as 0/1.
@@ -12,6 +12,11 @@
 #include "core/ir/uop.h"
 
 namespace polygrad::frontend {
+
+// Rows longer than this sort (and topk) through a bitonic network instead: O(n log^2 n)
+// comparisons in about log2(n)^2 / 2 stages of elementwise kernels over the row padded to a power
+// of two, rather than the O(n^2) pairwise grid.
+inline constexpr int64_t kSortNetworkFrom = 2048;
 
 // The values of `x` sorted along `axis`, or (indices) the position each came from.
 absl::StatusOr<UOpRef> sort(const UOpRef& x, int64_t axis, bool descending, bool indices);

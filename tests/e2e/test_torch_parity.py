@@ -579,6 +579,14 @@ OPS: List[Op] = [
     Op("argsort", lambda p, x: x.argsort(p["dim"], descending=p.get("desc", False)),
        lambda p, x: torch.sort(x, dim=p["dim"], descending=p.get("desc", False), stable=True).indices,
        SORT_SHAPES, ALL_NUM, grad=False),
+    # rows past kSortNetworkFrom (2048) sort through the bitonic network: values, positions, gradient
+    Op("sort_long", lambda p, x: x.sort(p["dim"], descending=p.get("desc", False)).values,
+       lambda p, x: torch.sort(x, dim=p["dim"], descending=p.get("desc", False), stable=True).values,
+       [V((2, 2500), dim=1), V((2100,), dim=0, desc=True)], ("float32", "int32", "uint8"), layouts=("contiguous",)),
+    Op("argsort_long", lambda p, x: x.argsort(p["dim"], descending=p.get("desc", False)),
+       lambda p, x: torch.sort(x, dim=p["dim"], descending=p.get("desc", False), stable=True).indices,
+       [V((2, 2500), dim=1), V((2100,), dim=0, desc=True)], ("float32", "int32", "uint8"), grad=False,
+       layouts=("contiguous",)),
     Op("topk", lambda p, x: x.topk(p["k"], p["dim"], largest=p.get("largest", True)).values,
        lambda p, x: _topk_th(p, x).values, TOPK_SHAPES, ALL_NUM, gen=_distinct),
     # torch orders tied elements of topk any way: distinct values, and no layout that repeats one
