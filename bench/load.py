@@ -34,6 +34,8 @@ CONSTANTS = 8  # distinct realize graphs: kernels come from the cache after thei
 
 def client(idx: int, address: str, times, go, out) -> None:
   import grpc
+  # numpy only makes payloads here; nothing is timed against it, so OPENBLAS_CORETYPE and
+  # OPENBLAS_L2_SIZE stay as the environment set them (TOOLCHAIN.md).
   import numpy as np
   from polygrad.v1 import polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
   rng = np.random.default_rng(idx)

@@ -32,6 +32,8 @@ up to 120 s more, until no optimized kernel build runs behind a quick one) of
 
 scripts/test runs a 60-second variant.
 """
+# numpy checks results and makes data here; nothing is timed against it, and soak runs in CI, so
+# OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE stay as the environment set them (TOOLCHAIN.md).
 import argparse
 import multiprocessing as mp
 import os

@@ -1,3 +1,4 @@
+# numpy converts dtypes here and times nothing: OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE stay as set.
 import numpy as np
 
 
