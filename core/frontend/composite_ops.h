@@ -23,5 +23,6 @@ absl::StatusOr<UOpRef> build_scatter_reduce(const CompositeCall& call);
 absl::StatusOr<UOpRef> build_interpolate(const CompositeCall& call);
 absl::StatusOr<UOpRef> build_nonzero(const CompositeCall& call);
 absl::StatusOr<UOpRef> build_multinomial(const CompositeCall& call);
+absl::StatusOr<UOpRef> build_masked_select(const CompositeCall& call);
 
 }  // namespace polygrad::frontend

@@ -290,6 +290,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"LOGSUMEXP", along_keepdim<logsumexp>},
     {"LOG_SOFTMAX", along<log_softmax>},
     {"LSHIFT", binary<shift_left>},
+    {"MASKED_SELECT", build_masked_select},
     {"MATMUL", binary<matmul>},
     {"MAX_POOL2D", window_op<WindowKind::MaxPool>},
     {"MEAN", [](const Call& c) { return mean(c.src[0], c.arg.axes, c.arg.keepdim); }},

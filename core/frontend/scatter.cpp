@@ -548,6 +548,33 @@ absl::StatusOr<UOpRef> nonzero(const UOpRef& x, int64_t count, int64_t fill) {
   return out;
 }
 
+absl::StatusOr<UOpRef> masked_select(const UOpRef& mask, const UOpRef& x, const UOpRef& fill, int64_t count) {
+  if (mask->dtype != DType::Bool)
+    return invalid("masked_select", absl::StrCat("the mask must be bool, got ", dtype_name(mask->dtype)));
+  if (mask->shape != x->shape)
+    return invalid("masked_select", absl::StrCat("mask ", shape_str(mask->shape), " and x ", shape_str(x->shape),
+                                                 " differ in shape (the client broadcasts them)"));
+  int64_t fill_elements = 1, n = 1;
+  for (int64_t d : fill->shape) fill_elements *= d;
+  for (int64_t d : x->shape) n *= d;  // bounded: every decoded tensor passed check_shape
+  if (fill->dtype != x->dtype || fill_elements != 1)
+    return invalid("masked_select", absl::StrCat("fill must be one element of x's dtype ", dtype_name(x->dtype),
+                                                 ", got ", dtype_name(fill->dtype), " ", shape_str(fill->shape)));
+  if (count < 0) return invalid("masked_select", absl::StrCat("count must be >= 0, got ", count));
+  PG_ASSIGN(one, reshape(fill, Shape{1}));
+  PG_ASSIGN(fills, expand(one, Shape{count}));
+  if (n == 0 || count == 0) return fills;
+  // Rows past the count point one past the end: nothing is gathered there, and fill takes over.
+  PG_ASSIGN(flat_mask, reshape(mask, Shape{n}));
+  PG_ASSIGN(positions, nonzero(flat_mask, count, n));
+  PG_ASSIGN(index, reshape(positions, Shape{count}));
+  PG_ASSIGN(flat_x, reshape(x, Shape{n}));
+  PG_ASSIGN(picked, gather_last(flat_x, index));
+  PG_ASSIGN(end, constant(n, DType::Int32, Shape{count}));
+  PG_ASSIGN(selected, alu(Ops::CMPLT, {index, end}));
+  return alu(Ops::WHERE, {selected, picked, fills});
+}
+
 absl::StatusOr<UOpRef> multinomial(const UOpRef& weights, int64_t num_samples, bool replacement, RandomKey key) {
   const size_t rank = weights->shape.size();
   if (rank != 1 && rank != 2)

@@ -56,6 +56,11 @@ absl::StatusOr<UOpRef> unfold(const UOpRef& x, int64_t axis, int64_t size, int64
 // (which must fit int32).
 absl::StatusOr<UOpRef> nonzero(const UOpRef& x, int64_t count, int64_t fill = 0);
 
+// The first `count` elements of x where the bool `mask` (x's shape) is true, in row-major order,
+// then `fill` (one element of x's dtype) for the rows past their number: (count,) of x's dtype.
+// Differentiable through x (each selected element gets its row's gradient).
+absl::StatusOr<UOpRef> masked_select(const UOpRef& mask, const UOpRef& x, const UOpRef& fill, int64_t count);
+
 // torch's multinomial: int32 class indices drawn from the (unnormalized, nonnegative) weights
 // along the last axis of a 1-D (C) or 2-D (N, C) tensor, num_samples per row. With replacement,
 // each draw inverts the running distribution at a uniform number; without, the num_samples

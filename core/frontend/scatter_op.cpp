@@ -61,6 +61,14 @@ absl::StatusOr<UOpRef> build_nonzero(const CompositeCall& call) {
   return frontend::nonzero(x, call.arg.n, call.arg.fill);
 }
 
+absl::StatusOr<UOpRef> build_masked_select(const CompositeCall& call) {
+  const int64_t n = numel(call.src[1]->shape);
+  // NONZERO's running count and count-by-element comparisons, over the flattened mask.
+  if (absl::Status s = call.check_shape(Shape{n, n}, "its running count of the selected elements"); !s.ok()) return s;
+  if (absl::Status s = call.check_shape(Shape{call.arg.n, n}, "its count-by-element comparisons"); !s.ok()) return s;
+  return frontend::masked_select(call.src[0], call.src[1], call.src[2], call.arg.n);
+}
+
 absl::StatusOr<UOpRef> build_multinomial(const CompositeCall& call) {
   const UOpRef& w = call.src[0];
   if (!w->shape.empty() && w->shape.size() <= 2 && call.arg.n >= 1) {

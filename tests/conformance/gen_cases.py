@@ -400,7 +400,7 @@ case("unfold/f32", "unfold", "UNFOLD", [inp("float32", (2, 9, 3))], {"dim": 1, "
 case("unfold/i8-last", "unfold", "UNFOLD", [inp("int8", (4, 5))], {"dim": -1, "size": 5, "step": 3})
 case("nonzero/f32", "nonzero", "NONZERO", [inp("float32", (3, 4), lo=-1, hi=1, div=1)])
 case("nonzero/bool-3d", "nonzero", "NONZERO", [inp("bool", (2, 3, 2))])
-case("maskedSelect/i32", "maskedSelect", ["NONZERO", "GATHER"], [inp("int32", (3, 4)), inp("bool", (3, 1))])
+case("maskedSelect/i32", "maskedSelect", "MASKED_SELECT", [inp("int32", (3, 4)), inp("bool", (3, 1))])
 case("multinomial/replacement", "multinomial", "MULTINOMIAL", [inp("float32", (2, 4), "pos")],
      {"seed": 5, "n": 6, "replacement": True})
 case("multinomial/without-1d", "multinomial", "MULTINOMIAL", [inp("float32", (6,), "pos")], {"seed": 9, "n": 4})

@@ -180,6 +180,13 @@ TEST_F(ScatterTest, UnfoldAndNonzero) {
   auto filled = run<int32_t>(fe::nonzero(Z, 6, -1), {6, 2});
   EXPECT_EQ(filled, (std::vector<int32_t>{0, 0, 0, 2, 1, 0, 1, 2, -1, -1, -1, -1}));
   EXPECT_NE(message(fe::nonzero(Z, 2, int64_t{1} << 40)).find("does not fit int32"), std::string::npos);
+  // masked_select: Z's elements where Z is nonzero, then the fill for the rows past them.
+  UOpRef zero = *fe::constant(int64_t{0}, DType::Int32, Z->shape);
+  UOpRef mask = *fe::alu(Ops::CMPNE, {Z, zero});
+  UOpRef fill = *fe::constant(int64_t{-7}, DType::Int32, Shape{});
+  auto picked = run<int32_t>(fe::masked_select(mask, Z, fill, 6), {6});
+  EXPECT_EQ(picked, (std::vector<int32_t>{v[0], v[2], v[3], v[5], -7, -7}));
+  EXPECT_NE(message(fe::masked_select(Z, Z, fill, 2)).find("the mask must be bool"), std::string::npos);
 }
 
 TEST_F(ScatterTest, MultinomialDrawsOnlyWeightedClasses) {

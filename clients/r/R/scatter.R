@@ -182,15 +182,14 @@ pg_nonzero <- function(x, size = NULL, fill = 0) {
 #' @export
 pg_masked_select <- function(x, mask, size = NULL, fill = 0) {
   b <- broadcasted(x, mask, match_dtype = FALSE)
-  flat <- pg_reshape(b[[1]], -1)
-  flat_mask <- pg_reshape(pg_cast(b[[2]], "bool"), -1)
-  if (!is.null(size)) {
-    # Missing rows point one past the end, at the fill value appended there.
-    idx <- pg_reshape(pg_nonzero(flat_mask, size, fill = flat$node$shape[1] + 1), -1)
-    return(pg_gather(pg_cat(list(flat, pg_full(1, value = fill, dtype = x$node$dtype))), 1, idx))
+  m <- pg_cast(b[[2]], "bool")
+  if (is.null(size)) {
+    size <- as.numeric(pg_item(pg_sum(pg_cast(m != 0, "int32"))))
+  } else if (length(size) != 1L || is.na(size) || size != trunc(size) || size < 0) {
+    pg_abort("invalid_argument", "pg_masked_select: size must be a whole number >= 0")
   }
-  idx <- pg_reshape(pg_nonzero(flat_mask), -1)
-  if (idx$node$shape[1] > 0) pg_gather(flat, 1, idx) else pg_zeros(0, dtype = x$node$dtype)
+  dt <- x$node$dtype
+  make(OP$MASKED_SELECT, dt, size, list(m, b[[1]], const_tensor(fill, dt)), list(n = size))
 }
 
 #' @rdname pg_scatter

@@ -117,19 +117,16 @@ P.nonzero = async function nonzero({ size, fillValue = 0 } = {}) {
   return Tensor._make(OPS.NONZERO, dtypes.int32, [size, this.ndim], [this], new Composite({ n: size, fill }));
 };
 
-// The elements where mask (broadcast to this shape) is true, flattened (async, as nonzero).
-// { size, fillValue }: exactly size elements, fillValue (in this dtype) after the selected ones.
+// The elements where mask (broadcast to this shape) is true, flattened (the daemon's
+// MASKED_SELECT; async, as nonzero). { size, fillValue }: exactly size elements, no round trip,
+// fillValue (in this dtype) after the selected ones.
 P.maskedSelect = async function maskedSelect(mask, { size, fillValue = 0 } = {}) {
-  const [x, m] = this._broadcasted(asTensor(mask), false, false);
-  const flat = x.reshape([-1]);
-  const flatMask = m.cast(dtypes.bool).reshape([-1]);
-  if (size !== undefined && size !== null) {
-    // Missing rows point one past the end, at the fill value appended there.
-    const idx = (await flatMask.nonzero({ size, fillValue: flat._node.shape[0] })).reshape([-1]);
-    return flat.cat(Tensor.full([1], fillValue, { dtype: this.dtype })).gather(0, idx);
-  }
-  const idx = (await flatMask.nonzero()).reshape([-1]);
-  return idx._node.shape[0] ? flat.gather(0, idx) : Tensor.zeros([0], { dtype: this.dtype });
+  const [x, m0] = this._broadcasted(asTensor(mask), false, false);
+  const m = m0.cast(dtypes.bool);
+  if (size === undefined || size === null) size = Number(await m.ne(0).cast(dtypes.int32).sum().item());
+  else if (!Number.isInteger(size) || size < 0) throw new RangeError(`maskedSelect: size must be an integer >= 0, got ${size}`);
+  const fill = Tensor._const(fillValue, this.dtype, []);
+  return Tensor._make(OPS.MASKED_SELECT, this.dtype, [size], [m, x, fill], new Composite({ n: size }));
 };
 
 // Class indices (int32) drawn from the weights along the last axis of a 1-D or 2-D tensor:

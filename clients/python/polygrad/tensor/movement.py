@@ -230,17 +230,18 @@ class Movement:
     return Tensor._make(g.NONZERO, dtypes.int32, (size, self.ndim), (self,), g.Composite(n=size, fill=fill))
 
   def masked_select(self, mask: "Tensor", size: Optional[int] = None, fill_value: Scalar = 0) -> "Tensor":
-    """The elements where `mask` (broadcast to this shape) is true, flattened in row-major order;
-    the count is realized first, as in nonzero. With `size`, exactly that many elements and no
-    round trip, fill_value (in this dtype) after the selected ones."""
+    """The elements where `mask` (broadcast to this shape) is true, flattened in row-major order
+    (the daemon's MASKED_SELECT); the count is realized first, as in nonzero. With `size`,
+    exactly that many elements and no round trip, fill_value (in this dtype) after the selected
+    ones."""
     x, m = self._broadcasted(mask if isinstance(mask, Tensor) else Tensor(mask), match_dtype=False)
-    flat_x, flat_m = x.reshape(-1), m.cast(dtypes.bool).reshape(-1)
-    if size is not None:
-      # Missing rows point one past the end, at the fill value appended there.
-      idx = flat_m.nonzero(size, fill_value=flat_x.shape[0]).reshape(-1)
-      return flat_x.cat(Tensor.full((1,), fill_value, dtype=self.dtype)).gather(0, idx)
-    idx = flat_m.nonzero().reshape(-1)
-    return flat_x.gather(0, idx) if idx.shape[0] else Tensor.zeros(0, dtype=self.dtype)
+    m = m.cast(dtypes.bool)
+    if size is None:
+      size = int((m != 0).cast(dtypes.int32).sum().item())
+    elif isinstance(size, bool) or not isinstance(size, int) or size < 0:
+      raise ShapeError(f"masked_select: size must be an int >= 0, got {size!r}")
+    fill = Tensor._const(_py_scalar(fill_value), self.dtype, ())
+    return Tensor._make(g.MASKED_SELECT, self.dtype, (size,), (m, x, fill), g.Composite(n=size))
 
   def cat(self, *others: "Tensor", dim: int = 0) -> "Tensor":
     tensors = [self, *others]
