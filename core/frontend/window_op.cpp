@@ -145,7 +145,7 @@ class WindowOp {
     Shape grid = out;
     grid.insert(grid.end(), window.begin(), window.end());
     const std::string what = absl::StrCat(name_, "'s work: output ", dims(out), " times window ", dims(window));
-    return call_.check_work ? call_.check_work(grid, what) : call_.check_shape(grid, what);
+    return call_.check_work(grid, what);
   }
 
   const char* weight_layout() const { return op_ == WindowKind::Conv ? "O, C/groups" : "C, O/groups"; }

@@ -187,8 +187,8 @@ class Tensor:
       self._node = self.cast(dtypes.default_float)._node
     if requires_grad is not None:
       self.requires_grad = requires_grad
-    elif not isinstance(data, (g.Node, Tensor)):
-      g.GRAPH.created.add(self)
+    elif not isinstance(data, (g.Node, Tensor)) and dtypes.is_float(self.dtype):
+      g.GRAPH.created.add(self)  # only a float tensor can be a gradient target
 
   @staticmethod
   def _node_of(data: Any, dtype: Optional[DTypeLike]) -> g.Node:
