@@ -255,7 +255,7 @@ export declare class Tensor {
   logcumsumexp(axis?: number | { axis?: number }): Tensor;
   softmax(axis?: number | { axis?: number; dtype?: DTypeLike }): Tensor;
   logSoftmax(axis?: number | { axis?: number; dtype?: DTypeLike }): Tensor;
-  layernorm(axis?: number | number[] | { axis?: number | number[]; eps?: number }, eps?: number): Tensor;
+  layernorm(axis?: number | number[] | { axis?: number | number[]; eps?: number; weight?: Tensor | null; bias?: Tensor | null }, eps?: number): Tensor;
 
   reshape(...shape: Array<number | null> | [Array<number | null>]): Tensor;
   view(...shape: Array<number | null> | [Array<number | null>]): Tensor;
@@ -325,7 +325,7 @@ export declare class Tensor {
   binaryCrossentropy(y: Tensor, options?: { reduction?: 'mean' | 'sum' | 'none' }): Tensor;
   binaryCrossentropyLogits(y: Tensor, options?: { reduction?: 'mean' | 'sum' | 'none'; posWeight?: Tensor | number }): Tensor;
   dropout(p?: number): Tensor;
-  rmsNorm(axis?: number | number[], eps?: number): Tensor;
+  rmsNorm(axis?: number | number[], eps?: number, weight?: Tensor | null): Tensor;
   groupNorm(numGroups: number, weight?: Tensor | null, bias?: Tensor | null, eps?: number): Tensor;
   batchNorm(options?: { runningMean?: Tensor | null; runningVar?: Tensor | null; weight?: Tensor | null; bias?: Tensor | null; training?: boolean; eps?: number }): Tensor;
   scaledDotProductAttention(key: Tensor, value: Tensor, options?: { attnMask?: Tensor | null; isCausal?: boolean }): Tensor;

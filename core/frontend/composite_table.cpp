@@ -193,6 +193,16 @@ Built normalization_op(const Call& c) {
   return channel_affine(y, optional_src(c, N), optional_src(c, N + 1));
 }
 
+// Layer and RMS norm: over the last normalized_axes axes, then the optional weight and bias of
+// those axes' shape (RMS_NORM's schema takes no bias).
+Built layer_norm(const Call& c) { return layernorm(c.src[0], c.arg.normalized_axes, c.arg.eps); }
+Built rms_norm_of(const Call& c) { return rms_norm(c.src[0], c.arg.normalized_axes, c.arg.eps); }
+template <Built (*F)(const Call&)>
+Built trailing_norm(const Call& c) {
+  PG_ASSIGN(y, F(c));
+  return trailing_affine(y, optional_src(c, 1), optional_src(c, 2), c.arg.normalized_axes);
+}
+
 Built sgd_update_op(const Call& c) {
   const SgdRule rule{.momentum = c.arg.momentum, .weight_decay = c.arg.weight_decay, .nesterov = c.arg.nesterov};
   return sgd_update(c.src[0], c.src[1], c.src[2], optional_src(c, 3), rule, c.arg.mode);
@@ -278,7 +288,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"ISINF", [](const Call& c) { return isinf(c.src[0], c.arg.detect_positive, c.arg.detect_negative); }},
     {"ISNAN", unary<isnan>},
     {"LAMB_UPDATE", lamb_update_op},
-    {"LAYERNORM", [](const Call& c) { return layernorm(c.src[0], c.arg.normalized_axes, c.arg.eps); }},
+    {"LAYERNORM", trailing_norm<layer_norm>},
     {"LEAKY_RELU", [](const Call& c) { return leaky_relu(c.src[0], c.arg.neg_slope); }},
     {"LERP", [](const Call& c) { return lerp(c.src[0], c.src[1], c.src[2]); }},
     {"LOG", unary<log>},
@@ -315,7 +325,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"RELU", unary<relu>},
     {"RELU6", unary<relu6>},
     {"REMAINDER", binary<remainder>},
-    {"RMS_NORM", [](const Call& c) { return rms_norm(c.src[0], c.arg.normalized_axes, c.arg.eps); }},
+    {"RMS_NORM", trailing_norm<rms_norm_of>},
     {"ROUND", unary<round_half_even>},
     {"RSHIFT", binary<shift_right>},
     {"RSQRT", unary<rsqrt>},

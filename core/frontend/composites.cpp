@@ -1,7 +1,9 @@
 #include "core/frontend/composites.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -408,25 +410,47 @@ absl::StatusOr<UOpRef> group_norm(const UOpRef& x, int64_t groups, double eps) {
   return reshape(nrm, x->shape);
 }
 
-absl::StatusOr<UOpRef> channel_affine(const UOpRef& y, const UOpRef& weight, const UOpRef& bias) {
-  if (y->shape.size() < 2)
-    return absl::InvalidArgumentError(absl::StrCat("a per-channel affine needs (N, C, ...), got rank ", y->shape.size()));
-  const Shape per_channel{y->shape[1]};
-  Shape spread(y->shape.size(), 1);
-  spread[1] = y->shape[1];
+namespace {
+
+// y * weight + bias with weight and bias (each may be null) of y's dtype and shape `expected`,
+// reshaped to `spread` (expected with size-1 axes where y has others) and broadcast to y.
+absl::StatusOr<UOpRef> affine(const UOpRef& y, const UOpRef& weight, const UOpRef& bias, const Shape& expected,
+                              const Shape& spread) {
   UOpRef out = y;
   for (const auto& [t, op, name] : {std::tuple{weight, Ops::MUL, "weight"}, std::tuple{bias, Ops::ADD, "bias"}}) {
     if (!t) continue;
-    if (t->shape != per_channel || t->dtype != y->dtype)
-      return absl::InvalidArgumentError(absl::StrCat(name, " must be ", dtype_name(y->dtype), " of shape (", y->shape[1],
-                                                     "), got ", dtype_name(t->dtype), " (", absl::StrJoin(t->shape, ", "),
-                                                     ")"));
+    if (t->shape != expected || t->dtype != y->dtype)
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be ", dtype_name(y->dtype), " of shape (",
+                                                     absl::StrJoin(expected, ", "), "), got ", dtype_name(t->dtype),
+                                                     " (", absl::StrJoin(t->shape, ", "), ")"));
     PG_ASSIGN(r, reshape(t, spread));
     PG_ASSIGN(e, expand(r, y->shape));
     PG_ASSIGN(next, alu(op, {out, e}));
     out = next;
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> channel_affine(const UOpRef& y, const UOpRef& weight, const UOpRef& bias) {
+  if (y->shape.size() < 2)
+    return absl::InvalidArgumentError(absl::StrCat("a per-channel affine needs (N, C, ...), got rank ", y->shape.size()));
+  Shape spread(y->shape.size(), 1);
+  spread[1] = y->shape[1];
+  return affine(y, weight, bias, Shape{y->shape[1]}, spread);
+}
+
+absl::StatusOr<UOpRef> trailing_affine(const UOpRef& y, const UOpRef& weight, const UOpRef& bias,
+                                       int64_t normalized_axes) {
+  const auto rank = static_cast<int64_t>(y->shape.size());
+  if (normalized_axes < 1 || normalized_axes > rank)
+    return absl::InvalidArgumentError(absl::StrCat("an affine over the last ", normalized_axes, " axes of a rank-", rank,
+                                                   " tensor"));
+  const Shape tail(y->shape.end() - normalized_axes, y->shape.end());
+  Shape spread(y->shape.size(), 1);
+  std::copy(tail.begin(), tail.end(), spread.end() - normalized_axes);
+  return affine(y, weight, bias, tail, spread);
 }
 
 namespace {

@@ -65,6 +65,10 @@ absl::StatusOr<UOpRef> rms_norm(const UOpRef& x, int64_t normalized_axes, double
 // y (N, C, ...) * weight + bias per channel: the affine part of group and batch norm. weight and
 // bias are (C,) of y's dtype; either may be null (no scale, no shift).
 absl::StatusOr<UOpRef> channel_affine(const UOpRef& y, const UOpRef& weight, const UOpRef& bias);
+// y * weight + bias over the last `normalized_axes` axes: the affine part of layer and RMS norm.
+// weight and bias have those axes' shape and y's dtype; either may be null.
+absl::StatusOr<UOpRef> trailing_affine(const UOpRef& y, const UOpRef& weight, const UOpRef& bias,
+                                       int64_t normalized_axes);
 
 // x (N, C, ...): channels split into `groups` groups, each (sample, group) normalized like
 // layernorm over its channels and spatial positions; no affine part.

@@ -343,6 +343,13 @@ case("layernorm/f32-2axes", "layernorm", "LAYERNORM", [inp("float32", (2, 3, 4))
 case("layernorm/f64-inner", "layernorm", ["LAYERNORM", "PERMUTE"], [inp("float64", (3, 4, 2))], {"axis": 1, "eps": 0.00001})
 case("rmsNorm/f32", "rmsNorm", "RMS_NORM", [inp("float32", (3, 8))], {"axis": -1, "eps": 0.000001})
 case("rmsNorm/f16", "rmsNorm", ["RMS_NORM", "CAST"], [inp("float16", (2, 6))], {"axis": -1, "eps": 0.0001})
+# The affine part is LAYERNORM's and RMS_NORM's own sources (the normalized axes' shape).
+case("layernorm/affine", "layernorm", "LAYERNORM",
+     [inp("float32", (3, 2, 4)), inp("float32", (2, 4)), inp("float32", (2, 4))], {"axis": [1, 2], "eps": 0.00001})
+case("layernorm/affine-inner-f64", "layernorm", ["LAYERNORM", "PERMUTE", "CAST"],
+     [inp("float64", (3, 4, 2)), inp("float32", (4,))], {"axis": 1, "eps": 0.00001})
+case("rmsNorm/affine-f16", "rmsNorm", ["RMS_NORM", "CAST"], [inp("float16", (2, 6)), inp("float16", (6,))],
+     {"axis": -1, "eps": 0.0001})
 case("groupNorm/f32", "groupNorm", "GROUP_NORM", [inp("float32", (2, 4, 3, 3))], {"groups": 2, "eps": 0.00001})
 case("groupNorm/affine", "groupNorm", "GROUP_NORM",
      [inp("float32", (2, 6, 4)), inp("float32", (6,)), inp("float32", (6,))], {"groups": 3, "eps": 0.00001})

@@ -37,6 +37,11 @@ def _tuple(v):
   return tuple(v) if isinstance(v, list) else v
 
 
+def _at(xs, i):
+  """The i-th input, or None where the case has fewer (an optional weight or bias)."""
+  return xs[i] if len(xs) > i else None
+
+
 def _binary(method):
   def build(xs, a):
     other = a["scalar"] if "scalar" in a else xs[1]
@@ -191,8 +196,8 @@ BUILD = {
     "matmul": lambda xs, a: xs[0].matmul(xs[1]),
     "softmax": lambda xs, a: xs[0].softmax(a["axis"]),
     "logSoftmax": lambda xs, a: xs[0].log_softmax(a["axis"]),
-    "layernorm": lambda xs, a: xs[0].layernorm(_tuple(a["axis"]), a["eps"]),
-    "rmsNorm": lambda xs, a: xs[0].rms_norm(_tuple(a["axis"]), a["eps"]),
+    "layernorm": lambda xs, a: xs[0].layernorm(_tuple(a["axis"]), a["eps"], weight=_at(xs, 1), bias=_at(xs, 2)),
+    "rmsNorm": lambda xs, a: xs[0].rms_norm(_tuple(a["axis"]), a["eps"], weight=_at(xs, 1)),
     "groupNorm": lambda xs, a: xs[0].group_norm(a["groups"], *xs[1:3], eps=a["eps"]),
     "batchNorm": lambda xs, a: xs[0].batch_norm(*xs[1:5], training=a["training"], eps=a["eps"]),
     "crossEntropy": lambda xs, a: xs[0].cross_entropy(xs[1], reduction=a.get("reduction", "mean"),

@@ -91,6 +91,23 @@ TEST_F(CompositesTest, MeanVarLayernorm) {
   }
 }
 
+TEST_F(CompositesTest, TrailingAffineScalesAndShiftsTheNormalizedAxes) {
+  std::vector<double> y, w, b;
+  UOpRef Y = leaf({3, 2, 4}, y), W = leaf({2, 4}, w), B = leaf({2, 4}, b);
+  auto both = run(fe::trailing_affine(Y, W, B, 2), {3, 2, 4});
+  auto scale_only = run(fe::trailing_affine(Y, W, nullptr, 2), {3, 2, 4});
+  for (int i = 0; i < 24; ++i) {
+    EXPECT_EQ(both[i], y[i] * w[i % 8] + b[i % 8]);
+    EXPECT_EQ(scale_only[i], y[i] * w[i % 8]);
+  }
+  // The weight must have the normalized axes' shape (here the last one: 4), not a broadcastable one.
+  auto wrong = fe::trailing_affine(Y, W, nullptr, 1);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("weight must be float64 of shape (4), got float64 (2, 4)"), std::string::npos)
+      << wrong.status().message();
+  EXPECT_FALSE(fe::trailing_affine(Y, W, B, 4).ok());
+}
+
 TEST_F(CompositesTest, Activations) {
   std::vector<double> x;
   UOpRef X = leaf({64}, x, -4, 4);

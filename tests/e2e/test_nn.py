@@ -5,7 +5,7 @@ import pytest
 
 from conftest import assert_close
 from polygrad import Tensor, dtypes
-from polygrad import nn
+from polygrad import graph as g, nn
 from polygrad.nn import get_parameters, get_state_dict, load_state_dict
 
 torch = pytest.importorskip("torch", reason="PyTorch (Debian's python3-torch) is the reference for these tests")
@@ -63,6 +63,15 @@ def test_layernorm(rng, shape, x_shape):
   ours.weight.assign(Tensor(rng.uniform(0.5, 1.5, ours.weight.shape).astype(np.float32)))
   ours.bias.assign(Tensor(rng.uniform(-0.5, 0.5, ours.bias.shape).astype(np.float32)))
   _check_layer(rng, ours, torch.nn.LayerNorm(shape, eps=1e-5), ["weight", "bias"], x_shape)
+
+
+def test_norm_modules_send_their_affine_inside_one_node():
+  """LayerNorm's and RMSNorm's weight and bias are LAYERNORM's and RMS_NORM's own sources: the
+  client sends no MUL or ADD of its own (one op's arithmetic lives in core)."""
+  x = Tensor(np.ones((2, 3, 4), np.float32))
+  for layer, op in [(nn.LayerNorm((3, 4)), "LAYERNORM"), (nn.RMSNorm(4), "RMS_NORM")]:
+    nodes = g.GRAPH.toposort(layer(x)._node)
+    assert [g.OP_NAMES[n.op] for n in nodes if n.src] == [op], [g.OP_NAMES[n.op] for n in nodes]
 
 
 def test_layernorm_without_affine(rng):

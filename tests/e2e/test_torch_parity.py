@@ -685,6 +685,13 @@ OPS: List[Op] = [
     Op("layernorm", lambda p, x: x.layernorm(p["axis"], eps=1e-5),
        lambda p, x: F.layer_norm(x, x.shape[-p["n"]:], eps=1e-5),
        [V((3, 8), axis=-1, n=1), V((2, 3, 4), axis=(1, 2), n=2), V((4, 1, 6), axis=-1, n=1)], tol_scale=4.0),
+    # LAYERNORM's and RMS_NORM's own weight and bias (the normalized axes' shape), as nn.LayerNorm sends them
+    Op("layernorm_affine", lambda p, x, w, b: x.layernorm(p["axis"], eps=1e-5, weight=w, bias=b),
+       lambda p, x, w, b: F.layer_norm(x, x.shape[-p["n"]:], w, b, eps=1e-5),
+       [V((3, 8), (8,), (8,), axis=-1, n=1), V((2, 3, 4), (3, 4), (3, 4), axis=(1, 2), n=2)], tol_scale=4.0),
+    Op("rms_norm_affine", lambda p, x, w: x.rms_norm(p["axis"], eps=1e-6, weight=w),
+       lambda p, x, w: _rms_norm(x, p["n"]) * w, [V((3, 8), (8,), axis=-1, n=1), V((2, 3, 4), (3, 4), axis=(-2, -1), n=2)],
+       tol_scale=4.0),
     Op("batchnorm", lambda p, x, w, b, m, s: x.batchnorm(w, b, m, s),
        lambda p, x, w, b, m, s: (x - m.reshape(1, -1, 1, 1)) * w.reshape(1, -1, 1, 1) * s.reshape(1, -1, 1, 1)
        + b.reshape(1, -1, 1, 1), [V((2, 3, 4, 4), (3,), (3,), (3,), (3,))], tol_scale=2.0),

@@ -2,7 +2,7 @@
 // movement, indexing, autograd and disposal.
 import test, { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Tensor, dtypes, connect, close, graphStats } from '../index.mjs';
+import { Tensor, dtypes, connect, close, graphStats, nn } from '../index.mjs';
 import { startDaemon } from './daemon.mjs';
 import { createRequire } from 'node:module';
 
@@ -355,4 +355,26 @@ test('a gradient node lives where its target does, whatever the loss\'s device',
   assert.deepEqual([target.device, moved.device], ['CPU', 'CUDA']);
   assert.equal(new Node(-3, OPS.GRADIENT, dtypes.float32, [3], [moved, target], null).device, 'CPU');
   assert.equal(new Node(-4, OPS.GRADIENT, dtypes.float32, [3], [target, moved], null).device, 'CUDA');
+});
+
+test('LayerNorm and RMSNorm send their weight and bias inside one LAYERNORM / RMS_NORM node', async () => {
+  const { OPS } = createRequire(import.meta.url)('../src/ops.js');
+  const x = Tensor.from([[1, -2, 0.5, 3], [0.25, 4, -1, 2]]);
+  const ln = new nn.LayerNorm(4);
+  ln.weight = Tensor.from([2, -1, 0.5, 1]);
+  ln.bias = Tensor.from([0, 1, -1, 0.5]);
+  const y = ln.forward(x);
+  assert.equal(y._node.op, OPS.LAYERNORM);
+  assert.ok(y._node.src.every((s) => !s.src.length), 'the sources are x, weight and bias themselves');
+  const rows = await x.array();
+  const got = await y.array();
+  const w = [2, -1, 0.5, 1], b = [0, 1, -1, 0.5];
+  rows.forEach((r, i) => {
+    const m = r.reduce((s, v) => s + v, 0) / 4;
+    const v = r.reduce((s, u) => s + (u - m) ** 2, 0) / 4;
+    r.forEach((u, j) => close6(got[i][j], ((u - m) / Math.sqrt(v + 1e-5)) * w[j] + b[j]));
+  });
+  const rms = new nn.RMSNorm(4);
+  assert.equal(rms.forward(x)._node.op, OPS.RMS_NORM);
+  assert.throws(() => x.layernorm({ weight: Tensor.from([1, 2]) }), /weight must have shape \[4\], got \[2\]/);
 });

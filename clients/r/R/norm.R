@@ -3,27 +3,39 @@
 
 # The per-channel weight and bias sources of a normalization of x (N, C, ...), in x's dtype: none,
 # list(weight) or list(weight, bias), a bias alone with a weight of ones (the daemon applies them).
-affine_sources <- function(x, weight, bias) {
+affine_sources <- function(x, weight, bias, shape = x$node$shape[2]) {
   if (is.null(weight) && is.null(bias)) return(list())
-  c <- x$node$shape[2]
-  ts <- list(weight = if (is.null(weight)) pg_ones(c) else weight, bias = bias)
+  ts <- list(weight = if (is.null(weight)) pg_ones(shape) else weight, bias = bias)
   out <- list()
   for (name in names(ts)) {
     t <- ts[[name]]
     if (is.null(t)) next
     if (!is_tensor(t)) t <- pg_tensor(t)
-    if (!identical(as.numeric(t$node$shape), as.numeric(c))) {
-      pg_abort("invalid_argument", sprintf("%s must have length %s, got shape (%s)", name, c, paste(t$node$shape, collapse = ", ")))
+    if (!identical(as.numeric(t$node$shape), as.numeric(shape))) {
+      pg_abort("invalid_argument", sprintf("%s must have shape (%s), got shape (%s)", name, paste(shape, collapse = ", "),
+                                           paste(t$node$shape, collapse = ", ")))
     }
     out[[length(out) + 1L]] <- pg_cast(t, x$node$dtype)
   }
   out
 }
 
+# LAYERNORM or RMS_NORM over the last arg$normalized_axes axes with the optional weight and bias of
+# those axes' shape: computed in the float accumulator of the common dtype of x, weight and bias,
+# and returned in that dtype (as x * weight + bias would promote).
+trailing_norm <- function(op, x, arg, weight, bias) {
+  dts <- vapply(Filter(is_tensor, list(weight, bias)), function(t) t$node$dtype, "")
+  out <- least_upper_float(do.call(least_upper_dtype, as.list(c(x$node$dtype, dts))))
+  xa <- pg_cast(x, sum_acc_dtype(out))
+  s <- x$node$shape
+  affine <- affine_sources(xa, weight, bias, s[seq(length(s) - arg$normalized_axes + 1, length(s))])
+  pg_cast(make(op, xa$node$dtype, s, c(list(xa), affine), arg), out)
+}
+
 #' Normalizations
 #'
 #' `pg_rms_norm` divides by the root mean square over the last axes (`axis`, which must be the
-#' last ones). `pg_group_norm` normalizes x (N, C, ...) over each of `groups` groups of channels
+#' last ones), then scales by `weight` (those axes' shape) when given. `pg_group_norm` normalizes x (N, C, ...) over each of `groups` groups of channels
 #' and `pg_batch_norm` over the batch per channel: with the batch's statistics when `training`
 #' (or without running statistics), else with `running_mean` and `running_var`. Both then scale by
 #' `weight` and add `bias` per channel when given.
@@ -31,18 +43,18 @@ affine_sources <- function(x, weight, bias) {
 #' @param axis 1-based axis or axes.
 #' @param eps added to the mean square or the variance.
 #' @param groups how many channel groups.
-#' @param weight,bias `NULL` or tensors of length C.
+#' @param weight,bias `NULL` or tensors of length C (`pg_rms_norm`: of the normalized axes' shape).
 #' @param running_mean,running_var `NULL` or tensors of length C.
 #' @param training use the batch's statistics.
 #' @return a tensor of x's shape.
 #' @export
-pg_rms_norm <- function(x, axis = -1, eps = 1e-6) {
+pg_rms_norm <- function(x, axis = -1, eps = 1e-6, weight = NULL) {
   nd <- length(x$node$shape)
   axes <- wire_axes(axis, nd)
   if (!length(axes) || !all(axes == seq(nd - length(axes), nd - 1))) {
     pg_abort("invalid_argument", "pg_rms_norm normalizes over the last axes")
   }
-  composite(OP$RMS_NORM, x, x$node$shape, list(normalized_axes = length(axes), eps = eps))
+  trailing_norm(OP$RMS_NORM, x, list(normalized_axes = length(axes), eps = eps), weight, NULL)
 }
 
 #' @rdname pg_rms_norm

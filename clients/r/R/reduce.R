@@ -175,9 +175,13 @@ pg_cumsum <- function(x, axis = 1) {
 }
 
 #' Softmax, log-softmax and layer normalization
+#'
+#' `pg_layernorm` then scales by `weight` and adds `bias` when given, both shaped as the
+#' normalized axes in their order.
 #' @param x a tensor.
 #' @param axis 1-based axis (-1: the last).
 #' @param eps added to the variance.
+#' @param weight,bias `NULL` or tensors of the normalized axes' shape.
 #' @return a tensor of x's shape.
 #' @export
 pg_softmax <- function(x, axis = -1) softmax_like(OP$SOFTMAX, x, axis)
@@ -194,18 +198,18 @@ softmax_like <- function(op, x, axis) {
 
 #' @rdname pg_softmax
 #' @export
-pg_layernorm <- function(x, axis = -1, eps = 1e-5) {
+pg_layernorm <- function(x, axis = -1, eps = 1e-5, weight = NULL, bias = NULL) {
   x <- float_of(x)
   nd <- length(x$node$shape)
   axes <- wire_axes(axis, nd)
   n <- length(axes)
   if (all(axes == seq(nd - n, nd - 1))) {
-    return(composite(OP$LAYERNORM, x, x$node$shape, list(normalized_axes = n, eps = eps)))
+    return(trailing_norm(OP$LAYERNORM, x, list(normalized_axes = n, eps = eps), weight, bias))
   }
   # Other axes: move them last, normalize, move them back (as the Python client does).
   rest <- setdiff(seq_len(nd) - 1, axes)
   order <- c(rest, axes)
   inverse <- match(seq_len(nd) - 1, order)
-  y <- pg_layernorm(pg_permute(x, order + 1), seq(length(rest) + 1, nd), eps)
+  y <- pg_layernorm(pg_permute(x, order + 1), seq(length(rest) + 1, nd), eps, weight, bias)
   pg_permute(y, inverse)
 }

@@ -35,8 +35,7 @@ class LayerNorm {
   forward(x) {
     const tail = x.shape.slice(-this.normalizedShape.length);
     if (tail.some((s, i) => s !== this.normalizedShape[i])) throw new RangeError(`LayerNorm[${this.normalizedShape}] got an input of shape [${x.shape}]`);
-    const y = x.layernorm({ axis: this.axis, eps: this.eps });
-    return this.weight ? y.mul(this.weight).add(this.bias) : y;
+    return x.layernorm({ axis: this.axis, eps: this.eps, weight: this.weight, bias: this.bias });
   }
 }
 
@@ -47,8 +46,7 @@ class RMSNorm {
   }
 
   forward(x) {
-    const y = x.rmsNorm(-1, this.eps);
-    return this.weight ? y.mul(this.weight) : y;
+    return x.rmsNorm(-1, this.eps, this.weight);
   }
 }
 

@@ -271,22 +271,35 @@ P.dropout = function dropout(p = 0.5) {
 
 // --- normalization and attention -------------------------------------------------------------------
 
-P.rmsNorm = function rmsNorm(axis = -1, eps = 1e-6) {
+// Times weight (the normalized axes' shape) when given.
+P.rmsNorm = function rmsNorm(axis = -1, eps = 1e-6, weight = null) {
   const axes = normalizeAxes(axis, this.ndim);
   if (!axes.length || !axes.every((a, i) => a === this.ndim - axes.length + i)) {
     throw new RangeError(`rmsNorm normalizes over the last axes, got axis=${axis} for shape [${this._node.shape}]`);
   }
-  return this._composite(OPS.RMS_NORM, this._node.shape, new Composite({ normalized_axes: axes.length, eps: Number(eps) }));
+  return this._trailingNorm(OPS.RMS_NORM, new Composite({ normalized_axes: axes.length, eps: Number(eps) }), weight, null);
+};
+
+// LAYERNORM or RMS_NORM over the last arg.normalized_axes axes with the optional weight and bias of
+// those axes' shape: computed in the float accumulator of the common dtype of this, weight and
+// bias, and returned in that dtype (as x * weight + bias would promote).
+P._trailingNorm = function _trailingNorm(op, arg, weight, bias) {
+  const dts = [weight, bias].filter((t) => t instanceof Tensor).map((t) => t.dtype);
+  const out = leastUpperFloat(leastUpperDType(this.dtype, ...dts));
+  const x = this.cast(sumAccDType(out));
+  const affine = x._affine(weight, bias, this._node.shape.slice(this.ndim - arg.normalized_axes));
+  return Tensor._make(op, x.dtype, x._node.shape, [x, ...affine], arg).cast(out);
 };
 
 // The per-channel weight and bias sources of a normalization of this (N, C, ...), in its dtype:
 // none, [weight] or [weight, bias], a bias alone with a weight of ones (the daemon applies them).
-P._affine = function _affine(weight, bias) {
+P._affine = function _affine(weight, bias, shape = [this._node.shape[1]]) {
   if (!weight && !bias) return [];
-  const c = this._node.shape[1];
-  return [['weight', weight || Tensor.ones([c])], ['bias', bias]].filter(([, t]) => t).map(([name, t]) => {
+  return [['weight', weight || Tensor.ones(shape)], ['bias', bias]].filter(([, t]) => t).map(([name, t]) => {
     t = asTensor(t);
-    if (t.ndim !== 1 || t._node.shape[0] !== c) throw new RangeError(`${name} must have shape [${c}], got [${t._node.shape}]`);
+    if (t.ndim !== shape.length || t._node.shape.some((s, i) => s !== shape[i])) {
+      throw new RangeError(`${name} must have shape [${shape}], got [${t._node.shape}]`);
+    }
     return t.cast(this.dtype);
   });
 };

@@ -132,20 +132,23 @@ P.logsumexp = function logsumexp(a, b) {
   return x._composite(OPS.LOGSUMEXP, reducedShape(x._node.shape, axes, false), new Composite({ axes })).reshape(outShape);
 };
 
-// (x - mean) / sqrt(var + eps) over axis (a number or an array), without an affine part.
+// (x - mean) / sqrt(var + eps) over axis (a number or an array), then * weight + bias when given
+// (shaped as the normalized axes in their order; the daemon's LAYERNORM does both).
 P.layernorm = function layernorm(a = -1, b = 1e-5) {
-  const o = isOptions(a) ? { axis: a.axis ?? -1, eps: a.eps ?? 1e-5 } : { axis: a, eps: b };
+  const o = isOptions(a) ? { axis: a.axis ?? -1, eps: a.eps ?? 1e-5, weight: a.weight ?? null, bias: a.bias ?? null }
+    : { axis: a, eps: b, weight: null, bias: null };
   const x = this._float();
   const axes = normalizeAxes(o.axis, x.ndim);
   if (!axes.length) throw new RangeError('layernorm needs at least one axis');
   const n = axes.length;
   if (axes.every((ax, i) => ax === x.ndim - n + i)) {
-    return x._composite(OPS.LAYERNORM, x._node.shape, new Composite({ normalized_axes: n, eps: Number(o.eps) }));
+    return x._trailingNorm(OPS.LAYERNORM, new Composite({ normalized_axes: n, eps: Number(o.eps) }), o.weight, o.bias);
   }
   const rest = [...Array(x.ndim).keys()].filter((i) => !axes.includes(i));
   const order = [...rest, ...axes];
   const inverse = [...Array(x.ndim).keys()].map((i) => order.indexOf(i));
-  return x.permute(order).layernorm({ axis: [...Array(n).keys()].map((i) => rest.length + i), eps: o.eps }).permute(inverse);
+  const inner = [...Array(n).keys()].map((i) => rest.length + i);
+  return x.permute(order).layernorm({ ...o, axis: inner }).permute(inverse);
 };
 
 P._argExtreme = function _argExtreme(op, axis, keepdim) {

@@ -70,8 +70,7 @@ class LayerNorm:
   def __call__(self, x: Tensor) -> Tensor:
     if x.shape[-len(self.normalized_shape):] != self.normalized_shape:
       raise ValueError(f"LayerNorm{self.normalized_shape} got an input of shape {x.shape}")
-    x = x.layernorm(self.axis, self.eps)
-    return x if not self.elementwise_affine else x * self.weight + self.bias
+    return x.layernorm(self.axis, self.eps, weight=self.weight, bias=self.bias)
 
 
 class RMSNorm:
@@ -85,8 +84,7 @@ class RMSNorm:
     return x.rms_norm(-1, self.eps)  # the daemon's RMS_NORM
 
   def __call__(self, x: Tensor) -> Tensor:
-    x = self._norm(x)
-    return x if self.weight is None else x * self.weight
+    return x.rms_norm(-1, self.eps, weight=self.weight)
 
 
 class Embedding:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -298,13 +298,24 @@ class Functional:
 
   # --- normalization and attention (the daemon's RMS_NORM, GROUP_NORM, BATCHNORM_*, SDPA) -------
 
-  def rms_norm(self, axis=-1, eps: float = 1e-6) -> "Tensor":
-    """x / sqrt(mean(x^2) + eps) over the last axes (`axis`: -1, or a tuple of the last axes); no
-    affine part. float16/bfloat16 compute in float32 and are cast back."""
+  def rms_norm(self, axis=-1, eps: float = 1e-6, weight: Optional["Tensor"] = None) -> "Tensor":
+    """x / sqrt(mean(x^2) + eps) over the last axes (`axis`: -1, or a tuple of the last axes),
+    times `weight` (those axes' shape) when given. float16/bfloat16 compute in float32 and are
+    cast back."""
     axes = normalize_axes(axis, self.ndim)
     if not axes or axes != tuple(range(self.ndim - len(axes), self.ndim)):
       raise ShapeError(f"rms_norm normalizes over the last axes, got axis={axis!r} for shape {self.shape}")
-    return self._composite(g.RMS_NORM, self.shape, g.Composite(normalized_axes=len(axes), eps=float(eps)))
+    return self._trailing_norm(g.RMS_NORM, g.Composite(normalized_axes=len(axes), eps=float(eps)), weight, None)
+
+  def _trailing_norm(self, op: int, arg: g.Composite, weight, bias) -> "Tensor":
+    """LAYERNORM or RMS_NORM over the last arg.normalized_axes axes with the optional weight and
+    bias of those axes' shape: computed in the float accumulator of x's, weight's and bias's
+    common dtype, and returned in that dtype (as x * weight + bias would promote)."""
+    dts = [t.dtype for t in (weight, bias) if isinstance(t, Tensor)]
+    out = least_upper_float(least_upper_dtype(self.dtype, *dts))
+    x = self.cast(sum_acc_dtype(out))
+    affine = x._affine(weight, bias, self.shape[len(self.shape) - arg.normalized_axes:])
+    return Tensor._make(op, x.dtype, x.shape, (x, *affine), arg).cast(out)
 
   def group_norm(self, num_groups: int, weight: Optional["Tensor"] = None, bias: Optional["Tensor"] = None,
                  eps: float = 1e-5) -> "Tensor":
@@ -318,21 +329,21 @@ class Functional:
     arg = g.Composite(groups=num_groups, eps=float(eps))
     return Tensor._make(g.GROUP_NORM, x.dtype, x.shape, (x, *x._affine(weight, bias)), arg).cast(out)
 
-  def _affine(self, weight, bias) -> tuple:
-    """The per-channel weight and bias sources of a normalization of x (N, C, ...), in x's dtype:
-    none, (weight,) or (weight, bias), a bias alone with a weight of ones (the daemon applies
-    them)."""
+  def _affine(self, weight, bias, shape: Optional[Tuple[int, ...]] = None) -> tuple:
+    """The weight and bias sources of a normalization of x, of `shape` (default: per channel of
+    x (N, C, ...)) in x's dtype: none, (weight,) or (weight, bias), a bias alone with a weight of
+    ones (the daemon applies them)."""
     if weight is None and bias is None:
       return ()
-    c = self.shape[1]
-    ts = [Tensor.ones(c) if weight is None else weight, bias]
+    shape = (self.shape[1],) if shape is None else shape
+    ts = [Tensor.ones(*shape) if weight is None else weight, bias]
     out = []
     for name, t in zip(("weight", "bias"), ts):
       if t is None:
         continue
       t = t if isinstance(t, Tensor) else Tensor(t)
-      if t.shape != (c,):
-        raise ShapeError(f"{name} must have shape ({c},), got {t.shape}")
+      if t.shape != shape:
+        raise ShapeError(f"{name} must have shape {shape}, got {t.shape}")
       out.append(t.cast(self.dtype))
     return tuple(out)
 

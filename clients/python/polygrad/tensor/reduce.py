@@ -132,19 +132,22 @@ class Reduce:
     shape = reduced_shape(x.shape, axes, False)
     return x._composite(g.LOGSUMEXP, shape, g.Composite(axes=axes)).reshape(out_shape)
 
-  def layernorm(self, axis=-1, eps: float = 1e-5) -> "Tensor":
-    """(x - mean) / sqrt(var + eps) over `axis` (an int or a tuple), without an affine part."""
+  def layernorm(self, axis=-1, eps: float = 1e-5, *, weight: Optional["Tensor"] = None,
+                bias: Optional["Tensor"] = None) -> "Tensor":
+    """(x - mean) / sqrt(var + eps) over `axis` (an int or a tuple), then * weight + bias when
+    given (shaped as the normalized axes in their order; the daemon's LAYERNORM does both)."""
     x = self._float()
     axes = normalize_axes(axis, x.ndim)
     if not axes:
       raise ShapeError("layernorm needs at least one axis")
     n = len(axes)
     if axes == tuple(range(x.ndim - n, x.ndim)):
-      return x._composite(g.LAYERNORM, x.shape, g.Composite(normalized_axes=n, eps=float(eps)))
+      return x._trailing_norm(g.LAYERNORM, g.Composite(normalized_axes=n, eps=float(eps)), weight, bias)
     rest = [i for i in range(x.ndim) if i not in axes]
     order = rest + list(axes)
     inverse = [order.index(i) for i in range(x.ndim)]
-    return x.permute(order).layernorm(tuple(range(len(rest), x.ndim)), eps).permute(inverse)
+    normed = x.permute(order).layernorm(tuple(range(len(rest), x.ndim)), eps, weight=weight, bias=bias)
+    return normed.permute(inverse)
 
   # --- scans (the daemon's CUMSUM) ---------------------------------------------------------------
 

@@ -66,6 +66,15 @@ test_that("a transposed convolution with stride = kernel tiles the kernel (a Kro
 test_that("rms, group and batch normalization", {
   expect_equal(as.array(pg_rms_norm(pg_tensor(logits))), logits / sqrt(rowMeans(logits^2) + 1e-6), tolerance = 1e-6)
   expect_error(pg_rms_norm(pg_tensor(logits), 1), class = "polygrad_invalid_argument")
+  w <- c(2, -1, 0.5, 1)
+  expect_equal(as.array(pg_rms_norm(pg_tensor(logits), weight = pg_tensor(w))),
+               sweep(logits / sqrt(rowMeans(logits^2) + 1e-6), 2, w, `*`), tolerance = 1e-6)
+  centered <- logits - rowMeans(logits)
+  ln <- sweep(centered / sqrt(rowMeans(centered^2) + 1e-5), 2, w, `*`) + 0.5
+  expect_equal(as.array(pg_layernorm(pg_tensor(logits), weight = pg_tensor(w), bias = pg_full(4, value = 0.5))), ln,
+               tolerance = 1e-5)
+  expect_error(pg_layernorm(pg_tensor(logits), weight = pg_tensor(c(1, 2, 3))), "weight must have shape \\(4\\)",
+               class = "polygrad_invalid_argument")
   b <- array(c(1, 2, -1, 0.5, 3, -2, 0.25, 4, 1.5, -0.5, 2, 1), c(2, 2, 3))  # (N, C, L)
   norm <- function(u, eps = 1e-5) (u - mean(u)) / sqrt(mean((u - mean(u))^2) + eps)
   g <- as.array(pg_group_norm(pg_tensor(b), 1, weight = pg_tensor(c(2, 1)), bias = pg_tensor(c(0, 1))))
