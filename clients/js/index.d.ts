@@ -327,6 +327,7 @@ export declare class Tensor {
   dropout(p?: number): Tensor;
   rmsNorm(axis?: number | number[], eps?: number, weight?: Tensor | null): Tensor;
   groupNorm(numGroups: number, weight?: Tensor | null, bias?: Tensor | null, eps?: number): Tensor;
+  batchnorm(weight: Tensor | null, bias: Tensor | null, mean: Tensor, invstd: Tensor, axis?: number | number[]): Tensor;
   batchNorm(options?: { runningMean?: Tensor | null; runningVar?: Tensor | null; weight?: Tensor | null; bias?: Tensor | null; training?: boolean; eps?: number }): Tensor;
   scaledDotProductAttention(key: Tensor, value: Tensor, options?: { attnMask?: Tensor | null; isCausal?: boolean }): Tensor;
 }

@@ -242,6 +242,10 @@ constexpr auto kTable = std::to_array<Entry>({
     {"ATANH", unary<atanh>},
     {"AVG_POOL2D", window_op<WindowKind::AvgPool>},
     {"BATCHNORM_EVAL", normalization_op<3, eval_norm>},
+    {"BATCHNORM_INVSTD",
+     [](const Call& c) {
+       return batchnorm_invstd(c.src[0], c.src[1], c.src[2], optional_src(c, 3), optional_src(c, 4), c.arg.axes);
+     }},
     {"BATCHNORM_TRAIN", normalization_op<1, train_norm>},
     {"BINARY_CROSSENTROPY", [](const Call& c) { return binary_crossentropy(c.src[0], c.src[1], c.arg.mode); }},
     {"BINARY_CROSSENTROPY_LOGITS",

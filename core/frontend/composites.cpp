@@ -502,6 +502,42 @@ absl::StatusOr<UOpRef> batchnorm_eval(const UOpRef& x, const UOpRef& mean_in, co
   return normalize(x, m, v, eps);
 }
 
+absl::StatusOr<UOpRef> batchnorm_invstd(const UOpRef& x, const UOpRef& mean_in, const UOpRef& invstd,
+                                        const UOpRef& weight, const UOpRef& bias, const std::vector<int64_t>& axes) {
+  if (auto s = need_float(x, "batchnorm"); !s.ok()) return s;
+  const auto rank = static_cast<int64_t>(x->shape.size());
+  Shape stat, spread(x->shape.size(), 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= rank || (i > 0 && axes[i] <= axes[i - 1]))
+      return absl::InvalidArgumentError(absl::StrCat("batchnorm: axes (", absl::StrJoin(axes, ", "),
+                                                     ") are not increasing axes of a rank-", rank, " tensor"));
+    stat.push_back(x->shape[axes[i]]);
+    spread[axes[i]] = x->shape[axes[i]];
+  }
+  for (const auto& [t, name] : {std::pair{mean_in, "mean"}, std::pair{invstd, "invstd"}})
+    if (t->dtype != x->dtype)
+      return absl::InvalidArgumentError(absl::StrCat("batchnorm: ", name, " must be ", dtype_name(x->dtype), ", got ",
+                                                     dtype_name(t->dtype)));
+  if (mean_in->shape != stat)
+    return absl::InvalidArgumentError(absl::StrCat("batchnorm: mean must have shape (", absl::StrJoin(stat, ", "),
+                                                   "), got (", absl::StrJoin(mean_in->shape, ", "), ")"));
+  PG_ASSIGN(m, reshape(mean_in, spread));
+  PG_ASSIGN(me, expand(m, x->shape));
+  PG_ASSIGN(d, alu(Ops::SUB, {x, me}));
+  // invstd is along the axes like mean, or any shape that broadcasts to x (tinygrad's rule: by rank).
+  auto along_axes = [&]() -> absl::StatusOr<UOpRef> {
+    PG_ASSIGN(r, reshape(invstd, spread));
+    return expand(r, x->shape);
+  };
+  absl::StatusOr<UOpRef> is = invstd->shape == stat ? along_axes() : broadcast_to(invstd, x->shape);
+  if (!is.ok())
+    return absl::InvalidArgumentError(absl::StrCat("batchnorm: invstd of shape (", absl::StrJoin(invstd->shape, ", "),
+                                                   ") is neither (", absl::StrJoin(stat, ", "),
+                                                   ") nor broadcastable to x (", absl::StrJoin(x->shape, ", "), ")"));
+  PG_ASSIGN(y, alu(Ops::MUL, {d, *is}));
+  return affine(y, weight, bias, stat, spread);
+}
+
 absl::StatusOr<UOpRef> scaled_dot_product_attention(const UOpRef& q, const UOpRef& k, const UOpRef& v,
                                                     const UOpRef& mask, bool causal) {
   if (auto s = need_float(q, "scaled_dot_product_attention"); !s.ok()) return s;

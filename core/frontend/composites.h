@@ -78,6 +78,11 @@ absl::StatusOr<UOpRef> group_norm(const UOpRef& x, int64_t groups, double eps);
 absl::StatusOr<UOpRef> batchnorm_train(const UOpRef& x, double eps);
 // The same with given statistics `mean` and `var` of shape (C,): the evaluation-mode batch norm.
 absl::StatusOr<UOpRef> batchnorm_eval(const UOpRef& x, const UOpRef& mean, const UOpRef& var, double eps);
+// tinygrad's batchnorm: (x - mean) * invstd * weight + bias with the statistics along `axes`
+// (increasing): mean, weight and bias of those axes' shape (weight and bias may be null), invstd of
+// that shape or of any shape broadcasting to x; all of x's (float) dtype.
+absl::StatusOr<UOpRef> batchnorm_invstd(const UOpRef& x, const UOpRef& mean, const UOpRef& invstd,
+                                        const UOpRef& weight, const UOpRef& bias, const std::vector<int64_t>& axes);
 // softmax(q @ k^T / sqrt(d) + mask) @ v for q (..., L, d), k (..., S, d), v (..., S, dv), batch
 // axes broadcasting; `mask` (null: none) broadcasts to (..., L, S): bool keeps where true, float
 // is added. `causal` masks keys after the query's position (j > i).

@@ -184,6 +184,7 @@ const BUILD = {
   layernorm: (xs, a) => xs[0].layernorm({ axis: a.axis, eps: a.eps, weight: xs[1] ?? null, bias: xs[2] ?? null }),
   rmsNorm: (xs, a) => xs[0].rmsNorm(a.axis, a.eps, xs[1] ?? null),
   groupNorm: (xs, a) => xs[0].groupNorm(a.groups, xs[1] ?? null, xs[2] ?? null, a.eps),
+  batchnorm: (xs, a) => xs[0].batchnorm(a.weight === null ? null : xs[a.weight], a.bias === null ? null : xs[a.bias], xs[1], xs[2], a.axis),
   batchNorm: (xs, a) => xs[0].batchNorm({ runningMean: xs[1] ?? null, runningVar: xs[2] ?? null, weight: xs[3] ?? null,
     bias: xs[4] ?? null, training: a.training, eps: a.eps }),
   crossEntropy: (xs, a) => xs[0].crossEntropy(xs[1], { reduction: a.reduction ?? 'mean', labelSmoothing: a.labelSmoothing ?? 0 }),

@@ -242,6 +242,9 @@ builders <- list(
   layernorm = function(ins, args) pg_layernorm(ins[[1]], ax(args$axis %||% -1), args$eps %||% 1e-5, input(ins, 2), input(ins, 3)),
   rmsNorm = function(ins, args) pg_rms_norm(ins[[1]], ax(args$axis %||% -1), args$eps %||% 1e-6, input(ins, 2)),
   groupNorm = function(ins, args) pg_group_norm(ins[[1]], args$groups, input(ins, 2), input(ins, 3), args$eps %||% 1e-5),
+  batchnorm = function(ins, args) pg_batchnorm(ins[[1]], if (is.null(args$weight)) NULL else ins[[args$weight + 1]],
+                                              if (is.null(args$bias)) NULL else ins[[args$bias + 1]], ins[[2]], ins[[3]],
+                                              ax(args$axis)),
   batchNorm = function(ins, args) pg_batch_norm(ins[[1]], input(ins, 2), input(ins, 3), input(ins, 4), input(ins, 5),
                                                 training = isTRUE(args$training), eps = args$eps %||% 1e-5),
   crossEntropy = function(ins, args) {

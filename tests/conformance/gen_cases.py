@@ -362,6 +362,16 @@ case("batchNorm/eval", "batchNorm", "BATCHNORM_EVAL",
 case("batchNorm/eval-affine-f16", "batchNorm", ["BATCHNORM_EVAL", "CAST"],
      [inp("float16", (2, 3, 2)), inp("float16", (3,)), inp("float16", (3,), "pos"), inp("float16", (3,)), inp("float16", (3,))],
      {"training": False, "eps": 0.001})
+# tinygrad's batchnorm(weight, bias, mean, invstd, axis): inputs x, mean, invstd, then weight and
+# bias at the input positions the args name (null: not given).
+case("batchnorm/f32", "batchnorm", "BATCHNORM_INVSTD",
+     [inp("float32", (2, 3, 4, 4)), inp("float32", (3,)), inp("float32", (3,), "pos"), inp("float32", (3,)),
+      inp("float32", (3,))], {"axis": 1, "weight": 3, "bias": 4})
+case("batchnorm/two-axes-broadcast-invstd-f64", "batchnorm", "BATCHNORM_INVSTD",
+     [inp("float64", (2, 3, 4)), inp("float64", (3, 4)), inp("float64", (4,), "pos")], {"axis": [1, 2], "weight": None, "bias": None})
+case("batchnorm/f16-bias-only-promotes", "batchnorm", ["BATCHNORM_INVSTD", "CAST"],
+     [inp("float16", (2, 3)), inp("float32", (3,)), inp("float32", (3,), "pos"), inp("float32", (3,))],
+     {"axis": -1, "weight": None, "bias": 3})
 case("crossEntropy/indices", "crossEntropy", "CROSS_ENTROPY",
      [inp("float32", (4, 5)), inp("int32", (4,), lo=0, hi=4)])
 case("crossEntropy/sum-smoothing", "crossEntropy", "CROSS_ENTROPY",

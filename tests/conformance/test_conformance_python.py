@@ -38,8 +38,8 @@ def _tuple(v):
 
 
 def _at(xs, i):
-  """The i-th input, or None where the case has fewer (an optional weight or bias)."""
-  return xs[i] if len(xs) > i else None
+  """The i-th input, or None where the case has fewer or names none (an optional weight or bias)."""
+  return xs[i] if i is not None and len(xs) > i else None
 
 
 def _binary(method):
@@ -200,6 +200,7 @@ BUILD = {
     "rmsNorm": lambda xs, a: xs[0].rms_norm(_tuple(a["axis"]), a["eps"], weight=_at(xs, 1)),
     "groupNorm": lambda xs, a: xs[0].group_norm(a["groups"], *xs[1:3], eps=a["eps"]),
     "batchNorm": lambda xs, a: xs[0].batch_norm(*xs[1:5], training=a["training"], eps=a["eps"]),
+    "batchnorm": lambda xs, a: xs[0].batchnorm(_at(xs, a["weight"]), _at(xs, a["bias"]), xs[1], xs[2], _tuple(a["axis"])),
     "crossEntropy": lambda xs, a: xs[0].cross_entropy(xs[1], reduction=a.get("reduction", "mean"),
                                                       label_smoothing=a.get("labelSmoothing", 0.0)),
     "sparseCategoricalCrossentropy": lambda xs, a: xs[0].sparse_categorical_crossentropy(

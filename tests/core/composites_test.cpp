@@ -108,6 +108,29 @@ TEST_F(CompositesTest, TrailingAffineScalesAndShiftsTheNormalizedAxes) {
   EXPECT_FALSE(fe::trailing_affine(Y, W, B, 4).ok());
 }
 
+TEST_F(CompositesTest, BatchnormWithInvstdAlongTheStatisticsAxes) {
+  std::vector<double> x, m, is, w, b, full;
+  UOpRef X = leaf({2, 3, 4}, x), M = leaf({3}, m), IS = leaf({3}, is, 0.5, 2), W = leaf({3}, w), B = leaf({3}, b);
+  UOpRef Full = leaf({4}, full, 0.5, 2);  // broadcasts to x along its last axis
+  auto y = run(fe::batchnorm_invstd(X, M, IS, W, B, {1}), {2, 3, 4});
+  auto plain = run(fe::batchnorm_invstd(X, M, Full, nullptr, nullptr, {1}), {2, 3, 4});
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c)
+      for (int k = 0; k < 4; ++k) {
+        const int i = (n * 3 + c) * 4 + k;
+        EXPECT_NEAR(y[i], (x[i] - m[c]) * is[c] * w[c] + b[c], 1e-12);
+        EXPECT_NEAR(plain[i], (x[i] - m[c]) * full[k], 1e-12);
+      }
+  std::vector<double> m2;
+  UOpRef M2 = leaf({3, 4}, m2);  // statistics along two axes
+  auto two = run(fe::batchnorm_invstd(X, M2, Full, nullptr, nullptr, {1, 2}), {2, 3, 4});
+  for (int i = 0; i < 24; ++i) EXPECT_NEAR(two[i], (x[i] - m2[i % 12]) * full[i % 4], 1e-12);
+  // invstd (3,) is neither the statistics' (3, 4) nor broadcastable to (2, 3, 4)
+  EXPECT_FALSE(fe::batchnorm_invstd(X, M2, IS, nullptr, nullptr, {1, 2}).ok());
+  EXPECT_FALSE(fe::batchnorm_invstd(X, M, IS, W, B, {2}).ok());     // mean (3) is not axis 2's (4)
+  EXPECT_FALSE(fe::batchnorm_invstd(X, M, IS, W, B, {1, 1}).ok());  // axes must increase
+}
+
 TEST_F(CompositesTest, Activations) {
   std::vector<double> x;
   UOpRef X = leaf({64}, x, -4, 4);

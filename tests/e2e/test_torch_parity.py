@@ -199,6 +199,13 @@ def _tprod(p, t):
   return t
 
 
+def _batchnorm_th(p, x, w, b, m, s):
+  axes = [a % x.ndim for a in ((p.get("axis", 1),) if isinstance(p.get("axis", 1), int) else p["axis"])]
+  shape = [n if i in axes else 1 for i, n in enumerate(x.shape)]
+  invstd = s.reshape(shape) if s.ndim == len(axes) else s
+  return (x - m.reshape(shape)) * w.reshape(shape) * invstd + b.reshape(shape)
+
+
 def _rms_norm(x, n):
   return x * torch.rsqrt(x.square().mean(dim=tuple(range(-n, 0)), keepdim=True) + 1e-6)
 
@@ -692,9 +699,11 @@ OPS: List[Op] = [
     Op("rms_norm_affine", lambda p, x, w: x.rms_norm(p["axis"], eps=1e-6, weight=w),
        lambda p, x, w: _rms_norm(x, p["n"]) * w, [V((3, 8), (8,), axis=-1, n=1), V((2, 3, 4), (3, 4), axis=(-2, -1), n=2)],
        tol_scale=4.0),
-    Op("batchnorm", lambda p, x, w, b, m, s: x.batchnorm(w, b, m, s),
-       lambda p, x, w, b, m, s: (x - m.reshape(1, -1, 1, 1)) * w.reshape(1, -1, 1, 1) * s.reshape(1, -1, 1, 1)
-       + b.reshape(1, -1, 1, 1), [V((2, 3, 4, 4), (3,), (3,), (3,), (3,))], tol_scale=2.0),
+    # tinygrad's batchnorm is one BATCHNORM_INVSTD: statistics along one axis or two, an invstd that
+    # broadcasts to x instead
+    Op("batchnorm", lambda p, x, w, b, m, s: x.batchnorm(w, b, m, s, p.get("axis", 1)), _batchnorm_th,
+       [V((2, 3, 4, 4), (3,), (3,), (3,), (3,)), V((2, 3, 4), (3, 4), (3, 4), (3, 4), (4,), axis=(1, 2)),
+        V((4, 5), (5,), (5,), (5,), (4, 1), axis=-1)], tol_scale=2.0),
     # The losses are core composites (core/frontend/losses.cpp): each reduction, class axes other
     # than the last, label smoothing, ignored targets and positive weights against torch.
     Op("cross_entropy_idx", lambda p, x, y: x.cross_entropy(y, label_smoothing=p.get("ls", 0.0),

@@ -378,3 +378,17 @@ test('LayerNorm and RMSNorm send their weight and bias inside one LAYERNORM / RM
   assert.equal(rms.forward(x)._node.op, OPS.RMS_NORM);
   assert.throws(() => x.layernorm({ weight: Tensor.from([1, 2]) }), /weight must have shape \[4\], got \[2\]/);
 });
+
+test('batchnorm is tinygrad\'s, one BATCHNORM_INVSTD: statistics along an axis, invstd broadcasting', async () => {
+  const { OPS } = createRequire(import.meta.url)('../src/ops.js');
+  const x = Tensor.from([[1, 2, -1], [0.5, 3, -2]]);
+  const m = [0.5, -1, 2], s = [2, 0.5, 1], w = [1, -1, 3], b = [0, 0.5, -2];
+  const y = x.batchnorm(Tensor.from(w), Tensor.from(b), Tensor.from(m), Tensor.from(s), -1);
+  assert.equal(y._node.op, OPS.BATCHNORM_INVSTD);
+  const rows = await x.array();
+  const got = await y.array();
+  rows.forEach((r, i) => r.forEach((u, j) => close6(got[i][j], (u - m[j]) * s[j] * w[j] + b[j])));
+  const byRow = await x.batchnorm(null, null, Tensor.from(m), Tensor.from([[2], [4]]), 1).array();
+  rows.forEach((r, i) => r.forEach((u, j) => close6(byRow[i][j], (u - m[j]) * [2, 4][i])));
+  assert.throws(() => x.batchnorm(null, null, Tensor.from(m), Tensor.from([1, 2, 3, 4]), [0, 1]), /cannot be broadcast/);
+});

@@ -89,6 +89,40 @@ pg_batch_norm <- function(x, running_mean = NULL, running_var = NULL, weight = N
   pg_cast(y, out)
 }
 
+#' tinygrad's batchnorm with given statistics
+#'
+#' `(x - mean) * invstd * weight + bias` with the statistics along `axis` (1-based; default the
+#' second): `mean`, `weight` and `bias` are reshaped to those axes' sizes, `invstd` too when it has
+#' as many axes, else it broadcasts to x. Computed in the float dtype all of them promote to.
+#' @param x a tensor.
+#' @param weight,bias `NULL` or tensors with the statistics' elements.
+#' @param mean,invstd tensors: the mean and 1 / standard deviation.
+#' @param axis 1-based axis or axes of the statistics.
+#' @return a tensor of x's shape.
+#' @export
+pg_batchnorm <- function(x, weight, bias, mean, invstd, axis = 2) {
+  s <- x$node$shape
+  axes <- wire_axes(axis, length(s))
+  stat <- s[axes + 1]
+  ts <- lapply(list(mean = mean, invstd = invstd, weight = weight, bias = bias),
+               function(t) if (is.null(t) || is_tensor(t)) t else pg_tensor(t))
+  dts <- vapply(Filter(Negate(is.null), ts), function(t) t$node$dtype, "")
+  out <- least_upper_float(do.call(least_upper_dtype, as.list(c(x$node$dtype, dts))))
+  ts <- lapply(ts, function(t) if (is.null(t)) NULL else pg_cast(t, out))
+  is <- ts$invstd
+  along <- length(is$node$shape) == length(axes)
+  if (!along && !identical(as.numeric(broadcast_shape(is$node$shape, s)), as.numeric(s))) {
+    pg_abort("invalid_argument", sprintf("pg_batchnorm: invstd of shape (%s) does not broadcast to (%s)",
+                                         paste(is$node$shape, collapse = ", "), paste(s, collapse = ", ")))
+  }
+  srcs <- list(pg_cast(x, out), pg_reshape(ts$mean, stat), if (along) pg_reshape(is, stat) else is)
+  if (!is.null(ts$weight) || !is.null(ts$bias)) {
+    srcs <- c(srcs, list(if (is.null(ts$weight)) pg_ones(stat, dtype = out) else pg_reshape(ts$weight, stat)))
+  }
+  if (!is.null(ts$bias)) srcs <- c(srcs, list(pg_reshape(ts$bias, stat)))
+  make(OP$BATCHNORM_INVSTD, out, s, srcs, list(axes = axes))
+}
+
 #' Scaled dot-product attention
 #'
 #' softmax(q k' / sqrt(d) + mask) v over the last two axes, the others broadcasting: q (..., L,

@@ -314,6 +314,24 @@ P.groupNorm = function groupNorm(numGroups, weight = null, bias = null, eps = 1e
     new Composite({ groups: numGroups, eps: Number(eps) })).cast(out);
 };
 
+// tinygrad's batchnorm: (x - mean) * invstd * weight + bias with the statistics along axis (a number
+// or an array): mean, weight and bias reshaped to those axes' sizes, invstd too when it has as many
+// axes, else broadcast to x. One BATCHNORM_INVSTD in the float dtype all of them promote to.
+P.batchnorm = function batchnorm(weight, bias, mean, invstd, axis = 1) {
+  const axes = [...normalizeAxes(axis, this.ndim)].sort((a, b) => a - b);
+  const stat = axes.map((a) => this._node.shape[a]);
+  const ts = [mean, invstd, weight, bias].map((t) => (t == null ? null : asTensor(t)));
+  const out = leastUpperFloat(leastUpperDType(this.dtype, ...ts.filter((t) => t).map((t) => t.dtype)));
+  const [m, is, w, b] = ts.map((t) => (t ? t.cast(out) : null));
+  if (is.ndim !== axes.length && !sameShape(broadcastShape(is._node.shape, this._node.shape), this._node.shape)) {
+    throw new RangeError(`batchnorm: invstd of shape [${is._node.shape}] does not broadcast to [${this._node.shape}]`);
+  }
+  const srcs = [this.cast(out), m.reshape(stat), is.ndim === axes.length ? is.reshape(stat) : is];
+  if (w || b) srcs.push(w ? w.reshape(stat) : Tensor.ones(stat, { dtype: out }));
+  if (b) srcs.push(b.reshape(stat));
+  return Tensor._make(OPS.BATCHNORM_INVSTD, out, this._node.shape, srcs, new Composite({ axes }));
+};
+
 P.batchNorm = function batchNorm({ runningMean = null, runningVar = null, weight = null, bias = null, training = false, eps = 1e-5 } = {}) {
   if (this.ndim < 2) throw new RangeError(`batchNorm needs (N, C, ...), got shape [${this._node.shape}]`);
   const [x, out] = this._accFloat();

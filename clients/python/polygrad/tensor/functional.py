@@ -287,14 +287,22 @@ class Functional:
 
   def batchnorm(self, weight: Optional["Tensor"], bias: Optional["Tensor"], mean: "Tensor", invstd: "Tensor",
                 axis=1) -> "Tensor":
-    """(x - mean) * invstd * weight + bias, the statistics shaped along `axis` (tinygrad)."""
-    axes = normalize_axes(axis, self.ndim)
-    shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
-    x = self - mean.reshape(shape)
-    if weight is not None:
-      x = x * weight.reshape(shape)
-    x = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
-    return x + bias.reshape(shape) if bias is not None else x
+    """(x - mean) * invstd * weight + bias, the statistics shaped along `axis` (tinygrad): mean,
+    weight and bias reshaped to those axes' sizes, invstd too when it has as many axes, else
+    broadcast to x. One BATCHNORM_INVSTD in the dtype all of them promote to (a float)."""
+    axes = tuple(sorted(normalize_axes(axis, self.ndim)))
+    stat = tuple(self.shape[i] for i in axes)
+    ts = [t if isinstance(t, Tensor) or t is None else Tensor(t) for t in (mean, invstd, weight, bias)]
+    out = least_upper_float(least_upper_dtype(self.dtype, *[t.dtype for t in ts if t is not None]))
+    mean, invstd, weight, bias = [None if t is None else t.cast(out) for t in ts]
+    if invstd.ndim != len(axes) and broadcast_shape(invstd.shape, self.shape) != self.shape:
+      raise ShapeError(f"batchnorm: invstd of shape {invstd.shape} does not broadcast to {self.shape}")
+    srcs = [self.cast(out), mean.reshape(stat), invstd.reshape(stat) if invstd.ndim == len(axes) else invstd]
+    if weight is not None or bias is not None:
+      srcs.append(Tensor.ones(*stat, dtype=out) if weight is None else weight.reshape(stat))
+    if bias is not None:
+      srcs.append(bias.reshape(stat))
+    return Tensor._make(g.BATCHNORM_INVSTD, out, self.shape, tuple(srcs), g.Composite(axes=axes))
 
   # --- normalization and attention (the daemon's RMS_NORM, GROUP_NORM, BATCHNORM_*, SDPA) -------
 

@@ -125,3 +125,18 @@ test_that("the linear map takes weight (in, out)", {
                logits %*% w + matrix(c(1, -1), 3, 2, byrow = TRUE), tolerance = 1e-6)
   expect_equal(as.array(pg_linear(pg_tensor(logits), pg_tensor(w))), logits %*% w, tolerance = 1e-6)
 })
+
+test_that("pg_batchnorm is tinygrad's batchnorm with given statistics along 1-based axes", {
+  x <- array(c(1, 2, -1, 0.5, 3, -2, 0.25, 4, 1.5, -0.5, 2, 1), c(2, 3, 2))
+  m <- c(0.5, -1, 2)
+  s <- c(2, 0.5, 1)
+  w <- c(1, -1, 3)
+  b <- c(0, 0.5, -2)
+  got <- as.array(pg_batchnorm(pg_tensor(x), pg_tensor(w), pg_tensor(b), pg_tensor(m), pg_tensor(s)))
+  for (c in 1:3) expect_equal(got[, c, ], (x[, c, ] - m[c]) * s[c] * w[c] + b[c], tolerance = 1e-6)
+  # no weight or bias, statistics along the last axis, invstd broadcasting to x
+  inv <- pg_full(1, 1, 2, value = 0.5)
+  got2 <- as.array(pg_batchnorm(pg_tensor(x), NULL, NULL, pg_tensor(c(1, -1)), inv, axis = -1))
+  expect_equal(got2, sweep(x, 3, c(1, -1)) * 0.5, tolerance = 1e-6)
+  expect_error(pg_batchnorm(pg_tensor(x), NULL, NULL, pg_tensor(m), pg_full(4, value = 1)), class = "polygrad_invalid_argument")
+})
