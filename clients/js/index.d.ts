@@ -80,6 +80,8 @@ export interface PoolOptions {
   stride?: number | number[] | null;
   dilation?: number | number[];
   padding?: number | number[];
+  /** avgPool2d only: whether padded zeros count in a window's mean (default true, as torch). */
+  countIncludePad?: boolean;
 }
 /** A slice: 'start:stop:step' (parts may be empty) or { start, stop, step }. */
 export type SliceSpec = string | { start?: number | null; stop?: number | null; step?: number | null };

@@ -27,7 +27,7 @@ struct CompositeArgs {
   double eps = 0;
   double correction = 0;
   int64_t normalized_axes = 0;
-  std::vector<int64_t> kernel, stride, padding, dilation, output_padding;
+  std::vector<int64_t> kernel, stride, padding, dilation, output_padding, counted_padding;
   int64_t groups = 0;
   int64_t n = 0;
   int64_t diagonal = 0;

@@ -7,7 +7,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/frontend/composites.h"
 #include "core/frontend/conv.h"
+#include "core/frontend/status_macros.h"
+#include "core/frontend/tensor_ops.h"
 
 namespace polygrad::frontend {
 namespace {
@@ -102,14 +105,47 @@ class WindowOp {
     }
     if (absl::Status s = call_.check_shape(padded, absl::StrCat(name_, "'s padded input")); !s.ok()) return s;
     if (absl::Status s = check_work(work, window); !s.ok()) return s;
+    if (op_ != WindowKind::AvgPool && !c_.counted_padding.empty()) return invalid("counted_padding is for AVG_POOL2D only");
     switch (op_) {
       case WindowKind::Conv: return fe::conv(x, src_[1], p_);
       case WindowKind::MaxPool: return c_.indices ? fe::max_pool_indices(x, kernel, p_) : fe::max_pool(x, kernel, p_);
-      default: return fe::avg_pool(x, kernel, p_);
+      default: return c_.counted_padding.empty() ? fe::avg_pool(x, kernel, p_) : avg_pool_counted(kernel, *pads);
     }
   }
 
  private:
+  // The mean over each window's elements that count: the input and counted_padding's share of
+  // the padding (torch's count_include_pad=False counts none, ceil_mode's extra padding never
+  // counts). The window sum over the kernel's volume, divided by the share of the window that
+  // counts: the same pool over ones of the counted region.
+  absl::StatusOr<UOpRef> avg_pool_counted(const std::vector<int64_t>& kernel, const fe::Pairs& pads) {
+    const UOpRef& x = src_[0];
+    const size_t n = kernel.size();
+    if (c_.counted_padding.size() != p_.padding.size())
+      return invalid(absl::StrCat("counted_padding needs padding's form (", p_.padding.size(), " values), got ",
+                                  c_.counted_padding.size()));
+    if (absl::Status s = values("counted_padding", c_.counted_padding, 0); !s.ok()) return s;
+    absl::StatusOr<fe::Pairs> counted = fe::spatial_padding(c_.counted_padding, n, false);
+    if (!counted.ok()) return counted.status();
+    const size_t lead = x->shape.size() - n;
+    Shape region;
+    fe::ConvParams rest = p_;
+    rest.padding.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const auto [before, after] = (*counted)[i];
+      if (before > pads[i].first || after > pads[i].second)
+        return invalid(absl::StrCat("counted_padding (", before, ", ", after, ") exceeds the padding (", pads[i].first,
+                                    ", ", pads[i].second, ") of spatial axis ", i));
+      region.push_back(x->shape[lead + i] + before + after);
+      rest.padding.insert(rest.padding.end(), {pads[i].first - before, pads[i].second - after});
+    }
+    PG_ASSIGN(mean, fe::avg_pool(x, kernel, p_));
+    PG_ASSIGN(ones, fe::constant(1, x->dtype, region));
+    PG_ASSIGN(share, fe::avg_pool(ones, kernel, rest));
+    PG_ASSIGN(spread, fe::broadcast_to(share, mean->shape));
+    return fe::alu(Ops::FDIV, {mean, spread});
+  }
+
   absl::StatusOr<UOpRef> build_transpose(const std::vector<int64_t>& kernel) {
     const UOpRef& x = src_[0];
     const size_t n = kernel.size();

@@ -215,7 +215,7 @@ const BUILD = {
   maxPool2d: (xs, a) => xs[0].maxPool2d(a.kernel ?? 2, { stride: a.stride ?? null, dilation: a.dilation ?? 1,
     padding: a.padding ?? 0 }),
   avgPool2d: (xs, a) => xs[0].avgPool2d(a.kernel ?? 2, { stride: a.stride ?? null, dilation: a.dilation ?? 1,
-    padding: a.padding ?? 0 }),
+    padding: a.padding ?? 0, countIncludePad: a.countIncludePad ?? true }),
   scaledDotProductAttention: (xs, a) => xs[0].scaledDotProductAttention(xs[1], xs[2],
     { attnMask: xs[3] ?? null, isCausal: a.causal ?? false }),
   // One optimizer step on parameter xs[0] with gradient xs[1], built lazily: the new parameter.

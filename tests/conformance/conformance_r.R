@@ -290,7 +290,8 @@ builders <- list(
                                                 spatial = pool_axes(args$kernel)),
   avgPool2d = function(ins, args) pg_avg_pool2d(ins[[1]], unlist(args$kernel %||% 2), unlist(args$stride),
                                                 unlist(args$padding %||% 0), unlist(args$dilation %||% 1),
-                                                spatial = pool_axes(args$kernel)),
+                                                spatial = pool_axes(args$kernel),
+                                                count_include_pad = args$countIncludePad %||% TRUE),
   scaledDotProductAttention = function(ins, args) pg_scaled_dot_product_attention(ins[[1]], ins[[2]], ins[[3]],
     attn_mask = input(ins, 4), is_causal = isTRUE(args$causal)),
   # One optimizer step on parameter ins[[1]] with gradient ins[[2]], built lazily: the new parameter.

@@ -443,6 +443,11 @@ case("maxPool2d/bf16-dilation", "maxPool2d", "MAX_POOL2D", [inp("bfloat16", (1, 
 case("avgPool2d/f32", "avgPool2d", "AVG_POOL2D", [inp("float32", (1, 2, 4, 4))])
 case("avgPool2d/pad-stride", "avgPool2d", "AVG_POOL2D", [inp("float32", (1, 1, 5, 5))], {"kernel": 3, "stride": 2, "padding": 1})
 case("avgPool2d/f16", "avgPool2d", ["AVG_POOL2D", "CAST"], [inp("float16", (1, 1, 4, 4))], {"kernel": 2})
+# count_include_pad=False: the daemon divides by each window's elements inside the input (counted_padding)
+case("avgPool2d/exclude-pad", "avgPool2d", "AVG_POOL2D", [inp("float32", (2, 1, 5, 5))],
+     {"kernel": 3, "stride": 2, "padding": 1, "countIncludePad": False})
+case("avgPool2d/exclude-pad-1d-f64", "avgPool2d", "AVG_POOL2D", [inp("float64", (3, 7))],
+     {"kernel": [4], "stride": 3, "padding": 2, "countIncludePad": False})
 # 1-D and 3-D forms of the same wire ops: the weight's rank or the kernel list's length gives the
 # spatial count (a number kernel is 2-D)
 case("conv2d/1d-stride-pad", "conv2d", "CONV2D", [inp("float32", (2, 3, 9)), inp("float32", (4, 3, 3))],

@@ -236,7 +236,8 @@ BUILD = {
     "maxPool2d": lambda xs, a: xs[0].max_pool2d(_tuple(a.get("kernel", 2)), _tuple(a.get("stride")),
                                                 _tuple(a.get("dilation", 1)), _tuple(a.get("padding", 0))),
     "avgPool2d": lambda xs, a: xs[0].avg_pool2d(_tuple(a.get("kernel", 2)), _tuple(a.get("stride")),
-                                                _tuple(a.get("dilation", 1)), _tuple(a.get("padding", 0))),
+                                                _tuple(a.get("dilation", 1)), _tuple(a.get("padding", 0)),
+                                                count_include_pad=a.get("countIncludePad", True)),
     "scaledDotProductAttention": lambda xs, a: xs[0].scaled_dot_product_attention(
         xs[1], xs[2], attn_mask=xs[3] if len(xs) > 3 else None, is_causal=a.get("causal", False)),
     "grad": _grad,

@@ -423,6 +423,33 @@ TEST_F(ServerTest, WindowOpsTakeOneToThreeSpatialAxes) {
   huge.mutable_composite()->add_padding(int64_t{1} << 62);
   huge.mutable_composite()->add_padding(0);
   expect_error(huge, {float_const(2, 1.0, {1, 1, 2, 2})}, grpc::StatusCode::RESOURCE_EXHAUSTED, "padding value");
+  // counted_padding: more than the padding, on a max pool, or not in padding's form.
+  v1::Node over = op(19, v1::AVG_POOL2D, {1});
+  for (int i = 0; i < 2; ++i) over.mutable_composite()->add_kernel(2), over.mutable_composite()->add_padding(1);
+  for (int i = 0; i < 2; ++i) over.mutable_composite()->add_counted_padding(2);
+  expect_error(over, {}, grpc::StatusCode::INVALID_ARGUMENT,
+               "node 19 (AVG_POOL2D): counted_padding (2, 2) exceeds the padding (1, 1) of spatial axis 0");
+  v1::Node on_max = op(20, v1::MAX_POOL2D, {1});
+  on_max.mutable_composite()->add_kernel(2);
+  on_max.mutable_composite()->add_counted_padding(0);
+  expect_error(on_max, {}, grpc::StatusCode::INVALID_ARGUMENT, "counted_padding is for AVG_POOL2D only");
+  v1::Node form = op(21, v1::AVG_POOL2D, {1});
+  for (int i = 0; i < 2; ++i) form.mutable_composite()->add_kernel(2), form.mutable_composite()->add_padding(1);
+  form.mutable_composite()->add_counted_padding(0);
+  expect_error(form, {}, grpc::StatusCode::INVALID_ARGUMENT, "counted_padding needs padding's form (2 values), got 1");
+  // (1, 1, 4, 4) with padding 1 and none counted: each 2x2 corner window holds one input element.
+  v1::Node excl = op(22, v1::AVG_POOL2D, {1});
+  for (int i = 0; i < 2; ++i) {
+    excl.mutable_composite()->add_kernel(2), excl.mutable_composite()->add_padding(1);
+    excl.mutable_composite()->add_counted_padding(0);
+  }
+  v1::RealizeResponse means;
+  ASSERT_TRUE(realize(sid, {excl}, {22}, &means).ok());
+  const std::vector<float> m = values_of<float>(means.results(0).data());
+  ASSERT_EQ(m.size(), 9u);
+  EXPECT_EQ(m[0], 1);                         // 1..16 row-major: (0, 0) alone
+  EXPECT_EQ(m[1], 2.5f);                      // (2 + 3) / 2
+  EXPECT_EQ(m[4], (6 + 7 + 10 + 11) / 4.0f);  // an inner window: all four count
   EXPECT_TRUE(close_session(sid).ok());
 }
 

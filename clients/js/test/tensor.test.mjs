@@ -392,3 +392,13 @@ test('batchnorm is tinygrad\'s, one BATCHNORM_INVSTD: statistics along an axis, 
   rows.forEach((r, i) => r.forEach((u, j) => close6(byRow[i][j], (u - m[j]) * [2, 4][i])));
   assert.throws(() => x.batchnorm(null, null, Tensor.from(m), Tensor.from([1, 2, 3, 4]), [0, 1]), /cannot be broadcast/);
 });
+
+test('avgPool2d with countIncludePad false divides by the elements inside the input', async () => {
+  const vals = [1, 2, 3, 4, 5, 6, 7, 8, 9];
+  const x = Tensor.from(vals, { shape: [1, 1, 3, 3] });
+  const got = await x.avgPool2d(2, { stride: 2, padding: 1, countIncludePad: false }).data();
+  // windows: {1}, {2, 3}, {4, 7}, {5, 6, 8, 9}
+  assert.deepEqual([...got], [1, 2.5, 5.5, 7]);
+  const counted = await x.avgPool2d(2, { stride: 2, padding: 1 }).data();
+  assert.deepEqual([...counted], [0.25, 1.25, 2.75, 7]);
+});

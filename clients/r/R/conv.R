@@ -99,7 +99,7 @@ pg_conv_transpose2d <- function(x, weight, bias = NULL, stride = 1, padding = 0,
 #'
 #' The maximum or the mean of each `kernel` window of the last `spatial` axes, windows `stride`
 #' apart (default: the kernel, so they tile). Padding never wins a maximum; padded zeros count in a
-#' mean.
+#' mean unless `count_include_pad` is `FALSE` (torch's: the mean is then over the input's elements).
 #' @param x a tensor of at least `spatial` axes.
 #' @param kernel an integer or one per spatial axis.
 #' @param stride,dilation an integer or one per spatial axis.
@@ -107,6 +107,7 @@ pg_conv_transpose2d <- function(x, weight, bias = NULL, stride = 1, padding = 0,
 #'   c(top, bottom, left, right).
 #' @param spatial how many trailing axes to pool over, 1 to 3: the length of `kernel` when it has
 #'   2 or 3 values, else 2 (as a single number means in tinygrad); 1-D pooling says `spatial = 1`.
+#' @param count_include_pad whether padded zeros count in `pg_avg_pool2d`'s means.
 #' @return a tensor.
 #' @export
 pg_max_pool2d <- function(x, kernel = 2, stride = NULL, padding = 0, dilation = 1, spatial = NULL) {
@@ -116,8 +117,10 @@ pg_max_pool2d <- function(x, kernel = 2, stride = NULL, padding = 0, dilation = 
 
 #' @rdname pg_max_pool2d
 #' @export
-pg_avg_pool2d <- function(x, kernel = 2, stride = NULL, padding = 0, dilation = 1, spatial = NULL) {
+pg_avg_pool2d <- function(x, kernel = 2, stride = NULL, padding = 0, dilation = 1, spatial = NULL,
+                          count_include_pad = TRUE) {
   p <- pool_geometry(x, kernel, stride, padding, dilation, spatial, "pg_avg_pool2d")
+  if (!isTRUE(count_include_pad)) p$arg$counted_padding <- rep(0, length(p$arg$padding))
   out <- least_upper_float(x$node$dtype)
   xa <- pg_cast(x, sum_acc_dtype(out))
   pg_cast(make(OP$AVG_POOL2D, xa$node$dtype, p$shape, list(xa), p$arg), out)

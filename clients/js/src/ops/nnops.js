@@ -168,9 +168,11 @@ P.maxPool2d = function maxPool2d(kernelSize = [2, 2], opts = {}) {
   return Tensor._make(OPS.MAX_POOL2D, this.dtype, shape, [this], arg);
 };
 
-// Mean over windows of the last kernelSize.length axes; padded zeros count.
+// Mean over windows of the last kernelSize.length axes; padded zeros count unless countIncludePad
+// is false (torch's count_include_pad: the daemon then divides by the elements inside the input).
 P.avgPool2d = function avgPool2d(kernelSize = [2, 2], opts = {}) {
-  const [shape, arg] = this._pool(OPS.AVG_POOL2D, kernelSize, opts);
+  let [shape, arg] = this._pool(OPS.AVG_POOL2D, kernelSize, opts);
+  if (opts.countIncludePad === false) arg = new Composite({ ...arg, counted_padding: arg.padding.map(() => 0) });
   const [x, out] = this._accFloat();
   return Tensor._make(OPS.AVG_POOL2D, x.dtype, shape, [x], arg).cast(out);
 };

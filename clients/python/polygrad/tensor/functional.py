@@ -171,21 +171,11 @@ class Functional:
     only. ceil_mode keeps a last partial window, whose part beyond the padding never counts."""
     shape, arg, base = self._pool(g.AVG_POOL2D, "avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
     x, out = self._acc_float()
-    mean = Tensor._make(g.AVG_POOL2D, x.dtype, shape, (x,), arg)
-    if count_include_pad and arg.padding == base:
-      return mean.cast(out)
-    # The share of each window that counts, from a pool of ones over what counts: the input, or
-    # the input with its own padding when padding counts.
-    n = len(arg.kernel)
-    spatial = self.shape[-n:]
-    if count_include_pad:
-      ones = Tensor.ones(*(s + base[2 * i] + base[2 * i + 1] for i, s in enumerate(spatial)), dtype=x.dtype)
-      extra = tuple(v for i in range(n) for v in (0, arg.padding[2 * i + 1] - base[2 * i + 1]))
-      ones_arg = dataclasses.replace(arg, padding=extra)
-    else:
-      ones, ones_arg = Tensor.ones(*spatial, dtype=x.dtype), arg
-    share = Tensor._make(g.AVG_POOL2D, x.dtype, shape[-n:], (ones,), ones_arg)
-    return (mean / share).cast(out)
+    if not count_include_pad or arg.padding != base:
+      # The daemon divides by the part of each window that counts: the user's padding when it
+      # counts, never ceil_mode's extra padding.
+      arg = dataclasses.replace(arg, counted_padding=base if count_include_pad else (0,) * len(base))
+    return Tensor._make(g.AVG_POOL2D, x.dtype, shape, (x,), arg).cast(out)
 
   # --- nn helpers -------------------------------------------------------------------------------
 

@@ -140,3 +140,11 @@ test_that("pg_batchnorm is tinygrad's batchnorm with given statistics along 1-ba
   expect_equal(got2, sweep(x, 3, c(1, -1)) * 0.5, tolerance = 1e-6)
   expect_error(pg_batchnorm(pg_tensor(x), NULL, NULL, pg_tensor(m), pg_full(4, value = 1)), class = "polygrad_invalid_argument")
 })
+
+test_that("pg_avg_pool2d with count_include_pad = FALSE divides by the elements inside the input", {
+  x <- pg_tensor(array(c(1, 4, 7, 2, 5, 8, 3, 6, 9), c(1, 1, 3, 3)))  # rows 1 2 3 / 4 5 6 / 7 8 9
+  got <- as.array(pg_avg_pool2d(x, 2, stride = 2, padding = 1, count_include_pad = FALSE))
+  expect_equal(got[1, 1, , ], matrix(c(1, 5.5, 2.5, 7), 2))
+  counted <- as.array(pg_avg_pool2d(x, 2, stride = 2, padding = 1))
+  expect_equal(counted[1, 1, , ], matrix(c(0.25, 2.75, 1.25, 7), 2))
+})
