@@ -61,6 +61,24 @@ def wait_until(condition, what: str, timeout: float = WAIT_LIMIT, alive=None):
     time.sleep(0.02)  # the polling interval: the 120 s bound above (WAIT_LIMIT) is the only limit
 
 
+def wait_until_drained(count, what: str, alive=None) -> None:
+  """Polls `count()` (work still queued, e.g. background builds) until it is 0. A long queue on a
+  slow or loaded machine takes as long as it takes: the wait fails only when the count has not
+  fallen for WAIT_LIMIT seconds (no item finished: a real fault), or when `alive` has exited."""
+  last, since = None, time.monotonic()
+  while True:
+    n = count()
+    if n == 0:
+      return
+    if last is None or n < last:
+      last, since = n, time.monotonic()
+    if alive is not None and alive.poll() is not None:
+      raise AssertionError(f"{what}: the process exited with {alive.returncode} first")
+    if time.monotonic() - since > WAIT_LIMIT:
+      raise AssertionError(f"{what}: stuck at {n} for {WAIT_LIMIT:.0f} s")
+    time.sleep(0.02)
+
+
 class HeldCompiler:
   """tests/tools/held-compiler in a gate directory of its own: pass `path` as polygradd's
   --compiler, then `hold()` to make every later compile wait, `wait_held()` to know that one is

@@ -21,7 +21,7 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import HeldCompiler, WAIT_LIMIT, daemon_binary, wait_until
+from conftest import HeldCompiler, WAIT_LIMIT, daemon_binary, wait_until, wait_until_drained
 
 from polygrad.v1 import admin_pb2, polygrad_pb2 as pb, polygrad_pb2_grpc as pb_grpc
 from polygrad import admin as admin_client
@@ -72,7 +72,7 @@ class CacheDaemon:
     """Waits until no optimized build runs behind a quick one (--quick-compile): from then on every
     kernel this daemon built is on disk. Admin CacheStats reports the count."""
     with admin_client.Admin(self.address) as adm:
-      wait_until(lambda: adm.cache_stats().background_builds == 0, "the background builds", alive=self.proc)
+      wait_until_drained(lambda: adm.cache_stats().background_builds, "the background builds", alive=self.proc)
 
   def health(self) -> int:
     """grpc.health.v1 Check for the whole server: 1 SERVING, 2 NOT_SERVING."""
