@@ -43,6 +43,7 @@ test('every wire op has a Tensor method that builds it', async () => {
     f.argmin(0), f.min(1), f.minimum(f), f.tril(), f.triu(), f.gather(0, i), f.prod(0), f.pow(f), Tensor.randn(2), Tensor.randint(2),
     f.dropout(0.5), x.convTranspose2d(Tensor.rand(3, 2, 3, 3)), f.rmsNorm(), x.groupNorm(1),
     x.batchNorm({ training: true }), x.batchNorm({ runningMean: Tensor.zeros(3), runningVar: Tensor.ones(3) }),
+    x.batchnorm(null, null, Tensor.zeros(2), Tensor.ones(2), 0),
     f.reshape(1, 4, 4).scaledDotProductAttention(f.reshape(1, 4, 4), f.reshape(1, 4, 4)),
     f.reshape(1, 4, 4).scaledDotProductAttention(f.reshape(1, 4, 4), f.reshape(1, 4, 4), { attnMask: f.gt(0) }),
     f.to('CUDA'), f.erf(), f.atan(), f.asin(), f.acos(), f.sinh(), f.cosh(), f.asinh(), f.acosh(), f.atanh(),
