@@ -107,7 +107,7 @@ class WindowOp {
     if (absl::Status s = check_work(work, window); !s.ok()) return s;
     if (op_ != WindowKind::AvgPool && !c_.counted_padding.empty()) return invalid("counted_padding is for AVG_POOL2D only");
     switch (op_) {
-      case WindowKind::Conv: return fe::conv(x, src_[1], p_);
+      case WindowKind::Conv: return with_bias(fe::conv(x, src_[1], p_));
       case WindowKind::MaxPool: return c_.indices ? fe::max_pool_indices(x, kernel, p_) : fe::max_pool(x, kernel, p_);
       default: return c_.counted_padding.empty() ? fe::avg_pool(x, kernel, p_) : avg_pool_counted(kernel, *pads);
     }
@@ -173,7 +173,13 @@ class WindowOp {
     }
     if (absl::Status s = call_.check_shape(stuffed, absl::StrCat(name_, "'s zero-stuffed input")); !s.ok()) return s;
     if (absl::Status s = check_work(work, window); !s.ok()) return s;
-    return fe::conv_transpose(x, src_[1], p_, output_padding);
+    return with_bias(fe::conv_transpose(x, src_[1], p_, output_padding));
+  }
+
+  // A convolution's optional third source: the bias (output channels,) added per channel.
+  absl::StatusOr<UOpRef> with_bias(absl::StatusOr<UOpRef> y) const {
+    if (!y.ok() || src_.size() < 3) return y;
+    return fe::channel_affine(*y, nullptr, src_[2]);
   }
 
   // output elements × window elements: computed, never allocated, so held to the work bound.

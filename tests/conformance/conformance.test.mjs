@@ -210,7 +210,7 @@ const BUILD = {
   maxUnpool2d: (xs) => xs[0].maxUnpool2d(xs[1]),
   conv2d: (xs, a) => xs[0].conv2d(xs[1], xs[2] ?? null, { groups: a.groups ?? 1, stride: a.stride ?? 1,
     dilation: a.dilation ?? 1, padding: a.padding ?? 0 }),
-  convTranspose2d: (xs, a) => xs[0].convTranspose2d(xs[1], null, { groups: a.groups ?? 1, stride: a.stride ?? 1,
+  convTranspose2d: (xs, a) => xs[0].convTranspose2d(xs[1], xs[2] ?? null, { groups: a.groups ?? 1, stride: a.stride ?? 1,
     dilation: a.dilation ?? 1, padding: a.padding ?? 0, outputPadding: a.outputPadding ?? 0 }),
   maxPool2d: (xs, a) => xs[0].maxPool2d(a.kernel ?? 2, { stride: a.stride ?? null, dilation: a.dilation ?? 1,
     padding: a.padding ?? 0 }),

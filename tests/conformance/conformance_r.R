@@ -282,7 +282,7 @@ builders <- list(
   conv2d = function(ins, args) pg_conv2d(ins[[1]], ins[[2]], input(ins, 3),
                                          stride = unlist(args$stride %||% 1), padding = unlist(args$padding %||% 0),
                                          dilation = unlist(args$dilation %||% 1), groups = args$groups %||% 1),
-  convTranspose2d = function(ins, args) pg_conv_transpose2d(ins[[1]], ins[[2]], NULL,
+  convTranspose2d = function(ins, args) pg_conv_transpose2d(ins[[1]], ins[[2]], input(ins, 3),
     stride = unlist(args$stride %||% 1), padding = unlist(args$padding %||% 0), dilation = unlist(args$dilation %||% 1),
     groups = args$groups %||% 1, output_padding = unlist(args$outputPadding %||% 0)),
   maxPool2d = function(ins, args) pg_max_pool2d(ins[[1]], unlist(args$kernel %||% 2), unlist(args$stride),

@@ -426,16 +426,21 @@ case("normal/f32", "normal", ["RANDN", "MUL", "ADD"], args={"seed": 4, "shape": 
 case("maxUnpool2d/f32", "maxUnpool2d", ["SCATTER_REDUCE", "RESHAPE"],
      [inp("float32", (1, 2, 2, 2)), inp("int32", (1, 2, 2, 2), lo=0, hi=15)])
 case("conv2d/f32", "conv2d", "CONV2D", [inp("float32", (2, 3, 6, 6)), inp("float32", (4, 3, 3, 3))])
-case("conv2d/stride-pad-bias", "conv2d", ["CONV2D", "ADD"],
+case("conv2d/stride-pad-bias", "conv2d", "CONV2D",
      [inp("float32", (1, 2, 7, 7)), inp("float32", (3, 2, 3, 3)), inp("float32", (3,))], {"stride": 2, "padding": 1})
 case("conv2d/groups-dilation", "conv2d", "CONV2D", [inp("float32", (1, 4, 8, 8)), inp("float32", (4, 2, 3, 3))],
      {"groups": 2, "dilation": 2})
 case("conv2d/f16", "conv2d", ["CONV2D", "CAST"], [inp("float16", (1, 2, 5, 5)), inp("float16", (2, 2, 2, 2))],
      {"padding": [1, 0]})
 case("conv2d/bf16", "conv2d", ["CONV2D", "CAST"], [inp("bfloat16", (1, 1, 4, 4)), inp("bfloat16", (2, 1, 3, 3))])
+# the bias is the op's third source, in the accumulator of the three dtypes (float32 here)
+case("conv2d/f16-bias-f32", "conv2d", ["CONV2D", "CAST"],
+     [inp("float16", (2, 2, 4, 4)), inp("float16", (3, 2, 2, 2)), inp("float32", (3,))], {"padding": 1})
 case("convTranspose2d/f32", "convTranspose2d", "CONV_TRANSPOSE2D", [inp("float32", (1, 2, 3, 3)), inp("float32", (2, 3, 3, 3))])
 case("convTranspose2d/stride-outpad", "convTranspose2d", "CONV_TRANSPOSE2D",
      [inp("float32", (1, 2, 3, 3)), inp("float32", (2, 2, 2, 2))], {"stride": 2, "padding": 1, "outputPadding": 1})
+case("convTranspose2d/groups-bias", "convTranspose2d", "CONV_TRANSPOSE2D",
+     [inp("float32", (2, 4, 3, 3)), inp("float32", (4, 3, 2, 2)), inp("float32", (6,))], {"groups": 2, "stride": 2})
 case("maxPool2d/f32", "maxPool2d", "MAX_POOL2D", [inp("float32", (1, 2, 4, 4))])
 case("maxPool2d/k3-s1-pad", "maxPool2d", "MAX_POOL2D", [inp("float32", (2, 1, 5, 5))], {"kernel": 3, "stride": 1, "padding": 1})
 case("maxPool2d/i32", "maxPool2d", "MAX_POOL2D", [inp("int32", (1, 1, 4, 6))], {"kernel": [2, 3]})
@@ -452,7 +457,7 @@ case("avgPool2d/exclude-pad-1d-f64", "avgPool2d", "AVG_POOL2D", [inp("float64", 
 # spatial count (a number kernel is 2-D)
 case("conv2d/1d-stride-pad", "conv2d", "CONV2D", [inp("float32", (2, 3, 9)), inp("float32", (4, 3, 3))],
      {"stride": 2, "padding": [1]})
-case("conv2d/1d-groups-dilation-bias", "conv2d", ["CONV2D", "ADD"],
+case("conv2d/1d-groups-dilation-bias", "conv2d", "CONV2D",
      [inp("float32", (1, 4, 10)), inp("float32", (2, 2, 2)), inp("float32", (2,))], {"groups": 2, "dilation": 3})
 case("conv2d/3d", "conv2d", "CONV2D", [inp("float32", (1, 2, 4, 5, 4)), inp("float32", (3, 2, 2, 3, 2))],
      {"padding": [1, 0, 1], "stride": [1, 2, 1]})

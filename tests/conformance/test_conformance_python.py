@@ -231,7 +231,7 @@ BUILD = {
                                          stride=_tuple(a.get("stride", 1)), dilation=_tuple(a.get("dilation", 1)),
                                          padding=_tuple(a.get("padding", 0))),
     "convTranspose2d": lambda xs, a: xs[0].conv_transpose2d(
-        xs[1], groups=a.get("groups", 1), stride=_tuple(a.get("stride", 1)), dilation=_tuple(a.get("dilation", 1)),
+        xs[1], xs[2] if len(xs) > 2 else None, groups=a.get("groups", 1), stride=_tuple(a.get("stride", 1)), dilation=_tuple(a.get("dilation", 1)),
         padding=_tuple(a.get("padding", 0)), output_padding=_tuple(a.get("outputPadding", 0))),
     "maxPool2d": lambda xs, a: xs[0].max_pool2d(_tuple(a.get("kernel", 2)), _tuple(a.get("stride")),
                                                 _tuple(a.get("dilation", 1)), _tuple(a.get("padding", 0))),

@@ -450,6 +450,20 @@ TEST_F(ServerTest, WindowOpsTakeOneToThreeSpatialAxes) {
   EXPECT_EQ(m[0], 1);                         // 1..16 row-major: (0, 0) alone
   EXPECT_EQ(m[1], 2.5f);                      // (2 + 3) / 2
   EXPECT_EQ(m[4], (6 + 7 + 10 + 11) / 4.0f);  // an inner window: all four count
+  // A convolution's optional third source is its bias, added per output channel: a 2x2 stride-2
+  // sum of 1..16 plus 0.5. A bias not of (O,) and x's dtype is refused with what it should be.
+  v1::Node biased = op(23, v1::CONV2D, {1, 24, 25});
+  for (int i = 0; i < 2; ++i) biased.mutable_composite()->add_stride(2);
+  v1::RealizeResponse sums;
+  ASSERT_TRUE(realize(sid, {float_const(24, 1.0, {1, 1, 2, 2}), float_const(25, 0.5, {1}), biased}, {23}, &sums).ok());
+  EXPECT_EQ(values_of<float>(sums.results(0).data()), (std::vector<float>{14.5, 22.5, 46.5, 54.5}));
+  v1::Node wrong_bias = op(26, v1::CONV_TRANSPOSE2D, {1, 24, 27});
+  wrong_bias.mutable_composite()->set_groups(1);
+  expect_error(wrong_bias, {float_const(27, 0.5, {2})}, grpc::StatusCode::INVALID_ARGUMENT,
+               "node 26 (CONV_TRANSPOSE2D): bias must be float32 of shape (1), got float32 (2)");
+  v1::Node pool_bias = op(28, v1::MAX_POOL2D, {1, 25});
+  pool_bias.mutable_composite()->add_kernel(2);
+  expect_error(pool_bias, {}, grpc::StatusCode::INVALID_ARGUMENT, "node 28 (MAX_POOL2D): takes 1 source");
   EXPECT_TRUE(close_session(sid).ok());
 }
 

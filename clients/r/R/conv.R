@@ -36,7 +36,7 @@ spatial_count <- function(xs, ws, what, layout) {
 #' Cross-correlation of x (N, C, *spatial) with weight (O, C/groups, *kernel), as PyTorch's
 #' conv1d/2d/3d; the spatial axes are those of the weight beyond its first two.
 #' @param x,weight tensors.
-#' @param bias `NULL` or a tensor of length O.
+#' @param bias `NULL` or a tensor of length O, added per output channel.
 #' @param stride,dilation an integer or one per spatial axis.
 #' @param padding an integer, one per spatial axis, or (before, after) per axis, e.g.
 #'   c(top, bottom, left, right).
@@ -53,11 +53,26 @@ pg_conv2d <- function(x, weight, bias = NULL, stride = 1, padding = 0, dilation 
   padded <- xs[2 + seq_len(n)] + pad[2 * seq_len(n) - 1] + pad[2 * seq_len(n)]
   sp <- floor((padded - dil * (ws[2 + seq_len(n)] - 1) - 1) / st) + 1
   if (any(sp < 1)) pg_abort("invalid_argument", "pg_conv2d: the kernel does not fit the padded input")
-  out <- least_upper_float(least_upper_dtype(x$node$dtype, weight$node$dtype))
-  acc <- sum_acc_dtype(out)
+  srcs <- conv_sources(x, weight, bias, ws[1], "pg_conv2d")
   arg <- list(stride = st, padding = pad, dilation = dil, groups = groups)
-  y <- pg_cast(make(OP$CONV2D, acc, c(xs[1], ws[1], sp), list(pg_cast(x, acc), pg_cast(weight, acc)), arg), out)
-  if (is.null(bias)) y else y + reshape_to(bias, c(1, ws[1], rep(1, n)))
+  pg_cast(make(OP$CONV2D, srcs$acc, c(xs[1], ws[1], sp), srcs$src, arg), srcs$out)
+}
+
+# x, weight and the bias (NULL or `channels` long) in the float accumulator of their common
+# dtype (`src`), that accumulator (`acc`) and the result's dtype (`out`); the op adds the bias
+# per output channel.
+conv_sources <- function(x, weight, bias, channels, name) {
+  if (!is.null(bias)) {
+    if (!is_tensor(bias)) bias <- pg_tensor(bias)
+    if (!identical(as.numeric(bias$node$shape), as.numeric(channels))) {
+      pg_abort("invalid_argument", sprintf("%s: bias must have shape (%s), got shape (%s)", name, channels,
+                                           paste(bias$node$shape, collapse = ", ")))
+    }
+  }
+  ts <- Filter(Negate(is.null), list(x, weight, bias))
+  out <- least_upper_float(do.call(least_upper_dtype, lapply(ts, function(t) t$node$dtype)))
+  acc <- sum_acc_dtype(out)
+  list(src = lapply(ts, pg_cast, acc), acc = acc, out = out)
 }
 
 #' Transposed convolution over 1, 2 or 3 spatial axes
@@ -66,7 +81,7 @@ pg_conv2d <- function(x, weight, bias = NULL, stride = 1, padding = 0, dilation 
 #' x (N, Cin, *spatial), weight (Cin, Cout/groups, *kernel); each output axis is
 #' (in - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1 long.
 #' @param x,weight tensors.
-#' @param bias `NULL` or a tensor of length Cout.
+#' @param bias `NULL` or a tensor of length Cout, added per output channel.
 #' @param stride,padding,dilation,output_padding an integer or one per spatial axis.
 #' @param groups channel groups.
 #' @return a tensor.
@@ -88,11 +103,9 @@ pg_conv_transpose2d <- function(x, weight, bias = NULL, stride = 1, padding = 0,
   sp <- (xs[2 + seq_len(n)] - 1) * st - 2 * pad + dil * (ws[2 + seq_len(n)] - 1) + opad + 1
   if (any(sp <= 0)) pg_abort("invalid_argument", "pg_conv_transpose2d: the padding leaves no output")
   cout <- ws[2] * groups
-  out <- least_upper_float(least_upper_dtype(x$node$dtype, weight$node$dtype))
-  acc <- sum_acc_dtype(out)
+  srcs <- conv_sources(x, weight, bias, cout, "pg_conv_transpose2d")
   arg <- list(stride = st, padding = pad, dilation = dil, groups = groups, output_padding = opad)
-  y <- pg_cast(make(OP$CONV_TRANSPOSE2D, acc, c(xs[1], cout, sp), list(pg_cast(x, acc), pg_cast(weight, acc)), arg), out)
-  if (is.null(bias)) y else y + pg_reshape(bias, c(1, -1, rep(1, n)))
+  pg_cast(make(OP$CONV_TRANSPOSE2D, srcs$acc, c(xs[1], cout, sp), srcs$src, arg), srcs$out)
 }
 
 #' Max and average pooling over 1, 2 or 3 spatial axes

@@ -110,15 +110,26 @@ P.conv2d = function conv2d(weight, bias = null, { groups = 1, stride = 1, dilati
   }
   if (sw.slice(2).some((k) => k < 1)) throw new RangeError(`conv2d: empty kernel [${sw}]`);
   const shape = [sx[0], sw[0], ...windowOut(sx.slice(2), sw.slice(2), st, dil, pads, 'conv2d')];
-  if (bias) {
-    bias = asTensor(bias);
-    if (!sameShape(bias._node.shape, [sw[0]])) throw new RangeError(`conv2d: bias must have shape [${sw[0]}], got [${bias._node.shape}]`);
-  }
-  const out = leastUpperFloat(leastUpperDType(this.dtype, weight.dtype));
-  const acc = sumAccDType(out);
+  const [out, srcs] = this._convSources(weight, convBias(bias, sw[0], 'conv2d'));
   const arg = new Composite({ stride: st, padding: pads, dilation: dil, groups });
-  const y = Tensor._make(OPS.CONV2D, acc, shape, [this.cast(acc), weight.cast(acc)], arg).cast(out);
-  return bias ? y.add(bias.reshape([1, -1, ...Array(n).fill(1)])) : y;
+  return Tensor._make(OPS.CONV2D, srcs[0].dtype, shape, srcs, arg).cast(out);
+};
+
+// The bias as a tensor of shape [channels], or null.
+function convBias(bias, channels, name) {
+  if (bias === null || bias === undefined) return null;
+  bias = asTensor(bias);
+  if (!sameShape(bias._node.shape, [channels])) throw new RangeError(`${name}: bias must have shape [${channels}], got [${bias._node.shape}]`);
+  return bias;
+}
+
+// [the result dtype, the sources in its float accumulator]: x, weight and the bias if any; the
+// bias is added per output channel in the op.
+P._convSources = function _convSources(weight, bias) {
+  const ts = [this, weight, bias].filter((t) => t !== null);
+  const out = leastUpperFloat(leastUpperDType(...ts.map((t) => t.dtype)));
+  const acc = sumAccDType(out);
+  return [out, ts.map((t) => t.cast(acc))];
 };
 
 // The transposed convolution over 1, 2 or 3 spatial axes (torch's conv_transpose1d/2d/3d),
@@ -140,12 +151,9 @@ P.convTranspose2d = function convTranspose2d(weight, bias = null, { groups = 1, 
   const sp = sx.slice(2).map((v, i) => (v - 1) * st[i] - 2 * pad[i] + dil[i] * (ws[2 + i] - 1) + opad[i] + 1);
   if (sp.some((v) => v <= 0)) throw new RangeError(`convTranspose2d: padding [${pad}] leaves no output for input [${sx}]`);
   const cout = ws[1] * groups;
-  if (bias) bias = asTensor(bias);
-  const out = leastUpperFloat(leastUpperDType(this.dtype, weight.dtype));
-  const acc = sumAccDType(out);
+  const [out, srcs] = this._convSources(weight, convBias(bias, cout, 'convTranspose2d'));
   const arg = new Composite({ stride: st, padding: pad, dilation: dil, groups, output_padding: opad });
-  const y = Tensor._make(OPS.CONV_TRANSPOSE2D, acc, [sx[0], cout, ...sp], [this.cast(acc), weight.cast(acc)], arg).cast(out);
-  return bias ? y.add(bias.reshape([1, -1, ...Array(n).fill(1)])) : y;
+  return Tensor._make(OPS.CONV_TRANSPOSE2D, srcs[0].dtype, [sx[0], cout, ...sp], srcs, arg).cast(out);
 };
 
 // Pooling over the last kernelSize.length axes, 1 to 3 (a number: 2-D, as tinygrad).

@@ -16,6 +16,17 @@ from .core import Tensor, tensor_methods, ValuesIndices
 from .generated import broadcast_sources
 
 
+def _conv_bias(bias, channels: int, name: str) -> Optional["Tensor"]:
+  """The bias as a tensor of shape (channels,), or None."""
+  if bias is None:
+    return None
+  if not isinstance(bias, Tensor):
+    bias = Tensor(bias)
+  if bias.shape != (channels,):
+    raise ShapeError(f"{name}: bias must have shape ({channels},), got {bias.shape}")
+  return bias
+
+
 @tensor_methods
 class Functional:
   """Tensor.conv2d, Tensor.cross_entropy, Tensor.layernorm, ... (attached to Tensor)."""
@@ -29,8 +40,8 @@ class Functional:
     spatial axes, their count being weight.ndim - 2 (tinygrad's conv2d; torch's conv1d/2d/3d).
     stride/dilation: an int or one value per axis; padding: an int, one value per axis, or
     tinygrad's (before, after) pairs from the last axis back, e.g. (left, right, top, bottom).
-    bias (O,) is added with the broadcasting add. float16/bfloat16 accumulate in float32 and are
-    cast back."""
+    bias (O,) is added per output channel, in the op. float16/bfloat16 accumulate in float32 and
+    are cast back."""
     if not isinstance(weight, Tensor):
       weight = Tensor(weight)
     n = spatial_count(self.shape, weight.shape, "conv2d", "(O, C/groups, *kernel)")
@@ -39,24 +50,25 @@ class Functional:
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
       raise ShapeError(f"conv2d: groups must be an int >= 1, got {groups!r}")
     shape = conv_shape(self.shape, weight.shape, groups, st, dil, pads)
-    if bias is not None:
-      if not isinstance(bias, Tensor):
-        bias = Tensor(bias)
-      if bias.shape != (weight.shape[0],):
-        raise ShapeError(f"conv2d: bias must have shape ({weight.shape[0]},), got {bias.shape}")
-    out = least_upper_float(least_upper_dtype(self.dtype, weight.dtype))
-    acc = sum_acc_dtype(out)
+    bias = _conv_bias(bias, weight.shape[0], "conv2d")
+    out, srcs = self._conv_sources(weight, bias)
     arg = g.Composite(stride=st, padding=pads, dilation=dil, groups=groups)
-    y = Tensor._make(g.CONV2D, acc, shape, (self.cast(acc), weight.cast(acc)), arg).cast(out)
-    return y if bias is None else y + bias.reshape(1, -1, *(1,) * n)
+    return Tensor._make(g.CONV2D, srcs[0].dtype, shape, srcs, arg).cast(out)
+
+  def _conv_sources(self, weight: "Tensor", bias: Optional["Tensor"]):
+    """(the result dtype, the sources in its float accumulator): x, weight and the bias if any."""
+    ts = [t for t in (self, weight, bias) if t is not None]
+    out = least_upper_float(least_upper_dtype(*[t.dtype for t in ts]))
+    acc = sum_acc_dtype(out)
+    return out, tuple(t.cast(acc) for t in ts)
 
   def conv_transpose2d(self, weight: "Tensor", bias: Optional["Tensor"] = None, groups: int = 1, stride=1,
                        dilation=1, padding=0, output_padding=0) -> "Tensor":
     """The transposed convolution of x (N, Cin, *spatial) with weight (Cin, Cout/groups, *kernel)
     over 1, 2 or 3 spatial axes (torch's conv_transpose1d/2d/3d): out = (in-1)*stride -
     2*padding + dilation*(k-1) + output_padding + 1 per axis. stride, dilation, padding,
-    output_padding: an int or one value per axis. bias (Cout,) is added with the broadcasting
-    add."""
+    output_padding: an int or one value per axis. bias (Cout,) is added per output channel, in
+    the op."""
     if not isinstance(weight, Tensor):
       weight = Tensor(weight)
     n = spatial_count(self.shape, weight.shape, "conv_transpose2d", "(Cin, Cout/groups, *kernel)")
@@ -75,17 +87,10 @@ class Functional:
     if any(v <= 0 for v in out_sp):
       raise ShapeError(f"conv_transpose2d: padding {pad} leaves no output for input {self.shape}")
     cout = weight.shape[1] * groups
-    if bias is not None:
-      if not isinstance(bias, Tensor):
-        bias = Tensor(bias)
-      if bias.shape != (cout,):
-        raise ShapeError(f"conv_transpose2d: bias must have shape ({cout},), got {bias.shape}")
-    out = least_upper_float(least_upper_dtype(self.dtype, weight.dtype))
-    acc = sum_acc_dtype(out)
+    bias = _conv_bias(bias, cout, "conv_transpose2d")
+    out, srcs = self._conv_sources(weight, bias)
     arg = g.Composite(stride=st, padding=pad, dilation=dil, groups=groups, output_padding=opad)
-    y = Tensor._make(g.CONV_TRANSPOSE2D, acc, (self.shape[0], cout) + out_sp, (self.cast(acc), weight.cast(acc)),
-                     arg).cast(out)
-    return y if bias is None else y + bias.reshape(1, -1, *(1,) * n)
+    return Tensor._make(g.CONV_TRANSPOSE2D, srcs[0].dtype, (self.shape[0], cout) + out_sp, srcs, arg).cast(out)
 
   def _pool_geometry(self, name: str, kernel_size, stride, dilation, padding, ceil_mode: bool):
     """(kernel, stride, dilation, the user's padding pairs, the pairs sent) of a pooling over the
