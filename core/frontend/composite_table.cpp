@@ -122,7 +122,9 @@ Built arange_op(const Call& c) {
   if (!dt.ok()) return dt.status();
   if (c.shape.size() != 1) return absl::InvalidArgumentError("ARANGE takes shape = [n]");
   if (absl::Status s = c.check_shape(c.shape, "shape"); !s.ok()) return s;
-  return arange(c.shape[0], *dt);
+  if (c.src.empty()) return arange(c.shape[0], *dt);
+  if (c.src.size() != 2) return absl::InvalidArgumentError("ARANGE takes no sources, or two: start and step");
+  return arange_from(c.shape[0], *dt, c.src[0], c.src[1]);
 }
 
 Built one_hot_op(const Call& c) {

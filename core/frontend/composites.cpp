@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -90,6 +91,19 @@ absl::StatusOr<UOpRef> broadcast_to(const UOpRef& x, const Shape& shape) {
   padded.insert(padded.end(), x->shape.begin(), x->shape.end());
   PG_ASSIGN(r, reshape(x, padded));
   return expand(r, shape);
+}
+
+absl::StatusOr<UOpRef> arange_from(int64_t n, DType dtype, const UOpRef& start, const UOpRef& step) {
+  PG_ASSIGN(counts, arange(n, dtype));
+  for (const auto& [t, name] : {std::pair{start, "start"}, std::pair{step, "step"}}) {
+    if (t->dtype != dtype)
+      return absl::InvalidArgumentError(absl::StrCat("arange's ", name, " must be ", dtype_name(dtype), " (the node's dtype), got ",
+                                                     dtype_name(t->dtype)));
+  }
+  PG_ASSIGN(steps, broadcast_to(step, counts->shape));
+  PG_ASSIGN(scaled, alu(Ops::MUL, {counts, steps}));
+  PG_ASSIGN(starts, broadcast_to(start, counts->shape));
+  return alu(Ops::ADD, {scaled, starts});
 }
 
 absl::StatusOr<UOpRef> matmul(const UOpRef& a_in, const UOpRef& b_in) {

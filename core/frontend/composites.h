@@ -16,6 +16,10 @@ absl::StatusOr<Shape> broadcast_shape(const Shape& a, const Shape& b);
 // Left-pads with size-1 axes, then expands.
 absl::StatusOr<UOpRef> broadcast_to(const UOpRef& x, const Shape& shape);
 
+// start + i * step for i in [0, n): an arithmetic progression in `dtype` (computed in it, as
+// tinygrad's arange), start and step of that dtype and 0-d (or any shape broadcasting to (n)).
+absl::StatusOr<UOpRef> arange_from(int64_t n, DType dtype, const UOpRef& start, const UOpRef& step);
+
 // numpy matmul: 1-D operands are promoted and the added axis removed; batch axes broadcast.
 absl::StatusOr<UOpRef> matmul(const UOpRef& a, const UOpRef& b);
 

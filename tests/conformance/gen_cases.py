@@ -107,6 +107,9 @@ case("arange/int-step", "arange", "ARANGE", args={"start": 2, "stop": 20, "step"
 case("arange/float-step", "arange", "ARANGE", args={"start": 0, "stop": 2.5, "step": 0.5})
 case("arange/neg-step-f64", "arange", "ARANGE", args={"start": 5, "stop": -3, "step": -2, "dtype": "float64"})
 case("arange/u8", "arange", "ARANGE", args={"start": 0, "stop": 10, "dtype": "uint8"})
+# start and step are ARANGE's sources; a float step into ints counts in float32, then casts
+case("arange/start-only-i64", "arange", "ARANGE", args={"start": 3, "stop": 9, "dtype": "int64"})
+case("arange/float-step-into-i32", "arange", ["ARANGE", "CAST"], args={"start": 1, "stop": 4, "step": 0.5, "dtype": "int32"})
 case("linspace/f32", "linspace", "BUFFER", args={"start": 0, "stop": 1, "steps": 5})
 case("linspace/f32-inexact", "linspace", "BUFFER", args={"start": 0, "stop": 1, "steps": 7})
 case("linspace/f64", "linspace", "BUFFER", args={"start": -2, "stop": 2, "steps": 9, "dtype": "float64"})

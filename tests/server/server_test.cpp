@@ -355,6 +355,24 @@ TEST_F(ServerTest, ConvPoolingAndIndexOps) {
   bad_groups.mutable_composite()->set_groups(3);
   s = realize(sid, {bad_groups}, {9}, &bad);
   EXPECT_NE(s.error_message().find("groups=3"), std::string::npos) << s.error_message();
+
+  // ARANGE's optional sources, start and step, make start + i * step in the node's dtype: from
+  // 1.5 by -0.5. One source, or a start of another dtype, is refused with what ARANGE takes.
+  auto arange = [&](uint64_t id, std::vector<uint64_t> src) {
+    v1::Node n = op(id, v1::ARANGE, std::move(src), v1::FLOAT32);
+    n.mutable_shape()->add_dims(4);
+    return n;
+  };
+  s = realize(sid, {float_const(10, 1.5, {}), float_const(11, -0.5, {}), arange(12, {10, 11})}, {12}, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(values_of<float>(resp.results(0).data()), (std::vector<float>{1.5, 1, 0.5, 0}));
+  s = realize(sid, {arange(13, {10})}, {13}, &bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node 13 (ARANGE): ARANGE takes no sources, or two: start and step"), std::string::npos)
+      << s.error_message();
+  s = realize(sid, {float_const(14, 1.0, {}, v1::FLOAT64), arange(15, {14, 11})}, {15}, &bad);
+  EXPECT_NE(s.error_message().find("arange's start must be float32 (the node's dtype), got float64"), std::string::npos)
+      << s.error_message();
   EXPECT_TRUE(close_session(sid).ok());
 }
 

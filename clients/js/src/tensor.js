@@ -153,7 +153,7 @@ class Tensor {
   zerosLike(o = {}) { return this.fullLike(0, o); }
   onesLike(o = {}) { return this.fullLike(1, o); }
 
-  // start, start + step, ... below stop: the daemon's ARANGE times step plus start.
+  // start, start + step, ... below stop: the daemon's ARANGE from start by step.
   static arange(...args) {
     const [nums, o] = splitOptions(args);
     let [start, stop, step = 1] = nums;
@@ -168,10 +168,8 @@ class Tensor {
     const n = Math.max(0, Math.ceil((stop - start) / step));
     if (n === 0) return Tensor.from(new Float64Array(0), { dtype: dt });
     const calc = dt.kind === 'f' || allInt ? dt : dtypes.float32;
-    let x = Tensor._make(OPS.ARANGE, calc, [n], [], [n]);
-    if (step !== 1) x = x.mul(Tensor._const(step, calc));
-    if (start !== 0) x = x.add(Tensor._const(start, calc));
-    return x.cast(dt);
+    const progression = start === 0 && step === 1 ? [] : [Tensor._const(start, calc), Tensor._const(step, calc)];
+    return Tensor._make(OPS.ARANGE, calc, [n], progression, [n]).cast(dt);
   }
 
   static linspace(start, stop, steps, o = {}) {

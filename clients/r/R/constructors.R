@@ -55,10 +55,8 @@ pg_arange <- function(start, stop = NULL, step = 1, dtype = NULL) {
   n <- max(0, ceiling((stop - start) / step))
   if (n == 0) return(pg_tensor(array(numeric(), 0), dtype = dt))
   calc <- if (is_float_dtype(dt) || all_int) dt else "float32"
-  x <- make(OP$ARANGE, calc, n, list(), n)
-  if (step != 1) x <- binop(OP$MUL, x, const_tensor(step, calc))
-  if (start != 0) x <- binop(OP$ADD, x, const_tensor(start, calc))
-  pg_cast(x, dt)
+  progression <- if (start == 0 && step == 1) list() else list(const_tensor(start, calc), const_tensor(step, calc))
+  pg_cast(make(OP$ARANGE, calc, n, progression, n), dt)
 }
 
 #' @rdname pg_constructors

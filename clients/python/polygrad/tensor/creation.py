@@ -54,8 +54,8 @@ class Creation:
 
   @staticmethod
   def arange(start, stop=None, step=1, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
-    """start, start + step, ... up to (not including) stop: the daemon's ARANGE times step plus
-    start (computed in the result dtype, or in the default float for a float step into ints)."""
+    """start, start + step, ... up to (not including) stop: the daemon's ARANGE from start by
+    step (computed in the result dtype, or in the default float for a float step into ints)."""
     Device.require(kwargs.get("device"))
     if stop is None:
       start, stop = 0, start
@@ -84,12 +84,8 @@ class Creation:
       return Tensor(np.zeros((0,), dtype=np.float64), dtype=dt)
     all_int = all(isinstance(v, int) for v in (start, stop, step))
     calc = dt if (dtypes.is_float(dt) or all_int) else dtypes.default_float
-    x = Tensor._make(g.ARANGE, calc, check_shape((n,)), (), (n,))
-    if step != 1:
-      x = x * Tensor._const(step, calc)
-    if start != 0:
-      x = x + Tensor._const(start, calc)
-    return x.cast(dt)
+    progression = () if (start, step) == (0, 1) else (Tensor._const(start, calc), Tensor._const(step, calc))
+    return Tensor._make(g.ARANGE, calc, check_shape((n,)), progression, (n,)).cast(dt)
 
   @staticmethod
   def linspace(start, stop, steps: int, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
