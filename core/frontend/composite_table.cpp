@@ -127,6 +127,15 @@ Built arange_op(const Call& c) {
   return arange_from(c.shape[0], *dt, c.src[0], c.src[1]);
 }
 
+Built cat_op(const Call& c) {
+  absl::StatusOr<int64_t> axis = one_axis(c.arg);
+  if (!axis.ok()) return axis.status();
+  absl::StatusOr<UOpRef> joined = cat(std::vector<UOpRef>(c.src.begin(), c.src.end()), *axis);
+  if (!joined.ok()) return joined.status();
+  if (absl::Status s = c.check_shape((*joined)->shape, "CAT's result"); !s.ok()) return s;
+  return joined;
+}
+
 Built one_hot_op(const Call& c) {
   if (c.arg.n < 1 || static_cast<uint64_t>(c.arg.n) > c.max_elements)
     return absl::InvalidArgumentError(absl::StrCat("ONE_HOT needs 1 <= n <= max_elements, got ", c.arg.n));
@@ -254,6 +263,7 @@ constexpr auto kTable = std::to_array<Entry>({
      [](const Call& c) {
        return binary_crossentropy_logits(c.src[0], c.src[1], optional_src(c, 2), c.arg.mode);
      }},
+    {"CAT", cat_op},
     {"CEIL", unary<ceil>},
     {"CELU", [](const Call& c) { return celu(c.src[0], c.arg.alpha); }},
     {"CLAMP_MAX", binary<clamp_max>},

@@ -106,6 +106,46 @@ absl::StatusOr<UOpRef> arange_from(int64_t n, DType dtype, const UOpRef& start, 
   return alu(Ops::ADD, {scaled, starts});
 }
 
+absl::StatusOr<UOpRef> cat(const std::vector<UOpRef>& xs, int64_t axis) {
+  if (xs.empty()) return absl::InvalidArgumentError("cat of no tensors");
+  const Shape& first = xs[0]->shape;
+  const auto rank = static_cast<int64_t>(first.size());
+  if (axis < -rank || axis >= rank)
+    return absl::InvalidArgumentError(absl::StrCat("cat: axis ", axis, " is out of range for rank ", rank));
+  const auto d = static_cast<size_t>(axis < 0 ? axis + rank : axis);
+  int64_t total = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const UOpRef& x = xs[i];
+    if (x->dtype != xs[0]->dtype)
+      return absl::InvalidArgumentError(absl::StrCat("cat: source ", i, " is ", dtype_name(x->dtype), ", source 0 is ",
+                                                     dtype_name(xs[0]->dtype), " (cast explicitly)"));
+    bool fits = x->shape.size() == first.size();
+    for (size_t j = 0; fits && j < first.size(); ++j) fits = j == d || x->shape[j] == first[j];
+    if (!fits)
+      return absl::InvalidArgumentError(absl::StrCat("cat: source ", i, " has shape (", absl::StrJoin(x->shape, ", "),
+                                                     "), source 0 (", absl::StrJoin(first, ", "), "): they differ off axis ",
+                                                     d));
+    total += x->shape[d];
+  }
+  UOpRef out;
+  int64_t offset = 0;
+  for (const UOpRef& x : xs) {
+    Pairs where_it_lies(first.size(), {0, 0});
+    where_it_lies[d] = {offset, total - offset - x->shape[d]};
+    offset += x->shape[d];
+    PG_ASSIGN(piece, pad(x, where_it_lies));
+    if (!out) {
+      out = piece;
+      continue;
+    }
+    PG_ASSIGN(ones, constant(int64_t{1}, DType::Bool, x->shape));
+    PG_ASSIGN(inside, pad(ones, where_it_lies));
+    PG_ASSIGN(joined, alu(Ops::WHERE, {inside, piece, out}));
+    out = joined;
+  }
+  return out;
+}
+
 absl::StatusOr<UOpRef> matmul(const UOpRef& a_in, const UOpRef& b_in) {
   if (a_in->shape.empty() || b_in->shape.empty()) return absl::InvalidArgumentError("matmul of a 0-d tensor");
   if (a_in->dtype != b_in->dtype)

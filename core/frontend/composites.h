@@ -20,6 +20,11 @@ absl::StatusOr<UOpRef> broadcast_to(const UOpRef& x, const Shape& shape);
 // tinygrad's arange), start and step of that dtype and 0-d (or any shape broadcasting to (n)).
 absl::StatusOr<UOpRef> arange_from(int64_t n, DType dtype, const UOpRef& start, const UOpRef& step);
 
+// The tensors joined along `axis` (negative counts from the end): one dtype and rank, equal
+// sizes off that axis. Each element is its source's, bit for bit (a -0.0 stays -0.0): every
+// piece is padded to the result and selected where it lies, not summed.
+absl::StatusOr<UOpRef> cat(const std::vector<UOpRef>& xs, int64_t axis);
+
 // numpy matmul: 1-D operands are promoted and the added axis removed; batch axes broadcast.
 absl::StatusOr<UOpRef> matmul(const UOpRef& a, const UOpRef& b);
 

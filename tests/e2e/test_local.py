@@ -422,6 +422,15 @@ def test_shifts_take_a_shift_inside_the_dtype(shift):
     Tensor(np.ones(3, np.int32)) << shift
 
 
+def test_cat_stack_arange_and_a_conv_bias_are_one_wire_op_each():
+  a, b = Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((2, 1), np.float32))
+  assert ops_of(Tensor.cat(a, b, a, dim=1)) == ["BUFFER", "BUFFER", "CAT"]
+  assert ops_of(Tensor.stack(a, a)).count("CAT") == 1 and "PAD" not in ops_of(Tensor.stack(a, a))
+  assert ops_of(Tensor.arange(3, 9, 2)) == ["CONST", "CONST", "ARANGE"]
+  x, w, bias = Tensor(np.ones((1, 3, 4, 4), np.float32)), Tensor(np.ones((2, 3, 3, 3), np.float32)), Tensor(np.ones(2, np.float32))
+  assert ops_of(x.conv2d(w, bias))[-1] == "CONV2D" and "ADD" not in ops_of(x.conv2d(w, bias))
+
+
 def test_integer_division_and_bit_ops_build_the_wire_ops():
   a, b = Tensor(np.arange(6, dtype=np.int32)), Tensor(np.full(6, 4, np.int32))
   assert ops_of(a // b)[-1] == "FLOOR_DIVIDE" and ops_of(a % b)[-1] == "REMAINDER"

@@ -6,6 +6,7 @@ import pytest
 
 from conftest import assert_close
 from polygrad import Tensor, dtypes
+from polygrad.errors import PolygradInvalidArgument
 
 pytestmark = pytest.mark.usefixtures("live_daemon")
 
@@ -344,6 +345,22 @@ def test_cat_stack_repeat(rng):
   assert_close(Tensor.cat(Tensor(a), Tensor(b), dim=1).numpy(), np.concatenate([a, b], 1))
   assert_close(Tensor.stack(Tensor(a), Tensor(a) * 2, dim=1).numpy(), np.stack([a, a * 2], 1))
   assert_close(Tensor(a).repeat(2, 3).numpy(), np.tile(a, (2, 3)))
+
+
+def test_cat_is_one_op_that_keeps_every_bit_and_routes_gradients(rng):
+  # CAT selects each piece where it lies rather than summing zero-padded pieces, so -0.0, nan
+  # payloads and infinities come back as they went in; its gradient hands each piece its slice.
+  a = np.array([[-0.0, np.inf], [np.nan, -np.inf]], np.float32)
+  b = randf(rng, (2, 3))
+  out = Tensor.cat(Tensor(a), Tensor(b), Tensor(-a), dim=1)
+  np.testing.assert_array_equal(out.numpy().view(np.uint32), np.concatenate([a, b, -a], 1).view(np.uint32))
+  xs = [Tensor(randf(rng, (k, 3)), requires_grad=True) for k in (1, 0, 4)]
+  w = randf(rng, (5, 3))
+  (Tensor.cat(*xs) * Tensor(w)).sum().backward()
+  for x, want in zip(xs, np.split(w, [1, 1])):
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+  with pytest.raises(PolygradInvalidArgument, match=r"\(CAT\): takes 1 to 4096 source"):
+    Tensor.cat(*[Tensor.ones(1)] * 4097).realize()
 
 
 def test_realize_several_outputs_at_once(rng):

@@ -376,6 +376,41 @@ TEST_F(ServerTest, ConvPoolingAndIndexOps) {
   EXPECT_TRUE(close_session(sid).ok());
 }
 
+TEST_F(ServerTest, CatJoinsItsSourcesAlongAnAxisAndNamesWhatDoesNotFit) {
+  const std::string sid = create_session();
+  // (2, 1) of 1, 2 joined with (2, 2) of -0.0 along axis -1: each element is its source's bits.
+  auto cat = [](uint64_t id, std::vector<uint64_t> src, int64_t axis) {
+    v1::Node n = op(id, v1::CAT, std::move(src));
+    n.mutable_composite()->add_axes(axis);
+    return n;
+  };
+  v1::RealizeResponse resp;
+  grpc::Status s = realize(sid,
+                           {inline_buffer(1, v1::FLOAT32, {2, 1}, bytes_of(std::vector<float>{1, 2})),
+                            float_const(2, -0.0, {2, 2}), cat(3, {1, 2}, -1)},
+                           {3}, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const auto& shape = resp.results(0).shape();
+  EXPECT_EQ(std::vector<int64_t>(shape.begin(), shape.end()), (std::vector<int64_t>{2, 3}));
+  const std::vector<float> v = values_of<float>(resp.results(0).data());
+  ASSERT_EQ(v.size(), 6u);
+  EXPECT_EQ(v[0], 1);
+  EXPECT_EQ(v[3], 2);
+  for (size_t i : {1, 2, 4, 5}) EXPECT_TRUE(std::signbit(v[i])) << i;
+  auto expect_error = [&](std::vector<v1::Node> nodes, uint64_t id, const std::string& text) {
+    v1::RealizeResponse bad;
+    grpc::Status st = realize(sid, nodes, {id}, &bad);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_NE(st.error_message().find(text), std::string::npos) << st.error_message();
+  };
+  expect_error({cat(4, {1, 2}, 0)}, 4, "node 4 (CAT): cat: source 1 has shape (2, 2), source 0 (2, 1): they differ off axis 0");
+  expect_error({float_const(5, 1.0, {2, 1}, v1::FLOAT64), cat(6, {1, 5}, 1)}, 6,
+               "cat: source 1 is float64, source 0 is float32 (cast explicitly)");
+  expect_error({cat(7, {1, 2}, 2)}, 7, "cat: axis 2 is out of range for rank 2");
+  expect_error({op(8, v1::CAT, {1, 2})}, 8, "node 8 (CAT)");
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
 TEST_F(ServerTest, WindowOpsTakeOneToThreeSpatialAxes) {
   const std::string sid = create_session();
   // x (1,1,4,4) = 1..16. A 1-D max pool (kernel [3], stride 1) over each row of 4, with torch's

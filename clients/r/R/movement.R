@@ -145,17 +145,9 @@ pg_cat <- function(tensors, ..., axis = 1) {
     }
   }
   dt <- least_upper_dtype(vapply(ts, function(t) t$node$dtype, ""))
-  total <- sum(vapply(ts, function(t) t$node$shape[d], 0))
-  out <- NULL
-  off <- 0
-  for (t in ts) {
-    pads <- rep(list(c(0, 0)), nd)
-    pads[[d]] <- c(off, total - off - t$node$shape[d])
-    p <- pg_pad(pg_cast(t, dt), pads)
-    out <- if (is.null(out)) p else out + p
-    off <- off + t$node$shape[d]
-  }
-  out
+  shape <- ts[[1]]$node$shape
+  shape[d] <- sum(vapply(ts, function(t) t$node$shape[d], 0))
+  make(OP$CAT, dt, shape, lapply(ts, pg_cast, dt), list(axes = d - 1))
 }
 
 #' @rdname pg_reshape

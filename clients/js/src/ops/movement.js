@@ -2,6 +2,7 @@
 // Movement ops (no data copied: the daemon changes how the source is indexed), concatenation and
 // indexing: t.index(...) with numpy's index forms, t.slice(...) for per-axis ranges.
 const { OPS } = require('../ops');
+const { Composite } = require('../composite');
 const { dtypes, leastUpperDType } = require('../dtype');
 const { prod, sameShape, broadcastShape, normalizeAxis, normalizeAxes, resolveReshape, checkPermutation,
   resolveExpand, normalizePairs, asShape } = require('../shape');
@@ -140,17 +141,9 @@ P.cat = function cat(...args) {
     }
   }
   const dt = leastUpperDType(...tensors.map((t) => t.dtype));
-  const total = tensors.reduce((acc, t) => acc + t._node.shape[d], 0);
-  let out = null;
-  let off = 0;
-  for (const t of tensors) {
-    const pads = Array(this.ndim).fill([0, 0]);
-    pads[d] = [off, total - off - t._node.shape[d]];
-    const p = t.cast(dt).pad(pads);
-    out = out === null ? p : out.add(p);
-    off += t._node.shape[d];
-  }
-  return out;
+  const shape = this._node.shape.slice();
+  shape[d] = tensors.reduce((acc, t) => acc + t._node.shape[d], 0);
+  return Tensor._make(OPS.CAT, dt, shape, tensors.map((t) => t.cast(dt)), new Composite({ axes: [d] }));
 };
 Tensor.cat = (tensors, o = {}) => tensors[0].cat(...tensors.slice(1), o);
 

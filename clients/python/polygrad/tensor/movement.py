@@ -250,15 +250,8 @@ class Movement:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
         raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside axis {d}")
     dt = least_upper_dtype(*[t.dtype for t in tensors])
-    total = sum(t.shape[d] for t in tensors)
-    out, off = None, 0
-    for t in tensors:
-      pads = [(0, 0)] * self.ndim
-      pads[d] = (off, total - off - t.shape[d])
-      p = t.cast(dt).pad(pads)
-      out = p if out is None else out + p
-      off += t.shape[d]
-    return out
+    shape = self.shape[:d] + (sum(t.shape[d] for t in tensors),) + self.shape[d + 1:]
+    return Tensor._make(g.CAT, dt, shape, tuple(t.cast(dt) for t in tensors), g.Composite(axes=(d,)))
 
   def split(self, sizes, dim: int = 0) -> List["Tensor"]:
     """Pieces of `sizes` along dim (an int: pieces of that size, the last one smaller)."""
