@@ -62,21 +62,16 @@ def wait_until(condition, what: str, timeout: float = WAIT_LIMIT, alive=None):
 
 
 def wait_until_drained(count, what: str, alive=None) -> None:
-  """Polls `count()` (work still queued, e.g. background builds) until it is 0. A long queue on a
-  slow or loaded machine takes as long as it takes: the wait fails only when the count has not
-  fallen for WAIT_LIMIT seconds (no item finished: a real fault), or when `alive` has exited."""
-  last, since = None, time.monotonic()
-  while True:
-    n = count()
-    if n == 0:
-      return
-    if last is None or n < last:
-      last, since = n, time.monotonic()
-    if alive is not None and alive.poll() is not None:
-      raise AssertionError(f"{what}: the process exited with {alive.returncode} first")
-    if time.monotonic() - since > WAIT_LIMIT:
-      raise AssertionError(f"{what}: stuck at {n} for {WAIT_LIMIT:.0f} s")
-    time.sleep(0.02)
+  """Waits for `count()` (work still queued, e.g. background builds) to reach 0. A long queue on a
+  slow or loaded machine takes as long as it takes: each fall of the count restarts wait_until's
+  bound, so the wait fails only when no item finishes for WAIT_LIMIT seconds (a real fault), or
+  when `alive` has exited."""
+  n = count()
+  while n:
+    def fell(before=n):
+      m = count()
+      return (m,) if m < before else None  # a 1-tuple: true even when the count has fallen to 0
+    (n,) = wait_until(fell, f"{what}: stuck at {n}", alive=alive)
 
 
 class HeldCompiler:

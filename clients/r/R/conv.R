@@ -62,13 +62,7 @@ pg_conv2d <- function(x, weight, bias = NULL, stride = 1, padding = 0, dilation 
 # dtype (`src`), that accumulator (`acc`) and the result's dtype (`out`); the op adds the bias
 # per output channel.
 conv_sources <- function(x, weight, bias, channels, name) {
-  if (!is.null(bias)) {
-    if (!is_tensor(bias)) bias <- pg_tensor(bias)
-    if (!identical(as.numeric(bias$node$shape), as.numeric(channels))) {
-      pg_abort("invalid_argument", sprintf("%s: bias must have shape (%s), got shape (%s)", name, channels,
-                                           paste(bias$node$shape, collapse = ", ")))
-    }
-  }
+  if (!is.null(bias)) bias <- of_shape(bias, channels, paste0(name, ": bias"))
   ts <- Filter(Negate(is.null), list(x, weight, bias))
   out <- least_upper_float(do.call(least_upper_dtype, lapply(ts, function(t) t$node$dtype)))
   acc <- sum_acc_dtype(out)

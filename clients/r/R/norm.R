@@ -1,6 +1,16 @@
 # Normalizations the daemon computes as composites (RMS_NORM, GROUP_NORM, BATCHNORM_*, with their
 # per-channel affine part), and scaled dot-product attention.
 
+# t (a tensor, or data for one) as a tensor, which must have `shape`; `what` names it.
+of_shape <- function(t, shape, what) {
+  if (!is_tensor(t)) t <- pg_tensor(t)
+  if (!identical(as.numeric(t$node$shape), as.numeric(shape))) {
+    pg_abort("invalid_argument", sprintf("%s must have shape (%s), got shape (%s)", what, paste(shape, collapse = ", "),
+                                         paste(t$node$shape, collapse = ", ")))
+  }
+  t
+}
+
 # The per-channel weight and bias sources of a normalization of x (N, C, ...), in x's dtype: none,
 # list(weight) or list(weight, bias), a bias alone with a weight of ones (the daemon applies them).
 affine_sources <- function(x, weight, bias, shape = x$node$shape[2]) {
@@ -10,12 +20,7 @@ affine_sources <- function(x, weight, bias, shape = x$node$shape[2]) {
   for (name in names(ts)) {
     t <- ts[[name]]
     if (is.null(t)) next
-    if (!is_tensor(t)) t <- pg_tensor(t)
-    if (!identical(as.numeric(t$node$shape), as.numeric(shape))) {
-      pg_abort("invalid_argument", sprintf("%s must have shape (%s), got shape (%s)", name, paste(shape, collapse = ", "),
-                                           paste(t$node$shape, collapse = ", ")))
-    }
-    out[[length(out) + 1L]] <- pg_cast(t, x$node$dtype)
+    out[[length(out) + 1L]] <- pg_cast(of_shape(t, shape, name), x$node$dtype)
   }
   out
 }

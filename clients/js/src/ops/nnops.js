@@ -115,12 +115,16 @@ P.conv2d = function conv2d(weight, bias = null, { groups = 1, stride = 1, dilati
   return Tensor._make(OPS.CONV2D, srcs[0].dtype, shape, srcs, arg).cast(out);
 };
 
+// t (a tensor, or data for one) as a tensor, which must have `shape`; `what` names it.
+function ofShape(t, shape, what) {
+  t = asTensor(t);
+  if (!sameShape(t._node.shape, shape)) throw new RangeError(`${what} must have shape [${shape}], got [${t._node.shape}]`);
+  return t;
+}
+
 // The bias as a tensor of shape [channels], or null.
 function convBias(bias, channels, name) {
-  if (bias === null || bias === undefined) return null;
-  bias = asTensor(bias);
-  if (!sameShape(bias._node.shape, [channels])) throw new RangeError(`${name}: bias must have shape [${channels}], got [${bias._node.shape}]`);
-  return bias;
+  return bias === null || bias === undefined ? null : ofShape(bias, [channels], `${name}: bias`);
 }
 
 // [the result dtype, the sources in its float accumulator]: x, weight and the bias if any; the
@@ -305,13 +309,8 @@ P._trailingNorm = function _trailingNorm(op, arg, weight, bias) {
 // none, [weight] or [weight, bias], a bias alone with a weight of ones (the daemon applies them).
 P._affine = function _affine(weight, bias, shape = [this._node.shape[1]]) {
   if (!weight && !bias) return [];
-  return [['weight', weight || Tensor.ones(shape)], ['bias', bias]].filter(([, t]) => t).map(([name, t]) => {
-    t = asTensor(t);
-    if (t.ndim !== shape.length || t._node.shape.some((s, i) => s !== shape[i])) {
-      throw new RangeError(`${name} must have shape [${shape}], got [${t._node.shape}]`);
-    }
-    return t.cast(this.dtype);
-  });
+  return [['weight', weight || Tensor.ones(shape)], ['bias', bias]].filter(([, t]) => t)
+    .map(([name, t]) => ofShape(t, shape, name).cast(this.dtype));
 };
 
 P.groupNorm = function groupNorm(numGroups, weight = null, bias = null, eps = 1e-5) {

@@ -16,15 +16,12 @@ from .core import Tensor, tensor_methods, ValuesIndices
 from .generated import broadcast_sources
 
 
-def _conv_bias(bias, channels: int, name: str) -> Optional["Tensor"]:
-  """The bias as a tensor of shape (channels,), or None."""
-  if bias is None:
-    return None
-  if not isinstance(bias, Tensor):
-    bias = Tensor(bias)
-  if bias.shape != (channels,):
-    raise ShapeError(f"{name}: bias must have shape ({channels},), got {bias.shape}")
-  return bias
+def _of_shape(t, shape: Tuple[int, ...], what: str) -> "Tensor":
+  """t (a tensor, or data for one) as a tensor, which must have `shape`; `what` names it."""
+  t = t if isinstance(t, Tensor) else Tensor(t)
+  if t.shape != shape:
+    raise ShapeError(f"{what} must have shape {shape}, got {t.shape}")
+  return t
 
 
 @tensor_methods
@@ -50,7 +47,7 @@ class Functional:
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
       raise ShapeError(f"conv2d: groups must be an int >= 1, got {groups!r}")
     shape = conv_shape(self.shape, weight.shape, groups, st, dil, pads)
-    bias = _conv_bias(bias, weight.shape[0], "conv2d")
+    bias = None if bias is None else _of_shape(bias, (weight.shape[0],), "conv2d: bias")
     out, srcs = self._conv_sources(weight, bias)
     arg = g.Composite(stride=st, padding=pads, dilation=dil, groups=groups)
     return Tensor._make(g.CONV2D, srcs[0].dtype, shape, srcs, arg).cast(out)
@@ -87,7 +84,7 @@ class Functional:
     if any(v <= 0 for v in out_sp):
       raise ShapeError(f"conv_transpose2d: padding {pad} leaves no output for input {self.shape}")
     cout = weight.shape[1] * groups
-    bias = _conv_bias(bias, cout, "conv_transpose2d")
+    bias = None if bias is None else _of_shape(bias, (cout,), "conv_transpose2d: bias")
     out, srcs = self._conv_sources(weight, bias)
     arg = g.Composite(stride=st, padding=pad, dilation=dil, groups=groups, output_padding=opad)
     return Tensor._make(g.CONV_TRANSPOSE2D, srcs[0].dtype, (self.shape[0], cout) + out_sp, srcs, arg).cast(out)
@@ -340,15 +337,7 @@ class Functional:
       return ()
     shape = (self.shape[1],) if shape is None else shape
     ts = [Tensor.ones(*shape) if weight is None else weight, bias]
-    out = []
-    for name, t in zip(("weight", "bias"), ts):
-      if t is None:
-        continue
-      t = t if isinstance(t, Tensor) else Tensor(t)
-      if t.shape != shape:
-        raise ShapeError(f"{name} must have shape {shape}, got {t.shape}")
-      out.append(t.cast(self.dtype))
-    return tuple(out)
+    return tuple(_of_shape(t, shape, name).cast(self.dtype) for name, t in zip(("weight", "bias"), ts) if t is not None)
 
   def batch_norm(self, running_mean: Optional["Tensor"] = None, running_var: Optional["Tensor"] = None,
                  weight: Optional["Tensor"] = None, bias: Optional["Tensor"] = None, training: bool = False,
