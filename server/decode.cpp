@@ -49,6 +49,7 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
   a.dilation = vec(c.dilation());
   a.output_padding = vec(c.output_padding());
   a.counted_padding = vec(c.counted_padding());
+  a.ceil_mode = c.ceil_mode();
   a.groups = c.groups();
   a.n = c.n();
   a.diagonal = c.diagonal();

@@ -80,7 +80,9 @@ export interface PoolOptions {
   stride?: number | number[] | null;
   dilation?: number | number[];
   padding?: number | number[];
-  /** avgPool2d only: whether padded zeros count in a window's mean (default true, as torch). */
+  /** keep a last partial window that starts inside the input or its before-padding (torch's ceil_mode; default false) */
+  ceilMode?: boolean;
+  /** avgPool2d only: whether padded zeros count in a window's mean (default true, as torch); ceilMode's extra padding never counts. */
   countIncludePad?: boolean;
 }
 /** A slice: 'start:stop:step' (parts may be empty) or { start, stop, step }. */
@@ -317,8 +319,9 @@ export declare class Tensor {
   maskedSelect(mask: Tensor | NestedArray, opts?: { size?: number; fillValue?: number }): Promise<Tensor>;
   /** int32 class indices drawn from the weights along the last axis of a 1-D or 2-D tensor. */
   multinomial(numSamples?: number, replacement?: boolean | { replacement?: boolean }): Tensor;
-  maxUnpool2d(indices: Tensor | NestedArray, options?: { kernelSize?: number | [number, number];
-    stride?: number | [number, number]; padding?: number | [number, number]; outputSize?: number[] }): Tensor;
+  /** torch's max_unpool1d/2d/3d over the last kernelSize.length axes (a number: 2-D), with maxPool2d's indices. */
+  maxUnpool2d(indices: Tensor | NestedArray, options?: { kernelSize?: number | number[];
+    stride?: number | number[]; padding?: number | number[]; outputSize?: number[] }): Tensor;
   contiguousBackward(): Tensor;
   /** This tensor now stands for x (same shape): x's dtype and history come along. */
   replace(x: Tensor): Tensor;
@@ -331,7 +334,8 @@ export declare class Tensor {
   groupNorm(numGroups: number, weight?: Tensor | null, bias?: Tensor | null, eps?: number): Tensor;
   batchnorm(weight: Tensor | null, bias: Tensor | null, mean: Tensor, invstd: Tensor, axis?: number | number[]): Tensor;
   batchNorm(options?: { runningMean?: Tensor | null; runningVar?: Tensor | null; weight?: Tensor | null; bias?: Tensor | null; training?: boolean; eps?: number }): Tensor;
-  scaledDotProductAttention(key: Tensor, value: Tensor, options?: { attnMask?: Tensor | null; isCausal?: boolean }): Tensor;
+  /** dropoutP drops attention weights while Tensor.training (drawn on the daemon, as dropout's). */
+  scaledDotProductAttention(key: Tensor, value: Tensor, options?: { attnMask?: Tensor | null; isCausal?: boolean; dropoutP?: number }): Tensor;
 }
 /** The one-op methods generated from the op schema (ops.gen.d.ts), merged into the class. */
 export interface Tensor extends OpMethods {}

@@ -8,21 +8,15 @@
 #include "core/frontend/tensor_ops.h"
 
 namespace polygrad::frontend {
-namespace {
 
-// x's value with no gradient path back to x: its bits read back (no gradient passes a BITCAST).
-// The roundings and sign are built from it, so their gradient is 0 everywhere, as torch's.
+// Its bits read back: no gradient passes a BITCAST.
 absl::StatusOr<UOpRef> detached(const UOpRef& x) {
-  DType bits;
-  switch (dtype_itemsize(x->dtype)) {
-    case 2: bits = DType::Int16; break;
-    case 4: bits = DType::Int32; break;
-    case 8: bits = DType::Int64; break;
-    default: return x;
-  }
-  PG_ASSIGN(b, bitcast(x, bits));
+  if (!dtype_is_float(x->dtype)) return x;  // nothing flows back through the others
+  PG_ASSIGN(b, bitcast(x, uint_of_size(dtype_itemsize(x->dtype))));
   return bitcast(b, x->dtype);
 }
+
+namespace {
 
 // From this magnitude on, every value of the float dtype is an integer: 2^(its mantissa bits).
 double integral_from(DType dt) {

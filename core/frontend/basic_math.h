@@ -11,6 +11,9 @@ namespace polygrad::frontend {
 // |x|: a bool or unsigned tensor is its own; an integer's minimum wraps to itself (as in torch).
 // The gradient is sign(x), 0 at 0.
 absl::StatusOr<UOpRef> abs(const UOpRef& x);
+// x's value with no gradient path back to x. The roundings and sign are built from it, so their
+// gradient is 0 everywhere, as torch's.
+absl::StatusOr<UOpRef> detached(const UOpRef& x);
 // -1, 0 or 1 in x's dtype; nan for nan; a bool tensor is its own sign. No gradient (0).
 absl::StatusOr<UOpRef> sign(const UOpRef& x);
 absl::StatusOr<UOpRef> square(const UOpRef& x);  // x * x

@@ -24,5 +24,6 @@ absl::StatusOr<UOpRef> build_interpolate(const CompositeCall& call);
 absl::StatusOr<UOpRef> build_nonzero(const CompositeCall& call);
 absl::StatusOr<UOpRef> build_multinomial(const CompositeCall& call);
 absl::StatusOr<UOpRef> build_masked_select(const CompositeCall& call);
+absl::StatusOr<UOpRef> build_max_unpool(const CompositeCall& call);
 
 }  // namespace polygrad::frontend

@@ -117,6 +117,13 @@ Built topk_op(const Call& c) {
   return topk(c.src[0], *axis, c.arg.n, c.arg.descending, c.arg.indices);
 }
 
+// The masked form's fourth source is the mask; p > 0 drops attention weights (seed, counter).
+Built attention(const Call& c) {
+  const UOpRef mask = c.src.size() > 3 ? c.src[3] : nullptr;
+  return scaled_dot_product_attention(c.src[0], c.src[1], c.src[2], mask, c.arg.causal, c.arg.p,
+                                      RandomKey{c.arg.seed, c.arg.counter});
+}
+
 Built arange_op(const Call& c) {
   absl::StatusOr<DType> dt = required_dtype(c);
   if (!dt.ok()) return dt.status();
@@ -319,6 +326,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"MASKED_SELECT", build_masked_select},
     {"MATMUL", binary<matmul>},
     {"MAX_POOL2D", window_op<WindowKind::MaxPool>},
+    {"MAX_UNPOOL2D", build_max_unpool},
     {"MEAN", [](const Call& c) { return mean(c.src[0], c.arg.axes, c.arg.keepdim); }},
     {"MINIMUM", binary<minimum>},
     {"MISH", unary<mish>},
@@ -345,10 +353,8 @@ constexpr auto kTable = std::to_array<Entry>({
     {"ROUND", unary<round_half_even>},
     {"RSHIFT", binary<shift_right>},
     {"RSQRT", unary<rsqrt>},
-    {"SCALED_DOT_PRODUCT_ATTENTION",
-     [](const Call& c) { return scaled_dot_product_attention(c.src[0], c.src[1], c.src[2], nullptr, c.arg.causal); }},
-    {"SCALED_DOT_PRODUCT_ATTENTION_MASKED",
-     [](const Call& c) { return scaled_dot_product_attention(c.src[0], c.src[1], c.src[2], c.src[3], c.arg.causal); }},
+    {"SCALED_DOT_PRODUCT_ATTENTION", attention},
+    {"SCALED_DOT_PRODUCT_ATTENTION_MASKED", attention},
     {"SCATTER_REDUCE", build_scatter_reduce},
     {"SELU", unary<selu>},
     {"SGD_UPDATE", sgd_update_op},

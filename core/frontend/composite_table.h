@@ -39,7 +39,7 @@ struct CompositeArgs {
   double alpha = 0, rtol = 0, atol = 0;
   bool equal_nan = false;
   std::string device;
-  bool descending = false, indices = false;
+  bool descending = false, indices = false, ceil_mode = false;
   double beta = 0, threshold = 0;
   double neg_slope = 0, min_val = 0, max_val = 0;
   double label_smoothing = 0;

@@ -593,7 +593,8 @@ absl::StatusOr<UOpRef> batchnorm_invstd(const UOpRef& x, const UOpRef& mean_in, 
 }
 
 absl::StatusOr<UOpRef> scaled_dot_product_attention(const UOpRef& q, const UOpRef& k, const UOpRef& v,
-                                                    const UOpRef& mask, bool causal) {
+                                                    const UOpRef& mask, bool causal, double dropout_p,
+                                                    RandomKey key) {
   if (auto s = need_float(q, "scaled_dot_product_attention"); !s.ok()) return s;
   if (q->shape.size() < 2 || k->shape.size() < 2 || v->shape.size() < 2)
     return absl::InvalidArgumentError("scaled_dot_product_attention needs q, k, v of rank >= 2");
@@ -642,7 +643,8 @@ absl::StatusOr<UOpRef> scaled_dot_product_attention(const UOpRef& q, const UOpRe
     s = m;
   }
   PG_ASSIGN(p, softmax(s, -1));
-  return matmul(p, v);
+  PG_ASSIGN(kept, dropout(p, dropout_p, key));
+  return matmul(kept, v);
 }
 
 absl::StatusOr<UOpRef> prod(const UOpRef& x, std::vector<int64_t> axes, bool keepdim) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/frontend/random.h"
 #include "core/ir/uop.h"
 
 namespace polygrad::frontend {
@@ -94,9 +95,11 @@ absl::StatusOr<UOpRef> batchnorm_invstd(const UOpRef& x, const UOpRef& mean, con
                                         const UOpRef& weight, const UOpRef& bias, const std::vector<int64_t>& axes);
 // softmax(q @ k^T / sqrt(d) + mask) @ v for q (..., L, d), k (..., S, d), v (..., S, dv), batch
 // axes broadcasting; `mask` (null: none) broadcasts to (..., L, S): bool keeps where true, float
-// is added. `causal` masks keys after the query's position (j > i).
+// is added. `causal` masks keys after the query's position (j > i). dropout_p > 0 drops the
+// attention weights as dropout() does, drawn from `key` over the weights' shape.
 absl::StatusOr<UOpRef> scaled_dot_product_attention(const UOpRef& q, const UOpRef& k, const UOpRef& v,
-                                                    const UOpRef& mask, bool causal);
+                                                    const UOpRef& mask, bool causal, double dropout_p = 0,
+                                                    RandomKey key = {});
 
 // Product over `axes` (empty: every axis) with keepdim control.
 absl::StatusOr<UOpRef> prod(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/frontend/basic_math.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/conv.h"
 #include "core/frontend/indexing.h"
@@ -573,6 +574,46 @@ absl::StatusOr<UOpRef> masked_select(const UOpRef& mask, const UOpRef& x, const 
   PG_ASSIGN(end, constant(n, DType::Int32, Shape{count}));
   PG_ASSIGN(selected, alu(Ops::CMPLT, {index, end}));
   return alu(Ops::WHERE, {selected, picked, fills});
+}
+
+absl::StatusOr<UOpRef> max_unpool(const UOpRef& x, const UOpRef& indices, const Shape& spatial) {
+  const size_t n = spatial.size();
+  if (n < 1 || n > 3 || x->shape.size() < n)
+    return invalid("max_unpool", absl::StrCat("needs 1 to 3 output sizes, at most the values' rank; got ", shape_str(spatial),
+                                              " for values ", shape_str(x->shape)));
+  if (indices->shape != x->shape || !dtype_is_int(indices->dtype))
+    return invalid("max_unpool", absl::StrCat("indices must be integers of the values' shape ", shape_str(x->shape),
+                                              ", got ", dtype_name(indices->dtype), " ", shape_str(indices->shape)));
+  Shape flat(x->shape.begin(), x->shape.end() - static_cast<std::ptrdiff_t>(n)), out = flat, flat_out = flat;
+  int64_t count = 1, volume = 1;
+  for (size_t i = 0; i < n; ++i) count *= x->shape[x->shape.size() - n + i], volume *= spatial[i];  // checked
+  flat.push_back(count);
+  flat_out.push_back(volume);
+  out.insert(out.end(), spatial.begin(), spatial.end());
+  PG_ASSIGN(idx, reshape(indices, flat));
+  PG_ASSIGN(v, reshape(x, flat));
+  // The values are written as their bits (a sum over the positions would turn -0.0 into +0.0):
+  // the last write wins, so copies of one element (overlapping windows) leave it exact.
+  const bool is_float = dtype_is_float(x->dtype);
+  const DType bits = is_float ? uint_of_size(dtype_itemsize(x->dtype)) : x->dtype;
+  PG_ASSIGN(vb, is_float ? bitcast(v, bits) : absl::StatusOr<UOpRef>(v));
+  PG_ASSIGN(zero_bits, constant(int64_t{0}, bits, flat_out));
+  PG_ASSIGN(written_bits, scatter_reduce(zero_bits, -1, idx, vb, ScatterReduce::None, false));
+  if (!is_float) return reshape(written_bits, out);
+  PG_ASSIGN(written, bitcast(written_bits, x->dtype));
+  // The gradient path: a summed scatter of v - v (+0 wherever v is finite; the where keeps a
+  // nan or inf from reaching the sum), subtracted, which leaves every value's bits (-0.0 - +0 is
+  // -0.0). Its gradient gives each value the output's gradient at its index, all of it to every
+  // copy: torch's max_unpool backward, a gather.
+  PG_ASSIGN(dv, detached(v));
+  PG_ASSIGN(diff, alu(Ops::SUB, {dv, v}));
+  PG_ASSIGN(zero, constant(int64_t{0}, x->dtype, flat));
+  PG_ASSIGN(is_zero, equal(diff, zero));
+  PG_ASSIGN(nothing, alu(Ops::WHERE, {is_zero, diff, zero}));
+  PG_ASSIGN(zeros, constant(int64_t{0}, x->dtype, flat_out));
+  PG_ASSIGN(moved, scatter_reduce(zeros, -1, idx, nothing, ScatterReduce::Sum, false));
+  PG_ASSIGN(kept, alu(Ops::SUB, {written, moved}));
+  return reshape(kept, out);
 }
 
 absl::StatusOr<UOpRef> multinomial(const UOpRef& weights, int64_t num_samples, bool replacement, RandomKey key) {

@@ -61,6 +61,13 @@ absl::StatusOr<UOpRef> nonzero(const UOpRef& x, int64_t count, int64_t fill = 0)
 // Differentiable through x (each selected element gets its row's gradient).
 absl::StatusOr<UOpRef> masked_select(const UOpRef& mask, const UOpRef& x, const UOpRef& fill, int64_t count);
 
+// torch's max_unpool1d/2d/3d: zeros of x's leading shape and `spatial` (1 to 3 sizes), each
+// value of x written at its flat position in that spatial volume, given by the integer
+// `indices` (x's shape; max_pool's indices). Of several values landing on one position the last
+// wins; an index outside the volume writes nothing. The gradient of each value is the output's
+// gradient at its index (a gather, as torch).
+absl::StatusOr<UOpRef> max_unpool(const UOpRef& x, const UOpRef& indices, const Shape& spatial);
+
 // torch's multinomial: int32 class indices drawn from the (unnormalized, nonnegative) weights
 // along the last axis of a 1-D (C) or 2-D (N, C) tensor, num_samples per row. With replacement,
 // each draw inverts the running distribution at a uniform number; without, the num_samples

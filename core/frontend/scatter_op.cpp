@@ -69,6 +69,19 @@ absl::StatusOr<UOpRef> build_masked_select(const CompositeCall& call) {
   return frontend::masked_select(call.src[0], call.src[1], call.src[2], call.arg.n);
 }
 
+absl::StatusOr<UOpRef> build_max_unpool(const CompositeCall& call) {
+  const std::vector<int64_t>& sizes = call.arg.shape;
+  if (absl::Status s = call.check_shape(sizes, "composite.shape (the output's spatial sizes)"); !s.ok()) return s;
+  const UOpRef& x = call.src[0];
+  if (!sizes.empty() && sizes.size() <= x->shape.size()) {
+    const auto lead = static_cast<std::ptrdiff_t>(x->shape.size() - sizes.size());
+    Shape grid(x->shape.begin(), x->shape.begin() + lead);
+    grid.push_back(numel(Shape(x->shape.begin() + lead, x->shape.end())));
+    if (absl::Status s = check_grid(grid, numel(sizes), call, "its value-by-position comparisons"); !s.ok()) return s;
+  }
+  return frontend::max_unpool(x, call.src[1], sizes);
+}
+
 absl::StatusOr<UOpRef> build_multinomial(const CompositeCall& call) {
   const UOpRef& w = call.src[0];
   if (!w->shape.empty() && w->shape.size() <= 2 && call.arg.n >= 1) {

@@ -142,11 +142,11 @@ absl::StatusOr<UOpRef> cast(const UOpRef& x, DType dtype) {
   return uop(Ops::CAST, dtype, {x}, {}, x->shape);
 }
 
-namespace {
-
 DType uint_of_size(size_t bytes) {
   return bytes == 1 ? DType::UInt8 : bytes == 2 ? DType::UInt16 : bytes == 4 ? DType::UInt32 : DType::UInt64;
 }
+
+namespace {
 
 // The bytes of unsigned `u` regrouped along its last axis into unsigned `to` of another size,
 // in the little-endian order of the buffers: a wide element splits into r narrow ones, part k

@@ -39,6 +39,8 @@ absl::StatusOr<UOpRef> cast(const UOpRef& x, DType dtype);
 // through a comparison. INVALID_ARGUMENT naming both dtypes and itemsizes for a 0-d tensor with
 // differing itemsizes or a last axis that does not divide.
 absl::StatusOr<UOpRef> bitcast(const UOpRef& x, DType dtype);
+// The unsigned integer dtype of `bytes` bytes (1, 2, 4 or 8): a value's bits, for bitcasts.
+DType uint_of_size(size_t bytes);
 
 // Reduction with ADD, MAX or MUL (product) over `axes` (any order, negative counts from the end); reduced
 // axes keep size 1.

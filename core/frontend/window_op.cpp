@@ -83,8 +83,12 @@ class WindowOp {
       return invalid(absl::StrCat("padding needs ", n, " values (one per spatial axis) or ", 2 * n,
                                   " ((before, after) per axis), got ", p_.padding.size()));
     if (op_ != WindowKind::MaxPool && c_.indices) return invalid("indices are for MAX_POOL2D only");
+    if (conv && c_.ceil_mode) return invalid("ceil_mode is for MAX_POOL2D and AVG_POOL2D only");
     absl::StatusOr<fe::Pairs> pads = fe::spatial_padding(p_.padding, n, conv);
     if (!pads.ok()) return pads.status();
+    // What counts in a mean's divisor is the user's padding, in its form, not ceil_mode's growth.
+    const std::vector<int64_t> users_padding = p_.padding;
+    const bool grew = c_.ceil_mode && grow_for_ceil(x->shape, kernel, *pads);
     // The padded input, and the work: every output element reads a whole window (a convolution's
     // window spans the group's input channels too).
     const size_t lead = x->shape.size() - n;
@@ -109,23 +113,52 @@ class WindowOp {
     switch (op_) {
       case WindowKind::Conv: return with_bias(fe::conv(x, src_[1], p_));
       case WindowKind::MaxPool: return c_.indices ? fe::max_pool_indices(x, kernel, p_) : fe::max_pool(x, kernel, p_);
-      default: return c_.counted_padding.empty() ? fe::avg_pool(x, kernel, p_) : avg_pool_counted(kernel, *pads);
+      default: break;
     }
+    if (c_.counted_padding.empty() && !grew) return fe::avg_pool(x, kernel, p_);
+    return avg_pool_counted(kernel, *pads, c_.counted_padding.empty() ? users_padding : c_.counted_padding,
+                            users_padding.size());
   }
 
  private:
+  // torch's ceil_mode: each axis keeps ceil((padded - span) / stride) + 1 windows, less a last one
+  // that would start past the input and its before-padding; the after-padding grows to hold the
+  // last window. p_.padding takes the (before, after) pairs; true when one grew.
+  bool grow_for_ceil(const Shape& shape, const std::vector<int64_t>& kernel, fe::Pairs& pads) {
+    const size_t n = kernel.size(), lead = shape.size() - n;
+    bool grew = false;
+    p_.padding.clear();
+    for (size_t i = 0; i < n; ++i) {
+      auto& [before, after] = pads[i];
+      const int64_t size = shape[lead + i], stride = p_.stride[i];
+      const int64_t span = sat_add(sat_mul(p_.dilation[i], kernel[i] - 1), 1);
+      const int64_t room = sat_add(size, sat_add(before, after)) - span;
+      if (room >= 0 && room < kSaturated - stride) {  // else the fit check below reports the axis
+        int64_t last = (room + stride - 1) / stride * stride;  // the last window's start, padded
+        if (last >= size + before) last -= stride;
+        if (last > room) {
+          after += last - room;
+          grew = true;
+        }
+      }
+      p_.padding.insert(p_.padding.end(), {before, after});
+    }
+    return grew;
+  }
+
   // The mean over each window's elements that count: the input and counted_padding's share of
-  // the padding (torch's count_include_pad=False counts none, ceil_mode's extra padding never
-  // counts). The window sum over the kernel's volume, divided by the share of the window that
-  // counts: the same pool over ones of the counted region.
-  absl::StatusOr<UOpRef> avg_pool_counted(const std::vector<int64_t>& kernel, const fe::Pairs& pads) {
+  // the padding (torch's count_include_pad=False counts none; by default the user's padding
+  // counts, ceil_mode's growth does not). The window sum over the kernel's volume, divided by the
+  // share of the window that counts: the same pool over ones of the counted region.
+  absl::StatusOr<UOpRef> avg_pool_counted(const std::vector<int64_t>& kernel, const fe::Pairs& pads,
+                                          const std::vector<int64_t>& counted_padding, size_t padding_form) {
     const UOpRef& x = src_[0];
     const size_t n = kernel.size();
-    if (c_.counted_padding.size() != p_.padding.size())
-      return invalid(absl::StrCat("counted_padding needs padding's form (", p_.padding.size(), " values), got ",
-                                  c_.counted_padding.size()));
-    if (absl::Status s = values("counted_padding", c_.counted_padding, 0); !s.ok()) return s;
-    absl::StatusOr<fe::Pairs> counted = fe::spatial_padding(c_.counted_padding, n, false);
+    if (counted_padding.size() != padding_form)
+      return invalid(absl::StrCat("counted_padding needs padding's form (", padding_form, " values), got ",
+                                  counted_padding.size()));
+    if (absl::Status s = values("counted_padding", counted_padding, 0); !s.ok()) return s;
+    absl::StatusOr<fe::Pairs> counted = fe::spatial_padding(counted_padding, n, false);
     if (!counted.ok()) return counted.status();
     const size_t lead = x->shape.size() - n;
     Shape region;

@@ -207,17 +207,28 @@ const BUILD = {
   multinomial: seeded((xs, a) => xs[0].multinomial(a.n, Boolean(a.replacement))),
   randperm: seeded((xs, a) => Tensor.randperm(a.n)),
   normal: seeded((xs, a) => Tensor.normal(a.shape, { mean: a.mean, std: a.std })),
-  maxUnpool2d: (xs) => xs[0].maxUnpool2d(xs[1]),
+  maxUnpool2d: (xs, a) => xs[0].maxUnpool2d(xs[1], { kernelSize: a.kernel ?? 2, stride: a.stride ?? null,
+    padding: a.padding ?? 0, outputSize: a.outputSize }),
   conv2d: (xs, a) => xs[0].conv2d(xs[1], xs[2] ?? null, { groups: a.groups ?? 1, stride: a.stride ?? 1,
     dilation: a.dilation ?? 1, padding: a.padding ?? 0 }),
   convTranspose2d: (xs, a) => xs[0].convTranspose2d(xs[1], xs[2] ?? null, { groups: a.groups ?? 1, stride: a.stride ?? 1,
     dilation: a.dilation ?? 1, padding: a.padding ?? 0, outputPadding: a.outputPadding ?? 0 }),
   maxPool2d: (xs, a) => xs[0].maxPool2d(a.kernel ?? 2, { stride: a.stride ?? null, dilation: a.dilation ?? 1,
-    padding: a.padding ?? 0 }),
+    padding: a.padding ?? 0, ceilMode: a.ceilMode ?? false }),
   avgPool2d: (xs, a) => xs[0].avgPool2d(a.kernel ?? 2, { stride: a.stride ?? null, dilation: a.dilation ?? 1,
-    padding: a.padding ?? 0, countIncludePad: a.countIncludePad ?? true }),
-  scaledDotProductAttention: (xs, a) => xs[0].scaledDotProductAttention(xs[1], xs[2],
-    { attnMask: xs[3] ?? null, isCausal: a.causal ?? false }),
+    padding: a.padding ?? 0, ceilMode: a.ceilMode ?? false, countIncludePad: a.countIncludePad ?? true }),
+  // with p, dropout on the weights: seeded, while training
+  scaledDotProductAttention: (xs, a) => {
+    if (a.p === undefined) return xs[0].scaledDotProductAttention(xs[1], xs[2], { attnMask: xs[3] ?? null, isCausal: a.causal ?? false });
+    Tensor.manualSeed(a.seed);
+    const was = Tensor.training;
+    Tensor.training = true;
+    try {
+      return xs[0].scaledDotProductAttention(xs[1], xs[2], { attnMask: xs[3] ?? null, isCausal: a.causal ?? false, dropoutP: a.p });
+    } finally {
+      Tensor.training = was;
+    }
+  },
   // One optimizer step on parameter xs[0] with gradient xs[1], built lazily: the new parameter.
   optimizerStep: (xs, a) => {
     const [p, o] = [xs[0], a.options ?? {}];

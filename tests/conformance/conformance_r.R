@@ -278,7 +278,9 @@ builders <- list(
   multinomial = seeded(function(ins, args) pg_multinomial(ins[[1]], args$n, isTRUE(args$replacement)) - 1L),
   randperm = seeded(function(ins, args) pg_randperm(args$n) - 1L),
   normal = seeded(function(ins, args) pg_normal(unlist(args$shape), mean = args$mean, std = args$std)),
-  maxUnpool2d = function(ins, args) pg_max_unpool2d(ins[[1]], pos(ins[[2]])),
+  maxUnpool2d = function(ins, args) pg_max_unpool2d(ins[[1]], pos(ins[[2]]), unlist(args$kernel %||% 2), unlist(args$stride),
+                                                    unlist(args$padding %||% 0), unlist(args$outputSize),
+                                                    spatial = pool_axes(args$kernel)),
   conv2d = function(ins, args) pg_conv2d(ins[[1]], ins[[2]], input(ins, 3),
                                          stride = unlist(args$stride %||% 1), padding = unlist(args$padding %||% 0),
                                          dilation = unlist(args$dilation %||% 1), groups = args$groups %||% 1),
@@ -287,13 +289,16 @@ builders <- list(
     groups = args$groups %||% 1, output_padding = unlist(args$outputPadding %||% 0)),
   maxPool2d = function(ins, args) pg_max_pool2d(ins[[1]], unlist(args$kernel %||% 2), unlist(args$stride),
                                                 unlist(args$padding %||% 0), unlist(args$dilation %||% 1),
-                                                spatial = pool_axes(args$kernel)),
+                                                spatial = pool_axes(args$kernel), ceil_mode = isTRUE(args$ceilMode)),
   avgPool2d = function(ins, args) pg_avg_pool2d(ins[[1]], unlist(args$kernel %||% 2), unlist(args$stride),
                                                 unlist(args$padding %||% 0), unlist(args$dilation %||% 1),
-                                                spatial = pool_axes(args$kernel),
+                                                spatial = pool_axes(args$kernel), ceil_mode = isTRUE(args$ceilMode),
                                                 count_include_pad = args$countIncludePad %||% TRUE),
-  scaledDotProductAttention = function(ins, args) pg_scaled_dot_product_attention(ins[[1]], ins[[2]], ins[[3]],
-    attn_mask = input(ins, 4), is_causal = isTRUE(args$causal)),
+  scaledDotProductAttention = function(ins, args) {
+    if (!is.null(args$p)) pg_manual_seed(args$seed)  # dropout on the weights
+    pg_scaled_dot_product_attention(ins[[1]], ins[[2]], ins[[3]], attn_mask = input(ins, 4), is_causal = isTRUE(args$causal),
+                                    dropout_p = args$p %||% 0)
+  },
   # One optimizer step on parameter ins[[1]] with gradient ins[[2]], built lazily: the new parameter.
   optimizerStep = function(ins, args) {
     p <- ins[[1]]

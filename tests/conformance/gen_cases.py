@@ -428,8 +428,13 @@ case("multinomial/replacement", "multinomial", "MULTINOMIAL", [inp("float32", (2
 case("multinomial/without-1d", "multinomial", "MULTINOMIAL", [inp("float32", (6,), "pos")], {"seed": 9, "n": 4})
 case("randperm/10", "randperm", ["RAND", "SORT"], args={"seed": 3, "n": 10})
 case("normal/f32", "normal", ["RANDN", "MUL", "ADD"], args={"seed": 4, "shape": [2, 3], "mean": 1.5, "std": 0.5})
-case("maxUnpool2d/f32", "maxUnpool2d", ["SCATTER_REDUCE", "RESHAPE"],
+# indices may repeat (the last write wins) or fall outside the volume (nothing is written)
+case("maxUnpool2d/f32", "maxUnpool2d", "MAX_UNPOOL2D",
      [inp("float32", (1, 2, 2, 2)), inp("int32", (1, 2, 2, 2), lo=0, hi=15)])
+case("maxUnpool2d/1d-i64-stride", "maxUnpool2d", "MAX_UNPOOL2D",
+     [inp("int64", (2, 3, 4)), inp("int64", (2, 3, 4), lo=0, hi=10)], {"kernel": [3], "stride": 2, "padding": 1})
+case("maxUnpool2d/3d-f64-size", "maxUnpool2d", "MAX_UNPOOL2D",
+     [inp("float64", (1, 2, 2, 2)), inp("int32", (1, 2, 2, 2), lo=0, hi=40)], {"kernel": [1, 2, 2], "outputSize": [2, 4, 5]})
 case("conv2d/f32", "conv2d", "CONV2D", [inp("float32", (2, 3, 6, 6)), inp("float32", (4, 3, 3, 3))])
 case("conv2d/stride-pad-bias", "conv2d", "CONV2D",
      [inp("float32", (1, 2, 7, 7)), inp("float32", (3, 2, 3, 3)), inp("float32", (3,))], {"stride": 2, "padding": 1})
@@ -478,6 +483,14 @@ case("maxPool2d/3d-i32", "maxPool2d", "MAX_POOL2D", [inp("int32", (1, 2, 4, 5, 4
 case("avgPool2d/1d", "avgPool2d", "AVG_POOL2D", [inp("float32", (2, 8))], {"kernel": [3], "stride": 2, "padding": 1})
 case("avgPool2d/3d-pad", "avgPool2d", "AVG_POOL2D", [inp("float32", (1, 1, 5, 4, 5))],
      {"kernel": [3, 2, 3], "stride": 2, "padding": [1, 0, 1]})
+# ceil_mode: the clients send the flag and compute torch's window count; the daemon pads for the
+# last partial window, and that padding never counts in a mean
+case("maxPool2d/ceil-3d-i16", "maxPool2d", "MAX_POOL2D", [inp("int16", (1, 2, 5, 6, 7))],
+     {"kernel": [2, 3, 2], "stride": 2, "padding": [0, 1, 1], "ceilMode": True})
+case("avgPool2d/ceil-pad", "avgPool2d", "AVG_POOL2D", [inp("float32", (2, 1, 7, 6))],
+     {"kernel": 3, "stride": 2, "padding": 1, "dilation": [1, 2], "ceilMode": True})
+case("avgPool2d/ceil-exclude-pad-1d", "avgPool2d", "AVG_POOL2D", [inp("float64", (2, 3, 10))],
+     {"kernel": [4], "stride": 3, "padding": 1, "ceilMode": True, "countIncludePad": False})
 case("sdpa/f32", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTION",
      [inp("float32", (2, 3, 4)), inp("float32", (2, 5, 4)), inp("float32", (2, 5, 6))])
 case("sdpa/causal", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTION",
@@ -486,6 +499,11 @@ case("sdpa/bool-mask", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTIO
      [inp("float32", (2, 3, 4)), inp("float32", (2, 5, 4)), inp("float32", (2, 5, 2)), inp("bool", (3, 5))])
 case("sdpa/float-mask-f16", "scaledDotProductAttention", ["SCALED_DOT_PRODUCT_ATTENTION_MASKED", "CAST"],
      [inp("float16", (3, 4)), inp("float16", (3, 4)), inp("float16", (3, 4)), inp("float16", (3, 3), "unit")])
+# dropout on the attention weights, drawn on the device from the seed
+case("sdpa/dropout-causal", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTION",
+     [inp("float32", (2, 4, 3)), inp("float32", (2, 4, 3)), inp("float32", (2, 4, 5))], {"causal": True, "seed": 7, "p": 0.3})
+case("sdpa/dropout-mask", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTION_MASKED",
+     [inp("float32", (3, 4)), inp("float32", (5, 4)), inp("float32", (5, 2)), inp("bool", (3, 5))], {"seed": 2, "p": 0.5})
 
 # ---- ops the clients compose themselves from wire ops (where their rules drift most easily) ------
 # (rsqrt to hardswish were composed until issue 33; they are core composites now)

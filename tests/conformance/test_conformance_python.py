@@ -63,6 +63,18 @@ def _seeded(fn):
   return build
 
 
+def _attention(xs, a):
+  """With p, dropout on the weights: seeded, while training."""
+  def run():
+    return xs[0].scaled_dot_product_attention(xs[1], xs[2], attn_mask=xs[3] if len(xs) > 3 else None,
+                                              is_causal=a.get("causal", False), dropout_p=a.get("p", 0.0))
+  if "p" not in a:
+    return run()
+  Tensor.manual_seed(a["seed"])
+  with Tensor.train():
+    return run()
+
+
 def _dropout(xs, a):
   with Tensor.train():
     return xs[0].dropout(a["p"])
@@ -226,7 +238,8 @@ BUILD = {
     "multinomial": _seeded(lambda xs, a: xs[0].multinomial(a["n"], replacement=a.get("replacement", False))),
     "randperm": _seeded(lambda xs, a: Tensor.randperm(a["n"])),
     "normal": _seeded(lambda xs, a: Tensor.normal(*a["shape"], mean=a["mean"], std=a["std"])),
-    "maxUnpool2d": lambda xs, a: xs[0].max_unpool2d(xs[1]),
+    "maxUnpool2d": lambda xs, a: xs[0].max_unpool2d(xs[1], _tuple(a.get("kernel", 2)), _tuple(a.get("stride")),
+                                                    _tuple(a.get("padding", 0)), output_size=a.get("outputSize")),
     "conv2d": lambda xs, a: xs[0].conv2d(xs[1], xs[2] if len(xs) > 2 else None, groups=a.get("groups", 1),
                                          stride=_tuple(a.get("stride", 1)), dilation=_tuple(a.get("dilation", 1)),
                                          padding=_tuple(a.get("padding", 0))),
@@ -234,12 +247,13 @@ BUILD = {
         xs[1], xs[2] if len(xs) > 2 else None, groups=a.get("groups", 1), stride=_tuple(a.get("stride", 1)), dilation=_tuple(a.get("dilation", 1)),
         padding=_tuple(a.get("padding", 0)), output_padding=_tuple(a.get("outputPadding", 0))),
     "maxPool2d": lambda xs, a: xs[0].max_pool2d(_tuple(a.get("kernel", 2)), _tuple(a.get("stride")),
-                                                _tuple(a.get("dilation", 1)), _tuple(a.get("padding", 0))),
+                                                _tuple(a.get("dilation", 1)), _tuple(a.get("padding", 0)),
+                                                ceil_mode=a.get("ceilMode", False)),
     "avgPool2d": lambda xs, a: xs[0].avg_pool2d(_tuple(a.get("kernel", 2)), _tuple(a.get("stride")),
                                                 _tuple(a.get("dilation", 1)), _tuple(a.get("padding", 0)),
+                                                ceil_mode=a.get("ceilMode", False),
                                                 count_include_pad=a.get("countIncludePad", True)),
-    "scaledDotProductAttention": lambda xs, a: xs[0].scaled_dot_product_attention(
-        xs[1], xs[2], attn_mask=xs[3] if len(xs) > 3 else None, is_causal=a.get("causal", False)),
+    "scaledDotProductAttention": _attention,
     "grad": _grad,
     "to": _to,
 }

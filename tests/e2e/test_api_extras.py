@@ -252,6 +252,29 @@ def test_max_pool_indices_and_unpool_match_torch(rng, shape, k, kw, data):
     got = values.max_unpool2d(indices, k, stride, kw.get("padding", 0), output_size=shape[-len(k):])
     ref = unpool(tv, ti, k, stride, kw.get("padding", 0), output_size=shape[-len(k):])
     np.testing.assert_array_equal(got.numpy(), ref.numpy())
+    # The gradient is a gather: overlapping windows pick one element several times, each copy
+    # getting the output's whole gradient there (torch).
+    w = rng.standard_normal(ref.shape).astype(np.float32)
+    v = Tensor(tv.numpy(), requires_grad=True)
+    (v.max_unpool2d(Tensor(ti.numpy()), k, stride, kw.get("padding", 0), output_size=shape[-len(k):]) * Tensor(w)).sum().backward()
+    tvg = tv.detach().requires_grad_()
+    (unpool(tvg, ti, k, stride, kw.get("padding", 0), output_size=shape[-len(k):]) * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(v.grad.numpy(), tvg.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_max_unpool_writes_every_value_bit_for_bit(dtype):
+  # -0.0, nan and inf keep their bits; of two values at one position the last wins; an index
+  # outside the volume writes nothing.
+  x = np.array([[[-0.0, np.nan], [np.inf, -np.inf]], [[1.5, -2.0], [3.0, 4.0]]], dtype)
+  idx = np.array([[[0, 3], [5, 5]], [[15, 16], [-1, 2]]], np.int32)
+  want = np.zeros((2, 16), dtype)
+  want[0, [0, 3, 5]] = [-0.0, np.nan, -np.inf]
+  want[1, [15, 2]] = [1.5, 4.0]
+  got = Tensor(x).max_unpool2d(Tensor(idx), 2).numpy()
+  assert got.dtype == dtype and got.shape == (2, 4, 4)
+  bits = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}[dtype]
+  np.testing.assert_array_equal(got.reshape(2, 16).view(bits), want.view(bits))
 
 
 @pytest.mark.parametrize("shape", [(4, 3), (3, 3), (3, 5), (2, 4, 4), (5, 1), (1, 4)])

@@ -1727,3 +1727,31 @@ def test_zero_signs(name):
   np.testing.assert_allclose(got, ref, rtol=1e-6, atol=0)
   zeros = (ref == 0) | np.isinf(ref)
   assert (np.signbit(got) == np.signbit(ref))[zeros].all(), f"signs of zeros or infinities differ: {got} vs {ref}"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_dropout_drops_the_weights_as_dropout_does(rng, causal):
+  # The daemon draws the weights' mask as DROPOUT's over their shape from the same key, so the
+  # same seed gives the same mask; forward and gradients match torch with that mask applied.
+  q, k, v = (rng.standard_normal(s).astype(np.float32) for s in [(2, 4, 3), (2, 5, 3), (2, 5, 6)])
+  p = 0.4
+  with Tensor.train():
+    Tensor.manual_seed(11)
+    mask = Tensor.ones(2, 4, 5).dropout(p).numpy()
+    Tensor.manual_seed(11)
+    tq, tk, tv = (Tensor(a, requires_grad=True) for a in (q, k, v))
+    out = tq.scaled_dot_product_attention(tk, tv, is_causal=causal, dropout_p=p)
+    out.sum().backward()
+  assert 0 < (mask == 0).sum() < mask.size
+  rq, rk, rv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+  s = rq @ rk.transpose(-2, -1) / math.sqrt(3)
+  if causal:
+    s = s.masked_fill(~torch.ones(4, 5, dtype=torch.bool).tril(), float("-inf"))
+  ref = (s.softmax(-1) * torch.tensor(mask)) @ rv
+  ref.sum().backward()
+  np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+  for got, want in ((tq, rq), (tk, rk), (tv, rv)):
+    np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-4, atol=1e-5)
+  # Outside training, no dropout.
+  plain = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=causal, dropout_p=p)
+  np.testing.assert_allclose(plain.numpy(), Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=causal).numpy())

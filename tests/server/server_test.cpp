@@ -503,6 +503,22 @@ TEST_F(ServerTest, WindowOpsTakeOneToThreeSpatialAxes) {
   EXPECT_EQ(m[0], 1);                         // 1..16 row-major: (0, 0) alone
   EXPECT_EQ(m[1], 2.5f);                      // (2 + 3) / 2
   EXPECT_EQ(m[4], (6 + 7 + 10 + 11) / 4.0f);  // an inner window: all four count
+  // ceil_mode: a 3x3 stride-2 pool of 1..16 keeps the last partial windows, whose padding never
+  // counts in a mean (torch's ceil_mode); a convolution refuses it.
+  v1::Node ceil_avg = op(29, v1::AVG_POOL2D, {1});
+  for (int i = 0; i < 2; ++i) ceil_avg.mutable_composite()->add_kernel(3), ceil_avg.mutable_composite()->add_stride(2);
+  ceil_avg.mutable_composite()->set_ceil_mode(true);
+  v1::Node ceil_max = ceil_avg;
+  ceil_max.set_id(30);
+  ceil_max.set_op(v1::MAX_POOL2D);
+  v1::RealizeResponse ceiled;
+  ASSERT_TRUE(realize(sid, {ceil_avg, ceil_max}, {29, 30}, &ceiled).ok());
+  EXPECT_EQ(values_of<float>(ceiled.results(0).data()), (std::vector<float>{6, 7.5, 12, 13.5}));
+  EXPECT_EQ(values_of<float>(ceiled.results(1).data()), (std::vector<float>{11, 12, 15, 16}));
+  v1::Node ceil_conv = op(31, v1::CONV2D, {1, 32});
+  ceil_conv.mutable_composite()->set_ceil_mode(true);
+  expect_error(ceil_conv, {float_const(32, 1.0, {1, 1, 2, 2})}, grpc::StatusCode::INVALID_ARGUMENT,
+               "node 31 (CONV2D): ceil_mode is for MAX_POOL2D and AVG_POOL2D only");
   // A convolution's optional third source is its bias, added per output channel: a 2x2 stride-2
   // sum of 1..16 plus 0.5. A bias not of (O,) and x's dtype is refused with what it should be.
   v1::Node biased = op(23, v1::CONV2D, {1, 24, 25});

@@ -402,3 +402,14 @@ test('avgPool2d with countIncludePad false divides by the elements inside the in
   const counted = await x.avgPool2d(2, { stride: 2, padding: 1 }).data();
   assert.deepEqual([...counted], [0.25, 1.25, 2.75, 7]);
 });
+
+test('ceilMode keeps the last partial windows, whose padding never counts in a mean', async () => {
+  const x = Tensor.from([1, 2, 3, 4, 5, 6, 7, 8, 9], { shape: [1, 1, 3, 3] });
+  // windows: {1, 2, 4, 5}, {3, 6}, {7, 8}, {9}
+  assert.deepEqual([...await x.avgPool2d(2, { ceilMode: true }).data()], [3, 4.5, 7.5, 9]);
+  assert.deepEqual([...await x.maxPool2d(2, { ceilMode: true }).data()], [5, 6, 8, 9]);
+  assert.deepEqual(x.maxPool2d(2).shape, [1, 1, 1, 1]);
+  // a last window that would start in the after-padding is dropped: 3 windows, not 4
+  assert.deepEqual(Tensor.zeros(1, 6).maxPool2d([2], { stride: 2, padding: 1, ceilMode: true }).shape, [1, 4]);
+  assert.deepEqual(Tensor.zeros(1, 5).maxPool2d([2], { stride: 2, padding: 1, ceilMode: true }).shape, [1, 3]);
+});

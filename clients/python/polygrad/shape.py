@@ -208,7 +208,9 @@ def padding_pairs(padding, n: int, allow_negative: bool = False) -> Tuple[int, .
 
 
 def window_out(spatial: Tuple[int, ...], k: Tuple[int, ...], stride: Tuple[int, ...], dil: Tuple[int, ...],
-                pads: Tuple[int, ...], what: str) -> Tuple[int, ...]:
+                pads: Tuple[int, ...], what: str, ceil_mode: bool = False) -> Tuple[int, ...]:
+  """The output size of each spatial axis of a window op. ceil_mode (pools): a last partial window
+  counts when it starts inside the input or its before-padding (torch; the daemon pads for it)."""
   out = []
   for i, size in enumerate(spatial):
     span = dil[i] * (k[i] - 1) + 1
@@ -218,7 +220,10 @@ def window_out(spatial: Tuple[int, ...], k: Tuple[int, ...], stride: Tuple[int, 
     if padded < span:
       raise ShapeError(f"{what}: a window of {span} (kernel {k[i]}, dilation {dil[i]}) does not fit spatial axis "
                        f"{i} = {size} padded to {padded}")
-    out.append((padded - span) // stride[i] + 1)
+    windows = -(-(padded - span) // stride[i]) + 1 if ceil_mode else (padded - span) // stride[i] + 1
+    if ceil_mode and (windows - 1) * stride[i] >= size + pads[2 * i]:
+      windows -= 1
+    out.append(windows)
   return tuple(out)
 
 

@@ -107,6 +107,8 @@ pg_conv_transpose2d <- function(x, weight, bias = NULL, stride = 1, padding = 0,
 #' The maximum or the mean of each `kernel` window of the last `spatial` axes, windows `stride`
 #' apart (default: the kernel, so they tile). Padding never wins a maximum; padded zeros count in a
 #' mean unless `count_include_pad` is `FALSE` (torch's: the mean is then over the input's elements).
+#' `ceil_mode = TRUE` keeps a last partial window that starts inside the input or its
+#' before-padding (torch's `ceil_mode`); the padding that holds it never counts in a mean.
 #' @param x a tensor of at least `spatial` axes.
 #' @param kernel an integer or one per spatial axis.
 #' @param stride,dilation an integer or one per spatial axis.
@@ -114,26 +116,30 @@ pg_conv_transpose2d <- function(x, weight, bias = NULL, stride = 1, padding = 0,
 #'   c(top, bottom, left, right).
 #' @param spatial how many trailing axes to pool over, 1 to 3: the length of `kernel` when it has
 #'   2 or 3 values, else 2 (as a single number means in tinygrad); 1-D pooling says `spatial = 1`.
+#' @param ceil_mode whether to keep a last partial window.
 #' @param count_include_pad whether padded zeros count in `pg_avg_pool2d`'s means.
 #' @return a tensor.
 #' @export
-pg_max_pool2d <- function(x, kernel = 2, stride = NULL, padding = 0, dilation = 1, spatial = NULL) {
-  p <- pool_geometry(x, kernel, stride, padding, dilation, spatial, "pg_max_pool2d")
+pg_max_pool2d <- function(x, kernel = 2, stride = NULL, padding = 0, dilation = 1, spatial = NULL,
+                          ceil_mode = FALSE) {
+  p <- pool_geometry(x, kernel, stride, padding, dilation, spatial, ceil_mode, "pg_max_pool2d")
   make(OP$MAX_POOL2D, x$node$dtype, p$shape, list(x), p$arg)
 }
 
 #' @rdname pg_max_pool2d
 #' @export
 pg_avg_pool2d <- function(x, kernel = 2, stride = NULL, padding = 0, dilation = 1, spatial = NULL,
-                          count_include_pad = TRUE) {
-  p <- pool_geometry(x, kernel, stride, padding, dilation, spatial, "pg_avg_pool2d")
+                          ceil_mode = FALSE, count_include_pad = TRUE) {
+  p <- pool_geometry(x, kernel, stride, padding, dilation, spatial, ceil_mode, "pg_avg_pool2d")
   if (!isTRUE(count_include_pad)) p$arg$counted_padding <- rep(0, length(p$arg$padding))
   out <- least_upper_float(x$node$dtype)
   xa <- pg_cast(x, sum_acc_dtype(out))
   pg_cast(make(OP$AVG_POOL2D, xa$node$dtype, p$shape, list(xa), p$arg), out)
 }
 
-pool_geometry <- function(x, kernel, stride, padding, dilation, spatial, what) {
+# The result's shape and the composite arg of a pooling. With ceil_mode, an axis keeps a last
+# partial window when it starts inside the input or its before-padding (torch; the daemon pads).
+pool_geometry <- function(x, kernel, stride, padding, dilation, spatial, ceil_mode, what) {
   n <- if (is.null(spatial)) (if (length(kernel) == 1L) 2L else length(kernel)) else as.integer(spatial)
   if (length(n) != 1L || is.na(n) || n < 1L || n > 3L) pg_abort("invalid_argument", sprintf("%s pools over 1 to 3 axes", what))
   k <- ntuple(kernel, n, "kernel", 1)
@@ -146,6 +152,12 @@ pool_geometry <- function(x, kernel, stride, padding, dilation, spatial, what) {
   span <- dil * (k - 1) + 1
   padded <- s[nd - rev(seq_len(n)) + 1] + pad[2 * seq_len(n) - 1] + pad[2 * seq_len(n)]
   if (any(padded < span)) pg_abort("invalid_argument", sprintf("%s: the window does not fit the padded input", what))
-  list(shape = c(s[seq_len(nd - n)], floor((padded - span) / st) + 1),
-       arg = list(kernel = k, stride = st, padding = pad, dilation = dil))
+  ceil_mode <- isTRUE(ceil_mode)
+  windows <- (if (ceil_mode) ceiling((padded - span) / st) else floor((padded - span) / st)) + 1
+  if (ceil_mode) {
+    before <- pad[2 * seq_len(n) - 1]
+    windows <- windows - ((windows - 1) * st >= s[nd - rev(seq_len(n)) + 1] + before)
+  }
+  list(shape = c(s[seq_len(nd - n)], windows),
+       arg = list(kernel = k, stride = st, padding = pad, dilation = dil, ceil_mode = ceil_mode))
 }

@@ -133,12 +133,20 @@ pg_batchnorm <- function(x, weight, bias, mean, invstd, axis = 2) {
 #' softmax(q k' / sqrt(d) + mask) v over the last two axes, the others broadcasting: q (..., L,
 #' d), k (..., S, d), v (..., S, dv). A bool `attn_mask` (L, S) keeps the positions that are
 #' `TRUE`; a float one is added to the scores. `is_causal` masks keys after each query's position.
+#' `dropout_p` zeroes attention weights with that probability (the rest scaled by 1 / (1 - p))
+#' when `training`, drawn on the daemon as [pg_dropout]'s.
 #' @param q,k,v tensors.
 #' @param attn_mask `NULL` or a tensor.
 #' @param is_causal mask future positions.
+#' @param dropout_p the probability of dropping an attention weight.
+#' @param training whether dropout applies.
 #' @return a tensor (..., L, dv).
 #' @export
-pg_scaled_dot_product_attention <- function(q, k, v, attn_mask = NULL, is_causal = FALSE) {
+pg_scaled_dot_product_attention <- function(q, k, v, attn_mask = NULL, is_causal = FALSE, dropout_p = 0,
+                                            training = TRUE) {
+  if (!(dropout_p >= 0 && dropout_p <= 1)) {
+    pg_abort("invalid_argument", sprintf("attention: dropout_p must be in [0, 1], got %s", dropout_p))
+  }
   qs <- q$node$shape
   ks <- k$node$shape
   vs <- v$node$shape
@@ -158,5 +166,7 @@ pg_scaled_dot_product_attention <- function(q, k, v, attn_mask = NULL, is_causal
     op <- OP$SCALED_DOT_PRODUCT_ATTENTION_MASKED
   }
   out_shape <- c(batch, qs[length(qs) - 1], vs[length(vs)])
-  pg_cast(make(op, acc, out_shape, src, list(causal = is_causal)), dt)
+  arg <- list(causal = is_causal)
+  if (dropout_p > 0 && isTRUE(training)) arg <- c(arg, random_key(), list(p = dropout_p))  # drawn on the device
+  pg_cast(make(op, acc, out_shape, src, arg), dt)
 }

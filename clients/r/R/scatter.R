@@ -17,7 +17,8 @@
 #' after them).
 #' `pg_multinomial` draws 1-based class indices from weights along the last axis, `pg_randperm`
 #' a permutation of 1..n, `pg_normal` normal numbers. `pg_max_unpool2d` writes each value at its
-#' 1-based flat position in the (H, W) plane. `pg_contiguous_backward` returns x;
+#' 1-based flat position in the spatial volume of the last `spatial` axes (torch's
+#' max_unpool1d/2d/3d). `pg_contiguous_backward` returns x;
 #' `pg_replace` makes x stand for y.
 #' @param x a tensor.
 #' @param axis a 1-based axis (-1: the last).
@@ -43,9 +44,11 @@
 #' @param dtype the result's dtype.
 #' @param mean,std the normal's mean and standard deviation.
 #' @param ... the shape.
-#' @param indices 1-based flat positions in the (H, W) plane.
+#' @param indices 1-based flat positions in the spatial volume.
 #' @param kernel,stride,padding the pooling's geometry.
-#' @param output_size NULL or c(H, W).
+#' @param output_size NULL or the output's spatial sizes, e.g. c(H, W).
+#' @param spatial how many trailing axes to unpool, 1 to 3: the length of `kernel` when it has
+#'   2 or 3 values, else 2.
 #' @return a tensor.
 #' @export
 pg_scatter <- function(x, axis, index, src, reduce = NULL) {
@@ -231,26 +234,22 @@ pg_normal <- function(..., mean = 0, std = 1, dtype = "float32") {
 
 #' @rdname pg_scatter
 #' @export
-pg_max_unpool2d <- function(x, indices, kernel = 2, stride = NULL, padding = 0, output_size = NULL) {
-  pair <- function(v) if (length(v) == 1L) c(v, v) else v
-  k <- pair(kernel)
-  st <- if (is.null(stride)) k else pair(stride)
-  pad <- pair(padding)
+pg_max_unpool2d <- function(x, indices, kernel = 2, stride = NULL, padding = 0, output_size = NULL, spatial = NULL) {
+  n <- if (is.null(spatial)) (if (length(kernel) == 1L) 2L else length(kernel)) else as.integer(spatial)
+  if (length(n) != 1L || is.na(n) || n < 1L || n > 3L) pg_abort("invalid_argument", "pg_max_unpool2d unpools 1 to 3 axes")
+  k <- ntuple(kernel, n, "kernel", 1)
+  st <- if (is.null(stride)) k else ntuple(stride, n, "stride", 1)
+  pad <- ntuple(padding, n, "padding", 0)
   if (!is_tensor(indices)) indices <- pg_tensor(indices)
   s <- x$node$shape
-  if (length(s) < 2 || !identical(as.numeric(indices$node$shape), as.numeric(s))) {
-    pg_abort("invalid_argument", sprintf("pg_max_unpool2d: indices (%s) must have the values' shape (%s) (at least 2-D)",
-                                         paste(indices$node$shape, collapse = ", "), paste(s, collapse = ", ")))
-  }
   nd <- length(s)
-  oh <- s[nd - 1]
-  ow <- s[nd]
-  lead <- s[seq_len(nd - 2)]
-  hw <- if (is.null(output_size)) c((oh - 1) * st[1] - 2 * pad[1] + k[1], (ow - 1) * st[2] - 2 * pad[2] + k[2])
-        else utils::tail(as.numeric(output_size), 2)
-  zeros <- pg_zeros(c(lead, hw[1] * hw[2]), dtype = x$node$dtype)
-  flat <- pg_scatter(zeros, -1, pg_reshape(indices, c(lead, oh * ow)), pg_reshape(x, c(lead, oh * ow)))
-  pg_reshape(flat, c(lead, hw))
+  if (nd < n || !identical(as.numeric(indices$node$shape), as.numeric(s)) || !is_int_dtype(indices$node$dtype)) {
+    pg_abort("invalid_argument", sprintf("pg_max_unpool2d: indices (%s) must be integers of the values' shape (%s), of at least %d axes",
+                                         paste(indices$node$shape, collapse = ", "), paste(s, collapse = ", "), n))
+  }
+  sp <- if (is.null(output_size)) (s[nd - n + seq_len(n)] - 1) * st - 2 * pad + k
+        else utils::tail(as.numeric(output_size), n)
+  make(OP$MAX_UNPOOL2D, x$node$dtype, c(s[seq_len(nd - n)], sp), list(x, indices - 1L), list(shape = sp))
 }
 
 #' @rdname pg_scatter

@@ -77,12 +77,16 @@ function paddingPairs(padding, n) {
   return out;
 }
 
-function windowOut(spatial, k, stride, dil, pads, what) {
+// The output size of each spatial axis of a window op. ceilMode (pools): a last partial window
+// counts when it starts inside the input or its before-padding (torch; the daemon pads for it).
+function windowOut(spatial, k, stride, dil, pads, what, ceilMode = false) {
   return spatial.map((size, i) => {
     const span = dil[i] * (k[i] - 1) + 1;
     const padded = size + pads[2 * i] + pads[2 * i + 1];
     if (padded < span) throw new RangeError(`${what}: a window of ${span} (kernel ${k[i]}, dilation ${dil[i]}) does not fit spatial axis ${i} = ${size} padded to ${padded}`);
-    return Math.floor((padded - span) / stride[i]) + 1;
+    let windows = (ceilMode ? Math.ceil((padded - span) / stride[i]) : Math.floor((padded - span) / stride[i])) + 1;
+    if (ceilMode && (windows - 1) * stride[i] >= size + pads[2 * i]) windows -= 1;
+    return windows;
   });
 }
 
@@ -160,8 +164,9 @@ P.convTranspose2d = function convTranspose2d(weight, bias = null, { groups = 1, 
   return Tensor._make(OPS.CONV_TRANSPOSE2D, srcs[0].dtype, [sx[0], cout, ...sp], srcs, arg).cast(out);
 };
 
-// Pooling over the last kernelSize.length axes, 1 to 3 (a number: 2-D, as tinygrad).
-P._pool = function _pool(op, kernelSize, { stride = null, dilation = 1, padding = 0 } = {}) {
+// Pooling over the last kernelSize.length axes, 1 to 3 (a number: 2-D, as tinygrad); ceilMode
+// keeps a last partial window (torch).
+P._pool = function _pool(op, kernelSize, { stride = null, dilation = 1, padding = 0, ceilMode = false } = {}) {
   const name = OP_NAMES[op].toLowerCase();
   const k = typeof kernelSize === 'number' ? ntuple(kernelSize, 2, 'kernelSize', 1) : ints(kernelSize, 'kernelSize');
   const n = k.length;
@@ -170,8 +175,9 @@ P._pool = function _pool(op, kernelSize, { stride = null, dilation = 1, padding 
   const dil = ntuple(dilation, n, 'dilation', 1);
   const pads = paddingPairs(padding, n);
   if (this.ndim < n) throw new RangeError(`${name} pools over the last ${n} axes, got shape [${this._node.shape}]`);
-  const sp = windowOut(this._node.shape.slice(-n), k, st, dil, pads, name);
-  return [[...this._node.shape.slice(0, -n), ...sp], new Composite({ kernel: k, stride: st, padding: pads, dilation: dil })];
+  const ceil = Boolean(ceilMode);
+  const sp = windowOut(this._node.shape.slice(-n), k, st, dil, pads, name, ceil);
+  return [[...this._node.shape.slice(0, -n), ...sp], new Composite({ kernel: k, stride: st, padding: pads, dilation: dil, ceil_mode: ceil })];
 };
 
 // Max over windows of the last kernelSize.length axes (stride defaults to the kernel; padding never wins).
@@ -187,6 +193,24 @@ P.avgPool2d = function avgPool2d(kernelSize = [2, 2], opts = {}) {
   if (opts.countIncludePad === false) arg = new Composite({ ...arg, counted_padding: arg.padding.map(() => 0) });
   const [x, out] = this._accFloat();
   return Tensor._make(OPS.AVG_POOL2D, x.dtype, shape, [x], arg).cast(out);
+};
+
+// torch's max_unpool1d/2d/3d over the last kernelSize.length axes (a number: 2-D): zeros of the
+// pooled input's spatial shape, each value written at its flat position from maxPool2d's indices
+// (the daemon's MAX_UNPOOL2D).
+P.maxUnpool2d = function maxUnpool2d(indices, { kernelSize = [2, 2], stride, padding = 0, outputSize } = {}) {
+  const k = typeof kernelSize === 'number' ? ntuple(kernelSize, 2, 'kernelSize', 1) : ints(kernelSize, 'kernelSize');
+  const n = k.length;
+  const st = stride === undefined || stride === null ? k : ntuple(stride, n, 'stride', 1);
+  const pad = ntuple(padding, n, 'padding', 0);
+  indices = asTensor(indices);
+  const s = this._node.shape;
+  if (n < 1 || n > 3 || this.ndim < n || !sameShape(indices._node.shape, s)) {
+    throw new RangeError(`maxUnpool2d: indices [${indices._node.shape}] must have the values' shape [${s}], of at least ${n} axes (1 to 3)`);
+  }
+  const spatial = outputSize ? ints([...outputSize].slice(-n), 'outputSize')
+    : s.slice(-n).map((o, i) => (o - 1) * st[i] - 2 * pad[i] + k[i]);
+  return Tensor._make(OPS.MAX_UNPOOL2D, this.dtype, [...s.slice(0, -n), ...spatial], [this, indices], new Composite({ shape: spatial }));
 };
 
 // --- index ops -----------------------------------------------------------------------------------
@@ -356,7 +380,8 @@ P.batchNorm = function batchNorm({ runningMean = null, runningVar = null, weight
 };
 
 // softmax(q k^T / sqrt(d) + mask) v, batch axes broadcasting (the daemon's SDPA).
-P.scaledDotProductAttention = function scaledDotProductAttention(key, value, { attnMask = null, isCausal = false } = {}) {
+P.scaledDotProductAttention = function scaledDotProductAttention(key, value, { attnMask = null, isCausal = false, dropoutP = 0 } = {}) {
+  if (!(dropoutP >= 0 && dropoutP <= 1)) throw new RangeError(`scaledDotProductAttention: dropoutP must be in [0, 1], got ${dropoutP}`);
   const q = this;
   const k = key;
   const v = value;
@@ -375,5 +400,9 @@ P.scaledDotProductAttention = function scaledDotProductAttention(key, value, { a
     op = OPS.SCALED_DOT_PRODUCT_ATTENTION_MASKED;
   }
   const outShape = [...batch, qs[qs.length - 2], vs[vs.length - 1]];
-  return Tensor._make(op, acc, outShape, src, new Composite({ causal: Boolean(isCausal) })).cast(dt);
+  // dropout on the attention weights, only while training, drawn on the device as dropout's
+  const drop = dropoutP > 0 && Tensor.training;
+  const [seed, counter] = drop ? Tensor._randomKey() : [0, 0];
+  const arg = new Composite({ causal: Boolean(isCausal), ...(drop ? { p: Number(dropoutP), seed, counter } : {}) });
+  return Tensor._make(op, acc, outShape, src, arg).cast(dt);
 };

@@ -162,26 +162,6 @@ Tensor.normal = function normal(...args) {
   return t;
 };
 
-// torch's max_unpool2d: zeros of the pooled input's (H, W), each value written at its flat
-// position in the plane (the indices max_pool2d returns), a scatter along the flattened plane.
-P.maxUnpool2d = function maxUnpool2d(indices, { kernelSize = [2, 2], stride, padding = 0, outputSize } = {}) {
-  const pair = (v) => (Array.isArray(v) ? v : [v, v]);
-  const k = pair(kernelSize);
-  const st = stride === undefined || stride === null ? k : pair(stride);
-  const pad = pair(padding);
-  indices = asTensor(indices);
-  const s = this._node.shape;
-  if (this.ndim < 2 || indices.ndim !== this.ndim || indices._node.shape.some((v, i) => v !== s[i])) {
-    throw new RangeError(`maxUnpool2d: indices [${indices._node.shape}] must have the values' shape [${s}] (at least 2-D)`);
-  }
-  const [oh, ow] = s.slice(-2);
-  const lead = s.slice(0, -2);
-  const [h, w] = outputSize ? [...outputSize].slice(-2)
-    : [(oh - 1) * st[0] - 2 * pad[0] + k[0], (ow - 1) * st[1] - 2 * pad[1] + k[1]];
-  const zeros = Tensor.zeros([...lead, h * w], { dtype: this.dtype });
-  return zeros.scatter(-1, indices.reshape([...lead, oh * ow]), this.reshape([...lead, oh * ow])).reshape([...lead, h, w]);
-};
-
 // tinygrad's contiguous_backward: the daemon lays out every buffer itself, so this tensor.
 P.contiguousBackward = function contiguousBackward() { return this; };
 

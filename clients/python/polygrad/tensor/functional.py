@@ -89,11 +89,9 @@ class Functional:
     arg = g.Composite(stride=st, padding=pad, dilation=dil, groups=groups, output_padding=opad)
     return Tensor._make(g.CONV_TRANSPOSE2D, srcs[0].dtype, (self.shape[0], cout) + out_sp, srcs, arg).cast(out)
 
-  def _pool_geometry(self, name: str, kernel_size, stride, dilation, padding, ceil_mode: bool):
-    """(kernel, stride, dilation, the user's padding pairs, the pairs sent) of a pooling over the
-    last len(kernel_size) axes (an int kernel: 2, as tinygrad). ceil_mode grows each axis' after-
-    padding so a last partial window counts as long as it starts inside the input or its
-    before-padding (torch); padding never wins a max, and a mean leaves it out (see avg_pool2d)."""
+  def _pool(self, name: str, kernel_size, stride, dilation, padding, ceil_mode: bool):
+    """(the result's shape, the Composite) of a pooling over the last len(kernel_size) axes (an int
+    kernel: 2, as tinygrad); ceil_mode keeps a last partial window (torch), the daemon padding it."""
     k = ntuple(kernel_size, 2, "kernel_size", 1) if isinstance(kernel_size, (int, np.integer)) \
         else ints(kernel_size, "kernel_size")
     n = len(k)
@@ -103,23 +101,9 @@ class Functional:
       raise ShapeError(f"{name} pools over the last {n} axes, got shape {self.shape}")
     st = k if stride is None else ntuple(stride, n, "stride", 1)
     dil = ntuple(dilation, n, "dilation", 1)
-    base = padding_pairs(padding, n)
-    pads = list(base)
-    if ceil_mode:
-      for i, size in enumerate(self.shape[-n:]):
-        before, after = pads[2 * i], pads[2 * i + 1]
-        span = dil[i] * (k[i] - 1) + 1
-        out = -(-(size + before + after - span) // st[i]) + 1
-        if (out - 1) * st[i] >= size + before:
-          out -= 1
-        pads[2 * i + 1] += max(0, (out - 1) * st[i] + span - (size + before + after))
-    return k, st, dil, base, tuple(pads)
-
-  def _pool(self, op: int, name: str, kernel_size, stride, dilation, padding, ceil_mode: bool, **kw):
-    k, st, dil, base, pads = self._pool_geometry(name, kernel_size, stride, dilation, padding, ceil_mode)
-    n = len(k)
-    shape = self.shape[:-n] + window_out(self.shape[-n:], k, st, dil, pads, name)
-    return shape, g.Composite(kernel=k, stride=st, padding=pads, dilation=dil, **kw), base
+    pads = padding_pairs(padding, n)
+    shape = self.shape[:-n] + window_out(self.shape[-n:], k, st, dil, pads, name, bool(ceil_mode))
+    return shape, g.Composite(kernel=k, stride=st, padding=pads, dilation=dil, ceil_mode=bool(ceil_mode))
 
   def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
                  return_indices: bool = False):
@@ -129,7 +113,7 @@ class Functional:
     last axis back. ceil_mode keeps a last partial window (torch). return_indices: (values,
     indices), the indices (int32) being torch's: each maximum's flat position in the input's
     spatial volume, the first on ties, a NaN over numbers."""
-    shape, arg, _ = self._pool(g.MAX_POOL2D, "max_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
+    shape, arg = self._pool("max_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
     values = Tensor._make(g.MAX_POOL2D, self.dtype, shape, (self,), arg)
     if not return_indices:
       return values
@@ -139,8 +123,9 @@ class Functional:
   def max_unpool2d(self, indices: "Tensor", kernel_size=(2, 2), stride=None, padding=0,
                    output_size: Optional[Sequence[int]] = None) -> "Tensor":
     """torch's max_unpool1d/2d/3d over the last len(kernel_size) axes (an int kernel: 2): zeros
-    of the pooled input's spatial shape, with each value written at its flat position from
-    max_pool2d(return_indices=True) (a scatter along the flattened spatial volume)."""
+    of the pooled input's spatial shape (output_size's last axes, or what the pooling's geometry
+    gives), each value written at its flat position from max_pool2d(return_indices=True) (the
+    daemon's MAX_UNPOOL2D)."""
     k = ntuple(kernel_size, 2, "kernel_size", 1) if isinstance(kernel_size, (int, np.integer)) \
         else ints(kernel_size, "kernel_size")
     n = len(k)
@@ -149,21 +134,10 @@ class Functional:
     if not 1 <= n <= 3 or self.ndim < n or indices.shape != self.shape:
       raise ShapeError(f"max_unpool2d: indices {indices.shape} must have the values' shape {self.shape}, of at least "
                        f"{n} axes (1 to 3)")
-    pooled = self.shape[-n:]
-    spatial = tuple((o - 1) * s - 2 * p + kk for o, s, p, kk in zip(pooled, st, pad, k)) if output_size is None \
-        else tuple(output_size)[-n:]
-    lead = self.shape[:-n]
-    volume, count = math.prod(spatial), math.prod(pooled)
-    zeros = Tensor.zeros(*lead, volume, dtype=self.dtype)
-    idx = indices.reshape(*lead, count)
-    flat = zeros.scatter(-1, idx, self.reshape(*lead, count))
-    if any(s < kk for s, kk in zip(st, k)):
-      # Overlapping windows can pick one element twice, with the same value each time: scatter
-      # sums the copies, so divide by how many landed (exact for 2 and 4 copies, within an ulp
-      # for others; the gradient is shared among the copies where torch gives each all of it).
-      hits = Tensor.zeros(*lead, volume, dtype=dtypes.int32).scatter(-1, idx, 1).maximum(1)
-      flat = flat / hits.cast(flat.dtype) if dtypes.is_float(flat.dtype) else flat.floor_divide(hits.cast(flat.dtype))
-    return flat.reshape(*lead, *spatial)
+    spatial = tuple((o - 1) * s - 2 * p + kk for o, s, p, kk in zip(self.shape[-n:], st, pad, k)) \
+        if output_size is None else ints(tuple(output_size)[-n:], "output_size")
+    return Tensor._make(g.MAX_UNPOOL2D, self.dtype, self.shape[:-n] + spatial, (self, indices),
+                        g.Composite(shape=spatial))
 
   def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True) -> "Tensor":
@@ -171,12 +145,10 @@ class Functional:
     tinygrad's avg_pool2d and torch's avg_pool1d/2d/3d. count_include_pad (torch's default)
     divides by the window's elements inside the padded input; without it, inside the input
     only. ceil_mode keeps a last partial window, whose part beyond the padding never counts."""
-    shape, arg, base = self._pool(g.AVG_POOL2D, "avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
+    shape, arg = self._pool("avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
     x, out = self._acc_float()
-    if not count_include_pad or arg.padding != base:
-      # The daemon divides by the part of each window that counts: the user's padding when it
-      # counts, never ceil_mode's extra padding.
-      arg = dataclasses.replace(arg, counted_padding=base if count_include_pad else (0,) * len(base))
+    if not count_include_pad:
+      arg = dataclasses.replace(arg, counted_padding=(0,) * len(arg.padding))
     return Tensor._make(g.AVG_POOL2D, x.dtype, shape, (x,), arg).cast(out)
 
   # --- nn helpers -------------------------------------------------------------------------------
@@ -378,15 +350,12 @@ class Functional:
         attn_mask = Tensor(attn_mask)
       if broadcast_shape(attn_mask.shape, scores) != scores:
         raise ShapeError(f"attention mask {attn_mask.shape} does not broadcast to the scores {scores}")
-    if dropout_p and Tensor.training:  # the weights themselves are needed: compose it here
-      qf = q._float()
-      w = (qf @ k.cast(qf.dtype).transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1]))
-      if attn_mask is not None:
-        w = attn_mask.where(w, -math.inf) if attn_mask.dtype == dtypes.bool else w + attn_mask.cast(w.dtype)
-      if is_causal:
-        keep = Tensor.ones(q.shape[-2], k.shape[-2], dtype=dtypes.bool).tril()
-        w = keep.where(w, -math.inf)
-      return w.softmax(-1).dropout(dropout_p) @ v.cast(w.dtype)
+    if not 0 <= dropout_p <= 1:
+      raise ShapeError(f"scaled_dot_product_attention: dropout_p must be in [0, 1], got {dropout_p}")
+    arg = g.Composite(causal=bool(is_causal))
+    if dropout_p and Tensor.training:  # drawn on the device, as dropout's
+      seed, counter = Tensor._random_key()
+      arg = g.Composite(causal=bool(is_causal), p=float(dropout_p), seed=seed, counter=counter)
     dt = least_upper_float(least_upper_dtype(q.dtype, k.dtype, v.dtype))
     acc = sum_acc_dtype(dt)
     src = [q.cast(acc), k.cast(acc), v.cast(acc)]
@@ -395,4 +364,4 @@ class Functional:
       src.append(attn_mask if attn_mask.dtype == dtypes.bool else attn_mask.cast(acc))
       op = g.SCALED_DOT_PRODUCT_ATTENTION_MASKED
     out_shape = batch + (q.shape[-2], v.shape[-1])
-    return Tensor._make(op, acc, out_shape, tuple(src), g.Composite(causal=bool(is_causal))).cast(dt)
+    return Tensor._make(op, acc, out_shape, tuple(src), arg).cast(dt)

@@ -148,3 +148,12 @@ test_that("pg_avg_pool2d with count_include_pad = FALSE divides by the elements 
   counted <- as.array(pg_avg_pool2d(x, 2, stride = 2, padding = 1))
   expect_equal(counted[1, 1, , ], matrix(c(0.25, 2.75, 1.25, 7), 2))
 })
+
+test_that("ceil_mode keeps the last partial windows, whose padding never counts in a mean", {
+  x <- pg_tensor(array(c(1, 4, 7, 2, 5, 8, 3, 6, 9), c(1, 1, 3, 3)))  # rows 1 2 3 / 4 5 6 / 7 8 9
+  expect_equal(as.array(pg_avg_pool2d(x, 2, ceil_mode = TRUE))[1, 1, , ], matrix(c(3, 7.5, 4.5, 9), 2))
+  expect_equal(as.array(pg_max_pool2d(x, 2, ceil_mode = TRUE))[1, 1, , ], matrix(c(5, 8, 6, 9), 2))
+  expect_identical(dim(pg_max_pool2d(x, 2)), c(1L, 1L, 1L, 1L))
+  # a last window that would start in the after-padding is dropped
+  expect_identical(dim(pg_max_pool2d(pg_zeros(1, 5), 2, 2, 1, spatial = 1, ceil_mode = TRUE)), c(1L, 3L))
+})
