@@ -233,6 +233,17 @@ Built adam_update_op(const Call& c) {
                      c.arg.mode);
 }
 
+Built adam_step_op(const Call& c) {
+  const AdamRule rule{.beta1 = c.arg.beta1, .beta2 = c.arg.beta2, .eps = c.arg.eps,
+                      .weight_decay = c.arg.weight_decay, .decoupled = c.arg.decoupled};
+  return adam_step(c.src[0], c.src[1], c.src[2], c.src[3], c.src[4], c.src[5], rule, c.arg.mode);
+}
+
+Built lamb_step_op(const Call& c) {
+  const LambRule rule{.beta1 = c.arg.beta1, .beta2 = c.arg.beta2, .eps = c.arg.eps, .weight_decay = c.arg.weight_decay};
+  return lamb_step(c.src[0], c.src[1], c.src[2], c.src[3], c.src[4], c.src[5], rule, c.arg.mode);
+}
+
 Built lamb_update_op(const Call& c) {
   const LambRule rule{.beta1 = c.arg.beta1, .beta2 = c.arg.beta2, .eps = c.arg.eps, .weight_decay = c.arg.weight_decay};
   return lamb_update(c.src[0], c.src[1], c.src[2], c.src[3], c.src[4], c.src[5], c.src[6], rule, c.arg.mode);
@@ -250,6 +261,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"ABS", unary<abs>},
     {"ACOS", unary<acos>},
     {"ACOSH", unary<acosh>},
+    {"ADAM_STEP", adam_step_op},
     {"ADAM_UPDATE", adam_update_op},
     {"ARANGE", arange_op},
     {"ARGMAX", along_keepdim<argmax>},
@@ -310,6 +322,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"ISFINITE", unary<isfinite>},
     {"ISINF", [](const Call& c) { return isinf(c.src[0], c.arg.detect_positive, c.arg.detect_negative); }},
     {"ISNAN", unary<isnan>},
+    {"LAMB_STEP", lamb_step_op},
     {"LAMB_UPDATE", lamb_update_op},
     {"LAYERNORM", trailing_norm<layer_norm>},
     {"LEAKY_RELU", [](const Call& c) { return leaky_relu(c.src[0], c.arg.neg_slope); }},

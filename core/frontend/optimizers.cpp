@@ -1,5 +1,6 @@
 #include "core/frontend/optimizers.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,42 @@ absl::StatusOr<Sources> sources(std::initializer_list<UOpRef> ts, const Shape& s
   }
   return out;
 }
+
+// The per-step numbers of step k, from the 0-d lr and step: computed in float64 (as the clients
+// computed them on the host) and rounded to float32, the dtype they travelled in before, so an
+// update computes in the dtype it did.
+class PerStep {
+ public:
+  static absl::StatusOr<PerStep> of(std::string_view op, const UOpRef& param, const UOpRef& lr, const UOpRef& step) {
+    if (absl::Status s = check_operands(op, param, {{"lr", lr, false}, {"step", step, false}}); !s.ok()) return s;
+    PerStep p;
+    PG_ASSIGN(lr64, cast(lr, DType::Float64));
+    PG_ASSIGN(k64, cast(step, DType::Float64));
+    p.lr_ = lr64;
+    p.k_ = k64;
+    return p;
+  }
+
+  // 1 - beta^k, beta^k as 2^(k log2 beta) (0 for beta = 0).
+  Built bias_correction(double beta) const {
+    PG_ASSIGN(log_beta, constant(std::log2(beta), DType::Float64, Shape{}));
+    PG_ASSIGN(exponent, alu(Ops::MUL, {k_, log_beta}));
+    PG_ASSIGN(power, alu(Ops::EXP2, {exponent}));
+    PG_ASSIGN(one, constant(1.0, DType::Float64, Shape{}));
+    return alu(Ops::SUB, {one, power});
+  }
+
+  const UOpRef& lr() const { return lr_; }
+
+  // A float64 value as the float32 0-d tensor an update takes.
+  static Built rounded(absl::StatusOr<UOpRef> v) {
+    if (!v.ok()) return v;
+    return cast(*v, DType::Float32);
+  }
+
+ private:
+  UOpRef lr_, k_;
+};
 
 // The value the node stands for, cast back to the dtype of the tensor it replaces.
 Built finish(Expr& e, const UOpRef& value, DType out) {
@@ -183,6 +220,35 @@ Built lamb_update(const UOpRef& param, const UOpRef& grad, const UOpRef& m, cons
   PG_ASSIGN(r2, norm(up_done));
   UOpRef ratio = e.where(e.gt(r1, 0.0), e.where(e.gt(r2, 0.0), e.div(r1, r2), 1.0), 1.0);
   return finish(e, e.sub(p, e.mul(e.mul(rate, ratio), up_done)), param->dtype);
+}
+
+Built adam_step(const UOpRef& param, const UOpRef& grad, const UOpRef& m, const UOpRef& v, const UOpRef& lr,
+                const UOpRef& step, const AdamRule& rule, std::string_view output) {
+  PG_ASSIGN(k, PerStep::of("adam_step", param, lr, step));
+  PG_ASSIGN(bc1, k.bias_correction(rule.beta1));
+  PG_ASSIGN(bc2, k.bias_correction(rule.beta2));
+  PG_ASSIGN(step_size, PerStep::rounded(alu(Ops::FDIV, {k.lr(), bc1})));
+  PG_ASSIGN(bc2_sqrt, PerStep::rounded(alu(Ops::SQRT, {bc2})));
+  UOpRef decay;
+  if (rule.decoupled && rule.weight_decay != 0) {
+    PG_ASSIGN(wd, constant(rule.weight_decay, DType::Float64, Shape{}));
+    PG_ASSIGN(one, constant(1.0, DType::Float64, Shape{}));
+    PG_ASSIGN(lr_wd, alu(Ops::MUL, {k.lr(), wd}));
+    PG_ASSIGN(d, PerStep::rounded(alu(Ops::SUB, {one, lr_wd})));
+    decay = d;
+  }
+  return adam_update(param, grad, m, v, step_size, bc2_sqrt, decay, rule, output);
+}
+
+Built lamb_step(const UOpRef& param, const UOpRef& grad, const UOpRef& m, const UOpRef& v, const UOpRef& lr,
+                const UOpRef& step, const LambRule& rule, std::string_view output) {
+  PG_ASSIGN(k, PerStep::of("lamb_step", param, lr, step));
+  PG_ASSIGN(bc1, k.bias_correction(rule.beta1));
+  PG_ASSIGN(bc2, k.bias_correction(rule.beta2));
+  PG_ASSIGN(one, constant(1.0, DType::Float64, Shape{}));
+  PG_ASSIGN(inv_bc1, PerStep::rounded(alu(Ops::FDIV, {one, bc1})));
+  PG_ASSIGN(inv_bc2, PerStep::rounded(alu(Ops::FDIV, {one, bc2})));
+  return lamb_update(param, grad, m, v, lr, inv_bc1, inv_bc2, rule, output);
 }
 
 }  // namespace polygrad::frontend

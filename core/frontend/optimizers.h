@@ -46,4 +46,13 @@ absl::StatusOr<UOpRef> lamb_update(const UOpRef& param, const UOpRef& grad, cons
                                    const UOpRef& lr, const UOpRef& inv_bc1, const UOpRef& inv_bc2, const LambRule& rule,
                                    std::string_view output);
 
+// The same rules at step `step` (a 0-d float tensor holding k, from 1) with the learning rate
+// `lr` (0-d float): the per-step numbers above (the bias corrections 1 - beta^k, AdamW's decay
+// 1 - lr weight_decay) are computed here, in float64 and then float32, so no client computes
+// them and a compiled step feeds only the step number.
+absl::StatusOr<UOpRef> adam_step(const UOpRef& param, const UOpRef& grad, const UOpRef& m, const UOpRef& v,
+                                 const UOpRef& lr, const UOpRef& step, const AdamRule& rule, std::string_view output);
+absl::StatusOr<UOpRef> lamb_step(const UOpRef& param, const UOpRef& grad, const UOpRef& m, const UOpRef& v,
+                                 const UOpRef& lr, const UOpRef& step, const LambRule& rule, std::string_view output);
+
 }  // namespace polygrad::frontend

@@ -555,11 +555,11 @@ case("binaryCrossentropyLogits/pos-weight", "binaryCrossentropyLogits", ["BINARY
 # One optimizer step (the daemon's update rules): the new parameter from its gradient.
 case("optimizerStep/sgd-nesterov", "optimizerStep", "SGD_UPDATE", [inp("float32", (3, 4)), inp("float32", (3, 4))],
      {"optimizer": "sgd", "lr": 0.125, "options": {"momentum": 0.5, "weightDecay": 0.25, "nesterov": True}})
-case("optimizerStep/adam", "optimizerStep", "ADAM_UPDATE", [inp("float32", (5,)), inp("float32", (5,))],
+case("optimizerStep/adam", "optimizerStep", "ADAM_STEP", [inp("float32", (5,)), inp("float32", (5,))],
      {"optimizer": "adam", "lr": 0.0625, "options": {"weightDecay": 0.125}})
-case("optimizerStep/adamw", "optimizerStep", "ADAM_UPDATE", [inp("float32", (2, 3)), inp("float32", (2, 3))],
+case("optimizerStep/adamw", "optimizerStep", "ADAM_STEP", [inp("float32", (2, 3)), inp("float32", (2, 3))],
      {"optimizer": "adamw", "lr": 0.0625})
-case("optimizerStep/lamb", "optimizerStep", "LAMB_UPDATE", [inp("float32", (4, 2)), inp("float32", (4, 2))],
+case("optimizerStep/lamb", "optimizerStep", "LAMB_STEP", [inp("float32", (4, 2)), inp("float32", (4, 2))],
      {"optimizer": "lamb", "lr": 0.25, "options": {"weightDecay": 0.5}})
 # Chains (`then`): each step applies to the previous result. Dividing by zeros makes inf and nan,
 # which the generator never produces directly.

@@ -85,6 +85,39 @@ TEST_F(OptimizersTest, LambScalesByTheTrustRatio) {
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(pn[i], p[i] - lr * ratio * up[i], 1e-12) << i;
 }
 
+// ADAM_STEP and LAMB_STEP compute the per-step numbers from lr and the step number: the same
+// result as the old ops fed those numbers computed on the host in double and sent as float32.
+TEST_F(OptimizersTest, TheStepOpsComputeTheBiasCorrectionsTheClientsComputed) {
+  const int64_t n = 5;
+  const float lr = 0.003f;
+  std::vector<double> p, g, m, v;
+  UOpRef P = randd({n}, p), G = randd({n}, g), M = randd({n}, m), V = randd({n}, v, 0, 1);
+  std::deque<std::vector<float>> f32;
+  auto f32_scalar = [&](double x) {
+    f32.emplace_back();
+    return leaf<float>(DType::Float32, {}, f32.back(), [x] { return static_cast<float>(x); });
+  };
+  for (int k : {1, 2, 10, 1000, 100000}) {
+    const UOpRef LR = f32_scalar(lr), K = f32_scalar(k);
+    for (bool decoupled : {false, true}) {
+      const fe::AdamRule rule{.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.02, .decoupled = decoupled};
+      const UOpRef decay = decoupled ? f32_scalar(1 - double{lr} * 0.02) : nullptr;
+      const UOpRef S = f32_scalar(double{lr} / (1 - std::pow(0.9, k))), C = f32_scalar(std::sqrt(1 - std::pow(0.999, k)));
+      for (const char* out : {"param", "m", "v"}) {
+        auto want = run<double>(fe::adam_update(P, G, M, V, S, C, decay, rule, out), {n});
+        auto got = run<double>(fe::adam_step(P, G, M, V, LR, K, rule, out), {n});
+        for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got[i], want[i]) << "adam k=" << k << " " << out << " " << i;
+      }
+    }
+    const fe::LambRule rule{.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.1};
+    const UOpRef B1 = f32_scalar(1 / (1 - std::pow(0.9, k))), B2 = f32_scalar(1 / (1 - std::pow(0.99, k)));
+    auto want = run<double>(fe::lamb_update(P, G, M, V, LR, B1, B2, rule, "param"), {n});
+    auto got = run<double>(fe::lamb_step(P, G, M, V, LR, K, rule, "param"), {n});
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got[i], want[i]) << "lamb k=" << k << " " << i;
+  }
+  EXPECT_FALSE(fe::adam_step(P, G, M, V, f32_scalar(lr), P, fe::AdamRule{}, "param").ok());  // step not 0-d
+}
+
 TEST_F(OptimizersTest, Float16ParametersUpdateInTheirFloat32State) {
   std::vector<double> p, g, m, v;
   UOpRef P = *fe::cast(randd({4}, p), DType::Float16), G = *fe::cast(randd({4}, g), DType::Float16);

@@ -16,12 +16,11 @@ from every run; `loss_value()` is the first of them as a float.
 
 After compile the daemon does no scheduling: RunStep copies the inputs, launches the compiled
 kernels and updates the state buffers. Optimizer scalars that change from step to step (the
-learning rate set by a scheduler, Adam's bias corrections) are recomputed here and fed as inputs.
+learning rate set by a scheduler, the step number of Adam and LAMB) are fed as inputs.
 """
 from __future__ import annotations
 
 import inspect
-import math
 import warnings
 import weakref
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
@@ -88,13 +87,8 @@ def _optimizer_scalars(opt, k: int) -> Dict[str, float]:
   """The per-step scalars an optimizer's step k uses (k counts from 1), by _Scalar attribute
   name: the values nn.optim computes on the host before building its update."""
   out = {"_lr": opt.lr}
-  if isinstance(opt, Adam):
-    out["_step_size"] = opt.lr / (1 - opt.b1 ** k)
-    out["_bc2_sqrt"] = math.sqrt(1 - opt.b2 ** k)
-    out["_decay"] = 1 - opt.lr * opt.wd
-  elif isinstance(opt, LAMB):
-    out["_inv_bc1"] = 1 / (1 - opt.b1 ** k)
-    out["_inv_bc2"] = 1 / (1 - opt.b2 ** k)
+  if isinstance(opt, (Adam, LAMB)):
+    out["_count"] = k  # the daemon computes the bias corrections from it
   return out
 
 

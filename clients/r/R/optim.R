@@ -118,20 +118,14 @@ optim_adam <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-8, we
   o$rule <- list(beta1 = betas[1], beta2 = betas[2], eps = eps, weight_decay = weight_decay, decoupled = o$decoupled)
   o$m <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))
   o$v <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))
-  o$step_size <- new_scalar(0)
-  o$bc2_sqrt <- new_scalar(0)
-  o$decay <- new_scalar(1)
+  o$count <- new_scalar(0)  # the step number, from which the daemon computes the bias corrections
   o$update <- function() {
-    s <- optimizer_scalars(o, o$steps)
-    scalar_set(o$step_size, s$step_size)
-    scalar_set(o$bc2_sqrt, s$bc2_sqrt)
-    scalar_set(o$decay, s$decay)
-    scalars <- list(scalar_tensor(o$step_size), scalar_tensor(o$bc2_sqrt))
-    if (o$decoupled && o$wd != 0) scalars <- c(scalars, list(scalar_tensor(o$decay)))
+    scalar_set(o$count, o$steps)
+    scalars <- list(scalar_tensor(o$lr_scalar), scalar_tensor(o$count))
     for (i in seq_along(o$params)) {
       t <- o$params[[i]]
       if (is.null(t$grad)) next
-      apply_update(OP$ADAM_UPDATE, o$rule, c(list(t, t$grad, o$m[[i]], o$v[[i]]), scalars),
+      apply_update(OP$ADAM_STEP, o$rule, c(list(t, t$grad, o$m[[i]], o$v[[i]]), scalars),
                    list(list(t, "param"), list(o$m[[i]], "m"), list(o$v[[i]], "v")))
     }
     c(o$m, o$v)
@@ -148,17 +142,14 @@ optim_lamb <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-6, we
   o$rule <- list(beta1 = betas[1], beta2 = betas[2], eps = eps, weight_decay = weight_decay)
   o$m <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))
   o$v <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))
-  o$inv_bc1 <- new_scalar(1)
-  o$inv_bc2 <- new_scalar(1)
+  o$count <- new_scalar(0)  # the step number, from which the daemon computes the bias corrections
   o$update <- function() {
-    s <- optimizer_scalars(o, o$steps)
-    scalar_set(o$inv_bc1, s$inv_bc1)
-    scalar_set(o$inv_bc2, s$inv_bc2)
-    scalars <- list(scalar_tensor(o$lr_scalar), scalar_tensor(o$inv_bc1), scalar_tensor(o$inv_bc2))
+    scalar_set(o$count, o$steps)
+    scalars <- list(scalar_tensor(o$lr_scalar), scalar_tensor(o$count))
     for (i in seq_along(o$params)) {
       t <- o$params[[i]]
       if (is.null(t$grad)) next
-      apply_update(OP$LAMB_UPDATE, o$rule, c(list(t, t$grad, o$m[[i]], o$v[[i]]), scalars),
+      apply_update(OP$LAMB_STEP, o$rule, c(list(t, t$grad, o$m[[i]], o$v[[i]]), scalars),
                    list(list(t, "param"), list(o$m[[i]], "m"), list(o$v[[i]], "v")))
     }
     c(o$m, o$v)
@@ -169,13 +160,6 @@ optim_lamb <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-6, we
 # Per-step scalar values of step k (from 1), by scalar name: fed to compiled steps.
 optimizer_scalars <- function(o, k) {
   out <- list(lr_scalar = o$lr_scalar$value)
-  if (o$kind == "adam") {
-    out$step_size <- o$lr_scalar$value / (1 - o$b1^k)
-    out$bc2_sqrt <- sqrt(1 - o$b2^k)
-    out$decay <- 1 - o$lr_scalar$value * o$wd
-  } else if (o$kind == "lamb") {
-    out$inv_bc1 <- 1 / (1 - o$b1^k)
-    out$inv_bc2 <- 1 / (1 - o$b2^k)
-  }
+  if (o$kind %in% c("adam", "lamb")) out$count <- k  # the daemon computes the bias corrections from it
   out
 }

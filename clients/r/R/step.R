@@ -78,7 +78,7 @@ trace_and_compile <- function(fn, args, state, before, input_nodes, optimizers) 
   # Optimizer scalars that change per step are inputs of the step, fed by $run().
   scalars <- list()
   for (o in optimizers) {
-    for (nm in c("lr_scalar", "step_size", "bc2_sqrt", "decay", "inv_bc1", "inv_bc2")) {
+    for (nm in c("lr_scalar", "count")) {
       s <- o[[nm]]
       n <- if (!is.null(s) && !is.null(s$t)) s$t$node else NULL
       if (!is.null(n) && n$op == OP$BUFFER && (n$sent || n$id %in% todo_ids)) {

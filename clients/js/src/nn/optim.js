@@ -123,29 +123,23 @@ class Adam extends Optimizer {
     this.wd = weightDecay;
     this.m = this.params.map((t) => Tensor.zeros(t.shape, { dtype: stateDtype(t) }));
     this.v = this.params.map((t) => Tensor.zeros(t.shape, { dtype: stateDtype(t) }));
-    this._stepSize = new Scalar(0, this.device);
-    this._bc2Sqrt = new Scalar(0, this.device);
-    this._decay = new Scalar(1, this.device);
+    this._count = new Scalar(0, this.device); // the step number, from which the daemon computes the bias corrections
   }
 
   get decoupled() { return false; }
 
   // The per-step scalars of step k (from 1), by Scalar field: what compileStep feeds each run.
   scalarsFor(k) {
-    return { _lr: this.lr, _stepSize: this.lr / (1 - this.b1 ** k), _bc2Sqrt: Math.sqrt(1 - this.b2 ** k), _decay: 1 - this.lr * this.wd };
+    return { _lr: this.lr, _count: k };
   }
 
   _step() {
-    const s = this.scalarsFor(this.steps);
-    this._stepSize.set(s._stepSize);
-    this._bc2Sqrt.set(s._bc2Sqrt);
-    this._decay.set(s._decay);
-    const scalars = [this._stepSize.tensor(), this._bc2Sqrt.tensor()];
-    if (this.decoupled && this.wd) scalars.push(this._decay.tensor());
+    this._count.set(this.steps);
+    const scalars = [this._lr.tensor(), this._count.tensor()];
     const rule = { beta1: this.b1, beta2: this.b2, eps: this.eps, weight_decay: this.wd, decoupled: this.decoupled };
     this.params.forEach((t, i) => {
       if (t.grad === null) return;
-      applyUpdate(OPS.ADAM_UPDATE, rule, [t, t.grad, this.m[i], this.v[i], ...scalars],
+      applyUpdate(OPS.ADAM_STEP, rule, [t, t.grad, this.m[i], this.v[i], ...scalars],
         [[t, 'param'], [this.m[i], 'm'], [this.v[i], 'v']]);
     });
     return [...this.m, ...this.v];
@@ -173,24 +167,21 @@ class LAMB extends Optimizer {
     Object.assign(this, { b1, b2, eps, wd: weightDecay });
     this.m = this.params.map((t) => Tensor.zeros(t.shape, { dtype: stateDtype(t) }));
     this.v = this.params.map((t) => Tensor.zeros(t.shape, { dtype: stateDtype(t) }));
-    this._invBc1 = new Scalar(1, this.device);
-    this._invBc2 = new Scalar(1, this.device);
+    this._count = new Scalar(0, this.device); // the step number, from which the daemon computes the bias corrections
   }
 
   // The per-step scalars of step k (from 1), by Scalar field: what compileStep feeds each run.
   scalarsFor(k) {
-    return { _lr: this.lr, _invBc1: 1 / (1 - this.b1 ** k), _invBc2: 1 / (1 - this.b2 ** k) };
+    return { _lr: this.lr, _count: k };
   }
 
   _step() {
-    const s = this.scalarsFor(this.steps);
-    this._invBc1.set(s._invBc1);
-    this._invBc2.set(s._invBc2);
-    const scalars = [this._lr.tensor(), this._invBc1.tensor(), this._invBc2.tensor()];
+    this._count.set(this.steps);
+    const scalars = [this._lr.tensor(), this._count.tensor()];
     const rule = { beta1: this.b1, beta2: this.b2, eps: this.eps, weight_decay: this.wd };
     this.params.forEach((t, i) => {
       if (t.grad === null) return;
-      applyUpdate(OPS.LAMB_UPDATE, rule, [t, t.grad, this.m[i], this.v[i], ...scalars],
+      applyUpdate(OPS.LAMB_STEP, rule, [t, t.grad, this.m[i], this.v[i], ...scalars],
         [[t, 'param'], [this.m[i], 'm'], [this.v[i], 'v']]);
     });
     return [...this.m, ...this.v];

@@ -7,8 +7,9 @@ produced them, and rebinds each parameter to its new node (Tensor.assign: the wi
 in-place write yet). The old nodes die with their last Python reference and are released on
 the daemon, so a loop of any length runs in flat memory.
 
-Values that change every step (the learning rate, Adam's bias corrections) travel as small
-buffers rather than constants, so every step runs the same kernels.
+Values that change every step (the learning rate, the step number from which the daemon computes
+Adam's and LAMB's bias corrections) travel as small buffers rather than constants, so every step
+runs the same kernels.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from ..dtype import dtypes
 from ..graph import GRAPH, trace_watch
-from ..ops import ADAM_UPDATE, LAMB_UPDATE, SGD_UPDATE, Composite
+from ..ops import ADAM_STEP, LAMB_STEP, SGD_UPDATE, Composite
 from ..tensor import Tensor, take_pending_losses, untracked
 
 
@@ -163,22 +164,16 @@ class Adam(Optimizer):
     self.eps, self.wd = eps, weight_decay
     self.m = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
     self.v = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
-    self._step_size, self._bc2_sqrt, self._decay = (_Scalar(v, self.device) for v in (0, 0, 1))
+    self._count = _Scalar(0, self.device)  # the step number, from which the daemon computes the bias corrections
 
   def _step(self) -> List[Tensor]:
-    k = self.steps
-    bc1, bc2 = 1 - self.b1 ** k, 1 - self.b2 ** k
-    self._step_size.set(self.lr / bc1)
-    self._bc2_sqrt.set(math.sqrt(bc2))
-    self._decay.set(1 - self.lr * self.wd)
-    scalars = [self._step_size.tensor(), self._bc2_sqrt.tensor()]
-    if self.decoupled and self.wd:
-      scalars.append(self._decay.tensor())
+    self._count.set(self.steps)
+    scalars = [self._lr.tensor(), self._count.tensor()]
     rule = Composite(beta1=float(self.b1), beta2=float(self.b2), eps=float(self.eps), weight_decay=float(self.wd),
                      decoupled=self.decoupled)
     for i, t in enumerate(self.params):
       if t.grad is not None:
-        _apply(ADAM_UPDATE, rule, [t, t.grad, self.m[i], self.v[i], *scalars],
+        _apply(ADAM_STEP, rule, [t, t.grad, self.m[i], self.v[i], *scalars],
                [(t, "param"), (self.m[i], "m"), (self.v[i], "v")])
     return [*self.m, *self.v]
 
@@ -208,17 +203,15 @@ class LAMB(Optimizer):
     self.b1, self.b2, self.eps, self.wd = b1, b2, eps, weight_decay
     self.m = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
     self.v = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params]
-    self._inv_bc1, self._inv_bc2 = _Scalar(1, self.device), _Scalar(1, self.device)
+    self._count = _Scalar(0, self.device)  # the step number, from which the daemon computes the bias corrections
 
   def _step(self) -> List[Tensor]:
-    k = self.steps
-    self._inv_bc1.set(1 / (1 - self.b1 ** k))
-    self._inv_bc2.set(1 / (1 - self.b2 ** k))
-    scalars = [self._lr.tensor(), self._inv_bc1.tensor(), self._inv_bc2.tensor()]
+    self._count.set(self.steps)
+    scalars = [self._lr.tensor(), self._count.tensor()]
     rule = Composite(beta1=float(self.b1), beta2=float(self.b2), eps=float(self.eps), weight_decay=float(self.wd))
     for i, t in enumerate(self.params):
       if t.grad is not None:
-        _apply(LAMB_UPDATE, rule, [t, t.grad, self.m[i], self.v[i], *scalars],
+        _apply(LAMB_STEP, rule, [t, t.grad, self.m[i], self.v[i], *scalars],
                [(t, "param"), (self.m[i], "m"), (self.v[i], "v")])
     return [*self.m, *self.v]
 
