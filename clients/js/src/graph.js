@@ -12,7 +12,7 @@
 // `rg`; when it is realized its sources move to `keep`, so a later GRADIENT can re-send the history
 // behind it (relazy). A `stop` node (detach, noGrad) is realized on its own before a tracked node
 // that uses it is sent, so the daemon sees a plain buffer there and no gradient flows through it.
-const { OPS, COMPOSITE_ARG_OPS } = require('./ops');
+const { OPS, COMPOSITE_ARG_OPS, SHAPE_ARG_OPS, AXES_ARG_OPS, PAIRS_ARG_OPS } = require('./ops');
 const { dtypes } = require('./dtype');
 const { bytesOf, decode } = require('./data');
 const { prod } = require('./shape');
@@ -245,9 +245,10 @@ class Graph {
     const msg = { id: n.id, op: n.op, dtype: n.dtype.wire, src: n.src.map((s) => s.id) };
     const a = n.arg;
     const O = OPS;
-    if (n.op === O.RESHAPE || n.op === O.EXPAND || n.op === O.ARANGE) msg.shape = { dims: a };
-    else if ([O.PERMUTE, O.FLIP, O.REDUCE_SUM, O.REDUCE_MAX, O.REDUCE_PROD].includes(n.op)) msg.axes = { axes: a };
-    else if (n.op === O.PAD || n.op === O.SHRINK) msg.pairs = { begin: a.map((p) => p[0]), end: a.map((p) => p[1]) };
+    // which ops carry which Node.arg is the op schema's (generated tables)
+    if (SHAPE_ARG_OPS.has(n.op)) msg.shape = { dims: a };
+    else if (AXES_ARG_OPS.has(n.op)) msg.axes = { axes: a };
+    else if (PAIRS_ARG_OPS.has(n.op)) msg.pairs = { begin: a.map((p) => p[0]), end: a.map((p) => p[1]) };
     else if (COMPOSITE_ARG_OPS.has(n.op)) msg.composite = a.wire();
     else if (n.op === O.CONST) {
       const c = { shape: n.shape };

@@ -1,6 +1,7 @@
 'use strict';
-// The wire's op numbers, OP_NAMES and COMPOSITE_ARG_OPS (the ops whose node carries a CompositeArg),
-// generated from the op schema by scripts/gen-ops (ops.gen.js; the cmake build runs it).
-const { OPS, OP_NAMES, COMPOSITE_ARG_OPS, DTYPES, METHODS } = require('./ops.gen');
+// The wire's op numbers, OP_NAMES and which ops carry which Node.arg (COMPOSITE_ARG_OPS,
+// SHAPE_ARG_OPS, AXES_ARG_OPS, PAIRS_ARG_OPS), generated from the op schema by scripts/gen-ops
+// (ops.gen.js; the cmake build runs it).
+const { OPS, OP_NAMES, COMPOSITE_ARG_OPS, SHAPE_ARG_OPS, AXES_ARG_OPS, PAIRS_ARG_OPS, DTYPES, METHODS } = require('./ops.gen');
 
-module.exports = { OPS, OP_NAMES, COMPOSITE_ARG_OPS, DTYPES, METHODS };
+module.exports = { OPS, OP_NAMES, COMPOSITE_ARG_OPS, SHAPE_ARG_OPS, AXES_ARG_OPS, PAIRS_ARG_OPS, DTYPES, METHODS };

@@ -10,8 +10,8 @@ from typing import Iterator, Sequence, Tuple
 import numpy as np
 from google.protobuf import text_format
 
-from .ops import (ARANGE, BUFFER, COMPOSITE_ARG_OPS, COMPOSITE_FIELDS, CONST, EXPAND, FLIP, PAD, PERMUTE, REDUCE_MAX,
-                  REDUCE_PROD, REDUCE_SUM, RESHAPE, SHRINK)
+from ._ops_gen import AXES_ARG_OPS, PAIRS_ARG_OPS, SHAPE_ARG_OPS
+from .ops import BUFFER, COMPOSITE_ARG_OPS, COMPOSITE_FIELDS, CONST
 
 try:
   from .v1 import admin_pb2 as admin_pb
@@ -40,10 +40,9 @@ def admin_stub(channel):
 
 # --- graphs -----------------------------------------------------------------------------------
 
-# Which ops carry which Node.arg message (node() and _node_bytes below both follow these).
-SHAPE_ARG_OPS = frozenset({RESHAPE, EXPAND, ARANGE})  # shape: Shape.dims
-AXES_ARG_OPS = frozenset({PERMUTE, FLIP, REDUCE_SUM, REDUCE_MAX, REDUCE_PROD})  # axes: Axes.axes
-PAIRS_ARG_OPS = frozenset({PAD, SHRINK})  # pairs: Pairs.begin, Pairs.end
+# Which ops carry which Node.arg message (node() and _node_bytes below both follow these) is the
+# op schema's, generated: SHAPE_ARG_OPS (Shape.dims), AXES_ARG_OPS (Axes.axes), PAIRS_ARG_OPS
+# (Pairs.begin, Pairs.end), COMPOSITE_ARG_OPS.
 
 
 def node(n, msg=None):

@@ -127,11 +127,12 @@ node_wire <- function(n) {
             src = vapply(n$src, function(s) s$id, numeric(1)))
   a <- n$arg
   op <- n$op
-  if (op %in% c(OP$RESHAPE, OP$EXPAND, OP$ARANGE)) {
+  # which ops carry which Node.arg is the op schema's (generated tables)
+  if (op %in% SHAPE_ARG_OPS) {
     w$shape <- list(dims = a)
-  } else if (op %in% c(OP$PERMUTE, OP$FLIP, OP$REDUCE_SUM, OP$REDUCE_MAX, OP$REDUCE_PROD)) {
+  } else if (op %in% AXES_ARG_OPS) {
     w$axes <- list(axes = a)
-  } else if (op %in% c(OP$PAD, OP$SHRINK)) {
+  } else if (op %in% PAIRS_ARG_OPS) {
     w$pairs <- list(begin = a$begin, end = a$end)
   } else if (op %in% COMPOSITE_ARG_OPS) {
     w$composite <- a  # a named list of CompositeArg fields; unset ones are proto3 defaults
