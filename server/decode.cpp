@@ -50,6 +50,8 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
   a.output_padding = vec(c.output_padding());
   a.counted_padding = vec(c.counted_padding());
   a.ceil_mode = c.ceil_mode();
+  a.start = c.start();
+  a.stop = c.stop();
   a.groups = c.groups();
   a.n = c.n();
   a.diagonal = c.diagonal();

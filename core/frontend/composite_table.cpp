@@ -134,6 +134,22 @@ Built arange_op(const Call& c) {
   return arange_from(c.shape[0], *dt, c.src[0], c.src[1]);
 }
 
+Built eye_op(const Call& c) {
+  absl::StatusOr<DType> dt = required_dtype(c);
+  if (!dt.ok()) return dt.status();
+  if (c.shape.size() != 2) return absl::InvalidArgumentError("EYE takes shape = [n, m]");
+  if (absl::Status s = c.check_shape(c.shape, "shape"); !s.ok()) return s;
+  return eye(c.shape[0], c.shape[1], *dt);
+}
+
+Built linspace_op(const Call& c) {
+  absl::StatusOr<DType> dt = required_dtype(c);
+  if (!dt.ok()) return dt.status();
+  if (c.arg.shape.size() != 1) return absl::InvalidArgumentError("LINSPACE takes composite.shape = [steps]");
+  if (absl::Status s = c.check_shape(c.arg.shape, "composite.shape"); !s.ok()) return s;
+  return linspace(c.arg.shape[0], c.arg.start, c.arg.stop, *dt);
+}
+
 Built cat_op(const Call& c) {
   absl::StatusOr<int64_t> axis = one_axis(c.arg);
   if (!axis.ok()) return axis.status();
@@ -305,6 +321,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"ERF", unary<erf>},
     {"EXP", unary<exp>},
     {"EXPM1", unary<expm1>},
+    {"EYE", eye_op},
     {"FLOOR", unary<floor>},
     {"FLOOR_DIVIDE", binary<floor_divide>},
     {"FMOD", binary<fmod>},
@@ -327,6 +344,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"LAYERNORM", trailing_norm<layer_norm>},
     {"LEAKY_RELU", [](const Call& c) { return leaky_relu(c.src[0], c.arg.neg_slope); }},
     {"LERP", [](const Call& c) { return lerp(c.src[0], c.src[1], c.src[2]); }},
+    {"LINSPACE", linspace_op},
     {"LOG", unary<log>},
     {"LOG10", unary<log10>},
     {"LOG1P", unary<log1p>},

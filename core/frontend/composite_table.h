@@ -51,6 +51,7 @@ struct CompositeArgs {
   int64_t ignore_index = 0, step = 0;
   bool replacement = false;
   int64_t fill = 0;
+  double start = 0, stop = 0;
 };
 
 // Checks a shape that a builder would allocate or compute over against the daemon's limits

@@ -106,6 +106,35 @@ absl::StatusOr<UOpRef> arange_from(int64_t n, DType dtype, const UOpRef& start, 
   return alu(Ops::ADD, {scaled, starts});
 }
 
+absl::StatusOr<UOpRef> linspace(int64_t n, double start, double stop, DType dtype) {
+  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("linspace needs at least one value, got ", n));
+  if (!std::isfinite(start) || !std::isfinite(stop))
+    return absl::InvalidArgumentError(absl::StrCat("linspace bounds must be finite, got ", start, " and ", stop));
+  const Shape shape{n};
+  PG_ASSIGN(i, arange(n, DType::Float64));
+  PG_ASSIGN(step, constant(n > 1 ? (stop - start) / static_cast<double>(n - 1) : 0.0, DType::Float64, shape));
+  PG_ASSIGN(first, constant(start, DType::Float64, shape));
+  PG_ASSIGN(scaled, alu(Ops::MUL, {i, step}));
+  PG_ASSIGN(values, alu(Ops::ADD, {scaled, first}));
+  if (n == 1) return cast(values, dtype);  // the one value is start
+  PG_ASSIGN(last_i, constant(static_cast<double>(n - 1), DType::Float64, shape));
+  PG_ASSIGN(is_last, equal(i, last_i));
+  PG_ASSIGN(last, constant(stop, DType::Float64, shape));
+  PG_ASSIGN(exact, alu(Ops::WHERE, {is_last, last, values}));
+  return cast(exact, dtype);
+}
+
+absl::StatusOr<UOpRef> eye(int64_t n, int64_t m, DType dtype) {
+  PG_ASSIGN(rows, arange(n, DType::Int64));
+  PG_ASSIGN(cols, arange(m, DType::Int64));
+  PG_ASSIGN(row, reshape(rows, Shape{n, 1}));
+  PG_ASSIGN(col, reshape(cols, Shape{1, m}));
+  PG_ASSIGN(rs, expand(row, Shape{n, m}));
+  PG_ASSIGN(cs, expand(col, Shape{n, m}));
+  PG_ASSIGN(diagonal, equal(rs, cs));
+  return cast(diagonal, dtype);
+}
+
 absl::StatusOr<UOpRef> cat(const std::vector<UOpRef>& xs, int64_t axis) {
   if (xs.empty()) return absl::InvalidArgumentError("cat of no tensors");
   const Shape& first = xs[0]->shape;

@@ -21,6 +21,13 @@ absl::StatusOr<UOpRef> broadcast_to(const UOpRef& x, const Shape& shape);
 // tinygrad's arange), start and step of that dtype and 0-d (or any shape broadcasting to (n)).
 absl::StatusOr<UOpRef> arange_from(int64_t n, DType dtype, const UOpRef& start, const UOpRef& step);
 
+// numpy's linspace: n values from start to stop, start + i * (stop - start) / (n - 1) computed
+// in float64 with the last exactly stop, then cast to `dtype` (n >= 1; one value is start).
+absl::StatusOr<UOpRef> linspace(int64_t n, double start, double stop, DType dtype);
+
+// The (n, m) identity in `dtype`: ones where the row and column are equal.
+absl::StatusOr<UOpRef> eye(int64_t n, int64_t m, DType dtype);
+
 // The tensors joined along `axis` (negative counts from the end): one dtype and rank, equal
 // sizes off that axis. Each element is its source's, bit for bit (a -0.0 stays -0.0): every
 // piece is padded to the result and selected where it lies, not summed.

@@ -340,6 +340,22 @@ def test_constructors():
   np.testing.assert_array_equal((Tensor.ones(2, 3) + Tensor.arange(3)).numpy(), 1 + np.arange(3, dtype=F32)[None].repeat(2, 0))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "int64", "uint8", "bool"])
+def test_linspace_and_eye_match_numpy(rng, dtype):
+  # The daemon computes them (LINSPACE in float64, then cast; EYE): numpy's values bit for bit.
+  for _ in range(6):
+    start, stop = (float(v) for v in rng.uniform(-50, 50, 2) * rng.choice([1, 0.01]))
+    if dtype in ("uint8", "bool"):
+      start, stop = abs(start), abs(stop)
+    steps = int(rng.integers(1, 40))
+    want = np.linspace(start, stop, steps, dtype=np.float64).astype(dtype)
+    got = Tensor.linspace(start, stop, steps, dtype=dtype).numpy()
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=f"{start} {stop} {steps}")
+    n, m = (int(v) for v in rng.integers(1, 9, 2))
+    np.testing.assert_array_equal(Tensor.eye(n, m, dtype=dtype).numpy(), np.eye(n, m, dtype=dtype))
+  assert Tensor.linspace(0, 1, 0).shape == (0,) and Tensor.eye(0, 3).shape == (0, 3)
+
+
 def test_cat_stack_repeat(rng):
   a, b = randf(rng, (2, 3)), randf(rng, (2, 5))
   assert_close(Tensor.cat(Tensor(a), Tensor(b), dim=1).numpy(), np.concatenate([a, b], 1))

@@ -172,21 +172,26 @@ class Tensor {
     return Tensor._make(OPS.ARANGE, calc, [n], progression, [n]).cast(dt);
   }
 
+  // numpy's linspace: steps values from start to stop, the last exactly stop (the daemon's
+  // LINSPACE, computed in float64 and cast to the dtype).
   static linspace(start, stop, steps, o = {}) {
-    const vals = new Float64Array(steps);
-    const d = steps > 1 ? (stop - start) / (steps - 1) : 0;
-    // numpy's linspace: start + i * step, with the last value exactly stop
-    for (let i = 0; i < steps; i++) vals[i] = start + i * d;
-    if (steps > 1) vals[steps - 1] = stop;
-    return Tensor.from(vals, { dtype: o.dtype || dtypes.float32, device: o.device });
+    if (!Number.isInteger(steps) || steps < 0) throw new RangeError(`linspace: steps must be an integer >= 0, got ${steps}`);
+    if (!Number.isFinite(start) || !Number.isFinite(stop)) throw new RangeError(`linspace bounds must be finite, got ${start} and ${stop}`);
+    const dt = o.dtype ? toDType(o.dtype) : dtypes.float32;
+    if (steps === 0) return Tensor.from(new Float64Array(0), { dtype: dt, device: o.device });
+    const t = Tensor._make(OPS.LINSPACE, dt, [steps], [], new Composite({ shape: [steps], start, stop }));
+    return o.device ? t.to(o.device) : t;
   }
 
+  // The (n, m) identity (m defaults to n): the daemon's EYE.
   static eye(n, m, o = {}) {
     if (isOptions(m)) { o = m; m = undefined; }
-    const cols = m === undefined ? n : m;
-    const vals = new Float64Array(n * cols);
-    for (let i = 0; i < Math.min(n, cols); i++) vals[i * cols + i] = 1;
-    return Tensor.from(vals, { shape: [n, cols], dtype: o.dtype || dtypes.float32, device: o.device });
+    const shape = [n, m === undefined ? n : m];
+    if (!shape.every((v) => Number.isInteger(v) && v >= 0)) throw new RangeError(`eye takes sizes >= 0, got [${shape}]`);
+    const dt = o.dtype ? toDType(o.dtype) : dtypes.float32;
+    if (shape.includes(0)) return Tensor.from(new Float64Array(0), { shape, dtype: dt, device: o.device });
+    const t = Tensor._make(OPS.EYE, dt, shape, [], shape);
+    return o.device ? t.to(o.device) : t;
   }
 
   // Seeds rand/randn/randint/dropout (computed on the device from (seed, call counter): the same

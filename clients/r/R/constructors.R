@@ -65,15 +65,20 @@ pg_linspace <- function(start, stop, steps, dtype = "float32") {
   if (length(steps) != 1L || steps < 0 || steps != trunc(steps)) {
     pg_abort("invalid_argument", sprintf("linspace: steps must be a whole number >= 0, got %s", format(steps)))
   }
-  d <- if (steps > 1) (stop - start) / (steps - 1) else 0
-  vals <- start + (seq_len(steps) - 1) * d  # numpy: start + i * step, the last value exactly stop
-  if (steps > 1) vals[steps] <- stop
-  pg_tensor(array(as.double(vals), steps), dtype = dtype)
+  if (!is.finite(start) || !is.finite(stop)) pg_abort("invalid_argument", "linspace bounds must be finite")
+  dtype <- check_dtype(dtype)
+  if (steps == 0) return(pg_tensor(array(numeric(), 0), dtype = dtype))
+  # numpy's linspace, computed by the daemon (LINSPACE): the last value exactly stop
+  make(OP$LINSPACE, dtype, steps, list(), list(shape = steps, start = start, stop = stop))
 }
 
 #' @rdname pg_constructors
 #' @export
-pg_eye <- function(n, m = n, dtype = "float32") pg_tensor(diag(1, n, m), dtype = dtype)
+pg_eye <- function(n, m = n, dtype = "float32") {
+  dtype <- check_dtype(dtype)
+  if (n == 0 || m == 0) return(pg_tensor(array(numeric(), c(n, m)), dtype = dtype))
+  make(OP$EYE, dtype, c(n, m), list(), c(n, m))  # the daemon's EYE
+}
 
 #' @rdname pg_constructors
 #' @export

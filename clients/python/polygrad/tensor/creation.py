@@ -89,13 +89,33 @@ class Creation:
 
   @staticmethod
   def linspace(start, stop, steps: int, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
-    return Tensor(np.linspace(start, stop, steps, dtype=np.float64), dtype=dtype or dtypes.default_float,
-                  device=kwargs.get("device"))
+    """numpy's linspace: `steps` values from start to stop, the last exactly stop (the daemon's
+    LINSPACE, computed in float64 and cast to dtype)."""
+    device = kwargs.get("device")
+    Device.require(device)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+      raise ShapeError(f"linspace: steps must be an int >= 0, got {steps!r}")
+    bounds = tuple(float(_py_scalar(v)) for v in (start, stop))
+    if not all(math.isfinite(v) for v in bounds):
+      raise ShapeError(f"linspace bounds must be finite, got {bounds}")
+    if steps == 0:
+      return Tensor(np.zeros((0,), dtype=np.float64), dtype=dt, device=device)
+    shape = check_shape((int(steps),))
+    t = Tensor._make(g.LINSPACE, dt, shape, (), g.Composite(shape=shape, start=bounds[0], stop=bounds[1]))
+    return t if device is None else t.to(device)
 
   @staticmethod
   def eye(n: int, m: Optional[int] = None, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
-    return Tensor(np.eye(n, m if m is not None else n), dtype=dtype or dtypes.default_float,
-                  device=kwargs.get("device"))
+    """The (n, m) identity (m defaults to n): the daemon's EYE."""
+    device = kwargs.get("device")
+    Device.require(device)
+    shape = check_shape(as_shape((n, n if m is None else m)))
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if 0 in shape:
+      return Tensor(np.zeros(shape, dtype=np.float64), dtype=dt, device=device)
+    t = Tensor._make(g.EYE, dt, shape, (), shape)
+    return t if device is None else t.to(device)
 
   @staticmethod
   def from_blob(ptr: int, shape: Tuple[int, ...], dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":
