@@ -104,6 +104,8 @@ case("ones/i32", "ones", "CONST", args={"shape": [3, 1], "dtype": "int32"})
 case("ones/f64", "ones", "CONST", args={"shape": [2], "dtype": "float64"})
 case("arange/int", "arange", "ARANGE", args={"start": 0, "stop": 7})
 case("arange/int-step", "arange", "ARANGE", args={"start": 2, "stop": 20, "step": 3})
+# integer bounds past int32 default to int64 (torch's default) in every client
+case("arange/past-int32", "arange", "ARANGE", args={"start": 2147483600, "stop": 2147483700, "step": 25})
 case("arange/float-step", "arange", "ARANGE", args={"start": 0, "stop": 2.5, "step": 0.5})
 case("arange/neg-step-f64", "arange", "ARANGE", args={"start": 5, "stop": -3, "step": -2, "dtype": "float64"})
 case("arange/u8", "arange", "ARANGE", args={"start": 0, "stop": 10, "dtype": "uint8"})

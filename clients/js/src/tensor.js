@@ -163,9 +163,15 @@ class Tensor {
     }
     if (step === 0) throw new RangeError('arange: step must not be zero');
     const allInt = [start, stop, step].every(Number.isInteger);
-    const dt = o.dtype ? toDType(o.dtype) : (allInt ? dtypes.int32 : dtypes.float32);
+    const fits = (dtype, vs) => vs.every((v) => v >= dtypes.min(dtype) && v <= dtypes.max(dtype));
+    // Integer bounds past int32 need int64 (torch's default, as Python's); int32 would wrap.
+    const intDefault = fits(dtypes.int32, [start, stop - step, step]) ? dtypes.int32 : dtypes.int64;
+    const dt = o.dtype ? toDType(o.dtype) : (allInt ? intDefault : dtypes.float32);
     if (dt === dtypes.bool) throw new TypeError('arange cannot make a bool tensor');
     const n = Math.max(0, Math.ceil((stop - start) / step));
+    if (n && (dt.kind === 'i' || dt.kind === 'u') && !fits(dt, [start, start + (n - 1) * step])) {
+      throw new RangeError(`arange(${start}, ${stop}, ${step}) does not fit ${dt.name}`);
+    }
     if (n === 0) return Tensor.from(new Float64Array(0), { dtype: dt });
     const calc = dt.kind === 'f' || allInt ? dt : dtypes.float32;
     const progression = start === 0 && step === 1 ? [] : [Tensor._const(start, calc), Tensor._const(step, calc)];

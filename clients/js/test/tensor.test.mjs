@@ -52,6 +52,11 @@ test('creation functions: zeros, ones, full, arange, linspace, eye, empty', asyn
   assert.deepEqual(await Tensor.linspace(0, 1, 5).data(), new Float32Array([0, 0.25, 0.5, 0.75, 1]));
   assert.deepEqual(await Tensor.eye(2).array(), [[1, 0], [0, 1]]);
   assert.deepEqual(Tensor.empty(3, 4).shape, [3, 4]);
+  // integer bounds past int32 default to int64; values past the dtype are refused, not wrapped
+  assert.equal(Tensor.arange(2147483600, 2147483700, 25).dtype, dtypes.int64);
+  assert.throws(() => Tensor.arange(0, 300, { dtype: 'int8' }), /does not fit int8/);
+  assert.deepEqual(await Tensor.linspace(2.5, 9, 1).data(), new Float32Array([2.5]));
+  assert.deepEqual(Tensor.eye(0, 3).shape, [0, 3]);
 });
 
 test('seeded random numbers repeat and stay in range', async () => {

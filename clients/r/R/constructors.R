@@ -13,7 +13,9 @@
 #' @param ... the shape, as integers or one vector.
 #' @param value the fill value.
 #' @param dtype the element type.
-#' @param start,stop,step `pg_arange` bounds: start, start + step, ... below stop.
+#' @param start,stop,step `pg_arange` bounds: start, start + step, ... below stop. Without a
+#'   dtype: int32 when a bound is an R integer and all are whole (int64 past int32's range), else
+#'   float32; values past the dtype's range are an error.
 #' @param steps `pg_linspace`: how many values.
 #' @param n,m `pg_eye`: rows and columns.
 #' @param low,high `pg_randint`: the values' range, `low` included, `high` not.
@@ -51,8 +53,14 @@ pg_arange <- function(start, stop = NULL, step = 1, dtype = NULL) {
   }
   if (step == 0) pg_abort("invalid_argument", "arange: step must not be zero")
   all_int <- all(c(start, stop, step) == trunc(c(start, stop, step))) && (is.integer(start) || is.integer(stop))
-  dt <- if (is.null(dtype)) (if (all_int) "int32" else "float32") else check_dtype(dtype)
+  fits <- function(dt, v) all(v >= dtype_min(dt) & v <= dtype_max(dt))
+  # Integer bounds past int32 need int64 (torch's default, as Python's); int32 would wrap.
+  int_default <- if (fits("int32", c(start, stop - step, step))) "int32" else "int64"
+  dt <- if (is.null(dtype)) (if (all_int) int_default else "float32") else check_dtype(dtype)
   n <- max(0, ceiling((stop - start) / step))
+  if (n > 0 && is_int_dtype(dt) && !fits(dt, c(start, start + (n - 1) * step))) {
+    pg_abort("invalid_argument", sprintf("arange(%s, %s, %s) does not fit %s", format(start), format(stop), format(step), dt))
+  }
   if (n == 0) return(pg_tensor(array(numeric(), 0), dtype = dt))
   calc <- if (is_float_dtype(dt) || all_int) dt else "float32"
   progression <- if (start == 0 && step == 1) list() else list(const_tensor(start, calc), const_tensor(step, calc))

@@ -60,6 +60,11 @@ test_that("linspace, eye and randint", {
   expect_identical(pg_dtype(pg_linspace(-2, 2, 9, dtype = "float64")), "float64")
   expect_equal(as.array(pg_eye(3)), diag(3))
   expect_identical(as.array(pg_eye(2, 4, dtype = "int32")), matrix(c(1L, 0L, 0L, 1L, 0L, 0L, 0L, 0L), 2))
+  expect_equal(v(pg_linspace(2.5, 9, 1)), 2.5)
+  expect_identical(dim(pg_eye(0, 3)), c(0L, 3L))
+  # integer bounds past int32 default to int64; values past the dtype are refused, not wrapped
+  expect_identical(pg_dtype(pg_arange(2147483600L, 2147483700, 25)), "int64")
+  expect_error(pg_arange(0L, 300L, dtype = "int8"), "does not fit int8", class = "polygrad_invalid_argument")
   pg_manual_seed(11)
   r1 <- v(pg_randint(50, low = -5, high = 5))
   pg_manual_seed(11)
