@@ -6,6 +6,7 @@ import pytest
 
 from conftest import assert_close
 from polygrad import Tensor, dtypes
+from polygrad import graph as g
 from polygrad.errors import PolygradInvalidArgument
 
 pytestmark = pytest.mark.usefixtures("live_daemon")
@@ -375,8 +376,13 @@ def test_cat_is_one_op_that_keeps_every_bit_and_routes_gradients(rng):
   (Tensor.cat(*xs) * Tensor(w)).sum().backward()
   for x, want in zip(xs, np.split(w, [1, 1])):
     np.testing.assert_array_equal(x.grad.numpy(), want)
+  # More pieces than one CAT takes are joined in groups by the client; the daemon refuses a node
+  # with more sources than the schema's max_arity.
+  pieces = [randf(rng, (1, 2)) for _ in range(2 * 4096 + 5)]
+  np.testing.assert_array_equal(Tensor.cat(*[Tensor(p) for p in pieces]).numpy(), np.concatenate(pieces))
   with pytest.raises(PolygradInvalidArgument, match=r"\(CAT\): takes 1 to 4096 source"):
-    Tensor.cat(*[Tensor.ones(1)] * 4097).realize()
+    ones = Tensor.ones(1)
+    Tensor._make(g.CAT, ones.dtype, (4097,), (ones,) * 4097, g.Composite(axes=(0,))).realize()
 
 
 def test_realize_several_outputs_at_once(rng):

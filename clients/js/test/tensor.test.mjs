@@ -242,6 +242,11 @@ test('movement, concatenation and indexing', async () => {
   assert.deepEqual(x.reshape(1, 2, 3).flatten().shape, [6]);
   assert.deepEqual(await x.expand(2, 2, 3).sum().item(), 30);
   assert.deepEqual(await Tensor.cat([x, x], { axis: 0 }).shape, [4, 3]);
+  // more pieces than one CAT takes (4096) are joined in groups
+  const many = Array.from({ length: 2 * 4096 + 5 }, (_, i) => Tensor.from([i], { dtype: 'int32' }));
+  const joined = await Tensor.cat(many).data();
+  assert.equal(joined.length, 8197);
+  assert.ok(joined.every((v, i) => v === i));
   assert.deepEqual(await Tensor.stack([x, x], { axis: 1 }).array(), [[[0, 1, 2], [0, 1, 2]], [[3, 4, 5], [3, 4, 5]]]);
   assert.deepEqual(await x.index(1).data(), new Int32Array([3, 4, 5]));
   assert.deepEqual(await x.index('...', '::-1').array(), [[2, 1, 0], [5, 4, 3]]);

@@ -145,9 +145,20 @@ pg_cat <- function(tensors, ..., axis = 1) {
     }
   }
   dt <- least_upper_dtype(vapply(ts, function(t) t$node$dtype, ""))
+  joined(lapply(ts, pg_cast, dt), d)
+}
+
+# One CAT of tensors (checked, one dtype) along the 1-based axis d; more than the op takes are
+# joined in groups first (bit for bit the same elements).
+joined <- function(ts, d) {
+  limit <- MAX_ARITY[["CAT"]]
+  if (length(ts) > limit) {
+    groups <- split(ts, ceiling(seq_along(ts) / limit))
+    return(joined(unname(lapply(groups, joined, d)), d))
+  }
   shape <- ts[[1]]$node$shape
   shape[d] <- sum(vapply(ts, function(t) t$node$shape[d], 0))
-  make(OP$CAT, dt, shape, lapply(ts, pg_cast, dt), list(axes = d - 1))
+  make(OP$CAT, ts[[1]]$node$dtype, shape, ts, list(axes = d - 1))
 }
 
 #' @rdname pg_reshape

@@ -1,7 +1,7 @@
 'use strict';
 // Movement ops (no data copied: the daemon changes how the source is indexed), concatenation and
 // indexing: t.index(...) with numpy's index forms, t.slice(...) for per-axis ranges.
-const { OPS } = require('../ops');
+const { OPS, MAX_ARITY } = require('../ops');
 const { Composite } = require('../composite');
 const { dtypes, leastUpperDType } = require('../dtype');
 const { prod, sameShape, broadcastShape, normalizeAxis, normalizeAxes, resolveReshape, checkPermutation,
@@ -141,10 +141,22 @@ P.cat = function cat(...args) {
     }
   }
   const dt = leastUpperDType(...tensors.map((t) => t.dtype));
-  const shape = this._node.shape.slice();
-  shape[d] = tensors.reduce((acc, t) => acc + t._node.shape[d], 0);
-  return Tensor._make(OPS.CAT, dt, shape, tensors.map((t) => t.cast(dt)), new Composite({ axes: [d] }));
+  return joined(tensors.map((t) => t.cast(dt)), d);
 };
+
+// One CAT of tensors (checked, one dtype) along axis d; more than the op takes are joined in
+// groups first (bit for bit the same elements).
+function joined(tensors, d) {
+  const limit = MAX_ARITY.get(OPS.CAT);
+  if (tensors.length > limit) {
+    const groups = [];
+    for (let i = 0; i < tensors.length; i += limit) groups.push(joined(tensors.slice(i, i + limit), d));
+    return joined(groups, d);
+  }
+  const shape = tensors[0]._node.shape.slice();
+  shape[d] = tensors.reduce((acc, t) => acc + t._node.shape[d], 0);
+  return Tensor._make(OPS.CAT, tensors[0].dtype, shape, tensors, new Composite({ axes: [d] }));
+}
 Tensor.cat = (tensors, o = {}) => tensors[0].cat(...tensors.slice(1), o);
 
 Tensor.stack = (tensors, o = {}) => {

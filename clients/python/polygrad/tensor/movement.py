@@ -250,8 +250,18 @@ class Movement:
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
         raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside axis {d}")
     dt = least_upper_dtype(*[t.dtype for t in tensors])
-    shape = self.shape[:d] + (sum(t.shape[d] for t in tensors),) + self.shape[d + 1:]
-    return Tensor._make(g.CAT, dt, shape, tuple(t.cast(dt) for t in tensors), g.Composite(axes=(d,)))
+    return Tensor._joined(tuple(t.cast(dt) for t in tensors), d)
+
+  @staticmethod
+  def _joined(tensors, d: int) -> "Tensor":
+    """One CAT of tensors (checked, one dtype) along axis d; more than the op takes are joined in
+    groups first (bit for bit the same elements)."""
+    limit = g.MAX_ARITY[g.CAT]
+    if len(tensors) > limit:
+      return Tensor._joined(tuple(Tensor._joined(tensors[i:i + limit], d) for i in range(0, len(tensors), limit)), d)
+    first = tensors[0].shape
+    shape = first[:d] + (sum(t.shape[d] for t in tensors),) + first[d + 1:]
+    return Tensor._make(g.CAT, tensors[0].dtype, shape, tensors, g.Composite(axes=(d,)))
 
   def split(self, sizes, dim: int = 0) -> List["Tensor"]:
     """Pieces of `sizes` along dim (an int: pieces of that size, the last one smaller)."""

@@ -51,6 +51,8 @@ test_that("movement ops", {
   expect_equal(as.array(pg_flip(x, 3)), a[, , 4:1])
   expect_equal(as.array(pg_cat(x, x, axis = 2)), array(c(a[, , 1], a[, , 1], a[, , 2], a[, , 2], a[, , 3], a[, , 3], a[, , 4], a[, , 4]), c(2, 6, 4)))
   expect_equal(dim(pg_stack(list(x, x), axis = 1)), c(2L, 2L, 3L, 4L))
+  # more pieces than one CAT takes (4096) are joined in groups
+  expect_identical(as.vector(as.array(pg_cat(lapply(seq_len(8197), function(i) pg_tensor(array(i, 1)))))), seq_len(8197))
   p <- as.array(pg_pad(pg_tensor(matrix(1, 2, 2)), list(c(1, 0), c(0, 2))))
   expect_equal(p, rbind(0, cbind(matrix(1, 2, 2), 0, 0)))
   expect_equal(as.array(pg_expand(pg_tensor(array(c(1, 2), c(2, 1))), c(2, 3))), matrix(c(1, 2), 2, 3))
