@@ -52,6 +52,8 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
   a.ceil_mode = c.ceil_mode();
   a.start = c.start();
   a.stop = c.stop();
+  a.trust_coefficient = c.trust_coefficient();
+  a.classic_momentum = c.classic_momentum();
   a.groups = c.groups();
   a.n = c.n();
   a.diagonal = c.diagonal();

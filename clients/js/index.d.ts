@@ -399,6 +399,11 @@ export declare namespace nn {
   class SGD extends Optimizer {
     constructor(params: Iterable<Tensor>, options?: { lr?: number; momentum?: number; weightDecay?: number; nesterov?: boolean });
   }
+  /** tinygrad's LARS: SGD scaled per parameter by the trust ratio tcoef ||p|| / (||g|| + weightDecay ||p||). */
+  class LARS extends SGD {
+    constructor(params: Iterable<Tensor>, options?: { lr?: number; momentum?: number; weightDecay?: number; nesterov?: boolean;
+      classic?: boolean; tcoef?: number });
+  }
   class Adam extends Optimizer {
     constructor(params: Iterable<Tensor>, options?: { lr?: number; betas?: [number, number]; eps?: number; weightDecay?: number });
   }

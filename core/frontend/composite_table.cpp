@@ -249,6 +249,13 @@ Built adam_update_op(const Call& c) {
                      c.arg.mode);
 }
 
+Built lars_update_op(const Call& c) {
+  const LarsRule rule{.momentum = c.arg.momentum, .weight_decay = c.arg.weight_decay,
+                      .trust_coefficient = c.arg.trust_coefficient, .nesterov = c.arg.nesterov,
+                      .classic = c.arg.classic_momentum};
+  return lars_update(c.src[0], c.src[1], c.src[2], optional_src(c, 3), rule, c.arg.mode);
+}
+
 Built adam_step_op(const Call& c) {
   const AdamRule rule{.beta1 = c.arg.beta1, .beta2 = c.arg.beta2, .eps = c.arg.eps,
                       .weight_decay = c.arg.weight_decay, .decoupled = c.arg.decoupled};
@@ -341,6 +348,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"ISNAN", unary<isnan>},
     {"LAMB_STEP", lamb_step_op},
     {"LAMB_UPDATE", lamb_update_op},
+    {"LARS_UPDATE", lars_update_op},
     {"LAYERNORM", trailing_norm<layer_norm>},
     {"LEAKY_RELU", [](const Call& c) { return leaky_relu(c.src[0], c.arg.neg_slope); }},
     {"LERP", [](const Call& c) { return lerp(c.src[0], c.src[1], c.src[2]); }},

@@ -52,6 +52,8 @@ struct CompositeArgs {
   bool replacement = false;
   int64_t fill = 0;
   double start = 0, stop = 0;
+  double trust_coefficient = 0;
+  bool classic_momentum = false;
 };
 
 // Checks a shape that a builder would allocate or compute over against the daemon's limits

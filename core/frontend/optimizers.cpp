@@ -126,6 +126,30 @@ class PerStep {
   UOpRef lr_, k_;
 };
 
+// SGD's and LARS's sources (param, grad, lr[, momentum buffer]), checked, in their work dtype.
+absl::StatusOr<Sources> momentum_sources(std::string_view op, const UOpRef& param, const UOpRef& grad,
+                                         const UOpRef& lr, const UOpRef& m, double momentum, bool nesterov,
+                                         Output out) {
+  if (absl::Status s = check_operands(op, param, {{"param", param, true}, {"grad", grad, true}, {"lr", lr, false},
+                                                   {"momentum buffer", m, true}});
+      !s.ok())
+    return s;
+  if ((momentum != 0) != static_cast<bool>(m))
+    return invalid(op, momentum != 0 ? "momentum needs a momentum buffer (a fourth source)"
+                                     : "a momentum buffer needs momentum != 0");
+  if (nesterov && !(momentum > 0)) return invalid(op, "nesterov momentum needs momentum > 0");
+  if (out == Output::M && !m) return invalid(op, "output 'm' needs momentum");
+  return sources({param, grad, lr, m}, param->shape);
+}
+
+// ||t|| over the whole tensor in `work`, spread back over `shape`.
+Built spread_norm(const UOpRef& t, DType work, const Shape& shape) {
+  PG_ASSIGN(sq, alu(Ops::MUL, {t, t}));
+  PG_ASSIGN(total, sum(sq, {}, false));
+  PG_ASSIGN(root, alu(Ops::SQRT, {total}));
+  return operand(root, work, shape);
+}
+
 // The value the node stands for, cast back to the dtype of the tensor it replaces.
 Built finish(Expr& e, const UOpRef& value, DType out) {
   PG_ASSIGN(r, e.done(value));
@@ -138,16 +162,7 @@ Built sgd_update(const UOpRef& param, const UOpRef& grad, const UOpRef& lr, cons
                  std::string_view output) {
   constexpr std::string_view kOp = "sgd_update";
   PG_ASSIGN(out, parse_output(kOp, output, false));
-  if (absl::Status s = check_operands(kOp, param, {{"param", param, true}, {"grad", grad, true}, {"lr", lr, false},
-                                                    {"momentum buffer", m, true}});
-      !s.ok())
-    return s;
-  if ((rule.momentum != 0) != static_cast<bool>(m))
-    return invalid(kOp, rule.momentum != 0 ? "momentum needs a momentum buffer (a fourth source)"
-                                           : "a momentum buffer needs momentum != 0");
-  if (rule.nesterov && !(rule.momentum > 0)) return invalid(kOp, "nesterov momentum needs momentum > 0");
-  if (out == Output::M && !m) return invalid(kOp, "output 'm' needs momentum");
-  PG_ASSIGN(in, sources({param, grad, lr, m}, param->shape));
+  PG_ASSIGN(in, momentum_sources(kOp, param, grad, lr, m, rule.momentum, rule.nesterov, out));
   const UOpRef &p = in.at[0], &g0 = in.at[1], &rate = in.at[2], &b = in.at[3];
   Expr e(in.work, param->shape);
   UOpRef g = rule.weight_decay != 0 ? e.add(g0, e.mul(p, rule.weight_decay)) : g0;
@@ -158,6 +173,35 @@ Built sgd_update(const UOpRef& param, const UOpRef& grad, const UOpRef& lr, cons
     step = rule.nesterov ? e.add(g, e.mul(b_new, rule.momentum)) : b_new;
   }
   return finish(e, e.sub(p, e.mul(step, rate)), param->dtype);
+}
+
+Built lars_update(const UOpRef& param, const UOpRef& grad, const UOpRef& lr, const UOpRef& m, const LarsRule& rule,
+                  std::string_view output) {
+  constexpr std::string_view kOp = "lars_update";
+  PG_ASSIGN(out, parse_output(kOp, output, false));
+  PG_ASSIGN(in, momentum_sources(kOp, param, grad, lr, m, rule.momentum, rule.nesterov, out));
+  const UOpRef &p = in.at[0], &g0 = in.at[1], &rate = in.at[2], &b = in.at[3];
+  const Shape& shape = param->shape;
+  Expr e(in.work, shape);
+  UOpRef ratio;  // null: 1
+  if (rule.trust_coefficient != 0) {
+    // From the raw gradient's norm; the decay enters through weight_decay ||param||.
+    PG_ASSIGN(r1, spread_norm(p, in.work, shape));
+    PG_ASSIGN(r2, spread_norm(g0, in.work, shape));
+    UOpRef trust = e.div(e.mul(r1, rule.trust_coefficient), e.add(r2, e.mul(r1, rule.weight_decay)));
+    ratio = e.where(e.gt(r1, 0.0), e.where(e.gt(r2, 0.0), trust, 1.0), 1.0);
+  }
+  auto scaled = [&](const UOpRef& x) { return e.mul(ratio ? e.mul(x, ratio) : x, rate); };
+  const UOpRef g = rule.weight_decay != 0 ? e.add(g0, e.mul(p, rule.weight_decay)) : g0;
+  const UOpRef u = rule.classic ? scaled(g) : g;
+  UOpRef step = u;
+  if (m) {
+    UOpRef b_new = e.add(e.mul(b, rule.momentum), u);
+    if (out == Output::M) return finish(e, b_new, m->dtype);
+    step = rule.nesterov ? e.add(u, e.mul(b_new, rule.momentum)) : b_new;
+  }
+  if (!rule.classic) step = scaled(step);
+  return finish(e, e.sub(p, step), param->dtype);
 }
 
 Built adam_update(const UOpRef& param, const UOpRef& grad, const UOpRef& m, const UOpRef& v, const UOpRef& step_size,
@@ -210,14 +254,8 @@ Built lamb_update(const UOpRef& param, const UOpRef& grad, const UOpRef& m, cons
   if (rule.weight_decay != 0) up = e.add(up, e.mul(p, rule.weight_decay));
   // The trust ratio's norms reduce the whole tensor; a 0-d norm is spread back over the shape.
   PG_ASSIGN(up_done, e.done(up));
-  auto norm = [&](const UOpRef& t) -> Built {
-    PG_ASSIGN(sq, alu(Ops::MUL, {t, t}));
-    PG_ASSIGN(total, sum(sq, {}, false));
-    PG_ASSIGN(root, alu(Ops::SQRT, {total}));
-    return operand(root, w, shape);
-  };
-  PG_ASSIGN(r1, norm(p));
-  PG_ASSIGN(r2, norm(up_done));
+  PG_ASSIGN(r1, spread_norm(p, w, shape));
+  PG_ASSIGN(r2, spread_norm(up_done, w, shape));
   UOpRef ratio = e.where(e.gt(r1, 0.0), e.where(e.gt(r2, 0.0), e.div(r1, r2), 1.0), 1.0);
   return finish(e, e.sub(p, e.mul(e.mul(rate, ratio), up_done)), param->dtype);
 }

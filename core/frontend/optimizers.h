@@ -24,6 +24,18 @@ struct SgdRule {
 absl::StatusOr<UOpRef> sgd_update(const UOpRef& param, const UOpRef& grad, const UOpRef& lr, const UOpRef& m,
                                   const SgdRule& rule, std::string_view output);
 
+// tinygrad's LARS (You et al. 2017): g = grad + weight_decay * param, scaled by the trust ratio
+// r = trust_coefficient ||param|| / (||grad|| + weight_decay ||param||) (1 where a norm is 0, or
+// trust_coefficient is 0) and lr; classic momentum accumulates the scaled g (m' = momentum m +
+// lr r g), otherwise it accumulates g and the step is scaled after (lr r m'); nesterov adds
+// momentum m' to the accumulated value. param' = param - step. `m` is null without momentum.
+struct LarsRule {
+  double momentum = 0, weight_decay = 0, trust_coefficient = 0;
+  bool nesterov = false, classic = true;
+};
+absl::StatusOr<UOpRef> lars_update(const UOpRef& param, const UOpRef& grad, const UOpRef& lr, const UOpRef& m,
+                                   const LarsRule& rule, std::string_view output);
+
 // torch.optim.Adam and AdamW: g = grad (+ weight_decay * param unless decoupled), m' = beta1 m +
 // (1 - beta1) g, v' = beta2 v + (1 - beta2) g g, param' = p - step_size * m' / (sqrt(v') /
 // bc2_sqrt + eps), p being param * decay when decoupled with a weight decay (decay = 1 - lr wd;

@@ -238,6 +238,8 @@ const BUILD = {
       adam: () => new pg.nn.Adam([p], { lr: a.lr, weightDecay: o.weightDecay ?? 0 }),
       adamw: () => new pg.nn.AdamW([p], { lr: a.lr, weightDecay: o.weightDecay ?? 0.01 }),
       lamb: () => new pg.nn.LAMB([p], { lr: a.lr, weightDecay: o.weightDecay ?? 0 }),
+      lars: () => new pg.nn.LARS([p], { lr: a.lr, momentum: o.momentum ?? 0.9, weightDecay: o.weightDecay ?? 1e-4,
+        nesterov: o.nesterov ?? false, classic: o.classic ?? true, tcoef: o.tcoef ?? 0.001 }),
     };
     const opt = make[a.optimizer]();
     p.grad = xs[1];

@@ -309,7 +309,9 @@ builders <- list(
                                   nesterov = isTRUE(o$nesterov)),
                   adam = optim_adam(list(p), lr = args$lr, weight_decay = o$weightDecay %||% 0),
                   adamw = optim_adam(list(p), lr = args$lr, weight_decay = o$weightDecay %||% 0.01, decoupled = TRUE),
-                  lamb = optim_lamb(list(p), lr = args$lr, weight_decay = o$weightDecay %||% 0))
+                  lamb = optim_lamb(list(p), lr = args$lr, weight_decay = o$weightDecay %||% 0),
+                  lars = optim_lars(list(p), lr = args$lr, momentum = o$momentum %||% 0.9, weight_decay = o$weightDecay %||% 1e-4,
+                                    nesterov = isTRUE(o$nesterov), classic = !isFALSE(o$classic), tcoef = o$tcoef %||% 0.001))
     p$grad <- ins[[2]]
     polygrad:::schedule_step(opt)
     p

@@ -566,6 +566,10 @@ case("optimizerStep/adamw", "optimizerStep", "ADAM_STEP", [inp("float32", (2, 3)
      {"optimizer": "adamw", "lr": 0.0625})
 case("optimizerStep/lamb", "optimizerStep", "LAMB_STEP", [inp("float32", (4, 2)), inp("float32", (4, 2))],
      {"optimizer": "lamb", "lr": 0.25, "options": {"weightDecay": 0.5}})
+case("optimizerStep/lars-classic", "optimizerStep", "LARS_UPDATE", [inp("float32", (3, 2)), inp("float32", (3, 2))],
+     {"optimizer": "lars", "lr": 0.25, "options": {"weightDecay": 0.125, "tcoef": 0.5}})
+case("optimizerStep/lars-nesterov-after", "optimizerStep", "LARS_UPDATE", [inp("float32", (4,)), inp("float32", (4,))],
+     {"optimizer": "lars", "lr": 0.5, "options": {"nesterov": True, "classic": False, "tcoef": 0.25}})
 # Chains (`then`): each step applies to the previous result. Dividing by zeros makes inf and nan,
 # which the generator never produces directly.
 case("isnan/div-by-zero", "div", ["DIV", "ISNAN"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],

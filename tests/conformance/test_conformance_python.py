@@ -108,7 +108,10 @@ def _optimizer_step(xs, a):
                                    nesterov=o.get("nesterov", False)),
           "adam": lambda: optim.Adam([p], lr=a["lr"], weight_decay=o.get("weightDecay", 0.0)),
           "adamw": lambda: optim.AdamW([p], lr=a["lr"], weight_decay=o.get("weightDecay", 0.01)),
-          "lamb": lambda: optim.LAMB([p], lr=a["lr"], weight_decay=o.get("weightDecay", 0.0))}
+          "lamb": lambda: optim.LAMB([p], lr=a["lr"], weight_decay=o.get("weightDecay", 0.0)),
+          "lars": lambda: optim.LARS([p], lr=a["lr"], momentum=o.get("momentum", 0.9), weight_decay=o.get("weightDecay", 1e-4),
+                                     nesterov=o.get("nesterov", False), classic=o.get("classic", True),
+                                     tcoef=o.get("tcoef", 0.001))}
   opt = make[a["optimizer"]]()
   p.grad = xs[1]
   opt.schedule_step()

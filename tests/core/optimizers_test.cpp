@@ -42,6 +42,33 @@ TEST_F(OptimizersTest, SgdWithWeightDecayAndNesterovMomentumMatchesTorchsRule) {
   }
 }
 
+TEST_F(OptimizersTest, LarsScalesByTheTrustRatioBeforeOrAfterItsMomentum) {
+  const int64_t n = 6;
+  const double lr = 0.1, mom = 0.9, wd = 0.01, tc = 0.02;
+  std::vector<double> p, g, b;
+  UOpRef P = randd({n}, p), G = randd({n}, g), B = randd({n}, b), LR = scalar(lr);
+  double pp = 0, gg = 0;
+  for (int64_t i = 0; i < n; ++i) pp += p[i] * p[i], gg += g[i] * g[i];
+  const double r = tc * std::sqrt(pp) / (std::sqrt(gg) + wd * std::sqrt(pp));
+  for (bool classic : {true, false}) {
+    for (bool nesterov : {false, true}) {
+      const fe::LarsRule rule{.momentum = mom, .weight_decay = wd, .trust_coefficient = tc, .nesterov = nesterov,
+                              .classic = classic};
+      auto pn = run<double>(fe::lars_update(P, G, LR, B, rule, "param"), {n});
+      auto bn = run<double>(fe::lars_update(P, G, LR, B, rule, "m"), {n});
+      for (int64_t i = 0; i < n; ++i) {
+        const double gi = g[i] + wd * p[i], u = classic ? gi * r * lr : gi, bi = mom * b[i] + u;
+        const double step = nesterov ? u + mom * bi : bi;
+        EXPECT_NEAR(bn[i], bi, 1e-15) << i;
+        EXPECT_NEAR(pn[i], p[i] - (classic ? step : step * r * lr), 1e-14) << classic << nesterov << i;
+      }
+    }
+  }
+  // Without a trust coefficient and momentum it is plain SGD.
+  auto plain = run<double>(fe::lars_update(P, G, LR, nullptr, fe::LarsRule{}, "param"), {n});
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(plain[i], p[i] - lr * g[i], 1e-15) << i;
+}
+
 TEST_F(OptimizersTest, AdamAndAdamWMatchTorchsRule) {
   const int64_t n = 9, k = 3;
   const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05;

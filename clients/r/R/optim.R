@@ -73,7 +73,9 @@ apply_update <- function(code, rule, srcs, outputs) {
 
 #' Optimizers
 #'
-#' `optim_sgd` (torch's SGD with optional momentum, nesterov and weight decay), `optim_adam`
+#' `optim_sgd` (torch's SGD with optional momentum, nesterov and weight decay), `optim_lars`
+#' (tinygrad's LARS: SGD scaled per parameter by the trust ratio tcoef ||p|| / (||g|| +
+#' weight_decay ||p||), before the momentum when `classic`, else after it), `optim_adam`
 #' (torch's Adam; `decoupled = TRUE` is AdamW) and `optim_lamb` (tinygrad's LAMB), each the
 #' daemon's update rule. `$step()` updates every parameter that has a gradient, in one request;
 #' `$zero_grad()` clears them.
@@ -85,13 +87,31 @@ apply_update <- function(code, rule, srcs, outputs) {
 #' @param betas Adam's and LAMB's (b1, b2).
 #' @param eps Adam's and LAMB's epsilon.
 #' @param decoupled AdamW's decoupled weight decay.
+#' @param classic LARS: scale by lr and the trust ratio before the momentum.
+#' @param tcoef LARS's trust coefficient (0: plain SGD).
 #' @return an optimizer (an environment with `$step()` and `$zero_grad()`).
 #' @export
 optim_sgd <- function(params, lr = 0.01, momentum = 0, weight_decay = 0, nesterov = FALSE) {
-  if (isTRUE(nesterov) && !(momentum > 0)) pg_abort("invalid_argument", "nesterov momentum needs momentum > 0")
+  momentum_optimizer(params, lr, momentum, OP$SGD_UPDATE,
+                     list(momentum = momentum, weight_decay = weight_decay, nesterov = isTRUE(nesterov)))
+}
+
+#' @rdname optim_sgd
+#' @export
+optim_lars <- function(params, lr = 0.001, momentum = 0.9, weight_decay = 1e-4, nesterov = FALSE, classic = TRUE,
+                       tcoef = 0.001) {
+  if (momentum < 0 || weight_decay < 0) pg_abort("invalid_argument", "LARS: momentum and weight_decay must be >= 0")
+  momentum_optimizer(params, lr, momentum, OP$LARS_UPDATE,
+                     list(momentum = momentum, weight_decay = weight_decay, nesterov = isTRUE(nesterov),
+                          trust_coefficient = tcoef, classic_momentum = isTRUE(classic)))
+}
+
+# SGD and LARS: param, grad, lr and the momentum buffer (with momentum) into `code` with `rule`.
+momentum_optimizer <- function(params, lr, momentum, code, rule) {
+  if (isTRUE(rule$nesterov) && !(momentum > 0)) pg_abort("invalid_argument", "nesterov momentum needs momentum > 0")
   o <- new_optimizer(params, lr, "sgd")
   o$momentum <- momentum
-  o$rule <- list(momentum = momentum, weight_decay = weight_decay, nesterov = isTRUE(nesterov))
+  o$rule <- rule
   o$b <- if (momentum != 0) lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype)) else list()
   o$update <- function() {
     lr_t <- scalar_tensor(o$lr_scalar)
@@ -99,7 +119,7 @@ optim_sgd <- function(params, lr = 0.01, momentum = 0, weight_decay = 0, nestero
       t <- o$params[[i]]
       if (is.null(t$grad)) next
       state <- if (o$momentum != 0) list(o$b[[i]]) else list()
-      apply_update(OP$SGD_UPDATE, o$rule, c(list(t, t$grad, lr_t), state),
+      apply_update(code, o$rule, c(list(t, t$grad, lr_t), state),
                    c(list(list(t, "param")), lapply(state, function(b) list(b, "m"))))
     }
     o$b

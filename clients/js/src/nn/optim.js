@@ -1,5 +1,5 @@
 'use strict';
-// Optimizers: torch's SGD, Adam and AdamW and tinygrad's LAMB, each the daemon's update op
+// Optimizers: torch's SGD, Adam and AdamW and tinygrad's LAMB and LARS, each the daemon's update op
 // (core/frontend/optimizers.h), the Python client's graph exactly: a step builds every
 // parameter's and state tensor's new value lazily, realizes them all in one Realize with the
 // gradients and the pending loss, and rebinds each parameter to its new node. Values that change
@@ -98,13 +98,17 @@ class SGD extends Optimizer {
     this.b = momentum ? this.params.map((t) => Tensor.zeros(t.shape, { dtype: stateDtype(t) })) : [];
   }
 
+  get _updateOp() { return OPS.SGD_UPDATE; }
+
+  _rule() { return { momentum: this.momentum, weight_decay: this.wd, nesterov: Boolean(this.nesterov) }; }
+
   _step() {
     const lr = this._lr.tensor();
-    const rule = { momentum: this.momentum, weight_decay: this.wd, nesterov: Boolean(this.nesterov) };
+    const rule = this._rule();
     this.params.forEach((t, i) => {
       if (t.grad === null) return;
       const state = this.momentum ? [this.b[i]] : [];
-      applyUpdate(OPS.SGD_UPDATE, rule, [t, t.grad, lr, ...state], [[t, 'param'], ...state.map((b) => [b, 'm'])]);
+      applyUpdate(this._updateOp, rule, [t, t.grad, lr, ...state], [[t, 'param'], ...state.map((b) => [b, 'm'])]);
     });
     return [...this.b];
   }
@@ -112,6 +116,21 @@ class SGD extends Optimizer {
   stateTensors() {
     return Object.fromEntries(this.b.map((b, i) => [`momentum_buffer.${i}`, b]));
   }
+}
+
+// tinygrad's LARS: the gradient plus weightDecay * p, scaled per parameter by the trust ratio
+// tcoef ||p|| / (||g|| + weightDecay ||p||) and lr before the momentum (classic) or after it (the
+// daemon's LARS_UPDATE); tcoef 0 is plain SGD.
+class LARS extends SGD {
+  constructor(params, { lr = 0.001, momentum = 0.9, weightDecay = 1e-4, nesterov = false, classic = true, tcoef = 0.001 } = {}) {
+    if (momentum < 0 || weightDecay < 0) throw new RangeError(`LARS: momentum ${momentum} and weightDecay ${weightDecay} must be >= 0`);
+    super(params, { lr, momentum, weightDecay, nesterov });
+    Object.assign(this, { classic: Boolean(classic), tcoef });
+  }
+
+  get _updateOp() { return OPS.LARS_UPDATE; }
+
+  _rule() { return { ...super._rule(), trust_coefficient: this.tcoef, classic_momentum: this.classic }; }
 }
 
 // torch.optim.Adam (weightDecay is L2, added to the gradient).
@@ -192,4 +211,4 @@ class LAMB extends Optimizer {
   }
 }
 
-module.exports = { Optimizer, SGD, Adam, AdamW, LAMB, Scalar };
+module.exports = { Optimizer, SGD, LARS, Adam, AdamW, LAMB, Scalar };

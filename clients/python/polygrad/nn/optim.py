@@ -16,13 +16,13 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..dtype import dtypes
 from ..graph import GRAPH, trace_watch
-from ..ops import ADAM_STEP, LAMB_STEP, SGD_UPDATE, Composite
+from ..ops import ADAM_STEP, LAMB_STEP, LARS_UPDATE, SGD_UPDATE, Composite
 from ..tensor import Tensor, take_pending_losses, untracked
 
 
@@ -136,13 +136,17 @@ class SGD(Optimizer):
     self.momentum, self.wd, self.nesterov = momentum, weight_decay, nesterov
     self.b = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params] if momentum else []
 
+  _update_op = SGD_UPDATE
+
+  def _rule(self) -> Composite:
+    return Composite(momentum=float(self.momentum), weight_decay=float(self.wd), nesterov=bool(self.nesterov))
+
   def _step(self) -> List[Tensor]:
-    lr = self._lr.tensor()
-    rule = Composite(momentum=float(self.momentum), weight_decay=float(self.wd), nesterov=bool(self.nesterov))
+    lr, rule = self._lr.tensor(), self._rule()
     for i, t in enumerate(self.params):
       if t.grad is not None:
         state = [self.b[i]] if self.momentum else []
-        _apply(SGD_UPDATE, rule, [t, t.grad, lr, *state], [(t, "param"), *((b, "m") for b in state)])
+        _apply(self._update_op, rule, [t, t.grad, lr, *state], [(t, "param"), *((b, "m") for b in state)])
     return list(self.b)
 
   def state_tensors(self) -> Dict[str, Tensor]:
@@ -219,51 +223,24 @@ class LAMB(Optimizer):
     return {**{f"m.{i}": m for i, m in enumerate(self.m)}, **{f"v.{i}": v for i, v in enumerate(self.v)}}
 
 
-class LARS(Optimizer):
+class LARS(SGD):
   """Layer-wise adaptive rate scaling (tinygrad's LARS, You et al. 2017): the gradient plus wd*p,
   scaled per parameter by the trust ratio tcoef*||p|| / (||g|| + wd*||p||) (1 where a norm is
   0), with momentum b = m*b + g (nesterov: g + m*b). `classic` applies lr*ratio before the
-  momentum, otherwise after it; p -= the result. tcoef=0 is plain SGD."""
+  momentum, otherwise after it; p -= the result (the daemon's LARS_UPDATE). tcoef=0 is plain SGD."""
 
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.9,
                weight_decay: float = 1e-4, nesterov: bool = False, classic: bool = True, tcoef: float = 0.001):
-    super().__init__(params, lr)
     if momentum < 0 or weight_decay < 0:
       raise ValueError(f"LARS: momentum {momentum} and weight_decay {weight_decay} must be >= 0")
-    if nesterov and momentum <= 0:
-      raise ValueError("nesterov momentum needs momentum > 0")
-    self.momentum, self.wd, self.nesterov, self.classic, self.tcoef = momentum, weight_decay, nesterov, classic, tcoef
-    self.b = [Tensor.zeros(*t.shape, dtype=_state_dtype(t)) for t in self.params] if momentum else []
+    super().__init__(params, lr, momentum, weight_decay, nesterov)
+    self.classic, self.tcoef = classic, tcoef
 
-  def _ratio(self, t: Tensor) -> Union[Tensor, float]:
-    """The trust ratio, from the raw gradient's norm (the decay enters through wd*||p||)."""
-    if not self.tcoef:
-      return 1.0
-    r1, r2 = t.float().square().sum().sqrt(), t.grad.float().square().sum().sqrt()
-    return (r1 > 0).where((r2 > 0).where(self.tcoef * r1 / (r2 + self.wd * r1), 1.0), 1.0)
+  _update_op = LARS_UPDATE
 
-  def _momentum(self, i: int, g: Tensor) -> Tensor:
-    if not self.momentum:
-      return g
-    self.b[i].assign(self.b[i] * self.momentum + g)
-    return g + self.b[i] * self.momentum if self.nesterov else self.b[i]
-
-  def _step(self) -> List[Tensor]:
-    lr = self._lr.tensor()
-    for i, t in enumerate(self.params):
-      if t.grad is None:
-        continue
-      r = self._ratio(t)
-      g = t.grad + t * self.wd if self.wd else t.grad
-      if self.classic:  # classic momentum accumulates lr-scaled steps; the popular kind scales after
-        g = self._momentum(i, g * r * lr)
-      else:
-        g = self._momentum(i, g) * r * lr
-      t.assign((t - g).cast(t.dtype))
-    return list(self.b)
-
-  def state_tensors(self) -> Dict[str, Tensor]:
-    return {f"momentum_buffer.{i}": b for i, b in enumerate(self.b)}
+  def _rule(self) -> Composite:
+    return dataclasses.replace(super()._rule(), trust_coefficient=float(self.tcoef),
+                               classic_momentum=bool(self.classic))
 
 
 class Muon(LARS):
@@ -285,6 +262,12 @@ class Muon(LARS):
                          "(e.g. AdamW for biases and norms)")
     self.ns_steps, self.ns_coefficients = ns_steps, tuple(ns_coefficients)
     self._decay = _Scalar(1.0, self.device)
+
+  def _momentum(self, i: int, g: Tensor) -> Tensor:
+    if not self.momentum:
+      return g
+    self.b[i].assign(self.b[i] * self.momentum + g)
+    return g + self.b[i] * self.momentum if self.nesterov else self.b[i]
 
   def _step(self) -> List[Tensor]:
     lr = self._lr.tensor()
