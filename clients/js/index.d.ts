@@ -297,6 +297,8 @@ export declare class Tensor {
   convTranspose2d(weight: Tensor, bias?: Tensor | null, options?: Conv2dOptions & { outputPadding?: number | number[] }): Tensor;
   /** over the last kernelSize.length axes (1 to 3; a number: 2-D) */
   maxPool2d(kernelSize?: number | number[], options?: PoolOptions): Tensor;
+  /** with returnIndices: [values, indices] (also .values, .indices), int32 flat positions in the spatial volume (torch's). */
+  maxPool2d(kernelSize: number | number[] | undefined, options: PoolOptions & { returnIndices: true }): [Tensor, Tensor] & { values: Tensor; indices: Tensor };
   avgPool2d(kernelSize?: number | number[], options?: PoolOptions): Tensor;
   tril(diagonal?: number): Tensor;
   triu(diagonal?: number): Tensor;

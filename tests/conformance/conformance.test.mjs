@@ -215,6 +215,8 @@ const BUILD = {
     dilation: a.dilation ?? 1, padding: a.padding ?? 0, outputPadding: a.outputPadding ?? 0 }),
   maxPool2d: (xs, a) => xs[0].maxPool2d(a.kernel ?? 2, { stride: a.stride ?? null, dilation: a.dilation ?? 1,
     padding: a.padding ?? 0, ceilMode: a.ceilMode ?? false }),
+  maxPool2dIndices: (xs, a) => xs[0].maxPool2d(a.kernel ?? 2, { stride: a.stride ?? null, dilation: a.dilation ?? 1,
+    padding: a.padding ?? 0, ceilMode: a.ceilMode ?? false, returnIndices: true }).indices,
   avgPool2d: (xs, a) => xs[0].avgPool2d(a.kernel ?? 2, { stride: a.stride ?? null, dilation: a.dilation ?? 1,
     padding: a.padding ?? 0, ceilMode: a.ceilMode ?? false, countIncludePad: a.countIncludePad ?? true }),
   // with p, dropout on the weights: seeded, while training

@@ -490,6 +490,12 @@ case("avgPool2d/3d-pad", "avgPool2d", "AVG_POOL2D", [inp("float32", (1, 1, 5, 4,
      {"kernel": [3, 2, 3], "stride": 2, "padding": [1, 0, 1]})
 # ceil_mode: the clients send the flag and compute torch's window count; the daemon pads for the
 # last partial window, and that padding never counts in a mean
+# return_indices: torch's flat positions in the spatial volume (R's are 1-based; its runner
+# subtracts 1), the first maximum of a window on ties
+case("maxPool2dIndices/overlap-pad-ties", "maxPool2dIndices", "MAX_POOL2D", [inp("int8", (2, 1, 5, 6), lo=-2, hi=2)],
+     {"kernel": 3, "stride": 2, "padding": 1})
+case("maxPool2dIndices/1d-ceil", "maxPool2dIndices", "MAX_POOL2D", [inp("float32", (1, 2, 9))],
+     {"kernel": [2], "stride": 2, "ceilMode": True})
 case("maxPool2d/ceil-3d-i16", "maxPool2d", "MAX_POOL2D", [inp("int16", (1, 2, 5, 6, 7))],
      {"kernel": [2, 3, 2], "stride": 2, "padding": [0, 1, 1], "ceilMode": True})
 case("avgPool2d/ceil-pad", "avgPool2d", "AVG_POOL2D", [inp("float32", (2, 1, 7, 6))],

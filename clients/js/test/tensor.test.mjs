@@ -422,4 +422,8 @@ test('ceilMode keeps the last partial windows, whose padding never counts in a m
   // a last window that would start in the after-padding is dropped: 3 windows, not 4
   assert.deepEqual(Tensor.zeros(1, 6).maxPool2d([2], { stride: 2, padding: 1, ceilMode: true }).shape, [1, 4]);
   assert.deepEqual(Tensor.zeros(1, 5).maxPool2d([2], { stride: 2, padding: 1, ceilMode: true }).shape, [1, 3]);
+  // returnIndices: torch's flat positions, which maxUnpool2d takes back
+  const { values, indices } = x.maxPool2d(2, { ceilMode: true, returnIndices: true });
+  assert.deepEqual([...await indices.data()], [4, 5, 7, 8]);
+  assert.deepEqual(await values.maxUnpool2d(indices, { outputSize: [3, 3] }).array(), [[[[0, 0, 0], [0, 5, 6], [0, 8, 9]]]]);
 });

@@ -109,6 +109,8 @@ pg_conv_transpose2d <- function(x, weight, bias = NULL, stride = 1, padding = 0,
 #' mean unless `count_include_pad` is `FALSE` (torch's: the mean is then over the input's elements).
 #' `ceil_mode = TRUE` keeps a last partial window that starts inside the input or its
 #' before-padding (torch's `ceil_mode`); the padding that holds it never counts in a mean.
+#' `return_indices = TRUE` makes `pg_max_pool2d` return `list(values, indices)`, the indices each
+#' maximum's 1-based flat position in the input's spatial volume (as [pg_max_unpool2d] takes them).
 #' @param x a tensor of at least `spatial` axes.
 #' @param kernel an integer or one per spatial axis.
 #' @param stride,dilation an integer or one per spatial axis.
@@ -117,13 +119,17 @@ pg_conv_transpose2d <- function(x, weight, bias = NULL, stride = 1, padding = 0,
 #' @param spatial how many trailing axes to pool over, 1 to 3: the length of `kernel` when it has
 #'   2 or 3 values, else 2 (as a single number means in tinygrad); 1-D pooling says `spatial = 1`.
 #' @param ceil_mode whether to keep a last partial window.
+#' @param return_indices whether `pg_max_pool2d` also returns the maxima's positions.
 #' @param count_include_pad whether padded zeros count in `pg_avg_pool2d`'s means.
 #' @return a tensor.
 #' @export
 pg_max_pool2d <- function(x, kernel = 2, stride = NULL, padding = 0, dilation = 1, spatial = NULL,
-                          ceil_mode = FALSE) {
+                          ceil_mode = FALSE, return_indices = FALSE) {
   p <- pool_geometry(x, kernel, stride, padding, dilation, spatial, ceil_mode, "pg_max_pool2d")
-  make(OP$MAX_POOL2D, x$node$dtype, p$shape, list(x), p$arg)
+  values <- make(OP$MAX_POOL2D, x$node$dtype, p$shape, list(x), p$arg)
+  if (!isTRUE(return_indices)) return(values)
+  indices <- make(OP$MAX_POOL2D, "int32", p$shape, list(x), c(p$arg, list(indices = TRUE)))
+  list(values = values, indices = indices + 1L)
 }
 
 #' @rdname pg_max_pool2d

@@ -180,10 +180,16 @@ P._pool = function _pool(op, kernelSize, { stride = null, dilation = 1, padding 
   return [[...this._node.shape.slice(0, -n), ...sp], new Composite({ kernel: k, stride: st, padding: pads, dilation: dil, ceil_mode: ceil })];
 };
 
-// Max over windows of the last kernelSize.length axes (stride defaults to the kernel; padding never wins).
-P.maxPool2d = function maxPool2d(kernelSize = [2, 2], opts = {}) {
+// Max over windows of the last kernelSize.length axes (stride defaults to the kernel; padding never
+// wins). returnIndices: [values, indices] (also .values, .indices), the indices (int32) torch's:
+// each maximum's flat position in the input's spatial volume, as maxUnpool2d takes them.
+P.maxPool2d = function maxPool2d(kernelSize = [2, 2], { returnIndices = false, ...opts } = {}) {
   const [shape, arg] = this._pool(OPS.MAX_POOL2D, kernelSize, opts);
-  return Tensor._make(OPS.MAX_POOL2D, this.dtype, shape, [this], arg);
+  const values = Tensor._make(OPS.MAX_POOL2D, this.dtype, shape, [this], arg);
+  if (!returnIndices) return values;
+  const indices = Tensor._make(OPS.MAX_POOL2D, dtypes.int32, shape, [this], new Composite({ ...arg, indices: true }));
+  const r = [values, indices];
+  return Object.assign(r, { values, indices });
 };
 
 // Mean over windows of the last kernelSize.length axes; padded zeros count unless countIncludePad

@@ -156,4 +156,9 @@ test_that("ceil_mode keeps the last partial windows, whose padding never counts 
   expect_identical(dim(pg_max_pool2d(x, 2)), c(1L, 1L, 1L, 1L))
   # a last window that would start in the after-padding is dropped
   expect_identical(dim(pg_max_pool2d(pg_zeros(1, 5), 2, 2, 1, spatial = 1, ceil_mode = TRUE)), c(1L, 3L))
+  # return_indices: 1-based flat positions (row-major in the plane), which pg_max_unpool2d takes back
+  r <- pg_max_pool2d(x, 2, ceil_mode = TRUE, return_indices = TRUE)
+  expect_identical(as.vector(t(as.array(r$indices)[1, 1, , ])), c(5L, 6L, 8L, 9L))
+  up <- as.array(pg_max_unpool2d(r$values, r$indices, output_size = c(3, 3)))[1, 1, , ]
+  expect_equal(up, rbind(c(0, 0, 0), c(0, 5, 6), c(0, 8, 9)))
 })
