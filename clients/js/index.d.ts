@@ -336,6 +336,8 @@ export declare class Tensor {
   groupNorm(numGroups: number, weight?: Tensor | null, bias?: Tensor | null, eps?: number): Tensor;
   batchnorm(weight: Tensor | null, bias: Tensor | null, mean: Tensor, invstd: Tensor, axis?: number | number[]): Tensor;
   batchNorm(options?: { runningMean?: Tensor | null; runningVar?: Tensor | null; weight?: Tensor | null; bias?: Tensor | null; training?: boolean; eps?: number }): Tensor;
+  /** tinygrad's newton_schulz over the last two axes (Muon's orthogonalization). */
+  newtonSchulz(steps: number, params: number[], options?: { eps?: number }): Tensor;
   /** dropoutP drops attention weights while Tensor.training (drawn on the daemon, as dropout's). */
   scaledDotProductAttention(key: Tensor, value: Tensor, options?: { attnMask?: Tensor | null; isCausal?: boolean; dropoutP?: number }): Tensor;
 }

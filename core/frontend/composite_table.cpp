@@ -370,6 +370,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"MINIMUM", binary<minimum>},
     {"MISH", unary<mish>},
     {"MULTINOMIAL", build_multinomial},
+    {"NEWTON_SCHULZ", [](const Call& c) { return newton_schulz(c.src[0], c.src[1], c.arg.n, c.arg.eps); }},
     {"NLL_LOSS",
      [](const Call& c) {
        return nll_loss(c.src[0], c.src[1], optional_src(c, 2), c.arg.ignore_index, c.arg.mode);

@@ -676,6 +676,56 @@ absl::StatusOr<UOpRef> scaled_dot_product_attention(const UOpRef& q, const UOpRe
   return matmul(kept, v);
 }
 
+absl::StatusOr<UOpRef> newton_schulz(const UOpRef& x, const UOpRef& coefficients, int64_t steps, double eps) {
+  if (auto s = need_float(x, "newton_schulz"); !s.ok()) return s;
+  const size_t rank = x->shape.size();
+  if (rank < 2)
+    return absl::InvalidArgumentError(absl::StrCat("newton_schulz needs a matrix (or a batch of them), got rank ", rank));
+  if (coefficients->shape.size() != 1 || coefficients->shape[0] < 1 || coefficients->shape[0] > 16 ||
+      !dtype_is_float(coefficients->dtype))
+    return absl::InvalidArgumentError("newton_schulz takes 1 to 16 float coefficients (a 1-D tensor)");
+  if (steps < 1 || steps > 64) return absl::InvalidArgumentError(absl::StrCat("newton_schulz: steps must be 1 to 64, got ", steps));
+  std::vector<int64_t> flip = all_axes(x);
+  std::swap(flip[rank - 1], flip[rank - 2]);
+  if (x->shape[rank - 2] > x->shape[rank - 1]) {
+    PG_ASSIGN(wide, permute(x, flip));
+    PG_ASSIGN(done, newton_schulz(wide, coefficients, steps, eps));
+    return permute(done, flip);
+  }
+  // Coefficient i as a tensor of x's shape.
+  std::vector<UOpRef> c;
+  for (int64_t i = 0; i < coefficients->shape[0]; ++i) {
+    PG_ASSIGN(one, shrink(coefficients, Pairs{{i, i + 1}}));
+    PG_ASSIGN(typed, cast(one, x->dtype));
+    PG_ASSIGN(spread, broadcast_to(typed, x->shape));
+    c.push_back(spread);
+  }
+  PG_ASSIGN(sq, alu(Ops::MUL, {x, x}));
+  PG_ASSIGN(total, sum(sq, {-2, -1}, true));
+  PG_ASSIGN(norm, alu(Ops::SQRT, {total}));
+  PG_ASSIGN(eps_t, scalar_like(eps, norm));
+  PG_ASSIGN(denom, alu(Ops::ADD, {norm, eps_t}));
+  PG_ASSIGN(spread_denom, broadcast_to(denom, x->shape));
+  PG_ASSIGN(start, alu(Ops::FDIV, {x, spread_denom}));
+  UOpRef cur = start;
+  for (int64_t s = 0; s < steps; ++s) {
+    PG_ASSIGN(t, permute(cur, flip));
+    PG_ASSIGN(gram, matmul(cur, t));
+    UOpRef term = cur;
+    PG_ASSIGN(acc0, alu(Ops::MUL, {cur, c[0]}));
+    UOpRef acc = acc0;
+    for (size_t i = 1; i < c.size(); ++i) {
+      PG_ASSIGN(next, matmul(gram, term));
+      term = next;
+      PG_ASSIGN(scaled, alu(Ops::MUL, {term, c[i]}));
+      PG_ASSIGN(sum_i, alu(Ops::ADD, {acc, scaled}));
+      acc = sum_i;
+    }
+    cur = acc;
+  }
+  return cur;
+}
+
 absl::StatusOr<UOpRef> prod(const UOpRef& x, std::vector<int64_t> axes, bool keepdim) {
   return reduce_keep(Ops::MUL, x, std::move(axes), keepdim);
 }

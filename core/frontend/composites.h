@@ -108,6 +108,12 @@ absl::StatusOr<UOpRef> scaled_dot_product_attention(const UOpRef& q, const UOpRe
                                                     const UOpRef& mask, bool causal, double dropout_p = 0,
                                                     RandomKey key = {});
 
+// tinygrad's newton_schulz (Muon's orthogonalization) over the last two axes of float x: X = x /
+// (its Frobenius norm + eps), then `steps` times X = sum_i c_i (X X^T)^i X with the coefficients
+// c (1-D float, 1 to 16 values), on the wide orientation (a tall matrix is transposed there and
+// back). Differentiable through x.
+absl::StatusOr<UOpRef> newton_schulz(const UOpRef& x, const UOpRef& coefficients, int64_t steps, double eps);
+
 // Product over `axes` (empty: every axis) with keepdim control.
 absl::StatusOr<UOpRef> prod(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);
 

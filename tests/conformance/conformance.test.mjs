@@ -219,6 +219,7 @@ const BUILD = {
     padding: a.padding ?? 0, ceilMode: a.ceilMode ?? false, returnIndices: true }).indices,
   avgPool2d: (xs, a) => xs[0].avgPool2d(a.kernel ?? 2, { stride: a.stride ?? null, dilation: a.dilation ?? 1,
     padding: a.padding ?? 0, ceilMode: a.ceilMode ?? false, countIncludePad: a.countIncludePad ?? true }),
+  newtonSchulz: (xs, a) => xs[0].newtonSchulz(a.steps, a.params, { eps: a.eps ?? 1e-7 }),
   // with p, dropout on the weights: seeded, while training
   scaledDotProductAttention: (xs, a) => {
     if (a.p === undefined) return xs[0].scaledDotProductAttention(xs[1], xs[2], { attnMask: xs[3] ?? null, isCausal: a.causal ?? false });

@@ -298,6 +298,7 @@ builders <- list(
                                                 unlist(args$padding %||% 0), unlist(args$dilation %||% 1),
                                                 spatial = pool_axes(args$kernel), ceil_mode = isTRUE(args$ceilMode),
                                                 count_include_pad = args$countIncludePad %||% TRUE),
+  newtonSchulz = function(ins, args) pg_newton_schulz(ins[[1]], args$steps, unlist(args$params), eps = args$eps %||% 1e-7),
   scaledDotProductAttention = function(ins, args) {
     if (!is.null(args$p)) pg_manual_seed(args$seed)  # dropout on the weights
     pg_scaled_dot_product_attention(ins[[1]], ins[[2]], ins[[3]], attn_mask = input(ins, 4), is_causal = isTRUE(args$causal),

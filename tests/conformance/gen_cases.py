@@ -502,6 +502,11 @@ case("avgPool2d/ceil-pad", "avgPool2d", "AVG_POOL2D", [inp("float32", (2, 1, 7, 
      {"kernel": 3, "stride": 2, "padding": 1, "dilation": [1, 2], "ceilMode": True})
 case("avgPool2d/ceil-exclude-pad-1d", "avgPool2d", "AVG_POOL2D", [inp("float64", (2, 3, 10))],
      {"kernel": [4], "stride": 3, "padding": 1, "ceilMode": True, "countIncludePad": False})
+# Muon's orthogonalization: tall (transposed to the wide side and back) and batched wide
+case("newtonSchulz/tall", "newtonSchulz", ["NEWTON_SCHULZ", "BUFFER"], [inp("float32", (5, 3))],
+     {"steps": 3, "params": [3.4445, -4.775, 2.0315]})
+case("newtonSchulz/batch-f64", "newtonSchulz", ["NEWTON_SCHULZ", "BUFFER"], [inp("float64", (2, 2, 4))],
+     {"steps": 2, "params": [1.5, -0.5], "eps": 0.001})
 case("sdpa/f32", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTION",
      [inp("float32", (2, 3, 4)), inp("float32", (2, 5, 4)), inp("float32", (2, 5, 6))])
 case("sdpa/causal", "scaledDotProductAttention", "SCALED_DOT_PRODUCT_ATTENTION",

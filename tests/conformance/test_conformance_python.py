@@ -260,6 +260,7 @@ BUILD = {
                                                 ceil_mode=a.get("ceilMode", False),
                                                 count_include_pad=a.get("countIncludePad", True)),
     "scaledDotProductAttention": _attention,
+    "newtonSchulz": lambda xs, a: xs[0].newton_schulz(a["steps"], a["params"], a.get("eps", 1e-7)),
     "grad": _grad,
     "to": _to,
 }

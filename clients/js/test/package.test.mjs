@@ -40,7 +40,7 @@ test('every wire op has a Tensor method that builds it', async () => {
     f.sum().gradient([f])[0], f.matmul(f), f.softmax(-1), f.logSoftmax(-1), f.logsumexp(1), f.mean(0), f.var(0),
     f.layernorm(-1), f.exp(), f.log(), f.relu(), f.sigmoid(), f.tanh(), f.gelu(), f.gelu('none'), f.silu(), Tensor.arange(3),
     x.conv2d(Tensor.rand(2, 3, 3, 3)), x.maxPool2d(2), x.avgPool2d(2), f.cumsum(0), i.oneHot(5), f.argmax(0),
-    f.argmin(0), f.min(1), f.minimum(f), f.tril(), f.triu(), f.gather(0, i), Tensor.linspace(0, 1, 3), Tensor.eye(2), f.prod(0), f.pow(f), Tensor.randn(2), Tensor.randint(2),
+    f.argmin(0), f.min(1), f.minimum(f), f.tril(), f.triu(), f.gather(0, i), Tensor.linspace(0, 1, 3), Tensor.eye(2), f.newtonSchulz(2, [1.5, -0.5]), f.prod(0), f.pow(f), Tensor.randn(2), Tensor.randint(2),
     f.dropout(0.5), x.convTranspose2d(Tensor.rand(3, 2, 3, 3)), f.rmsNorm(), x.groupNorm(1),
     x.batchNorm({ training: true }), x.batchNorm({ runningMean: Tensor.zeros(3), runningVar: Tensor.ones(3) }),
     x.batchnorm(null, null, Tensor.zeros(2), Tensor.ones(2), 0),

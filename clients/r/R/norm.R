@@ -128,6 +128,28 @@ pg_batchnorm <- function(x, weight, bias, mean, invstd, axis = 2) {
   make(OP$BATCHNORM_INVSTD, out, s, srcs, list(axes = axes))
 }
 
+#' Newton-Schulz orthogonalization
+#'
+#' tinygrad's `newton_schulz` (Muon's orthogonalization) over the last two axes: X = x / (its
+#' Frobenius norm + eps), then `steps` times X = sum_i params\[i\] (X X')^i X, on the wide
+#' orientation (a tall matrix is transposed there and back). Computed by the daemon.
+#' @param x a tensor of at least 2 axes.
+#' @param steps iterations, 1 to 64.
+#' @param params the polynomial's coefficients, 1 to 16.
+#' @param eps added to the norm.
+#' @return a float tensor of x's shape.
+#' @export
+pg_newton_schulz <- function(x, steps, params, eps = 1e-7) {
+  if (length(x$node$shape) < 2) pg_abort("invalid_argument", "pg_newton_schulz needs a matrix (or a batch of them)")
+  if (length(steps) != 1L || steps < 1 || steps > 64 || steps != trunc(steps) || length(params) < 1 || length(params) > 16) {
+    pg_abort("invalid_argument", "pg_newton_schulz takes 1 to 64 steps and 1 to 16 coefficients")
+  }
+  x <- float_of(x)
+  device <- tensor_device(x)
+  c <- pg_tensor(array(as.double(params), length(params)), dtype = "float64", device = if (device == "CPU") NULL else device)
+  make(OP$NEWTON_SCHULZ, x$node$dtype, x$node$shape, list(x, c), list(n = steps, eps = eps))
+}
+
 #' Scaled dot-product attention
 #'
 #' softmax(q k' / sqrt(d) + mask) v over the last two axes, the others broadcasting: q (..., L,

@@ -219,6 +219,18 @@ P.maxUnpool2d = function maxUnpool2d(indices, { kernelSize = [2, 2], stride, pad
   return Tensor._make(OPS.MAX_UNPOOL2D, this.dtype, [...s.slice(0, -n), ...spatial], [this, indices], new Composite({ shape: spatial }));
 };
 
+// tinygrad's newton_schulz over the last two axes (Muon's orthogonalization): X = x / (||x|| + eps),
+// then `steps` times X = sum_i params[i] (X X^T)^i X (the daemon's NEWTON_SCHULZ).
+P.newtonSchulz = function newtonSchulz(steps, params, { eps = 1e-7 } = {}) {
+  if (this.ndim < 2) throw new RangeError(`newtonSchulz needs a matrix (or a batch of them), got shape [${this._node.shape}]`);
+  if (!Number.isInteger(steps) || steps < 1 || steps > 64 || !Array.isArray(params) || params.length < 1 || params.length > 16) {
+    throw new RangeError(`newtonSchulz takes 1 to 64 steps and 1 to 16 coefficients, got ${steps} and ${params}`);
+  }
+  const x = this._float();
+  const c = Tensor.from(new Float64Array(params.map(Number)), { dtype: dtypes.float64, device: x.device === 'CPU' ? undefined : x.device });
+  return Tensor._make(OPS.NEWTON_SCHULZ, x.dtype, x._node.shape, [x, c], new Composite({ n: steps, eps }));
+};
+
 // --- index ops -----------------------------------------------------------------------------------
 
 P._triangle = function _triangle(op, diagonal) {

@@ -126,16 +126,12 @@ class LinAlg:
   def newton_schulz(self, steps: int, params: Sequence[float], eps: float = 1.0e-7) -> "Tensor":
     """Orthogonalizes the last two axes (tinygrad's newton_schulz, Muon's core): X = self / (its
     Frobenius norm + eps), then `steps` times X = sum_i params[i] * (X X^T)^i X, computed on the
-    wide orientation (a tall matrix is transposed there and back)."""
+    wide orientation (a tall matrix is transposed there and back): the daemon's NEWTON_SCHULZ."""
     if self.ndim < 2:
       raise ShapeError(f"newton_schulz needs a matrix (or a batch of them), got shape {self.shape}")
-    if self.shape[-2] > self.shape[-1]:
-      return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
-    x = self / (self.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
-    for _ in range(steps):
-      gram, term, acc = x @ x.transpose(-2, -1), x, x * params[0]
-      for p in params[1:]:
-        term = gram @ term
-        acc = acc + term * p
-      x = acc
-    return x
+    coefficients = [float(p) for p in params]
+    if not 1 <= len(coefficients) <= 16 or isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 64:
+      raise ShapeError(f"newton_schulz takes 1 to 64 steps and 1 to 16 coefficients, got {steps!r} and {len(coefficients)}")
+    x = self._float()
+    c = Tensor(np.array(coefficients, dtype=np.float64), device=x.device)
+    return Tensor._make(g.NEWTON_SCHULZ, x.dtype, x.shape, (x, c), g.Composite(n=steps, eps=float(eps)))
