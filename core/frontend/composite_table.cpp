@@ -134,6 +134,19 @@ Built arange_op(const Call& c) {
   return arange_from(c.shape[0], *dt, c.src[0], c.src[1]);
 }
 
+// Each step multiplies (rows x rows) by (rows x cols) once per coefficient: that work, over the
+// batch, is held to the limits before anything is built.
+Built newton_schulz_op(const Call& c) {
+  const Shape& s = c.src[0]->shape;
+  if (s.size() >= 2 && c.src[1]->shape.size() == 1 && c.arg.n >= 1 && c.arg.n <= 64) {
+    const int64_t rows = std::min(s[s.size() - 2], s.back()), cols = std::max(s[s.size() - 2], s.back());
+    Shape grid(s.begin(), s.end() - 2);
+    grid.insert(grid.end(), {rows, rows, cols, c.arg.n, c.src[1]->shape[0]});
+    if (absl::Status st = c.check_work(grid, "NEWTON_SCHULZ's matrix products"); !st.ok()) return st;
+  }
+  return newton_schulz(c.src[0], c.src[1], c.arg.n, c.arg.eps);
+}
+
 Built eye_op(const Call& c) {
   absl::StatusOr<DType> dt = required_dtype(c);
   if (!dt.ok()) return dt.status();
@@ -370,7 +383,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"MINIMUM", binary<minimum>},
     {"MISH", unary<mish>},
     {"MULTINOMIAL", build_multinomial},
-    {"NEWTON_SCHULZ", [](const Call& c) { return newton_schulz(c.src[0], c.src[1], c.arg.n, c.arg.eps); }},
+    {"NEWTON_SCHULZ", newton_schulz_op},
     {"NLL_LOSS",
      [](const Call& c) {
        return nll_loss(c.src[0], c.src[1], optional_src(c, 2), c.arg.ignore_index, c.arg.mode);

@@ -8,6 +8,7 @@ from conftest import run_watching_buffers
 from polygrad import Tensor, dtypes
 from polygrad import graph as g
 from polygrad import nn
+from polygrad.errors import PolygradResourceExhausted
 from polygrad.nn import get_parameters
 
 from mlp_twin import MLP, torch_twin  # noqa: E402
@@ -300,6 +301,12 @@ def test_newton_schulz_orthogonalizes_like_its_definition(rng, shape):
   # its purpose: singular values pulled towards 1 (Muon's quintic lands them in about [0.7, 1.2])
   sv = np.linalg.svd(got, compute_uv=False)
   assert sv.min() > 0.5 and sv.max() < 1.3, sv
+
+
+def test_newton_schulz_work_is_bounded_before_anything_runs():
+  # 64 steps of 16 products of 40000-wide matrices: refused by the work bound, naming the op.
+  with pytest.raises(PolygradResourceExhausted, match=r"NEWTON_SCHULZ's matrix products .* more work than max_work"):
+    Tensor.ones(40000, 40000).newton_schulz(64, [1.0] * 16).realize()
 
 
 def lars_np(p, grads, lr, momentum, weight_decay, nesterov, classic, tcoef):
