@@ -143,12 +143,19 @@ pg_avg_pool2d <- function(x, kernel = 2, stride = NULL, padding = 0, dilation = 
   pg_cast(make(OP$AVG_POOL2D, xa$node$dtype, p$shape, list(xa), p$arg), out)
 }
 
+# A pooling's kernel over `spatial` trailing axes (NULL: the kernel's length when it has 2 or 3
+# values, else 2, as a single number means in tinygrad), 1 to 3 of them.
+pool_kernel <- function(kernel, spatial, what) {
+  n <- if (is.null(spatial)) (if (length(kernel) == 1L) 2L else length(kernel)) else as.integer(spatial)
+  if (length(n) != 1L || is.na(n) || n < 1L || n > 3L) pg_abort("invalid_argument", sprintf("%s pools over 1 to 3 axes", what))
+  ntuple(kernel, n, "kernel", 1)
+}
+
 # The result's shape and the composite arg of a pooling. With ceil_mode, an axis keeps a last
 # partial window when it starts inside the input or its before-padding (torch; the daemon pads).
 pool_geometry <- function(x, kernel, stride, padding, dilation, spatial, ceil_mode, what) {
-  n <- if (is.null(spatial)) (if (length(kernel) == 1L) 2L else length(kernel)) else as.integer(spatial)
-  if (length(n) != 1L || is.na(n) || n < 1L || n > 3L) pg_abort("invalid_argument", sprintf("%s pools over 1 to 3 axes", what))
-  k <- ntuple(kernel, n, "kernel", 1)
+  k <- pool_kernel(kernel, spatial, what)
+  n <- length(k)
   st <- if (is.null(stride)) k else ntuple(stride, n, "stride", 1)
   dil <- ntuple(dilation, n, "dilation", 1)
   pad <- padding_pairs(padding, n)

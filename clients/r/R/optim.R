@@ -131,11 +131,7 @@ momentum_optimizer <- function(params, lr, momentum, code, rule) {
 #' @export
 optim_adam <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-8, weight_decay = 0, decoupled = FALSE) {
   o <- new_optimizer(params, lr, "adam")
-  o$b1 <- betas[1]
-  o$b2 <- betas[2]
-  o$wd <- weight_decay
-  o$decoupled <- isTRUE(decoupled)
-  o$rule <- list(beta1 = betas[1], beta2 = betas[2], eps = eps, weight_decay = weight_decay, decoupled = o$decoupled)
+  o$rule <- list(beta1 = betas[1], beta2 = betas[2], eps = eps, weight_decay = weight_decay, decoupled = isTRUE(decoupled))
   o$m <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))
   o$v <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))
   o$count <- new_scalar(0)  # the step number, from which the daemon computes the bias corrections
@@ -157,8 +153,6 @@ optim_adam <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-8, we
 #' @export
 optim_lamb <- function(params, lr = 0.001, betas = c(0.9, 0.999), eps = 1e-6, weight_decay = 0) {
   o <- new_optimizer(params, lr, "lamb")
-  o$b1 <- betas[1]
-  o$b2 <- betas[2]
   o$rule <- list(beta1 = betas[1], beta2 = betas[2], eps = eps, weight_decay = weight_decay)
   o$m <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))
   o$v <- lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype))

@@ -235,9 +235,8 @@ pg_normal <- function(..., mean = 0, std = 1, dtype = "float32") {
 #' @rdname pg_scatter
 #' @export
 pg_max_unpool2d <- function(x, indices, kernel = 2, stride = NULL, padding = 0, output_size = NULL, spatial = NULL) {
-  n <- if (is.null(spatial)) (if (length(kernel) == 1L) 2L else length(kernel)) else as.integer(spatial)
-  if (length(n) != 1L || is.na(n) || n < 1L || n > 3L) pg_abort("invalid_argument", "pg_max_unpool2d unpools 1 to 3 axes")
-  k <- ntuple(kernel, n, "kernel", 1)
+  k <- pool_kernel(kernel, spatial, "pg_max_unpool2d")
+  n <- length(k)
   st <- if (is.null(stride)) k else ntuple(stride, n, "stride", 1)
   pad <- ntuple(padding, n, "padding", 0)
   if (!is_tensor(indices)) indices <- pg_tensor(indices)

@@ -8,6 +8,7 @@ const { broadcastShape, normalizeAxis, normalizeAxes, sameShape } = require('../
 const { Tensor } = require('../tensor');
 const { axisOf } = require('./reduce');
 const { broadcastSources } = require('./generated');
+const { pair } = require('./sorting');
 
 const P = Tensor.prototype;
 const asTensor = (x) => (x instanceof Tensor ? x : Tensor.from(x));
@@ -75,6 +76,13 @@ function paddingPairs(padding, n) {
   else throw new RangeError(`padding needs an integer, ${n} values or ${2 * n} ((before, after) from the last axis back), got ${padding}`);
   if (out.some((x) => x < 0)) throw new RangeError(`padding must be >= 0, got ${padding}`);
   return out;
+}
+
+// A pooling's kernel: a number is 2-D (tinygrad), else 1 to 3 values >= 1.
+function windowKernel(kernelSize, name) {
+  const k = typeof kernelSize === 'number' ? ntuple(kernelSize, 2, 'kernelSize', 1) : ints(kernelSize, 'kernelSize');
+  if (k.length < 1 || k.length > 3 || k.some((v) => v < 1)) throw new RangeError(`${name}: kernelSize needs an integer or 1 to 3 values >= 1, got ${kernelSize}`);
+  return k;
 }
 
 // The output size of each spatial axis of a window op. ceilMode (pools): a last partial window
@@ -168,9 +176,8 @@ P.convTranspose2d = function convTranspose2d(weight, bias = null, { groups = 1, 
 // keeps a last partial window (torch).
 P._pool = function _pool(op, kernelSize, { stride = null, dilation = 1, padding = 0, ceilMode = false } = {}) {
   const name = OP_NAMES[op].toLowerCase();
-  const k = typeof kernelSize === 'number' ? ntuple(kernelSize, 2, 'kernelSize', 1) : ints(kernelSize, 'kernelSize');
+  const k = windowKernel(kernelSize, name);
   const n = k.length;
-  if (n < 1 || n > 3 || k.some((v) => v < 1)) throw new RangeError(`${name}: kernelSize needs an integer or 1 to 3 values >= 1, got ${kernelSize}`);
   const st = stride === null || stride === undefined ? k : ntuple(stride, n, 'stride', 1);
   const dil = ntuple(dilation, n, 'dilation', 1);
   const pads = paddingPairs(padding, n);
@@ -187,9 +194,7 @@ P.maxPool2d = function maxPool2d(kernelSize = [2, 2], { returnIndices = false, .
   const [shape, arg] = this._pool(OPS.MAX_POOL2D, kernelSize, opts);
   const values = Tensor._make(OPS.MAX_POOL2D, this.dtype, shape, [this], arg);
   if (!returnIndices) return values;
-  const indices = Tensor._make(OPS.MAX_POOL2D, dtypes.int32, shape, [this], new Composite({ ...arg, indices: true }));
-  const r = [values, indices];
-  return Object.assign(r, { values, indices });
+  return pair(values, Tensor._make(OPS.MAX_POOL2D, dtypes.int32, shape, [this], new Composite({ ...arg, indices: true })));
 };
 
 // Mean over windows of the last kernelSize.length axes; padded zeros count unless countIncludePad
@@ -205,13 +210,13 @@ P.avgPool2d = function avgPool2d(kernelSize = [2, 2], opts = {}) {
 // pooled input's spatial shape, each value written at its flat position from maxPool2d's indices
 // (the daemon's MAX_UNPOOL2D).
 P.maxUnpool2d = function maxUnpool2d(indices, { kernelSize = [2, 2], stride, padding = 0, outputSize } = {}) {
-  const k = typeof kernelSize === 'number' ? ntuple(kernelSize, 2, 'kernelSize', 1) : ints(kernelSize, 'kernelSize');
+  const k = windowKernel(kernelSize, 'maxUnpool2d');
   const n = k.length;
   const st = stride === undefined || stride === null ? k : ntuple(stride, n, 'stride', 1);
   const pad = ntuple(padding, n, 'padding', 0);
   indices = asTensor(indices);
   const s = this._node.shape;
-  if (n < 1 || n > 3 || this.ndim < n || !sameShape(indices._node.shape, s)) {
+  if (this.ndim < n || !sameShape(indices._node.shape, s)) {
     throw new RangeError(`maxUnpool2d: indices [${indices._node.shape}] must have the values' shape [${s}], of at least ${n} axes (1 to 3)`);
   }
   const spatial = outputSize ? ints([...outputSize].slice(-n), 'outputSize')

@@ -10,6 +10,7 @@ const { axisOf } = require('./reduce');
 
 const P = Tensor.prototype;
 
+// [values, indices] that also has .values and .indices (max pooling's returnIndices too).
 function pair(values, indices) {
   const r = [values, indices];
   r.values = values;
@@ -77,3 +78,5 @@ P.logcumsumexp = function logcumsumexp(a = 0) {
   const x = this.dtype.kind === 'f' ? this : this.cast(dtypes.float32);
   return x._scan(OPS.LOGCUMSUMEXP, 'logcumsumexp', a);
 };
+
+module.exports = { pair };

@@ -24,6 +24,15 @@ def _of_shape(t, shape: Tuple[int, ...], what: str) -> "Tensor":
   return t
 
 
+def _window_kernel(kernel_size, name: str) -> Tuple[int, ...]:
+  """A pooling's kernel: an int is 2-D (tinygrad), else 1 to 3 values >= 1."""
+  k = ntuple(kernel_size, 2, "kernel_size", 1) if isinstance(kernel_size, (int, np.integer)) \
+      else ints(kernel_size, "kernel_size")
+  if not 1 <= len(k) <= 3 or any(v < 1 for v in k):
+    raise ShapeError(f"{name}: kernel_size needs an int or 1 to 3 values >= 1, got {kernel_size!r}")
+  return k
+
+
 @tensor_methods
 class Functional:
   """Tensor.conv2d, Tensor.cross_entropy, Tensor.layernorm, ... (attached to Tensor)."""
@@ -92,11 +101,8 @@ class Functional:
   def _pool(self, name: str, kernel_size, stride, dilation, padding, ceil_mode: bool):
     """(the result's shape, the Composite) of a pooling over the last len(kernel_size) axes (an int
     kernel: 2, as tinygrad); ceil_mode keeps a last partial window (torch), the daemon padding it."""
-    k = ntuple(kernel_size, 2, "kernel_size", 1) if isinstance(kernel_size, (int, np.integer)) \
-        else ints(kernel_size, "kernel_size")
+    k = _window_kernel(kernel_size, name)
     n = len(k)
-    if not 1 <= n <= 3 or any(v < 1 for v in k):
-      raise ShapeError(f"{name}: kernel_size needs an int or 1 to 3 values >= 1, got {kernel_size!r}")
     if self.ndim < n:
       raise ShapeError(f"{name} pools over the last {n} axes, got shape {self.shape}")
     st = k if stride is None else ntuple(stride, n, "stride", 1)
@@ -126,12 +132,11 @@ class Functional:
     of the pooled input's spatial shape (output_size's last axes, or what the pooling's geometry
     gives), each value written at its flat position from max_pool2d(return_indices=True) (the
     daemon's MAX_UNPOOL2D)."""
-    k = ntuple(kernel_size, 2, "kernel_size", 1) if isinstance(kernel_size, (int, np.integer)) \
-        else ints(kernel_size, "kernel_size")
+    k = _window_kernel(kernel_size, "max_unpool2d")
     n = len(k)
     st = k if stride is None else ntuple(stride, n, "stride", 1)
     pad = ntuple(padding, n, "padding", 0)
-    if not 1 <= n <= 3 or self.ndim < n or indices.shape != self.shape:
+    if self.ndim < n or indices.shape != self.shape:
       raise ShapeError(f"max_unpool2d: indices {indices.shape} must have the values' shape {self.shape}, of at least "
                        f"{n} axes (1 to 3)")
     spatial = tuple((o - 1) * s - 2 * p + kk for o, s, p, kk in zip(self.shape[-n:], st, pad, k)) \
