@@ -408,6 +408,11 @@ export declare namespace nn {
     constructor(params: Iterable<Tensor>, options?: { lr?: number; momentum?: number; weightDecay?: number; nesterov?: boolean;
       classic?: boolean; tcoef?: number });
   }
+  /** Muon: nesterov momentum, each direction orthogonalized by Newton-Schulz, decoupled decay; parameters of rank >= 2. */
+  class Muon extends SGD {
+    constructor(params: Iterable<Tensor>, options?: { lr?: number; momentum?: number; weightDecay?: number; nsSteps?: number;
+      nsCoefficients?: number[]; nesterov?: boolean });
+  }
   class Adam extends Optimizer {
     constructor(params: Iterable<Tensor>, options?: { lr?: number; betas?: [number, number]; eps?: number; weightDecay?: number });
   }

@@ -134,16 +134,20 @@ Built arange_op(const Call& c) {
   return arange_from(c.shape[0], *dt, c.src[0], c.src[1]);
 }
 
-// Each step multiplies (rows x rows) by (rows x cols) once per coefficient: that work, over the
-// batch, is held to the limits before anything is built.
+// Each Newton-Schulz step multiplies (rows x rows) by (rows x cols) once per coefficient: that
+// work over the batch of matrices `s` is held to the limits before anything is built.
+absl::Status check_newton_schulz_work(const Call& c, const Shape& s, const UOpRef& coefficients, std::string_view what) {
+  if (s.size() < 2 || coefficients->shape.size() != 1 || c.arg.n < 1 || c.arg.n > 64) return absl::OkStatus();
+  const int64_t rows = std::min(s[s.size() - 2], s.back()), cols = std::max(s[s.size() - 2], s.back());
+  Shape grid(s.begin(), s.end() - 2);
+  grid.insert(grid.end(), {rows, rows, cols, c.arg.n, coefficients->shape[0]});
+  return c.check_work(grid, what);
+}
+
 Built newton_schulz_op(const Call& c) {
-  const Shape& s = c.src[0]->shape;
-  if (s.size() >= 2 && c.src[1]->shape.size() == 1 && c.arg.n >= 1 && c.arg.n <= 64) {
-    const int64_t rows = std::min(s[s.size() - 2], s.back()), cols = std::max(s[s.size() - 2], s.back());
-    Shape grid(s.begin(), s.end() - 2);
-    grid.insert(grid.end(), {rows, rows, cols, c.arg.n, c.src[1]->shape[0]});
-    if (absl::Status st = c.check_work(grid, "NEWTON_SCHULZ's matrix products"); !st.ok()) return st;
-  }
+  if (absl::Status s = check_newton_schulz_work(c, c.src[0]->shape, c.src[1], "NEWTON_SCHULZ's matrix products");
+      !s.ok())
+    return s;
   return newton_schulz(c.src[0], c.src[1], c.arg.n, c.arg.eps);
 }
 
@@ -269,6 +273,21 @@ Built lars_update_op(const Call& c) {
   return lars_update(c.src[0], c.src[1], c.src[2], optional_src(c, 3), rule, c.arg.mode);
 }
 
+// Muon's direction is orthogonalized as a (rows, rest) matrix.
+Built muon_step_op(const Call& c) {
+  const Shape& s = c.src[0]->shape;
+  if (s.size() >= 2) {
+    int64_t rest = 1;
+    for (size_t i = 1; i < s.size(); ++i) rest *= s[i];
+    if (absl::Status st = check_newton_schulz_work(c, Shape{s[0], rest}, c.src[3], "MUON_STEP's matrix products");
+        !st.ok())
+      return st;
+  }
+  const MuonRule rule{.momentum = c.arg.momentum, .weight_decay = c.arg.weight_decay, .eps = c.arg.eps,
+                      .steps = c.arg.n, .nesterov = c.arg.nesterov};
+  return muon_step(c.src[0], c.src[1], c.src[2], c.src[3], optional_src(c, 4), rule, c.arg.mode);
+}
+
 Built adam_step_op(const Call& c) {
   const AdamRule rule{.beta1 = c.arg.beta1, .beta2 = c.arg.beta2, .eps = c.arg.eps,
                       .weight_decay = c.arg.weight_decay, .decoupled = c.arg.decoupled};
@@ -383,6 +402,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"MINIMUM", binary<minimum>},
     {"MISH", unary<mish>},
     {"MULTINOMIAL", build_multinomial},
+    {"MUON_STEP", muon_step_op},
     {"NEWTON_SCHULZ", newton_schulz_op},
     {"NLL_LOSS",
      [](const Call& c) {

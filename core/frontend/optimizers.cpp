@@ -204,6 +204,44 @@ Built lars_update(const UOpRef& param, const UOpRef& grad, const UOpRef& lr, con
   return finish(e, e.sub(p, step), param->dtype);
 }
 
+Built muon_step(const UOpRef& param, const UOpRef& grad, const UOpRef& lr, const UOpRef& coefficients, const UOpRef& m,
+                const MuonRule& rule, std::string_view output) {
+  constexpr std::string_view kOp = "muon_step";
+  PG_ASSIGN(out, parse_output(kOp, output, false));
+  const Shape& shape = param->shape;
+  if (shape.size() < 2)
+    return invalid(kOp, absl::StrCat("Muon orthogonalizes matrices: the parameter has shape ", shape_str(shape),
+                                     " (biases and norms need another optimizer)"));
+  PG_ASSIGN(in, momentum_sources(kOp, param, grad, lr, m, rule.momentum, rule.nesterov, out));
+  const UOpRef &p = in.at[0], &g = in.at[1], &rate = in.at[2], &b = in.at[3];
+  Expr e(in.work, shape);
+  UOpRef direction = g;
+  if (m) {
+    UOpRef b_new = e.add(e.mul(b, rule.momentum), g);
+    if (out == Output::M) return finish(e, b_new, m->dtype);
+    direction = rule.nesterov ? e.add(g, e.mul(b_new, rule.momentum)) : b_new;
+  }
+  PG_ASSIGN(d, e.done(direction));
+  int64_t rest = 1;
+  for (size_t i = 1; i < shape.size(); ++i) rest *= shape[i];
+  PG_ASSIGN(matrix, reshape(d, Shape{shape[0], rest}));
+  PG_ASSIGN(ortho, newton_schulz(matrix, coefficients, rule.steps, rule.eps));
+  PG_ASSIGN(u, reshape(ortho, shape));
+  UOpRef base = p;
+  if (rule.weight_decay != 0) {
+    // 1 - lr wd in float64 and rounded to float32, as the client computed it on the host before.
+    PG_ASSIGN(lr64, cast(lr, DType::Float64));
+    PG_ASSIGN(wd, constant(rule.weight_decay, DType::Float64, Shape{}));
+    PG_ASSIGN(one, constant(1.0, DType::Float64, Shape{}));
+    PG_ASSIGN(lr_wd, alu(Ops::MUL, {lr64, wd}));
+    PG_ASSIGN(keep64, alu(Ops::SUB, {one, lr_wd}));
+    PG_ASSIGN(keep32, cast(keep64, DType::Float32));
+    PG_ASSIGN(decay, operand(keep32, in.work, shape));
+    base = e.mul(p, decay);
+  }
+  return finish(e, e.sub(base, e.mul(u, rate)), param->dtype);
+}
+
 Built adam_update(const UOpRef& param, const UOpRef& grad, const UOpRef& m, const UOpRef& v, const UOpRef& step_size,
                   const UOpRef& bc2_sqrt, const UOpRef& decay, const AdamRule& rule, std::string_view output) {
   constexpr std::string_view kOp = "adam_update";

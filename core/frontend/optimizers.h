@@ -7,6 +7,7 @@
 // of the value it replaces.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,19 @@ struct LarsRule {
 };
 absl::StatusOr<UOpRef> lars_update(const UOpRef& param, const UOpRef& grad, const UOpRef& lr, const UOpRef& m,
                                    const LarsRule& rule, std::string_view output);
+
+// Muon (Jordan et al. 2024; tinygrad's): with momentum, m' = momentum * m + grad and the direction
+// is m' (nesterov: grad + momentum * m'); the direction as a (rows, rest) matrix is orthogonalized
+// by newton_schulz(coefficients, steps, eps) (composites.h); param' = param * (1 - lr *
+// weight_decay) - lr * direction, the decay decoupled from the momentum. Needs a parameter of
+// rank >= 2. `m` is null without momentum.
+struct MuonRule {
+  double momentum = 0, weight_decay = 0, eps = 1e-7;
+  int64_t steps = 5;
+  bool nesterov = false;
+};
+absl::StatusOr<UOpRef> muon_step(const UOpRef& param, const UOpRef& grad, const UOpRef& lr, const UOpRef& coefficients,
+                                 const UOpRef& m, const MuonRule& rule, std::string_view output);
 
 // torch.optim.Adam and AdamW: g = grad (+ weight_decay * param unless decoupled), m' = beta1 m +
 // (1 - beta1) g, v' = beta2 v + (1 - beta2) g g, param' = p - step_size * m' / (sqrt(v') /

@@ -243,6 +243,8 @@ const BUILD = {
       lamb: () => new pg.nn.LAMB([p], { lr: a.lr, weightDecay: o.weightDecay ?? 0 }),
       lars: () => new pg.nn.LARS([p], { lr: a.lr, momentum: o.momentum ?? 0.9, weightDecay: o.weightDecay ?? 1e-4,
         nesterov: o.nesterov ?? false, classic: o.classic ?? true, tcoef: o.tcoef ?? 0.001 }),
+      muon: () => new pg.nn.Muon([p], { lr: a.lr, momentum: o.momentum ?? 0.95, weightDecay: o.weightDecay ?? 0.1,
+        nsSteps: o.nsSteps ?? 5, nsCoefficients: o.nsCoefficients ?? [3.4445, -4.775, 2.0315], nesterov: o.nesterov ?? true }),
     };
     const opt = make[a.optimizer]();
     p.grad = xs[1];

@@ -316,7 +316,10 @@ builders <- list(
                   adamw = optim_adam(list(p), lr = args$lr, weight_decay = o$weightDecay %||% 0.01, decoupled = TRUE),
                   lamb = optim_lamb(list(p), lr = args$lr, weight_decay = o$weightDecay %||% 0),
                   lars = optim_lars(list(p), lr = args$lr, momentum = o$momentum %||% 0.9, weight_decay = o$weightDecay %||% 1e-4,
-                                    nesterov = isTRUE(o$nesterov), classic = !isFALSE(o$classic), tcoef = o$tcoef %||% 0.001))
+                                    nesterov = isTRUE(o$nesterov), classic = !isFALSE(o$classic), tcoef = o$tcoef %||% 0.001),
+                  muon = optim_muon(list(p), lr = args$lr, momentum = o$momentum %||% 0.95, weight_decay = o$weightDecay %||% 0.1,
+                                    ns_steps = o$nsSteps %||% 5, ns_coefficients = unlist(o$nsCoefficients %||% c(3.4445, -4.775, 2.0315)),
+                                    nesterov = !isFALSE(o$nesterov)))
     p$grad <- ins[[2]]
     polygrad:::schedule_step(opt)
     p

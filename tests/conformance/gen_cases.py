@@ -581,6 +581,10 @@ case("optimizerStep/lars-classic", "optimizerStep", "LARS_UPDATE", [inp("float32
      {"optimizer": "lars", "lr": 0.25, "options": {"weightDecay": 0.125, "tcoef": 0.5}})
 case("optimizerStep/lars-nesterov-after", "optimizerStep", "LARS_UPDATE", [inp("float32", (4,)), inp("float32", (4,))],
      {"optimizer": "lars", "lr": 0.5, "options": {"nesterov": True, "classic": False, "tcoef": 0.25}})
+case("optimizerStep/muon", "optimizerStep", "MUON_STEP", [inp("float32", (3, 2, 2)), inp("float32", (3, 2, 2))],
+     {"optimizer": "muon", "lr": 0.25, "options": {"weightDecay": 0.125, "nsSteps": 2}})
+case("optimizerStep/muon-plain-momentum", "optimizerStep", "MUON_STEP", [inp("float32", (2, 5)), inp("float32", (2, 5))],
+     {"optimizer": "muon", "lr": 0.5, "options": {"nesterov": False, "nsCoefficients": [1.5, -0.5]}})
 # Chains (`then`): each step applies to the previous result. Dividing by zeros makes inf and nan,
 # which the generator never produces directly.
 case("isnan/div-by-zero", "div", ["DIV", "ISNAN"], [inp("float32", (8,), "small"), inp("float32", (8,), lo=-1, hi=1, div=1)],

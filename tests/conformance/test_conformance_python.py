@@ -111,7 +111,11 @@ def _optimizer_step(xs, a):
           "lamb": lambda: optim.LAMB([p], lr=a["lr"], weight_decay=o.get("weightDecay", 0.0)),
           "lars": lambda: optim.LARS([p], lr=a["lr"], momentum=o.get("momentum", 0.9), weight_decay=o.get("weightDecay", 1e-4),
                                      nesterov=o.get("nesterov", False), classic=o.get("classic", True),
-                                     tcoef=o.get("tcoef", 0.001))}
+                                     tcoef=o.get("tcoef", 0.001)),
+          "muon": lambda: optim.Muon([p], lr=a["lr"], momentum=o.get("momentum", 0.95), weight_decay=o.get("weightDecay", 0.1),
+                                     ns_steps=o.get("nsSteps", 5),
+                                     ns_coefficients=o.get("nsCoefficients", (3.4445, -4.775, 2.0315)),
+                                     nesterov=o.get("nesterov", True))}
   opt = make[a["optimizer"]]()
   p.grad = xs[1]
   opt.schedule_step()

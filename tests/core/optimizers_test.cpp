@@ -69,6 +69,41 @@ TEST_F(OptimizersTest, LarsScalesByTheTrustRatioBeforeOrAfterItsMomentum) {
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(plain[i], p[i] - lr * g[i], 1e-15) << i;
 }
 
+// With one coefficient 1 and one step, Newton-Schulz only normalizes: the direction over its
+// Frobenius norm, which makes Muon's rule checkable by a direct loop.
+TEST_F(OptimizersTest, MuonOrthogonalizesItsMomentumAndDecaysDecoupled) {
+  const Shape shape{2, 3, 2};
+  const int64_t n = 12;
+  const double lr = 0.02, mom = 0.95, wd = 0.1, eps = 1e-7;
+  std::vector<double> p, g, b, one;
+  UOpRef P = randd(shape, p), G = randd(shape, g), B = randd(shape, b), LR = scalar(lr);
+  UOpRef C = leaf<double>(DType::Float64, {1}, one, [] { return 1.0; });
+  const double keep = static_cast<float>(1 - lr * wd);  // rounded to float32, as the clients sent it
+  for (bool nesterov : {false, true}) {
+    const fe::MuonRule rule{.momentum = mom, .weight_decay = wd, .eps = eps, .steps = 1, .nesterov = nesterov};
+    auto pn = run<double>(fe::muon_step(P, G, LR, C, B, rule, "param"), shape);
+    auto bn = run<double>(fe::muon_step(P, G, LR, C, B, rule, "m"), shape);
+    std::vector<double> dir(n);
+    double norm = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double bi = mom * b[i] + g[i];
+      EXPECT_NEAR(bn[i], bi, 1e-15) << i;
+      dir[i] = nesterov ? g[i] + mom * bi : bi;
+      norm += dir[i] * dir[i];
+    }
+    norm = std::sqrt(norm) + eps;
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(pn[i], p[i] * keep - lr * dir[i] / norm, 1e-14) << nesterov << i;
+  }
+  // A vector is refused by name: biases and norms need another optimizer.
+  std::vector<double> v;
+  UOpRef V = randd({4}, v);
+  auto refused = fe::muon_step(V, V, LR, C, nullptr, fe::MuonRule{}, "param");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(std::string(refused.status().message()).find("muon_step: Muon orthogonalizes matrices: the parameter has shape [4]"),
+            std::string::npos)
+      << refused.status();
+}
+
 TEST_F(OptimizersTest, AdamAndAdamWMatchTorchsRule) {
   const int64_t n = 9, k = 3;
   const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05;

@@ -14,6 +14,15 @@ class MLP:
     return self.l2(self.l1(x).tanh())
 
 
+def train_step(model, opt, x, y):
+  """One eager training step of a classifier: the loss (the function compile_step traces)."""
+  loss = model(x).cross_entropy(y)
+  loss.backward()
+  opt.step()
+  opt.zero_grad()
+  return loss
+
+
 def torch_twin(m: MLP):
   import torch
   t = torch.nn.Sequential(torch.nn.Linear(*m.l1.weight.shape[::-1]), torch.nn.Tanh(),

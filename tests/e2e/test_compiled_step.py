@@ -16,19 +16,11 @@ from polygrad import nn
 from polygrad.errors import PolygradError
 from polygrad.nn import get_parameters
 
-from mlp_twin import MLP, batches, torch_twin  # noqa: E402
+from mlp_twin import MLP, batches, torch_twin, train_step  # noqa: E402
 
 torch = pytest.importorskip("torch", reason="PyTorch (Debian's python3-torch) is the reference for these tests")
 
 pytestmark = pytest.mark.usefixtures("live_daemon")
-
-
-def train_step(model, opt, x, y):
-  loss = model(x).cross_entropy(y)
-  loss.backward()
-  opt.step()
-  opt.zero_grad()
-  return loss
 
 
 OPTIMIZERS = {

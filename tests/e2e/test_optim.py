@@ -371,6 +371,31 @@ def test_muon(rng, shape, kw):
   np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
 
 
+def test_muon_compiled_step_tracks_eager_and_bakes_no_data():
+  """MUON_STEP in a compiled step: the coefficients are an input sent once (not data baked into
+  the step, which compile_step warns about), and the weights follow the eager client's."""
+  import warnings
+  from mlp_twin import batches, train_step as train
+
+  def weights(m):
+    return [m.l1.weight, m.l2.weight]
+
+  data = batches(3, 6)
+  Tensor.manual_seed(5)
+  mc = MLP(hidden=8)
+  Tensor.manual_seed(5)
+  me = MLP(hidden=8)
+  optc, opte = nn.Muon(weights(mc), lr=0.05), nn.Muon(weights(me), lr=0.05)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    step = nn.compile_step(train, mc, optc, Tensor(data[0][0]), Tensor(data[0][1]))
+  for x, y in data:
+    step.run(x=x, y=y)
+    train(me, opte, Tensor(x), Tensor(y))
+  for a, b in zip(weights(mc), weights(me)):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_muon_refuses_vectors_by_name():
   with pytest.raises(ValueError, match=r"Muon orthogonalizes matrices: a parameter of shape \(3,\)"):
     nn.Muon([Tensor.zeros(3, requires_grad=True)])

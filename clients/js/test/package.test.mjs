@@ -56,10 +56,11 @@ test('every wire op has a Tensor method that builds it', async () => {
     f.crossEntropy(Tensor.from([1, 0, 2, 3])), f.sparseCategoricalCrossentropy(Tensor.from([1, 0, 2, 3])),
     f.sigmoid().binaryCrossentropy(f), f.binaryCrossentropyLogits(f.sigmoid()),
     // an optimizer step of each update rule: the rebound parameter
-    ...[(ps) => new esm.nn.SGD(ps, { momentum: 0.9 }), (ps) => new esm.nn.Adam(ps), (ps) => new esm.nn.LAMB(ps), (ps) => new esm.nn.LARS(ps)].map((make) => {
-      const p = Tensor.rand(3);
+    ...[(ps) => new esm.nn.SGD(ps, { momentum: 0.9 }), (ps) => new esm.nn.Adam(ps), (ps) => new esm.nn.LAMB(ps), (ps) => new esm.nn.LARS(ps),
+      (ps) => new esm.nn.Muon(ps)].map((make) => {
+      const p = Tensor.rand(3, 2);
       const opt = make([p]);
-      p.grad = Tensor.rand(3);
+      p.grad = Tensor.rand(3, 2);
       opt.scheduleStep();
       return p;
     }),

@@ -4,10 +4,12 @@
 # parameter tensor to its new node. Values that change every step (the learning rate, Adam's
 # bias corrections) are small 0-d buffers, so every step runs the same kernels.
 
-# A float that reaches the graph as a 0-d float32 buffer, re-made only when it changes.
-new_scalar <- function(value) {
+# A float that reaches the graph as a 0-d float32 buffer, re-made only when it changes; `make`
+# gives another form (Muon's coefficients: one 1-D float64 buffer, made once).
+new_scalar <- function(value, make = pg_tensor) {
   s <- new.env(parent = emptyenv())
   s$value <- as.double(value)
+  s$make <- make
   s$t <- NULL
   s
 }
@@ -18,7 +20,7 @@ scalar_set <- function(s, value) {
   }
 }
 scalar_tensor <- function(s) {
-  if (is.null(s$t) || (s$t$node$sent && !identical(s$t$node$gen, .pg$gen))) s$t <- pg_tensor(s$value)
+  if (is.null(s$t) || (s$t$node$sent && !identical(s$t$node$gen, .pg$gen))) s$t <- s$make(s$value)
   s$t
 }
 
@@ -76,7 +78,9 @@ apply_update <- function(code, rule, srcs, outputs) {
 #' `optim_sgd` (torch's SGD with optional momentum, nesterov and weight decay), `optim_lars`
 #' (tinygrad's LARS: SGD scaled per parameter by the trust ratio tcoef ||p|| / (||g|| +
 #' weight_decay ||p||), before the momentum when `classic`, else after it), `optim_adam`
-#' (torch's Adam; `decoupled = TRUE` is AdamW) and `optim_lamb` (tinygrad's LAMB), each the
+#' (torch's Adam; `decoupled = TRUE` is AdamW), `optim_lamb` (tinygrad's LAMB) and `optim_muon`
+#' (Muon: nesterov momentum, each direction orthogonalized by Newton-Schulz as a (rows, rest)
+#' matrix, decoupled weight decay; parameters of rank >= 2), each the
 #' daemon's update rule. `$step()` updates every parameter that has a gradient, in one request;
 #' `$zero_grad()` clears them.
 #' @param params a list of tensors (e.g. `parameters(model)`).
@@ -89,6 +93,8 @@ apply_update <- function(code, rule, srcs, outputs) {
 #' @param decoupled AdamW's decoupled weight decay.
 #' @param classic LARS: scale by lr and the trust ratio before the momentum.
 #' @param tcoef LARS's trust coefficient (0: plain SGD).
+#' @param ns_steps Muon's Newton-Schulz iterations (1 to 64).
+#' @param ns_coefficients Muon's Newton-Schulz polynomial (1 to 16 coefficients).
 #' @return an optimizer (an environment with `$step()` and `$zero_grad()`).
 #' @export
 optim_sgd <- function(params, lr = 0.01, momentum = 0, weight_decay = 0, nesterov = FALSE) {
@@ -106,8 +112,29 @@ optim_lars <- function(params, lr = 0.001, momentum = 0.9, weight_decay = 1e-4, 
                           trust_coefficient = tcoef, classic_momentum = isTRUE(classic)))
 }
 
-# SGD and LARS: param, grad, lr and the momentum buffer (with momentum) into `code` with `rule`.
-momentum_optimizer <- function(params, lr, momentum, code, rule) {
+#' @rdname optim_sgd
+#' @export
+optim_muon <- function(params, lr = 0.001, momentum = 0.95, weight_decay = 0.1, ns_steps = 5,
+                       ns_coefficients = c(3.4445, -4.775, 2.0315), nesterov = TRUE) {
+  if (momentum < 0 || weight_decay < 0) pg_abort("invalid_argument", "Muon: momentum and weight_decay must be >= 0")
+  if (length(ns_steps) != 1L || ns_steps < 1 || ns_steps > 64 || ns_steps != trunc(ns_steps))
+    pg_abort("invalid_argument", "Muon: ns_steps must be 1 to 64")
+  if (length(ns_coefficients) < 1 || length(ns_coefficients) > 16)
+    pg_abort("invalid_argument", "Muon takes 1 to 16 ns_coefficients")
+  for (t in params) {
+    if (length(t$node$shape) < 2)
+      pg_abort("invalid_argument", sprintf("Muon orthogonalizes matrices: a parameter of shape (%s) needs another optimizer (e.g. AdamW for biases and norms)",
+                                           paste(t$node$shape, collapse = ", ")))
+  }
+  coefficients <- new_scalar(ns_coefficients, function(v) pg_tensor(array(v, length(v)), dtype = "float64"))
+  momentum_optimizer(params, lr, momentum, OP$MUON_STEP,
+                     list(momentum = momentum, weight_decay = weight_decay, nesterov = isTRUE(nesterov),
+                          n = as.integer(ns_steps), eps = 1e-7),
+                     operands = function() list(scalar_tensor(coefficients)))
+}
+
+# SGD, LARS and Muon: param, grad, lr and the momentum buffer (with momentum) into `code` with `rule`.
+momentum_optimizer <- function(params, lr, momentum, code, rule, operands = function() list()) {
   if (isTRUE(rule$nesterov) && !(momentum > 0)) pg_abort("invalid_argument", "nesterov momentum needs momentum > 0")
   o <- new_optimizer(params, lr, "sgd")
   o$momentum <- momentum
@@ -115,11 +142,12 @@ momentum_optimizer <- function(params, lr, momentum, code, rule) {
   o$b <- if (momentum != 0) lapply(o$params, function(t) pg_zeros(dim(t), dtype = t$node$dtype)) else list()
   o$update <- function() {
     lr_t <- scalar_tensor(o$lr_scalar)
+    extra <- operands()  # sources between lr and the momentum buffer
     for (i in seq_along(o$params)) {
       t <- o$params[[i]]
       if (is.null(t$grad)) next
       state <- if (o$momentum != 0) list(o$b[[i]]) else list()
-      apply_update(code, o$rule, c(list(t, t$grad, lr_t), state),
+      apply_update(code, o$rule, c(list(t, t$grad, lr_t), extra, state),
                    c(list(list(t, "param")), lapply(state, function(b) list(b, "m"))))
     }
     o$b

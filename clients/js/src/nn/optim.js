@@ -1,5 +1,5 @@
 'use strict';
-// Optimizers: torch's SGD, Adam and AdamW and tinygrad's LAMB and LARS, each the daemon's update op
+// Optimizers: torch's SGD, Adam and AdamW and tinygrad's LAMB, LARS and Muon, each the daemon's update op
 // (core/frontend/optimizers.h), the Python client's graph exactly: a step builds every
 // parameter's and state tensor's new value lazily, realizes them all in one Realize with the
 // gradients and the pending loss, and rebinds each parameter to its new node. Values that change
@@ -32,10 +32,24 @@ class Scalar {
 
   tensor() {
     if (this.t === null || (this.t._node.sent && this.t._node.gen !== GRAPH.gen)) {
-      this.t = Tensor.from(new Float32Array([this.value]), { shape: [], device: this.device === 'CPU' ? undefined : this.device });
+      const [data, options] = this._data();
+      this.t = Tensor.from(data, { ...options, device: this.device === 'CPU' ? undefined : this.device });
     }
     return this.t;
   }
+
+  _data() { return [new Float32Array([this.value]), { shape: [] }]; }
+}
+
+// Fixed float64 values an update reads (Muon's Newton-Schulz coefficients): one 1-D buffer sent
+// once, like a Scalar, so a compiled step keeps it as an input it never has to feed.
+class Constants extends Scalar {
+  constructor(values, device = 'CPU') {
+    super(0, device);
+    this.value = [...values].map(Number);
+  }
+
+  _data() { return [new Float64Array(this.value), { dtype: dtypes.float64 }]; }
 }
 
 // One update rule of the daemon (core/frontend/optimizers.h) for one parameter: a node per value
@@ -102,13 +116,17 @@ class SGD extends Optimizer {
 
   _rule() { return { momentum: this.momentum, weight_decay: this.wd, nesterov: Boolean(this.nesterov) }; }
 
+  // Sources of the update op between the learning rate and the momentum buffer.
+  _operands() { return []; }
+
   _step() {
     const lr = this._lr.tensor();
     const rule = this._rule();
+    const operands = this._operands();
     this.params.forEach((t, i) => {
       if (t.grad === null) return;
       const state = this.momentum ? [this.b[i]] : [];
-      applyUpdate(this._updateOp, rule, [t, t.grad, lr, ...state], [[t, 'param'], ...state.map((b) => [b, 'm'])]);
+      applyUpdate(this._updateOp, rule, [t, t.grad, lr, ...operands, ...state], [[t, 'param'], ...state.map((b) => [b, 'm'])]);
     });
     return [...this.b];
   }
@@ -131,6 +149,33 @@ class LARS extends SGD {
   get _updateOp() { return OPS.LARS_UPDATE; }
 
   _rule() { return { ...super._rule(), trust_coefficient: this.tcoef, classic_momentum: this.classic }; }
+}
+
+// Muon (Jordan et al. 2024; tinygrad's): nesterov momentum of the raw gradient, each parameter's
+// direction as a (rows, rest) matrix orthogonalized by nsSteps Newton-Schulz iterations, then
+// p * (1 - lr * weightDecay) - lr * it (the daemon's MUON_STEP). Parameters need rank >= 2.
+class Muon extends SGD {
+  constructor(params, { lr = 0.001, momentum = 0.95, weightDecay = 0.1, nsSteps = 5, nsCoefficients = [3.4445, -4.775, 2.0315],
+    nesterov = true } = {}) {
+    if (momentum < 0 || weightDecay < 0) throw new RangeError(`Muon: momentum ${momentum} and weightDecay ${weightDecay} must be >= 0`);
+    super(params, { lr, momentum, weightDecay, nesterov });
+    if (!Number.isInteger(nsSteps) || nsSteps < 1 || nsSteps > 64) throw new RangeError(`Muon: nsSteps must be 1 to 64, got ${nsSteps}`);
+    const coefficients = [...nsCoefficients].map(Number);
+    if (coefficients.length < 1 || coefficients.length > 16) throw new RangeError(`Muon takes 1 to 16 nsCoefficients, got ${coefficients.length}`);
+    for (const t of this.params) {
+      if (t.ndim < 2) {
+        throw new RangeError(`Muon orthogonalizes matrices: a parameter of shape [${t.shape}] needs another optimizer `
+          + '(e.g. AdamW for biases and norms)');
+      }
+    }
+    Object.assign(this, { nsSteps, nsCoefficients: coefficients, _coefficients: new Constants(coefficients, this.device) });
+  }
+
+  get _updateOp() { return OPS.MUON_STEP; }
+
+  _rule() { return { ...super._rule(), n: this.nsSteps, eps: 1e-7 }; }
+
+  _operands() { return [this._coefficients.tensor()]; }
 }
 
 // torch.optim.Adam (weightDecay is L2, added to the gradient).
@@ -211,4 +256,4 @@ class LAMB extends Optimizer {
   }
 }
 
-module.exports = { Optimizer, SGD, LARS, Adam, AdamW, LAMB, Scalar };
+module.exports = { Optimizer, SGD, LARS, Muon, Adam, AdamW, LAMB, Scalar };

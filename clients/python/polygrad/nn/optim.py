@@ -22,7 +22,7 @@ import numpy as np
 
 from ..dtype import dtypes
 from ..graph import GRAPH, trace_watch
-from ..ops import ADAM_STEP, LAMB_STEP, LARS_UPDATE, SGD_UPDATE, Composite
+from ..ops import ADAM_STEP, LAMB_STEP, LARS_UPDATE, MUON_STEP, SGD_UPDATE, Composite
 from ..tensor import Tensor, take_pending_losses, untracked
 
 
@@ -48,8 +48,23 @@ class _Scalar:
 
   def tensor(self) -> Tensor:
     if self._t is None or (self._t._node.sent and self._t._node.gen != _graph_gen()):
-      self._t = Tensor(np.float32(self.value), device=self.device)
+      self._t = Tensor(self._data(), device=self.device)
     return self._t
+
+  def _data(self) -> np.ndarray:
+    return np.float32(self.value)
+
+
+class _Constants(_Scalar):
+  """Fixed float64 values an update reads (Muon's Newton-Schulz coefficients): one 1-D buffer sent
+  once, like a _Scalar, so a compiled step keeps it as an input it never has to feed."""
+
+  def __init__(self, values: Sequence[float], device: str = "CPU"):
+    super().__init__(0.0, device)
+    self.value = tuple(float(v) for v in values)
+
+  def _data(self) -> np.ndarray:
+    return np.array(self.value, dtype=np.float64)
 
 
 def _graph_gen() -> int:
@@ -141,12 +156,16 @@ class SGD(Optimizer):
   def _rule(self) -> Composite:
     return Composite(momentum=float(self.momentum), weight_decay=float(self.wd), nesterov=bool(self.nesterov))
 
+  def _operands(self) -> List[Tensor]:
+    """Sources of the update op between the learning rate and the momentum buffer."""
+    return []
+
   def _step(self) -> List[Tensor]:
-    lr, rule = self._lr.tensor(), self._rule()
+    lr, rule, operands = self._lr.tensor(), self._rule(), self._operands()
     for i, t in enumerate(self.params):
       if t.grad is not None:
         state = [self.b[i]] if self.momentum else []
-        _apply(self._update_op, rule, [t, t.grad, lr, *state], [(t, "param"), *((b, "m") for b in state)])
+        _apply(self._update_op, rule, [t, t.grad, lr, *operands, *state], [(t, "param"), *((b, "m") for b in state)])
     return list(self.b)
 
   def state_tensors(self) -> Dict[str, Tensor]:
@@ -243,43 +262,38 @@ class LARS(SGD):
                                classic_momentum=bool(self.classic))
 
 
-class Muon(LARS):
+class Muon(SGD):
   """Muon (Jordan et al. 2024; tinygrad's Muon): nesterov momentum of the raw gradient, each
   parameter's direction reshaped to (rows, rest) and orthogonalized by `ns_steps` Newton-Schulz
-  iterations with `ns_coefficients` (Tensor.newton_schulz), then p = p * (1 - lr*wd) - lr * it.
-  The decay is decoupled and applied after the momentum, as Muon is described; tinygrad's code
-  computes that decayed value but updates from the undecayed one, so with weight_decay > 0 the two
-  differ by lr*wd*p per step."""
+  iterations with `ns_coefficients` (as Tensor.newton_schulz), then p = p * (1 - lr*wd) - lr * it:
+  the daemon's MUON_STEP. The decay is decoupled and applied after the momentum, as Muon is
+  described; tinygrad's code computes that decayed value but updates from the undecayed one, so
+  with weight_decay > 0 the two differ by lr*wd*p per step."""
 
   def __init__(self, params: Iterable[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1,
                ns_steps: int = 5, ns_coefficients: Sequence[float] = (3.4445, -4.775, 2.0315), nesterov: bool = True):
-    super().__init__(params, lr, momentum, weight_decay, nesterov, classic=False, tcoef=0.0)
-    if ns_steps < 1:
-      raise ValueError(f"Muon: ns_steps must be >= 1, got {ns_steps}")
+    if momentum < 0 or weight_decay < 0:
+      raise ValueError(f"Muon: momentum {momentum} and weight_decay {weight_decay} must be >= 0")
+    super().__init__(params, lr, momentum, weight_decay, nesterov)
+    if isinstance(ns_steps, bool) or not isinstance(ns_steps, int) or not 1 <= ns_steps <= 64:
+      raise ValueError(f"Muon: ns_steps must be 1 to 64, got {ns_steps!r}")
+    self.ns_coefficients = tuple(float(c) for c in ns_coefficients)
+    if not 1 <= len(self.ns_coefficients) <= 16:
+      raise ValueError(f"Muon takes 1 to 16 ns_coefficients, got {len(self.ns_coefficients)}")
+    self._coefficients = _Constants(self.ns_coefficients, self.device)
     for t in self.params:
       if t.ndim < 2:
         raise ValueError(f"Muon orthogonalizes matrices: a parameter of shape {t.shape} needs another optimizer "
                          "(e.g. AdamW for biases and norms)")
-    self.ns_steps, self.ns_coefficients = ns_steps, tuple(ns_coefficients)
-    self._decay = _Scalar(1.0, self.device)
+    self.ns_steps = ns_steps
 
-  def _momentum(self, i: int, g: Tensor) -> Tensor:
-    if not self.momentum:
-      return g
-    self.b[i].assign(self.b[i] * self.momentum + g)
-    return g + self.b[i] * self.momentum if self.nesterov else self.b[i]
+  _update_op = MUON_STEP
 
-  def _step(self) -> List[Tensor]:
-    lr = self._lr.tensor()
-    self._decay.set(1 - self.lr * self.wd)
-    for i, t in enumerate(self.params):
-      if t.grad is None:
-        continue
-      g = self._momentum(i, t.grad)
-      g = g.reshape(g.shape[0], -1).newton_schulz(self.ns_steps, self.ns_coefficients).reshape(g.shape)
-      p = t * self._decay.tensor() if self.wd else t  # decoupled: the decay is not in the momentum
-      t.assign((p - g * lr).cast(t.dtype))
-    return list(self.b)
+  def _rule(self) -> Composite:
+    return dataclasses.replace(super()._rule(), n=self.ns_steps, eps=1e-7)
+
+  def _operands(self) -> List[Tensor]:
+    return [self._coefficients.tensor()]
 
 
 def _apply(op: int, rule: Composite, srcs: Sequence[Tensor], outputs) -> None:
