@@ -113,6 +113,7 @@ export declare class Tensor {
   static scaledUniform(...shape: Array<number | Shape | FactoryOptions>): Tensor;
   static glorotUniform(...shape: Array<number | Shape | FactoryOptions>): Tensor;
   static kaimingUniform(...shape: Array<number | Shape | (FactoryOptions & { a?: number })>): Tensor;
+  static kaimingNormal(...shape: Array<number | Shape | (FactoryOptions & { a?: number })>): Tensor;
   /** Seeds rand/randn/randint/dropout (the daemon's generator: the same seed gives the same numbers as Python) and the initializers. */
   static manualSeed(seed?: number | bigint): void;
   static cat(tensors: Tensor[], options?: { axis?: number }): Tensor;
@@ -124,6 +125,10 @@ export declare class Tensor {
   /** Runs fn with gradient tracking off (until its promise settles, for an async fn). */
   static noGrad<T>(fn: () => T): T;
   static readonly isNoGrad: boolean;
+  /** Runs fn with Tensor.training = mode (default true), restoring the flag after (after its promise settles). */
+  static train<T>(fn: () => T, mode?: boolean): T;
+  /** Runs fn with Tensor.training = false. */
+  static test<T>(fn: () => T): T;
 
   readonly shape: Shape;
   readonly dtype: DType;

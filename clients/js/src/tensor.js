@@ -55,6 +55,20 @@ function constValue(value, dt) {
   return Number(value);
 }
 
+// fn(), then restore(): at once, or when the promise fn returns settles.
+function settle(fn, restore) {
+  let out;
+  try {
+    out = fn();
+  } catch (e) {
+    restore();
+    throw e;
+  }
+  if (out && typeof out.then === 'function') return out.finally(restore);
+  restore();
+  return out;
+}
+
 let tensorIds = 0;
 
 // A seeded generator for the initializers (uniform, kaiming, glorot): splitmix64 over BigInt, so
@@ -284,6 +298,20 @@ class Tensor {
     return Tensor.uniform(sh, { ...o, low: -b, high: b });
   }
 
+  // Kaiming normal (tinygrad's kaiming_normal): N(0, std^2), std = sqrt(2 / (1 + a^2)) /
+  // sqrt(prod(shape[1:])), from the client's seeded generator (Box-Muller), as data.
+  static kaimingNormal(...args) {
+    const [shape, o] = splitOptions(args);
+    const sh = asShape(shape);
+    const a = o.a === undefined ? 0.01 : o.a;
+    const std = Math.sqrt(2 / (1 + a * a)) / Math.sqrt(prod(sh.slice(1)));
+    const vals = new Float32Array(prod(sh));
+    for (let i = 0; i < vals.length; i++) {
+      vals[i] = std * Math.sqrt(-2 * Math.log(1 - nextUniform())) * Math.cos(2 * Math.PI * nextUniform());
+    }
+    return Tensor.from(vals, { shape: sh, dtype: o.dtype || dtypes.float32, requiresGrad: o.requiresGrad });
+  }
+
   // --- properties -------------------------------------------------------------------------------
 
   get shape() { return [...this._node.shape]; }
@@ -437,19 +465,19 @@ class Tensor {
   // keeps it off until its promise settles.
   static noGrad(fn) {
     gradMode.noGrad += 1;
-    let out;
-    try {
-      out = fn();
-    } catch (e) {
-      gradMode.noGrad -= 1;
-      throw e;
-    }
-    if (out && typeof out.then === 'function') {
-      return out.finally(() => { gradMode.noGrad -= 1; });
-    }
-    gradMode.noGrad -= 1;
-    return out;
+    return settle(fn, () => { gradMode.noGrad -= 1; });
   }
+
+  // Runs fn with Tensor.training = mode (tinygrad's Tensor.train()), restoring the old flag after;
+  // an async fn keeps it until its promise settles.
+  static train(fn, mode = true) {
+    const before = Tensor.training;
+    Tensor.training = Boolean(mode);
+    return settle(fn, () => { Tensor.training = before; });
+  }
+
+  // Runs fn with Tensor.training = false (tinygrad's Tensor.test()).
+  static test(fn) { return Tensor.train(fn, false); }
 
   static get isNoGrad() { return gradMode.noGrad > 0; }
 

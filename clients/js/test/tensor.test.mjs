@@ -72,6 +72,32 @@ test('seeded random numbers repeat and stay in range', async () => {
   assert.ok(r.every((v) => v >= 3 && v < 6));
 });
 
+test('kaimingNormal draws N(0, gain^2 / fan_in) repeatably; train and test set Tensor.training around fn', async () => {
+  Tensor.manualSeed(7);
+  const a = await Tensor.kaimingNormal(400, 50, { a: 1 }).data();
+  Tensor.manualSeed(7);
+  assert.deepEqual(await Tensor.kaimingNormal(400, 50, { a: 1 }).data(), a);
+  const mean = a.reduce((s, x) => s + x, 0) / a.length;
+  const sd = Math.sqrt(a.reduce((s, x) => s + (x - mean) ** 2, 0) / (a.length - 1));
+  assert.ok(Math.abs(sd * Math.sqrt(50) - 1) < 0.05, `sd ${sd}`);
+  assert.ok(Math.abs(mean) < 0.01, `mean ${mean}`);
+
+  assert.equal(Tensor.training, false);
+  assert.equal(Tensor.train(() => Tensor.training), true);
+  assert.equal(Tensor.training, false);
+  Tensor.training = true;
+  assert.equal(Tensor.test(() => Tensor.training), false);
+  assert.throws(() => Tensor.test(() => { throw new Error('inside'); }), /inside/);
+  assert.equal(Tensor.training, true, 'restored after an error');
+  Tensor.training = false;
+  let release;
+  const pending = Tensor.train(() => new Promise((resolve) => { release = resolve; }));
+  assert.equal(Tensor.training, true, 'kept while the promise is pending');
+  release();
+  await pending;
+  assert.equal(Tensor.training, false);
+});
+
 test('broadcasting and dtype promotion follow the Python client', async () => {
   const i = Tensor.from([1, 2, 3]);
   const f = Tensor.from([[0.5], [1.5]]);
