@@ -12,8 +12,9 @@ Three tables, each from this one run:
    kernels and (for scalar results) reading the value, the work a training loop pays per step.
    The first run of each workload (which compiles, or loads from the kernel cache) is reported
    separately and not counted; the optimized builds it started in the background land before
-   timing. Times are medians. "pg/torch" is polygrad's time over PyTorch's on every core: above
-   1 polygrad is slower.
+   timing. Times are medians. "pg/torch" is polygrad's time over PyTorch's better one (of 1 and
+   every thread; "best" says which): above 1 polygrad is slower. The header names the CPU, its
+   vector ISA, and the BLAS kernel and threads the references ran (threadpoolctl).
 2. Cold compiles: a fresh embedded daemon on an empty kernel cache (a child process) realizes a
    set of distinct one-kernel graphs; each first realize less the same graph's warm realize is
    the time to make that kernel runnable. The median over the set, and a first softmax.
@@ -256,11 +257,6 @@ def ms(t):
   return f"{t * 1e3:9.2f}ms" if t is not None else f"{'-':>11}"
 
 
-def machine():
-  model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-  return f"machine: {model}, {ALL_THREADS} CPUs"
-
-
 def cold_kernels():
   """name -> a graph builder; each realizes one kernel not built before in this daemon."""
   def unary(op, n):
@@ -383,15 +379,17 @@ def main():
     t_t1, t_tn = torch_timed(tf, args.repeat) if torch else (None, None)
     rows.append((name, cold, t_pg, t_np, t_t1, t_tn, ok))
 
-  print(f"{machine()}\ntorch: {torch.__version__ if torch else 'not installed (apt-get install python3-torch)'}; "
+  print(f"machine: {full_speed_blas.machine()}; {time.strftime('%Y-%m-%d')}")
+  print(f"torch: {torch.__version__ + ' (' + full_speed_blas.torch_capability(torch) + ')' if torch else 'not installed (apt-get install python3-torch)'}; "
         f"numpy {np.__version__}; torch threads: 1 and {ALL_THREADS}")
   print(f"references' BLAS: {full_speed_blas.describe()}")
   hdr = (f"{'workload':36} {'first run':>10} {'polygrad':>10} {'numpy':>10} {'torch 1T':>10} "
-         f"{f'torch {ALL_THREADS}T':>10} {'pg/np':>7} {'pg/torch':>8}  correct")
+         f"{f'torch {ALL_THREADS}T':>10} {'pg/np':>7} {'pg/torch':>8} {'best':>4}  correct")
   print(hdr)
   print("-" * len(hdr))
   for name, cold, t_pg, t_np, t_t1, t_tn, ok in rows:
-    tr = f"{t_pg / t_tn:8.2f}" if t_tn else f"{'-':>8}"
+    best = min((t, f"{n}T") for t, n in ((t_t1, 1), (t_tn, ALL_THREADS)) if t) if t_tn else None
+    tr = f"{t_pg / best[0]:8.2f} {best[1]:>4}" if best else f"{'-':>8} {'':>4}"
     print(f"{name:36} {ms(cold)} {ms(t_pg)} {ms(t_np)} {ms(t_t1)} {ms(t_tn)} {t_pg / t_np:7.2f} {tr}  "
           f"{'yes' if ok else 'NO'}")
   if not args.no_cold:
