@@ -54,6 +54,7 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
   a.stop = c.stop();
   a.trust_coefficient = c.trust_coefficient();
   a.classic_momentum = c.classic_momentum();
+  a.equation = c.equation();
   a.groups = c.groups();
   a.n = c.n();
   a.diagonal = c.diagonal();

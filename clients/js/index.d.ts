@@ -118,6 +118,8 @@ export declare class Tensor {
   static manualSeed(seed?: number | bigint): void;
   static cat(tensors: Tensor[], options?: { axis?: number }): Tensor;
   static stack(tensors: Tensor[], options?: { axis?: number }): Tensor;
+  /** numpy's einsum (the daemon's EINSUM): "ij,jk->ik", "...", diagonals ("ii->i"), implicit outputs. */
+  static einsum(formula: string, ...operands: Array<Tensor | Tensor[]>): Tensor;
   static meshgrid(tensors: Tensor[], options?: { indexing?: 'ij' | 'xy' }): Tensor[];
   static where(cond: Tensor, x: Tensor | Scalar, y: Tensor | Scalar): Tensor;
   /** Realizes several tensors in one request. */

@@ -10,6 +10,7 @@
 #include "core/frontend/basic_math.h"
 #include "core/frontend/composite_ops.h"
 #include "core/frontend/composites.h"
+#include "core/frontend/einsum.h"
 #include "core/frontend/indexing.h"
 #include "core/frontend/losses.h"
 #include "core/frontend/math.h"
@@ -149,6 +150,11 @@ Built newton_schulz_op(const Call& c) {
       !s.ok())
     return s;
   return newton_schulz(c.src[0], c.src[1], c.arg.n, c.arg.eps);
+}
+
+// The product over every label is computed, never allocated: held to the work bound.
+Built einsum_op(const Call& c) {
+  return einsum(c.src, c.arg.equation, [&](const Shape& grid) { return c.check_work(grid, "EINSUM's product"); });
 }
 
 Built eye_op(const Call& c) {
@@ -356,6 +362,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"CUMPROD", scan<cumprod>},
     {"CUMSUM", scan<cumsum>},
     {"DROPOUT", [](const Call& c) { return dropout(c.src[0], c.arg.p, RandomKey{c.arg.seed, c.arg.counter}); }},
+    {"EINSUM", einsum_op},
     {"ELU", [](const Call& c) { return elu(c.src[0], c.arg.alpha); }},
     {"ERF", unary<erf>},
     {"EXP", unary<exp>},

@@ -54,6 +54,7 @@ struct CompositeArgs {
   double start = 0, stop = 0;
   double trust_coefficient = 0;
   bool classic_momentum = false;
+  std::string equation;
 };
 
 // Checks a shape that a builder would allocate or compute over against the daemon's limits

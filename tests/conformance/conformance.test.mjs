@@ -176,6 +176,7 @@ const BUILD = {
   split: (xs, a) => xs[0].split(a.sizes, { axis: a.dim })[a.piece],
   chunk: (xs, a) => xs[0].chunk(a.chunks, { axis: a.dim })[a.piece],
   cat: (xs, a) => Tensor.cat(xs, { dim: a.dim }),
+  einsum: (xs, a) => Tensor.einsum(a.equation, ...xs),
   stack: (xs, a) => Tensor.stack(xs, { dim: a.dim }),
   index: (xs, a) => xs[0].index(...a.index.map((e) => indexEntry(e, xs))),
   matmul: (xs) => xs[0].matmul(xs[1]),

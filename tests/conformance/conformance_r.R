@@ -233,6 +233,7 @@ builders <- list(
   split = function(ins, args) pg_split(ins[[1]], unlist(args$sizes), ax(args$dim %||% 0))[[args$piece + 1]],
   chunk = function(ins, args) pg_chunk(ins[[1]], args$chunks, ax(args$dim %||% 0))[[args$piece + 1]],
   cat = function(ins, args) pg_cat(ins, axis = ax(args$dim %||% 0)),
+  einsum = function(ins, args) pg_einsum(args$equation, ins),
   stack = function(ins, args) pg_stack(ins, axis = ax(args$dim %||% 0)),
   index = index_builder,
   matmul = function(ins, args) pg_matmul(ins[[1]], ins[[2]]),

@@ -323,6 +323,12 @@ case("stack/f32", "stack", ["CAT", "RESHAPE"], [inp("float32", (2, 3)), inp("flo
 case("stack/bf16-dim1", "stack", ["CAT", "RESHAPE"], [inp("bfloat16", (2, 3)), inp("bfloat16", (2, 3))], {"dim": 1})
 case("cat/bool-last-axis", "cat", "CAT", [inp("bool", (2, 2)), inp("bool", (2, 3))], {"dim": -1})
 case("cat/f64-with-empty", "cat", "CAT", [inp("float64", (0, 2)), inp("float64", (3, 2)), inp("float64", (1, 2))], {"dim": 0})
+case("einsum/matmul", "einsum", "EINSUM", [inp("float32", (2, 3)), inp("float32", (3, 4))], {"equation": "ij,jk->ik"})
+case("einsum/trace-implicit", "einsum", "EINSUM", [inp("float64", (3, 3))], {"equation": "ii"})
+case("einsum/ellipsis-promote", "einsum", ["EINSUM", "CAST"], [inp("int16", (2, 1, 3)), inp("float32", (4, 3))],
+     {"equation": "...j,kj->...k"})
+case("einsum/three-ints", "einsum", "EINSUM", [inp("int32", (3,)), inp("int32", (3,)), inp("int32", (2, 3))],
+     {"equation": "i, i, ji -> j"})
 # Indexing: an entry is an int, null (a new axis), "..." or {"slice": [start, stop, step]} (nulls
 # for the defaults), or {"tensor": k} (advanced indexing by input k).
 case("index/int-row", "index", ["SHRINK", "RESHAPE"], [inp("float32", (3, 4))], {"index": [1]})

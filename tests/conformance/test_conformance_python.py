@@ -210,6 +210,7 @@ BUILD = {
     "split": lambda xs, a: xs[0].split(a["sizes"], a["dim"])[a["piece"]],
     "chunk": lambda xs, a: xs[0].chunk(a["chunks"], a["dim"])[a["piece"]],
     "cat": lambda xs, a: xs[0].cat(*xs[1:], dim=a["dim"]),
+    "einsum": lambda xs, a: Tensor.einsum(a["equation"], *xs),
     "stack": lambda xs, a: Tensor.stack(*xs, dim=a["dim"]),
     "index": lambda xs, a: xs[0][tuple(_index_entry(e, xs) for e in a["index"])],
     "matmul": lambda xs, a: xs[0].matmul(xs[1]),

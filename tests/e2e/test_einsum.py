@@ -1,8 +1,11 @@
-"""Tensor.einsum and Tensor.rearrange against numpy (values) and PyTorch (gradients)."""
+"""Tensor.einsum (the daemon's EINSUM) and Tensor.rearrange against numpy (values) and PyTorch
+(gradients); the daemon's own checks of an equation no client checked."""
 import numpy as np
 import pytest
 
-from polygrad import Tensor
+from polygrad import Tensor, dtypes
+from polygrad import graph as g
+from polygrad.errors import PolygradInvalidArgument, PolygradResourceExhausted
 
 torch = pytest.importorskip("torch", reason="gradients are compared with PyTorch (python3-torch)")
 
@@ -22,6 +25,10 @@ EINSUM_CASES = [
   ("ii", [(4, 4)]),                       # implicit output: the trace
   ("...ii->...", [(3, 5, 5)]),            # batched traces
   ("iji,j->ij", [(3, 2, 3), (2,)]),
+  ("Ab,bC->AC", [(2, 3), (3, 4)]),        # upper-case labels (numpy's)
+  ("i,->i", [(3,), ()]),                  # a 0-d operand
+  ("ba", [(3, 4)]),                       # implicit output in ASCII order: ab
+  ("...,...->...", [(2, 3), (3,)]),       # only "...": broadcast product
 ]
 
 
@@ -51,6 +58,37 @@ def test_einsum_matches_numpy_and_torch_gradients(formula, shapes):
 def test_einsum_errors_name_the_problem(formula, shapes, error):
   with pytest.raises(error):
     Tensor.einsum(formula, *[Tensor(np.zeros(s, np.float32)) for s in shapes])
+
+
+def test_einsum_is_one_node_keeping_integer_dtypes_and_promoting_mixed_ones():
+  a = np.arange(12, dtype=np.int32).reshape(3, 4)
+  b = np.arange(8, dtype=np.int32).reshape(4, 2) - 3
+  got = Tensor.einsum("ij,jk->ik", Tensor(a), Tensor(b))
+  assert got._node.op == g.EINSUM and got.dtype == dtypes.int32  # torch's: no widening
+  np.testing.assert_array_equal(got.numpy(), a @ b)
+  mixed = Tensor.einsum("i,i->", Tensor(np.ones(3, np.float16)), Tensor(np.ones(3, np.float32)))
+  assert mixed.dtype == dtypes.float32 and mixed.item() == 3.0
+
+
+def test_the_daemon_checks_an_equation_no_client_checked():
+  x = Tensor(np.zeros((3, 4), np.float32))
+  bad = Tensor._make(g.EINSUM, x.dtype, (3,), (x,), g.Composite(equation="ij->k"))
+  with pytest.raises(PolygradInvalidArgument, match=r"einsum: output label 'k' is not in any input"):
+    bad.realize()
+  long = Tensor._make(g.EINSUM, x.dtype, (3,), (x,), g.Composite(equation="i" * 5000 + "\n"))
+  with pytest.raises(PolygradInvalidArgument, match=r"the equation has 5001 characters, more than 512") as e:
+    long.realize()
+  assert len(str(e.value)) < 400, "the client's string is not echoed back"
+  odd = Tensor._make(g.EINSUM, x.dtype, (3,), (x,), g.Composite(equation="i\x07->i"))
+  with pytest.raises(PolygradInvalidArgument, match=r"byte 7 is not a letter"):
+    odd.realize()
+
+
+def test_an_einsum_product_is_bounded_by_its_work():
+  # 5000^3 products are computed, never allocated: refused by --max-work, naming EINSUM.
+  v = Tensor.ones(5000)
+  with pytest.raises(PolygradResourceExhausted, match=r"EINSUM's product"):
+    Tensor.einsum("i,j,k->", v, v, v).realize()
 
 
 REARRANGE_CASES = [

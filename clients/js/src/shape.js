@@ -124,7 +124,78 @@ function normalizePairs(arg, shape, what, dflt) {
   });
 }
 
+// numpy's einsum result shape (SHAPE_EINSUM, core/frontend/einsum.h): explicit or implicit output,
+// "...", diagonals of labels repeated within an operand, size-1 broadcasting of shared labels.
+const MAX_EQUATION = 512; // core's kMaxEinsumEquation
+
+function einsumSpec(s, what) {
+  if (s.split('...').length > 2) throw new RangeError(`einsum: ${what} has more than one '...'`);
+  const letters = s.replace('...', '');
+  for (const c of letters) {
+    if (!/^[A-Za-z]$/.test(c)) throw new RangeError(`einsum: ${what}: '${c}' is not a letter or '...'`);
+  }
+  const at = s.indexOf('...');
+  return { letters: [...letters], at };
+}
+
+// Labels with "..." standing for `covered` axes, right-aligned among `ell` ('.0', '.1', ...).
+function einsumLabels({ letters, at }, covered, ell) {
+  if (at < 0) return letters;
+  const standIns = [];
+  for (let j = ell - covered; j < ell; j++) standIns.push(`.${j}`);
+  return [...letters.slice(0, at), ...standIns, ...letters.slice(at)];
+}
+
+function einsumShape(formula, shapes) {
+  if (formula.length > MAX_EQUATION) throw new RangeError(`einsum: the equation has ${formula.length} characters, more than ${MAX_EQUATION}`);
+  const eq = formula.replace(/ /g, '');
+  const arrow = eq.indexOf('->');
+  const lhs = arrow < 0 ? eq : eq.slice(0, arrow);
+  const rhs = arrow < 0 ? '' : eq.slice(arrow + 2);
+  if (rhs.includes('->')) throw new RangeError("einsum: the equation has more than one '->'");
+  const specs = lhs.split(',');
+  if (specs.length !== shapes.length) throw new RangeError(`einsum: the equation has ${specs.length} operands, ${shapes.length} tensors given`);
+  const parsed = specs.map((spec, i) => {
+    const p = einsumSpec(spec, `operand ${i}`);
+    const covered = shapes[i].length - p.letters.length;
+    if (covered < 0 || (p.at < 0 && covered !== 0)) throw new RangeError(`einsum: operand ${i} names ${p.letters.length} axes but has ${shapes[i].length}`);
+    return { ...p, covered };
+  });
+  const ell = Math.max(...parsed.map((p) => p.covered));
+  const sizes = new Map();
+  const uses = new Map();
+  parsed.forEach((p, i) => {
+    const mine = new Map();
+    einsumLabels(p, p.covered, ell).forEach((label, k) => {
+      const n = shapes[i][k];
+      uses.set(label, (uses.get(label) || 0) + 1);
+      if (mine.has(label) && mine.get(label) !== n) {
+        throw new RangeError(`einsum: label '${label}' repeats in operand ${i} over axes of sizes ${mine.get(label)} and ${n}`);
+      }
+      mine.set(label, n);
+    });
+    for (const [label, n] of mine) {
+      if (!sizes.has(label) || sizes.get(label) === 1) sizes.set(label, n);
+      else if (n !== 1 && n !== sizes.get(label)) throw new RangeError(`einsum: label '${label}' has sizes ${sizes.get(label)} and ${n}`);
+    }
+  });
+  let out;
+  if (arrow >= 0) {
+    out = einsumLabels(einsumSpec(rhs, 'the output'), ell, ell);
+    out.forEach((label, i) => {
+      if (!sizes.has(label)) throw new RangeError(`einsum: output label '${label}' is not in any input`);
+      if (out.indexOf(label, i + 1) >= 0) throw new RangeError(`einsum: output label '${label}' repeats`);
+    });
+  } else {
+    out = [];
+    for (let j = 0; j < ell; j++) out.push(`.${j}`);
+    out.push(...[...uses].filter(([label, n]) => n === 1 && !label.startsWith('.')).map(([label]) => label).sort());
+  }
+  return out.map((label) => sizes.get(label));
+}
+
 module.exports = {
+  einsumShape,
   prod, isInt, asShape, checkShape, sameShape, broadcastShape, normalizeAxis, normalizeAxes, resolveReshape,
   checkPermutation, resolveExpand, normalizePairs,
 };

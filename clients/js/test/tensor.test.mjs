@@ -98,6 +98,22 @@ test('kaimingNormal draws N(0, gain^2 / fan_in) repeatably; train and test set T
   assert.equal(Tensor.training, false);
 });
 
+test('einsum is one EINSUM node with its shape known locally; bad equations are refused here', async () => {
+  const a = Tensor.from([[1, 2, 3], [4, 5, 6]]);
+  const b = Tensor.from([[1, 0], [0, 1], [1, 1]], { dtype: 'float32' });
+  const y = Tensor.einsum('ij,jk->ik', a, b);
+  assert.deepEqual(y.shape, [2, 2]);
+  assert.equal(y.dtype, dtypes.float32);
+  assert.deepEqual(await y.array(), [[4, 5], [10, 11]]);
+  assert.deepEqual(Tensor.einsum('ii', Tensor.eye(3)).shape, []);
+  assert.deepEqual(Tensor.einsum('...j,kj', Tensor.zeros(5, 2, 3), Tensor.zeros(4, 3)).shape, [5, 2, 4]);
+  assert.equal(await Tensor.einsum('ii', Tensor.eye(3)).item(), 3);
+  assert.throws(() => Tensor.einsum('ij,jk->ik', a, a), /label 'j' has sizes 3 and 2/);
+  assert.throws(() => Tensor.einsum('ij->k', a), /output label 'k' is not in any input/);
+  assert.throws(() => Tensor.einsum('ijk', a), /operand 0 names 3 axes but has 2/);
+  assert.throws(() => Tensor.einsum('i'.repeat(600), a), /more than 512/);
+});
+
 test('broadcasting and dtype promotion follow the Python client', async () => {
   const i = Tensor.from([1, 2, 3]);
   const f = Tensor.from([[0.5], [1.5]]);

@@ -1,10 +1,10 @@
 'use strict';
 // Linear algebra, convolution and pooling, index ops, losses, normalization and attention: the
 // daemon's composites, typed and shaped here.
-const { OPS, OP_NAMES } = require('../ops');
+const { OPS, OP_NAMES, MAX_ARITY } = require('../ops');
 const { Composite } = require('../composite');
 const { dtypes, leastUpperDType, leastUpperFloat, sumAccDType, toDType } = require('../dtype');
-const { broadcastShape, normalizeAxis, normalizeAxes, sameShape } = require('../shape');
+const { broadcastShape, normalizeAxis, normalizeAxes, sameShape, einsumShape } = require('../shape');
 const { Tensor } = require('../tensor');
 const { axisOf } = require('./reduce');
 const { broadcastSources } = require('./generated');
@@ -226,6 +226,20 @@ P.maxUnpool2d = function maxUnpool2d(indices, { kernelSize = [2, 2], stride, pad
 
 // tinygrad's newton_schulz over the last two axes (Muon's orthogonalization): X = x / (||x|| + eps),
 // then `steps` times X = sum_i params[i] (X X^T)^i X (the daemon's NEWTON_SCHULZ).
+// numpy's einsum, the daemon's EINSUM: Tensor.einsum('ij,jk->ik', a, b) (or an array of tensors);
+// "...", diagonals of repeated labels and implicit outputs as numpy. Operands of different dtypes
+// are promoted to one.
+Tensor.einsum = function einsum(formula, ...operands) {
+  const xs = operands.length === 1 && Array.isArray(operands[0]) ? operands[0] : operands;
+  if (typeof formula !== 'string' || !xs.length || !xs.every((t) => t instanceof Tensor)) {
+    throw new TypeError('einsum takes a formula and one or more Tensors');
+  }
+  if (xs.length > MAX_ARITY.get(OPS.EINSUM)) throw new RangeError(`einsum takes at most ${MAX_ARITY.get(OPS.EINSUM)} operands, got ${xs.length}`);
+  const shape = einsumShape(formula, xs.map((t) => t._node.shape));
+  const dt = leastUpperDType(...xs.map((t) => t.dtype));
+  return Tensor._make(OPS.EINSUM, dt, shape, xs.map((t) => t.cast(dt)), new Composite({ equation: formula }));
+};
+
 P.newtonSchulz = function newtonSchulz(steps, params, { eps = 1e-7 } = {}) {
   if (this.ndim < 2) throw new RangeError(`newtonSchulz needs a matrix (or a batch of them), got shape [${this._node.shape}]`);
   if (!Number.isInteger(steps) || steps < 1 || steps > 64 || !Array.isArray(params) || params.length < 1 || params.length > 16) {

@@ -1,103 +1,103 @@
-"""Tensor.einsum and Tensor.rearrange: formulas turned into the movement ops, products and sums
-the daemon already has (so gradients come for free). Formulas are parsed here, on the client:
-they only name axes, and nothing of them travels to the daemon but the ops they become.
+"""Tensor.einsum and Tensor.rearrange. einsum is one EINSUM node the daemon expands
+(core/frontend/einsum.h); here is only its shape rule (SHAPE_EINSUM), so `t.shape` is known and a
+bad equation is refused before any round trip. rearrange is einops' notation turned into the
+movement ops it names: formulas only name axes, and nothing of them travels but the ops they
+become.
 """
 from __future__ import annotations
 
-import string
 from typing import Dict, List, Sequence, Tuple
 
+from .. import graph as g
+from ..dtype import least_upper_dtype
 from ..errors import ShapeError
 from .core import Tensor
 
-__all__ = ["einsum", "rearrange"]
+__all__ = ["einsum", "einsum_shape", "rearrange"]
 
-_ELLIPSIS_LETTERS = string.ascii_uppercase  # stand-ins for the axes "..." covers
+_MAX_EQUATION = 512  # core's kMaxEinsumEquation
 
 
-def _split_operand(spec: str, rank: int, what: str) -> Tuple[str, int]:
-  """The letters of one operand's spec and how many axes its "..." covers."""
-  if spec.count("...") > 1:
+def _spec(s: str, what: str) -> Tuple[List[str], int]:
+  """A spec's labels with "..." as one "..." entry, and where "..." is (-1: none)."""
+  if s.count("...") > 1:
     raise ShapeError(f"einsum: {what} has more than one '...'")
-  letters = spec.replace("...", "")
+  letters = s.replace("...", "")
   for c in letters:
-    if c not in string.ascii_letters:
-      raise ShapeError(f"einsum: {what}: {c!r} is not a letter")
-  covered = rank - len(letters)
-  if covered < 0 or ("..." not in spec and covered != 0):
-    raise ShapeError(f"einsum: {what} names {len(letters)} axes but its operand has {rank}")
-  return spec, covered
+    if not ("a" <= c <= "z" or "A" <= c <= "Z"):
+      raise ShapeError(f"einsum: {what}: {c!r} is not a letter or '...'")
+  at = s.find("...")
+  return list(letters), (len(s[:at]) if at >= 0 else -1)
+
+
+def _expand(letters: List[str], at: int, covered: int, ell: int) -> List[str]:
+  """Labels with "..." standing for `covered` axes, right-aligned among `ell` ('.0', '.1', ...)."""
+  stand_ins = [f".{j}" for j in range(ell - covered, ell)]
+  return letters if at < 0 else letters[:at] + stand_ins + letters[at:]
+
+
+def einsum_shape(formula: str, shapes: Sequence[Tuple[int, ...]]) -> Tuple[int, ...]:
+  """The result shape of numpy's einsum (core/frontend/einsum.h's rule): explicit or implicit
+  output, "...", diagonals of repeated labels, size-1 broadcasting of shared labels."""
+  if len(formula) > _MAX_EQUATION:
+    raise ShapeError(f"einsum: the equation has {len(formula)} characters, more than {_MAX_EQUATION}")
+  eq = formula.replace(" ", "")
+  lhs, arrow, rhs = eq.partition("->")
+  if "->" in rhs:
+    raise ShapeError("einsum: the equation has more than one '->'")
+  specs = lhs.split(",")
+  if len(specs) != len(shapes):
+    raise ShapeError(f"einsum: the equation has {len(specs)} operands, {len(shapes)} tensors given")
+  parsed = []
+  for i, (spec, shape) in enumerate(zip(specs, shapes)):
+    letters, at = _spec(spec, f"operand {i}")
+    covered = len(shape) - len(letters)
+    if covered < 0 or (at < 0 and covered != 0):
+      raise ShapeError(f"einsum: operand {i} names {len(letters)} axes but has {len(shape)}")
+    parsed.append((letters, at, covered))
+  ell = max(c for _, _, c in parsed)
+  sizes: Dict[str, int] = {}
+  uses: Dict[str, int] = {}
+  for i, ((letters, at, covered), shape) in enumerate(zip(parsed, shapes)):
+    mine: Dict[str, int] = {}
+    for label, n in zip(_expand(letters, at, covered, ell), shape):
+      uses[label] = uses.get(label, 0) + 1
+      if label in mine and mine[label] != n:
+        raise ShapeError(f"einsum: label {label!r} repeats in operand {i} over axes of sizes {mine[label]} and {n}")
+      mine[label] = n
+    for label, n in mine.items():
+      if label not in sizes or sizes[label] == 1:
+        sizes[label] = n
+      elif n not in (1, sizes[label]):
+        raise ShapeError(f"einsum: label {label!r} has sizes {sizes[label]} and {n}")
+  if arrow:
+    letters, at = _spec(rhs, "the output")
+    out = _expand(letters, at, ell, ell)
+    for i, label in enumerate(out):
+      if label not in sizes:
+        raise ShapeError(f"einsum: output label {label!r} is not in any input")
+      if label in out[i + 1:]:
+        raise ShapeError(f"einsum: output label {label!r} repeats")
+  else:
+    out = [f".{j}" for j in range(ell)] + sorted(c for c, n in uses.items() if n == 1 and not c.startswith("."))
+  return tuple(sizes[label] for label in out)
 
 
 def einsum(formula: str, *operands):
   """numpy.einsum's semantics for one or more tensors: explicit ("ij,jk->ik") or implicit
-  output (letters used once, sorted), "..." for broadcast axes. A letter repeated within one
-  operand takes that operand's diagonal ("ii->i"; "ii->" is the trace)."""
+  output (labels used once, in ASCII order), "..." for broadcast axes. A label repeated within
+  one operand takes that operand's diagonal ("ii->i"; "ii->" is the trace). The daemon's EINSUM;
+  operands of different dtypes are promoted to one first."""
   if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
     operands = tuple(operands[0])
-  if not operands or not all(isinstance(t, Tensor) for t in operands):
+  if not operands or not all(isinstance(t, Tensor) for t in operands) or not isinstance(formula, str):
     raise TypeError("einsum takes a formula and one or more Tensors")
-  formula = formula.replace(" ", "")
-  lhs, arrow, rhs = formula.partition("->")
-  specs = lhs.split(",")
-  if len(specs) != len(operands):
-    raise ShapeError(f"einsum: the formula has {len(specs)} operands, {len(operands)} tensors given")
-  parsed = [_split_operand(s, t.ndim, f"operand {i} ({s!r})") for i, (s, t) in enumerate(zip(specs, operands))]
-  ell = max(c for _, c in parsed)
-  ell_letters = _ELLIPSIS_LETTERS[:ell]
-  if any(c in _ELLIPSIS_LETTERS for s in specs for c in s):
-    raise ShapeError("einsum: use lower-case letters for axes")
-  # Each operand's axes as letters, "..." expanded right-aligned (numpy's broadcasting).
-  written = [spec.replace("...", ell_letters[ell - c:]) for spec, c in parsed]
-  axes, operands = map(list, zip(*[_diagonals(a, t) for a, t in zip(written, operands)]))
-  if arrow:
-    out = rhs.replace("...", ell_letters)
-    if "..." not in rhs and any(c in ell_letters for c in out):
-      raise ShapeError("einsum: '...' in the output needs '...' in the inputs")
-    for c in out:
-      if not any(c in a for a in axes):
-        raise ShapeError(f"einsum: output letter {c!r} is not in any input")
-    if len(set(out)) != len(out):
-      raise ShapeError(f"einsum: output {rhs!r} repeats a letter")
-  else:
-    counts: Dict[str, int] = {}
-    for a in written:
-      for c in a:
-        counts[c] = counts.get(c, 0) + 1
-    out = ell_letters + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell_letters))
-  summed = [c for c in dict.fromkeys("".join(axes)) if c not in out]
-  order = list(out) + summed
-  sizes: Dict[str, int] = {}
-  for a, t in zip(axes, operands):
-    for c, n in zip(a, t.shape):
-      if n != 1 and sizes.get(c, 1) not in (1, n):
-        raise ShapeError(f"einsum: axis {c!r} has sizes {sizes[c]} and {n}")
-      sizes[c] = max(sizes.get(c, 1), n)
-  # Every operand permuted to the global letter order, with size-1 axes for letters it lacks;
-  # then one broadcast product and one sum over the letters not in the output.
-  result = None
-  for a, t in zip(axes, operands):
-    mine = [c for c in order if c in a]
-    t = t.permute([a.index(c) for c in mine]) if mine else t
-    t = t.reshape([t.shape[mine.index(c)] if c in a else 1 for c in order]) if order else t
-    result = t if result is None else result * t
-  result = result.expand([sizes[c] for c in order]) if order else result
-  if summed:
-    result = result.sum(axis=tuple(range(len(out), len(order))))
-  return result
-
-
-def _diagonals(letters: str, t: Tensor):
-  """An operand with each letter it repeats taken along its diagonal (that axis moves last)."""
-  while len(set(letters)) != len(letters):
-    c = next(c for c in letters if letters.count(c) > 1)
-    p = letters.index(c)
-    q = letters.index(c, p + 1)
-    if t.shape[p] != t.shape[q]:
-      raise ShapeError(f"einsum: letter {c!r} repeats over axes of sizes {t.shape[p]} and {t.shape[q]}")
-    t = t.diagonal(0, p, q)
-    letters = letters[:p] + letters[p + 1:q] + letters[q + 1:] + c
-  return letters, t
+  if len(operands) > 64:
+    raise ShapeError(f"einsum takes at most 64 operands, got {len(operands)}")
+  shape = einsum_shape(formula, [t.shape for t in operands])
+  dt = least_upper_dtype(*[t.dtype for t in operands])
+  xs = [t if t.dtype == dt else t.cast(dt) for t in operands]
+  return Tensor._make(g.EINSUM, dt, shape, xs, g.Composite(equation=formula))
 
 
 def _groups(side: str, what: str) -> List[List[str]]:
