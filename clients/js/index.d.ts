@@ -345,6 +345,10 @@ export declare class Tensor {
   batchNorm(options?: { runningMean?: Tensor | null; runningVar?: Tensor | null; weight?: Tensor | null; bias?: Tensor | null; training?: boolean; eps?: number }): Tensor;
   /** tinygrad's newton_schulz over the last two axes (Muon's orthogonalization). */
   newtonSchulz(steps: number, params: number[], options?: { eps?: number }): Tensor;
+  /** torch.linalg.qr's reduced [Q, R] of the last two axes. */
+  qr(): [Tensor, Tensor];
+  /** [U, S, Vh] of the last two axes by Jacobi rotations (small matrices); fullMatrices: square only. */
+  svd(options?: { fullMatrices?: boolean; sweeps?: number }): [Tensor, Tensor, Tensor];
   /** dropoutP drops attention weights while Tensor.training (drawn on the daemon, as dropout's). */
   scaledDotProductAttention(key: Tensor, value: Tensor, options?: { attnMask?: Tensor | null; isCausal?: boolean; dropoutP?: number }): Tensor;
 }

@@ -11,6 +11,7 @@
 #include "core/frontend/composite_ops.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/einsum.h"
+#include "core/frontend/factorizations.h"
 #include "core/frontend/indexing.h"
 #include "core/frontend/losses.h"
 #include "core/frontend/math.h"
@@ -419,6 +420,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"NORMALIZE", normalize_op},
     {"ONE_HOT", one_hot_op},
     {"POW", binary<pow>},
+    {"QR", [](const Call& c) { return qr(c.src[0], c.arg.mode); }},
     {"QUICK_GELU", unary<quick_gelu>},
     {"RAND", random_op<rand>},
     {"RANDINT", randint_op},
@@ -452,6 +454,7 @@ constexpr auto kTable = std::to_array<Entry>({
        return sparse_categorical_crossentropy(c.src[0], c.src[1], c.arg.ignore_index, c.arg.label_smoothing, c.arg.mode);
      }},
     {"SQUARE", unary<square>},
+    {"SVD", [](const Call& c) { return svd(c.src[0], c.arg.n, c.arg.mode); }},
     {"TAN", unary<tan>},
     {"TANH", unary<tanh>},
     {"TOPK", topk_op},

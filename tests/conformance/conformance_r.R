@@ -234,6 +234,8 @@ builders <- list(
   chunk = function(ins, args) pg_chunk(ins[[1]], args$chunks, ax(args$dim %||% 0))[[args$piece + 1]],
   cat = function(ins, args) pg_cat(ins, axis = ax(args$dim %||% 0)),
   einsum = function(ins, args) pg_einsum(args$equation, ins),
+  qr = function(ins, args) pg_qr(ins[[1]])[[args$factor]],
+  svd = function(ins, args) pg_svd(ins[[1]], full_matrices = isTRUE(args$full), sweeps = args$sweeps)[[args$factor]],
   stack = function(ins, args) pg_stack(ins, axis = ax(args$dim %||% 0)),
   index = index_builder,
   matmul = function(ins, args) pg_matmul(ins[[1]], ins[[2]]),

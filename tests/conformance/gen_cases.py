@@ -329,6 +329,11 @@ case("einsum/ellipsis-promote", "einsum", ["EINSUM", "CAST"], [inp("int16", (2, 
      {"equation": "...j,kj->...k"})
 case("einsum/three-ints", "einsum", "EINSUM", [inp("int32", (3,)), inp("int32", (3,)), inp("int32", (2, 3))],
      {"equation": "i, i, ji -> j"})
+case("qr/q-tall", "qr", "QR", [inp("float32", (4, 3))], {"factor": "q"})
+case("qr/r-wide-int", "qr", ["QR", "CAST"], [inp("int32", (2, 3, 5), "small")], {"factor": "r"})
+case("svd/s-wide", "svd", "SVD", [inp("float32", (3, 4))], {"factor": "s", "full": False, "sweeps": 4})
+case("svd/u-square", "svd", "SVD", [inp("float64", (3, 3))], {"factor": "u", "full": True, "sweeps": 6})
+case("svd/vh-tall", "svd", "SVD", [inp("float32", (5, 2))], {"factor": "vh", "full": False, "sweeps": 3})
 # Indexing: an entry is an int, null (a new axis), "..." or {"slice": [start, stop, step]} (nulls
 # for the defaults), or {"tensor": k} (advanced indexing by input k).
 case("index/int-row", "index", ["SHRINK", "RESHAPE"], [inp("float32", (3, 4))], {"index": [1]})

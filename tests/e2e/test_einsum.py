@@ -91,6 +91,19 @@ def test_an_einsum_product_is_bounded_by_its_work():
     Tensor.einsum("i,j,k->", v, v, v).realize()
 
 
+def test_factorizations_are_bounded_and_checked_by_the_daemon():
+  # 12 sweeps over 40 columns are 9360 rotations: refused before anything is built, naming the bound.
+  with pytest.raises(PolygradInvalidArgument, match=r"svd: 12 sweeps over 40 columns are 9360 rotations, more than 8192"):
+    Tensor.ones(40, 40).svd()[1].realize()
+  x = Tensor(np.eye(3, dtype=np.float32))
+  bad = Tensor._make(g.QR, x.dtype, (3, 3), (x,), g.Composite(mode="z"))
+  with pytest.raises(PolygradInvalidArgument, match=r"qr: the factor \(composite.mode\) is 'q' or 'r'"):
+    bad.realize()
+  ints = Tensor._make(g.SVD, dtypes.int32, (3,), (Tensor(np.eye(3, dtype=np.int32)),), g.Composite(mode="s", n=2))
+  with pytest.raises(PolygradInvalidArgument, match=r"svd: needs a float matrix, got int32"):
+    ints.realize()
+
+
 REARRANGE_CASES = [
   ("b (h w) c -> b h w c", (2, 6, 3), {"h": 2}, lambda a: a.reshape(2, 2, 3, 3)),
   ("b h w c -> b c h w", (2, 3, 4, 5), {}, lambda a: a.transpose(0, 3, 1, 2)),

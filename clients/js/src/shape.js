@@ -194,8 +194,17 @@ function einsumShape(formula, shapes) {
   return out.map((label) => sizes.get(label));
 }
 
+// One factor of a factorization of the last two axes (SHAPE_FACTOR): k = min(m, n); QR's q (m, k)
+// and r (k, n), SVD's u (m, k), s (k) and vh (k, n).
+function factorShape(shape, factor) {
+  const lead = shape.slice(0, -2);
+  const [m, n] = shape.slice(-2);
+  const k = Math.min(m, n);
+  return [...lead, ...{ q: [m, k], r: [k, n], u: [m, k], s: [k], vh: [k, n] }[factor]];
+}
+
 module.exports = {
-  einsumShape,
+  einsumShape, factorShape,
   prod, isInt, asShape, checkShape, sameShape, broadcastShape, normalizeAxis, normalizeAxes, resolveReshape,
   checkPermutation, resolveExpand, normalizePairs,
 };

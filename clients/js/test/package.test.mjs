@@ -54,7 +54,7 @@ test('every wire op has a Tensor method that builds it', async () => {
     // with a fixed size, nothing is read from a daemon first (this file has none)
     await f.nonzero({ size: 2 }), await f.maskedSelect(f.gt(0), { size: 2 }),
     f.crossEntropy(Tensor.from([1, 0, 2, 3])), f.sparseCategoricalCrossentropy(Tensor.from([1, 0, 2, 3])),
-    f.sigmoid().binaryCrossentropy(f), f.binaryCrossentropyLogits(f.sigmoid()), Tensor.einsum('i,i->', f, f),
+    f.sigmoid().binaryCrossentropy(f), f.binaryCrossentropyLogits(f.sigmoid()), Tensor.einsum('ij,ij->', f, f), ...f.qr(), ...f.svd({ sweeps: 1 }),
     // an optimizer step of each update rule: the rebound parameter
     ...[(ps) => new esm.nn.SGD(ps, { momentum: 0.9 }), (ps) => new esm.nn.Adam(ps), (ps) => new esm.nn.LAMB(ps), (ps) => new esm.nn.LARS(ps),
       (ps) => new esm.nn.Muon(ps)].map((make) => {

@@ -114,6 +114,22 @@ test('einsum is one EINSUM node with its shape known locally; bad equations are 
   assert.throws(() => Tensor.einsum('i'.repeat(600), a), /more than 512/);
 });
 
+test('qr and svd are the daemon\'s QR and SVD: factors shaped locally that reconstruct the matrix', async () => {
+  const a = Tensor.from([[2, -1, 0], [1, 3, 1], [0, 1, 4], [1, 0, 1]], { dtype: 'float32' });
+  const [q, r] = a.qr();
+  assert.deepEqual([q.shape, r.shape], [[4, 3], [3, 3]]);
+  const back = await q.matmul(r).array();
+  (await a.array()).forEach((row, i) => row.forEach((v, j) => assert.ok(Math.abs(back[i][j] - v) < 1e-4)));
+  const [u, s, vh] = a.svd({ fullMatrices: false });
+  assert.deepEqual([u.shape, s.shape, vh.shape], [[4, 3], [3], [3, 3]]);
+  const sv = await s.data();
+  assert.ok(sv[0] >= sv[1] && sv[1] >= sv[2] && sv[2] > 0);
+  const recon = await u.mul(s.unsqueeze(0)).matmul(vh).array();
+  (await a.array()).forEach((row, i) => row.forEach((v, j) => assert.ok(Math.abs(recon[i][j] - v) < 1e-3)));
+  assert.throws(() => a.svd(), /non-square 4x3 matrix/);
+  assert.throws(() => Tensor.zeros(3).qr(), /qr needs a matrix/);
+});
+
 test('broadcasting and dtype promotion follow the Python client', async () => {
   const i = Tensor.from([1, 2, 3]);
   const f = Tensor.from([[0.5], [1.5]]);

@@ -264,3 +264,12 @@ def matmul_shape(sa: Tuple[int, ...], sb: Tuple[int, ...]) -> Tuple[int, ...]:
   except ValueError as e:
     raise ShapeError(f"cannot matmul {sa} with {sb}: batch {e}") from None
   return batch + ((a[-2],) if len(sa) > 1 else ()) + ((b[-1],) if len(sb) > 1 else ())
+
+
+def factor_shape(shape: Tuple[int, ...], factor: str) -> Tuple[int, ...]:
+  """One factor of a factorization of the last two axes (the daemon's SHAPE_FACTOR rule):
+  k = min(m, n); QR's q (m, k) and r (k, n), SVD's u (m, k), s (k) and vh (k, n)."""
+  *lead, m, n = shape
+  k = min(m, n)
+  last = {"q": (m, k), "r": (k, n), "u": (m, k), "s": (k,), "vh": (k, n)}[factor]
+  return tuple(lead) + last

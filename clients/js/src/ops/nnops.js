@@ -4,7 +4,7 @@
 const { OPS, OP_NAMES, MAX_ARITY } = require('../ops');
 const { Composite } = require('../composite');
 const { dtypes, leastUpperDType, leastUpperFloat, sumAccDType, toDType } = require('../dtype');
-const { broadcastShape, normalizeAxis, normalizeAxes, sameShape, einsumShape } = require('../shape');
+const { broadcastShape, normalizeAxis, normalizeAxes, sameShape, einsumShape, factorShape } = require('../shape');
 const { Tensor } = require('../tensor');
 const { axisOf } = require('./reduce');
 const { broadcastSources } = require('./generated');
@@ -238,6 +238,26 @@ Tensor.einsum = function einsum(formula, ...operands) {
   const shape = einsumShape(formula, xs.map((t) => t._node.shape));
   const dt = leastUpperDType(...xs.map((t) => t.dtype));
   return Tensor._make(OPS.EINSUM, dt, shape, xs.map((t) => t.cast(dt)), new Composite({ equation: formula }));
+};
+
+// torch.linalg.qr's reduced [Q, R] of the last two axes (Householder, LAPACK's signs): the daemon's
+// QR, one node per factor.
+P.qr = function qr() {
+  if (this.ndim < 2) throw new RangeError(`qr needs a matrix (or a batch of them), got shape [${this._node.shape}]`);
+  const x = this._float();
+  return ['q', 'r'].map((f) => Tensor._make(OPS.QR, x.dtype, factorShape(x._node.shape, f), [x], new Composite({ mode: f })));
+};
+
+// [U, S, Vh] of the last two axes by one-sided Jacobi rotations (the daemon's SVD; meant for small
+// matrices): singular values descending, vectors unique up to sign. fullMatrices (the default)
+// takes square matrices only, where the reduced and full factors coincide.
+P.svd = function svd({ fullMatrices = true, sweeps = 12 } = {}) {
+  if (this.ndim < 2) throw new RangeError(`svd needs a matrix (or a batch of them), got shape [${this._node.shape}]`);
+  const [m, n] = this._node.shape.slice(-2);
+  if (fullMatrices && m !== n) throw new RangeError(`svd({ fullMatrices: true }) of a non-square ${m}x${n} matrix: pass fullMatrices: false`);
+  if (!Number.isInteger(sweeps) || sweeps < 1 || sweeps > 64) throw new RangeError(`svd: sweeps must be 1 to 64, got ${sweeps}`);
+  const x = this._float();
+  return ['u', 's', 'vh'].map((f) => Tensor._make(OPS.SVD, x.dtype, factorShape(x._node.shape, f), [x], new Composite({ mode: f, n: sweeps })));
 };
 
 P.newtonSchulz = function newtonSchulz(steps, params, { eps = 1e-7 } = {}) {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple
 
-from .. import graph as g
+from .. import graph as wire_graph
 from ..dtype import least_upper_dtype
 from ..errors import ShapeError
 from .core import Tensor
@@ -97,7 +97,7 @@ def einsum(formula: str, *operands):
   shape = einsum_shape(formula, [t.shape for t in operands])
   dt = least_upper_dtype(*[t.dtype for t in operands])
   xs = [t if t.dtype == dt else t.cast(dt) for t in operands]
-  return Tensor._make(g.EINSUM, dt, shape, xs, g.Composite(equation=formula))
+  return Tensor._make(wire_graph.EINSUM, dt, shape, xs, wire_graph.Composite(equation=formula))
 
 
 def _groups(side: str, what: str) -> List[List[str]]:

@@ -9,7 +9,7 @@ import numpy as np
 from .. import graph as g
 from ..dtype import DTypeLike, least_upper_dtype, sum_acc_dtype, to_dtype
 from ..errors import ShapeError
-from ..shape import matmul_shape
+from ..shape import factor_shape, matmul_shape
 from .core import Tensor, tensor_methods
 from .einsum import einsum as einsum_formula, rearrange as rearrange_formula
 
@@ -59,69 +59,28 @@ class LinAlg:
   def qr(self) -> Tuple["Tensor", "Tensor"]:
     """(Q, R) of the last two axes, reduced as torch.linalg.qr: Householder reflections with
     LAPACK's signs (each R[j, j] is minus the sign of the column's leading element times its
-    norm), so Q and R match torch's. min(m, n) - (m <= n) reflections, each a few matmuls on the
-    daemon; differentiable."""
+    norm), so Q and R match torch's: the daemon's QR, one node per factor; differentiable."""
     if self.ndim < 2:
       raise ShapeError(f"qr needs a matrix (or a batch of them), got shape {self.shape}")
-    m, n = self.shape[-2:]
-    r = self._float()
-    q = Tensor.eye(m, dtype=r.dtype).expand(*self.shape[:-2], m, m)
-    for j in range(min(m - 1, n)):
-      x = r[..., j:, j]  # (..., m - j)
-      alpha = x[..., 0]
-      norm = (x * x).sum(-1).sqrt()
-      beta = -(alpha >= 0).where(1.0, -1.0) * norm
-      v = Tensor.cat((alpha - beta).unsqueeze(-1), x[..., 1:], dim=-1)  # (..., m - j)
-      vv = (v * v).sum(-1)
-      scale = (vv == 0).where(0.0, 2 / vv.maximum(1e-30)).unsqueeze(-1).unsqueeze(-1)
-      vc, vr = v.unsqueeze(-1), v.unsqueeze(-2)  # column and row
-      below, right = r[..., j:, :], q[..., :, j:]
-      below, right = below - scale * (vc @ (vr @ below)), right - scale * ((right @ vc) @ vr)
-      r = Tensor.cat(r[..., :j, :], below, dim=-2) if j else below  # rows above j are final
-      q = Tensor.cat(q[..., :, :j], right, dim=-1) if j else right
-    k = min(m, n)
-    return q[..., :, :k], r[..., :k, :].triu()
+    x = self._float()
+    return tuple(Tensor._make(g.QR, x.dtype, factor_shape(x.shape, f), (x,), g.Composite(mode=f)) for f in ("q", "r"))
 
   def svd(self, full_matrices: bool = True, sweeps: int = 12) -> Tuple["Tensor", "Tensor", "Tensor"]:
     """(U, S, Vh) of the last two axes by one-sided Jacobi rotations (Hestenes): `sweeps` passes
-    over every column pair, each rotation a small matmul on the daemon, so the graph grows with
-    sweeps * n² / 2 for n = min(m, n) columns: meant for small matrices. Singular values
+    over every column pair, the daemon's SVD (one node per factor; the graph grows with
+    sweeps * n² / 2 for n = min(m, n) columns: meant for small matrices). Singular values
     descending; singular vectors are unique up to sign (torch's may differ in sign). With
     full_matrices the square cases only (the reduced and full factors coincide)."""
     if self.ndim < 2:
       raise ShapeError(f"svd needs a matrix (or a batch of them), got shape {self.shape}")
     m, n = self.shape[-2:]
-    if m < n:
-      u, sv, vh = self.transpose(-2, -1).svd(full_matrices, sweeps)
-      return vh.transpose(-2, -1), sv, u.transpose(-2, -1)
     if full_matrices and m != n:
       raise NotImplementedError(f"svd(full_matrices=True) of a non-square {m}x{n} matrix: pass full_matrices=False")
-    u = self._float()
-    lead = self.shape[:-2]
-    v = Tensor.eye(n, dtype=u.dtype).expand(*lead, n, n)
-    eye = np.eye(n, dtype=np.float32)
-    for _ in range(sweeps):
-      for p in range(n - 1):
-        for q in range(p + 1, n):
-          up, uq = u[..., :, p], u[..., :, q]
-          alpha, beta, gamma = (up * up).sum(-1), (uq * uq).sum(-1), (up * uq).sum(-1)
-          # the rotation that zeroes gamma (c, s) = (1, 0) when the columns are already orthogonal
-          flat = gamma == 0
-          zeta = (beta - alpha) / (2 * flat.where(1.0, gamma))
-          t = (zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta * zeta).sqrt())
-          c = flat.where(1.0, 1 / (1 + t * t).sqrt())
-          sn = flat.where(0.0, c * t)
-          pp, qq, pq = (Tensor(np.outer(eye[a], eye[b]), dtype=u.dtype) for a, b in ((p, p), (q, q), (p, q)))
-          rot = Tensor(eye, dtype=u.dtype) + (c - 1).unsqueeze(-1).unsqueeze(-1) * (pp + qq) \
-              + sn.unsqueeze(-1).unsqueeze(-1) * (pq - pq.transpose())
-          u, v = u @ rot, v @ rot
-    sv = (u * u).sum(-2).sqrt()  # (..., n)
-    order = sv.argsort(-1, descending=True)
-    sv = sv.gather(-1, order)
-    cols = order.unsqueeze(-2).expand(*lead, m, n)
-    u = u.gather(-1, cols) / (sv == 0).where(1.0, sv).unsqueeze(-2)
-    v = v.gather(-1, order.unsqueeze(-2).expand(*lead, n, n))
-    return u, sv, v.transpose(-2, -1)
+    if isinstance(sweeps, bool) or not isinstance(sweeps, int) or not 1 <= sweeps <= 64:
+      raise ValueError(f"svd: sweeps must be 1 to 64, got {sweeps!r}")
+    x = self._float()
+    return tuple(Tensor._make(g.SVD, x.dtype, factor_shape(x.shape, f), (x,), g.Composite(mode=f, n=sweeps))
+                 for f in ("u", "s", "vh"))
 
   def newton_schulz(self, steps: int, params: Sequence[float], eps: float = 1.0e-7) -> "Tensor":
     """Orthogonalizes the last two axes (tinygrad's newton_schulz, Muon's core): X = self / (its

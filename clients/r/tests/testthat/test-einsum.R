@@ -14,6 +14,17 @@ test_that("einsum multiplies, traces and broadcasts as numpy, in shape order", {
   expect_equal(dim(pg_einsum("ba", list(pg_zeros(2, 3)))), c(3, 2))
 })
 
+test_that("pg_qr and pg_svd factors reconstruct the matrix (the daemon's QR and SVD)", {
+  a <- matrix(c(2, -1, 0, 1, 3, 1, 0, 1, 4, 1, 0, 1), 4, byrow = TRUE)
+  f <- pg_qr(pg_tensor(a))
+  expect_equal(c(dim(f$q), dim(f$r)), c(4, 3, 3, 3))
+  expect_equal(as.array(f$q %*% f$r), a, tolerance = 1e-5)
+  d <- pg_svd(pg_tensor(a), full_matrices = FALSE)
+  expect_equal(as.vector(as.array(d$s)), svd(a)$d, tolerance = 1e-5)
+  expect_error(pg_svd(pg_tensor(a)), "non-square")
+  expect_error(pg_qr(pg_zeros(3)), "needs a matrix")
+})
+
 test_that("a bad equation is refused before any round trip, naming the problem", {
   a <- pg_zeros(2, 3)
   expect_error(pg_einsum("ij,jk->ik", a, a), "label 'j' has sizes 3 and 2")

@@ -1,6 +1,7 @@
-# numpy's einsum: one EINSUM node the daemon expands (core/frontend/einsum.h). Here is its shape
-# rule (SHAPE_EINSUM), so a tensor's shape is known and a bad equation refused before any round
-# trip; R's shapes are the Python client's (row-major), so the equation reads the same.
+# Linear algebra with its shape rules here and its work in the daemon: numpy's einsum (EINSUM,
+# SHAPE_EINSUM) and the QR and SVD factorizations (QR, SVD; SHAPE_FACTOR). A tensor's shape is
+# known and a bad equation refused before any round trip; R's shapes are the Python client's
+# (row-major), so an equation reads the same.
 
 .max_einsum_equation <- 512  # core's kMaxEinsumEquation
 
@@ -104,4 +105,52 @@ pg_einsum <- function(equation, ...) {
   shape <- einsum_shape(equation, lapply(xs, function(t) t$node$shape))
   dt <- least_upper_dtype(vapply(xs, function(t) t$node$dtype, ""))
   make(OP$EINSUM, dt, shape, lapply(xs, pg_cast, dt), list(equation = equation))
+}
+
+# One factor of a factorization of the last two axes (SHAPE_FACTOR): k = min(m, n); QR's q (m, k)
+# and r (k, n), SVD's u (m, k), s (k) and vh (k, n).
+factor_shape <- function(shape, factor) {
+  r <- length(shape)
+  m <- shape[r - 1]
+  n <- shape[r]
+  k <- min(m, n)
+  c(shape[seq_len(r - 2)], switch(factor, q = c(m, k), r = c(k, n), u = c(m, k), s = k, vh = c(k, n)))
+}
+
+#' Matrix factorizations
+#'
+#' `pg_qr(x)` is torch.linalg.qr's reduced QR of the last two axes (Householder reflections with
+#' LAPACK's signs): `list(q, r)`. `pg_svd(x)` is the SVD by one-sided Jacobi rotations (`sweeps`
+#' passes over every column pair; meant for small matrices): `list(u, s, vh)`, singular values
+#' descending, singular vectors unique up to sign; `full_matrices = TRUE` takes square matrices
+#' only (the reduced and full factors coincide there). Axes are in shape order (`dim(x)`), as in
+#' the Python client; the daemon computes both (QR, SVD: one node per factor).
+#' @param x a tensor of at least two axes.
+#' @param full_matrices see above.
+#' @param sweeps Jacobi sweeps, 1 to 64.
+#' @return a named list of tensors.
+#' @export
+pg_qr <- function(x) {
+  if (length(x$node$shape) < 2) pg_abort("invalid_argument", "pg_qr needs a matrix (or a batch of them)")
+  x <- float_of(x)
+  list(q = make(OP$QR, x$node$dtype, factor_shape(x$node$shape, "q"), list(x), list(mode = "q")),
+       r = make(OP$QR, x$node$dtype, factor_shape(x$node$shape, "r"), list(x), list(mode = "r")))
+}
+
+#' @rdname pg_qr
+#' @export
+pg_svd <- function(x, full_matrices = TRUE, sweeps = 12) {
+  s <- x$node$shape
+  if (length(s) < 2) pg_abort("invalid_argument", "pg_svd needs a matrix (or a batch of them)")
+  if (isTRUE(full_matrices) && s[length(s) - 1] != s[length(s)]) {
+    pg_abort("invalid_argument", "pg_svd(full_matrices = TRUE) of a non-square matrix: pass full_matrices = FALSE")
+  }
+  if (length(sweeps) != 1L || sweeps < 1 || sweeps > 64 || sweeps != trunc(sweeps)) {
+    pg_abort("invalid_argument", "pg_svd: sweeps must be 1 to 64")
+  }
+  x <- float_of(x)
+  out <- lapply(c("u", "s", "vh"), function(f) {
+    make(OP$SVD, x$node$dtype, factor_shape(x$node$shape, f), list(x), list(mode = f, n = as.integer(sweeps)))
+  })
+  stats::setNames(out, c("u", "s", "vh"))
 }
