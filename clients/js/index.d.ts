@@ -120,6 +120,8 @@ export declare class Tensor {
   static stack(tensors: Tensor[], options?: { axis?: number }): Tensor;
   /** numpy's einsum (the daemon's EINSUM): "ij,jk->ik", "...", diagonals ("ii->i"), implicit outputs. */
   static einsum(formula: string, ...operands: Array<Tensor | Tensor[]>): Tensor;
+  /** The bytes at an http(s) URL as a uint8 tensor; gunzip decompresses them first. */
+  static fromUrl(url: string, options?: { gunzip?: boolean; timeout?: number; device?: string }): Promise<Tensor>;
   static meshgrid(tensors: Tensor[], options?: { indexing?: 'ij' | 'xy' }): Tensor[];
   static where(cond: Tensor, x: Tensor | Scalar, y: Tensor | Scalar): Tensor;
   /** Realizes several tensors in one request. */
@@ -347,6 +349,8 @@ export declare class Tensor {
   newtonSchulz(steps: number, params: number[], options?: { eps?: number }): Tensor;
   /** torch.linalg.qr's reduced [Q, R] of the last two axes. */
   qr(): [Tensor, Tensor];
+  /** einops.rearrange: "b (h w) c -> b h w c" with { h: 2 }. */
+  rearrange(formula: string, sizes?: Record<string, number>): Tensor;
   /** [U, S, Vh] of the last two axes by Jacobi rotations (small matrices); fullMatrices: square only. */
   svd(options?: { fullMatrices?: boolean; sweeps?: number }): [Tensor, Tensor, Tensor];
   /** dropoutP drops attention weights while Tensor.training (drawn on the daemon, as dropout's). */

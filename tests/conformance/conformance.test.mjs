@@ -177,6 +177,7 @@ const BUILD = {
   chunk: (xs, a) => xs[0].chunk(a.chunks, { axis: a.dim })[a.piece],
   cat: (xs, a) => Tensor.cat(xs, { dim: a.dim }),
   einsum: (xs, a) => Tensor.einsum(a.equation, ...xs),
+  rearrange: (xs, a) => xs[0].rearrange(a.formula, a.sizes),
   qr: (xs, a) => xs[0].qr()[['q', 'r'].indexOf(a.factor)],
   svd: (xs, a) => xs[0].svd({ fullMatrices: a.full, sweeps: a.sweeps })[['u', 's', 'vh'].indexOf(a.factor)],
   stack: (xs, a) => Tensor.stack(xs, { dim: a.dim }),

@@ -234,6 +234,7 @@ builders <- list(
   chunk = function(ins, args) pg_chunk(ins[[1]], args$chunks, ax(args$dim %||% 0))[[args$piece + 1]],
   cat = function(ins, args) pg_cat(ins, axis = ax(args$dim %||% 0)),
   einsum = function(ins, args) pg_einsum(args$equation, ins),
+  rearrange = function(ins, args) do.call(pg_rearrange, c(list(ins[[1]], args$formula), args$sizes)),
   qr = function(ins, args) pg_qr(ins[[1]])[[args$factor]],
   svd = function(ins, args) pg_svd(ins[[1]], full_matrices = isTRUE(args$full), sweeps = args$sweeps)[[args$factor]],
   stack = function(ins, args) pg_stack(ins, axis = ax(args$dim %||% 0)),

@@ -329,6 +329,8 @@ case("einsum/ellipsis-promote", "einsum", ["EINSUM", "CAST"], [inp("int16", (2, 
      {"equation": "...j,kj->...k"})
 case("einsum/three-ints", "einsum", "EINSUM", [inp("int32", (3,)), inp("int32", (3,)), inp("int32", (2, 3))],
      {"equation": "i, i, ji -> j"})
+case("rearrange/split", "rearrange", "RESHAPE", [inp("float32", (2, 6, 3))], {"formula": "b (h w) c -> b h w c", "sizes": {"h": 2}})
+case("rearrange/merge-move", "rearrange", ["RESHAPE", "PERMUTE"], [inp("int16", (2, 3, 4))], {"formula": "a b c -> (c a) () b", "sizes": {}})
 case("qr/q-tall", "qr", "QR", [inp("float32", (4, 3))], {"factor": "q"})
 case("qr/r-wide-int", "qr", ["QR", "CAST"], [inp("int32", (2, 3, 5), "small")], {"factor": "r"})
 case("svd/s-wide", "svd", "SVD", [inp("float32", (3, 4))], {"factor": "s", "full": False, "sweeps": 4})

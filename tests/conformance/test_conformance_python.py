@@ -211,6 +211,7 @@ BUILD = {
     "chunk": lambda xs, a: xs[0].chunk(a["chunks"], a["dim"])[a["piece"]],
     "cat": lambda xs, a: xs[0].cat(*xs[1:], dim=a["dim"]),
     "einsum": lambda xs, a: Tensor.einsum(a["equation"], *xs),
+    "rearrange": lambda xs, a: xs[0].rearrange(a["formula"], **a["sizes"]),
     "qr": lambda xs, a: dict(zip(("q", "r"), xs[0].qr()))[a["factor"]],
     "svd": lambda xs, a: dict(zip(("u", "s", "vh"), xs[0].svd(full_matrices=a["full"], sweeps=a["sweeps"])))[a["factor"]],
     "stack": lambda xs, a: Tensor.stack(*xs, dim=a["dim"]),

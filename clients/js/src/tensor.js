@@ -98,6 +98,20 @@ class Tensor {
 
   // data: a number/boolean/bigint, nested arrays, or a TypedArray (with `shape`; Uint16Array holds
   // float16/bfloat16 bits when that is the dtype).
+  // The bytes at an http(s) URL as a uint8 tensor (tinygrad's from_url), read with fetch; gunzip
+  // decompresses them first. Async: the bytes are read before the tensor exists.
+  static async fromUrl(url, { gunzip = false, timeout = 60000, ...options } = {}) {
+    const u = new URL(url);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+      throw new RangeError(`fromUrl reads http:// and https:// URLs, got '${String(url).slice(0, 100)}'`);
+    }
+    const response = await fetch(u, { signal: AbortSignal.timeout(timeout) });
+    if (!response.ok) throw new Error(`fromUrl: ${u.origin}${u.pathname.slice(0, 100)} answered HTTP ${response.status}`);
+    let bytes = new Uint8Array(await response.arrayBuffer());
+    if (gunzip) bytes = new Uint8Array(require('node:zlib').gunzipSync(bytes));
+    return Tensor.from(bytes, { ...options, dtype: dtypes.uint8 });
+  }
+
   static from(data, { dtype, shape, device, requiresGrad } = {}) {
     let dt = dtype !== undefined && dtype !== null ? toDType(dtype) : null;
     let t;

@@ -130,6 +130,46 @@ test('qr and svd are the daemon\'s QR and SVD: factors shaped locally that recon
   assert.throws(() => Tensor.zeros(3).qr(), /qr needs a matrix/);
 });
 
+test('rearrange names movement ops as einops does; errors name the pattern\'s problem', async () => {
+  const a = Tensor.arange(24).reshape(2, 6, 2);
+  const y = a.rearrange('b (h w) c -> b h w c', { h: 2 });
+  assert.deepEqual(y.shape, [2, 2, 3, 2]);
+  assert.deepEqual(await y.data(), await a.data());
+  const t = a.rearrange('b x c -> c b x');
+  assert.deepEqual(t.shape, [2, 2, 6]);
+  assert.deepEqual(await t.array(), await a.permute(2, 0, 1).array());
+  assert.deepEqual(a.rearrange('b x c -> (b x) () c').shape, [12, 1, 2]);
+  assert.throws(() => a.rearrange('b (h w) c -> b h w c'), /cannot infer both h,w from size 6/);
+  assert.throws(() => a.rearrange('b (h w) c -> b h w c', { h: 4 }), /size 6 does not split by 4/);
+  assert.throws(() => a.rearrange('b x c -> b x'), /same axes once each/);
+  assert.throws(() => a.rearrange('b x c'), /has no '->'/);
+});
+
+test('fromUrl reads the bytes of an http URL (gunzipped when asked) as uint8', async () => {
+  const http = await import('node:http');
+  const zlib = await import('node:zlib');
+  const payload = Buffer.from(Array.from({ length: 768 }, (_, i) => i % 256));
+  const server = http.createServer((req, res) => {
+    const body = req.url.endsWith('.gz') ? zlib.gzipSync(payload) : req.url === '/missing' ? null : payload;
+    if (body === null) { res.writeHead(404); res.end(); return; }
+    res.writeHead(200, { 'Content-Length': body.length });
+    res.end(body);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const base = `http://127.0.0.1:${server.address().port}`;
+    const t = await Tensor.fromUrl(`${base}/data`);
+    assert.equal(t.dtype, dtypes.uint8);
+    assert.deepEqual(t.shape, [768]);
+    assert.deepEqual(Buffer.from(await t.data()), payload);
+    assert.deepEqual(Buffer.from(await (await Tensor.fromUrl(`${base}/data.gz`, { gunzip: true })).data()), payload);
+    await assert.rejects(Tensor.fromUrl(`${base}/missing`), /answered HTTP 404/);
+  } finally {
+    server.close();
+  }
+  await assert.rejects(Tensor.fromUrl('file:///etc/passwd'), /http:\/\/ and https:\/\//);
+});
+
 test('broadcasting and dtype promotion follow the Python client', async () => {
   const i = Tensor.from([1, 2, 3]);
   const f = Tensor.from([[0.5], [1.5]]);

@@ -173,3 +173,81 @@ pg_stack <- function(tensors, ..., axis = 1) {
   })
   pg_cat(ts, axis = d + 1)
 }
+
+# einops groups of one side: "b (h w) c" -> list("b", c("h", "w"), "c").
+rearrange_groups <- function(side, what) {
+  toks <- strsplit(trimws(gsub(")", " ) ", gsub("(", " ( ", side, fixed = TRUE), fixed = TRUE)), "\\s+")[[1]]
+  toks <- toks[nzchar(toks)]
+  out <- list()
+  current <- NULL
+  for (tok in toks) {
+    if (tok == "(") {
+      if (!is.null(current)) pg_abort("invalid_argument", sprintf("rearrange: nested parentheses in %s", what))
+      current <- character()
+    } else if (tok == ")") {
+      if (is.null(current)) pg_abort("invalid_argument", sprintf("rearrange: unbalanced ')' in %s", what))
+      out[[length(out) + 1L]] <- current
+      current <- NULL
+    } else if (grepl("^[A-Za-z_][A-Za-z0-9_]*$", tok)) {
+      if (!is.null(current)) current <- c(current, tok) else out[[length(out) + 1L]] <- tok
+    } else {
+      pg_abort("invalid_argument", sprintf("rearrange: '%s' in %s is not an axis name", substr(tok, 1, 40), what))
+    }
+  }
+  if (!is.null(current)) pg_abort("invalid_argument", sprintf("rearrange: unbalanced '(' in %s", what))
+  out
+}
+
+#' einops rearrange
+#'
+#' einops.rearrange for one tensor, as the Python client's `Tensor.rearrange`: regroups, splits,
+#' merges and reorders named axes, `pg_rearrange(x, "b (h w) c -> b h w c", h = 2)`; every name
+#' appears once on each side. Axes are in shape order (`dim(x)`). Only the reshapes and the permute
+#' it names are sent.
+#' @param x a tensor.
+#' @param formula the pattern.
+#' @param ... sizes of axes a group cannot infer, by name.
+#' @return a tensor.
+#' @export
+pg_rearrange <- function(x, formula, ...) {
+  sizes <- list(...)
+  sides <- strsplit(paste0(formula, "\x01"), "->", fixed = TRUE)[[1]]
+  if (length(sides) != 2) pg_abort("invalid_argument", sprintf("rearrange: '%s' needs one '->'", substr(formula, 1, 100)))
+  left <- rearrange_groups(sides[1], "the input pattern")
+  right <- rearrange_groups(sub("\x01$", "", sides[2]), "the output pattern")
+  left_names <- unlist(left)
+  right_names <- unlist(right)
+  if (anyDuplicated(left_names) || !identical(sort(left_names), sort(right_names))) {
+    pg_abort("invalid_argument", sprintf("rearrange: both sides must name the same axes once each: '%s'", substr(formula, 1, 100)))
+  }
+  shape <- x$node$shape
+  if (length(left) != length(shape)) {
+    pg_abort("invalid_argument", sprintf("rearrange: the input pattern has %d axes, the tensor %d", length(left), length(shape)))
+  }
+  unknown <- setdiff(names(sizes), left_names)
+  if (length(unknown)) pg_abort("invalid_argument", sprintf("rearrange: sizes given for axes not in the pattern: %s",
+                                                             paste(sort(unknown), collapse = ", ")))
+  known <- lapply(sizes, as.numeric)
+  for (i in seq_along(left)) {
+    group <- left[[i]]
+    dim_i <- shape[i]
+    missing <- group[!group %in% names(known)]
+    product <- prod(vapply(group, function(n) if (is.null(known[[n]])) 1 else known[[n]], numeric(1)))
+    if (length(missing) > 1) {
+      pg_abort("invalid_argument", sprintf("rearrange: cannot infer both %s from size %d", paste(missing, collapse = ", "), dim_i))
+    }
+    if (length(missing)) {
+      if (product == 0 || dim_i %% product != 0) {
+        pg_abort("invalid_argument", sprintf("rearrange: size %d does not split by %d for (%s)", dim_i, product,
+                                             paste(group, collapse = " ")))
+      }
+      known[[missing]] <- dim_i / product
+    } else if (product != dim_i) {
+      pg_abort("invalid_argument", sprintf("rearrange: axes (%s) multiply to %d, the tensor's axis is %d",
+                                           paste(group, collapse = " "), product, dim_i))
+    }
+  }
+  split <- reshape_to(x, vapply(left_names, function(n) known[[n]], numeric(1), USE.NAMES = FALSE))
+  moved <- if (length(right_names)) pg_permute(split, match(right_names, left_names)) else split
+  reshape_to(moved, vapply(right, function(g) prod(vapply(g, function(n) known[[n]], numeric(1))), numeric(1)))
+}

@@ -61,6 +61,34 @@ pg_tensor <- function(x, dtype = NULL, device = NULL) {
   t
 }
 
+#' Read a tensor from a URL
+#'
+#' The bytes at an http(s) URL as a 1-D uint8 tensor (tinygrad's `Tensor.from_url`);
+#' `gunzip = TRUE` decompresses them first. Other schemes are refused.
+#' @param url an http:// or https:// URL.
+#' @param gunzip decompress gzip data.
+#' @param timeout seconds to wait for the server.
+#' @return a uint8 tensor.
+#' @export
+pg_from_url <- function(url, gunzip = FALSE, timeout = 60) {
+  if (!is.character(url) || length(url) != 1L || !grepl("^https?://", url)) {
+    pg_abort("invalid_argument", sprintf("pg_from_url reads http:// and https:// URLs, got '%s'", substr(paste(url, collapse = " "), 1, 100)))
+  }
+  old <- options(timeout = timeout)
+  on.exit(options(old), add = TRUE)
+  con <- url(url, open = "rb")
+  on.exit(close(con), add = TRUE)
+  chunks <- list()
+  repeat {
+    chunk <- readBin(con, "raw", n = 1048576L)
+    if (!length(chunk)) break
+    chunks[[length(chunks) + 1L]] <- chunk
+  }
+  bytes <- if (length(chunks)) do.call(c, chunks) else raw()
+  if (isTRUE(gunzip)) bytes <- memDecompress(bytes, type = "gzip")
+  pg_from_bytes(bytes, "uint8")
+}
+
 #' Make a tensor from raw bytes, or read a tensor's bytes
 #'
 #' `pg_from_bytes` makes a tensor whose elements are `bytes` read as `dtype`: the wire layout,

@@ -129,6 +129,63 @@ P.repeat = function repeat(...repeats) {
   return x.expand(base.flatMap((s, i) => [reps[i], s])).reshape(base.map((s, i) => reps[i] * s));
 };
 
+// einops groups of one side: "b (h w) c" -> [["b"], ["h", "w"], ["c"]].
+function rearrangeGroups(side, what) {
+  const out = [];
+  let current = null;
+  for (const tok of side.replace(/\(/g, ' ( ').replace(/\)/g, ' ) ').split(/\s+/).filter(Boolean)) {
+    if (tok === '(') {
+      if (current !== null) throw new RangeError(`rearrange: nested parentheses in ${what}`);
+      current = [];
+    } else if (tok === ')') {
+      if (current === null) throw new RangeError(`rearrange: unbalanced ')' in ${what}`);
+      out.push(current);
+      current = null;
+    } else if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(tok)) {
+      if (current !== null) current.push(tok);
+      else out.push([tok]);
+    } else {
+      throw new RangeError(`rearrange: '${tok.slice(0, 40)}' in ${what} is not an axis name`);
+    }
+  }
+  if (current !== null) throw new RangeError(`rearrange: unbalanced '(' in ${what}`);
+  return out;
+}
+
+// einops.rearrange for one tensor (the Python client's): regroups, splits, merges and reorders
+// named axes, t.rearrange('b (h w) c -> b h w c', { h: 2 }); every name once on each side. The
+// reshapes and the permute it names, nothing else.
+P.rearrange = function rearrange(formula, sizes = {}) {
+  const arrow = formula.indexOf('->');
+  if (arrow < 0) throw new RangeError(`rearrange: '${formula.slice(0, 100)}' has no '->'`);
+  const left = rearrangeGroups(formula.slice(0, arrow), 'the input pattern');
+  const right = rearrangeGroups(formula.slice(arrow + 2), 'the output pattern');
+  const leftNames = left.flat();
+  const rightNames = right.flat();
+  if (new Set(leftNames).size !== leftNames.length || [...leftNames].sort().join() !== [...rightNames].sort().join()) {
+    throw new RangeError(`rearrange: both sides must name the same axes once each: '${formula.slice(0, 100)}'`);
+  }
+  if (left.length !== this.ndim) throw new RangeError(`rearrange: the input pattern has ${left.length} axes, the tensor ${this.ndim}`);
+  const unknown = Object.keys(sizes).filter((k) => !leftNames.includes(k)).sort();
+  if (unknown.length) throw new RangeError(`rearrange: sizes given for axes not in the pattern: ${unknown}`);
+  const known = new Map(Object.entries(sizes).map(([k, v]) => [k, Number(v)]));
+  left.forEach((group, i) => {
+    const dim = this._node.shape[i];
+    const missing = group.filter((n) => !known.has(n));
+    const product = group.reduce((acc, n) => acc * (known.get(n) ?? 1), 1);
+    if (missing.length > 1) throw new RangeError(`rearrange: cannot infer both ${missing} from size ${dim}`);
+    if (missing.length) {
+      if (product === 0 || dim % product) throw new RangeError(`rearrange: size ${dim} does not split by ${product} for ${group}`);
+      known.set(missing[0], dim / product);
+    } else if (product !== dim) {
+      throw new RangeError(`rearrange: axes ${group} multiply to ${product}, the tensor's axis is ${dim}`);
+    }
+  });
+  const split = this.reshape(leftNames.map((n) => known.get(n)));
+  const moved = rightNames.length ? split.permute(rightNames.map((n) => leftNames.indexOf(n))) : split;
+  return moved.reshape(right.map((group) => group.reduce((acc, n) => acc * known.get(n), 1)));
+};
+
 // Tensor.cat([a, b], { axis }) or a.cat(b, { axis }).
 P.cat = function cat(...args) {
   const [others, o] = splitOptions(args);
