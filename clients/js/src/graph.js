@@ -61,6 +61,11 @@ class Graph {
     this.requests = 0;
     this.lastStats = null;
     this.leaves = new Map(); // node-independent key -> WeakRef(Tensor) with requiresGrad = true
+    // Float tensors made from data or random draws with requiresGrad left unset (null): tinygrad's
+    // gradient targets when a loss depends on no requiresGrad = true tensor (WeakRefs, pruned as
+    // the set grows).
+    this.created = new Set();
+    this.createdPruneAt = 1024;
     this.tracing = null; // compileStep's deferred realizes while it traces fn
     // While compileStep or jit traces fn: told of every tensor fn rebinds (assigning) and optimizer
     // it steps (stepping), so state fn reaches through closures is found too.
@@ -182,6 +187,14 @@ class Graph {
       }
     }
     return memo.get(root.id);
+  }
+
+  // Remembers t (a float tensor with requiresGrad unset) as a possible gradient target.
+  noteCreated(t) {
+    this.created.add(new WeakRef(t));
+    if (this.created.size < this.createdPruneAt) return;
+    for (const ref of this.created) if (ref.deref() === undefined) this.created.delete(ref);
+    this.createdPruneAt = Math.max(1024, 2 * this.created.size);
   }
 
   _leafIds() {

@@ -140,6 +140,7 @@ class Tensor {
     }
     if (device !== undefined && device !== null) t = t.to(device);
     if (requiresGrad !== undefined) t.requiresGrad = requiresGrad;
+    else if (!(data instanceof Tensor) && t.dtype.kind === 'f') GRAPH.noteCreated(t);
     return t;
   }
 
@@ -256,6 +257,7 @@ class Tensor {
     let t = Tensor._random(op, shape, dt);
     if (o.device) t = t.to(o.device);
     if (o.requiresGrad !== undefined) t.requiresGrad = o.requiresGrad;
+    else GRAPH.noteCreated(t);
     return t;
   }
 
@@ -411,12 +413,21 @@ class Tensor {
     return this;
   }
 
+  // Tensors with requiresGrad = true this depends on (not through stop nodes), in node order; where
+  // there are none, tinygrad's rule: the live float tensors made from data or random draws whose
+  // requiresGrad is unset (null, not false). Constants are left out: the daemon merges equal ones.
   _gradTargets() {
     const ids = new Set(GRAPH.toposort(this._node, (n) => n.stop).map((n) => n.id));
     const found = [];
     for (const ref of GRAPH.leaves.values()) {
       const t = ref.deref();
       if (t && t.requiresGrad && ids.has(t._node.id)) found.push(t);
+    }
+    if (!found.length) {
+      for (const ref of GRAPH.created) {
+        const t = ref.deref();
+        if (t && t._rg === null && ids.has(t._node.id) && t._node.op !== OPS.CONST && t.dtype.kind === 'f') found.push(t);
+      }
     }
     return found.sort((a, b) => a._node.id - b._node.id);
   }
@@ -449,7 +460,10 @@ class Tensor {
   // Lazily adds d(this)/d(leaf) to .grad of every tensor with requiresGrad that this depends on.
   backward({ gradient } = {}) {
     const targets = this._gradTargets();
-    if (!targets.length) throw new Error('backward(): the loss does not depend on any tensor with requiresGrad = true');
+    if (!targets.length) {
+      throw new Error('backward(): the loss depends on no tensor with requiresGrad = true, nor on a float tensor made '
+        + 'from data or a random draw with requiresGrad left unset');
+    }
     const grads = this.gradient(targets, { gradient });
     const done = new Map();
     targets.forEach((t, i) => {

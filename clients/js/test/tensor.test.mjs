@@ -397,6 +397,26 @@ test('autograd: backward, grad, detach and noGrad', async () => {
   assert.throws(() => Tensor.from([1, 2]).requiresGrad = true, /only float tensors/);
 });
 
+test('tinygrad\'s tri-state requiresGrad: with no requiresGrad = true tensor, backward fills the unset float data', async () => {
+  const x = Tensor.from([0.5, -1.0]); // requiresGrad left unset (null)
+  const r = Tensor.rand(2); // a random draw, unset too
+  const frozen = Tensor.from([2.0, 3.0], { requiresGrad: false });
+  assert.equal(x.requiresGrad, null);
+  // a comparison inside the differentiated graph is allowed: where(x < 0, x, 2x)
+  x.lt(0).where(x, x.mul(2)).mul(frozen).add(r.mul(Tensor.ones(2))).sum().backward();
+  assert.deepEqual(await x.grad.data(), new Float32Array([4, 3]));
+  assert.deepEqual(await r.grad.data(), new Float32Array([1, 1]));
+  assert.equal(frozen.grad, null);
+  // a tensor with requiresGrad = true takes precedence: the unset ones get nothing then
+  const w = Tensor.from([1.5], { requiresGrad: true });
+  const u = Tensor.from([4.0]);
+  w.mul(u).sum().backward();
+  assert.deepEqual(await w.grad.data(), new Float32Array([4]));
+  assert.equal(u.grad, null);
+  // false and constants are never targets
+  assert.throws(() => frozen.mul(Tensor.ones(2)).sum().backward(), /depends on no tensor with requiresGrad = true/);
+});
+
 test('dispose releases the node at once; later use names the disposal', async () => {
   const t = Tensor.from([1, 2, 3]).add(1);
   await t.realize();

@@ -46,10 +46,32 @@ pg_detach <- function(x) {
   wrap_node(new_node(OP$ADD, x$node$dtype, x$node$shape, list(x$node, zero), stop = TRUE))
 }
 
+# Remembers t, a tensor made from data or a random draw with requires_grad unset, when it is float.
+note_created <- function(t) {
+  if (!is_float_dtype(t$node$dtype)) return(invisible(t))
+  .pg$created_n <- .pg$created_n + 1
+  assign(format(.pg$created_n, scientific = FALSE), .Call(pg_c_weakref, t), envir = .pg$created)
+  if (length(.pg$created) >= .pg$created_prune_at) {
+    for (key in ls(.pg$created, sorted = FALSE)) {
+      if (is.null(.Call(pg_c_weakref_get, get(key, envir = .pg$created)))) rm(list = key, envir = .pg$created)
+    }
+    .pg$created_prune_at <- max(1024, 2 * length(.pg$created))
+  }
+  invisible(t)
+}
+
+# Tensors with requires_grad = TRUE the loss depends on (not through stop nodes), in node order;
+# where there are none, tinygrad's rule: the live float tensors made from data or random draws
+# whose requires_grad is unset (NULL, not FALSE). Constants are left out (the daemon merges them).
 grad_targets <- function(loss) {
   ids <- vapply(toposort(loss$node, function(n) n$stop), function(n) n$id, numeric(1))
   found <- Filter(function(t) !is.null(t) && t$node$id %in% ids,
                   lapply(.pg$leaves, function(w) .Call(pg_c_weakref_get, w)))
+  if (!length(found)) {
+    found <- Filter(function(t) !is.null(t) && is.null(t$rg) && t$node$id %in% ids && t$node$op != OP$CONST &&
+                      is_float_dtype(t$node$dtype),
+                    lapply(as.list(.pg$created), function(w) .Call(pg_c_weakref_get, w)))
+  }
   found[order(vapply(found, function(t) t$node$id, numeric(1)))]
 }
 
@@ -59,7 +81,10 @@ backward <- function(loss) {
   if (!is_float_dtype(loss$node$dtype)) pg_abort("invalid_argument", "cannot differentiate a non-float tensor")
   if (prod(loss$node$shape) != 1) pg_abort("invalid_argument", "backward() needs a one-element loss")
   targets <- grad_targets(loss)
-  if (!length(targets)) pg_abort("invalid_argument", "backward(): the loss does not depend on any tensor with requires_grad")
+  if (!length(targets)) {
+    pg_abort("invalid_argument", paste("backward(): the loss depends on no tensor with requires_grad = TRUE, nor on a float",
+                                       "tensor made from data or a random draw with requires_grad left unset"))
+  }
   track <- .pg$no_grad == 0L && .pg$untracked == 0L
   done <- list()
   for (t in targets) {

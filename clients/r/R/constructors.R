@@ -105,7 +105,9 @@ random_key <- function() {
 }
 
 random_tensor <- function(op, shape, dtype, ...) {
-  make(op, dtype, shape, list(), c(random_key(), list(shape = shape), list(...)))
+  t <- make(op, dtype, shape, list(), c(random_key(), list(shape = shape), list(...)))
+  note_created(t)
+  t
 }
 
 #' @rdname pg_constructors

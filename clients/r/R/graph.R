@@ -14,6 +14,12 @@ graph_init <- function() {
   .pg$dead <- numeric()          # sent ids whose nodes were collected
   .pg$dead_handles <- character()  # upload handles to release
   .pg$leaves <- list()           # weak references to tensors with requires_grad = TRUE
+  # Weak references to float tensors made from data or random draws with requires_grad unset
+  # (NULL): tinygrad's gradient targets when a loss depends on no requires_grad = TRUE tensor. An
+  # environment (appending to a list would copy it), pruned of dead entries as it grows.
+  .pg$created <- new.env(hash = TRUE, parent = emptyenv())
+  .pg$created_n <- 0
+  .pg$created_prune_at <- 1024
   .pg$tracing <- NULL            # compile_step's trace: realizes are deferred
   .pg$untracked <- 0L
   .pg$no_grad <- 0L

@@ -58,6 +58,7 @@ pg_tensor <- function(x, dtype = NULL, device = NULL) {
   bytes <- .Call(pg_c_encode, to_row_major(x), .dtype_wire[[dt]])
   t <- wrap_node(new_node(OP$BUFFER, dt, shape, list(), bytes))
   if (!is.null(device)) t <- pg_to(t, device)
+  note_created(t)
   t
 }
 

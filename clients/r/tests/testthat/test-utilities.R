@@ -92,3 +92,23 @@ test_that("pg_sequential applies each layer in turn", {
   out <- pg_sequential(pg_tensor(c(-1, 2)), list(function(t) t * 2, pg_relu, function(t) t + 1))
   expect_equal(v(out), c(1, 5))
 })
+
+test_that("tinygrad's tri-state requires_grad: with no TRUE tensor, backward fills the unset float data", {
+  x <- pg_tensor(c(0.5, -1))  # requires_grad left unset (NULL)
+  r <- pg_rand(2)             # a random draw, unset too
+  frozen <- pg_tensor(c(2, 3))
+  requires_grad(frozen) <- FALSE
+  # a comparison inside the differentiated graph is allowed: where(x < 0, x, 2x)
+  backward(sum(pg_where(x < 0, x, x * 2) * frozen + r * pg_ones(2)))
+  expect_equal(v(grad(x)), c(4, 3))
+  expect_equal(v(grad(r)), c(1, 1))
+  expect_null(grad(frozen))
+  # a requires_grad = TRUE tensor takes precedence: the unset ones get nothing then
+  w <- pg_tensor(1.5)
+  requires_grad(w) <- TRUE
+  u <- pg_tensor(4)
+  backward(sum(w * u))
+  expect_equal(v(grad(w)), 4)
+  expect_null(grad(u))
+  expect_error(backward(sum(frozen * pg_ones(2))), "depends on no tensor with requires_grad = TRUE")
+})
