@@ -55,6 +55,8 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
   a.trust_coefficient = c.trust_coefficient();
   a.classic_momentum = c.classic_momentum();
   a.equation = c.equation();
+  a.mean = c.mean();
+  a.std = c.std();
   a.groups = c.groups();
   a.n = c.n();
   a.diagonal = c.diagonal();

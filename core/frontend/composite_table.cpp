@@ -203,6 +203,15 @@ Built random_op(const Call& c) {
   return F(c.arg.shape, *dt, RandomKey{c.arg.seed, c.arg.counter});
 }
 
+// randn * std + mean, in the node's dtype (the clients built it so before).
+Built normal_op(const Call& c) {
+  PG_ASSIGN(z, random_op<randn>(c));
+  PG_ASSIGN(std, constant(c.arg.std, z->dtype, z->shape));
+  PG_ASSIGN(mean, constant(c.arg.mean, z->dtype, z->shape));
+  PG_ASSIGN(scaled, alu(Ops::MUL, {z, std}));
+  return alu(Ops::ADD, {scaled, mean});
+}
+
 Built randint_op(const Call& c) {
   absl::StatusOr<DType> dt = required_dtype(c);
   if (!dt.ok()) return dt.status();
@@ -417,6 +426,7 @@ constexpr auto kTable = std::to_array<Entry>({
        return nll_loss(c.src[0], c.src[1], optional_src(c, 2), c.arg.ignore_index, c.arg.mode);
      }},
     {"NONZERO", build_nonzero},
+    {"NORMAL", normal_op},
     {"NORMALIZE", normalize_op},
     {"ONE_HOT", one_hot_op},
     {"POW", binary<pow>},
@@ -454,6 +464,7 @@ constexpr auto kTable = std::to_array<Entry>({
        return sparse_categorical_crossentropy(c.src[0], c.src[1], c.arg.ignore_index, c.arg.label_smoothing, c.arg.mode);
      }},
     {"SQUARE", unary<square>},
+    {"STD", [](const Call& c) { return std_dev(c.src[0], c.arg.axes, c.arg.keepdim, c.arg.correction); }},
     {"SVD", [](const Call& c) { return svd(c.src[0], c.arg.n, c.arg.mode); }},
     {"TAN", unary<tan>},
     {"TANH", unary<tanh>},

@@ -55,6 +55,7 @@ struct CompositeArgs {
   double trust_coefficient = 0;
   bool classic_momentum = false;
   std::string equation;
+  double mean = 0, std = 0;
 };
 
 // Checks a shape that a builder would allocate or compute over against the daemon's limits

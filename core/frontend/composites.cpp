@@ -261,6 +261,11 @@ absl::StatusOr<UOpRef> var(const UOpRef& x, std::vector<int64_t> axes, bool keep
   return scale(s, 1.0 / std::max(n, 0.0));
 }
 
+absl::StatusOr<UOpRef> std_dev(const UOpRef& x, std::vector<int64_t> axes, bool keepdim, double correction) {
+  PG_ASSIGN(v, var(x, std::move(axes), keepdim, correction));
+  return alu(Ops::SQRT, {v});
+}
+
 absl::StatusOr<UOpRef> exp(const UOpRef& x) {
   if (auto s = need_float(x, "exp"); !s.ok()) return s;
   PG_ASSIGN(t, scale(x, kLog2E));

@@ -50,6 +50,8 @@ absl::StatusOr<UOpRef> minimum(const UOpRef& a, const UOpRef& b);
 absl::StatusOr<UOpRef> order_reversed(const UOpRef& x);
 absl::StatusOr<UOpRef> mean(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);
 absl::StatusOr<UOpRef> var(const UOpRef& x, std::vector<int64_t> axes, bool keepdim, double correction);
+// The square root of var(x, axes, keepdim, correction), in var's dtype.
+absl::StatusOr<UOpRef> std_dev(const UOpRef& x, std::vector<int64_t> axes, bool keepdim, double correction);
 
 absl::StatusOr<UOpRef> softmax(const UOpRef& x, int64_t axis);
 absl::StatusOr<UOpRef> log_softmax(const UOpRef& x, int64_t axis);

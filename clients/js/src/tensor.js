@@ -250,11 +250,11 @@ class Tensor {
     return new Tensor(GRAPH.node(op, dtype, sh, [], new Composite({ shape: sh, seed, counter, ...fields })));
   }
 
-  static _randomFloat(op, name, args) {
+  static _randomFloat(op, name, args, fields = {}) {
     const [shape, o] = splitOptions(args);
     const dt = o.dtype ? toDType(o.dtype) : dtypes.float32;
     if (dt.kind !== 'f') throw new TypeError(`${name} makes float tensors, got ${dt.name}`);
-    let t = Tensor._random(op, shape, dt);
+    let t = Tensor._random(op, shape, dt, fields);
     if (o.device) t = t.to(o.device);
     if (o.requiresGrad !== undefined) t.requiresGrad = o.requiresGrad;
     else GRAPH.noteCreated(t);

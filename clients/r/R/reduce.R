@@ -89,16 +89,21 @@ pg_prod <- function(x, axis = NULL, keepdim = FALSE) {
 #' @rdname pg_sum
 #' @param correction 1 for the sample variance.
 #' @export
-pg_var <- function(x, axis = NULL, keepdim = FALSE, correction = 1) {
-  axes <- wire_axes(axis, length(x$node$shape))
-  if (!length(axes)) return((float_of(x) - float_of(x)) / max(0, 1 - correction))  # a 0-d tensor
-  composite(OP$VAR, x, reduced_shape(x$node$shape, axes, keepdim),
-            list(axes = axes, keepdim = keepdim, correction = correction))
-}
+pg_var <- function(x, axis = NULL, keepdim = FALSE, correction = 1) spread(OP$VAR, x, axis, keepdim, correction)
 
 #' @rdname pg_sum
 #' @export
-pg_std <- function(x, axis = NULL, keepdim = FALSE, correction = 1) sqrt(pg_var(x, axis, keepdim, correction))
+pg_std <- function(x, axis = NULL, keepdim = FALSE, correction = 1) spread(OP$STD, x, axis, keepdim, correction)
+
+# VAR and STD: over no axes (a 0-d tensor) the variance is 0, or nan for a correction of 1 or more.
+spread <- function(op, x, axis, keepdim, correction) {
+  axes <- wire_axes(axis, length(x$node$shape))
+  if (!length(axes)) {
+    zero <- (float_of(x) - float_of(x)) / max(0, 1 - correction)
+    return(if (op == OP$STD) sqrt(zero) else zero)
+  }
+  composite(op, x, reduced_shape(x$node$shape, axes, keepdim), list(axes = axes, keepdim = keepdim, correction = correction))
+}
 
 #' @rdname pg_sum
 #' @export

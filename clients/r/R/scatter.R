@@ -229,7 +229,9 @@ pg_randperm <- function(n, dtype = NULL) {
 #' @rdname pg_scatter
 #' @export
 pg_normal <- function(..., mean = 0, std = 1, dtype = "float32") {
-  untracked(pg_randn(..., dtype = dtype) * std + mean)
+  dt <- check_dtype(dtype)
+  if (!is_float_dtype(dt)) pg_abort("invalid_argument", sprintf("pg_normal makes float tensors, got %s", dt))
+  random_tensor(OP$NORMAL, shape_args(...), dt, mean = as.double(mean), std = as.double(std))
 }
 
 #' @rdname pg_scatter

@@ -90,15 +90,20 @@ P.mean = function mean(a, b) {
   return this._composite(OPS.MEAN, reducedShape(this._node.shape, axes, o.keepdim), new Composite({ axes, keepdim: o.keepdim }));
 };
 
-P.var = function variance(a, b, c) {
+// VAR and STD: over no axes the variance is 0 (nan for a correction of 1 or more), as numpy's.
+P._spread = function _spread(op, a, b, c) {
   const o = isOptions(a) ? { correction: 1, ...reduceArgs(a) } : { ...reduceArgs(a, b), correction: c ?? 1 };
   const axes = normalizeAxes(o.axis, this.ndim);
-  if (!axes.length) return this._float().sub(this._float()).div(Math.max(0, 1 - o.correction));
-  return this._composite(OPS.VAR, reducedShape(this._node.shape, axes, o.keepdim),
+  if (!axes.length) {
+    const zero = this._float().sub(this._float()).div(Math.max(0, 1 - o.correction));
+    return op === OPS.STD ? zero.sqrt() : zero;
+  }
+  return this._composite(op, reducedShape(this._node.shape, axes, o.keepdim),
     new Composite({ axes, keepdim: o.keepdim, correction: Number(o.correction) }));
 };
 
-P.std = function std(a, b, c) { return this.var(a, b, c).sqrt(); };
+P.var = function variance(a, b, c) { return this._spread(OPS.VAR, a, b, c); };
+P.std = function std(a, b, c) { return this._spread(OPS.STD, a, b, c); };
 P.stdMean = function stdMean(a, b, c) { return [this.std(a, b, c), this.mean(a, b)]; };
 P.varMean = function varMean(a, b, c) { return [this.var(a, b, c), this.mean(a, b)]; };
 

@@ -6,7 +6,7 @@
 const { OPS } = require('../ops');
 const { Composite } = require('../composite');
 const { dtypes, toDType } = require('../dtype');
-const { Tensor, isOptions, untracked } = require('../tensor');
+const { Tensor, isOptions } = require('../tensor');
 const { axisOf } = require('./reduce');
 
 const P = Tensor.prototype;
@@ -151,15 +151,13 @@ Tensor.randperm = function randperm(n, { dtype } = {}) {
   return dtype === undefined ? perm : perm.cast(toDType(dtype));
 };
 
-// Normal with { mean = 0, std = 1 }: randn scaled and shifted on the device.
+// Normal with { mean = 0, std = 1 }, drawn on the device (the daemon's NORMAL).
 Tensor.normal = function normal(...args) {
   const last = args[args.length - 1];
   const o = isOptions(last) ? last : {};
   const shape = isOptions(last) ? args.slice(0, -1) : args;
-  const { mean = 0, std = 1, requiresGrad, ...rest } = o;
-  const t = untracked(() => Tensor.randn(...shape, rest).mul(std).add(mean));
-  if (requiresGrad !== undefined) t.requiresGrad = requiresGrad;
-  return t;
+  const { mean = 0, std = 1, ...rest } = o;
+  return Tensor._randomFloat(OPS.NORMAL, 'normal', [...shape, rest], { mean: Number(mean), std: Number(std) });
 };
 
 // tinygrad's contiguous_backward: the daemon lays out every buffer itself, so this tensor.

@@ -13,7 +13,7 @@ from ..device import Device
 from ..dtype import DType, DTypeLike, dtypes, to_dtype
 from ..errors import ShapeError
 from ..shape import new_shape, prod
-from .core import Tensor, tensor_methods, untracked
+from .core import Tensor, tensor_methods
 
 
 @tensor_methods
@@ -56,12 +56,12 @@ class Random:
   # DROPOUT) from Tensor.manual_seed's seed and a per-call counter; nothing travels as data.
 
   @staticmethod
-  def _random_float(op: int, name: str, shape, dtype, requires_grad, kwargs) -> "Tensor":
+  def _random_float(op: int, name: str, shape, dtype, requires_grad, kwargs, **fields) -> "Tensor":
     Device.require(kwargs.get("device"))
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     if not dtypes.is_float(dt):
       raise TypeError(f"{name} makes float tensors, got {dt.name}")
-    t = Tensor._random(op, shape, dt)
+    t = Tensor._random(op, shape, dt, **fields)
     if requires_grad is not None:
       t.requires_grad = requires_grad
     return t
@@ -79,12 +79,8 @@ class Random:
   @staticmethod
   def normal(*shape, mean: float = 0.0, std: float = 1.0, dtype: Optional[DTypeLike] = None,
              requires_grad: Optional[bool] = None, **kwargs) -> "Tensor":
-    """Normal with `mean` and `std` (randn scaled and shifted on the device)."""
-    with untracked():
-      t = Tensor.randn(*shape, dtype=dtype, **kwargs) * std + mean
-    if requires_grad is not None:
-      t.requires_grad = requires_grad
-    return t
+    """Normal with `mean` and `std`, computed on the device (the daemon's NORMAL: randn * std + mean)."""
+    return Tensor._random_float(g.NORMAL, "normal", shape, dtype, requires_grad, kwargs, mean=float(mean), std=float(std))
 
   @staticmethod
   def randint(*shape, low: int = 0, high: int = 10, dtype: Optional[DTypeLike] = None, **kwargs) -> "Tensor":

@@ -95,7 +95,11 @@ class Reduce:
     return self._composite(g.VAR, shape, g.Composite(axes=axes, keepdim=keepdim, correction=float(correction)))
 
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> "Tensor":
-    return self.var(axis, keepdim, correction).sqrt()
+    axes = normalize_axes(axis, self.ndim)
+    if not axes:  # over no axes: the square root of var's 0 (or nan)
+      return self.var(axis, keepdim, correction).sqrt()
+    shape = reduced_shape(self.shape, axes, keepdim)
+    return self._composite(g.STD, shape, g.Composite(axes=axes, keepdim=keepdim, correction=float(correction)))
 
   def std_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tuple["Tensor", "Tensor"]:
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
