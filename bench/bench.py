@@ -20,6 +20,9 @@ Three tables, each from this one run:
    the time to make that kernel runnable. The median over the set, and a first softmax.
 3. Request overhead: a warm realize of a one-element graph against a bare gRPC call (GetInfo) on
    the same channel, both medians over many calls.
+4. Scaling: polygrad's workload times on a daemon with one kernel thread (`--threads=1`, in a
+   child process) against the run above on every core, with PyTorch's 1-to-N speedup beside it.
+   Only where this script started the daemon itself (not with POLYGRAD_ADDRESS).
 
 tinygrad's CPU backend on this machine (the marks issue 3 sets): matmul 1024^2 267 ms,
 elementwise chain 6.8 ms, MLP step 20 steps/s eager and 202 steps/s with its JIT.
@@ -308,6 +311,40 @@ def print_cold_compiles():
   print(f"  {'first softmax 512x1000':24} {ms(softmax)}  ({softmax_kernels} kernel(s), end to end)")
 
 
+def polygrad_times(rng, repeat, only):
+  """name -> polygrad's median time of each selected workload (its first run and background
+  builds done first), on the daemon this process talks to."""
+  out = {}
+  for name, (pg, _, _, _) in workloads(rng).items():
+    if only and not any(o in name for o in only):
+      continue
+    first_run(pg)
+    wait_for_background_builds()
+    forget_results()
+    out[name] = timed(pg, repeat, polygrad=True)
+  return out
+
+
+def print_scaling(rows, args):
+  """Each workload again on a private daemon with one kernel thread (a child process), against the
+  all-core times in `rows`."""
+  env = {k: v for k, v in os.environ.items() if k != "POLYGRAD_ADDRESS"}
+  cmd = [sys.executable, __file__, "--threads-child", "--repeat", str(args.repeat),
+         f"--daemon-args={args.daemon_args} --threads=1".replace("= ", "=")]
+  if args.only:
+    cmd += ["--only", *args.only]
+  out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env)
+  one = {f[1]: float(f[2]) for f in (line.split("\t") for line in out.stdout.splitlines()) if f[0] == "pg"}
+  if not one:
+    raise RuntimeError(f"the one-thread child failed:\n{out.stderr[-3000:]}")
+  print(f"\nscaling: polygrad on 1 kernel thread (--threads=1) and on {ALL_THREADS} (the table above), medians:")
+  print(f"  {'workload':36} {'pg 1T':>10} {f'pg {ALL_THREADS}T':>10} {'speedup':>8} {'torch speedup':>14}")
+  for name, _, t_pg, _, t_t1, t_tn, _ in rows:
+    if name in one:
+      torch_up = f"{t_t1 / t_tn:14.2f}" if t_tn else f"{'-':>14}"
+      print(f"  {name:36} {ms(one[name])} {ms(t_pg)} {one[name] / t_pg:8.2f} {torch_up}")
+
+
 def print_request_overhead(calls):
   """The two calls alternate in one loop, so both meet the same machine state (a VM's idle vCPUs
   wake slowly: a call after a pause costs more than one right after another). Each tiny realize
@@ -357,6 +394,8 @@ def main():
   ap.add_argument("--only", nargs="*", default=None, help="substrings of workload names to run")
   ap.add_argument("--no-cold", action="store_true", help="skip the cold-compile table")
   ap.add_argument("--no-overhead", action="store_true", help="skip the request-overhead table")
+  ap.add_argument("--no-scaling", action="store_true", help="skip the one-thread scaling table")
+  ap.add_argument("--threads-child", action="store_true", help=argparse.SUPPRESS)
   ap.add_argument("--cold-child", action="store_true", help=argparse.SUPPRESS)
   ap.add_argument("--daemon-args", default="",
                   help="extra flags for the daemon this script starts (not with POLYGRAD_ADDRESS), e.g. --tune=search")
@@ -365,6 +404,10 @@ def main():
     cold_child()
     return 0
   daemon = start_daemon(args.daemon_args)
+  if args.threads_child:  # polygrad's side only, one line per workload
+    for name, t in polygrad_times(np.random.default_rng(0), args.repeat, args.only).items():
+      print(f"pg\t{name}\t{t:.9f}", flush=True)
+    return 0
   rng = np.random.default_rng(0)
   rows = []
   for name, (pg, npf, tf, check) in workloads(rng).items():
@@ -396,6 +439,11 @@ def main():
     print_cold_compiles()
   if not args.no_overhead:
     print_request_overhead(args.repeat * 100)
+  if not args.no_scaling:
+    if daemon is None:
+      print("\nscaling: skipped (POLYGRAD_ADDRESS names a daemon whose threads this script does not set)")
+    else:
+      print_scaling(rows, args)
   return 0 if all(r[-1] for r in rows) else 1
 
 
