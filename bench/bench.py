@@ -330,7 +330,7 @@ def print_scaling(rows, args):
   all-core times in `rows`."""
   env = {k: v for k, v in os.environ.items() if k != "POLYGRAD_ADDRESS"}
   cmd = [sys.executable, __file__, "--threads-child", "--repeat", str(args.repeat),
-         f"--daemon-args={args.daemon_args} --threads=1".replace("= ", "=")]
+         "--daemon-args=" + " ".join(a for a in (args.daemon_args, "--threads=1") if a)]
   if args.only:
     cmd += ["--only", *args.only]
   out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env)

@@ -87,19 +87,20 @@ class Reduce:
     shape = reduced_shape(self.shape, axes, keepdim)
     return self._composite(g.MEAN, shape, g.Composite(axes=axes, keepdim=keepdim))
 
-  def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> "Tensor":
+  def _spread(self, op: int, axis, keepdim: bool, correction) -> "Tensor":
+    """VAR and STD. numpy: the variance over no axes is 0 (nan for a correction ≥ 1)."""
     axes = normalize_axes(axis, self.ndim)
-    if not axes:  # numpy: the variance over no axes is 0 (nan for a correction ≥ 1)
-      return (self._float() - self._float()) / max(0, 1 - correction)
+    if not axes:
+      zero = (self._float() - self._float()) / max(0, 1 - correction)
+      return zero.sqrt() if op == g.STD else zero
     shape = reduced_shape(self.shape, axes, keepdim)
-    return self._composite(g.VAR, shape, g.Composite(axes=axes, keepdim=keepdim, correction=float(correction)))
+    return self._composite(op, shape, g.Composite(axes=axes, keepdim=keepdim, correction=float(correction)))
+
+  def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> "Tensor":
+    return self._spread(g.VAR, axis, keepdim, correction)
 
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> "Tensor":
-    axes = normalize_axes(axis, self.ndim)
-    if not axes:  # over no axes: the square root of var's 0 (or nan)
-      return self.var(axis, keepdim, correction).sqrt()
-    shape = reduced_shape(self.shape, axes, keepdim)
-    return self._composite(g.STD, shape, g.Composite(axes=axes, keepdim=keepdim, correction=float(correction)))
+    return self._spread(g.STD, axis, keepdim, correction)
 
   def std_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tuple["Tensor", "Tensor"]:
     return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
