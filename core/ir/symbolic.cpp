@@ -261,14 +261,30 @@ Affine affine(const UOpRef& x) {
   return a;
 }
 
+bool in_int64(i128 v) { return v >= kMin && v <= kMax; }
+
+// The sum rebuilt term by term, or null when some term or partial sum of the new order could leave
+// int64: reassociating must never create an overflow (undefined in the generated C) at a point
+// where the original expression had none. Bounds are sound, so a sum that passes cannot overflow.
 UOpRef build(const std::vector<std::pair<UOpRef, int64_t>>& terms, int64_t constant, DType dt) {
+  BoundsMemo memo;
+  i128 lo = 0, hi = 0;
   UOpRef out;
   for (const auto& [t, c] : terms) {
+    const Bounds b = bounds_of(t, memo);
+    const i128 x = i128(b.lo) * c, y = i128(b.hi) * c;
+    const i128 tlo = std::min(x, y), thi = std::max(x, y);
+    lo = out ? lo + tlo : tlo;
+    hi = out ? hi + thi : thi;
+    if (!in_int64(tlo) || !in_int64(thi) || !in_int64(lo) || !in_int64(hi)) return nullptr;
     UOpRef term = c == 1 ? t : uop(Ops::MUL, dt, {t, const_int(c, dt)});
     out = out ? uop(Ops::ADD, dt, {out, term}) : term;
   }
   if (!out) return const_int(constant, dt);
-  if (constant != 0) out = uop(Ops::ADD, dt, {out, const_int(constant, dt)});
+  if (constant != 0) {
+    if (!in_int64(lo + constant) || !in_int64(hi + constant)) return nullptr;
+    out = uop(Ops::ADD, dt, {out, const_int(constant, dt)});
+  }
   return out;
 }
 
@@ -307,14 +323,14 @@ UOpRef fold_divmod(const Match& m, const UOpRef& n) {
   }
   int64_t cq = floordiv(a.constant, c), cr = floormod(a.constant, c);
   UOpRef rest = build(r, cr, n->dtype);
+  if (!rest) return nullptr;
   Bounds br = bounds(rest);
   if (is_div) {
-    if (br.lo >= 0 && br.hi < c) return build(q, cq, n->dtype);
-    // Pull the multiples of c out when what remains is non-negative.
-    if (!q.empty() && br.lo >= 0) {
-      UOpRef inner = uop(Ops::IDIV, n->dtype, {rest, m["c"]});
-      return uop(Ops::ADD, n->dtype, {build(q, cq, n->dtype), inner});
-    }
+    UOpRef multiples = build(q, cq, n->dtype);
+    if (!multiples) return nullptr;
+    if (br.lo >= 0 && br.hi < c) return multiples;
+    // Pull the multiples of c out when what remains is non-negative (the sum is at most x / c).
+    if (!q.empty() && br.lo >= 0) return uop(Ops::ADD, n->dtype, {multiples, uop(Ops::IDIV, n->dtype, {rest, m["c"]})});
     // Divide everything by the common factor g of the coefficients, the constant and c.
     int64_t g = c;
     for (const auto& [t, k] : a.terms) g = std::gcd(g, k);
@@ -322,7 +338,8 @@ UOpRef fold_divmod(const Match& m, const UOpRef& n) {
     if (g > 1) {
       std::vector<std::pair<UOpRef, int64_t>> scaled;
       for (const auto& [t, k] : a.terms) scaled.emplace_back(t, k / g);
-      return uop(Ops::IDIV, n->dtype, {build(scaled, a.constant / g, n->dtype), const_int(c / g, n->dtype)});
+      UOpRef sum = build(scaled, a.constant / g, n->dtype);
+      return sum ? uop(Ops::IDIV, n->dtype, {sum, const_int(c / g, n->dtype)}) : nullptr;
     }
     return nullptr;
   }

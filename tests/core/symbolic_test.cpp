@@ -2,12 +2,14 @@
 // evaluated before and after simplification at random variable values.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 #include <unordered_map>
 
 #include "core/codegen/lower.h"
 #include "core/frontend/tensor_ops.h"
 #include "core/ir/symbolic.h"
+#include "core/ir/wide_int.h"
 
 namespace polygrad {
 namespace {
@@ -124,6 +126,42 @@ std::string show(const UOpRef& x) {
       for (const auto& c : x->src) s += show(c) + ", ";
       return s + ")";
     }
+  }
+}
+
+// Whether evaluating x at env leaves int64 anywhere inside it (the generated C's undefined behaviour).
+bool overflows(const UOpRef& x, const Env& env, i128& value) {
+  i128 v[3] = {0, 0, 0};
+  for (size_t i = 0; i < x->src.size() && x->op != Ops::RANGE; ++i)
+    if (overflows(x->src[i], env, v[i])) return true;
+  switch (x->op) {
+    case Ops::CONST: value = x->arg_int(); break;
+    case Ops::RANGE: value = env.at(x->arg_int()); break;
+    case Ops::ADD: value = v[0] + v[1]; break;
+    case Ops::MUL: value = v[0] * v[1]; break;
+    default: ADD_FAILURE() << "unexpected " << x->str(); return true;
+  }
+  return value < std::numeric_limits<int64_t>::min() || value > std::numeric_limits<int64_t>::max();
+}
+
+TEST(Symbolic, ReorderingASumNeverCreatesAnOverflow) {
+  // (v*2^62 + -2^62) + w*2^62 stays within int64 for v, w in {0, 1}; its canonical order
+  // v*2^62 + w*2^62 + -2^62 does not (2^63 at v = w = 1), so the sum must keep its order.
+  UOpRef v = uop(Ops::RANGE, kIndexDType, {const_int(2)}, int64_t{0});
+  UOpRef w = uop(Ops::RANGE, kIndexDType, {const_int(2)}, int64_t{1});
+  const int64_t big = int64_t{1} << 62;
+  auto scaled = [&](const UOpRef& x) { return uop(Ops::MUL, kIndexDType, {x, const_int(big)}); };
+  for (bool v_first : {true, false}) {
+    UOpRef a = scaled(v_first ? v : w), b = scaled(v_first ? w : v);
+    UOpRef before = uop(Ops::ADD, kIndexDType, {uop(Ops::ADD, kIndexDType, {a, const_int(-big)}), b});
+    UOpRef after = graph_rewrite(before, symbolic());
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 2; ++j) {
+        i128 want = 0, got = 0;
+        ASSERT_FALSE(overflows(before, {{0, i}, {1, j}}, want));
+        ASSERT_FALSE(overflows(after, {{0, i}, {1, j}}, got)) << "after: " << show(after);
+        EXPECT_TRUE(want == got);
+      }
   }
 }
 
