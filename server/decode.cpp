@@ -392,6 +392,9 @@ absl::StatusOr<DecodedNodes> decode_nodes(const google::protobuf::RepeatedPtrFie
         src.push_back(out.nodes[it->second].uop);
       } else if (const UOpRef* known = resolver.find_node(s)) {
         src.push_back(*known);
+      } else if (const absl::Status* failed = resolver.failed_node(s)) {
+        return absl::Status(failed->code(), absl::StrCat(prefix, "source ", s, " failed in an earlier request: ",
+                                                         failed->message()));
       } else {
         return absl::InvalidArgumentError(absl::StrCat(prefix, "source ", s, " is not defined in this session"));
       }

@@ -40,6 +40,8 @@ class NodeResolver {
   virtual const UOpRef* find_node(uint64_t id) const = 0;
   // A buffer handle of this session; NOT_FOUND naming the handle otherwise.
   virtual absl::StatusOr<BufferPtr> find_handle(uint64_t handle) const = 0;
+  // For an id find_node does not know: the error of the earlier request that sent it, if any.
+  virtual const absl::Status* failed_node(uint64_t) const { return nullptr; }
 };
 
 struct DecodedNode {

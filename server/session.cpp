@@ -64,6 +64,7 @@ class Session::Resolver final : public NodeResolver {
     }
     return it->second.buffer;
   }
+  const absl::Status* failed_node(uint64_t id) const override { return s_.failed_.find(id); }
 
  private:
   const Session& s_;
@@ -214,7 +215,14 @@ absl::StatusOr<v1::RealizeResponse> Session::realize(const v1::RealizeRequest& r
                                                      const std::function<bool()>& should_stop,
                                                      Transfer& transfer, QuickTier quick, bool tune_search) {
   bool deferred = false;
-  return realize_with(request, should_stop, transfer, 0, quick, tune_search, deferred);
+  absl::StatusOr<v1::RealizeResponse> r = realize_with(request, should_stop, transfer, 0, quick, tune_search, deferred);
+  if (!r.ok()) remember_failure(request, r.status());
+  return r;
+}
+
+void Session::remember_failure(const v1::RealizeRequest& request, const absl::Status& why) {
+  std::lock_guard lock(mu_);
+  failed_.record(request.nodes(), why);
 }
 
 std::optional<absl::StatusOr<v1::RealizeResponse>> Session::realize_now(const v1::RealizeRequest& request,
@@ -223,6 +231,7 @@ std::optional<absl::StatusOr<v1::RealizeResponse>> Session::realize_now(const v1
   bool deferred = false;
   absl::StatusOr<v1::RealizeResponse> r = realize_with(request, should_stop, transfer, work_limit, QuickTier::kAllowed, false, deferred);
   if (deferred) return std::nullopt;
+  if (!r.ok()) remember_failure(request, r.status());
   return r;
 }
 
@@ -262,7 +271,7 @@ absl::StatusOr<v1::RealizeResponse> Session::realize_with(const v1::RealizeReque
       }
     }
     for (uint64_t id : request.release_nodes()) {
-      if (!defined(id)) {
+      if (!defined(id) && !failed_.find(id)) {
         return absl::NotFoundError(absl::StrCat("release_nodes: node ", id, " is not defined in this session"));
       }
     }
@@ -348,7 +357,10 @@ absl::StatusOr<v1::RealizeResponse> Session::realize_with(const v1::RealizeReque
       transfer.download += nbytes;
     }
   }
-  for (uint64_t id : request.release_nodes()) erase_node(id);
+  for (uint64_t id : request.release_nodes()) {
+    erase_node(id);
+    failed_.forget(id);
+  }
   sweep_orphans();  // the outputs are realized now: leaves only they read can go
 
   v1::RealizeStats* stats = response.mutable_stats();
@@ -365,12 +377,17 @@ absl::Status Session::release(const v1::ReleaseRequest& request) {
   std::lock_guard lock(mu_);
   if (absl::Status s = check_open(); !s.ok()) return s;
   for (uint64_t id : request.node_ids()) {
-    if (!nodes_.contains(id)) return absl::NotFoundError(absl::StrCat("node ", id, " is not defined in this session"));
+    if (!nodes_.contains(id) && !failed_.find(id)) {
+      return absl::NotFoundError(absl::StrCat("node ", id, " is not defined in this session"));
+    }
   }
   for (uint64_t h : request.handles()) {
     if (!handles_.contains(h)) return absl::NotFoundError(absl::StrCat("handle ", h, " is not a buffer of this session"));
   }
-  for (uint64_t id : request.node_ids()) erase_node(id);
+  for (uint64_t id : request.node_ids()) {
+    erase_node(id);
+    failed_.forget(id);
+  }
   for (uint64_t h : request.handles()) {
     auto it = handles_.find(h);
     if (it == handles_.end()) continue;  // went with its node above

@@ -24,6 +24,7 @@
 #include "core/engine/engine.h"
 #include "polygrad/v1/polygrad.pb.h"
 #include "server/decode.h"
+#include "server/failed_nodes.h"
 #include "server/options.h"
 #include "server/periodic.h"
 #include "server/quota.h"
@@ -164,6 +165,9 @@ class Session {
   // Drops the orphaned bindings no unrealized node's graph reaches any more (mu_ held).
   void sweep_orphans();
   void erase_node(uint64_t id);
+  // A realize failed: its node ids are remembered with why (failed_nodes.h), for the requests
+  // sent behind it.
+  void remember_failure(const v1::RealizeRequest& request, const absl::Status& why);
   // Undoes a failed request: erases the nodes it added, then sweeps the orphans they left.
   void erase_nodes(const std::vector<uint64_t>& ids);
   // Adds decoded nodes to the tables (mu_ held), after reserving quota room for their inline data;
@@ -194,6 +198,7 @@ class Session {
 
   mutable std::mutex mu_;
   absl::flat_hash_map<uint64_t, NodeEntry> nodes_;
+  FailedNodes failed_;  // ids of failed realizes, so the requests pipelined behind them say why
   absl::flat_hash_map<uint64_t, HandleEntry> handles_;
   absl::flat_hash_map<const UOp*, Binding> bindings_;
   // BUFFER bindings whose last node was released (refs 0): a lazy node built on a released leaf

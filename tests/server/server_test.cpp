@@ -732,6 +732,39 @@ TEST_F(ServerTest, UnknownSourceIsInvalidArgumentAndSessionStaysUsable) {
   EXPECT_TRUE(close_session(sid).ok());
 }
 
+TEST_F(ServerTest, RequestsBehindAFailedOneNameItsError) {
+  // Asynchronous dispatch sends request B before A's answer: B reads a node of A, which failed.
+  const std::string sid = create_session();
+  v1::RealizeResponse resp;
+  grpc::Status a = realize(sid, {float_const(20, 1.0, {2}), op(21, v1::ADD, {20, 99})}, {21}, &resp);
+  EXPECT_CODE(a, INVALID_ARGUMENT);
+  grpc::Status b = realize(sid, {op(22, v1::ADD, {21, 21})}, {22}, &resp);
+  EXPECT_CODE(b, INVALID_ARGUMENT);
+  EXPECT_NE(b.error_message().find("node 22 (ADD): source 21 failed in an earlier request"), std::string::npos)
+      << b.error_message();
+  EXPECT_NE(b.error_message().find("source 99 is not defined"), std::string::npos) << b.error_message();
+  // A third request behind B still names the first failure, through B's.
+  grpc::Status c = realize(sid, {op(23, v1::ADD, {22, 22})}, {23}, &resp);
+  EXPECT_NE(c.error_message().find("source 22 failed in an earlier request"), std::string::npos) << c.error_message();
+  EXPECT_NE(c.error_message().find("source 99"), std::string::npos) << c.error_message();
+
+  // Releasing the failed ids (the client's nodes died meanwhile) is not an error, once.
+  grpc::ClientContext ctx;
+  v1::ReleaseRequest rel;
+  rel.set_session_id(sid);
+  for (uint64_t id : {20, 21, 22, 23}) rel.add_node_ids(id);
+  v1::ReleaseResponse released;
+  EXPECT_TRUE(stub_->Release(&ctx, rel, &released).ok());
+  grpc::ClientContext again;
+  EXPECT_EQ(stub_->Release(&again, rel, &released).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // The ids are free again: resent, they work.
+  grpc::Status ok = realize(sid, {float_const(20, 1.0, {2}), op(21, v1::ADD, {20, 20})}, {21}, &resp);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(values_of<float>(resp.results(0).data()), (std::vector<float>{2, 2}));
+  EXPECT_TRUE(close_session(sid).ok());
+}
+
 TEST_F(ServerTest, MalformedNodesNameIdAndOp) {
   const std::string sid = create_session();
   v1::RealizeResponse resp;

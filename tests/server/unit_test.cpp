@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/bounded.h"
 #include "server/decode.h"
+#include "server/failed_nodes.h"
 #include "server/decode_ops.h"
 #include "server/log.h"
 #include "server/memory_trim.h"
@@ -24,6 +25,28 @@ namespace polygrad::server {
 namespace {
 
 // ---- correctness ----------------------------------------------------------------------------
+
+TEST(FailedNodes, RemembersTheNewestIdsUpToItsCapacity) {
+  FailedNodes failed(4);
+  google::protobuf::RepeatedPtrField<v1::Node> nodes;
+  for (uint64_t id = 1; id <= 3; ++id) nodes.Add()->set_id(id);
+  failed.record(nodes, absl::InvalidArgumentError(std::string(1000, 'x')));
+  ASSERT_NE(failed.find(2), nullptr);
+  EXPECT_EQ(failed.find(2)->code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LE(failed.find(2)->message().size(), 410u);  // bounded: messages may quote each other
+  nodes.Clear();
+  for (uint64_t id = 4; id <= 6; ++id) nodes.Add()->set_id(id);
+  failed.record(nodes, absl::ResourceExhaustedError("limit"));
+  EXPECT_EQ(failed.size(), 4u);
+  EXPECT_EQ(failed.find(1), nullptr);
+  EXPECT_EQ(failed.find(2), nullptr);
+  ASSERT_NE(failed.find(6), nullptr);
+  EXPECT_EQ(failed.find(6)->code(), absl::StatusCode::kResourceExhausted);
+  failed.forget(6);
+  EXPECT_EQ(failed.find(6), nullptr);
+  failed.record(nodes, absl::OkStatus());  // nothing failed: nothing to remember
+  EXPECT_EQ(failed.find(6), nullptr);
+}
 
 TEST(Options, LoopbackAddresses) {
   EXPECT_TRUE(is_loopback_address("127.0.0.1:50051"));
