@@ -378,6 +378,7 @@ def test_case(case, results):
     t = build(case, xs)
     sent = wire_ops_in(t)
     t.realize()
+    Tensor.synchronize()  # the handle comes with the realize's answer (asynchronous dispatch)
     # The daemon's own account of the buffer: Download answers with its dtype and shape. The
     # handle (like the graph walk above) is the one thing taken from inside the Tensor: the public
     # API reads values, not the daemon's metadata.

@@ -74,34 +74,34 @@ def test_the_daemon_checks_an_equation_no_client_checked():
   x = Tensor(np.zeros((3, 4), np.float32))
   bad = Tensor._make(g.EINSUM, x.dtype, (3,), (x,), g.Composite(equation="ij->k"))
   with pytest.raises(PolygradInvalidArgument, match=r"einsum: output label 'k' is not in any input"):
-    bad.realize()
+    bad.realize().synchronize()
   long = Tensor._make(g.EINSUM, x.dtype, (3,), (x,), g.Composite(equation="i" * 5000 + "\n"))
   with pytest.raises(PolygradInvalidArgument, match=r"the equation has 5001 characters, more than 512") as e:
-    long.realize()
+    long.realize().synchronize()
   assert len(str(e.value)) < 400, "the client's string is not echoed back"
   odd = Tensor._make(g.EINSUM, x.dtype, (3,), (x,), g.Composite(equation="i\x07->i"))
   with pytest.raises(PolygradInvalidArgument, match=r"byte 7 is not a letter"):
-    odd.realize()
+    odd.realize().synchronize()
 
 
 def test_an_einsum_product_is_bounded_by_its_work():
   # 5000^3 products are computed, never allocated: refused by --max-work, naming EINSUM.
   v = Tensor.ones(5000)
   with pytest.raises(PolygradResourceExhausted, match=r"EINSUM's product"):
-    Tensor.einsum("i,j,k->", v, v, v).realize()
+    Tensor.einsum("i,j,k->", v, v, v).realize().synchronize()
 
 
 def test_factorizations_are_bounded_and_checked_by_the_daemon():
   # 12 sweeps over 40 columns are 9360 rotations: refused before anything is built, naming the bound.
   with pytest.raises(PolygradInvalidArgument, match=r"svd: 12 sweeps over 40 columns are 9360 rotations, more than 8192"):
-    Tensor.ones(40, 40).svd()[1].realize()
+    Tensor.ones(40, 40).svd()[1].realize().synchronize()
   x = Tensor(np.eye(3, dtype=np.float32))
   bad = Tensor._make(g.QR, x.dtype, (3, 3), (x,), g.Composite(mode="z"))
   with pytest.raises(PolygradInvalidArgument, match=r"qr: the factor \(composite.mode\) is 'q' or 'r'"):
-    bad.realize()
+    bad.realize().synchronize()
   ints = Tensor._make(g.SVD, dtypes.int32, (3,), (Tensor(np.eye(3, dtype=np.int32)),), g.Composite(mode="s", n=2))
   with pytest.raises(PolygradInvalidArgument, match=r"svd: needs a float matrix, got int32"):
-    ints.realize()
+    ints.realize().synchronize()
 
 
 REARRANGE_CASES = [

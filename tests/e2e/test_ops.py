@@ -382,7 +382,7 @@ def test_cat_is_one_op_that_keeps_every_bit_and_routes_gradients(rng):
   np.testing.assert_array_equal(Tensor.cat(*[Tensor(p) for p in pieces]).numpy(), np.concatenate(pieces))
   with pytest.raises(PolygradInvalidArgument, match=r"\(CAT\): takes 1 to 4096 source"):
     ones = Tensor.ones(1)
-    Tensor._make(g.CAT, ones.dtype, (4097,), (ones,) * 4097, g.Composite(axes=(0,))).realize()
+    Tensor._make(g.CAT, ones.dtype, (4097,), (ones,) * 4097, g.Composite(axes=(0,))).realize().synchronize()
 
 
 def test_realize_several_outputs_at_once(rng):

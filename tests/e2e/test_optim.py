@@ -306,7 +306,7 @@ def test_newton_schulz_orthogonalizes_like_its_definition(rng, shape):
 def test_newton_schulz_work_is_bounded_before_anything_runs():
   # 64 steps of 16 products of 40000-wide matrices: refused by the work bound, naming the op.
   with pytest.raises(PolygradResourceExhausted, match=r"NEWTON_SCHULZ's matrix products .* more work than max_work"):
-    Tensor.ones(40000, 40000).newton_schulz(64, [1.0] * 16).realize()
+    Tensor.ones(40000, 40000).newton_schulz(64, [1.0] * 16).realize().synchronize()
 
 
 def lars_np(p, grads, lr, momentum, weight_decay, nesterov, classic, tcoef):

@@ -19,7 +19,14 @@ from .variable import Variable
 
 __version__ = "0.1.0"
 
+
+def synchronize() -> None:
+  """Waits until the daemon has run everything this process sent; raises the first error."""
+  Tensor.synchronize()
+
+
 __all__ = ["Tensor", "DType", "dtypes", "least_upper_dtype", "PolygradError",
            "PolygradConnectionError", "PolygradInvalidArgument", "PolygradNotFound",
            "PolygradResourceExhausted", "PolygradTimeout", "PolygradUnimplemented",
-           "get_connection", "close_connection", "nn", "__version__", "Device", "PolygradDeviceError", "TinyJit", "JitError", "Variable"]
+           "get_connection", "close_connection", "nn", "__version__", "Device", "PolygradDeviceError", "TinyJit", "JitError", "Variable",
+           "synchronize"]

@@ -19,10 +19,18 @@ Security (see docs/OPERATIONS.md): POLYGRAD_TOKEN (or ``token=``) is sent as
 
 Messages are built by wire.py. This module knows nothing of graphs: code that keeps state of the
 session (the node table) registers on_session_end to hear when the session is gone.
+
+Asynchronous dispatch (dispatch.py): realizes, releases and step runs go on the session's Execute
+stream (POLYGRAD_ASYNC=0 keeps every call unary and blocking; POLYGRAD_MAX_IN_FLIGHT bounds the
+commands outstanding, default 8). `submit` returns at once; `settle` applies the answers in the
+order the commands were sent, through the callback each was submitted with. A unary call that
+names nodes, handles or steps first waits for everything outstanding (`synchronize`), so it can
+never overtake a command it depends on.
 """
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import hashlib
 import itertools
@@ -38,6 +46,7 @@ import grpc
 from . import wire
 from .channel import make_channel
 from .daemon import EmbeddedDaemon
+from .dispatch import DEFAULT_MAX_IN_FLIGHT, RELEASE, RUN_STEP, ExecuteStream, Pending
 from .endpoints import Endpoint, probe_address, resolve_target
 from .errors import PolygradConnectionError, PolygradError, from_rpc_error
 from .progress import Waiting, progress_enabled
@@ -128,6 +137,15 @@ class Connection:
       self._staging = None  # (region id, bytes, mmap): the reused shared-memory region
       self._staging_lock = threading.Lock()
       self._stop = threading.Event()
+      self.async_dispatch = os.environ.get("POLYGRAD_ASYNC", "1") != "0"
+      self.max_in_flight = max(1, int(_timeout_env("POLYGRAD_MAX_IN_FLIGHT", DEFAULT_MAX_IN_FLIGHT)))
+      self._stream: Optional[ExecuteStream] = None
+      self._stream_refused = False  # the daemon or a proxy does not carry Execute: unary only
+      self._outstanding: "collections.deque[Pending]" = collections.deque()
+      self._settle_lock = threading.RLock()
+      # Applies outstanding answers (set by graph.py, which owns what they mean); the default
+      # only checks them.
+      self.sync_hook: Optional[Callable[[], None]] = None
       self._keepalive = None
       interval = _timeout_env("POLYGRAD_KEEPALIVE", KEEPALIVE_SECONDS)
       if interval > 0:
@@ -238,18 +256,105 @@ class Connection:
         return d.name
     return "CPU"
 
+  # --- asynchronous dispatch (dispatch.py) ------------------------------------------------------
+
+  def stream(self) -> Optional[ExecuteStream]:
+    """The session's Execute stream, opened on first use (again after one broke); None when
+    dispatch is synchronous or the stream is not carried (then every call is unary)."""
+    if not self.async_dispatch or self._stream_refused or not self.session_id:
+      return None
+    if self._stream is not None and self._stream.broken is None:
+      return self._stream
+    try:
+      self._stream = ExecuteStream(self.channel, self.session_id, self.address, self.max_in_flight, self._error)
+    except PolygradConnectionError:
+      raise
+    except PolygradError:
+      self._stream_refused = True  # e.g. UNIMPLEMENTED from a proxy that passes unary calls only
+      self._stream = None
+    return self._stream
+
+  def submit(self, field: int, body: bytes, what: str, on_settle=None, label: str = "") -> Optional[Pending]:
+    """Sends one command on the stream without waiting (None: no stream, call unary instead).
+    `on_settle(pending, error)` is called by settle, in order, once its answer is in; `label` is
+    what a progress line says while a read waits for it ("realizing 120 nodes")."""
+    s = self.stream()
+    if s is None:
+      return None
+    p = s.submit(field, body, what, on_settle)
+    p.label = label
+    with self._settle_lock:
+      self._outstanding.append(p)
+    return p
+
+  @property
+  def outstanding(self) -> int:
+    return len(self._outstanding)
+
+  def settle(self, wait: bool) -> Optional[PolygradError]:
+    """Applies the answers that are in (with `wait`, waits for all), oldest first, through each
+    command's on_settle; returns the first error of a command without one (or that its on_settle
+    raised), for the caller to raise."""
+    first: Optional[PolygradError] = None
+    with self._settle_lock:
+      while self._outstanding:
+        p = self._outstanding[0]
+        if not wait and not p.done():
+          break
+        self._outstanding.popleft()
+        try:
+          if not p.done() and p.label and progress_enabled():
+            with Waiting(p.label):
+              p.wait()
+          else:
+            p.wait()
+          err = None
+        except PolygradError as e:
+          err = e
+        on_settle, p.context = p.context, None  # applied once; what it holds may go now
+        try:
+          if on_settle is not None:
+            on_settle(p, err)
+          elif err is not None:
+            raise err
+        except PolygradError as e:
+          first = first or e
+    return first
+
+  def synchronize(self) -> None:
+    """Waits for every outstanding command and raises the first error among them."""
+    if self.sync_hook is not None:
+      self.sync_hook()
+      return
+    err = self.settle(wait=True)
+    if err is not None:
+      raise err
+
+  def _quiet(self) -> None:
+    """Before a unary call that names session state: nothing outstanding may come after it."""
+    if self._outstanding:
+      self.synchronize()
+
   # --- RPCs -------------------------------------------------------------------------------------
 
   def realize(self, nodes: List, outputs: Sequence[int], want_data: bool,
               release_nodes: Sequence[int] = (), default_device: str = ""):
     """Realize: `nodes` are graph.Nodes or polygrad.v1.Node messages; `default_device` places
     results of constants and random ops alone ("" is the CPU)."""
+    self._quiet()
     req = wire.realize_bytes(self.session_id, nodes, outputs, want_data, release_nodes, default_device)
     with Waiting(f"realizing {len(nodes)} nodes") if progress_enabled() else _NOT_WAITING:
       return self._call("Realize", self._realize, req)
 
   def release(self, node_ids: Sequence[int] = (), handles: Sequence[int] = ()) -> None:
+    if node_ids or handles:
+      self._quiet()
     self._call("Release", self.stub.Release, wire.release(self.session_id, node_ids, handles))
+
+  def release_async(self, node_ids: Sequence[int], handles: Sequence[int], on_settle) -> bool:
+    """Queues a Release on the stream behind what was sent before (False: no stream)."""
+    req = wire.release("", node_ids, handles).SerializeToString()
+    return self.submit(RELEASE, req, "Release", on_settle) is not None
 
   def upload(self, wire_dtype: int, shape: Sequence[int], data: memoryview) -> int:
     """Send `data` in chunks (header in the first); returns the new handle. Large tensors go
@@ -275,6 +380,7 @@ class Connection:
   def download(self, handle: int) -> Tuple[int, Tuple[int, ...], bytes]:
     """Fetch a buffer by handle: (wire dtype, shape, bytes); through shared memory on a Unix
     socket (any size: the daemon knows it, the client does not yet)."""
+    self._quiet()
     if self.use_shm:
       r = self._shm_fallback(lambda: self.download_shm(handle))
       if r is not None:
@@ -413,15 +519,31 @@ class Connection:
   def compile_step(self, nodes: List, inputs: Sequence[int], outputs: Sequence[int],
                    assigns: Sequence[Tuple[int, int]], materialize: Sequence[int] = ()):
     """CompileStep: `assigns` are (target node id, value node id) pairs."""
+    self._quiet()
     req = wire.compile_step(self.session_id, nodes, inputs, outputs, assigns, materialize)
     return self._call("CompileStep", self.stub.CompileStep, req)
 
+  def run_step_async(self, step_id: int, inputs: Sequence, want_data: bool, on_settle) -> Optional[Pending]:
+    """Queues a RunStep on the stream (None: no stream, use run_step)."""
+    return self.submit(RUN_STEP, wire.run_step("", step_id, inputs, want_data).SerializeToString(), "RunStep",
+                       on_settle)
+
   def run_step(self, step_id: int, inputs: Sequence, want_data: bool = True):
-    """RunStep: `inputs` are (node id, bytes) or (node id, handle int) pairs."""
+    """RunStep: `inputs` are (node id, bytes) or (node id, handle int) pairs. On the stream when
+    there is one (no extra round trip behind outstanding work), waiting for its answer."""
+    answer = []
+    p = self.run_step_async(step_id, inputs, want_data, lambda p, err: answer.append((p, err)))
+    if p is not None:
+      self.synchronize()
+      _, err = answer[0]
+      if err is not None:
+        raise err
+      return p.wait()
     req = wire.run_step(self.session_id, step_id, inputs, want_data)
     return self._call("RunStep", self.stub.RunStep, req)
 
   def release_step(self, step_id: int) -> None:
+    self._quiet()
     self._call("ReleaseStep", self.stub.ReleaseStep, wire.release_step(self.session_id, step_id))
 
   def close(self) -> None:
@@ -431,6 +553,9 @@ class Connection:
     if self._staging is not None:
       self._staging[2].close()  # the daemon frees the region with the session
       self._staging = None
+    if self._stream is not None:
+      self._stream.close()
+      self._stream = None
     try:
       if self.session_id:
         self._call("CloseSession", self.stub.CloseSession,
@@ -449,6 +574,13 @@ _lock = threading.Lock()
 _conn: Optional[Connection] = None
 _atexit_registered = False
 _session_end_hooks: List[Callable[[], None]] = []
+_connect_hooks: List[Callable[["Connection"], None]] = []
+
+
+def on_connect(hook: Callable[["Connection"], None]) -> None:
+  """Call `hook(connection)` for every new connection of this process (graph.py sets its
+  sync_hook there)."""
+  _connect_hooks.append(hook)
 
 
 def on_session_end(hook: Callable[[], None]) -> None:
@@ -474,6 +606,8 @@ def get_connection() -> Connection:
       _session_ended()
     if _conn is None:
       _conn = Connection()
+      for hook in _connect_hooks:
+        hook(_conn)
       if not _atexit_registered:
         atexit.register(close_connection)
         _atexit_registered = True

@@ -80,3 +80,14 @@ def from_rpc_error(err: grpc.RpcError, what: str, address: str = "") -> Polygrad
   else:
     msg = f"{what} failed: {name}: {details}"
   return cls(msg, code=code, details=details)
+
+
+def from_status(code: int, message: str, what: str, address: str = "") -> PolygradError:
+  """The PolygradError for a command that failed inside the Execute stream: its `Error` carries
+  the numeric gRPC status code the command would have had as a unary call."""
+  status = next((c for c in grpc.StatusCode if c.value[0] == code), None)
+  cls = _BY_CODE.get(status, PolygradError)
+  name = status.name if status is not None else f"code {code}"
+  if cls is PolygradConnectionError:
+    return cls(f"cannot reach polygradd at {address} ({what}: {name}: {message})", code=status, details=message)
+  return cls(f"{what} failed: {name}: {message}", code=status, details=message)

@@ -26,12 +26,17 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import wire
-from .connection import current_connection, get_connection, on_session_end
+from .connection import current_connection, get_connection, on_connect, on_session_end
+from .dispatch import REALIZE
 from .device import Device
 from .dtype import DType, dtypes, np_dtype
 from .errors import PolygradError, PolygradNotFound
 from .ops import *  # noqa: F401,F403  (re-exported: the client and its tests name ops graph.ADD, graph.Composite)
 from .ops import BUFFER, COPY, GRADIENT, OP_NAMES
+
+# The data of a BUFFER node that a dispatched command's answer brings (a compiled step's output):
+# a graph or read that needs the node waits for that answer first.
+AWAITED = object()
 
 # Queued releases beyond this go out in a Release call of their own before the next node is made.
 RELEASE_BATCH = 4096
@@ -174,6 +179,7 @@ class Graph:
     self.live = 0  # node objects alive
     self.gen = 1  # session generation; bumped when the session closes
     self._last_response = None  # the last Realize's answer (its stats are read far less often)
+    self._deferred: Optional[PolygradError] = None  # a dispatched command's failure, for the next read
     self.requests = 0  # Realize calls made
     self._self_ref = weakref.ref(self)
     # id -> the weak reference whose callback reports that node's death. A plain weakref with a
@@ -191,7 +197,9 @@ class Graph:
 
   @property
   def last_stats(self):
-    """RealizeStats of the last Realize (None before the first)."""
+    """RealizeStats of the last Realize (None before the first); waits for what was dispatched."""
+    if self._has_outstanding():
+      self.synchronize()
     r = self._last_response
     return None if r is None else r.stats
 
@@ -200,7 +208,7 @@ class Graph:
   def node(self, op: int, dtype: DType, shape: Tuple[int, ...], src: Tuple[Node, ...] = (),
            arg: Any = None, rg: bool = False, stop: bool = False) -> Node:
     if len(self._dead) + len(self._dead_handles) >= RELEASE_BATCH:
-      self.flush_releases()
+      self.flush_releases(wait=False)
     with self._lock:
       nid = self._next_id
       self._next_id += 1
@@ -208,6 +216,11 @@ class Graph:
     self._watch[nid] = weakref.ref(n, functools.partial(_node_died, self._self_ref, nid))
     self.live += 1
     return n
+
+  @staticmethod
+  def _has_outstanding() -> bool:
+    conn = current_connection()
+    return conn is not None and conn.outstanding > 0
 
   def stats(self) -> Dict[str, int]:
     """Counters for tests and debugging: live node objects, ids known to the daemon, queues."""
@@ -227,14 +240,22 @@ class Graph:
       except IndexError:
         return out
 
-  def flush_releases(self) -> None:
-    """Send queued releases now in one Release call (no-op without a session)."""
+  def flush_releases(self, wait: bool = True) -> None:
+    """Send queued releases now in one Release call (no-op without a session); with `wait`, and
+    on the session's stream, also wait until the daemon has done them and all sent before."""
     conn = current_connection()
     if conn is None:
       return
     for hook in self.release_hooks:
       hook(conn)
     with self._lock:
+      if conn.stream() is not None:
+        if wait:
+          self.synchronize()  # settled answers let go of their nodes: those go in this batch too
+        self._release_queued(conn)
+        if wait:
+          self.synchronize()
+        return
       ids, handles = self._drain(self._dead), self._drain(self._dead_handles)
       if not ids and not handles:
         return
@@ -251,6 +272,7 @@ class Graph:
     """The session ended: nothing the daemon held is valid any more."""
     with self._lock:
       self.gen += 1
+      self._deferred = None
       self._sent.clear()
       self._dead.clear()
       self._dead_handles.clear()
@@ -343,6 +365,10 @@ class Graph:
         continue
       if n.id in state:
         continue
+      if n.op == BUFFER and n.arg is AWAITED:
+        self.synchronize()
+        if n.arg is AWAITED:
+          raise PolygradError(f"node {n.id}: the command that computes it ended without an answer")
       state[n.id] = False
       if n.op == GRADIENT:
         loss, target = n.src
@@ -363,7 +389,9 @@ class Graph:
       _tracer.reset(token)
 
   def realize(self, outputs: Sequence[Node], want_data: bool) -> List[Optional[np.ndarray]]:
-    """Send what the daemon lacks and realize `outputs`. With want_data, returns their arrays."""
+    """Send what the daemon lacks and realize `outputs`. With want_data, waits and returns their
+    arrays; without, returns at once when the session has an Execute stream (dispatch.py): the
+    outputs count as realized and a failure is raised by the next read or synchronize()."""
     tracer = _tracer.get()
     if tracer is not None:
       return tracer(outputs, want_data)
@@ -371,6 +399,7 @@ class Graph:
     with self._lock:
       if want_data and all(n.cache is not None for n in outputs):
         return [n.cache.copy() for n in outputs]
+      self._settle_arrived(conn)
       uniq: List[Node] = list(outputs) if len(outputs) == 1 else list({n.id: n for n in outputs}.values())
       todo = self._unsent(uniq)
       stops = self._stops_to_realize(todo) if self._any_stop_src(todo) else []
@@ -391,6 +420,8 @@ class Graph:
             self.uploads += 1
           else:
             budget -= nbytes
+      if conn.stream() is not None:
+        return self._dispatch(conn, outputs, uniq, todo, want_data)
       release = self._drain(self._dead)
       handles = self._drain(self._dead_handles)
       out_ids = [n.id for n in uniq]
@@ -412,6 +443,7 @@ class Graph:
         raise
       for n in send:
         self._mark_sent(n)
+        self._drop_data(n)
       if self._uploads:
         handles.extend(h for h in (self._uploads.pop(n.id, None) for n in todo) if h is not None)
       if handles:
@@ -420,28 +452,118 @@ class Graph:
         except PolygradNotFound:
           pass
       self._last_response = resp
-      results = resp.results
-      if len(results) != len(uniq):
-        raise PolygradError(f"Realize returned {len(results)} results for {len(uniq)} outputs")
-      arrays: Dict[int, Optional[np.ndarray]] = {}
-      for n, r in zip(uniq, results):
-        if r.node_id and r.node_id != n.id:
-          raise PolygradError(f"Realize returned node {r.node_id} where node {n.id} was asked for")
-        n.handle = int(r.handle) or n.handle or -1
-        if n.rg and n.src:
+      self._bind(uniq, resp)
+      return self._arrays(conn, outputs, uniq, resp) if want_data else [None] * len(outputs)
+
+  def _bind(self, uniq: Sequence[Node], resp) -> None:
+    """A Realize's answer: each output's id now stands for its buffer, so the graph behind it
+    goes (kept for a later gradient when it is tracked)."""
+    results = resp.results
+    if len(results) != len(uniq):
+      raise PolygradError(f"Realize returned {len(results)} results for {len(uniq)} outputs")
+    for n, r in zip(uniq, results):
+      if r.node_id and r.node_id != n.id:
+        raise PolygradError(f"Realize returned node {r.node_id} where node {n.id} was asked for")
+      n.handle = int(r.handle) or (n.handle if n.handle > 0 else -1)
+      if n.src:
+        if n.rg:
           n.keep = n.src  # for a later gradient through this value (relazy)
-        n.src = ()  # the id now stands for the buffer: drop the graph behind it
-        if want_data:
-          if r.has_data:
-            wdt, shape, data = r.dtype, tuple(r.shape), r.data
-          else:
-            wdt, shape, data = conn.download(int(r.handle))
-          arr = decode(n, wdt, shape, data)
-          if arr.nbytes <= CACHE_BYTES:
-            n.cache = arr
-            arr = arr.copy()
-          arrays[n.id] = arr
-      return [arrays.get(n.id) for n in outputs]
+        n.src = ()
+
+  def _arrays(self, conn, outputs: Sequence[Node], uniq: Sequence[Node], resp) -> List[Optional[np.ndarray]]:
+    arrays: Dict[int, Optional[np.ndarray]] = {}
+    for n, r in zip(uniq, resp.results):
+      if r.has_data:
+        wdt, shape, data = r.dtype, tuple(r.shape), r.data
+      else:
+        wdt, shape, data = conn.download(int(r.handle))
+      arr = decode(n, wdt, shape, data)
+      if arr.nbytes <= CACHE_BYTES:
+        n.cache = arr
+        arr = arr.copy()
+      arrays[n.id] = arr
+    return [arrays.get(n.id) for n in outputs]
+
+  # --- asynchronous dispatch (dispatch.py) ------------------------------------------------------
+
+  def _dispatch(self, conn, outputs: Sequence[Node], uniq: List[Node], todo: List[Node],
+                want_data: bool) -> List[Optional[np.ndarray]]:
+    """realize() on the session's Execute stream. Until its answer is settled the outputs count as
+    realized (handle -1) and the sent nodes as sent; both are undone if it fails. Queued node
+    releases ride along as release_nodes, as on the unary path (the daemon accepts the ids of
+    failed requests there)."""
+    if self._dead_handles:
+      conn.release_async((), self._drain(self._dead_handles), _release_settled)
+    start = self.send_leading_batches(conn, todo)
+    send = todo[start:] if start else todo
+    release = self._drain(self._dead)
+    body = wire.realize_bytes("", send, [n.id for n in uniq], want_data, release, default_device())
+    flight = _InFlight(send, uniq, release)
+    for n in send:
+      self._mark_sent(n)
+    for n in uniq:
+      flight.saved.append((n, n.src, n.keep, n.handle))
+      if n.src:
+        if n.rg:
+          n.keep = n.src
+        n.src = ()
+      n.handle = n.handle or -1
+    conn.submit(REALIZE, body, "Realize", functools.partial(self._settled, flight), f"realizing {len(send)} nodes")
+    self.requests += 1
+    if not want_data:
+      return [None] * len(outputs)
+    self.synchronize()
+    return self._arrays(conn, outputs, uniq, flight.response)
+
+  def _settled(self, flight: "_InFlight", pending, err: Optional[PolygradError]) -> None:
+    """A dispatched realize's answer, applied in order by Connection.settle."""
+    if err is None:
+      resp = pending.wait()
+      try:
+        self._bind(flight.outputs, resp)
+      except PolygradError as e:
+        err = e
+      else:
+        flight.response = resp
+        self._last_response = resp
+        for n in flight.send:
+          self._drop_data(n)
+          h = self._uploads.pop(n.id, None)
+          if h is not None:
+            self._dead_handles.append(h)  # the daemon's node holds the buffer now
+        return
+    # The daemon added none of the request's nodes: they are unsent again, the outputs unrealized,
+    # and its releases still to do (unless one of them is what it refused).
+    if not (isinstance(err, PolygradNotFound) and "release_nodes" in err.details):
+      self._dead.extendleft(reversed(flight.release))
+    for n in flight.send:
+      n.sent = False
+      self._sent.discard(n.id)
+    for n, src, keep, handle in flight.saved:
+      if handle == 0:  # an output realized (or dispatched) before keeps that state
+        n.src, n.keep, n.handle = src, keep, handle
+    raise err
+
+  def _settle_arrived(self, conn) -> None:
+    """Applies the answers already in; an error waits for the next read or synchronize()."""
+    if conn.outstanding:
+      err = conn.settle(wait=False)
+      if err is not None and self._deferred is None:
+        self._deferred = err
+
+  def synchronize(self) -> None:
+    """Waits for everything dispatched and raises the first error among it."""
+    conn = current_connection()
+    with self._lock:
+      err = conn.settle(wait=True) if conn is not None else None
+      first, self._deferred = self._deferred or err, None
+    if first is not None:
+      raise first
+
+  def _release_queued(self, conn) -> None:
+    ids, handles = self._drain(self._dead), self._drain(self._dead_handles)
+    if ids or handles:
+      conn.release_async(ids, handles, _release_settled)
 
   def send_leading_batches(self, conn, todo: List[Node]) -> int:
     """Sends the node batches beyond the daemon's per-request limit, realizing nothing, so the
@@ -449,8 +571,15 @@ class Graph:
     limit = conn.max_nodes_per_request or len(todo) or 1
     start = 0
     while len(todo) - start > limit:
-      conn.realize(todo[start:start + limit], [], False, (), default_device())
-      for n in todo[start:start + limit]:
+      batch = todo[start:start + limit]
+      if conn.stream() is not None:
+        body = wire.realize_bytes("", batch, [], False, (), default_device())
+        conn.submit(REALIZE, body, "Realize", functools.partial(self._settled, _InFlight(batch, [])))
+      else:
+        conn.realize(batch, [], False, (), default_device())
+        for n in batch:
+          self._drop_data(n)
+      for n in batch:
         self._mark_sent(n)
       start += limit
     return start
@@ -463,8 +592,29 @@ class Graph:
     n.sent = True
     n.gen = self.gen
     self._sent.add(n.id)
+
+  @staticmethod
+  def _drop_data(n: Node) -> None:
     if n.op == BUFFER and isinstance(n.arg, np.ndarray):
-      n.arg = None  # the daemon holds the bytes now
+      n.arg = None  # the daemon holds the bytes now (kept until then: a failed request re-sends them)
+
+
+class _InFlight:
+  """A realize on the stream: the nodes it sends, its outputs and their state before it."""
+
+  __slots__ = ("send", "outputs", "release", "saved", "response")
+
+  def __init__(self, send: List[Node], outputs: List[Node], release: Sequence[int] = ()):
+    self.send, self.outputs, self.release = send, outputs, release
+    self.saved: List[Tuple[Node, Tuple[Node, ...], Tuple[Node, ...], int]] = []
+    self.response = None
+
+
+def _release_settled(pending, err: Optional[PolygradError]) -> None:
+    # All or nothing on the daemon: an id it does not know (its node died while a failed request
+    # was being undone) must not fail the batch for good.
+    if err is not None and not isinstance(err, PolygradNotFound):
+      raise err
 
 
 def decode(n: Node, wire_dtype: int, shape: Tuple[int, ...], data: bytes) -> np.ndarray:
@@ -496,3 +646,4 @@ def default_device() -> str:
 
 GRAPH = Graph()
 on_session_end(GRAPH.forget_session)
+on_connect(lambda conn: setattr(conn, "sync_hook", GRAPH.synchronize))

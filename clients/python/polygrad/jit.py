@@ -173,6 +173,10 @@ class TinyJit:
 
   def _stale(self) -> bool:
     """Whether a tensor the step updates in place, or a node it reads, was rebound since."""
+    if g.GRAPH._has_outstanding():
+      # A node rebound by work still in flight lives until that work is settled: settle it, so
+      # a node the step reads that nothing else holds is seen to be gone.
+      g.GRAPH.synchronize()
     step = self.captured
     return any(t._node is not old for t, old in step.state) or any(r() is None for r in step.read_nodes)
 

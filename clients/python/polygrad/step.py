@@ -20,6 +20,7 @@ learning rate set by a scheduler, the step number of Adam and LAMB) are fed as i
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import warnings
 import weakref
@@ -101,6 +102,15 @@ def _step_died(gen: int, step_id: int) -> None:
   _DEAD_STEPS.append((gen, step_id))
 
 
+def _answered(on_answer: Callable[[Any], None]):
+  """A stream command's on_settle that hands a successful answer to on_answer."""
+  def settle(pending, err):
+    if err is not None:
+      raise err
+    on_answer(pending.wait())
+  return settle
+
+
 def _flush_dead_steps(conn) -> None:
   while True:
     try:
@@ -170,6 +180,7 @@ class CompiledTrainingStep:
     self._k = first_k  # the optimizer step number of the next run
     self._pending: Dict[int, Any] = {}
     self._values: Optional[List[np.ndarray]] = None
+    self._waiting = False  # a run is outstanding whose answer sets _values
     self.runs = 0
     self.read_nodes: List[weakref.ref] = []  # set by trace_step
     self.state: List[Tuple[Tensor, g.Node]] = []  # (tensor, the node it stands for) of every in-place target
@@ -223,8 +234,24 @@ class CompiledTrainingStep:
   # --- running ----------------------------------------------------------------------------------
 
   def run(self, **inputs) -> "CompiledTrainingStep":
-    """Run the step once, after feeding `inputs` (by argument name, see set_input)."""
-    resp = self.exchange(inputs)
+    """Run the step once, after feeding `inputs` (by argument name, see set_input). Returns once
+    the run is sent (asynchronous dispatch): outputs(), loss_value() and the tensors fn returned
+    wait for it, and raise its error."""
+    self._values = None
+    self._waiting = True
+    # The tensors fn returned stand for this run's outputs from now on: nodes whose data arrives
+    # with the answer (a graph or a read that needs one first waits for it).
+    bound = []
+    for t, i in self._rebind:
+      if isinstance(t, Tensor):
+        out = self._outputs[i]
+        t._node = g.GRAPH.node(g.BUFFER, out.dtype, out.shape, (), g.AWAITED)
+        bound.append((t._node, i))
+    self.exchange(inputs, on_answer=functools.partial(self._take, bound))
+    return self
+
+  def _take(self, bound, resp) -> None:
+    """A run's answer: fn's outputs as arrays, given to the nodes that stand for them."""
     values = []
     for n, r in zip(self._outputs, resp.outputs):
       if r.has_data:
@@ -234,18 +261,23 @@ class CompiledTrainingStep:
         self._conn.release((), [int(r.handle)])
       values.append(g.decode(n, r.dtype, tuple(r.shape), data))
     self._values = values
-    for t, i in self._rebind:
-      if isinstance(t, Tensor):
-        t._node = Tensor(values[i], dtype=self._outputs[i].dtype)._node
-    return self
+    self._waiting = False
+    for n, i in bound:
+      n.arg = Tensor(values[i], dtype=self._outputs[i].dtype)._node.arg
+      if values[i].nbytes <= g.CACHE_BYTES:
+        n.cache = values[i].copy()
 
-  def exchange(self, inputs: Dict[str, Any]):
+  def exchange(self, inputs: Dict[str, Any], on_answer: Optional[Callable[[Any], None]] = None):
     """One RunStep after feeding `inputs`: the daemon's answer, whose large outputs are handles
-    the caller owns. Optimizer scalars and node caches are brought up to date."""
+    the caller owns. Optimizer scalars and node caches are brought up to date. With `on_answer`
+    the run goes on the session's stream and returns at once; on_answer(answer) is called when
+    it is settled (at once where there is no stream)."""
     for name, value in inputs.items():
       self.set_input(name, value)
     if g.GRAPH.gen != self._gen:
       raise PolygradError("compile_step: this step belongs to a closed polygrad session")
+    if any(isinstance(v, Tensor) and v._node.handle < 0 for v in self._pending.values()):
+      g.GRAPH.synchronize()  # an input fed by handle whose realize is still outstanding
     feeds: List[Tuple[int, Any]] = []
     for nid, v in self._pending.items():
       feeds.append((nid, int(v._node.handle) if isinstance(v, Tensor) else v))
@@ -256,30 +288,40 @@ class CompiledTrainingStep:
         self._sent_scalar[nid] = value
     if _DEAD_STEPS:
       _flush_dead_steps(self._conn)
-    resp = self._conn.run_step(self.step_id, feeds, want_data=True)
+    resp = None
+    if on_answer is None or self._conn.run_step_async(self.step_id, feeds, True, _answered(on_answer)) is None:
+      resp = self._conn.run_step(self.step_id, feeds, want_data=True)
     self._pending.clear()
     self.runs += 1
     for opt in {id(o): o for o, _, _, _ in self._scalars}.values():
       opt.steps = self._k
     self._k += 1
-    # The daemon changed these buffers in place: results cached on their nodes are stale.
+    # The daemon changes these buffers in place: results cached on their nodes are stale.
     for n in self._targets:
       n.cache = None
     for _, n in self._inputs.values():
       n.cache = None
+    if resp is not None and on_answer is not None:
+      on_answer(resp)
     return resp
 
   def __call__(self, **inputs) -> "CompiledTrainingStep":
     return self.run(**inputs)
 
+  def _wait(self) -> None:
+    if self._values is None and self._waiting:
+      g.GRAPH.synchronize()
+
   def outputs(self) -> List[np.ndarray]:
     """What fn returned, as arrays, from the last run."""
+    self._wait()
     if self._values is None:
       raise RuntimeError("compile_step: run() the step before reading its outputs")
     return [v.copy() for v in self._values]
 
   def loss_value(self) -> float:
     """The first output of the last run (fn's return value, e.g. the loss) as a float."""
+    self._wait()
     if self._values is None:
       raise RuntimeError("compile_step: run() the step before reading loss_value()")
     if not self._values:

@@ -336,9 +336,17 @@ class Tensor:
   # --- realization ------------------------------------------------------------------------------
 
   def realize(self, *others: "Tensor") -> "Tensor":
-    """Compute this tensor (and `others`) on the daemon; the result stays there."""
+    """Compute this tensor (and `others`) on the daemon; the result stays there. Returns once
+    the request is sent (asynchronous dispatch): an error is raised by the next read of data
+    (numpy(), item(), tolist()) or Tensor.synchronize()."""
     g.GRAPH.realize([self._node, *(t._node for t in others)] if others else [self._node], want_data=False)
     return self
+
+  @staticmethod
+  def synchronize() -> None:
+    """Waits until the daemon has run everything this process sent, and raises the first error
+    among it (tinygrad's Device.synchronize)."""
+    g.GRAPH.synchronize()
 
   def numpy(self) -> np.ndarray:
     if self.numel() == 0:

@@ -1,0 +1,227 @@
+"""Asynchronous dispatch (clients/python/polygrad/dispatch.py, docs/PROTOCOL.md "Asynchronous
+dispatch"): realize(), opt.step() and step.run() return while the daemon still works, reads and
+synchronize() wait, failures surface there, and the numbers equal blocking dispatch's.
+
+Work is held in flight by the held compiler (conftest.HeldCompiler): a realize that needs a new
+kernel waits at its gate, so "returned while the daemon works" needs no timing. Each test that
+holds runs its client in a process of its own against a daemon of its own.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from conftest import PY_CLIENT, Daemon, HeldCompiler, daemon_binary
+
+from polygrad import PolygradInvalidArgument, Tensor, graph as g
+
+pytestmark = pytest.mark.skipif(not daemon_binary().exists(), reason=f"no daemon binary at {daemon_binary()}")
+
+# What every held-gate child starts with: the gate's controls, and a watchdog that opens the gate
+# if the client blocks where it must not (the child then prints WATCHDOG and the test fails).
+_PRELUDE = """
+import os, sys, threading, time
+from pathlib import Path
+sys.path.insert(0, {client!r})
+import numpy as np
+from polygrad import Tensor, get_connection
+gate = Path(os.environ["GATE"])
+def hold(): (gate / "open").unlink(missing_ok=True)
+def release(): (gate / "open").touch()
+def held(): return sorted(gate.glob("held.*"))
+def wait_held():
+  while not held():
+    time.sleep(0.01)
+def watchdog():
+  print("WATCHDOG", flush=True)
+  release()
+dog = threading.Timer(300, watchdog)
+dog.daemon = True
+dog.start()
+"""
+
+
+def _run_held(tmp_path, body: str, **env) -> str:
+  cc = HeldCompiler(tmp_path)
+  # --quick-compile=off: a realize waits for its held compile (a quick build would answer it).
+  d = Daemon(daemon_binary(), tmp_path, "", f"--compiler={cc.path}", "--quick-compile=off")
+  try:
+    d.wait_ready()
+    child_env = dict(os.environ, POLYGRAD_ADDRESS=d.address, GATE=str(cc.gate), **env)
+    child_env.pop("POLYGRAD_ASYNC", None)
+    r = subprocess.run([sys.executable, "-c", _PRELUDE.format(client=str(PY_CLIENT)) + textwrap.dedent(body)],
+                       env=child_env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:] + d.log_tail()
+    assert "WATCHDOG" not in r.stdout, "the client blocked while the daemon was held:\n" + r.stdout
+    return r.stdout
+  finally:
+    cc.release()
+    d.stop()
+
+
+def test_realize_returns_while_the_daemon_computes(tmp_path):
+  out = _run_held(tmp_path, """
+      x = Tensor(np.arange(8, dtype=np.float32))
+      x.realize(); x.numpy()          # connected, x on the daemon
+      hold()
+      y = (x * 3 + 1).realize()       # a new kernel: its compile waits at the gate
+      z = (y - 1).realize()           # reads y, sent behind it
+      wait_held()
+      print("outstanding", get_connection().outstanding)
+      release()
+      print("z", z.numpy().tolist())
+  """)
+  assert "outstanding 2" in out, out
+  assert f"z {(np.arange(8, dtype=np.float32) * 3).tolist()}" in out, out
+
+
+def test_outstanding_commands_are_bounded(tmp_path):
+  out = _run_held(tmp_path, """
+      x = Tensor(np.ones(4, dtype=np.float32))
+      x.realize(); x.numpy()
+      hold()
+      a = (x * 2).realize()
+      b = (x * 3).realize()
+      wait_held()
+      third = threading.Thread(target=lambda: (x * 4).realize())
+      third.start()
+      third.join(timeout=1.0)
+      # The bound is 2: the third waits for an answer (it stays blocked however long it is given).
+      print("third blocked", third.is_alive(), get_connection().outstanding)
+      release()
+      third.join()
+      print("values", a.numpy().tolist(), b.numpy().tolist())
+  """, POLYGRAD_MAX_IN_FLIGHT="2")
+  assert "third blocked True 2" in out, out
+  assert "values [2.0, 2.0, 2.0, 2.0] [3.0, 3.0, 3.0, 3.0]" in out, out
+
+
+def test_step_run_and_opt_step_return_while_the_daemon_computes(tmp_path):
+  out = _run_held(tmp_path, """
+      from polygrad.nn import SGD, Linear, compile_step, get_parameters
+      rng = np.random.default_rng(0)
+      x = Tensor(rng.random((16, 8), dtype=np.float32)).realize()
+      y = Tensor(np.eye(4, dtype=np.float32)[rng.integers(0, 4, 16)]).realize()
+      lin = Linear(8, 4)
+      opt = SGD(get_parameters([lin]), lr=0.1)
+      def train(opt, x, y):
+        opt.zero_grad()
+        loss = -(lin(x).log_softmax(-1) * y).sum(1).mean()
+        loss.backward()
+        opt.step()
+        return loss
+      step = compile_step(train, opt, x, y)
+      step.run(); first = step.loss_value()
+      hold()
+      blocker = (x * 7).sum().realize()   # a new kernel, held: what comes next waits behind it
+      step.run()                          # queued behind the held realize, and returns
+      wait_held()
+      print("outstanding", get_connection().outstanding)
+      release()
+      print("second loss below first", step.loss_value() < first)
+  """)
+  assert "outstanding 2" in out, out
+  assert "second loss below first True" in out, out
+
+
+def test_a_broken_stream_fails_what_was_outstanding(tmp_path):
+  cc = HeldCompiler(tmp_path)
+  d = Daemon(daemon_binary(), tmp_path, "", f"--compiler={cc.path}", "--quick-compile=off")
+  try:
+    d.wait_ready()
+    body = """
+        x = Tensor(np.ones(4, dtype=np.float32))
+        x.realize(); x.numpy()
+        hold()
+        y = (x * 9).realize()
+        wait_held()
+        print("killing", flush=True)
+        sys.stdin.readline()          # the test kills the daemon, then writes a line
+        from polygrad import PolygradConnectionError
+        try:
+          Tensor.synchronize()
+          print("no error")
+        except PolygradConnectionError as e:
+          print("raised", type(e).__name__, e)
+    """
+    env = dict(os.environ, POLYGRAD_ADDRESS=d.address, GATE=str(cc.gate))
+    env.pop("POLYGRAD_ASYNC", None)
+    child = subprocess.Popen([sys.executable, "-c", _PRELUDE.format(client=str(PY_CLIENT)) + textwrap.dedent(body)],
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    assert child.stdout.readline().strip() == "killing"
+    d.proc.kill()
+    d.proc.wait()
+    out, err = child.communicate("go\n", timeout=300)
+    assert child.returncode == 0, err
+    assert "raised PolygradConnectionError" in out, out + err
+  finally:
+    cc.release()
+    d.stop()
+
+
+def test_a_daemon_error_is_raised_by_the_next_read_or_synchronize(live_daemon):
+  x = Tensor(np.zeros((3, 4), np.float32))
+  # An equation only the daemon checks: the client sends it as it is.
+  bad = Tensor._make(g.EINSUM, x.dtype, (3,), (x,), g.Composite(equation="ij->k"))
+  bad.realize()
+  behind = (bad + 1).realize()
+  with pytest.raises(PolygradInvalidArgument, match=r"output label 'k' is not in any input"):
+    Tensor.synchronize()
+  Tensor.synchronize()  # raised once: nothing is outstanding any more
+  assert (Tensor([1.0]) + 1).item() == 2.0
+  # The failed nodes count as unsent again: a read sends them again and fails the same way.
+  with pytest.raises(PolygradInvalidArgument, match=r"output label 'k' is not in any input"):
+    behind.numpy()
+
+
+def _train_losses(mode: str) -> list:
+  body = f"""
+      import sys
+      sys.path.insert(0, {str(PY_CLIENT)!r})
+      import numpy as np
+      from polygrad import Tensor
+      from polygrad.nn import SGD, Adam, Linear, compile_step, get_parameters
+      rng = np.random.default_rng(1)
+      x = Tensor(rng.random((32, 12), dtype=np.float32))
+      y = Tensor(np.eye(3, dtype=np.float32)[rng.integers(0, 3, 32)])
+      l1, l2 = Linear(12, 16), Linear(16, 3)
+      for layer, seed in ((l1, 2), (l2, 3)):
+        r = np.random.default_rng(seed)
+        layer.weight = Tensor(r.standard_normal(layer.weight.shape).astype(np.float32) * 0.3, requires_grad=True)
+        layer.bias = Tensor(np.zeros(layer.bias.shape, np.float32), requires_grad=True)
+      opt = Adam(get_parameters([l1, l2]), lr=0.01)
+      losses = []
+      for i in range(12):
+        opt.zero_grad()
+        loss = -(l2(l1(x).relu()).log_softmax(-1) * y).sum(1).mean()
+        loss.backward()
+        opt.step()
+        if i % 4 == 3:
+          losses.append(loss.item())
+      def train(opt, x, y):
+        opt.zero_grad()
+        loss = -(l2(l1(x).relu()).log_softmax(-1) * y).sum(1).mean()
+        loss.backward()
+        opt.step()
+        return loss
+      step = compile_step(train, opt, x, y)
+      for i in range(6):
+        step.run()
+      losses.append(step.loss_value())
+      losses.append(float(l1.weight.numpy().astype(np.float64).sum()))
+      print(repr(losses))
+  """
+  env = dict(os.environ, POLYGRAD_ASYNC="0" if mode == "blocking" else "1")
+  r = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], env=env, capture_output=True, text=True,
+                     timeout=600)
+  assert r.returncode == 0, r.stderr[-4000:]
+  return eval(r.stdout.strip().splitlines()[-1])
+
+
+def test_training_gives_the_same_numbers_with_either_dispatch(live_daemon):
+  blocking, dispatched = _train_losses("blocking"), _train_losses("async")
+  assert dispatched == blocking  # bit for bit: the same graphs in the same order
