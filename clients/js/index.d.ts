@@ -126,6 +126,8 @@ export declare class Tensor {
   static where(cond: Tensor, x: Tensor | Scalar, y: Tensor | Scalar): Tensor;
   /** Realizes several tensors in one request. */
   static realize(...tensors: Tensor[]): Promise<void>;
+  /** Waits until the daemon has run everything sent; rejects with the first error among it. */
+  static synchronize(): Promise<void>;
   /** Runs fn with gradient tracking off (until its promise settles, for an async fn). */
   static noGrad<T>(fn: () => T): T;
   static readonly isNoGrad: boolean;
@@ -489,6 +491,8 @@ export interface ConnectOptions {
   tlsKey?: string;
   /** seconds; default POLYGRAD_CONNECT_TIMEOUT or 30 */
   connectTimeout?: number;
+  /** commands sent and not yet answered before the next waits; default POLYGRAD_MAX_IN_FLIGHT or 8 */
+  maxInFlight?: number;
 }
 
 export interface Connection {
@@ -496,12 +500,17 @@ export interface Connection {
   readonly sessionId: string;
   readonly info: { version: string; devices: Array<{ name: string; available: boolean; detail: string }>; [k: string]: unknown };
   readonly device: string;
+  /** commands sent on the session's stream whose answers are not applied yet */
+  readonly outstanding: number;
   download(handle: string): Promise<{ dtype: number; shape: number[]; data: Uint8Array }>;
   release(nodeIds?: number[], handles?: string[]): Promise<unknown>;
 }
 
 export declare function connect(options?: ConnectOptions): Promise<Connection>;
 export declare function close(): Promise<void>;
+/** Waits until the daemon has run everything sent (realize(), optimizer steps and releases return
+ * once sent); rejects with the first error among it. */
+export declare function synchronize(): Promise<void>;
 export declare function graphStats(): { liveNodes: number; sentLive: number; pendingRelease: number; pendingHandles: number; nextId: number; requests: number };
 export declare function flushReleases(): Promise<void>;
 
@@ -524,6 +533,6 @@ export declare class JitError extends PolygradError {}
 
 declare const polygrad: {
   Tensor: typeof Tensor; dtypes: typeof dtypes; nn: typeof nn; compileStep: typeof compileStep; jit: typeof jit; connect: typeof connect;
-  close: typeof close; PolygradError: typeof PolygradError;
+  close: typeof close; synchronize: typeof synchronize; PolygradError: typeof PolygradError;
 };
 export default polygrad;

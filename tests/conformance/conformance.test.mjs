@@ -377,6 +377,7 @@ describe('cases', () => {
         x = await build(c, xs);  // nonzero and maskedSelect read their count first
         sent = wireOpsIn(x);
         await x.realize();
+        await Tensor.synchronize(); // the handle comes with the realize's answer (asynchronous dispatch)
         down = await conn.download(x._node.handle);
         const arr = await x.data();
         bytes = Buffer.from(arr.buffer, arr.byteOffset, arr.byteLength);

@@ -8,6 +8,7 @@ const net = require('net');
 const grpc = require('@grpc/grpc-js');
 const { load } = require('./proto');
 const { EmbeddedDaemon } = require('./daemon');
+const { ExecuteStream, DEFAULT_MAX_IN_FLIGHT } = require('./dispatch');
 const { PolygradConnectionError, PolygradError, fromGrpcError } = require('./errors');
 
 const CHUNK_BYTES = 1 << 20;
@@ -68,10 +69,95 @@ class Connection {
     this.sessionId = '';
     this.client = null;
     this.keepalive = null;
+    // Asynchronous dispatch (dispatch.js): POLYGRAD_ASYNC=0 keeps every call unary and waiting.
+    this.asyncDispatch = process.env.POLYGRAD_ASYNC !== '0';
+    this.maxInFlight = Math.max(1, Math.floor(envSeconds('POLYGRAD_MAX_IN_FLIGHT', DEFAULT_MAX_IN_FLIGHT)));
+    this._stream = null;
+    this._streamRefused = false;
+    this._outstanding = []; // Pendings in the order sent, until settle() applies them
+    this.syncHook = null; // settles outstanding answers (set by graph.js, which knows what they mean)
+    this._settling = Promise.resolve();
   }
 
-  static async open({ address, token, tlsCa, tlsCert, tlsKey, connectTimeout } = {}) {
+  // The session's Execute stream, opened on first use (again after one broke); null where
+  // dispatch is synchronous or the stream is not carried (then every call is unary).
+  async stream() {
+    if (!this.asyncDispatch || this._streamRefused || !this.sessionId) return null;
+    if (this._stream && !this._stream.broken) return this._stream;
+    if (this._stream && this._stream.idle) {
+      this._stream = ExecuteStream.reopen(this, this.maxInFlight);
+      return this._stream;
+    }
+    try {
+      this._stream = await ExecuteStream.open(this, this.maxInFlight);
+    } catch (e) {
+      if (e instanceof PolygradConnectionError) throw e;
+      this._streamRefused = true; // e.g. UNIMPLEMENTED from a proxy that passes unary calls only
+      this._stream = null;
+    }
+    return this._stream;
+  }
+
+  // Sends one command on the stream without waiting for its answer; null without a stream.
+  // onSettle(pending, error) is called by settle(), in order, once the answer is in.
+  async submit(command, what, onSettle = null, label = '') {
+    for (;;) {
+      const s = await this.stream();
+      if (!s) return null;
+      const p = await s.submit(command, what, onSettle, label);
+      if (!p) continue; // that stream went idle and ended meanwhile
+      this._outstanding.push(p);
+      return p;
+    }
+  }
+
+  get outstanding() {
+    return this._outstanding.length;
+  }
+
+  // Applies the answers that are in (with `wait`, waits for all), oldest first; returns the first
+  // error of a command without onSettle, or that its onSettle threw.
+  settle(wait) {
+    // One settle at a time: two concurrent reads must not both take the oldest answer.
+    const run = this._settling.then(() => this._settle(wait));
+    this._settling = run.then(() => {}, () => {});
+    return run;
+  }
+
+  async _settle(wait) {
+    let first = null;
+    while (this._outstanding.length) {
+      const p = this._outstanding[0];
+      if (!wait && !p.done) break;
+      await p.promise;
+      this._outstanding.shift();
+      try {
+        if (p.onSettle) p.onSettle(p, p.error);
+        else if (p.error) throw p.error;
+      } catch (e) {
+        if (!(e instanceof PolygradError)) throw e;
+        first = first || e;
+      }
+    }
+    return first;
+  }
+
+  // Waits for everything outstanding; throws the first error among it.
+  async synchronize() {
+    if (this.syncHook) return this.syncHook();
+    const e = await this.settle(true);
+    if (e) throw e;
+    return undefined;
+  }
+
+  // Before a unary call that names nodes, handles or steps: nothing outstanding may come after it.
+  async _quiet() {
+    if (this._outstanding.length) await this.synchronize();
+  }
+
+  static async open({ address, token, tlsCa, tlsCert, tlsKey, connectTimeout, maxInFlight } = {}) {
     const c = new Connection();
+    if (maxInFlight !== undefined) c.maxInFlight = Math.max(1, Math.floor(maxInFlight));
     const timeout = connectTimeout !== undefined ? connectTimeout : envSeconds('POLYGRAD_CONNECT_TIMEOUT', 30);
     const deadline = Date.now() + timeout * 1000;
     address = address || process.env.POLYGRAD_ADDRESS || null;
@@ -157,13 +243,15 @@ class Connection {
     });
   }
 
-  realize(nodes, outputs, wantData, releaseNodes = []) {
+  async realize(nodes, outputs, wantData, releaseNodes = []) {
+    await this._quiet();
     return this.unary('Realize', {
       session_id: this.sessionId, nodes, outputs, want_data: wantData, release_nodes: releaseNodes,
     });
   }
 
-  release(nodeIds = [], handles = []) {
+  async release(nodeIds = [], handles = []) {
+    if (nodeIds.length || handles.length) await this._quiet();
     return this.unary('Release', { session_id: this.sessionId, node_ids: nodeIds, handles });
   }
 
@@ -190,7 +278,8 @@ class Connection {
   }
 
   // Resolves to { dtype, shape, data } of a buffer, fetched in chunks.
-  download(handle) {
+  async download(handle) {
+    await this._quiet();
     return new Promise((resolve, reject) => {
       const call = this.client.Download({ session_id: this.sessionId, handle, chunk_bytes: 0 }, this.metadata);
       const parts = [];
@@ -211,28 +300,42 @@ class Connection {
     });
   }
 
-  compileStep(nodes, inputs, outputs, assigns, materialize) {
+  async compileStep(nodes, inputs, outputs, assigns, materialize) {
+    await this._quiet();
     return this.unary('CompileStep', {
       session_id: this.sessionId, nodes, inputs, outputs,
       assigns: assigns.map(([t, v]) => ({ target_node: t, value: v })), materialize,
     });
   }
 
-  // `inputs`: [nodeId, Buffer | handle string] pairs.
-  runStep(stepId, inputs, wantData = true) {
-    return this.unary('RunStep', {
-      session_id: this.sessionId, step_id: stepId, want_data: wantData,
+  // `inputs`: [nodeId, Buffer | handle string] pairs. On the stream when there is one (one
+  // message behind what is outstanding), waiting for the answer.
+  async runStep(stepId, inputs, wantData = true) {
+    const req = {
+      step_id: stepId, want_data: wantData,
       inputs: inputs.map(([n, v]) => (Buffer.isBuffer(v) ? { node_id: n, data: v } : { node_id: n, handle: v })),
-    });
+    };
+    let own = null;
+    const p = await this.submit({ run_step: req }, 'RunStep', (q, err) => { own = err; });
+    if (p) {
+      await this.synchronize();
+      if (own) throw own;
+      return p.answer;
+    }
+    await this._quiet();
+    return this.unary('RunStep', { session_id: this.sessionId, ...req });
   }
 
-  releaseStep(stepId) {
+  async releaseStep(stepId) {
+    await this._quiet();
     return this.unary('ReleaseStep', { session_id: this.sessionId, step_id: stepId });
   }
 
   async close() {
     if (this.keepalive) clearInterval(this.keepalive);
     this.keepalive = null;
+    if (this._stream) this._stream.close();
+    this._stream = null;
     try {
       if (this.sessionId) await this.unary('CloseSession', { session_id: this.sessionId }, { deadline: Date.now() + 5000 });
     } catch { /* the session goes with the daemon or expires */ }
@@ -245,6 +348,8 @@ class Connection {
   // For process.on('exit'): no I/O can complete there, so only the embedded daemon is stopped.
   closeNow() {
     if (this.keepalive) clearInterval(this.keepalive);
+    if (this._stream) this._stream.close();
+    this._stream = null;
     this.sessionId = '';
     if (this.daemon) this.daemon.stopNow();
     this.daemon = null;

@@ -46,7 +46,13 @@ function fromGrpcError(err, what, address = '') {
   return new Cls(msg, name, details);
 }
 
+// The error of a command that failed inside the Execute stream: its Error message carries the
+// numeric gRPC code the command would have had as a unary call.
+function fromStatus(code, message, what, address = '') {
+  return fromGrpcError({ code, details: message }, what, address);
+}
+
 module.exports = {
   PolygradError, PolygradConnectionError, PolygradInvalidArgument, PolygradNotFound, PolygradResourceExhausted,
-  PolygradUnauthenticated, PolygradPermissionDenied, PolygradTimeout, PolygradUnimplemented, fromGrpcError,
+  PolygradUnauthenticated, PolygradPermissionDenied, PolygradTimeout, PolygradUnimplemented, fromGrpcError, fromStatus,
 };

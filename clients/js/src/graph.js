@@ -60,6 +60,7 @@ class Graph {
     this.gen = 1;
     this.requests = 0;
     this.lastStats = null;
+    this.deferred = null; // a dispatched command's failure, for the next read or synchronize()
     this.leaves = new Map(); // node-independent key -> WeakRef(Tensor) with requiresGrad = true
     // Float tensors made from data or random draws with requiresGrad left unset (null): tinygrad's
     // gradient targets when a loss depends on no requiresGrad = true tensor (WeakRefs, pruned as
@@ -86,7 +87,7 @@ class Graph {
 
   node(op, dtype, shape, src = [], arg = null, rg = false, stop = false) {
     if (this.dead.length + this.deadHandles.length >= RELEASE_BATCH && session.current()) {
-      this.flushReleases().catch(() => {}); // a failed release stays queued for the next request
+      this.flushReleases(false).catch(() => {}); // a failed release stays queued for the next request
     }
     const n = new Node(this.nextId++, op, dtype, shape, src, arg, rg, stop);
     this.registry.register(n, n.id, n);
@@ -118,10 +119,18 @@ class Graph {
     return this.flushReleases();
   }
 
-  // Sends queued releases in one Release call (nothing to do without a session).
-  flushReleases() {
+  // Sends queued releases in one Release call (nothing to do without a session); on the session's
+  // stream, with `wait`, resolves once the daemon has done them and everything sent before.
+  flushReleases(wait = true) {
     return this._serial(async () => {
       const conn = session.current();
+      if (conn && await conn.stream()) {
+        this._hook(conn);
+        if (wait) await this.synchronize(); // settled answers let go of their nodes: those go too
+        await this._releaseQueued(conn);
+        if (wait) await this.synchronize();
+        return;
+      }
       if (!conn || (!this.dead.length && !this.deadHandles.length)) return;
       const ids = this.dead.splice(0);
       const handles = this.deadHandles.splice(0);
@@ -138,6 +147,7 @@ class Graph {
 
   forgetSession() {
     this.gen += 1;
+    this.deferred = null;
     this.sent.clear();
     this.dead.length = 0;
     this.deadHandles.length = 0;
@@ -292,6 +302,8 @@ class Graph {
   async _realize(outputs, wantData) {
     if (wantData && outputs.every((n) => n.cache)) return outputs.map((n) => n.cache.slice());
     const conn = await session.get();
+    this._hook(conn);
+    await this._settleArrived(conn);
     const uniq = [...new Map(outputs.map((n) => [n.id, n])).values()];
     let todo = this.unsent(uniq);
     if (todo.some((n) => n.src.some((s) => s.stop && !s.handle))) {
@@ -316,6 +328,7 @@ class Graph {
         }
       }
     }
+    if (await conn.stream()) return this._dispatch(conn, outputs, uniq, todo, wantData);
     const wire = todo.map((n) => this.toWire(n));
     let release = this.dead.splice(0);
     const handles = this.deadHandles.splice(0);
@@ -326,7 +339,10 @@ class Graph {
     try {
       while (wire.length - start > limit) { // node batches past the per-request limit go first
         await conn.realize(wire.slice(start, start + limit), [], false);
-        for (const n of todo.slice(start, start + limit)) this._markSent(n);
+        for (const n of todo.slice(start, start + limit)) {
+          this._markSent(n);
+          this._dropData(n);
+        }
         start += limit;
       }
       try {
@@ -342,7 +358,10 @@ class Graph {
       this.deadHandles.push(...handles);
       throw e;
     }
-    for (const n of todo.slice(start)) this._markSent(n);
+    for (const n of todo.slice(start)) {
+      this._markSent(n);
+      this._dropData(n);
+    }
     for (const n of todo) {
       const h = this.uploads.get(n.id);
       if (h !== undefined) { this.uploads.delete(n.id); handles.push(h); }
@@ -351,36 +370,161 @@ class Graph {
       try { await conn.release([], handles); } catch (e) { if (!(e instanceof PolygradNotFound)) throw e; }
     }
     this.lastStats = resp.stats;
+    this._bind(uniq, resp);
+    return wantData ? this._arrays(conn, outputs, uniq, resp) : outputs.map(() => null);
+  }
+
+  // A Realize's answer: each output's id now stands for its buffer, so the graph behind it goes
+  // (kept for a later gradient when it is tracked).
+  _bind(uniq, resp) {
     if (resp.results.length !== uniq.length) {
       throw new PolygradError(`Realize returned ${resp.results.length} results for ${uniq.length} outputs`);
     }
-    const arrays = new Map();
     for (let i = 0; i < uniq.length; i++) {
       const n = uniq[i];
       const r = resp.results[i];
       if (Number(r.node_id) && Number(r.node_id) !== n.id) {
         throw new PolygradError(`Realize returned node ${r.node_id} where node ${n.id} was asked for`);
       }
-      n.handle = (r.handle !== '0' && r.handle) || n.handle || '-1';
+      n.handle = (r.handle !== '0' && r.handle) || (n.handle && n.handle !== '-1' ? n.handle : '-1');
       if (n.rg && n.src.length) n.keep = n.src; // for a later gradient through this value (relazy)
       n.src = [];
-      if (wantData) {
-        let res = r;
-        if (!r.has_data) res = await conn.download(r.handle);
-        const arr = checkedDecode(n, res.dtype, res.shape.map(Number), res.data);
-        if (arr.byteLength <= CACHE_BYTES) n.cache = arr;
-        arrays.set(n.id, arr.slice());
-      }
+    }
+  }
+
+  async _arrays(conn, outputs, uniq, resp) {
+    const arrays = new Map();
+    for (let i = 0; i < uniq.length; i++) {
+      const n = uniq[i];
+      const r = resp.results[i];
+      let res = r;
+      if (!r.has_data) res = await conn.download(r.handle);
+      const arr = checkedDecode(n, res.dtype, res.shape.map(Number), res.data);
+      if (arr.byteLength <= CACHE_BYTES) n.cache = arr;
+      arrays.set(n.id, arr.slice());
     }
     return outputs.map((n) => (arrays.has(n.id) ? arrays.get(n.id) : null));
+  }
+
+  // --- asynchronous dispatch (dispatch.js) --------------------------------------------------------
+
+  _hook(conn) {
+    if (!conn.syncHook) conn.syncHook = () => this.synchronize();
+  }
+
+  // realize() on the session's Execute stream. Until its answer is settled the outputs count as
+  // realized (handle '-1') and the sent nodes as sent; both are undone if it fails. Queued node
+  // releases ride along as release_nodes (the daemon accepts the ids of failed requests there).
+  async _dispatch(conn, outputs, uniq, todo, wantData) {
+    if (this.deadHandles.length) {
+      await conn.submit({ release: { node_ids: [], handles: this.deadHandles.splice(0) } }, 'Release', releaseSettled);
+    }
+    const limit = conn.maxNodesPerRequest || todo.length || 1;
+    let start = 0;
+    while (todo.length - start > limit) { // node batches past the per-request limit go first
+      const batch = todo.slice(start, start + limit);
+      const flight = { send: batch, outputs: [], release: [], saved: [], response: null };
+      await conn.submit({ realize: { nodes: batch.map((n) => this.toWire(n)), outputs: [], want_data: false } },
+        'Realize', (p, err) => this._settled(flight, p, err));
+      for (const n of batch) this._markSent(n);
+      start += limit;
+    }
+    const send = todo.slice(start);
+    const release = this.dead.splice(0);
+    const flight = { send, outputs: uniq, release, saved: [], response: null };
+    const req = { nodes: send.map((n) => this.toWire(n)), outputs: uniq.map((n) => n.id), want_data: wantData,
+      release_nodes: release };
+    for (const n of send) this._markSent(n);
+    for (const n of uniq) {
+      flight.saved.push([n, n.src, n.keep, n.handle]);
+      if (n.src.length) {
+        if (n.rg) n.keep = n.src;
+        n.src = [];
+      }
+      n.handle = n.handle || '-1';
+    }
+    await conn.submit({ realize: req }, 'Realize', (p, err) => this._settled(flight, p, err),
+      `realizing ${send.length} nodes`);
+    this.requests += 1;
+    if (!wantData) return outputs.map(() => null);
+    await this.synchronize();
+    return this._arrays(conn, outputs, uniq, flight.response);
+  }
+
+  // A dispatched realize's answer, applied in order by Connection.settle.
+  _settled(flight, p, err) {
+    if (!err) {
+      try {
+        this._bind(flight.outputs, p.answer);
+        flight.response = p.answer;
+        this.lastStats = p.answer.stats;
+        for (const n of flight.send) {
+          this._dropData(n);
+          const h = this.uploads.get(n.id);
+          if (h !== undefined) {
+            this.uploads.delete(n.id);
+            this.deadHandles.push(h); // the daemon's node holds the buffer now
+          }
+        }
+        return;
+      } catch (e) {
+        err = e;
+      }
+    }
+    // The daemon added none of the request's nodes: they are unsent again, the outputs unrealized,
+    // and its releases still to do (unless one of them is what it refused).
+    if (!(err instanceof PolygradNotFound && err.details.includes('release_nodes'))) this.dead.unshift(...flight.release);
+    for (const n of flight.send) {
+      n.sent = false;
+      this.sent.delete(n.id);
+    }
+    for (const [n, src, keep, handle] of flight.saved) {
+      if (!handle) { // an output realized (or dispatched) before keeps that state
+        n.src = src;
+        n.keep = keep;
+        n.handle = handle;
+      }
+    }
+    throw err;
+  }
+
+  // Applies the answers already in; an error waits for the next read or synchronize().
+  async _settleArrived(conn) {
+    if (!conn.outstanding) return;
+    const err = await conn.settle(false);
+    if (err && !this.deferred) this.deferred = err;
+  }
+
+  // Waits for everything dispatched and throws the first error among it.
+  async synchronize() {
+    const conn = session.current();
+    const err = conn ? await conn.settle(true) : null;
+    const first = this.deferred || err;
+    this.deferred = null;
+    if (first) throw first;
+  }
+
+  async _releaseQueued(conn) {
+    if (!this.dead.length && !this.deadHandles.length) return;
+    await conn.submit({ release: { node_ids: this.dead.splice(0), handles: this.deadHandles.splice(0) } }, 'Release',
+      releaseSettled);
   }
 
   _markSent(n) {
     n.sent = true;
     n.gen = this.gen;
     this.sent.add(n.id);
-    if (n.op === OPS.BUFFER && ArrayBuffer.isView(n.arg)) n.arg = null; // the daemon holds the bytes now
   }
+
+  // The daemon holds the bytes now (kept until then: a failed request sends them again).
+  _dropData(n) {
+    if (n.op === OPS.BUFFER && ArrayBuffer.isView(n.arg)) n.arg = null;
+  }
+}
+
+// All or nothing on the daemon: an id it does not know must not fail the batch for good.
+function releaseSettled(p, err) {
+  if (err && !(err instanceof PolygradNotFound)) throw err;
 }
 
 // A result's bytes as a TypedArray, checked against the node's local dtype and shape.

@@ -18,12 +18,17 @@ function connect(options = {}) {
 }
 
 // Closes this process's session (and stops an embedded daemon); tensors sent before become invalid.
+// Waits until the daemon has run everything this process sent; rejects with the first error.
+function synchronize() {
+  return Tensor.synchronize();
+}
+
 function close() {
   return session.close();
 }
 
 module.exports = {
-  Tensor, dtypes, DType, nn, compileStep, CompiledStep, jit, JitError, connect, close,
+  Tensor, dtypes, DType, nn, compileStep, CompiledStep, jit, JitError, connect, close, synchronize,
   graphStats: () => GRAPH.stats(),
   flushReleases: () => GRAPH.flushReleases(),
   ...errors,

@@ -179,6 +179,8 @@ class CompiledStep {
   async exchange(inputs = {}) {
     for (const [name, value] of Object.entries(inputs)) await this.setInput(name, value);
     if (GRAPH.gen !== this._gen || this._released) throw new PolygradError('compileStep: this step was released or belongs to a closed session');
+    // An input fed by handle whose realize is still outstanding: its handle comes with the answer.
+    if ([...this._pending.values()].some((v) => v instanceof Tensor && v._node.handle === '-1')) await GRAPH.synchronize();
     const feeds = [];
     for (const [nid, v] of this._pending) feeds.push([nid, v instanceof Tensor ? v._node.handle : v]);
     for (const [opt, field, nid] of this._scalars) {

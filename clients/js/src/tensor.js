@@ -356,6 +356,12 @@ class Tensor {
     return this;
   }
 
+  // Waits until the daemon has run everything this process sent; throws the first error among it
+  // (realize(), optimizer steps and releases return once sent).
+  static async synchronize() {
+    await GRAPH.synchronize();
+  }
+
   static async realize(...tensors) {
     if (tensors.length) await GRAPH.realize(tensors.map((t) => t._node), false);
   }
