@@ -64,6 +64,7 @@ broadcasted <- function(x, y, reverse = FALSE, match_dtype = TRUE, op = OP$ADD) 
 daemon_reject <- function(op, dtype, src, fallback, arg = NULL) {
   bad <- make(op, dtype, src[[1]]$node$shape, src, arg)
   graph_realize(list(bad$node), FALSE)
+  pg_synchronize()  # the daemon's answer is the error, now
   pg_abort("invalid_argument", fallback)
 }
 

@@ -65,6 +65,7 @@ pg_disconnect <- function() {
 close_conn <- function(conn) {
   if (isTRUE(conn$closed)) return(invisible(NULL))
   conn$closed <- TRUE
+  dispatch_close(conn)
   if (nzchar(conn$session %||% "")) {
     try(.Call(pg_c_call, conn$xp, "CloseSession", list(session_id = conn$session), 5), silent = TRUE)
   }
@@ -96,9 +97,11 @@ rpc_on <- function(conn, method, request, timeout = 0) {
   rpc_value(.Call(pg_c_call, conn$xp, method, request, timeout), method, conn$address)
 }
 
-# A call of this session: session_id is added to the request.
+# A call of this session: session_id is added to the request. One that names nodes, handles or
+# steps first waits for what is outstanding on the stream (dispatch.R), which it must not overtake.
 rpc <- function(method, request = list(), timeout = 0) {
   conn <- get_conn()
+  if (method %in% c("Realize", "Release", "CompileStep", "RunStep", "ReleaseStep")) quiet()
   request$session_id <- conn$session
   rpc_on(conn, method, request, timeout)
 }

@@ -23,6 +23,7 @@ graph_init <- function() {
   .pg$tracing <- NULL            # compile_step's trace: realizes are deferred
   .pg$untracked <- 0L
   .pg$no_grad <- 0L
+  dispatch_init()
 }
 
 node_died <- function(n) {
@@ -53,6 +54,8 @@ new_node <- function(op, dtype, shape, src = list(), arg = NULL, rg = FALSE, sto
 
 graph_forget_session <- function() {
   .pg$gen <- .pg$gen + 1
+  .pg$outstanding <- list()
+  .pg$deferred <- NULL
   .pg$dead <- numeric()
   .pg$dead_handles <- character()
 }
@@ -62,9 +65,19 @@ flush_releases <- function() {
   handles <- .pg$dead_handles
   .pg$dead <- numeric()
   .pg$dead_handles <- character()
-  if (length(ids) || length(handles)) {
+  if (!length(ids) && !length(handles)) return(invisible(NULL))
+  conn <- .pg$conn
+  if (!is.null(conn) && conn_stream(conn)) {
+    stream_submit(conn, "release", list(node_ids = ids, handles = handles), "Release", release_settled)
+  } else {
     tryCatch(rpc("Release", list(node_ids = ids, handles = handles)), polygrad_not_found = function(e) NULL)
   }
+  invisible(NULL)
+}
+
+# All or nothing on the daemon: an id it does not know must not fail the batch for good.
+release_settled <- function(value, err) {
+  if (!is.null(err) && !inherits(err, "polygrad_not_found")) stop(err)
 }
 
 node_inputs <- function(n) if (nzchar(n$handle) && length(n$keep)) n$keep else n$src
@@ -156,8 +169,10 @@ node_wire <- function(n) {
 mark_sent <- function(n) {
   n$sent <- TRUE
   n$gen <- .pg$gen
-  if (n$op == OP$BUFFER && is.raw(n$arg)) n$arg <- NULL  # the daemon holds the bytes now
 }
+
+# The daemon holds the bytes now (kept until then: a failed request sends them again).
+drop_data <- function(n) if (n$op == OP$BUFFER && is.raw(n$arg)) n$arg <- NULL
 
 # Sends what the daemon lacks and realizes `outputs` (nodes); with want_data, their R values.
 graph_realize <- function(outputs, want_data = FALSE) {
@@ -172,6 +187,7 @@ graph_realize <- function(outputs, want_data = FALSE) {
     return(lapply(outputs, function(n) n$cache))
   }
   conn <- get_conn()
+  settle_arrived()
   ids <- vapply(outputs, function(n) n$id, numeric(1))
   uniq <- outputs[!duplicated(ids)]
   todo <- unsent_nodes(uniq)
@@ -198,6 +214,7 @@ graph_realize <- function(outputs, want_data = FALSE) {
       }
     }
   }
+  if (conn_stream(conn)) return(dispatch_realize(conn, outputs, uniq, todo, want_data))
   wire <- lapply(todo, node_wire)
   release <- .pg$dead
   .pg$dead <- numeric()
@@ -206,6 +223,7 @@ graph_realize <- function(outputs, want_data = FALSE) {
   while (length(wire) - start > limit) {  # node batches past the daemon's limit go first
     rpc("Realize", list(nodes = wire[start + seq_len(limit)]))
     lapply(todo[start + seq_len(limit)], mark_sent)
+    lapply(todo[start + seq_len(limit)], drop_data)
     start <- start + limit
   }
   rest <- seq_along(wire) > start
@@ -217,6 +235,7 @@ graph_realize <- function(outputs, want_data = FALSE) {
       stop(e)
     })
   lapply(todo[rest], mark_sent)
+  lapply(todo[rest], drop_data)
   for (n in todo) {  # a sent BUFFER holds its data: the upload handle itself can go
     if (nzchar(n$upload)) {
       .pg$dead_handles <- c(.pg$dead_handles, n$upload)
@@ -224,26 +243,123 @@ graph_realize <- function(outputs, want_data = FALSE) {
     }
   }
   if (length(.pg$dead_handles)) flush_releases()
+  bind_results(uniq, resp)
+  if (!want_data) return(vector("list", length(outputs)))
+  result_values(outputs, uniq, resp)
+}
+
+# A Realize's answer: each output's id now stands for its buffer, so the graph behind it goes
+# (kept for a later gradient when it is tracked).
+bind_results <- function(uniq, resp) {
   results <- resp$results
   if (length(results) != length(uniq)) {
     pg_abort("internal", sprintf("Realize returned %d results for %d outputs", length(results), length(uniq)))
   }
+  for (i in seq_along(uniq)) {
+    n <- uniq[[i]]
+    n$handle <- results[[i]]$handle %||% "-1"
+    if (n$rg && length(n$src)) n$keep <- n$src  # for a later gradient through this value
+    n$src <- list()
+  }
+}
+
+result_values <- function(outputs, uniq, resp) {
   values <- list()
   for (i in seq_along(uniq)) {
     n <- uniq[[i]]
-    r <- results[[i]]
-    n$handle <- r$handle %||% "-1"
-    if (n$rg && length(n$src)) n$keep <- n$src  # for a later gradient through this value
-    n$src <- list()
-    if (want_data) {
-      v <- if (isTRUE(r$has_data)) decode_result(n, r$dtype, r$shape, r$data %||% raw())
-           else download_node(n)
-      if (length(v) * .dtype_size[[n$dtype]] <= 65536) n$cache <- v
-      values[[as.character(n$id)]] <- v
+    r <- resp$results[[i]]
+    v <- if (isTRUE(r$has_data)) decode_result(n, r$dtype, r$shape, r$data %||% raw())
+         else download_node(n)
+    if (length(v) * .dtype_size[[n$dtype]] <= 65536) n$cache <- v
+    values[[as.character(n$id)]] <- v
+  }
+  lapply(outputs, function(n) values[[as.character(n$id)]])
+}
+
+# graph_realize on the session's Execute stream (dispatch.R). Until its answer is settled the
+# outputs count as realized (handle "-1") and the sent nodes as sent; both are undone if it
+# fails. Queued node releases ride along as release_nodes (the daemon accepts the ids of failed
+# requests there).
+dispatch_realize <- function(conn, outputs, uniq, todo, want_data) {
+  if (length(.pg$dead_handles)) {
+    handles <- .pg$dead_handles
+    .pg$dead_handles <- character()
+    stream_submit(conn, "release", list(handles = handles), "Release", release_settled)
+  }
+  limit <- if (conn$max_nodes > 0) conn$max_nodes else max(1, length(todo))
+  start <- 0L
+  while (length(todo) - start > limit) {  # node batches past the daemon's limit go first
+    batch <- todo[start + seq_len(limit)]
+    flight <- new_flight(batch, list(), numeric())
+    stream_submit(conn, "realize", list(nodes = lapply(batch, node_wire)), "Realize",
+                  function(value, err) realize_settled(flight, value, err))
+    lapply(batch, mark_sent)
+    start <- start + limit
+  }
+  send <- todo[seq_along(todo) > start]
+  release <- .pg$dead
+  .pg$dead <- numeric()
+  flight <- new_flight(send, uniq, release)
+  req <- list(nodes = lapply(send, node_wire), outputs = vapply(uniq, function(n) n$id, numeric(1)),
+              want_data = want_data, release_nodes = release)
+  lapply(send, mark_sent)
+  for (n in uniq) {
+    flight$saved[[length(flight$saved) + 1L]] <- list(node = n, src = n$src, keep = n$keep, handle = n$handle)
+    if (length(n$src)) {
+      if (n$rg) n$keep <- n$src
+      n$src <- list()
+    }
+    if (!nzchar(n$handle)) n$handle <- "-1"
+  }
+  stream_submit(conn, "realize", req, "Realize", function(value, err) realize_settled(flight, value, err))
+  if (!want_data) return(vector("list", length(outputs)))
+  pg_synchronize()
+  result_values(outputs, uniq, flight$response)
+}
+
+new_flight <- function(send, outputs, release) {
+  f <- new.env(parent = emptyenv())
+  f$send <- send
+  f$outputs <- outputs
+  f$release <- release
+  f$saved <- list()
+  f$response <- NULL
+  f
+}
+
+# A dispatched realize's answer, applied in order by settle_oldest.
+realize_settled <- function(flight, value, err) {
+  if (is.null(err)) {
+    err <- tryCatch({
+      bind_results(flight$outputs, value)
+      NULL
+    }, polygrad_error = function(e) e)
+  }
+  if (is.null(err)) {
+    flight$response <- value
+    for (n in flight$send) {
+      drop_data(n)
+      if (nzchar(n$upload)) {  # the daemon's node holds the buffer now
+        .pg$dead_handles <- c(.pg$dead_handles, n$upload)
+        n$upload <- ""
+      }
+    }
+    return(invisible(NULL))
+  }
+  # The daemon added none of the request's nodes: they are unsent again, the outputs unrealized,
+  # and its releases still to do (unless one of them is what it refused).
+  if (!(inherits(err, "polygrad_not_found") && grepl("release_nodes", conditionMessage(err), fixed = TRUE))) {
+    .pg$dead <- c(flight$release, .pg$dead)
+  }
+  for (n in flight$send) n$sent <- FALSE
+  for (s in flight$saved) {
+    if (!nzchar(s$handle)) {  # an output realized (or dispatched) before keeps that state
+      s$node$src <- s$src
+      s$node$keep <- s$keep
+      s$node$handle <- s$handle
     }
   }
-  if (!want_data) return(vector("list", length(outputs)))
-  lapply(outputs, function(n) values[[as.character(n$id)]])
+  stop(err)
 }
 
 unique_nodes <- function(nodes) {
@@ -259,6 +375,7 @@ upload_bytes <- function(dtype, shape, bytes) {
 
 download_node <- function(n) {
   conn <- get_conn()
+  quiet()
   d <- rpc_value(.Call(pg_c_download, conn$xp, conn$session, n$handle), "Download", conn$address)
   decode_result(n, d$dtype, d$shape, d$data)
 }
@@ -297,6 +414,7 @@ to_row_major <- function(x) {
 realized_bytes <- function(x) {
   graph_realize(list(x$node), FALSE)
   conn <- get_conn()
+  quiet()
   d <- rpc_value(.Call(pg_c_download, conn$xp, conn$session, x$node$handle), "Download", conn$address)
   list(dtype = dtype_from_wire(d$dtype), shape = as.numeric(d$shape), data = d$data)
 }

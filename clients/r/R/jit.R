@@ -94,6 +94,7 @@ jit_replay <- function(step, tensors) {
       feeds[[length(feeds) + 1L]] <- list(node_id = id, data = n$arg)
     } else {
       if (!nzchar(n$handle)) graph_realize(list(n), FALSE)
+      if (identical(n$handle, "-1")) pg_synchronize()  # its handle comes with the realize's answer
       feeds[[length(feeds) + 1L]] <- list(node_id = id, handle = n$handle)
     }
   }

@@ -158,7 +158,7 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
       }
     }
     if (!identical(s$gen, .pg$gen)) pg_abort("failed_precondition", "compile_step: this step belongs to a closed session")
-    resp <- rpc("RunStep", list(step_id = s$step_id, inputs = feeds, want_data = TRUE))
+    resp <- run_step_request(list(step_id = s$step_id, inputs = feeds, want_data = TRUE))
     for (o in optimizers) o$steps <- s$k
     s$k <- s$k + 1
     for (n in tr$targets) n$cache <- NULL  # the daemon changed these buffers in place
@@ -188,4 +188,19 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
 print.polygrad_step <- function(x, ...) {
   cat(sprintf("<polygrad compiled step: %s kernels, %d runs>\n", format(x$stats$kernels %||% 0), x$k - 1))
   invisible(x)
+}
+
+# One RunStep: on the session's stream when there is one (one message behind what is outstanding),
+# waiting for its answer.
+run_step_request <- function(request) {
+  conn <- get_conn()
+  if (!conn_stream(conn)) return(rpc("RunStep", request))
+  got <- new.env(parent = emptyenv())
+  stream_submit(conn, "run_step", request, "RunStep", function(value, err) {
+    got$value <- value
+    got$err <- err
+  })
+  pg_synchronize()
+  if (!is.null(got$err)) stop(got$err)
+  got$value
 }

@@ -18,38 +18,13 @@
 #include <vector>
 
 #include "polygrad/v1/polygrad.grpc.pb.h"
+#include "client.h"
 #include "wire.h"
 
 namespace pb = polygrad::v1;
 using google::protobuf::Message;
 
-namespace {
-
-struct Client {
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<grpc::GenericStub> generic;
-  std::unique_ptr<pb::Polygrad::Stub> stub;
-  std::string token;
-  // The keepalive thread: the daemon expires idle sessions, and an R user may sit idle for long,
-  // so a live client renews its lease with an empty Release now and then (as the Python client
-  // does). It only uses gRPC and these fields, never the R API.
-  std::thread keepalive;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stopping = false;
-
-  ~Client() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stopping = true;
-    }
-    cv.notify_all();
-    if (keepalive.joinable()) keepalive.join();
-  }
-};
-
-void client_finalize(Client* c) { delete c; }
-using ClientPtr = Rcpp::XPtr<Client, Rcpp::PreserveStorage, client_finalize, true>;
+namespace polygrad_r {
 
 // Called under R_ToplevelExec: an interrupt longjmps out of here and only sets `false`.
 void check_interrupt(void*) { R_CheckUserInterrupt(); }
@@ -99,7 +74,9 @@ bool wait_interruptibly(grpc::CompletionQueue* cq, grpc::ClientContext* ctx) {
   return interrupted;
 }
 
-}  // namespace
+}  // namespace polygrad_r
+
+using namespace polygrad_r;
 
 // [[export]] pg_c_connect(address, token, tls_ca_pem): a channel (not yet connected).
 extern "C" SEXP pg_c_connect(SEXP address, SEXP token, SEXP tls_ca) {

@@ -9,6 +9,10 @@ SEXP pg_c_call(SEXP, SEXP, SEXP, SEXP);
 SEXP pg_c_keepalive(SEXP, SEXP, SEXP);
 SEXP pg_c_upload(SEXP, SEXP, SEXP, SEXP, SEXP, SEXP);
 SEXP pg_c_download(SEXP, SEXP, SEXP);
+SEXP pg_c_stream_open(SEXP, SEXP);
+SEXP pg_c_stream_submit(SEXP, SEXP, SEXP);
+SEXP pg_c_stream_take(SEXP, SEXP, SEXP);
+SEXP pg_c_stream_close(SEXP);
 SEXP pg_c_encode(SEXP, SEXP);
 SEXP pg_c_decode(SEXP, SEXP);
 SEXP pg_c_spawn(SEXP, SEXP);
@@ -26,6 +30,10 @@ static const R_CallMethodDef kCalls[] = {
     {"pg_c_keepalive", CALL(pg_c_keepalive), 3},
     {"pg_c_upload", CALL(pg_c_upload), 6},
     {"pg_c_download", CALL(pg_c_download), 3},
+    {"pg_c_stream_open", CALL(pg_c_stream_open), 2},
+    {"pg_c_stream_submit", CALL(pg_c_stream_submit), 3},
+    {"pg_c_stream_take", CALL(pg_c_stream_take), 3},
+    {"pg_c_stream_close", CALL(pg_c_stream_close), 1},
     {"pg_c_encode", CALL(pg_c_encode), 2},
     {"pg_c_decode", CALL(pg_c_decode), 2},
     {"pg_c_spawn", CALL(pg_c_spawn), 2},

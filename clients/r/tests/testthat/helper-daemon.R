@@ -41,3 +41,13 @@ write_arrays <- function(dir, arrays) {
   }
   writeLines(lines, file.path(dir, "shapes.txt"))
 }
+
+# Polls `cond` until it holds. The bound is only for a real fault: each condition takes
+# milliseconds (the sleep is the polling interval, not a guess at how long anything takes).
+wait_until <- function(cond, what, bound = 120) {
+  deadline <- Sys.time() + bound
+  while (!cond()) {
+    if (Sys.time() > deadline) stop("timed out after ", bound, " s waiting for ", what)
+    Sys.sleep(0.02)
+  }
+}
