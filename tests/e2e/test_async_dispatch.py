@@ -163,6 +163,66 @@ def test_a_broken_stream_fails_what_was_outstanding(tmp_path):
     d.stop()
 
 
+def test_a_stream_cut_mid_flight_fails_the_pending_work_and_leaks_nothing(tmp_path):
+  """A proxy between client and daemon dies while a realize is in flight: the client's pending work
+  fails with PolygradConnectionError, and the daemon, once the session it can no longer hear from
+  idles out, holds no buffer of it (polygradd_buffers back to 0)."""
+  import re
+  import urllib.request
+  from conftest import REPO, wait_until
+  cc = HeldCompiler(tmp_path)
+  d = Daemon(daemon_binary(), tmp_path, "127.0.0.1:0", f"--compiler={cc.path}", "--quick-compile=off",
+             "--session-idle-timeout=1s")
+  proxy = None
+  try:
+    d.wait_ready()
+    url = d.metrics_url()
+    if url is None:
+      pytest.skip("this daemon does not report a /metrics URL in its log")
+
+    def buffers() -> float:
+      text = urllib.request.urlopen(url, timeout=10).read().decode()
+      return float(re.search(r"^polygradd_buffers(?:{[^}]*})? (\S+)$", text, re.M).group(1))
+
+    proxy = subprocess.Popen([sys.executable, str(REPO / "bench" / "latency_proxy.py"), "--to", d.address],
+                             stdout=subprocess.PIPE, text=True)
+    port = int(proxy.stdout.readline().split()[1])
+    body = """
+        x = Tensor(np.ones(1024, dtype=np.float32))
+        x.realize(); x.numpy()
+        hold()
+        y = (x * 9).realize()
+        wait_held()
+        print("dispatched", flush=True)
+        sys.stdin.readline()          # the test cuts the proxy, then writes a line
+        from polygrad import PolygradConnectionError
+        try:
+          Tensor.synchronize()
+          print("no error")
+        except PolygradConnectionError as e:
+          print("raised", type(e).__name__)
+    """
+    env = dict(os.environ, POLYGRAD_ADDRESS=f"127.0.0.1:{port}", GATE=str(cc.gate))
+    env.pop("POLYGRAD_ASYNC", None)
+    child = subprocess.Popen([sys.executable, "-c", _PRELUDE.format(client=str(PY_CLIENT)) + textwrap.dedent(body)],
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    assert child.stdout.readline().strip() == "dispatched"
+    assert buffers() > 0
+    proxy.kill()
+    proxy.wait()
+    out, err = child.communicate("go\n", timeout=300)
+    assert child.returncode == 0, err
+    assert "raised PolygradConnectionError" in out, out + err
+    cc.release()  # the held realize finishes for a session nobody can reach any more
+    wait_until(lambda: buffers() == 0, "the daemon to free the cut-off session's buffers", alive=d.proc)
+  finally:
+    if proxy is not None and proxy.poll() is None:
+      proxy.kill()
+    cc.release()
+    d.stop()
+
+
 def test_a_daemon_error_is_raised_by_the_next_read_or_synchronize(live_daemon):
   x = Tensor(np.zeros((3, 4), np.float32))
   # An equation only the daemon checks: the client sends it as it is.
