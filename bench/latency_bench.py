@@ -1,10 +1,12 @@
 """What a network's latency costs a training loop, with blocking and with asynchronous dispatch.
 
     POLYGRAD_DAEMON=build/polygradd /usr/bin/python3 bench/latency_bench.py [--delays 0,1,5] [--steps 60]
+        [--client python|js|r]
 
 One daemon (a private one on a Unix socket); for each delay a latency proxy (bench/latency_proxy.py,
 TCP on loopback, the delay added to each direction: a round trip costs twice it) in front of it,
-and for each dispatch mode a fresh client process through that proxy, running:
+and for each dispatch mode a fresh client process through that proxy (Python, or with --client the
+JavaScript or R client: bench/latency_child.mjs, bench/latency_child.R), running:
 
 - eager: a tinygrad-style loop, MLP 784-256-10 on a batch of 128, cross-entropy, `nn.SGD`, the
   loss read (`item()`) every 10 steps; ms per step;
@@ -115,13 +117,23 @@ def start_proxy(target: str, delay_ms: float):
   return p, int(line[1])
 
 
-def run_child(address: str, mode: str, steps: int, in_flight: int = 8) -> dict:
+def child_command(client: str, steps: int) -> list:
+  if client == "js":
+    return ["node", str(ROOT / "bench" / "latency_child.mjs"), str(steps)]
+  if client == "r":
+    return ["Rscript", str(ROOT / "bench" / "latency_child.R"), str(steps)]
+  return [sys.executable, __file__, "--child", "--steps", str(steps)]
+
+
+def run_child(client: str, address: str, mode: str, steps: int, in_flight: int = 8) -> dict:
   env = dict(os.environ, POLYGRAD_ADDRESS=address, POLYGRAD_ASYNC="0" if mode == "blocking" else "1",
              POLYGRAD_MAX_IN_FLIGHT=str(in_flight))
-  r = subprocess.run([sys.executable, __file__, "--child", "--steps", str(steps)], env=env,
-                     capture_output=True, text=True, timeout=900)
+  r_lib = ROOT / "build" / "r-lib"
+  if client == "r" and r_lib.is_dir():
+    env["R_LIBS"] = os.pathsep.join(p for p in (str(r_lib), env.get("R_LIBS", "")) if p)
+  r = subprocess.run(child_command(client, steps), env=env, capture_output=True, text=True, timeout=900)
   if r.returncode != 0:
-    raise SystemExit(f"{mode} client through {address} failed:\n{r.stderr[-3000:]}")
+    raise SystemExit(f"{mode} {client} client through {address} failed:\n{r.stderr[-3000:]}")
   return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -129,6 +141,7 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--delays", default="0,1,5", help="ms added to each direction, comma-separated")
   ap.add_argument("--steps", type=int, default=60)
+  ap.add_argument("--client", choices=("python", "js", "r"), default="python")
   ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   args = ap.parse_args()
   if args.child:
@@ -139,11 +152,12 @@ def main() -> None:
   daemon = EmbeddedDaemon()
   try:
     daemon.wait_for_socket(time.monotonic() + 30)
-    print(f"daemon {daemon.binary} on {daemon.address}; {args.steps} steps per workload, ms per step")
+    print(f"{args.client} client, daemon {daemon.binary} on {daemon.address}; {args.steps} steps per workload, "
+          "ms per step")
     rows = []
     def measure(address: str) -> dict:
-      r = {m: run_child(address, m, args.steps) for m in ("blocking", "async")}
-      r["cost"] = run_child(address, "async", args.steps, in_flight=4 * args.steps + 10)
+      r = {m: run_child(args.client, address, m, args.steps) for m in ("blocking", "async")}
+      r["cost"] = run_child(args.client, address, "async", args.steps, in_flight=4 * args.steps + 10)
       return r
 
     rows.append(("direct (Unix socket)", measure(daemon.address)))

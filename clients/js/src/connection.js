@@ -132,7 +132,7 @@ class Connection {
       await p.promise;
       this._outstanding.shift();
       try {
-        if (p.onSettle) p.onSettle(p, p.error);
+        if (p.onSettle) await p.onSettle(p, p.error);
         else if (p.error) throw p.error;
       } catch (e) {
         if (!(e instanceof PolygradError)) throw e;
@@ -280,6 +280,11 @@ class Connection {
   // Resolves to { dtype, shape, data } of a buffer, fetched in chunks.
   async download(handle) {
     await this._quiet();
+    return this.downloadNow(handle);
+  }
+
+  // download() without waiting for what is outstanding (from a settle, which is that wait).
+  downloadNow(handle) {
     return new Promise((resolve, reject) => {
       const call = this.client.Download({ session_id: this.sessionId, handle, chunk_bytes: 0 }, this.metadata);
       const parts = [];
@@ -308,13 +313,15 @@ class Connection {
     });
   }
 
+  // RunStep on the session's stream without waiting; null without a stream.
+  submitRunStep(stepId, inputs, wantData, onSettle) {
+    return this.submit({ run_step: runStepRequest(stepId, inputs, wantData) }, 'RunStep', onSettle);
+  }
+
   // `inputs`: [nodeId, Buffer | handle string] pairs. On the stream when there is one (one
   // message behind what is outstanding), waiting for the answer.
   async runStep(stepId, inputs, wantData = true) {
-    const req = {
-      step_id: stepId, want_data: wantData,
-      inputs: inputs.map(([n, v]) => (Buffer.isBuffer(v) ? { node_id: n, data: v } : { node_id: n, handle: v })),
-    };
+    const req = runStepRequest(stepId, inputs, wantData);
     let own = null;
     const p = await this.submit({ run_step: req }, 'RunStep', (q, err) => { own = err; });
     if (p) {
@@ -354,6 +361,14 @@ class Connection {
     if (this.daemon) this.daemon.stopNow();
     this.daemon = null;
   }
+}
+
+// `inputs`: [nodeId, Buffer | handle string] pairs.
+function runStepRequest(stepId, inputs, wantData) {
+  return {
+    step_id: stepId, want_data: wantData,
+    inputs: inputs.map(([n, v]) => (Buffer.isBuffer(v) ? { node_id: n, data: v } : { node_id: n, handle: v })),
+  };
 }
 
 module.exports = { Connection, probeAddress };

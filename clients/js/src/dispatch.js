@@ -6,12 +6,15 @@
 // the nodes of one still running (node ids are the client's). Reads (`await t.data()`, ...) and
 // `await polygrad.synchronize()` wait. At most `maxInFlight` commands are outstanding: submit waits
 // for an answer past that. A stream that breaks fails everything outstanding with its error and is
-// not used again (the next command opens another). A stream with nothing outstanding is ended, so
-// that it does not keep Node's event loop (and the process) alive; the next command opens another,
-// sending its `open` ahead of the command instead of waiting for the answer.
+// not used again (the next command opens another). A stream with nothing outstanding for a moment
+// is ended, so that it does not keep Node's event loop (and the process) alive; the next command
+// opens another, sending its `open` ahead of the command instead of waiting for the answer.
 const { PolygradConnectionError, PolygradError, fromGrpcError, fromStatus } = require('./errors');
 
 const DEFAULT_MAX_IN_FLIGHT = 8;
+// How long a stream with nothing outstanding stays open: long enough for the next command of a
+// loop, short enough that a finished program exits at once.
+const IDLE_END_MS = 50;
 const ANSWER = { realize: 'realized', release: 'released', run_step: 'step_ran' };
 
 // An outstanding command; `promise` resolves to the daemon's answer or rejects with its error.
@@ -52,6 +55,7 @@ class ExecuteStream {
     this.next = 1;
     this.broken = null;
     this.idle = false; // ended for having nothing outstanding: submit elsewhere
+    this._idleTimer = null;
     this.call = conn.client.Execute(conn.metadata);
     this.opened = new Promise((resolve, reject) => {
       this._opened = { resolve, reject };
@@ -78,11 +82,19 @@ class ExecuteStream {
     else if (msg.result === ANSWER[p.kind]) p.finish(msg[msg.result], null);
     else p.finish(null, new PolygradError(`${p.what}: the daemon answered with ${msg.result}`));
     this._freeSlot();
-    if (!this.pending.size && !this.waiters.length && !this.broken) {
-      this.idle = true;
-      this.broken = new PolygradConnectionError('the Execute stream was ended with nothing outstanding');
-      this.call.end();
+    if (!this.pending.size && !this.waiters.length && !this.broken && !this._idleTimer) {
+      // Ended a moment later if still idle: a loop's next command usually comes first.
+      this._idleTimer = setTimeout(() => this._endIfIdle(), IDLE_END_MS);
+      this._idleTimer.unref();
     }
+  }
+
+  _endIfIdle() {
+    this._idleTimer = null;
+    if (this.pending.size || this.waiters.length || this.broken) return;
+    this.idle = true;
+    this.broken = new PolygradConnectionError('the Execute stream was ended with nothing outstanding');
+    this.call.end();
   }
 
   _freeSlot() {
@@ -110,6 +122,10 @@ class ExecuteStream {
       await new Promise((resolve) => this.waiters.push(resolve));
     }
     if (this.idle) return null;
+    if (this._idleTimer) {
+      clearTimeout(this._idleTimer);
+      this._idleTimer = null;
+    }
     const rid = String(this.next++);
     const kind = Object.keys(command)[0];
     const p = new Pending(rid, what, kind, onSettle, label);
@@ -127,6 +143,7 @@ class ExecuteStream {
   }
 
   close() {
+    if (this._idleTimer) clearTimeout(this._idleTimer);
     if (!this.broken) this.broken = new PolygradConnectionError('the Execute stream was closed');
     this.call.end();
   }

@@ -22,6 +22,8 @@ const session = require('./session');
 const RELEASE_BATCH = 4096;
 const CACHE_BYTES = 64 << 10; // realized results up to this size stay cached on their node
 const REQUEST_INLINE_BUDGET = 3 << 20; // inline BUFFER bytes per Realize, well under gRPC's limit
+// The data of a BUFFER node that a dispatched command's answer brings (a compiled step's output).
+const AWAITED = Symbol('awaited');
 
 class Node {
   constructor(id, op, dtype, shape, src, arg, rg, stop) {
@@ -61,6 +63,7 @@ class Graph {
     this.requests = 0;
     this.lastStats = null;
     this.deferred = null; // a dispatched command's failure, for the next read or synchronize()
+    this.awaited = 0; // AWAITED nodes whose answer is outstanding: a realize settles them first
     this.leaves = new Map(); // node-independent key -> WeakRef(Tensor) with requiresGrad = true
     // Float tensors made from data or random draws with requiresGrad left unset (null): tinygrad's
     // gradient targets when a loss depends on no requiresGrad = true tensor (WeakRefs, pruned as
@@ -265,6 +268,7 @@ class Graph {
   }
 
   toWire(n) {
+    if (n.arg === AWAITED) throw new PolygradError(`node ${n.id}: the compiled step run that computes it failed`);
     const msg = { id: n.id, op: n.op, dtype: n.dtype.wire, src: n.src.map((s) => s.id) };
     const a = n.arg;
     const O = OPS;
@@ -300,6 +304,7 @@ class Graph {
   }
 
   async _realize(outputs, wantData) {
+    if (this.awaited) await this.synchronize();
     if (wantData && outputs.every((n) => n.cache)) return outputs.map((n) => n.cache.slice());
     const conn = await session.get();
     this._hook(conn);
@@ -543,4 +548,4 @@ function checkedDecode(n, wireDtype, shape, data) {
 
 const GRAPH = new Graph();
 
-module.exports = { Node, Graph, GRAPH, checkedDecode, RELEASE_BATCH };
+module.exports = { Node, Graph, GRAPH, AWAITED, checkedDecode, RELEASE_BATCH };

@@ -12,7 +12,7 @@
 // parameter names of fn (or arg0, arg1, ...). Optimizer scalars that change per step are fed as
 // inputs each run.
 const { OPS } = require('./ops');
-const { GRAPH, checkedDecode } = require('./graph');
+const { GRAPH, AWAITED, checkedDecode } = require('./graph');
 const { Tensor } = require('./tensor');
 const { PolygradError } = require('./errors');
 const { encode, bytesOf, elementReader, flatten } = require('./data');
@@ -150,33 +150,50 @@ class CompiledStep {
     }
   }
 
-  // Runs the step once after feeding `inputs` ({ name: data }).
+  // Runs the step once after feeding `inputs` ({ name: data }). Resolves once the run is sent
+  // (asynchronous dispatch): outputs(), lossValue() and the tensors fn returned wait for it.
   async run(inputs = {}) {
-    const resp = await this.exchange(inputs);
+    this._values = null;
+    this._waiting = true;
+    // The tensors fn returned stand for this run's outputs from now on: nodes whose data arrives
+    // with the answer (a realize or read that needs one waits for it first).
+    const bound = [];
+    for (const [t, i] of this._rebind) {
+      if (t instanceof Tensor) {
+        t._node = GRAPH.node(OPS.BUFFER, this._outputs[i].dtype, this._outputs[i].shape, [], AWAITED);
+        bound.push([t._node, i]);
+      }
+    }
+    GRAPH.awaited += bound.length;
+    await this.exchange(inputs, (resp, err) => this._take(bound, resp, err));
+    return this;
+  }
+
+  // A run's answer: fn's outputs as TypedArrays, given to the nodes that stand for them.
+  async _take(bound, resp, err) {
+    GRAPH.awaited -= bound.length;
+    if (err) throw err; // the bound nodes stay AWAITED: a graph that uses one fails
     const values = [];
     for (let i = 0; i < this._outputs.length; i++) {
       const n = this._outputs[i];
       const r = resp.outputs[i];
       let data = r.data;
       if (!r.has_data) {
-        data = (await this._conn.download(r.handle)).data;
-        await this._conn.release([], [r.handle]);
+        data = (await this._conn.downloadNow(r.handle)).data;
+        await this._conn.submit({ release: { node_ids: [], handles: [r.handle] } }, 'Release', null);
       }
       values.push(checkedDecode(n, r.dtype, r.shape.map(Number), data));
     }
     this._values = values;
-    for (const [t, i] of this._rebind) {
-      if (t instanceof Tensor) {
-        const node = GRAPH.node(OPS.BUFFER, this._outputs[i].dtype, this._outputs[i].shape, [], values[i].slice());
-        t._node = node;
-      }
-    }
-    return this;
+    this._waiting = false;
+    for (const [node, i] of bound) node.arg = values[i].slice();
   }
 
   // One RunStep after feeding `inputs`: the daemon's answer, whose large outputs are handles the
-  // caller owns. Optimizer scalars and node caches are brought up to date.
-  async exchange(inputs = {}) {
+  // caller owns. Optimizer scalars and node caches are brought up to date. With `onAnswer` the run
+  // goes on the session's stream and this resolves once it is sent; onAnswer(answer, error) is
+  // called when it is settled (at once where there is no stream).
+  async exchange(inputs = {}, onAnswer = null) {
     for (const [name, value] of Object.entries(inputs)) await this.setInput(name, value);
     if (GRAPH.gen !== this._gen || this._released) throw new PolygradError('compileStep: this step was released or belongs to a closed session');
     // An input fed by handle whose realize is still outstanding: its handle comes with the answer.
@@ -190,7 +207,9 @@ class CompiledStep {
         this._sentScalar.set(nid, value);
       }
     }
-    const resp = await this._conn.runStep(this.stepId, feeds, true);
+    let resp = null;
+    const sent = onAnswer && await this._conn.submitRunStep(this.stepId, feeds, true, (p, err) => onAnswer(p.answer, err));
+    if (!sent) resp = await this._conn.runStep(this.stepId, feeds, true);
     this._pending.clear();
     this.runs += 1;
     for (const opt of new Set(this._scalars.map(([o]) => o))) opt.steps = this._k;
@@ -198,17 +217,20 @@ class CompiledStep {
     // The daemon changed these buffers in place: results cached on their nodes are stale.
     for (const n of this._targets) n.cache = null;
     for (const [, n] of Object.values(this._inputs)) n.cache = null;
+    if (resp && onAnswer) await onAnswer(resp, null);
     return resp;
   }
 
   // What fn returned, as TypedArrays, from the last run.
   async outputs() {
+    if (!this._values && this._waiting) await GRAPH.synchronize();
     if (!this._values) throw new Error('compileStep: run() the step before reading its outputs');
     return this._values.map((v) => v.slice());
   }
 
   // The first output of the last run (e.g. the loss) as a number.
   async lossValue() {
+    if (!this._values && this._waiting) await GRAPH.synchronize();
     if (!this._values) throw new Error('compileStep: run() the step before reading lossValue()');
     if (!this._values.length) throw new Error('compileStep: fn returned no tensor');
     const v = this._values[0];
