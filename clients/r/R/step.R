@@ -139,16 +139,23 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
       feeds[[length(feeds) + 1L]] <- list(node_id = n$id, data = .Call(pg_c_encode, to_row_major(v), .dtype_wire[[n$dtype]]))
       n$cache <- NULL
     }
-    resp <- s$run_feeds(feeds)
-    s$values <- lapply(seq_along(tr$outs), function(i) {
-      r <- resp$outputs[[i]]
-      if (isTRUE(r$has_data)) decode_result(tr$outs[[i]], r$dtype, r$shape, r$data %||% raw())
-      else download_node(list2env(list(handle = r$handle, dtype = tr$outs[[i]]$dtype, shape = tr$outs[[i]]$shape)))
+    # Dispatched: outputs() and loss_value() wait for the answer (dispatch.R).
+    s$values <- NULL
+    s$waiting <- TRUE
+    s$run_feeds(feeds, on_answer = function(resp) {
+      s$values <- lapply(seq_along(tr$outs), function(i) {
+        r <- resp$outputs[[i]]
+        if (isTRUE(r$has_data)) decode_result(tr$outs[[i]], r$dtype, r$shape, r$data %||% raw())
+        else download_node(list2env(list(handle = r$handle, dtype = tr$outs[[i]]$dtype, shape = tr$outs[[i]]$shape)))
+      })
+      s$waiting <- FALSE
     })
     invisible(s)
   }
-  # One RunStep with `feeds` (node_id and data or handle) and the optimizer scalars: the response.
-  s$run_feeds <- function(feeds) {
+  # One RunStep with `feeds` (node_id and data or handle) and the optimizer scalars: the response;
+  # with `on_answer`, sent on the session's stream without waiting, on_answer(response) called once
+  # it is settled (at once where there is no stream).
+  s$run_feeds <- function(feeds, on_answer = NULL) {
     for (sc in tr$scalars) {
       value <- optimizer_scalars(sc$opt, s$k)[[sc$name]]
       key <- as.character(sc$id)
@@ -158,16 +165,28 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
       }
     }
     if (!identical(s$gen, .pg$gen)) pg_abort("failed_precondition", "compile_step: this step belongs to a closed session")
-    resp <- run_step_request(list(step_id = s$step_id, inputs = feeds, want_data = TRUE))
+    request <- list(step_id = s$step_id, inputs = feeds, want_data = TRUE)
+    conn <- get_conn()
+    resp <- NULL
+    if (!is.null(on_answer) && conn_stream(conn)) {
+      stream_submit(conn, "run_step", request, "RunStep", function(value, err) {
+        if (!is.null(err)) stop(err)
+        on_answer(value)
+      })
+    } else {
+      resp <- run_step_request(request)
+    }
     for (o in optimizers) o$steps <- s$k
     s$k <- s$k + 1
     for (n in tr$targets) n$cache <- NULL  # the daemon changed these buffers in place
     for (n in input_nodes) n$cache <- NULL
     s$runs <- s$runs + 1
+    if (!is.null(resp) && !is.null(on_answer)) on_answer(resp)
     resp
   }
   s$runs <- 0
   s$outputs <- function() {
+    if (is.null(s$values) && isTRUE(s$waiting)) pg_synchronize()
     if (is.null(s$values)) pg_abort("failed_precondition", "compile_step: run() the step before reading its outputs")
     s$values
   }
