@@ -223,7 +223,11 @@ class Graph:
     return conn is not None and conn.outstanding > 0
 
   def stats(self) -> Dict[str, int]:
-    """Counters for tests and debugging: live node objects, ids known to the daemon, queues."""
+    """Counters for tests and debugging: live node objects, ids known to the daemon, queues. Waits
+    for what was dispatched first: until its answer is settled a realize holds its nodes, so the
+    counts would depend on how far the daemon has got."""
+    if self._has_outstanding():
+      self.synchronize()
     return {"live_nodes": self.live, "sent_live": len(self._sent), "pending_release": len(self._dead),
             "pending_handles": len(self._dead_handles), "uploads": self.uploads,
             "next_id": self._next_id, "requests": self.requests}
