@@ -38,6 +38,7 @@ import time
 # References at full speed: OpenBLAS's core overrides go before numpy or torch is loaded (TOOLCHAIN.md).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import full_speed_blas  # noqa: E402
+from mlp_task import mlp_train  # noqa: E402
 
 full_speed_blas.unset()  # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE dropped before numpy/torch load
 
@@ -75,6 +76,8 @@ def timed(fn, repeat, polygrad=False):
       before = GRAPH.last_stats
     t0 = time.perf_counter()
     fn()
+    if polygrad:
+      Tensor.synchronize()  # realizes return once sent: the work is done when the daemon answered
     times.append(time.perf_counter() - t0)
     # A Realize answered from remembered results launches nothing: that would time no work.
     if polygrad and GRAPH.last_stats is not before and GRAPH.last_stats.kernels == 0:
@@ -94,8 +97,10 @@ def torch_timed(fn, repeat):
 
 
 def first_run(fn):
+  """polygrad's first run of `fn`, until the daemon answered all of it."""
   t0 = time.perf_counter()
   fn()
+  Tensor.synchronize()
   return time.perf_counter() - t0
 
 
@@ -189,21 +194,8 @@ def mlp_step(rng, compiled=False):
   px, py = Tensor(x).realize(), Tensor(y).realize()
   w1, b1, w2, b2 = (p.numpy().copy() for p in (l1.weight, l1.bias, l2.weight, l2.bias))
 
-  def pg():
-    opt.zero_grad()
-    loss = -(l2(l1(px).relu()).log_softmax(-1) * py).sum(1).mean()
-    loss.backward()
-    opt.step()
-
-  if compiled:
-    def train(opt, x, y):
-      opt.zero_grad()
-      loss = -(l2(l1(x).relu()).log_softmax(-1) * y).sum(1).mean()
-      loss.backward()
-      opt.step()
-      return loss
-
-    pg = compile_step(train, opt, px, py).run
+  train = mlp_train(l1, l2)
+  pg = compile_step(train, opt, px, py).run if compiled else (lambda: train(opt, px, py))
 
   npw = [w1.copy(), b1.copy(), w2.copy(), b2.copy()]
 
@@ -283,6 +275,7 @@ def cold_child():
   for name, build in cold_kernels().items():
     t0 = time.perf_counter()
     build(T).realize()
+    T.synchronize()
     cold = time.perf_counter() - t0
     forget_results()
     warm = timed(lambda: build(T).realize(), 5, polygrad=True)
@@ -290,6 +283,7 @@ def cold_child():
   x = T.randn(512, 1000).realize()
   t0 = time.perf_counter()
   x.softmax(-1).realize()
+  T.synchronize()
   print(f"softmax\t{time.perf_counter() - t0:.6f}\t{GRAPH.last_stats.kernels}", flush=True)
 
 
@@ -364,6 +358,7 @@ def print_request_overhead(calls):
     conn.stub.GetInfo(wire.get_info())
     t1 = time.perf_counter()
     (one + 1).realize()
+    Tensor.synchronize()  # the whole round trip, as a blocking realize had
     t2 = time.perf_counter()
     bare.append(t1 - t0)
     tiny.append(t2 - t1)

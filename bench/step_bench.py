@@ -41,14 +41,17 @@ from polygrad.nn import SGD, Linear, compile_step, get_parameters  # noqa: E402
 
 
 def rate(fn, seconds: float) -> float:
+  """Steps per second of `fn` over about `seconds`, counted until the daemon answered the last
+  (steps are dispatched: only the end waits, as in a training loop)."""
   fn()  # warm
+  Tensor.synchronize()
   n, t0 = 0, time.perf_counter()
   while True:
     fn()
     n += 1
-    dt = time.perf_counter() - t0
-    if dt >= seconds:
-      return n / dt
+    if time.perf_counter() - t0 >= seconds:
+      Tensor.synchronize()
+      return n / (time.perf_counter() - t0)
 
 
 def eager_in_child(address: str, seconds: float) -> float:
