@@ -6,15 +6,19 @@ Work is held in flight by the held compiler (conftest.HeldCompiler): a realize t
 kernel waits at its gate, so "returned while the daemon works" needs no timing. Each test that
 holds runs its client in a process of its own against a daemon of its own.
 """
+import contextlib
+import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import urllib.request
 
 import numpy as np
 import pytest
 
-from conftest import PY_CLIENT, Daemon, HeldCompiler, daemon_binary
+from conftest import PY_CLIENT, REPO, WAIT_LIMIT, Daemon, HeldCompiler, daemon_binary, wait_until
 
 from polygrad import PolygradInvalidArgument, Tensor, graph as g
 
@@ -33,7 +37,12 @@ def hold(): (gate / "open").unlink(missing_ok=True)
 def release(): (gate / "open").touch()
 def held(): return sorted(gate.glob("held.*"))
 def wait_held():
+  # Polls until the daemon's compile reached the gate: the interval only sets how soon that is
+  # seen; the bound (conftest's WAIT_LIMIT) is only for a real fault.
+  deadline = time.monotonic() + {wait_limit}
   while not held():
+    if time.monotonic() > deadline:
+      raise SystemExit("no compile reached the held compiler")
     time.sleep(0.01)
 def watchdog():
   print("WATCHDOG", flush=True)
@@ -44,22 +53,65 @@ dog.start()
 """
 
 
-def _run_held(tmp_path, body: str, **env) -> str:
+@contextlib.contextmanager
+def _held_daemon(tmp_path, metrics_listen: str = "", *args: str):
+  """A daemon of this test's own compiling through the held compiler: (daemon, gate)."""
   cc = HeldCompiler(tmp_path)
   # --quick-compile=off: a realize waits for its held compile (a quick build would answer it).
-  d = Daemon(daemon_binary(), tmp_path, "", f"--compiler={cc.path}", "--quick-compile=off")
+  d = Daemon(daemon_binary(), tmp_path, metrics_listen, f"--compiler={cc.path}", "--quick-compile=off", *args)
   try:
     d.wait_ready()
-    child_env = dict(os.environ, POLYGRAD_ADDRESS=d.address, GATE=str(cc.gate), **env)
-    child_env.pop("POLYGRAD_ASYNC", None)
-    r = subprocess.run([sys.executable, "-c", _PRELUDE.format(client=str(PY_CLIENT)) + textwrap.dedent(body)],
-                       env=child_env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-4000:] + d.log_tail()
-    assert "WATCHDOG" not in r.stdout, "the client blocked while the daemon was held:\n" + r.stdout
-    return r.stdout
+    yield d, cc
   finally:
     cc.release()
     d.stop()
+
+
+def _child(address: str, cc: HeldCompiler, body: str, **env):
+  """Popen of a client process running _PRELUDE + body against `address`, dispatching as default."""
+  child_env = dict(os.environ, POLYGRAD_ADDRESS=address, GATE=str(cc.gate), **env)
+  child_env.pop("POLYGRAD_ASYNC", None)
+  script = _PRELUDE.format(client=str(PY_CLIENT), wait_limit=WAIT_LIMIT) + textwrap.dedent(body)
+  return subprocess.Popen([sys.executable, "-c", script], env=child_env, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _run_held(tmp_path, body: str, **env) -> str:
+  with _held_daemon(tmp_path) as (d, cc):
+    child = _child(d.address, cc, body, **env)
+    out, err = child.communicate(timeout=600)
+    assert child.returncode == 0, err[-4000:] + d.log_tail()
+    assert "WATCHDOG" not in out, "the client blocked while the daemon was held:\n" + out
+    return out
+
+
+# A realize held at the gate; once it is, "held" is printed and a line awaited on stdin while the
+# test breaks the connection; then what synchronize() raised is printed.
+_HELD_THEN_SYNCHRONIZE = """
+    x = Tensor(np.ones(1024, dtype=np.float32))
+    x.realize(); x.numpy()
+    hold()
+    y = (x * 9).realize()
+    wait_held()
+    print("held", flush=True)
+    sys.stdin.readline()
+    from polygrad import PolygradConnectionError
+    try:
+      Tensor.synchronize()
+      print("no error")
+    except PolygradConnectionError as e:
+      print("raised", type(e).__name__, e)
+"""
+
+
+def _break_while_held(address: str, cc: HeldCompiler, cut) -> str:
+  """Runs _HELD_THEN_SYNCHRONIZE, calling cut() once its realize is held; the child's output."""
+  child = _child(address, cc, _HELD_THEN_SYNCHRONIZE)
+  assert child.stdout.readline().strip() == "held"
+  cut()
+  out, err = child.communicate("go\n", timeout=300)
+  assert child.returncode == 0, err
+  return out
 
 
 def test_realize_returns_while_the_daemon_computes(tmp_path):
@@ -127,55 +179,20 @@ def test_step_run_and_opt_step_return_while_the_daemon_computes(tmp_path):
   assert "second loss below first True" in out, out
 
 
-def test_a_broken_stream_fails_what_was_outstanding(tmp_path):
-  cc = HeldCompiler(tmp_path)
-  d = Daemon(daemon_binary(), tmp_path, "", f"--compiler={cc.path}", "--quick-compile=off")
-  try:
-    d.wait_ready()
-    body = """
-        x = Tensor(np.ones(4, dtype=np.float32))
-        x.realize(); x.numpy()
-        hold()
-        y = (x * 9).realize()
-        wait_held()
-        print("killing", flush=True)
-        sys.stdin.readline()          # the test kills the daemon, then writes a line
-        from polygrad import PolygradConnectionError
-        try:
-          Tensor.synchronize()
-          print("no error")
-        except PolygradConnectionError as e:
-          print("raised", type(e).__name__, e)
-    """
-    env = dict(os.environ, POLYGRAD_ADDRESS=d.address, GATE=str(cc.gate))
-    env.pop("POLYGRAD_ASYNC", None)
-    child = subprocess.Popen([sys.executable, "-c", _PRELUDE.format(client=str(PY_CLIENT)) + textwrap.dedent(body)],
-                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-    assert child.stdout.readline().strip() == "killing"
-    d.proc.kill()
-    d.proc.wait()
-    out, err = child.communicate("go\n", timeout=300)
-    assert child.returncode == 0, err
-    assert "raised PolygradConnectionError" in out, out + err
-  finally:
-    cc.release()
-    d.stop()
+def test_a_killed_daemon_fails_what_was_outstanding(tmp_path):
+  with _held_daemon(tmp_path) as (d, cc):
+    def kill():
+      d.proc.kill()
+      d.proc.wait()
+    out = _break_while_held(d.address, cc, kill)
+  assert "raised PolygradConnectionError" in out, out
 
 
 def test_a_stream_cut_mid_flight_fails_the_pending_work_and_leaks_nothing(tmp_path):
   """A proxy between client and daemon dies while a realize is in flight: the client's pending work
   fails with PolygradConnectionError, and the daemon, once the session it can no longer hear from
   idles out, holds no buffer of it (polygradd_buffers back to 0)."""
-  import re
-  import urllib.request
-  from conftest import REPO, wait_until
-  cc = HeldCompiler(tmp_path)
-  d = Daemon(daemon_binary(), tmp_path, "127.0.0.1:0", f"--compiler={cc.path}", "--quick-compile=off",
-             "--session-idle-timeout=1s")
-  proxy = None
-  try:
-    d.wait_ready()
+  with _held_daemon(tmp_path, "127.0.0.1:0", "--session-idle-timeout=1s") as (d, cc):
     url = d.metrics_url()
     if url is None:
       pytest.skip("this daemon does not report a /metrics URL in its log")
@@ -186,41 +203,20 @@ def test_a_stream_cut_mid_flight_fails_the_pending_work_and_leaks_nothing(tmp_pa
 
     proxy = subprocess.Popen([sys.executable, str(REPO / "bench" / "latency_proxy.py"), "--to", d.address],
                              stdout=subprocess.PIPE, text=True)
-    port = int(proxy.stdout.readline().split()[1])
-    body = """
-        x = Tensor(np.ones(1024, dtype=np.float32))
-        x.realize(); x.numpy()
-        hold()
-        y = (x * 9).realize()
-        wait_held()
-        print("dispatched", flush=True)
-        sys.stdin.readline()          # the test cuts the proxy, then writes a line
-        from polygrad import PolygradConnectionError
-        try:
-          Tensor.synchronize()
-          print("no error")
-        except PolygradConnectionError as e:
-          print("raised", type(e).__name__)
-    """
-    env = dict(os.environ, POLYGRAD_ADDRESS=f"127.0.0.1:{port}", GATE=str(cc.gate))
-    env.pop("POLYGRAD_ASYNC", None)
-    child = subprocess.Popen([sys.executable, "-c", _PRELUDE.format(client=str(PY_CLIENT)) + textwrap.dedent(body)],
-                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-    assert child.stdout.readline().strip() == "dispatched"
-    assert buffers() > 0
-    proxy.kill()
-    proxy.wait()
-    out, err = child.communicate("go\n", timeout=300)
-    assert child.returncode == 0, err
-    assert "raised PolygradConnectionError" in out, out + err
+    try:
+      port = int(proxy.stdout.readline().split()[1])
+
+      def cut():
+        assert buffers() > 0
+        proxy.kill()
+        proxy.wait()
+      out = _break_while_held(f"127.0.0.1:{port}", cc, cut)
+    finally:
+      if proxy.poll() is None:
+        proxy.kill()
+    assert "raised PolygradConnectionError" in out, out
     cc.release()  # the held realize finishes for a session nobody can reach any more
     wait_until(lambda: buffers() == 0, "the daemon to free the cut-off session's buffers", alive=d.proc)
-  finally:
-    if proxy is not None and proxy.poll() is None:
-      proxy.kill()
-    cc.release()
-    d.stop()
 
 
 def test_a_daemon_error_is_raised_by_the_next_read_or_synchronize(live_daemon):
@@ -240,7 +236,7 @@ def test_a_daemon_error_is_raised_by_the_next_read_or_synchronize(live_daemon):
 
 def _train_losses(mode: str) -> list:
   body = f"""
-      import sys
+      import json, sys
       sys.path.insert(0, {str(PY_CLIENT)!r})
       import numpy as np
       from polygrad import Tensor
@@ -273,13 +269,13 @@ def _train_losses(mode: str) -> list:
         step.run()
       losses.append(step.loss_value())
       losses.append(float(l1.weight.numpy().astype(np.float64).sum()))
-      print(repr(losses))
+      print(json.dumps(losses))
   """
   env = dict(os.environ, POLYGRAD_ASYNC="0" if mode == "blocking" else "1")
   r = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], env=env, capture_output=True, text=True,
                      timeout=600)
   assert r.returncode == 0, r.stderr[-4000:]
-  return eval(r.stdout.strip().splitlines()[-1])
+  return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def test_training_gives_the_same_numbers_with_either_dispatch(live_daemon):
