@@ -25,6 +25,7 @@ conn_stream <- function(conn) {
   out <- .Call(pg_c_stream_open, conn$xp, conn$session)
   if (out$code == 0L) {
     conn$stream_open <- TRUE
+    conn$max_in_flight <- max_in_flight()
   } else if (out$code == 14L) {
     rpc_value(out, "Execute", conn$address)  # the daemon is gone: that is the error
   } else {
@@ -36,7 +37,7 @@ conn_stream <- function(conn) {
 # Writes one command ("realize", "release", "run_step") without waiting for its answer.
 # on_settle(value, error) is called by settle(), in order, once the answer is in.
 stream_submit <- function(conn, kind, request, what, on_settle = NULL) {
-  while (length(.pg$outstanding) >= max_in_flight()) settle_oldest(TRUE)
+  while (length(.pg$outstanding) >= conn$max_in_flight) settle_oldest(TRUE)
   rid <- .Call(pg_c_stream_submit, conn$xp, kind, request)
   .pg$outstanding[[length(.pg$outstanding) + 1L]] <- list(rid = rid, what = what, on_settle = on_settle, conn = conn)
   invisible(rid)

@@ -165,23 +165,12 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
       }
     }
     if (!identical(s$gen, .pg$gen)) pg_abort("failed_precondition", "compile_step: this step belongs to a closed session")
-    request <- list(step_id = s$step_id, inputs = feeds, want_data = TRUE)
-    conn <- get_conn()
-    resp <- NULL
-    if (!is.null(on_answer) && conn_stream(conn)) {
-      stream_submit(conn, "run_step", request, "RunStep", function(value, err) {
-        if (!is.null(err)) stop(err)
-        on_answer(value)
-      })
-    } else {
-      resp <- run_step_request(request)
-    }
+    resp <- run_step_request(list(step_id = s$step_id, inputs = feeds, want_data = TRUE), on_answer)
     for (o in optimizers) o$steps <- s$k
     s$k <- s$k + 1
     for (n in tr$targets) n$cache <- NULL  # the daemon changed these buffers in place
     for (n in input_nodes) n$cache <- NULL
     s$runs <- s$runs + 1
-    if (!is.null(resp) && !is.null(on_answer)) on_answer(resp)
     resp
   }
   s$runs <- 0
@@ -209,16 +198,27 @@ print.polygrad_step <- function(x, ...) {
   invisible(x)
 }
 
-# One RunStep: on the session's stream when there is one (one message behind what is outstanding),
-# waiting for its answer.
-run_step_request <- function(request) {
+# One RunStep. Without `on_answer`: its response (on the session's stream when there is one, one
+# message behind what is outstanding, waiting for it). With: sent without waiting where there is a
+# stream, on_answer(response) called once it is settled (at once without a stream), and NULL.
+run_step_request <- function(request, on_answer = NULL) {
   conn <- get_conn()
-  if (!conn_stream(conn)) return(rpc("RunStep", request))
+  if (!conn_stream(conn)) {
+    resp <- rpc("RunStep", request)
+    if (!is.null(on_answer)) on_answer(resp)
+    return(resp)
+  }
   got <- new.env(parent = emptyenv())
   stream_submit(conn, "run_step", request, "RunStep", function(value, err) {
-    got$value <- value
-    got$err <- err
+    if (is.null(on_answer)) {
+      got$value <- value
+      got$err <- err
+    } else {
+      if (!is.null(err)) stop(err)
+      on_answer(value)
+    }
   })
+  if (!is.null(on_answer)) return(invisible(NULL))
   pg_synchronize()
   if (!is.null(got$err)) stop(got$err)
   got$value
