@@ -762,6 +762,17 @@ TEST_F(ServerTest, RequestsBehindAFailedOneNameItsError) {
   grpc::Status ok = realize(sid, {float_const(20, 1.0, {2}), op(21, v1::ADD, {20, 20})}, {21}, &resp);
   ASSERT_TRUE(ok.ok()) << ok.error_message();
   EXPECT_EQ(values_of<float>(resp.results(0).data()), (std::vector<float>{2, 2}));
+
+  // Releasing forgets what was remembered: an id re-sent in a failed request while the session held
+  // it, and one that failed once and was then defined, are plainly unknown once released.
+  EXPECT_CODE(realize(sid, {float_const(20, 1.0, {2}), op(24, v1::ADD, {20, 99})}, {24}, &resp), INVALID_ARGUMENT);
+  EXPECT_CODE(realize(sid, {op(25, v1::ADD, {98, 98})}, {25}, &resp), INVALID_ARGUMENT);
+  ASSERT_TRUE(realize(sid, {op(25, v1::ADD, {21, 21})}, {25}, &resp).ok());
+  ASSERT_TRUE(release(sid, {20, 21, 25}, {}).ok());
+  for (uint64_t id : {20, 25}) {
+    grpc::Status gone = realize(sid, {op(26, v1::NEG, {id})}, {26}, &resp);
+    EXPECT_NE(gone.error_message().find("is not defined in this session"), std::string::npos) << gone.error_message();
+  }
   EXPECT_TRUE(close_session(sid).ok());
 }
 
