@@ -90,3 +90,15 @@ def test_out_of_range_integers_are_refused_like_protobuf(value):
   out = bytearray()
   with pytest.raises(ValueError, match="does not fit"):
     wire._varint(value, out)
+
+
+@pytest.mark.parametrize("rid", [1, 127, 128, 2**40])
+def test_execute_requests_wrap_their_command_bytes_as_protobuf_does(rid):
+  """dispatch.py splices a command's bytes into an ExecuteRequest; run_step's field (41) needs a
+  two-byte tag."""
+  commands = {3: ("realize", pb.RealizeRequest(outputs=[7], release_nodes=[3, 4])),
+              4: ("release", pb.ReleaseRequest(node_ids=[9], handles=[2])),
+              41: ("run_step", pb.RunStepRequest(step_id=5, want_data=True))}
+  for field, (name, msg) in commands.items():
+    got = wire.execute_bytes(rid, field, msg.SerializeToString())
+    assert pb.ExecuteRequest.FromString(got) == pb.ExecuteRequest(request_id=rid, **{name: msg})

@@ -24,6 +24,7 @@ from typing import Callable, Dict, Optional
 import grpc
 
 from .errors import PolygradConnectionError, PolygradError, from_status
+from .wire import execute_bytes
 from .v1 import polygrad_pb2 as pb
 
 __all__ = ["Pending", "ExecuteStream", "DEFAULT_MAX_IN_FLIGHT"]
@@ -33,23 +34,6 @@ __all__ = ["Pending", "ExecuteStream", "DEFAULT_MAX_IN_FLIGHT"]
 DEFAULT_MAX_IN_FLIGHT = 8
 
 _EXECUTE = "/polygrad.v1.Polygrad/Execute"
-
-
-def _varint(v: int, out: bytearray) -> None:
-  while v >= 0x80:
-    out.append((v & 0x7F) | 0x80)
-    v >>= 7
-  out.append(v)
-
-
-def execute_bytes(request_id: int, field: int, body: bytes) -> bytes:
-  """A serialized ExecuteRequest whose command (field number `field`) is the serialized `body`:
-  a realize's bytes are spliced in as they are, not parsed into a message first."""
-  out = bytearray(b"\x08")  # request_id = 1
-  _varint(request_id, out)
-  _varint(field << 3 | 2, out)
-  _varint(len(body), out)
-  return bytes(out) + body
 
 
 REALIZE, RELEASE, RUN_STEP = 3, 4, 41  # ExecuteRequest's command fields

@@ -73,6 +73,16 @@ def from_rpc_error(err: grpc.RpcError, what: str, address: str = "") -> Polygrad
   """Translate a grpc.RpcError from call `what` into the matching PolygradError subclass."""
   code = err.code() if hasattr(err, "code") else None
   details = (err.details() if hasattr(err, "details") else None) or str(err)
+  return _error(code, details, what, address)
+
+
+def from_status(code: int, message: str, what: str, address: str = "") -> PolygradError:
+  """The PolygradError for a command that failed inside the Execute stream: its `Error` carries
+  the numeric gRPC status code the command would have had as a unary call."""
+  return _error(next((c for c in grpc.StatusCode if c.value[0] == code), None), message, what, address)
+
+
+def _error(code: Optional[grpc.StatusCode], details: str, what: str, address: str) -> PolygradError:
   cls = _BY_CODE.get(code, PolygradError)
   name = code.name if code is not None else "UNKNOWN"
   if cls is PolygradConnectionError:
@@ -80,14 +90,3 @@ def from_rpc_error(err: grpc.RpcError, what: str, address: str = "") -> Polygrad
   else:
     msg = f"{what} failed: {name}: {details}"
   return cls(msg, code=code, details=details)
-
-
-def from_status(code: int, message: str, what: str, address: str = "") -> PolygradError:
-  """The PolygradError for a command that failed inside the Execute stream: its `Error` carries
-  the numeric gRPC status code the command would have had as a unary call."""
-  status = next((c for c in grpc.StatusCode if c.value[0] == code), None)
-  cls = _BY_CODE.get(status, PolygradError)
-  name = status.name if status is not None else f"code {code}"
-  if cls is PolygradConnectionError:
-    return cls(f"cannot reach polygradd at {address} ({what}: {name}: {message})", code=status, details=message)
-  return cls(f"{what} failed: {name}: {message}", code=status, details=message)

@@ -222,6 +222,16 @@ def realize_bytes(session_id: str, nodes: Sequence, outputs: Sequence[int], want
   return bytes(b)
 
 
+def execute_bytes(request_id: int, field: int, body: bytes) -> bytes:
+  """A serialized ExecuteRequest whose command (field number `field`) is the serialized `body`: a
+  realize's bytes are spliced in as they are, not parsed into a message first."""
+  out = bytearray(b"\x08")  # request_id = 1
+  _varint(request_id, out)
+  _varint(field << 3 | 2, out)  # run_step = 41: a two-byte tag, which _message does not write
+  _varint(len(body), out)
+  return bytes(out) + body
+
+
 def release(session_id: str, node_ids: Sequence[int] = (), handles: Sequence[int] = ()):
   return pb.ReleaseRequest(session_id=session_id, node_ids=list(node_ids), handles=list(handles))
 
