@@ -42,6 +42,7 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
   a.keepdim = c.keepdim();
   a.eps = c.eps();
   a.correction = c.correction();
+  a.no_axes = c.no_axes();
   a.normalized_axes = c.normalized_axes();
   a.kernel = vec(c.kernel());
   a.stride = vec(c.stride());

@@ -320,6 +320,17 @@ Built lamb_update_op(const Call& c) {
   return lamb_update(c.src[0], c.src[1], c.src[2], c.src[3], c.src[4], c.src[5], c.src[6], rule, c.arg.mode);
 }
 
+// VAR and STD (its square root): over composite.axes, or over no axes at all (no_axes).
+template <bool Root>
+Built spread(const Call& c) {
+  if (c.arg.no_axes && !c.arg.axes.empty())
+    return absl::InvalidArgumentError(absl::StrCat("no_axes with ", c.arg.axes.size(), " axes in composite.axes"));
+  if (!c.arg.no_axes) return Root ? std_dev(c.src[0], c.arg.axes, c.arg.keepdim, c.arg.correction)
+                                  : var(c.src[0], c.arg.axes, c.arg.keepdim, c.arg.correction);
+  PG_ASSIGN(v, var_of_each(c.src[0], c.arg.correction));
+  return Root ? alu(Ops::SQRT, {v}) : v;
+}
+
 template <WindowKind K>
 Built window_op(const Call& c) {
   return build_window(K, c);
@@ -401,6 +412,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"LAYERNORM", trailing_norm<layer_norm>},
     {"LEAKY_RELU", [](const Call& c) { return leaky_relu(c.src[0], c.arg.neg_slope); }},
     {"LERP", [](const Call& c) { return lerp(c.src[0], c.src[1], c.src[2]); }},
+    {"LINEAR", [](const Call& c) { return linear(c.src[0], c.src[1], optional_src(c, 2)); }},
     {"LINSPACE", linspace_op},
     {"LOG", unary<log>},
     {"LOG10", unary<log10>},
@@ -464,7 +476,7 @@ constexpr auto kTable = std::to_array<Entry>({
        return sparse_categorical_crossentropy(c.src[0], c.src[1], c.arg.ignore_index, c.arg.label_smoothing, c.arg.mode);
      }},
     {"SQUARE", unary<square>},
-    {"STD", [](const Call& c) { return std_dev(c.src[0], c.arg.axes, c.arg.keepdim, c.arg.correction); }},
+    {"STD", spread<true>},
     {"SVD", [](const Call& c) { return svd(c.src[0], c.arg.n, c.arg.mode); }},
     {"TAN", unary<tan>},
     {"TANH", unary<tanh>},
@@ -473,7 +485,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"TRIU", [](const Call& c) { return triu(c.src[0], c.arg.diagonal); }},
     {"TRUNC", unary<trunc>},
     {"UNFOLD", unfold_op},
-    {"VAR", [](const Call& c) { return var(c.src[0], c.arg.axes, c.arg.keepdim, c.arg.correction); }},
+    {"VAR", spread<false>},
 });
 
 constexpr bool sorted_by_name() {

@@ -26,6 +26,7 @@ struct CompositeArgs {
   bool keepdim = false;
   double eps = 0;
   double correction = 0;
+  bool no_axes = false;
   int64_t normalized_axes = 0;
   std::vector<int64_t> kernel, stride, padding, dilation, output_padding, counted_padding;
   int64_t groups = 0;

@@ -212,6 +212,28 @@ absl::StatusOr<UOpRef> matmul(const UOpRef& a_in, const UOpRef& b_in) {
   return reshape(s, out);
 }
 
+namespace {
+
+// a + b with numpy broadcasting; `what` names the op in the error.
+absl::StatusOr<UOpRef> broadcast_alu(Ops op, const UOpRef& a, const UOpRef& b, const char* what) {
+  if (a->dtype != b->dtype)
+    return absl::InvalidArgumentError(absl::StrCat(what, " operands differ in dtype: ", dtype_name(a->dtype), " vs ",
+                                                   dtype_name(b->dtype), " (cast explicitly)"));
+  absl::StatusOr<Shape> shape = broadcast_shape(a->shape, b->shape);
+  if (!shape.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", shape.status().message()));
+  PG_ASSIGN(ab, broadcast_to(a, *shape));
+  PG_ASSIGN(bb, broadcast_to(b, *shape));
+  return alu(op, {ab, bb});
+}
+
+}  // namespace
+
+absl::StatusOr<UOpRef> linear(const UOpRef& x, const UOpRef& w, const UOpRef& bias) {
+  absl::StatusOr<UOpRef> y = w->shape.size() == 1 ? broadcast_alu(Ops::MUL, x, w, "linear") : matmul(x, w);
+  if (!y.ok() || !bias) return y;
+  return broadcast_alu(Ops::ADD, *y, bias, "linear's bias");
+}
+
 absl::StatusOr<UOpRef> sum(const UOpRef& x, std::vector<int64_t> axes, bool keepdim) {
   return reduce_keep(Ops::ADD, x, std::move(axes), keepdim);
 }
@@ -259,6 +281,12 @@ absl::StatusOr<UOpRef> var(const UOpRef& x, std::vector<int64_t> axes, bool keep
   PG_ASSIGN(s, reduce_keep(Ops::ADD, sq, ax, keepdim));
   double n = static_cast<double>(count(x, ax)) - correction;
   return scale(s, 1.0 / std::max(n, 0.0));
+}
+
+absl::StatusOr<UOpRef> var_of_each(const UOpRef& x, double correction) {
+  if (auto s = need_float(x, "var"); !s.ok()) return s;
+  PG_ASSIGN(d, alu(Ops::SUB, {x, x}));
+  return scale(d, 1.0 / std::max(1.0 - correction, 0.0));
 }
 
 absl::StatusOr<UOpRef> std_dev(const UOpRef& x, std::vector<int64_t> axes, bool keepdim, double correction) {

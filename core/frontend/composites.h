@@ -35,6 +35,9 @@ absl::StatusOr<UOpRef> cat(const std::vector<UOpRef>& xs, int64_t axis);
 
 // numpy matmul: 1-D operands are promoted and the added axis removed; batch axes broadcast.
 absl::StatusOr<UOpRef> matmul(const UOpRef& a, const UOpRef& b);
+// tinygrad's Tensor.linear: x @ w (x * w, broadcast, for a 1-D w), then + bias (null: none),
+// broadcast. All of one dtype and computed in it (clients send it in the accumulation dtype).
+absl::StatusOr<UOpRef> linear(const UOpRef& x, const UOpRef& w, const UOpRef& bias);
 
 // Reductions with keepdim control; `axes` empty means every axis.
 absl::StatusOr<UOpRef> sum(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);
@@ -50,6 +53,9 @@ absl::StatusOr<UOpRef> minimum(const UOpRef& a, const UOpRef& b);
 absl::StatusOr<UOpRef> order_reversed(const UOpRef& x);
 absl::StatusOr<UOpRef> mean(const UOpRef& x, std::vector<int64_t> axes, bool keepdim);
 absl::StatusOr<UOpRef> var(const UOpRef& x, std::vector<int64_t> axes, bool keepdim, double correction);
+// numpy's variance over no axes (axis=()): each element a sample of its own, so 0, or nan (0 / 0)
+// for a correction >= 1; an inf or nan element gives nan. x's shape and (float) dtype.
+absl::StatusOr<UOpRef> var_of_each(const UOpRef& x, double correction);
 // The square root of var(x, axes, keepdim, correction), in var's dtype.
 absl::StatusOr<UOpRef> std_dev(const UOpRef& x, std::vector<int64_t> axes, bool keepdim, double correction);
 

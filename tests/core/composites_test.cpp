@@ -50,6 +50,45 @@ TEST_F(CompositesTest, MatmulVectorAndBatchBroadcast) {
   EXPECT_FALSE(fe::matmul(A, A).ok());  // inner dims 4 vs 3
 }
 
+TEST_F(CompositesTest, LinearIsMatmulOrScaleThenBroadcastBias) {
+  std::vector<double> x, w, v, b, c;
+  UOpRef X = leaf({2, 3, 4}, x), W = leaf({4, 5}, w), V = leaf({4}, v), B = leaf({5}, b), C = leaf({3, 1}, c);
+  auto y = run(fe::linear(X, W, B), {2, 3, 5});
+  for (int r = 0; r < 6; ++r)
+    for (int j = 0; j < 5; ++j) {
+      double want = 0;
+      for (int k = 0; k < 4; ++k) want += x[r * 4 + k] * w[k * 5 + j];
+      EXPECT_NEAR(y[r * 5 + j], want + b[j], 1e-12);
+    }
+  auto no_bias = run(fe::linear(X, W, nullptr), {2, 3, 5});
+  for (int i = 0; i < 30; ++i) EXPECT_NEAR(no_bias[i], y[i] - b[i % 5], 1e-12);
+  // A 1-D weight scales x elementwise (tinygrad's rule); the bias broadcasts over the result.
+  auto scaled = run(fe::linear(X, V, C), {2, 3, 4});
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(scaled[i], x[i] * v[i % 4] + c[(i / 4) % 3]);
+  auto bad_bias = fe::linear(X, W, C);  // (2, 3, 5) with (3, 1) is fine; (4) is not
+  EXPECT_TRUE(bad_bias.ok());
+  std::vector<double> d;
+  auto wrong = fe::linear(X, W, leaf({4}, d));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("linear's bias"), std::string::npos) << wrong.status().message();
+  auto f32 = *fe::cast(B, DType::Float32);
+  auto mixed = fe::linear(X, W, f32);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("differ in dtype: float64 vs float32"), std::string::npos)
+      << mixed.status().message();
+}
+
+TEST_F(CompositesTest, VarianceOverNoAxesIsZeroOrNan) {
+  std::vector<double> x;
+  UOpRef X = leaf({2, 3}, x);
+  auto biased = run(fe::var_of_each(X, 0.0), {2, 3});
+  auto sample = run(fe::var_of_each(X, 1.0), {2, 3});
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(biased[i], 0.0);
+    EXPECT_TRUE(std::isnan(sample[i]));
+  }
+}
+
 TEST_F(CompositesTest, SoftmaxLogSoftmaxLogsumexp) {
   std::vector<double> x;
   UOpRef X = leaf({4, 7}, x, -5, 5);

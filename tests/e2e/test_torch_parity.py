@@ -546,6 +546,11 @@ OPS: List[Op] = [
        lambda p, x: x.var(dim=_dims(p, x), keepdim=p.get("keepdim", False)), REDUCE_SHAPES[:4], tol_scale=2.0),
     Op("std", lambda p, x: x.std(_axis(p), correction=0),
        lambda p, x: x.std(dim=_dims(p, x), correction=0), REDUCE_SHAPES[:4], tol_scale=2.0),
+    # numpy's axis=(): each element is its own sample, 0 (nan with the default correction of 1)
+    Op("var_no_axes", lambda p, x: x.var((), correction=p["c"]), lambda p, x: (x - x) / max(0, 1 - p["c"]),
+       [V((3, 4), c=0), V((2, 3), c=1), V((), c=0)]),
+    Op("std_no_axes", lambda p, x: x.std((), correction=p["c"]), lambda p, x: ((x - x) / max(0, 1 - p["c"])).sqrt(),
+       [V((3, 4), c=0), V((5,), c=1)], grad=False),
     Op("std_mean", lambda p, x: list(x.std_mean(_axis(p), keepdim=p.get("keepdim", False))),
        lambda p, x: list(torch.std_mean(x, dim=_dims(p, x), keepdim=p.get("keepdim", False))), REDUCE_SHAPES[:4],
        tol_scale=2.0),
@@ -691,6 +696,11 @@ OPS: List[Op] = [
         V((3, 0), (0, 2)), V((1, 5), (5, 1))], FLOATS + ("int32",), tol_scale=2.0),
     Op("linear", lambda p, x, w, b: x.linear(w, b), lambda p, x, w, b: x @ w + b,
        [V((3, 4), (4, 5), (5,)), V((2, 3, 4), (4, 2), (2,))], tol_scale=2.0),
+    Op("linear_no_bias", lambda p, x, w: x.linear(w), lambda p, x, w: x @ w,
+       [V((3, 4), (4, 5)), V((2, 3, 4), (4, 2)), V((4,), (4, 3))], tol_scale=2.0),
+    # a 1-D weight scales x elementwise (tinygrad's rule), the bias broadcasting over the result
+    Op("linear_vector_weight", lambda p, x, w, b: x.linear(w, b), lambda p, x, w, b: x * w + b,
+       [V((3, 4), (4,), (4,)), V((2, 3, 4), (4,), (3, 1))]),
     # normalization and losses
     Op("layernorm", lambda p, x: x.layernorm(p["axis"], eps=1e-5),
        lambda p, x: F.layer_norm(x, x.shape[-p["n"]:], eps=1e-5),

@@ -37,7 +37,7 @@ test('every wire op has a Tensor method that builds it', async () => {
     i.fmod(3), i.floorDivide(2), i.remainder(3), i.pow(2), x.any(1), x.all(1), i.lshift(1), i.rshift(1),
     i.bitwiseAnd(1), i.bitwiseOr(1), i.bitwiseXor(1), x.sum(1), x.max(1), x.reshape(-1), x.permute(3, 2, 1, 0),
     f.reshape(1, 4, 4).expand(2, 4, 4), f.pad([[1, 1], null]), f.shrink([[1, 2], null]), f.flip(0), Tensor.cat([f, f], { axis: 1 }),
-    f.sum().gradient([f])[0], f.matmul(f), f.softmax(-1), f.logSoftmax(-1), f.logsumexp(1), f.mean(0), f.var(0), f.std(0), Tensor.normal(2, { mean: 1, std: 2 }),
+    f.sum().gradient([f])[0], f.matmul(f), f.linear(f, f.sum(0)), f.softmax(-1), f.logSoftmax(-1), f.logsumexp(1), f.mean(0), f.var(0), f.std(0), Tensor.normal(2, { mean: 1, std: 2 }),
     f.layernorm(-1), f.exp(), f.log(), f.relu(), f.sigmoid(), f.tanh(), f.gelu(), f.gelu('none'), f.silu(), Tensor.arange(3),
     x.conv2d(Tensor.rand(2, 3, 3, 3)), x.maxPool2d(2), x.avgPool2d(2), f.cumsum(0), i.oneHot(5), f.argmax(0),
     f.argmin(0), f.min(1), f.minimum(f), f.tril(), f.triu(), f.gather(0, i), Tensor.linspace(0, 1, 3), Tensor.eye(2), f.newtonSchulz(2, [1.5, -0.5]), f.prod(0), f.pow(f), Tensor.randn(2), Tensor.randint(2),

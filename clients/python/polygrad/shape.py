@@ -266,6 +266,13 @@ def matmul_shape(sa: Tuple[int, ...], sb: Tuple[int, ...]) -> Tuple[int, ...]:
   return batch + ((a[-2],) if len(sa) > 1 else ()) + ((b[-1],) if len(sb) > 1 else ())
 
 
+def linear_shape(sx: Tuple[int, ...], sw: Tuple[int, ...], sb: Optional[Tuple[int, ...]]) -> Tuple[int, ...]:
+  """The daemon's SHAPE_LINEAR rule: x @ w's shape (x and w broadcast for a 1-D w), broadcast
+  with the bias's when there is one."""
+  y = broadcast_shape(sx, sw) if len(sw) == 1 else matmul_shape(sx, sw)
+  return y if sb is None else broadcast_shape(y, sb)
+
+
 def factor_shape(shape: Tuple[int, ...], factor: str) -> Tuple[int, ...]:
   """One factor of a factorization of the last two axes (the daemon's SHAPE_FACTOR rule):
   k = min(m, n); QR's q (m, k) and r (k, n), SVD's u (m, k), s (k) and vh (k, n)."""

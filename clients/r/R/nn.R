@@ -46,8 +46,20 @@ pg_dropout <- function(x, p = 0.5, training = TRUE) {
 #' @return a tensor.
 #' @export
 pg_linear <- function(x, weight, bias = NULL) {
-  y <- if (length(weight$node$shape) == 1L) x * weight else pg_matmul(x, weight)
-  if (is.null(bias)) y else y + bias
+  src <- lapply(Filter(Negate(is.null), list(x, weight, bias)), function(t) if (is_tensor(t)) t else pg_tensor(t))
+  out_dt <- do.call(least_upper_dtype, lapply(src, function(t) t$node$dtype))
+  acc <- sum_acc_dtype(out_dt)
+  src <- lapply(src, pg_cast, acc)
+  shape <- linear_shape(src[[1]]$node$shape, src[[2]]$node$shape, if (length(src) > 2L) src[[3]]$node$shape)
+  if (is.null(shape)) daemon_reject(OP$LINEAR, acc, src, "linear: the shapes do not fit")
+  pg_cast(make(OP$LINEAR, acc, shape, src), out_dt)
+}
+
+# The daemon's SHAPE_LINEAR rule: x %*% w's shape (x and w broadcast for a 1-D w), with the
+# bias's; NULL where they do not fit.
+linear_shape <- function(sx, sw, sb) {
+  y <- if (length(sw) == 1L) broadcast_shape(sx, sw) else matmul_shape(sx, sw)
+  if (is.null(y) || is.null(sb)) y else broadcast_shape(y, sb)
 }
 
 #' Linear layer

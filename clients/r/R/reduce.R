@@ -98,11 +98,8 @@ pg_std <- function(x, axis = NULL, keepdim = FALSE, correction = 1) spread(OP$ST
 # VAR and STD: over no axes (a 0-d tensor) the variance is 0, or nan for a correction of 1 or more.
 spread <- function(op, x, axis, keepdim, correction) {
   axes <- wire_axes(axis, length(x$node$shape))
-  if (!length(axes)) {
-    zero <- (float_of(x) - float_of(x)) / max(0, 1 - correction)
-    return(if (op == OP$STD) sqrt(zero) else zero)
-  }
-  composite(op, x, reduced_shape(x$node$shape, axes, keepdim), list(axes = axes, keepdim = keepdim, correction = correction))
+  composite(op, x, reduced_shape(x$node$shape, axes, keepdim),
+            list(axes = axes, keepdim = keepdim, correction = correction, no_axes = !length(axes)))
 }
 
 #' @rdname pg_sum

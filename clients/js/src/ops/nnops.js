@@ -38,9 +38,20 @@ P.matmul = function matmul(w, { dtype } = {}) {
 };
 P.dot = P.matmul;
 
+// The daemon's SHAPE_LINEAR rule: x @ w's shape (x and w broadcast for a 1-D w), with the bias's.
+function linearShape(sx, sw, sb) {
+  const y = sw.length === 1 ? broadcastShape(sx, sw) : matmulShape(sx, sw);
+  return sb ? broadcastShape(y, sb) : y;
+}
+
+// tinygrad's linear by the daemon's LINEAR: x @ weight (x * weight for a 1-D weight) + bias, run
+// in the accumulation dtype of the three's common dtype as matmul is.
 P.linear = function linear(weight, bias) {
-  const x = weight.ndim === 1 ? this.mul(weight) : this.matmul(weight);
-  return bias ? x.add(bias) : x;
+  const src = [this, asTensor(weight), ...(bias == null ? [] : [asTensor(bias)])];
+  const outDt = leastUpperDType(...src.map((t) => t.dtype));
+  const acc = sumAccDType(outDt);
+  const shape = linearShape(this._node.shape, src[1]._node.shape, src[2]?._node.shape);
+  return Tensor._make(OPS.LINEAR, acc, shape, src.map((t) => t.cast(acc))).cast(outDt);
 };
 
 P.sequential = function sequential(layers) {

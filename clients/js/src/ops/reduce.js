@@ -94,12 +94,8 @@ P.mean = function mean(a, b) {
 P._spread = function _spread(op, a, b, c) {
   const o = isOptions(a) ? { correction: 1, ...reduceArgs(a) } : { ...reduceArgs(a, b), correction: c ?? 1 };
   const axes = normalizeAxes(o.axis, this.ndim);
-  if (!axes.length) {
-    const zero = this._float().sub(this._float()).div(Math.max(0, 1 - o.correction));
-    return op === OPS.STD ? zero.sqrt() : zero;
-  }
   return this._composite(op, reducedShape(this._node.shape, axes, o.keepdim),
-    new Composite({ axes, keepdim: o.keepdim, correction: Number(o.correction) }));
+    new Composite({ axes, keepdim: o.keepdim, correction: Number(o.correction), no_axes: !axes.length }));
 };
 
 P.var = function variance(a, b, c) { return this._spread(OPS.VAR, a, b, c); };

@@ -9,7 +9,7 @@ import numpy as np
 from .. import graph as g
 from ..dtype import DTypeLike, least_upper_dtype, sum_acc_dtype, to_dtype
 from ..errors import ShapeError
-from ..shape import factor_shape, matmul_shape
+from ..shape import factor_shape, linear_shape, matmul_shape
 from .core import Tensor, tensor_methods
 from .einsum import einsum as einsum_formula, rearrange as rearrange_formula
 
@@ -50,8 +50,13 @@ class LinAlg:
     return Tensor(x).dot(self)
 
   def linear(self, weight: "Tensor", bias: Optional["Tensor"] = None) -> "Tensor":
-    x = self * weight if weight.ndim == 1 else self.dot(weight)
-    return x + bias if bias is not None else x
+    """tinygrad's linear: self @ weight (self * weight for a 1-D weight) + bias, the daemon's
+    LINEAR, run in the accumulation dtype of the three's common dtype as dot is."""
+    src = [t if isinstance(t, Tensor) else Tensor(t) for t in (self, weight, bias) if t is not None]
+    out = least_upper_dtype(*(t.dtype for t in src))
+    acc = sum_acc_dtype(out)
+    shape = linear_shape(self.shape, src[1].shape, None if bias is None else src[2].shape)
+    return Tensor._make(g.LINEAR, acc, shape, tuple(t.cast(acc) for t in src)).cast(out)
 
   def sequential(self, layers: Sequence[Callable[["Tensor"], "Tensor"]]) -> "Tensor":
     return functools.reduce(lambda x, f: f(x), layers, self)

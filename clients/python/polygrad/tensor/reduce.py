@@ -88,13 +88,11 @@ class Reduce:
     return self._composite(g.MEAN, shape, g.Composite(axes=axes, keepdim=keepdim))
 
   def _spread(self, op: int, axis, keepdim: bool, correction) -> "Tensor":
-    """VAR and STD. numpy: the variance over no axes is 0 (nan for a correction ≥ 1)."""
+    """VAR and STD; over no axes (numpy's axis=()) each element is its own sample."""
     axes = normalize_axes(axis, self.ndim)
-    if not axes:
-      zero = (self._float() - self._float()) / max(0, 1 - correction)
-      return zero.sqrt() if op == g.STD else zero
     shape = reduced_shape(self.shape, axes, keepdim)
-    return self._composite(op, shape, g.Composite(axes=axes, keepdim=keepdim, correction=float(correction)))
+    return self._composite(op, shape, g.Composite(axes=axes, keepdim=keepdim, correction=float(correction),
+                                                  no_axes=not axes))
 
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> "Tensor":
     return self._spread(g.VAR, axis, keepdim, correction)
