@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,22 +20,33 @@
 
 namespace polygrad_r {
 
-// The session's Execute stream (asynchronous dispatch): R's thread writes commands, a reader
-// thread files each answer under its request id until R asks for it. The reader never touches
-// the R API.
+// The session's Execute stream (asynchronous dispatch): R's thread queues commands, a writer
+// thread writes them in order, a reader thread files each answer under its request id until R
+// asks for it. A synchronous Write waits for gRPC to take the message (a completion-queue round
+// trip of a few hundred microseconds on a busy machine), which R's thread must not pay per call.
+// Neither thread touches the R API.
 struct ExecuteStream {
   grpc::ClientContext ctx;
   std::unique_ptr<grpc::ClientReaderWriter<polygrad::v1::ExecuteRequest, polygrad::v1::ExecuteResponse>> rw;
-  std::thread reader;
+  std::thread reader, writer;
   std::mutex mu;
   std::condition_variable cv;
   std::map<uint64_t, polygrad::v1::ExecuteResponse> answers;  // by request id, until taken
   bool ended = false;
   grpc::Status status;  // why it ended
   uint64_t next = 1;
+  std::deque<polygrad::v1::ExecuteRequest> outbox;  // queued by R, not yet written (under mu)
+  std::condition_variable outbox_cv;
+  bool closing = false;
 
   ~ExecuteStream() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      closing = true;
+    }
+    outbox_cv.notify_all();
     ctx.TryCancel();
+    if (writer.joinable()) writer.join();
     if (reader.joinable()) reader.join();
   }
 };

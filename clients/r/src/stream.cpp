@@ -1,6 +1,6 @@
 // The Execute stream of asynchronous dispatch (docs/PROTOCOL.md, "Asynchronous dispatch"): R
-// writes realizes, releases and step runs without waiting, and takes each answer by request id
-// when it needs it (R/dispatch.R). Only R's thread calls these; the reader thread files answers.
+// queues realizes, releases and step runs without waiting (the writer thread writes them), and
+// takes each answer by request id when it needs it (R/dispatch.R). Only R's thread calls these.
 #include <Rcpp.h>
 
 #include <chrono>
@@ -26,6 +26,21 @@ void read_answers(ExecuteStream* s) {
   s->ended = true;
   s->status = st.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the Execute stream ended") : st;
   s->cv.notify_all();
+}
+
+// Writes the queued commands in order until the stream closes. A failed write means the stream
+// has ended; the reader then records why and every outstanding id is answered by that.
+void write_commands(ExecuteStream* s) {
+  std::unique_lock<std::mutex> lock(s->mu);
+  for (;;) {
+    s->outbox_cv.wait(lock, [s] { return s->closing || !s->outbox.empty(); });
+    if (s->closing) return;
+    pb::ExecuteRequest req = std::move(s->outbox.front());
+    s->outbox.pop_front();
+    lock.unlock();
+    s->rw->Write(req);
+    lock.lock();
+  }
 }
 
 // The answer to `rid` as R's outcome: the command's response message as a list, or its error.
@@ -94,6 +109,7 @@ extern "C" SEXP pg_c_stream_open(SEXP xp, SEXP session) {
   open.mutable_open()->set_attach_session_id(Rcpp::as<std::string>(session));
   s->rw->Write(open);  // a failure shows as the stream's end
   s->reader = std::thread(read_answers, s.get());
+  s->writer = std::thread(write_commands, s.get());
   SEXP out = take(s.get(), 0, true);
   Rcpp::List res(out);
   if (Rcpp::as<int>(res["code"]) == 0) c->stream = std::move(s);
@@ -116,7 +132,11 @@ extern "C" SEXP pg_c_stream_submit(SEXP xp, SEXP kind, SEXP request) {
   else Rcpp::stop("polygrad: unknown Execute command " + k);
   const uint64_t rid = s->next++;
   req.set_request_id(rid);
-  s->rw->Write(req);  // a failure shows as the stream's end, which answers every id
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->outbox.push_back(std::move(req));
+  }
+  s->outbox_cv.notify_one();
   return Rcpp::wrap(static_cast<double>(rid));
   END_RCPP
 }
