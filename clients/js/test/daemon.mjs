@@ -35,7 +35,7 @@ export async function startDaemon({ args = [], metrics = false, listen = '' } = 
     `--unix-socket=${socket}`, `--cache-dir=${path.join(dir, 'cache')}`, ...args], { stdio: ['ignore', log, log] });
   fs.closeSync(log);
   let exited = null;
-  proc.on('exit', (code) => { exited = code; });
+  proc.on('exit', (code, signal) => { exited = code ?? signal; });
   proc.on('error', (e) => { exited = `${e.code || e.message} (cannot start ${daemonBinary()})`; });
   const logText = () => fs.readFileSync(logPath, 'utf8');
   await until('the daemon socket', () => {
@@ -58,6 +58,14 @@ export async function startDaemon({ args = [], metrics = false, listen = '' } = 
   }
   return {
     address: `unix:${socket}`, tcp, dir, metricsUrl, logText,
+    // SIGKILL: gone at once, whatever it was doing (the stop() below drains first).
+    async kill() {
+      if (exited === null) {
+        const gone = new Promise((r) => proc.once('exit', r));
+        proc.kill('SIGKILL');
+        await gone;
+      }
+    },
     async stop() {
       if (exited === null) {
         const gone = new Promise((r) => proc.once('exit', r));

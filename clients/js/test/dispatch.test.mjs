@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Tensor, connect, close, synchronize, PolygradResourceExhausted } from '../index.mjs';
+import { Tensor, connect, close, synchronize, PolygradResourceExhausted, PolygradConnectionError } from '../index.mjs';
 import { startDaemon, REPO, WAIT_LIMIT_MS } from './daemon.mjs';
 
 let daemon;
@@ -108,4 +108,31 @@ test('a daemon error is thrown by the next synchronize, and the session goes on'
   await assert.rejects(synchronize(), (e) => e instanceof PolygradResourceExhausted && /EINSUM's product/.test(e.message));
   await synchronize(); // thrown once: nothing is outstanding any more
   assert.equal(await Tensor.from([1]).add(1).item(), 2);
+});
+
+test('a daemon that dies mid-flight fails the pending work at the next read, never silently', async () => {
+  const doomed = await startDaemon({ args: [`--compiler=${gate.cc}`, '--quick-compile=off'] });
+  try {
+    const conn = await connect({ address: doomed.address });
+    const x = Tensor.from([1, 2, 3, 4]);
+    await x.realize();
+    await x.array();
+    gate.hold();
+    const dog = watchdog();
+    const y = x.mul(7).sub(2);
+    await y.realize(); // held at the gate
+    const z = y.add(1);
+    await z.realize();
+    await waitHeld();
+    assert.equal(conn.outstanding, 2);
+    await doomed.kill(); // the stream ends under the work
+    await assert.rejects(z.array(), (e) => e instanceof PolygradConnectionError && /polygradd/.test(e.message));
+    assert.equal(conn.outstanding, 0, 'everything pending was answered by the end');
+    clearTimeout(dog);
+    assert.equal(watchdogFired, false);
+  } finally {
+    gate.release();
+    await close();
+    await doomed.stop();
+  }
 });

@@ -5,7 +5,10 @@
 
 skip_if_no_daemon()
 
-test_that("pg_realize returns while the daemon computes, and a read waits for it", {
+# A daemon of this test's own, compiling through the held compiler, connected to: list(daemon, gate,
+# watchdog). If R waited for held work it would hang at the gate: a watchdog process opens it after
+# 300 s, leaving a mark that fails the test. The caller's on.exit runs held_cleanup().
+held_daemon <- function() {
   root <- source_root()
   held <- file.path(root, "tests", "tools", "held-compiler")
   skip_if(!nzchar(root) || !file.exists(held), "needs tests/tools/held-compiler from the source tree")
@@ -19,32 +22,59 @@ test_that("pg_realize returns while the daemon computes, and a read waits for it
   argv <- c(normalizePath(polygrad:::find_daemon_binary()), "--listen=", "--metrics-listen=",
             paste0("--unix-socket=", sock), paste0("--cache-dir=", file.path(work, "cache")),
             paste0("--compiler=", file.path(gate, "cc")), "--quick-compile=off")
-  daemon <- list(pid = .Call(polygrad:::pg_c_spawn, argv, file.path(work, "polygradd.log")), dir = work)
-  # If pg_realize waited for the held daemon this process would hang at the gate: a watchdog
-  # process opens it after 300 s, leaving a mark that fails the test.
-  watchdog <- file.path(work, "watchdog")
-  dog_pid <- file.path(work, "watchdog.pid")
-  system2("sh", c("-c", shQuote(sprintf("echo $$ > %s; exec sh -c 'sleep 300; touch %s %s'", dog_pid, watchdog,
+  h <- list(daemon = list(pid = .Call(polygrad:::pg_c_spawn, argv, file.path(work, "polygradd.log")), dir = work),
+            gate = gate, watchdog = file.path(work, "watchdog"), dog_pid = file.path(work, "watchdog.pid"))
+  system2("sh", c("-c", shQuote(sprintf("echo $$ > %s; exec sh -c 'sleep 300; touch %s %s'", h$dog_pid, h$watchdog,
                                         file.path(gate, "open")))), wait = FALSE)
-  on.exit({
-    if (file.exists(dog_pid)) tools::pskill(as.integer(readLines(dog_pid)))
-    file.create(file.path(gate, "open"))
-    pg_disconnect()
-    polygrad:::stop_daemon(daemon)
-  })
   wait_until(function() file.exists(sock), "the daemon's socket")
   pg_connect(paste0("unix:", sock))
+  h
+}
+
+held_cleanup <- function(h) {
+  if (file.exists(h$dog_pid)) tools::pskill(as.integer(readLines(h$dog_pid)))
+  file.create(file.path(h$gate, "open"))
+  pg_disconnect()
+  polygrad:::stop_daemon(h$daemon)
+}
+
+hold <- function(h) unlink(file.path(h$gate, "open"))  # from now on every compile is held
+wait_held <- function(h) {
+  wait_until(function() length(list.files(h$gate, pattern = "^held\\.")) > 0, "a compile held at the gate")
+}
+
+test_that("pg_realize returns while the daemon computes, and a read waits for it", {
+  h <- held_daemon()
+  on.exit(held_cleanup(h))
   x <- pg_tensor(c(1, 2, 3, 4))
   pg_realize(x)
   expect_equal(as.array(x), array(c(1, 2, 3, 4)))
-  unlink(file.path(gate, "open"))  # from now on every compile is held
+  hold(h)
   y <- pg_realize(x * 3 + 1)       # a new kernel: its compile waits at the gate
   z <- pg_realize(y - 1)           # reads y, sent behind it
-  wait_until(function() length(list.files(gate, pattern = "^held\\.")) > 0, "a compile held at the gate")
+  wait_held(h)
   expect_equal(length(polygrad:::.pg$outstanding), 2L)
-  file.create(file.path(gate, "open"))
+  file.create(file.path(h$gate, "open"))
   expect_equal(as.array(z), array(c(3, 6, 9, 12)))
-  expect_false(file.exists(watchdog))
+  expect_false(file.exists(h$watchdog))
+})
+
+test_that("a daemon that dies mid-flight fails the pending work at the next read, never silently", {
+  h <- held_daemon()
+  on.exit(held_cleanup(h))
+  x <- pg_tensor(c(1, 2, 3, 4))
+  pg_realize(x)
+  expect_equal(as.array(x), array(c(1, 2, 3, 4)))
+  hold(h)
+  y <- pg_realize(x * 7 - 2)       # held at the gate
+  z <- pg_realize(y + 1)
+  wait_held(h)
+  .Call(polygrad:::pg_c_stop, h$daemon$pid, 0)  # SIGKILL at once: the stream ends under the work
+  err <- tryCatch(as.array(z), error = function(e) e)
+  expect_s3_class(err, "polygrad_unavailable")
+  expect_match(conditionMessage(err), "cannot reach polygradd")
+  expect_equal(length(polygrad:::.pg$outstanding), 0L)  # everything pending was answered by the end
+  expect_false(file.exists(h$watchdog))
 })
 
 test_that("a daemon error is raised by the next pg_synchronize, and the session goes on", {
