@@ -10,6 +10,8 @@ import contextlib
 import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -234,7 +236,12 @@ def test_a_daemon_error_is_raised_by_the_next_read_or_synchronize(live_daemon):
     behind.numpy()
 
 
-def _train_losses(mode: str) -> list:
+def _train_losses(mode: str, address: str = "") -> list:
+  """The losses of an eager and a compiled training loop; with `address`, through it."""
+  return _train(mode, address)["losses"]
+
+
+def _train(mode: str, address: str = "") -> dict:
   body = f"""
       import json, sys
       sys.path.insert(0, {str(PY_CLIENT)!r})
@@ -269,9 +276,13 @@ def _train_losses(mode: str) -> list:
         step.run()
       losses.append(step.loss_value())
       losses.append(float(l1.weight.numpy().astype(np.float64).sum()))
-      print(json.dumps(losses))
+      from polygrad import get_connection
+      conn = get_connection()
+      print(json.dumps({{"losses": losses, "refused": conn._stream_refused, "outstanding": conn.outstanding}}))
   """
   env = dict(os.environ, POLYGRAD_ASYNC="0" if mode == "blocking" else "1")
+  if address:
+    env["POLYGRAD_ADDRESS"] = address
   r = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], env=env, capture_output=True, text=True,
                      timeout=600)
   assert r.returncode == 0, r.stderr[-4000:]
@@ -281,3 +292,74 @@ def _train_losses(mode: str) -> list:
 def test_training_gives_the_same_numbers_with_either_dispatch(live_daemon):
   blocking, dispatched = _train_losses("blocking"), _train_losses("async")
   assert dispatched == blocking  # bit for bit: the same graphs in the same order
+
+
+def _nginx_refusing_streams(tmp_path, upstream: str):
+  """A real gRPC proxy (nginx's grpc_pass, cleartext HTTP/2) to `upstream` that answers the Execute
+  stream with UNIMPLEMENTED, as proxies that pass only unary calls do: (process, port, access log)."""
+  binary = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+  if binary is None:
+    pytest.fail("nginx is not installed (scripts/install-deps --test installs nginx-light)")
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  prefix = tmp_path / "nginx"
+  prefix.mkdir()
+  log = prefix / "access.log"
+  user = "user root;" if os.geteuid() == 0 else ""  # else root's workers would run as nobody
+  conf = prefix / "nginx.conf"
+  conf.write_text(textwrap.dedent(f"""
+      {user}
+      daemon off;
+      master_process off;
+      pid {prefix}/nginx.pid;
+      error_log {prefix}/error.log;
+      events {{ worker_connections 64; }}
+      http {{
+        log_format calls '$request_uri $status';
+        access_log {log} calls;
+        client_body_temp_path {prefix}/body;
+        server {{
+          listen 127.0.0.1:{port} http2;
+          location = /polygrad.v1.Polygrad/Execute {{
+            default_type application/grpc;
+            add_header grpc-status 12 always;
+            add_header grpc-message "this proxy passes unary calls only" always;
+            return 200;
+          }}
+          location / {{
+            grpc_pass unix:{upstream[len("unix:"):]};
+            grpc_read_timeout 600s;
+            grpc_send_timeout 600s;
+            client_max_body_size 0;
+          }}
+        }}
+      }}
+  """))
+  proc = subprocess.Popen([binary, "-p", str(prefix), "-c", str(conf)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+
+  def up() -> bool:
+    with socket.socket() as c:
+      return c.connect_ex(("127.0.0.1", port)) == 0
+
+  wait_until(up, "nginx listening", alive=proc)
+  return proc, port, log
+
+
+def test_a_proxy_that_refuses_streams_gets_every_call_unary(live_daemon, tmp_path):
+  """Behind a proxy that answers Execute with UNIMPLEMENTED the client falls back to unary calls
+  for everything, with the same numbers as blocking dispatch straight to the daemon."""
+  proc, port, log = _nginx_refusing_streams(tmp_path, live_daemon.address)
+  try:
+    through = _train("async", f"127.0.0.1:{port}")
+  finally:
+    proc.kill()
+    proc.wait()
+  assert through["refused"] is True and through["outstanding"] == 0, through
+  assert through["losses"] == _train_losses("blocking")
+  calls = log.read_text().splitlines()
+  assert "/polygrad.v1.Polygrad/Execute 200" in calls, calls[:20]  # asked once, refused
+  assert sum(c.startswith("/polygrad.v1.Polygrad/Execute") for c in calls) == 1, calls
+  assert sum(c.startswith("/polygrad.v1.Polygrad/Realize") for c in calls) >= 12, calls
+  assert sum(c.startswith("/polygrad.v1.Polygrad/RunStep") for c in calls) == 6, calls
