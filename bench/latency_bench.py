@@ -13,7 +13,7 @@ JavaScript or R client: bench/latency_child.mjs, bench/latency_child.R), running
 - compiled: the same step as `compile_step` (one RunStep per step, its loss returned); ms per step;
 - tiny: `x = (x + 1).realize()` on one element, read at the end; ms per call;
 - and what one dispatched tiny realize() costs the client before its answer (µs), measured with
-  room for every call in flight.
+  room for every call in flight: the median of ROUNDS rounds of the tiny loop (steady state).
 
 "blocking" is POLYGRAD_ASYNC=0 (every realize waits for its answer); "async" the default (realizes
 return at once, reads wait; docs/PROTOCOL.md, "Asynchronous dispatch"). Times are the
@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "clients" / "python"))
 
 WORKLOADS = ("eager", "compiled", "tiny")
+# Rounds of the dispatch-cost loop (every client reports their median).
+ROUNDS = 5
 
 
 def child(steps: int) -> None:
@@ -88,13 +90,17 @@ def child(steps: int) -> None:
 
   # What a dispatched realize costs the client: building the node and writing the command, with
   # room for every one in flight (POLYGRAD_MAX_IN_FLIGHT set by the parent), then the wait apart.
+  # The median of ROUNDS rounds: a steady state, not the first calls' warm-up (a JIT, a collector).
   n = 4 * steps
-  start = time.perf_counter()
-  for _ in range(n):
-    tiny()
-  sent = time.perf_counter()
-  Tensor.synchronize()
-  out["dispatch_us"] = 1e6 * (sent - start) / n
+  rounds = []
+  for _ in range(ROUNDS):
+    start = time.perf_counter()
+    for _ in range(n):
+      tiny()
+    sent = time.perf_counter()
+    Tensor.synchronize()
+    rounds.append(1e6 * (sent - start) / n)
+  out["dispatch_us"] = sorted(rounds)[ROUNDS // 2]
   print(json.dumps(out), flush=True)
 
 
@@ -110,9 +116,9 @@ def start_proxy(target: str, delay_ms: float):
 
 def child_command(client: str, steps: int) -> list:
   if client == "js":
-    return ["node", str(ROOT / "bench" / "latency_child.mjs"), str(steps)]
+    return ["node", str(ROOT / "bench" / "latency_child.mjs"), str(steps), str(ROUNDS)]
   if client == "r":
-    return ["Rscript", str(ROOT / "bench" / "latency_child.R"), str(steps)]
+    return ["Rscript", str(ROOT / "bench" / "latency_child.R"), str(steps), str(ROUNDS)]
   return [sys.executable, __file__, "--child", "--steps", str(steps)]
 
 
@@ -165,8 +171,8 @@ def main() -> None:
       cells = "".join(f"{r['blocking'][w]:>18.2f}{r['async'][w]:>15.2f}{r['blocking'][w] / r['async'][w]:>6.2f}x"
                       for w in WORKLOADS)
       print(f"{name:28}{cells}")
-    print("client time per tiny realize() call, before its answer (async; the tiny loop once more with "
-          f"room for all {4 * args.steps} in flight):")
+    print(f"client time per tiny realize() call, before its answer (async; the median of {ROUNDS} more rounds "
+          f"of the tiny loop, each with room for all {4 * args.steps} in flight):")
     for name, r in rows:
       print(f"  {name:28}{r['cost']['dispatch_us']:8.1f} us")
   finally:

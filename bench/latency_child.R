@@ -4,6 +4,7 @@
 suppressMessages(library(polygrad))
 args <- commandArgs(trailingOnly = TRUE)
 steps <- if (length(args)) as.integer(args[[1]]) else 60L
+rounds <- if (length(args) > 1L) as.integer(args[[2]]) else 5L
 set.seed(0)
 x <- pg_tensor(array(runif(128 * 784), c(128, 784)), dtype = "float32")
 hot <- matrix(0, 128, 10)
@@ -46,11 +47,15 @@ out$compiled <- timed(function() step$run(), steps, 3L, 0L, function() step$loss
 t <- pg_realize(pg_tensor(1, dtype = "float32"))
 tiny <- function() t <<- pg_realize(t + 1)
 out$tiny <- timed(tiny, 4L * steps, 5L, 0L, function() pg_item(t))
+# The median of `rounds` rounds (latency_bench.py's ROUNDS).
 n <- 4L * steps
-start <- proc.time()[["elapsed"]]
-for (i in seq_len(n)) tiny()
-sent <- proc.time()[["elapsed"]]
-pg_synchronize()
-out$dispatch_us <- 1e6 * (sent - start) / n
+us <- vapply(seq_len(rounds), function(r) {
+  start <- proc.time()[["elapsed"]]
+  for (i in seq_len(n)) tiny()
+  sent <- proc.time()[["elapsed"]]
+  pg_synchronize()
+  1e6 * (sent - start) / n
+}, 0)
+out$dispatch_us <- sort(us)[rounds %/% 2L + 1L]
 cat(sprintf('{"eager": %.6f, "compiled": %.6f, "tiny": %.6f, "dispatch_us": %.3f}\n',
             out$eager, out$compiled, out$tiny, out$dispatch_us))
