@@ -185,9 +185,106 @@ absl::StatusOr<UOpRef> sort_last_network(const UOpRef& x, bool descending, bool 
   return !want_indices && x->dtype == DType::Bool ? cast(out, DType::Bool) : out;
 }
 
+// Whether an int32 key can order every value of `dt` exactly (widened or reinterpreted).
+bool keyable(DType dt) { return dt != DType::Int64 && dt != DType::UInt64 && dt != DType::Float64; }
+
+// x's values as int32 keys in sort order: equal values (-0.0 and 0.0, every NaN) get equal keys,
+// NaN the largest. A float's bits order as signed integers once a negative one's magnitude bits
+// are flipped; float16 and bfloat16 widen to float32 exactly.
+absl::StatusOr<UOpRef> order_keys(const UOpRef& x) {
+  auto c32 = [&](int64_t v) { return constant(v, DType::Int32, x->shape); };
+  if (dtype_is_float(x->dtype)) {
+    PG_ASSIGN(f, cast(x, DType::Float32));
+    PG_ASSIGN(zero, constant(0.0, DType::Float32, x->shape));
+    PG_ASSIGN(nonzero, alu(Ops::CMPNE, {f, zero}));
+    PG_ASSIGN(canon, alu(Ops::WHERE, {nonzero, f, zero}));  // -0.0 keys as 0.0
+    PG_ASSIGN(bits, bitcast(canon, DType::Int32));
+    PG_ASSIGN(mag, c32(0x7FFFFFFF));
+    PG_ASSIGN(flipped, alu(Ops::XOR, {bits, mag}));
+    PG_ASSIGN(z, c32(0));
+    PG_ASSIGN(negative, alu(Ops::CMPLT, {bits, z}));
+    PG_ASSIGN(k, alu(Ops::WHERE, {negative, flipped, bits}));
+    PG_ASSIGN(nan, is_nan(f));
+    return alu(Ops::WHERE, {nan, mag, k});
+  }
+  if (x->dtype == DType::UInt32) {  // unsigned order is signed order with the top bit flipped
+    PG_ASSIGN(bits, cast(x, DType::Int32));
+    PG_ASSIGN(top, c32(std::numeric_limits<int32_t>::min()));
+    return alu(Ops::XOR, {bits, top});
+  }
+  return cast(x, DType::Int32);  // bool and the narrower integers: exact
+}
+
+// The bitonic network of sort_last_network over one int64 key per element, (value key << 32) +
+// position: one array and one compare per stage instead of a (value, position) pair compared
+// three ways, and every key distinct, so the network's order is the stable order. The positions
+// come out of the low half; the values are gathered at them (bit for bit, with their gradient).
+// Descending sorts complemented value keys: larger first, ties still by position.
+absl::StatusOr<UOpRef> sort_last_keys(const UOpRef& x, bool descending, bool want_indices) {
+  const int64_t n = x->shape.back();
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < x->shape.size(); ++i) rows *= x->shape[i];
+  int64_t big = 1;
+  while (big < n) big *= 2;
+  PG_ASSIGN(flat, reshape(x, Shape{rows, n}));
+  PG_ASSIGN(k32, order_keys(flat));
+  UOpRef vk = k32;
+  if (descending) {
+    PG_ASSIGN(ones, constant(int64_t{-1}, DType::Int32, k32->shape));
+    PG_ASSIGN(inv, alu(Ops::XOR, {k32, ones}));
+    vk = inv;
+  }
+  PG_ASSIGN(k64, cast(vk, DType::Int64));
+  PG_ASSIGN(shift, constant(int64_t{1} << 32, DType::Int64, k64->shape));
+  PG_ASSIGN(high, alu(Ops::MUL, {k64, shift}));
+  PG_ASSIGN(pos, positions(k64->shape, -1));
+  PG_ASSIGN(pos64, cast(pos, DType::Int64));
+  PG_ASSIGN(keys, alu(Ops::ADD, {high, pos64}));
+  // The padding to a power of two sorts last: the largest key (no real key reaches it).
+  PG_ASSIGN(padded, pad(keys, Pairs{{0, 0}, {0, big - n}}));
+  PG_ASSIGN(slot, positions(padded->shape, -1));
+  PG_ASSIGN(limit, constant(n, DType::Int32, slot->shape));
+  PG_ASSIGN(real, alu(Ops::CMPLT, {slot, limit}));
+  PG_ASSIGN(top, constant(std::numeric_limits<int64_t>::max(), DType::Int64, slot->shape));
+  PG_ASSIGN(key0, alu(Ops::WHERE, {real, padded, top}));
+  UOpRef key = key0;
+  for (int64_t k = 2; k <= big; k *= 2) {
+    for (int64_t j = k / 2; j >= 1; j /= 2) {
+      const int64_t m = big / (2 * j);
+      PG_ASSIGN(k4, reshape(key, Shape{rows, m, 2, j}));
+      PG_ASSIGN(lo, half_of(k4, 0));
+      PG_ASSIGN(hi, half_of(k4, 1));
+      PG_ASSIGN(hi_less, alu(Ops::CMPLT, {hi, lo}));
+      // Block b of the stage sorts ascending when bit k of its first position is clear.
+      PG_ASSIGN(blk, positions(lo->shape, -2));
+      PG_ASSIGN(span, constant(2 * j, DType::Int32, blk->shape));
+      PG_ASSIGN(start, alu(Ops::MUL, {blk, span}));
+      PG_ASSIGN(kk, constant(k, DType::Int32, blk->shape));
+      PG_ASSIGN(bit, alu(Ops::AND, {start, kk}));
+      PG_ASSIGN(none, constant(int64_t{0}, DType::Int32, blk->shape));
+      PG_ASSIGN(descending_block, alu(Ops::CMPNE, {bit, none}));
+      PG_ASSIGN(swap, alu(Ops::CMPNE, {hi_less, descending_block}));
+      PG_ASSIGN(first, alu(Ops::WHERE, {swap, hi, lo}));
+      PG_ASSIGN(second, alu(Ops::WHERE, {swap, lo, hi}));
+      PG_ASSIGN(next, interleave(first, second));
+      key = next;
+    }
+  }
+  PG_ASSIGN(kept, shrink(key, Pairs{{0, rows}, {0, n}}));
+  PG_ASSIGN(low, constant(int64_t{0xFFFFFFFF}, DType::Int64, kept->shape));
+  PG_ASSIGN(at64, alu(Ops::AND, {kept, low}));
+  PG_ASSIGN(at, cast(at64, DType::Int32));
+  if (want_indices) return reshape(at, x->shape);
+  PG_ASSIGN(values, gather_last(flat, at));
+  return reshape(values, x->shape);
+}
+
 // Sorts t (..., n) along its last axis.
 absl::StatusOr<UOpRef> sort_last(const UOpRef& x, bool descending, bool want_indices) {
-  if (x->shape.back() > kSortNetworkFrom) return sort_last_network(x, descending, want_indices);
+  if (x->shape.back() > kSortNetworkFrom) {
+    return keyable(x->dtype) ? sort_last_keys(x, descending, want_indices)
+                             : sort_last_network(x, descending, want_indices);
+  }
   PG_ASSIGN(t, comparable(x));
   PG_ASSIGN(tj, grid(t, true));   // [i, j] = t[j]
   PG_ASSIGN(ti, grid(t, false));  // [i, j] = t[i]

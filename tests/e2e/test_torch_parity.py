@@ -1589,6 +1589,36 @@ SPECIAL_EDGES = {
 }
 
 
+# The same edges in rows past kSortNetworkFrom (2048), which sort through the bitonic network over
+# packed (value key, position) keys: many ties (NaN, 0.0 beside -0.0, repeated values) keep their order.
+LONG_SORTS = {
+    "sort": (lambda x: x.sort(0).values, lambda x: torch.sort(x, dim=0, stable=True).values),
+    "sort_descending": (lambda x: x.sort(0, descending=True).values,
+                        lambda x: torch.sort(x, dim=0, descending=True, stable=True).values),
+    "argsort": (lambda x: x.argsort(0), lambda x: torch.sort(x, dim=0, stable=True).indices),
+    "argsort_descending": (lambda x: x.argsort(0, descending=True),
+                           lambda x: torch.sort(x, dim=0, descending=True, stable=True).indices),
+}
+
+
+@pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "uint8"])
+@pytest.mark.parametrize("name", LONG_SORTS)
+def test_long_rows_sort_edge_values_stably(name, dtype):
+  rng = np.random.default_rng(7)
+  if dtype.startswith("float"):
+    x = np.concatenate([np.tile(SPECIAL, 250), rng.integers(-3, 4, 61).astype(np.float32)]).astype(dtype)
+  else:
+    info = np.iinfo(dtype)
+    x = np.concatenate([[info.min, info.max, 0, info.max, info.min], rng.integers(0, 9, 2500)]).astype(dtype)
+  pg, th = LONG_SORTS[name]
+  got, ref = pg(Tensor(x)).numpy(), th(torch.tensor(x)).numpy()
+  np.testing.assert_array_equal(got, ref)
+  if got.dtype.kind == "f":
+    numbers = ~np.isnan(ref)
+    assert (np.signbit(got) == np.signbit(ref))[numbers].all(), "signs of zeros differ"
+
+
 @pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
 @pytest.mark.parametrize("name", SPECIAL_EDGES)
 def test_sorting_edge_values(name):
