@@ -214,7 +214,7 @@ absl::StatusOr<UOpRef> matmul(const UOpRef& a_in, const UOpRef& b_in) {
 
 namespace {
 
-// a + b with numpy broadcasting; `what` names the op in the error.
+// a `op` b with numpy broadcasting; `what` names the op in the error.
 absl::StatusOr<UOpRef> broadcast_alu(Ops op, const UOpRef& a, const UOpRef& b, const char* what) {
   if (a->dtype != b->dtype)
     return absl::InvalidArgumentError(absl::StrCat(what, " operands differ in dtype: ", dtype_name(a->dtype), " vs ",

@@ -123,6 +123,19 @@ absl::StatusOr<UOpRef> interleave(const UOpRef& first, const UOpRef& second) {
   return reshape(pick, Shape{s[0], s[1] * 2 * s[2]});
 }
 
+// For the halves (B, m, j) of a bitonic stage (k, j): whether block b sorts descending, i.e. bit k
+// of its first position (b * 2j) is set. A pair swaps when "the second half goes first" differs
+// from this.
+absl::StatusOr<UOpRef> block_descends(const Shape& halves, int64_t k, int64_t j) {
+  PG_ASSIGN(blk, positions(halves, -2));
+  PG_ASSIGN(span, constant(2 * j, DType::Int32, halves));
+  PG_ASSIGN(start, alu(Ops::MUL, {blk, span}));
+  PG_ASSIGN(kk, constant(k, DType::Int32, halves));
+  PG_ASSIGN(bit, alu(Ops::AND, {start, kk}));
+  PG_ASSIGN(none, constant(int64_t{0}, DType::Int32, halves));
+  return alu(Ops::CMPNE, {bit, none});
+}
+
 // Sorts t (..., n) along its last axis with a bitonic network over (value, position) pairs:
 // O(n log^2 n) comparisons in log2(N)(log2(N)+1)/2 stages, N the next power of two. Ties and the
 // padding to N order by position, so the sort is stable and the padding (positions >= n) lands
@@ -159,17 +172,8 @@ absl::StatusOr<UOpRef> sort_last_network(const UOpRef& x, bool descending, bool 
       PG_ASSIGN(hi_real, alu(Ops::CMPLT, {ihi, limit}));
       PG_ASSIGN(real, both(lo_real, hi_real));
       PG_ASSIGN(hi_first, alu(Ops::WHERE, {real, value_first, hi_earlier}));
-      // Block b of the stage sorts ascending when bit k of its first position is clear.
-      PG_ASSIGN(blk, positions(ilo->shape, -2));
-      PG_ASSIGN(span, constant(2 * j, DType::Int32, blk->shape));
-      PG_ASSIGN(start, alu(Ops::MUL, {blk, span}));
-      PG_ASSIGN(kk, constant(k, DType::Int32, blk->shape));
-      PG_ASSIGN(bit, alu(Ops::AND, {start, kk}));
-      PG_ASSIGN(none, constant(int64_t{0}, DType::Int32, blk->shape));
-      PG_ASSIGN(up, alu(Ops::CMPNE, {bit, none}));
-      PG_ASSIGN(down, negate(up));  // true: ascending
-      PG_ASSIGN(differ, alu(Ops::CMPNE, {hi_first, down}));
-      PG_ASSIGN(swap, negate(differ));
+      PG_ASSIGN(descends, block_descends(ilo->shape, k, j));
+      PG_ASSIGN(swap, alu(Ops::CMPNE, {hi_first, descends}));
       PG_ASSIGN(v_first, alu(Ops::WHERE, {swap, hi, lo}));
       PG_ASSIGN(v_second, alu(Ops::WHERE, {swap, lo, hi}));
       PG_ASSIGN(i_first, alu(Ops::WHERE, {swap, ihi, ilo}));
@@ -255,15 +259,8 @@ absl::StatusOr<UOpRef> sort_last_keys(const UOpRef& x, bool descending, bool wan
       PG_ASSIGN(lo, half_of(k4, 0));
       PG_ASSIGN(hi, half_of(k4, 1));
       PG_ASSIGN(hi_less, alu(Ops::CMPLT, {hi, lo}));
-      // Block b of the stage sorts ascending when bit k of its first position is clear.
-      PG_ASSIGN(blk, positions(lo->shape, -2));
-      PG_ASSIGN(span, constant(2 * j, DType::Int32, blk->shape));
-      PG_ASSIGN(start, alu(Ops::MUL, {blk, span}));
-      PG_ASSIGN(kk, constant(k, DType::Int32, blk->shape));
-      PG_ASSIGN(bit, alu(Ops::AND, {start, kk}));
-      PG_ASSIGN(none, constant(int64_t{0}, DType::Int32, blk->shape));
-      PG_ASSIGN(descending_block, alu(Ops::CMPNE, {bit, none}));
-      PG_ASSIGN(swap, alu(Ops::CMPNE, {hi_less, descending_block}));
+      PG_ASSIGN(descends, block_descends(lo->shape, k, j));
+      PG_ASSIGN(swap, alu(Ops::CMPNE, {hi_less, descends}));
       PG_ASSIGN(first, alu(Ops::WHERE, {swap, hi, lo}));
       PG_ASSIGN(second, alu(Ops::WHERE, {swap, lo, hi}));
       PG_ASSIGN(next, interleave(first, second));

@@ -597,10 +597,11 @@ OPS: List[Op] = [
     # rows past kSortNetworkFrom (2048) sort through the bitonic network: values, positions, gradient
     Op("sort_long", lambda p, x: x.sort(p["dim"], descending=p.get("desc", False)).values,
        lambda p, x: torch.sort(x, dim=p["dim"], descending=p.get("desc", False), stable=True).values,
-       [V((2, 2500), dim=1), V((2100,), dim=0, desc=True)], ("float32", "int32", "uint8"), layouts=("contiguous",)),
+       [V((2, 2500), dim=1), V((2100,), dim=0, desc=True)], ("float32", "int32", "uint8", "float64", "int64"),
+       layouts=("contiguous",)),
     Op("argsort_long", lambda p, x: x.argsort(p["dim"], descending=p.get("desc", False)),
        lambda p, x: torch.sort(x, dim=p["dim"], descending=p.get("desc", False), stable=True).indices,
-       [V((2, 2500), dim=1), V((2100,), dim=0, desc=True)], ("float32", "int32", "uint8"), grad=False,
+       [V((2, 2500), dim=1), V((2100,), dim=0, desc=True)], ("float32", "int32", "uint8", "float64", "int64"), grad=False,
        layouts=("contiguous",)),
     Op("topk", lambda p, x: x.topk(p["k"], p["dim"], largest=p.get("largest", True)).values,
        lambda p, x: _topk_th(p, x).values, TOPK_SHAPES, ALL_NUM, gen=_distinct),
@@ -1590,7 +1591,8 @@ SPECIAL_EDGES = {
 
 
 # The same edges in rows past kSortNetworkFrom (2048), which sort through the bitonic network over
-# packed (value key, position) keys: many ties (NaN, 0.0 beside -0.0, repeated values) keep their order.
+# packed (value key, position) keys, or (value, position) pairs for 64-bit dtypes: many ties (NaN,
+# 0.0 beside -0.0, repeated values) keep their order.
 LONG_SORTS = {
     "sort": (lambda x: x.sort(0).values, lambda x: torch.sort(x, dim=0, stable=True).values),
     "sort_descending": (lambda x: x.sort(0, descending=True).values,
@@ -1602,7 +1604,8 @@ LONG_SORTS = {
 
 
 @pytest.mark.skipif(torch is None, reason="PyTorch (Debian's python3-torch) is the reference")
-@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "uint8"])
+# float64 and int64 keep the (value, position) pair network
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "uint8", "float64", "int64"])
 @pytest.mark.parametrize("name", LONG_SORTS)
 def test_long_rows_sort_edge_values_stably(name, dtype):
   rng = np.random.default_rng(7)
