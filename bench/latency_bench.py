@@ -18,7 +18,8 @@ JavaScript or R client: bench/latency_child.mjs, bench/latency_child.R), running
 "blocking" is POLYGRAD_ASYNC=0 (every realize waits for its answer); "async" the default (realizes
 return at once, reads wait; docs/PROTOCOL.md, "Asynchronous dispatch"). Times are the
 whole span of the timed steps over their number (reads included), after warm-up steps that compile.
-Nothing here asserts a time, and no numpy or PyTorch reference is timed (so no BLAS settings matter).
+Nothing here asserts a time and no numpy or PyTorch reference is timed; OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE are unset all the same (bench/full_speed_blas.py), for this process and its children.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "clients" / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
+import full_speed_blas  # noqa: E402
+
+# No reference is timed here, but the child processes (and their numpy) inherit this environment:
+# the same full-speed BLAS as every bench script (TOOLCHAIN.md), never a generic core.
+full_speed_blas.unset()
 
 WORKLOADS = ("eager", "compiled", "tiny")
 # Rounds of the dispatch-cost loop (every client reports their median).

@@ -123,6 +123,25 @@ absl::StatusOr<UOpRef> interleave(const UOpRef& first, const UOpRef& second) {
   return reshape(pick, Shape{s[0], s[1] * 2 * s[2]});
 }
 
+// A sort's rows as the bitonic networks see them: `rows` of `n` elements, padded to `big`, the
+// next power of two.
+struct NetworkRows {
+  int64_t rows = 1, n, big = 1;
+  explicit NetworkRows(const Shape& shape) : n(shape.back()) {
+    for (size_t i = 0; i + 1 < shape.size(); ++i) rows *= shape[i];
+    while (big < n) big *= 2;
+  }
+};
+
+// Calls stage(k, j) for each of the log2(big)(log2(big)+1)/2 stages of a bitonic network, in order.
+template <class Stage>
+absl::Status for_each_stage(int64_t big, Stage stage) {
+  for (int64_t k = 2; k <= big; k *= 2)
+    for (int64_t j = k / 2; j >= 1; j /= 2)
+      if (absl::Status s = stage(k, j); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
 // For the halves (B, m, j) of a bitonic stage (k, j): whether block b sorts descending, i.e. bit k
 // of its first position (b * 2j) is set. A pair swaps when "the second half goes first" differs
 // from this.
@@ -143,47 +162,44 @@ absl::StatusOr<UOpRef> block_descends(const Shape& halves, int64_t k, int64_t j)
 // with their gradient.
 absl::StatusOr<UOpRef> sort_last_network(const UOpRef& x, bool descending, bool want_indices) {
   PG_ASSIGN(t, comparable(x));
-  const int64_t n = t->shape.back();
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < t->shape.size(); ++i) rows *= t->shape[i];
-  int64_t big = 1;
-  while (big < n) big *= 2;
+  const NetworkRows r(t->shape);
+  const int64_t rows = r.rows, n = r.n, big = r.big;
   PG_ASSIGN(flat, reshape(t, Shape{rows, n}));
   PG_ASSIGN(val0, pad(flat, Pairs{{0, 0}, {0, big - n}}));
   PG_ASSIGN(pos, positions(Shape{rows, big}, -1));
   UOpRef val = val0, idx = pos;
-  for (int64_t k = 2; k <= big; k *= 2) {
-    for (int64_t j = k / 2; j >= 1; j /= 2) {
-      const int64_t m = big / (2 * j);
-      PG_ASSIGN(v4, reshape(val, Shape{rows, m, 2, j}));
-      PG_ASSIGN(i4, reshape(idx, Shape{rows, m, 2, j}));
-      PG_ASSIGN(lo, half_of(v4, 0));
-      PG_ASSIGN(hi, half_of(v4, 1));
-      PG_ASSIGN(ilo, half_of(i4, 0));
-      PG_ASSIGN(ihi, half_of(i4, 1));
-      // hi goes first: by value (either way), ties and padding by position.
-      PG_ASSIGN(by_value, descending ? before(lo, hi) : before(hi, lo));
-      PG_ASSIGN(tied, same(hi, lo));
-      PG_ASSIGN(hi_earlier, alu(Ops::CMPLT, {ihi, ilo}));
-      PG_ASSIGN(tie_first, both(tied, hi_earlier));
-      PG_ASSIGN(value_first, either(by_value, tie_first));
-      PG_ASSIGN(limit, constant(n, DType::Int32, ilo->shape));
-      PG_ASSIGN(lo_real, alu(Ops::CMPLT, {ilo, limit}));
-      PG_ASSIGN(hi_real, alu(Ops::CMPLT, {ihi, limit}));
-      PG_ASSIGN(real, both(lo_real, hi_real));
-      PG_ASSIGN(hi_first, alu(Ops::WHERE, {real, value_first, hi_earlier}));
-      PG_ASSIGN(descends, block_descends(ilo->shape, k, j));
-      PG_ASSIGN(swap, alu(Ops::CMPNE, {hi_first, descends}));
-      PG_ASSIGN(v_first, alu(Ops::WHERE, {swap, hi, lo}));
-      PG_ASSIGN(v_second, alu(Ops::WHERE, {swap, lo, hi}));
-      PG_ASSIGN(i_first, alu(Ops::WHERE, {swap, ihi, ilo}));
-      PG_ASSIGN(i_second, alu(Ops::WHERE, {swap, ilo, ihi}));
-      PG_ASSIGN(nv, interleave(v_first, v_second));
-      PG_ASSIGN(ni, interleave(i_first, i_second));
-      val = nv;
-      idx = ni;
-    }
-  }
+  absl::Status built = for_each_stage(big, [&](int64_t k, int64_t j) -> absl::Status {
+    const int64_t m = big / (2 * j);
+    PG_ASSIGN(v4, reshape(val, Shape{rows, m, 2, j}));
+    PG_ASSIGN(i4, reshape(idx, Shape{rows, m, 2, j}));
+    PG_ASSIGN(lo, half_of(v4, 0));
+    PG_ASSIGN(hi, half_of(v4, 1));
+    PG_ASSIGN(ilo, half_of(i4, 0));
+    PG_ASSIGN(ihi, half_of(i4, 1));
+    // hi goes first: by value (either way), ties and padding by position.
+    PG_ASSIGN(by_value, descending ? before(lo, hi) : before(hi, lo));
+    PG_ASSIGN(tied, same(hi, lo));
+    PG_ASSIGN(hi_earlier, alu(Ops::CMPLT, {ihi, ilo}));
+    PG_ASSIGN(tie_first, both(tied, hi_earlier));
+    PG_ASSIGN(value_first, either(by_value, tie_first));
+    PG_ASSIGN(limit, constant(n, DType::Int32, ilo->shape));
+    PG_ASSIGN(lo_real, alu(Ops::CMPLT, {ilo, limit}));
+    PG_ASSIGN(hi_real, alu(Ops::CMPLT, {ihi, limit}));
+    PG_ASSIGN(real, both(lo_real, hi_real));
+    PG_ASSIGN(hi_first, alu(Ops::WHERE, {real, value_first, hi_earlier}));
+    PG_ASSIGN(descends, block_descends(ilo->shape, k, j));
+    PG_ASSIGN(swap, alu(Ops::CMPNE, {hi_first, descends}));
+    PG_ASSIGN(v_first, alu(Ops::WHERE, {swap, hi, lo}));
+    PG_ASSIGN(v_second, alu(Ops::WHERE, {swap, lo, hi}));
+    PG_ASSIGN(i_first, alu(Ops::WHERE, {swap, ihi, ilo}));
+    PG_ASSIGN(i_second, alu(Ops::WHERE, {swap, ilo, ihi}));
+    PG_ASSIGN(nv, interleave(v_first, v_second));
+    PG_ASSIGN(ni, interleave(i_first, i_second));
+    val = nv;
+    idx = ni;
+    return absl::OkStatus();
+  });
+  if (!built.ok()) return built;
   PG_ASSIGN(kept, shrink(want_indices ? idx : val, Pairs{{0, rows}, {0, n}}));
   PG_ASSIGN(out, reshape(kept, x->shape));
   return !want_indices && x->dtype == DType::Bool ? cast(out, DType::Bool) : out;
@@ -225,11 +241,8 @@ absl::StatusOr<UOpRef> order_keys(const UOpRef& x) {
 // come out of the low half; the values are gathered at them (bit for bit, with their gradient).
 // Descending sorts complemented value keys: larger first, ties still by position.
 absl::StatusOr<UOpRef> sort_last_keys(const UOpRef& x, bool descending, bool want_indices) {
-  const int64_t n = x->shape.back();
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < x->shape.size(); ++i) rows *= x->shape[i];
-  int64_t big = 1;
-  while (big < n) big *= 2;
+  const NetworkRows r(x->shape);
+  const int64_t rows = r.rows, n = r.n, big = r.big;
   PG_ASSIGN(flat, reshape(x, Shape{rows, n}));
   PG_ASSIGN(k32, order_keys(flat));
   UOpRef vk = k32;
@@ -252,21 +265,21 @@ absl::StatusOr<UOpRef> sort_last_keys(const UOpRef& x, bool descending, bool wan
   PG_ASSIGN(top, constant(std::numeric_limits<int64_t>::max(), DType::Int64, slot->shape));
   PG_ASSIGN(key0, alu(Ops::WHERE, {real, padded, top}));
   UOpRef key = key0;
-  for (int64_t k = 2; k <= big; k *= 2) {
-    for (int64_t j = k / 2; j >= 1; j /= 2) {
-      const int64_t m = big / (2 * j);
-      PG_ASSIGN(k4, reshape(key, Shape{rows, m, 2, j}));
-      PG_ASSIGN(lo, half_of(k4, 0));
-      PG_ASSIGN(hi, half_of(k4, 1));
-      PG_ASSIGN(hi_less, alu(Ops::CMPLT, {hi, lo}));
-      PG_ASSIGN(descends, block_descends(lo->shape, k, j));
-      PG_ASSIGN(swap, alu(Ops::CMPNE, {hi_less, descends}));
-      PG_ASSIGN(first, alu(Ops::WHERE, {swap, hi, lo}));
-      PG_ASSIGN(second, alu(Ops::WHERE, {swap, lo, hi}));
-      PG_ASSIGN(next, interleave(first, second));
-      key = next;
-    }
-  }
+  absl::Status built = for_each_stage(big, [&](int64_t k, int64_t j) -> absl::Status {
+    const int64_t m = big / (2 * j);
+    PG_ASSIGN(k4, reshape(key, Shape{rows, m, 2, j}));
+    PG_ASSIGN(lo, half_of(k4, 0));
+    PG_ASSIGN(hi, half_of(k4, 1));
+    PG_ASSIGN(hi_less, alu(Ops::CMPLT, {hi, lo}));
+    PG_ASSIGN(descends, block_descends(lo->shape, k, j));
+    PG_ASSIGN(swap, alu(Ops::CMPNE, {hi_less, descends}));
+    PG_ASSIGN(first, alu(Ops::WHERE, {swap, hi, lo}));
+    PG_ASSIGN(second, alu(Ops::WHERE, {swap, lo, hi}));
+    PG_ASSIGN(next, interleave(first, second));
+    key = next;
+    return absl::OkStatus();
+  });
+  if (!built.ok()) return built;
   PG_ASSIGN(kept, shrink(key, Pairs{{0, rows}, {0, n}}));
   PG_ASSIGN(low, constant(int64_t{0xFFFFFFFF}, DType::Int64, kept->shape));
   PG_ASSIGN(at64, alu(Ops::AND, {kept, low}));

@@ -8,6 +8,7 @@ reason, while the pure-local tests (test_local.py) still run.
 """
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -105,6 +106,47 @@ class HeldCompiler:
 
   def wait_held(self, alive=None) -> None:
     wait_until(self.held, "a compile waiting at the held compiler's gate", alive=alive)
+
+
+def free_port() -> int:
+  """A loopback TCP port nothing listens on now (for servers that take a port, not port 0)."""
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def start_nginx(prefix: Path, port: int, http: str) -> subprocess.Popen:
+  """nginx in the foreground under `prefix` with `http` as its http{} block (which listens on
+  `port`), once it accepts connections. nginx is a test dependency (scripts/install-deps --test
+  installs nginx-light): missing, the test fails rather than skips."""
+  binary = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+  if binary is None:
+    pytest.fail("nginx is not installed (scripts/install-deps --test installs nginx-light)")
+  prefix.mkdir(parents=True, exist_ok=True)
+  # As root, nginx's workers would run as nobody and could not write under pytest's 0700 tmp.
+  user = "user root;" if os.geteuid() == 0 else ""
+  conf = prefix / "nginx.conf"
+  conf.write_text(f"""
+{user}
+daemon off;
+master_process off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log;
+events {{ worker_connections 64; }}
+http {{
+  client_body_temp_path {prefix}/body;
+{http}
+}}
+""")
+  proc = subprocess.Popen([binary, "-p", str(prefix), "-c", str(conf)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+
+  def accepting() -> bool:
+    with socket.socket() as c:
+      return c.connect_ex(("127.0.0.1", port)) == 0
+
+  wait_until(accepting, "nginx accepting connections", alive=proc)
+  return proc
 
 
 def daemon_binary() -> Path:

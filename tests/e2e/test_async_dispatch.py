@@ -10,8 +10,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,7 +18,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import PY_CLIENT, REPO, WAIT_LIMIT, Daemon, HeldCompiler, daemon_binary, wait_until
+from conftest import PY_CLIENT, REPO, WAIT_LIMIT, Daemon, HeldCompiler, daemon_binary, free_port, start_nginx, wait_until
 
 from polygrad import PolygradInvalidArgument, Tensor, graph as g
 
@@ -297,53 +295,27 @@ def test_training_gives_the_same_numbers_with_either_dispatch(live_daemon):
 def _nginx_refusing_streams(tmp_path, upstream: str):
   """A real gRPC proxy (nginx's grpc_pass, cleartext HTTP/2) to `upstream` that answers the Execute
   stream with UNIMPLEMENTED, as proxies that pass only unary calls do: (process, port, access log)."""
-  binary = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
-  if binary is None:
-    pytest.fail("nginx is not installed (scripts/install-deps --test installs nginx-light)")
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-  prefix = tmp_path / "nginx"
-  prefix.mkdir()
-  log = prefix / "access.log"
-  user = "user root;" if os.geteuid() == 0 else ""  # else root's workers would run as nobody
-  conf = prefix / "nginx.conf"
-  conf.write_text(textwrap.dedent(f"""
-      {user}
-      daemon off;
-      master_process off;
-      pid {prefix}/nginx.pid;
-      error_log {prefix}/error.log;
-      events {{ worker_connections 64; }}
-      http {{
-        log_format calls '$request_uri $status';
-        access_log {log} calls;
-        client_body_temp_path {prefix}/body;
-        server {{
-          listen 127.0.0.1:{port} http2;
-          location = /polygrad.v1.Polygrad/Execute {{
-            default_type application/grpc;
-            add_header grpc-status 12 always;
-            add_header grpc-message "this proxy passes unary calls only" always;
-            return 200;
-          }}
-          location / {{
-            grpc_pass unix:{upstream[len("unix:"):]};
-            grpc_read_timeout 600s;
-            grpc_send_timeout 600s;
-            client_max_body_size 0;
-          }}
+  port = free_port()
+  log = tmp_path / "nginx" / "access.log"
+  proc = start_nginx(tmp_path / "nginx", port, textwrap.dedent(f"""
+      log_format calls '$request_uri $status';
+      access_log {log} calls;
+      server {{
+        listen 127.0.0.1:{port} http2;
+        location = /polygrad.v1.Polygrad/Execute {{
+          default_type application/grpc;
+          add_header grpc-status 12 always;
+          add_header grpc-message "this proxy passes unary calls only" always;
+          return 200;
+        }}
+        location / {{
+          grpc_pass unix:{upstream[len("unix:"):]};
+          grpc_read_timeout 600s;
+          grpc_send_timeout 600s;
+          client_max_body_size 0;
         }}
       }}
   """))
-  proc = subprocess.Popen([binary, "-p", str(prefix), "-c", str(conf)], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
-
-  def up() -> bool:
-    with socket.socket() as c:
-      return c.connect_ex(("127.0.0.1", port)) == 0
-
-  wait_until(up, "nginx listening", alive=proc)
   return proc, port, log
 
 

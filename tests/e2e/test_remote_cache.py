@@ -16,22 +16,15 @@ import socket
 import subprocess
 import sys
 import textwrap
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import PY_CLIENT, wait_until
+from conftest import PY_CLIENT, free_port, start_nginx, wait_until
 from test_kernel_cache import CacheDaemon, realize_all
 
 SECRET = b"remote tier secret of the test fleet\n"
 OTHER_SECRET = b"a different fleet's secret, 32 b\n"
-
-
-def free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
 
 
 class Redis:
@@ -106,51 +99,24 @@ class WebDav:
   name = "webdav"
 
   def __init__(self, tmp: Path):
-    binary = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-    if binary is None:
-      pytest.skip("nginx is not installed (scripts/install-deps --test installs nginx-light)")
     self.port = free_port()
     self.prefix = tmp / "nginx"
     self.root = self.prefix / "dav"
     self.root.mkdir(parents=True)
     self.access_log = self.prefix / "access.log"
-    # As root, nginx's workers would run as nobody and could not write under pytest's 0700 tmp.
-    user = "user root;" if os.geteuid() == 0 else ""
-    conf = self.prefix / "nginx.conf"
-    conf.write_text(textwrap.dedent(f"""
-        {user}
-        daemon off;
-        master_process off;
-        pid {self.prefix}/nginx.pid;
-        error_log {self.prefix}/error.log;
-        events {{ worker_connections 64; }}
-        http {{
-          access_log {self.access_log};
-          client_body_temp_path {self.prefix}/body;
-          server {{
-            listen 127.0.0.1:{self.port};
-            root {self.root};
-            location / {{
-              dav_methods PUT;
-              create_full_put_path on;
-              client_max_body_size 256m;
-            }}
+    self.proc = start_nginx(self.prefix, self.port, textwrap.dedent(f"""
+        access_log {self.access_log};
+        server {{
+          listen 127.0.0.1:{self.port};
+          root {self.root};
+          location / {{
+            dav_methods PUT;
+            create_full_put_path on;
+            client_max_body_size 256m;
           }}
         }}
     """))
-    self.proc = subprocess.Popen([binary, "-p", str(self.prefix), "-c", str(conf)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_until(self._up, "nginx answering HTTP", alive=self.proc)
     self.url = f"http://127.0.0.1:{self.port}/cache"
-
-  def _up(self) -> bool:
-    try:
-      urllib.request.urlopen(f"http://127.0.0.1:{self.port}/", timeout=5)
-    except urllib.error.HTTPError:
-      return True  # 403/404: it answers
-    except OSError:
-      return False
-    return True
 
   def entries(self) -> dict:
     return {p: p.read_bytes() for p in (self.root / "cache" / "ac").glob("*")} if (self.root / "cache").exists() else {}

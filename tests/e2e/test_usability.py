@@ -16,7 +16,7 @@ import grpc
 import numpy as np
 import pytest
 
-from conftest import PY_CLIENT, Daemon, daemon_binary
+from conftest import PY_CLIENT, Daemon, daemon_binary, free_port
 import polygrad
 from polygrad import PolygradConnectionError, Tensor
 from polygrad import graph as g
@@ -31,12 +31,6 @@ def run_client(body: str, address: str, extra_env=None, timeout: float = 120) ->
   program = f"import sys\nsys.path.insert(0, {str(PY_CLIENT)!r})\n" + textwrap.dedent(body)
   env = dict(os.environ, POLYGRAD_ADDRESS=address, **(extra_env or {}))
   return subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
 
 
 # --- an unreachable daemon -------------------------------------------------------------------------

@@ -44,6 +44,23 @@ function watchdog() {
   return t;
 }
 
+// Connects to `address`, puts x = [1, 2, 3, 4] on the daemon, then sends first(x), a new kernel whose
+// compile the gate holds, and second(of it) behind it: { conn, z, dog } once the compile waits.
+async function heldPair(address, first, second) {
+  const conn = await connect({ address });
+  const x = Tensor.from([1, 2, 3, 4]);
+  await x.realize();
+  await x.array();
+  gate.hold();
+  const dog = watchdog();
+  const y = first(x);
+  await y.realize();
+  const z = second(y);
+  await z.realize();
+  await waitHeld();
+  return { conn, z, dog };
+}
+
 before(async () => {
   gate = heldCompiler();
   daemon = await startDaemon({ args: [`--compiler=${gate.cc}`, '--quick-compile=off'] });
@@ -56,17 +73,8 @@ after(async () => {
 });
 
 test('realize() resolves while the daemon computes; a read waits for it', async () => {
-  const conn = await connect({ address: daemon.address });
-  const x = Tensor.from([1, 2, 3, 4]);
-  await x.realize();
-  await x.array();
-  gate.hold();
-  const dog = watchdog();
-  const y = x.mul(3).add(1);
-  await y.realize(); // a new kernel: its compile waits at the gate
-  const z = y.sub(1);
-  await z.realize(); // reads y, sent behind it
-  await waitHeld();
+  // z reads y, still being computed
+  const { conn, z, dog } = await heldPair(daemon.address, (x) => x.mul(3).add(1), (y) => y.sub(1));
   assert.equal(conn.outstanding, 2);
   gate.release();
   clearTimeout(dog);
@@ -113,17 +121,7 @@ test('a daemon error is thrown by the next synchronize, and the session goes on'
 test('a daemon that dies mid-flight fails the pending work at the next read, never silently', async () => {
   const doomed = await startDaemon({ args: [`--compiler=${gate.cc}`, '--quick-compile=off'] });
   try {
-    const conn = await connect({ address: doomed.address });
-    const x = Tensor.from([1, 2, 3, 4]);
-    await x.realize();
-    await x.array();
-    gate.hold();
-    const dog = watchdog();
-    const y = x.mul(7).sub(2);
-    await y.realize(); // held at the gate
-    const z = y.add(1);
-    await z.realize();
-    await waitHeld();
+    const { conn, z, dog } = await heldPair(doomed.address, (x) => x.mul(7).sub(2), (y) => y.add(1));
     assert.equal(conn.outstanding, 2);
     await doomed.kill(); // the stream ends under the work
     await assert.rejects(z.array(), (e) => e instanceof PolygradConnectionError && /polygradd/.test(e.message));

@@ -38,39 +38,35 @@ held_cleanup <- function(h) {
   polygrad:::stop_daemon(h$daemon)
 }
 
-hold <- function(h) unlink(file.path(h$gate, "open"))  # from now on every compile is held
-wait_held <- function(h) {
+# x = (1, 2, 3, 4) on the daemon, then y <- pg_realize(first(x)), a new kernel whose compile is
+# held at the gate, and z <- pg_realize(second(y)) sent behind it: list(y, z) once y's compile waits.
+held_pair <- function(h, first, second) {
+  x <- pg_tensor(c(1, 2, 3, 4))
+  pg_realize(x)
+  expect_equal(as.array(x), array(c(1, 2, 3, 4)))
+  unlink(file.path(h$gate, "open"))  # from now on every compile is held
+  y <- pg_realize(first(x))
+  z <- pg_realize(second(y))
   wait_until(function() length(list.files(h$gate, pattern = "^held\\.")) > 0, "a compile held at the gate")
+  list(y = y, z = z)
 }
 
 test_that("pg_realize returns while the daemon computes, and a read waits for it", {
   h <- held_daemon()
   on.exit(held_cleanup(h))
-  x <- pg_tensor(c(1, 2, 3, 4))
-  pg_realize(x)
-  expect_equal(as.array(x), array(c(1, 2, 3, 4)))
-  hold(h)
-  y <- pg_realize(x * 3 + 1)       # a new kernel: its compile waits at the gate
-  z <- pg_realize(y - 1)           # reads y, sent behind it
-  wait_held(h)
+  p <- held_pair(h, function(x) x * 3 + 1, function(y) y - 1)  # z reads y, still being computed
   expect_equal(length(polygrad:::.pg$outstanding), 2L)
   file.create(file.path(h$gate, "open"))
-  expect_equal(as.array(z), array(c(3, 6, 9, 12)))
+  expect_equal(as.array(p$z), array(c(3, 6, 9, 12)))
   expect_false(file.exists(h$watchdog))
 })
 
 test_that("a daemon that dies mid-flight fails the pending work at the next read, never silently", {
   h <- held_daemon()
   on.exit(held_cleanup(h))
-  x <- pg_tensor(c(1, 2, 3, 4))
-  pg_realize(x)
-  expect_equal(as.array(x), array(c(1, 2, 3, 4)))
-  hold(h)
-  y <- pg_realize(x * 7 - 2)       # held at the gate
-  z <- pg_realize(y + 1)
-  wait_held(h)
+  p <- held_pair(h, function(x) x * 7 - 2, function(y) y + 1)
   .Call(polygrad:::pg_c_stop, h$daemon$pid, 0)  # SIGKILL at once: the stream ends under the work
-  err <- tryCatch(as.array(z), error = function(e) e)
+  err <- tryCatch(as.array(p$z), error = function(e) e)
   expect_s3_class(err, "polygrad_unavailable")
   expect_match(conditionMessage(err), "cannot reach polygradd")
   expect_equal(length(polygrad:::.pg$outstanding), 0L)  # everything pending was answered by the end
