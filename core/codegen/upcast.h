@@ -41,11 +41,15 @@ struct UpcastChoice {
 struct TileLimits {
   int64_t cols = 16;
   int64_t rows = 6;
+  // Accumulators of a tile whose columns are a power of two: rows are cut to accumulators / cols.
+  int64_t accumulators = 96;
   bool operator==(const TileLimits&) const = default;
 };
-// 32 registers of 16 floats (AVX-512): the larger tile loads each column vector for 8 rows and each
-// broadcast row value for 4 vectors, the fastest a 1024^2 matmul measured.
-inline constexpr TileLimits kWideTiles{64, 8};
+// 32 registers of 16 floats (AVX-512): 24 of them accumulators (6 x 64, else 4 x 64), 8 left for
+// the column vectors and the broadcast row value. All 32 as accumulators (8 x 64) spills: on an AMD
+// EPYC (Zen 4) a 1024^2 matmul took 26.6 ms on one core against 19.8 (6 x 64) and 20.6 (4 x 64),
+// and a matmul reducing 10 values 150 us against 26 (docs/PIPELINE.md).
+inline constexpr TileLimits kWideTiles{64, 8, 384};
 
 // The kernel with its register tiles (the heuristic's within `limits`, or `choice`'s where it
 // sets a field).

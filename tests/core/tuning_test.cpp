@@ -216,13 +216,27 @@ std::vector<int64_t> tile_of(const UOpRef& y, const std::vector<UOpRef>& inputs,
 }
 
 // The heuristic's matmul tile grows with the target's registers: 16 columns x 6 rows by default
-// (AVX2), 64 x 8 within kWideTiles (AVX-512), the sizes of the ranges it places innermost.
+// (AVX2), 64 x 6 within kWideTiles (AVX-512: 24 of 32 registers), the sizes of the ranges it
+// places innermost; 4 rows where 6 does not divide them, never the 8 that would spill.
 TEST(UpcastTiles, WideRegistersGetTheLargerMatmulTile) {
   UOpRef a = *frontend::buffer(1, DType::Float32, {24, 40});
   UOpRef b = *frontend::buffer(2, DType::Float32, {40, 64});
   UOpRef y = *frontend::matmul(a, b);
   EXPECT_EQ(tile_of(y, {a, b}, TileLimits{}), (std::vector<int64_t>{6, 16}));
-  EXPECT_EQ(tile_of(y, {a, b}, kWideTiles), (std::vector<int64_t>{8, 64}));
+  EXPECT_EQ(tile_of(y, {a, b}, kWideTiles), (std::vector<int64_t>{6, 64}));
+  UOpRef a32 = *frontend::buffer(1, DType::Float32, {32, 40});
+  UOpRef y32 = *frontend::matmul(a32, b);
+  EXPECT_EQ(tile_of(y32, {a32, b}, kWideTiles), (std::vector<int64_t>{4, 64}));
+}
+
+// x @ W.T reads both operands along the reduction: partial sums in 8 lanes under a tile of rows
+// of x by rows of W, 4 x 2 within AVX2's 16 registers, 4 x 4 within AVX-512's 32.
+TEST(UpcastTiles, WideRegistersGetTheLargerLanesTile) {
+  UOpRef x = *frontend::buffer(1, DType::Float32, {32, 64});
+  UOpRef w = *frontend::buffer(2, DType::Float32, {16, 64});
+  UOpRef y = *frontend::matmul(x, *frontend::permute(w, {1, 0}));
+  EXPECT_EQ(tile_of(y, {x, w}, TileLimits{}), (std::vector<int64_t>{2, 4, 8}));
+  EXPECT_EQ(tile_of(y, {x, w}, kWideTiles), (std::vector<int64_t>{4, 4, 8}));
 }
 
 // A conv's 56 output columns are taken whole on AVX-512 (3.5 vectors) with 4 output channels,
