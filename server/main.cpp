@@ -36,6 +36,12 @@ ABSL_FLAG(std::string, metrics_listen, kDefaults.metrics_listen,
           "host:port for the Prometheus /metrics endpoint; empty disables it.");
 ABSL_FLAG(bool, insecure_allow_remote, false,
           "Allow a non-loopback --listen without TLS (plaintext; only on a trusted network).");
+ABSL_FLAG(std::string, web_listen, "",
+          "host:port to serve the same service over gRPC-Web (HTTP/1.1, for browsers); empty disables it. "
+          "Non-loopback needs --tls_cert/--tls_key (the gRPC port's) or --insecure_allow_remote.");
+ABSL_FLAG(std::string, web_allow_origin, "",
+          "Comma-separated browser origins (scheme://host[:port]) allowed to call --web-listen across origins; "
+          "empty: only pages served from the web port itself.");
 ABSL_FLAG(std::string, cache_dir, polygrad::server::default_cache_dir().string(),
           "Kernel cache directory; empty keeps the cache in memory only.");
 ABSL_FLAG(uint64_t, cache_max_bytes, kDefaults.cache_max_bytes,
@@ -169,6 +175,9 @@ int main(int argc, char** argv) {
   o.unix_socket = absl::GetFlag(FLAGS_unix_socket);
   o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   o.insecure_allow_remote = absl::GetFlag(FLAGS_insecure_allow_remote);
+  o.web_listen = absl::GetFlag(FLAGS_web_listen);
+  for (absl::string_view origin : absl::StrSplit(absl::GetFlag(FLAGS_web_allow_origin), ',', absl::SkipWhitespace()))
+    o.web_allow_origins.emplace_back(absl::StripAsciiWhitespace(origin));
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);
   o.cache_max_bytes = absl::GetFlag(FLAGS_cache_max_bytes);
   o.cache_key_file = absl::GetFlag(FLAGS_cache_key_file);

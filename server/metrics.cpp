@@ -227,6 +227,12 @@ Metrics::Metrics(std::string_view version)
                           .Name("polygradd_request_duration_seconds")
                           .Help("Time to handle a request, by method.")
                           .Register(*registry_);
+  transport_requests_ = &BuildCounter()
+                            .Name("polygradd_transport_requests_total")
+                            .Help("Requests by the transport they came over (web: the gRPC-Web port, "
+                                  "--web-listen), method and gRPC status code; each is also in "
+                                  "polygradd_requests_total unless refused before reaching the service.")
+                            .Register(*registry_);
   queue_seconds_ = &BuildHistogram()
                         .Name("polygradd_queue_duration_seconds")
                         .Help("Time heavy work (realize, steps, prewarm) waited for a worker thread, by method.")
@@ -335,6 +341,13 @@ void Metrics::observe_request(std::string_view method, absl::StatusCode code, do
   memo_->histogram("request/" + std::string(method), [&] {
          return &request_seconds_->Add({{"method", std::string(method)}}, request_buckets());
        }).Observe(seconds);
+}
+
+void Metrics::observe_web_request(std::string_view method, absl::StatusCode code) {
+  const std::string code_label = code_name(code);
+  memo_->counter("web/" + std::string(method) + "/" + code_label, [&] {
+         return &transport_requests_->Add({{"transport", "web"}, {"method", std::string(method)}, {"code", code_label}});
+       }).Increment();
 }
 
 void Metrics::observe_queue(std::string_view method, double seconds) {

@@ -66,6 +66,9 @@ class Metrics final : public EngineObserver {
   void set_live_source(std::function<LiveCounts()> source);
 
   void observe_request(std::string_view method, absl::StatusCode code, double seconds);
+  // A call that came over the gRPC-Web port (server/web_gateway.h): counted by transport as well
+  // as in polygradd_requests_total (through which every forwarded call also passes).
+  void observe_web_request(std::string_view method, absl::StatusCode code);
   // How long a request's heavy part waited in the worker pool's queue.
   void observe_queue(std::string_view method, double seconds);
   void add_upload_bytes(uint64_t n);
@@ -102,6 +105,7 @@ class Metrics final : public EngineObserver {
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Family<prometheus::Histogram>* request_seconds_;
   prometheus::Family<prometheus::Histogram>* queue_seconds_;
+  prometheus::Family<prometheus::Counter>* transport_requests_;
   prometheus::Counter* cache_memory_hit_;
   prometheus::Counter* cache_disk_hit_;
   prometheus::Counter* cache_miss_;

@@ -103,6 +103,36 @@ absl::Status validate(const ServerOptions& o) {
                                                      "and --tls-key"));
     }
   }
+  if (!o.web_listen.empty()) {
+    std::string host, port;
+    int port_number = 0;
+    if (!split_host_port(o.web_listen, host, port) || !absl::SimpleAtoi(port, &port_number) || port_number < 0 ||
+        port_number > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("--web-listen \"", o.web_listen, "\" is not host:port"));
+    }
+    if (!is_loopback_address(o.web_listen) && !o.security.tls() && !o.insecure_allow_remote) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--web-listen ", o.web_listen,
+          " is not a loopback address: browsers off this host need HTTPS. Pass --tls-cert and --tls-key, put a "
+          "TLS proxy in front and listen on 127.0.0.1, or --insecure-allow-remote to serve plain HTTP anyway."));
+    }
+    if (!is_loopback_address(o.web_listen) && !o.security.tls() && !o.security.tokens_file.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--tokens-file with the plain-HTTP non-loopback --web-listen ",
+                                                     o.web_listen, " would send tokens in the clear: add --tls-cert "
+                                                     "and --tls-key"));
+    }
+  }
+  for (const std::string& origin : o.web_allow_origins) {
+    const size_t scheme = origin.find("://");
+    if (scheme == std::string::npos || (origin.substr(0, scheme) != "http" && origin.substr(0, scheme) != "https") ||
+        origin.size() == scheme + 3 || origin.find('/', scheme + 3) != std::string::npos || origin.size() > 256) {
+      return absl::InvalidArgumentError(absl::StrCat("--web-allow-origin \"", origin.substr(0, 256),
+                                                     "\" is not an origin: scheme://host[:port], no path"));
+    }
+  }
+  if (!o.web_allow_origins.empty() && o.web_listen.empty()) {
+    return absl::InvalidArgumentError("--web-allow-origin is set but --web-listen is empty");
+  }
   const SecurityOptions& sec = o.security;
   if (sec.tls_cert.empty() != sec.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together: give both or neither");

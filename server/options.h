@@ -56,6 +56,10 @@ struct ServerOptions {
   std::string unix_socket;                     // path; empty disables
   std::string metrics_listen = "127.0.0.1:9464";  // host:port; empty disables /metrics
   bool insecure_allow_remote = false;          // allow a non-loopback --listen without TLS
+  // gRPC-Web (server/web_gateway.h): host:port, empty disables it; TLS (--tls-cert/--tls-key) off
+  // loopback as on --listen; browser origins allowed to call it (exact; none by default).
+  std::string web_listen;
+  std::vector<std::string> web_allow_origins;
   std::filesystem::path cache_dir;             // kernel cache root; empty: memory only
   uint64_t cache_max_bytes = uint64_t{1} << 30;  // disk tier cap (LRU eviction); 0: no cap
   std::filesystem::path cache_key_file;        // secret that signs and checks cache entries; empty: none

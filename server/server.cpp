@@ -31,6 +31,7 @@
 #include "server/service.h"
 #include "server/status.h"
 #include "server/tls.h"
+#include "server/web_gateway.h"
 
 #ifndef POLYGRAD_VERSION
 #define POLYGRAD_VERSION "0.0.0-dev"
@@ -185,11 +186,37 @@ absl::Status Server::init() {
   if (!options_.metrics_listen.empty()) {
     if (absl::Status s = metrics_->serve(options_.metrics_listen); !s.ok()) return s;
   }
+  if (!options_.web_listen.empty()) {
+    WebGatewayOptions wo;
+    wo.listen = options_.web_listen;
+    wo.allow_origins = options_.web_allow_origins;
+    wo.max_message_bytes = options_.limits.max_message_bytes;
+    if (options_.security.tls()) {
+      absl::StatusOr<std::string> cert = read_pem(options_.security.tls_cert, "tls-cert");
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = read_pem(options_.security.tls_key, "tls-key");
+      if (!key.ok()) return key.status();
+      wo.tls_cert_pem = *std::move(cert);
+      wo.tls_key_pem = *std::move(key);
+    }
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);  // responses are bounded by the service, requests by the gateway
+    args.SetMaxSendMessageSize(-1);
+    absl::StatusOr<std::unique_ptr<WebGateway>> web =
+        WebGateway::start(std::move(wo), grpc_->InProcessChannel(args), auth_, *metrics_, logger_);
+    if (!web.ok()) return web.status();
+    web_ = *std::move(web);
+  }
   logger_.info("listening", {{"grpc", tcp_address()},
                              {"tls", !options_.security.tls() ? "off"
                                      : options_.security.tls_client_ca.empty() ? "on" : "mtls"},
                              {"auth", options_.security.tokens_file.empty() ? "off" : "tokens"},
                              {"unix", options_.unix_socket},
+                             {"web", web_ == nullptr ? std::string()
+                                                     : absl::StrCat(options_.security.tls() ? "https://" : "http://",
+                                                                    options_.web_listen.substr(
+                                                                        0, options_.web_listen.rfind(':')),
+                                                                    ":", web_->port())},
                              {"metrics", options_.metrics_listen.empty()
                                              ? std::string()
                                              : absl::StrCat("http://", options_.metrics_listen.substr(
@@ -255,7 +282,6 @@ void Server::add_cache_counts(LiveCounts& c) const {
 }
 
 absl::Status Server::listen(grpc::ServerBuilder& builder) {
-  std::shared_ptr<TokenAuthProcessor> processor;
   std::shared_ptr<const TokenTable> table;
   if (!options_.security.tokens_file.empty()) {
     absl::StatusOr<TokenTable> tokens = TokenTable::load(options_.security.tokens_file);
@@ -265,7 +291,7 @@ absl::Status Server::listen(grpc::ServerBuilder& builder) {
     logger_.info("tokens loaded", {{"file", options_.security.tokens_file.string()},
                                    {"tokens", absl::StrCat(tokens->size())}});
     table = std::make_shared<const TokenTable>(*std::move(tokens));
-    processor = std::make_shared<TokenAuthProcessor>(
+    auth_ = std::make_shared<TokenAuthProcessor>(
         table, [this](grpc::StatusCode code, std::string_view path, std::string_view request_id) {
           const auto c = static_cast<absl::StatusCode>(code);
           metrics_->add_auth_rejection(c);
@@ -274,7 +300,7 @@ absl::Status Server::listen(grpc::ServerBuilder& builder) {
                                               {"code", code_name(c)}});
         });
   }
-  absl::StatusOr<ListenerCredentials> creds = make_listener_credentials(options_, processor);
+  absl::StatusOr<ListenerCredentials> creds = make_listener_credentials(options_, auth_);
   if (!creds.ok()) return creds.status();
   // A request id and the caller's tenant for every call, of every service, and a clear status
   // for request bytes that do not parse.
@@ -291,6 +317,8 @@ absl::Status Server::listen(grpc::ServerBuilder& builder) {
   return absl::OkStatus();
 }
 
+int Server::web_port() const { return web_ == nullptr ? 0 : web_->port(); }
+
 std::string Server::tcp_address() const {
   if (options_.listen.empty() || port_ == 0) return {};
   return absl::StrCat(options_.listen.substr(0, options_.listen.rfind(':')), ":", port_);
@@ -306,6 +334,7 @@ void Server::shutdown(std::chrono::milliseconds grace) {
     grpc_->Shutdown(std::chrono::system_clock::now() + grace);
     grpc_->Wait();
   }
+  if (web_ != nullptr) web_->stop();  // its calls ended with the gRPC server's; joins its threads
   // Order matters: nothing may scrape or run while what it reads goes away. Each step is logged
   // (debug) so that a shutdown that does not finish says where it stands.
   const auto step = [this](std::string_view what) { logger_.debug("shutdown step", {{"step", std::string(what)}}); };
@@ -326,6 +355,7 @@ void Server::shutdown(std::chrono::milliseconds grace) {
 
 Server::~Server() {
   shutdown(std::chrono::milliseconds(500));
+  web_.reset();  // its in-process channel goes before the server it reaches
   grpc_.reset();
   admin_.reset();
   service_.reset();

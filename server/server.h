@@ -31,6 +31,8 @@ class PolygradService;
 class AdminService;
 class BlobStore;
 class SharedMemoryRegions;
+class TokenAuthProcessor;
+class WebGateway;
 
 // The version reported by GetInfo and polygradd_build_info.
 std::string_view version();
@@ -47,6 +49,7 @@ class Server {
   std::string tcp_address() const;    // "127.0.0.1:<port>" style, empty when TCP is off
   const std::string& unix_socket() const { return options_.unix_socket; }
   int metrics_port() const { return metrics_->port(); }
+  int web_port() const;  // the bound gRPC-Web port; 0 when --web-listen is off
 
   // Graceful drain: health goes NOT_SERVING, new calls are refused, in-flight calls get until
   // `grace` to finish and are cancelled after. Idempotent.
@@ -85,6 +88,8 @@ class Server {
   std::mutex health_mu_;
   std::thread prewarm_;
   std::unique_ptr<grpc::Server> grpc_;
+  std::shared_ptr<TokenAuthProcessor> auth_;  // null without --tokens-file
+  std::unique_ptr<WebGateway> web_;           // after grpc_: it calls into it
   int port_ = 0;
   bool unix_bound_ = false;
   bool shut_down_ = false;

@@ -8,7 +8,6 @@
 #include "server/status.h"
 
 namespace polygrad::server {
-namespace {
 
 absl::StatusOr<std::string> read_pem(const std::filesystem::path& path, std::string_view flag) {
   std::ifstream in(path, std::ios::binary);
@@ -21,6 +20,8 @@ absl::StatusOr<std::string> read_pem(const std::filesystem::path& path, std::str
   }
   return pem;
 }
+
+namespace {
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tls_credentials(const SecurityOptions& sec) {
   absl::StatusOr<std::string> cert = read_pem(sec.tls_cert, "tls-cert");

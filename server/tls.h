@@ -4,7 +4,10 @@
 // with a security connector; insecure credentials otherwise.
 #pragma once
 
+#include <filesystem>
 #include <memory>
+#include <string>
+#include <string_view>
 
 #include <grpcpp/security/auth_metadata_processor.h>
 #include <grpcpp/security/server_credentials.h>
@@ -18,6 +21,9 @@ struct ListenerCredentials {
   std::shared_ptr<grpc::ServerCredentials> tcp;   // for --listen
   std::shared_ptr<grpc::ServerCredentials> unix;  // for --unix-socket
 };
+
+// The text of a PEM file; NOT_FOUND or INVALID_ARGUMENT naming --`flag` and the file.
+absl::StatusOr<std::string> read_pem(const std::filesystem::path& path, std::string_view flag);
 
 // Reads the PEM files named by the options (errors name the flag and file). `processor`, when
 // not null, is attached to every listener: then no call reaches a handler unchecked.
