@@ -264,6 +264,32 @@ grpc::ServerUnaryReactor* PolygradService::Release(grpc::CallbackServerContext* 
   return finish(ctx, "Release", request->session_id(), start, status);
 }
 
+grpc::ServerUnaryReactor* PolygradService::OpenUpload(grpc::CallbackServerContext* ctx,
+                                                      const v1::UploadHeader* request,
+                                                      v1::OpenUploadResponse* response) {
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<SessionPtr> s = deps_.sessions.find(request->session_id(), tenant_of(*ctx));
+  absl::StatusOr<uint64_t> id = s.ok() ? (*s)->open_upload(*request) : absl::StatusOr<uint64_t>(s.status());
+  if (id.ok()) response->set_upload_id(*id);
+  return finish(ctx, "OpenUpload", request->session_id(), start, id.status());
+}
+
+grpc::ServerUnaryReactor* PolygradService::UploadPart(grpc::CallbackServerContext* ctx,
+                                                      const v1::UploadPartRequest* request,
+                                                      v1::UploadResponse* response) {
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<std::shared_ptr<Quotas::Ticket>> ticket = deps_.admit();
+  if (!ticket.ok()) return finish(ctx, "UploadPart", request->session_id(), start, ticket.status());
+  absl::StatusOr<SessionPtr> s = deps_.sessions.find(request->session_id(), tenant_of(*ctx));
+  absl::StatusOr<v1::UploadResponse> r =
+      s.ok() ? (*s)->upload_part(*request) : absl::StatusOr<v1::UploadResponse>(s.status());
+  if (r.ok()) {
+    deps_.metrics.add_upload_bytes(request->data().size());
+    *response = *std::move(r);
+  }
+  return finish(ctx, "UploadPart", request->session_id(), start, r.status());
+}
+
 grpc::ServerUnaryReactor* PolygradService::GetInfo(grpc::CallbackServerContext* ctx, const v1::GetInfoRequest*,
                                                    v1::ServerInfo* response) {
   const Clock::time_point start = Clock::now();

@@ -84,6 +84,10 @@ class PolygradService final : public v1::Polygrad::CallbackService {
   grpc::ServerUnaryReactor* FreeSharedMemory(grpc::CallbackServerContext* ctx, const v1::FreeSharedMemoryRequest* request,
                                              v1::FreeSharedMemoryResponse* response) override;
 
+  grpc::ServerUnaryReactor* OpenUpload(grpc::CallbackServerContext* ctx, const v1::UploadHeader* request,
+                                       v1::OpenUploadResponse* response) override;
+  grpc::ServerUnaryReactor* UploadPart(grpc::CallbackServerContext* ctx, const v1::UploadPartRequest* request,
+                                       v1::UploadResponse* response) override;
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx, const v1::GetInfoRequest* request,
                                     v1::ServerInfo* response) override;
   grpc::ServerBidiReactor<v1::ExecuteRequest, v1::ExecuteResponse>* Execute(grpc::CallbackServerContext* ctx) override;

@@ -443,6 +443,75 @@ absl::StatusOr<v1::UploadResponse> Session::finish_upload(PendingUpload upload) 
   return response;
 }
 
+absl::StatusOr<uint64_t> Session::open_upload(const v1::UploadHeader& header) {
+  const auto too_many = [] {
+    return absl::ResourceExhaustedError(absl::StrCat("this session has ", kMaxOpenUploads,
+                                                     " uploads open, the most it may: finish or abandon one first"));
+  };
+  {
+    std::lock_guard lock(mu_);
+    if (absl::Status s = check_open(); !s.ok()) return s;
+    if (uploads_.size() >= kMaxOpenUploads) return too_many();
+  }
+  absl::StatusOr<PendingUpload> upload = begin_upload(header);
+  if (!upload.ok()) return upload.status();
+  std::lock_guard lock(mu_);
+  if (absl::Status s = check_open(); !s.ok()) return s;
+  if (uploads_.size() >= kMaxOpenUploads) return too_many();
+  const uint64_t id = next_upload_++;
+  uploads_.emplace(id, *std::move(upload));
+  return id;
+}
+
+absl::StatusOr<v1::UploadResponse> Session::upload_part(const v1::UploadPartRequest& part) {
+  BusyGuard busy(*this);
+  const uint64_t id = part.upload_id();
+  std::optional<PendingUpload> upload;
+  {
+    std::lock_guard lock(mu_);
+    if (absl::Status s = check_open(); !s.ok()) return s;
+    auto it = uploads_.find(id);
+    if (it == uploads_.end()) {
+      return absl::NotFoundError(absl::StrCat("upload ", id, " is not open in this session (finished, abandoned "
+                                              "after a failed part, or never opened)"));
+    }
+    if (!it->second) {
+      return absl::FailedPreconditionError(absl::StrCat("upload ", id, " is taking another part: send its parts one "
+                                                        "after another"));
+    }
+    upload.swap(it->second);  // the slot stays, empty: busy
+  }
+  // The copy runs outside the lock; a failure abandons the upload (its buffer and quota go).
+  const auto abandon = [&](absl::Status why) {
+    std::lock_guard lock(mu_);
+    uploads_.erase(id);
+    return why;
+  };
+  if (part.offset() != upload->received()) {
+    return abandon(absl::InvalidArgumentError(absl::StrCat("upload ", id, ": a part at offset ", part.offset(),
+                                                           " after ", upload->received(),
+                                                           " bytes: parts go in order, each where the last ended")));
+  }
+  if (absl::Status s = upload->append(part.data()); !s.ok()) return abandon(s);
+  if (!part.last()) {
+    std::lock_guard lock(mu_);
+    auto it = uploads_.find(id);
+    if (it == uploads_.end()) {  // the session closed meanwhile
+      if (absl::Status s = check_open(); !s.ok()) return s;
+      return absl::NotFoundError(absl::StrCat("upload ", id, " was abandoned"));
+    }
+    v1::UploadResponse response;
+    response.set_bytes(upload->received());
+    it->second.swap(upload);
+    return response;
+  }
+  {
+    std::lock_guard lock(mu_);
+    uploads_.erase(id);
+  }
+  return finish_upload(*std::move(upload));
+}
+
 absl::StatusOr<BufferPtr> Session::buffer(uint64_t handle) const {
   const_cast<Session*>(this)->touch();
   std::lock_guard lock(mu_);
@@ -456,8 +525,10 @@ void Session::close() {
   absl::flat_hash_map<uint64_t, HandleEntry> handles;
   absl::flat_hash_map<const UOp*, Binding> bindings;
   absl::flat_hash_map<uint64_t, std::shared_ptr<CompiledStep>> steps;
+  absl::flat_hash_map<uint64_t, std::optional<PendingUpload>> uploads;
   {
     std::lock_guard lock(mu_);
+    uploads.swap(uploads_);
     nodes.swap(nodes_);
     handles.swap(handles_);
     bindings.swap(bindings_);

@@ -95,6 +95,14 @@ class Session {
   absl::StatusOr<PendingUpload> begin_upload(const v1::UploadHeader& header);
   absl::StatusOr<v1::UploadResponse> finish_upload(PendingUpload upload);
 
+  // The same in parts (OpenUpload, UploadPart): the upload is kept by the session under an id
+  // between calls, at most kMaxOpenUploads at once. A part must start where the last one ended;
+  // a failed part abandons the upload, and close() frees the open ones. A part of an upload whose
+  // previous part is still being copied is FAILED_PRECONDITION.
+  static constexpr size_t kMaxOpenUploads = 16;
+  absl::StatusOr<uint64_t> open_upload(const v1::UploadHeader& header);
+  absl::StatusOr<v1::UploadResponse> upload_part(const v1::UploadPartRequest& part);
+
   absl::StatusOr<BufferPtr> buffer(uint64_t handle) const;
 
   // Compiled steps (defined in server/step.cpp; wire contract in polygrad.proto). CompileStep adds
@@ -206,6 +214,9 @@ class Session {
   // sweep_orphans finds no unrealized graph reaching it.
   absl::flat_hash_set<const UOp*> orphans_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<CompiledStep>> steps_;
+  // Uploads in parts between their calls; empty while a part is being copied into it.
+  absl::flat_hash_map<uint64_t, std::optional<PendingUpload>> uploads_;
+  uint64_t next_upload_ = 1;
   // One step run at a time per session: steps of one model write the same buffers.
   std::mutex step_run_mu_;
   uint64_t next_handle_;

@@ -298,3 +298,54 @@ def test_a_remote_web_port_needs_tls(tmp_path):
     assert "is not an origin" in d.log_tail()
   finally:
     d.stop()
+
+
+def test_uploads_in_parts(web):
+  """OpenUpload and UploadPart: Upload's unary form, the way a browser sends a tensor larger
+  than one message; mistakes abandon the upload, and nothing is left once the session closes."""
+  port = web.web_port
+  sid = session(port)
+  data = np.random.default_rng(0).standard_normal((3, 1000, 500)).astype(np.float32)  # 6 MB: past 4 MiB
+  raw = data.tobytes()
+  (opened,), code, message = call(port, "OpenUpload", pb.UploadHeader(session_id=sid, dtype=pb.FLOAT32,
+                                                                      shape=list(data.shape)), pb.OpenUploadResponse)
+  assert code == 0, message
+  part = 1 << 20
+  for off in range(0, len(raw), part):
+    (resp,), code, message = call(port, "UploadPart", pb.UploadPartRequest(
+        session_id=sid, upload_id=opened.upload_id, offset=off, data=raw[off:off + part],
+        last=off + part >= len(raw)), pb.UploadResponse)
+    assert code == 0, message
+  assert resp.handle and resp.bytes == len(raw)
+  req = pb.RealizeRequest(session_id=sid, outputs=[2], want_data=True, nodes=[
+      pb.Node(id=1, op=pb.BUFFER, dtype=pb.FLOAT32, buffer=pb.BufferSource(handle=resp.handle, shape=list(data.shape))),
+      pb.Node(id=2, op=pb.REDUCE_SUM, src=[1], axes=pb.Axes(axes=[0, 1, 2]))])
+  (out,), code, message = call(port, "Realize", req, pb.RealizeResponse)
+  assert code == 0, message
+  np.testing.assert_allclose(np.frombuffer(out.results[0].data, dtype=np.float32)[0], data.sum(dtype=np.float64),
+                             rtol=1e-4)
+  # Mistakes: a part out of order abandons its upload; an unknown id; too much data; too many open.
+  (a,), _, _ = call(port, "OpenUpload", pb.UploadHeader(session_id=sid, dtype=pb.FLOAT32, shape=[4]),
+                    pb.OpenUploadResponse)
+  _, code, message = call(port, "UploadPart", pb.UploadPartRequest(session_id=sid, upload_id=a.upload_id, offset=8,
+                                                                   data=b"\0" * 8))
+  assert code == 3 and "in order" in message
+  _, code, message = call(port, "UploadPart", pb.UploadPartRequest(session_id=sid, upload_id=a.upload_id, offset=0,
+                                                                   data=b"\0" * 16, last=True))
+  assert code == 5 and "not open" in message
+  (b,), _, _ = call(port, "OpenUpload", pb.UploadHeader(session_id=sid, dtype=pb.FLOAT32, shape=[4]),
+                    pb.OpenUploadResponse)
+  _, code, message = call(port, "UploadPart", pb.UploadPartRequest(session_id=sid, upload_id=b.upload_id, offset=0,
+                                                                   data=b"\0" * 20, last=True))
+  assert code == 3 and "16 bytes" in message
+  _, code, message = call(port, "UploadPart", pb.UploadPartRequest(session_id=sid, upload_id=999, offset=0, data=b""))
+  assert code == 5
+  for _ in range(16):
+    _, code, message = call(port, "OpenUpload", pb.UploadHeader(session_id=sid, dtype=pb.FLOAT32, shape=[1 << 16]))
+    assert code == 0, message
+  _, code, message = call(port, "OpenUpload", pb.UploadHeader(session_id=sid, dtype=pb.FLOAT32, shape=[4]))
+  assert code == 8 and "16 uploads open" in message
+  # Sixteen open uploads (4 MiB) and the realized tensor go with the session.
+  _, code, _ = call(port, "CloseSession", pb.CloseSessionRequest(session_id=sid))
+  assert code == 0
+  assert metric(web, r"polygradd_buffers") == 0
