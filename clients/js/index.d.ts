@@ -481,7 +481,8 @@ export interface JitFunction<A extends unknown[], R> {
 export declare function jit<A extends unknown[], R>(fn: (...args: A) => R | Promise<R>): JitFunction<A, Awaited<R>>;
 
 export interface ConnectOptions {
-  /** 'host:port' or 'unix:/path'; default POLYGRAD_ADDRESS, else a private embedded daemon */
+  /** 'host:port' or 'unix:/path' (gRPC), or 'http(s)://host:port' (the daemon's gRPC-Web port, --web-listen);
+   * default POLYGRAD_ADDRESS, else a private embedded daemon */
   address?: string;
   /** default POLYGRAD_TOKEN */
   token?: string;

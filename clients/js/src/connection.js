@@ -1,6 +1,7 @@
 'use strict';
 // The connection to polygradd: an address from connect({ address }) or POLYGRAD_ADDRESS
-// (`host:port` or `unix:/path`), else a private embedded daemon that stops when the process exits.
+// (`host:port` or `unix:/path`; `http(s)://host:port` is the daemon's gRPC-Web port, web.js), else a
+// private embedded daemon that stops when the process exits.
 // POLYGRAD_TOKEN / { token } is sent as `authorization: Bearer <token>` on every call;
 // POLYGRAD_TLS_CA / { tlsCa } (a PEM file or its contents) makes a TCP address use TLS.
 const fs = require('fs');
@@ -156,11 +157,16 @@ class Connection {
   }
 
   static async open({ address, token, tlsCa, tlsCert, tlsKey, connectTimeout, maxInFlight } = {}) {
+    address = address || process.env.POLYGRAD_ADDRESS || null;
+    if (address && /^https?:\/\//.test(address)) {
+      // The daemon's gRPC-Web port (web.js): what a browser reaches; required here, not at the
+      // top, because web.js extends this class.
+      return require('./web').WebConnection.open({ address, token, connectTimeout });
+    }
     const c = new Connection();
     if (maxInFlight !== undefined) c.maxInFlight = Math.max(1, Math.floor(maxInFlight));
     const timeout = connectTimeout !== undefined ? connectTimeout : envSeconds('POLYGRAD_CONNECT_TIMEOUT', 30);
     const deadline = Date.now() + timeout * 1000;
-    address = address || process.env.POLYGRAD_ADDRESS || null;
     if (!address) {
       c.daemon = new EmbeddedDaemon();
       address = c.daemon.address;

@@ -29,7 +29,8 @@ function load() {
     oneofs: true,
   });
   const pkg = grpc.loadPackageDefinition(def).polygrad.v1;
-  loaded = { Polygrad: pkg.Polygrad, root };
+  // methods: each method's path and (de)serializers, for transports other than grpc-js (web.js).
+  loaded = { Polygrad: pkg.Polygrad, root, methods: def['polygrad.v1.Polygrad'] };
   return loaded;
 }
 
