@@ -158,6 +158,10 @@ class Connection {
 
   static async open({ address, token, tlsCa, tlsCert, tlsKey, connectTimeout, maxInFlight } = {}) {
     address = address || process.env.POLYGRAD_ADDRESS || null;
+    if (Connection.webOnly && !(address && /^https?:\/\//.test(address))) {
+      throw new PolygradConnectionError('in a browser, connect({ address: \'https://host:port\' }) names the daemon\'s '
+        + `gRPC-Web port (polygradd --web-listen)${address ? `, not ${address}` : ''}`);
+    }
     if (address && /^https?:\/\//.test(address)) {
       // The daemon's gRPC-Web port (web.js): what a browser reaches; required here, not at the
       // top, because web.js extends this class.
@@ -376,5 +380,8 @@ function runStepRequest(stepId, inputs, wantData) {
     inputs: inputs.map(([n, v]) => (Buffer.isBuffer(v) ? { node_id: n, data: v } : { node_id: n, handle: v })),
   };
 }
+
+// Set by the browser build (browser.js): only gRPC-Web addresses, no embedded daemon.
+Connection.webOnly = false;
 
 module.exports = { Connection, probeAddress };

@@ -1,7 +1,6 @@
 'use strict';
 // Errors keep the daemon's gRPC status name (.code) and its message (.details), which names the
 // node and op that failed.
-const { status } = require('@grpc/grpc-js');
 
 class PolygradError extends Error {
   constructor(message, code = null, details = '') {
@@ -33,7 +32,11 @@ const BY_CODE = {
   UNAVAILABLE: PolygradConnectionError,
 };
 
-const CODE_NAMES = Object.fromEntries(Object.entries(status).map(([k, v]) => [v, k]));
+// gRPC's status codes by number (fixed by the gRPC specification; no transport library needed, so
+// the browser build has the same table).
+const CODE_NAMES = ['OK', 'CANCELLED', 'UNKNOWN', 'INVALID_ARGUMENT', 'DEADLINE_EXCEEDED', 'NOT_FOUND', 'ALREADY_EXISTS',
+  'PERMISSION_DENIED', 'RESOURCE_EXHAUSTED', 'FAILED_PRECONDITION', 'ABORTED', 'OUT_OF_RANGE', 'UNIMPLEMENTED', 'INTERNAL',
+  'UNAVAILABLE', 'DATA_LOSS', 'UNAUTHENTICATED'];
 
 // The PolygradError subclass for a grpc-js ServiceError from call `what`.
 function fromGrpcError(err, what, address = '') {

@@ -5,8 +5,14 @@
 // no client or bidirectional streams, so there is no Execute stream (every call is unary and
 // waited for, as with POLYGRAD_ASYNC=0) and uploads go as OpenUpload and UploadPart calls.
 const { Connection } = require('./connection');
-const { load } = require('./proto');
 const { PolygradConnectionError, PolygradError, fromStatus } = require('./errors');
+
+// Each method's path and (de)serializers: from proto-loader in Node (proto.js reads the .proto
+// files), set by the browser build's entry (browser.js) from the bundled contract.
+let methods = null;
+function setMethods(m) {
+  methods = m;
+}
 
 const CONTENT_TYPE = 'application/grpc-web+proto';
 const DEFAULT_CHUNK_BYTES = 1 << 20;
@@ -51,7 +57,7 @@ class WebConnection extends Connection {
     c.headers = { 'content-type': CONTENT_TYPE, 'x-grpc-web': '1' };
     token = token || (typeof process !== 'undefined' && process.env.POLYGRAD_TOKEN) || null;
     if (token) c.headers.authorization = `Bearer ${token}`;
-    c.methods = load().methods;
+    c.methods = methods || require('./proto').load().methods;
     const timeout = connectTimeout !== undefined ? connectTimeout : 30;
     c.info = await c.unary('GetInfo', {}, { deadline: Date.now() + timeout * 1000 });
     c.maxInlineBytes = Number(c.info.max_inline_bytes) || DEFAULT_CHUNK_BYTES;
@@ -161,4 +167,4 @@ class WebConnection extends Connection {
   }
 }
 
-module.exports = { WebConnection };
+module.exports = { WebConnection, setMethods };

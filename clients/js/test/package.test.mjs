@@ -95,6 +95,10 @@ test('a packed package is self-contained: it carries the .proto files', () => {
       assert.ok(files.includes(f), `the packed package has ${f}`);
     }
     assert.ok(!files.some((f) => f.startsWith('test/')), 'tests stay out of the package');
+    // The browser build, which the "browser" export condition names, is made by prepack.
+    assert.ok(files.includes('dist/polygrad.browser.mjs'), 'the packed package has its browser build');
+    const pkg = JSON.parse(fs.readFileSync(path.join(PKG, 'package.json'), 'utf8'));
+    assert.equal(pkg.exports['.'].browser, './dist/polygrad.browser.mjs');
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
     fs.rmSync(path.join(PKG, 'proto'), { recursive: true, force: true });
