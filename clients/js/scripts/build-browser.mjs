@@ -56,8 +56,16 @@ export async function buildBrowser(outdir = path.join(PKG, 'dist')) {
     plugins: [nodeOnly],
     logLevel: 'warning',
     legalComments: 'none',
+    keepNames: true, // error classes name themselves after their constructor
   };
-  await esbuild.build({ ...common, format: 'esm', outfile: path.join(outdir, 'polygrad.browser.mjs') });
+  // The ES module: index.mjs's named exports (one list for both builds) over the browser entry.
+  const esm = fs.readFileSync(path.join(PKG, 'index.mjs'), 'utf8').replace("'./src/index.js'", "'./src/browser.js'");
+  if (!esm.includes("'./src/browser.js'")) throw new Error('build-browser: index.mjs no longer imports ./src/index.js');
+  const { entryPoints, ...rest } = common;
+  await esbuild.build({
+    ...rest, stdin: { contents: esm, resolveDir: PKG, sourcefile: 'browser.mjs', loader: 'js' },
+    format: 'esm', outfile: path.join(outdir, 'polygrad.browser.mjs'),
+  });
   await esbuild.build({ ...common, format: 'iife', globalName: 'polygrad', outfile: path.join(outdir, 'polygrad.browser.js') });
   return outdir;
 }
