@@ -42,6 +42,9 @@ ABSL_FLAG(std::string, web_listen, "",
 ABSL_FLAG(std::string, web_allow_origin, "",
           "Comma-separated browser origins (scheme://host[:port]) allowed to call --web-listen across origins; "
           "empty: only pages served from the web port itself.");
+ABSL_FLAG(std::string, web_playground, "",
+          "A directory (examples/browser, with the browser build copied in) whose page the --web-listen port "
+          "serves at /: a tensor playground with live loss plots. Empty: no page.");
 ABSL_FLAG(std::string, cache_dir, polygrad::server::default_cache_dir().string(),
           "Kernel cache directory; empty keeps the cache in memory only.");
 ABSL_FLAG(uint64_t, cache_max_bytes, kDefaults.cache_max_bytes,
@@ -176,6 +179,7 @@ int main(int argc, char** argv) {
   o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   o.insecure_allow_remote = absl::GetFlag(FLAGS_insecure_allow_remote);
   o.web_listen = absl::GetFlag(FLAGS_web_listen);
+  o.web_playground = absl::GetFlag(FLAGS_web_playground);
   for (absl::string_view origin : absl::StrSplit(absl::GetFlag(FLAGS_web_allow_origin), ',', absl::SkipWhitespace()))
     o.web_allow_origins.emplace_back(absl::StripAsciiWhitespace(origin));
   o.cache_dir = absl::GetFlag(FLAGS_cache_dir);

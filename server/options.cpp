@@ -130,6 +130,14 @@ absl::Status validate(const ServerOptions& o) {
                                                      "\" is not an origin: scheme://host[:port], no path"));
     }
   }
+  if (!o.web_playground.empty()) {
+    if (o.web_listen.empty()) return absl::InvalidArgumentError("--web-playground is set but --web-listen is empty");
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(o.web_playground / "index.html", ec)) {
+      return absl::InvalidArgumentError(absl::StrCat("--web-playground ", o.web_playground.string(),
+                                                     " has no index.html (examples/browser is the playground)"));
+    }
+  }
   if (!o.web_allow_origins.empty() && o.web_listen.empty()) {
     return absl::InvalidArgumentError("--web-allow-origin is set but --web-listen is empty");
   }

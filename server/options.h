@@ -60,6 +60,7 @@ struct ServerOptions {
   // loopback as on --listen; browser origins allowed to call it (exact; none by default).
   std::string web_listen;
   std::vector<std::string> web_allow_origins;
+  std::filesystem::path web_playground;  // a directory whose index.html the web port serves at /
   std::filesystem::path cache_dir;             // kernel cache root; empty: memory only
   uint64_t cache_max_bytes = uint64_t{1} << 30;  // disk tier cap (LRU eviction); 0: no cap
   std::filesystem::path cache_key_file;        // secret that signs and checks cache entries; empty: none

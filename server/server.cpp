@@ -191,6 +191,7 @@ absl::Status Server::init() {
     wo.listen = options_.web_listen;
     wo.allow_origins = options_.web_allow_origins;
     wo.max_message_bytes = options_.limits.max_message_bytes;
+    wo.playground_dir = options_.web_playground;
     if (options_.security.tls()) {
       absl::StatusOr<std::string> cert = read_pem(options_.security.tls_cert, "tls-cert");
       if (!cert.ok()) return cert.status();

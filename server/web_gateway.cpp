@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/client_context.h>
@@ -250,6 +252,31 @@ bool origin_allowed(const Impl& gw, MHD_Connection* c, const std::string& origin
   return !host.empty() && origin == absl::StrCat(tls ? "https://" : "http://", host);
 }
 
+// The playground's files: a fixed table from URL to file name, so no request names a path.
+MHD_Result playground_file(const Impl& gw, MHD_Connection* c, Request& req) {
+  static const std::map<std::string, std::pair<const char*, const char*>> kFiles = {
+      {"/", {"index.html", "text/html; charset=utf-8"}},
+      {"/index.html", {"index.html", "text/html; charset=utf-8"}},
+      {"/playground.js", {"playground.js", "text/javascript; charset=utf-8"}},
+      {"/polygrad.browser.js", {"polygrad.browser.js", "text/javascript; charset=utf-8"}},
+  };
+  auto it = kFiles.find(req.path);
+  if (it == kFiles.end()) return plain(c, MHD_HTTP_NOT_FOUND, "not found", req);
+  std::ifstream in(gw.options.playground_dir / it->second.first, std::ios::binary);
+  if (!in) {
+    return plain(c, MHD_HTTP_NOT_FOUND, absl::StrCat(it->second.first, " is missing from the playground directory"),
+                 req);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string body = text.str();
+  req.answered = true;
+  MHD_Response* r = MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  MHD_add_response_header(r, "Content-Type", it->second.second);
+  MHD_add_response_header(r, "Cache-Control", "no-cache");
+  return queue(c, MHD_HTTP_OK, r, req);
+}
+
 MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
                   const char* upload_data, size_t* upload_data_size, void** con_cls) {
   Impl& gw = *static_cast<Impl*>(cls);
@@ -274,6 +301,9 @@ MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* met
                               "authorization, content-type, grpc-timeout, x-grpc-web, x-user-agent");
       MHD_add_response_header(r, "Access-Control-Max-Age", "600");
       return queue(c, MHD_HTTP_NO_CONTENT, r, *req);
+    }
+    if ((std::strcmp(method, "GET") == 0 || std::strcmp(method, "HEAD") == 0) && !gw.options.playground_dir.empty()) {
+      return playground_file(gw, c, *req);
     }
     if (std::strcmp(method, "POST") != 0) {
       return plain(c, MHD_HTTP_METHOD_NOT_ALLOWED, "gRPC-Web calls are POST requests", *req);

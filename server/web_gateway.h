@@ -12,9 +12,11 @@
 // Cross-origin requests are served only for origins listed in --web-allow-origin (none by
 // default): a preflight from another origin gets 403, and so does a call that names one.
 // The transport is libmicrohttpd (a thread per connection, bounded in number and idle time).
+// With --web-playground it also serves the playground page (examples/browser) at /.
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +38,9 @@ struct WebGatewayOptions {
   uint64_t max_message_bytes = 64 << 20;   // one request message, as on the gRPC port
   unsigned max_connections = 256;
   std::chrono::seconds idle_timeout{60};   // a connection silent this long is closed (slow clients)
+  // --web-playground: GET / serves this directory's index.html, and /playground.js and
+  // /polygrad.browser.js its files of those names (nothing else: no request names a file). Empty: off.
+  std::filesystem::path playground_dir;
 };
 
 class WebGateway {

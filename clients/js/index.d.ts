@@ -512,7 +512,9 @@ export declare function close(): Promise<void>;
 /** Waits until the daemon has run everything sent (realize(), optimizer steps and releases return
  * once sent); rejects with the first error among it. */
 export declare function synchronize(): Promise<void>;
-export declare function graphStats(): { liveNodes: number; sentLive: number; pendingRelease: number; pendingHandles: number; nextId: number; requests: number };
+/** Client graph counters, and under `realized` the daemon's RealizeStats summed over every realize answered so far. */
+export declare function graphStats(): { liveNodes: number; sentLive: number; pendingRelease: number; pendingHandles: number; nextId: number; requests: number;
+  realized: { kernels: number; compiled: number; cacheHits: number; seconds: number } };
 export declare function flushReleases(): Promise<void>;
 
 export declare class PolygradError extends Error {

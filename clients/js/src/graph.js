@@ -62,6 +62,8 @@ class Graph {
     this.gen = 1;
     this.requests = 0;
     this.lastStats = null;
+    // What the daemon reported for every realize answered so far (RealizeStats, summed).
+    this.realized = { kernels: 0, compiled: 0, cacheHits: 0, seconds: 0 };
     this.deferred = null; // a dispatched command's failure, for the next read or synchronize()
     this.awaited = 0; // AWAITED nodes whose answer is outstanding: a realize settles them first
     this.leaves = new Map(); // node-independent key -> WeakRef(Tensor) with requiresGrad = true
@@ -100,7 +102,17 @@ class Graph {
 
   stats() {
     return { liveNodes: this.live, sentLive: this.sent.size, pendingRelease: this.dead.length,
-      pendingHandles: this.deadHandles.length, nextId: this.nextId, requests: this.requests };
+      pendingHandles: this.deadHandles.length, nextId: this.nextId, requests: this.requests,
+      realized: { ...this.realized } };
+  }
+
+  _noteStats(stats) {
+    this.lastStats = stats;
+    if (!stats) return;
+    this.realized.kernels += Number(stats.kernels) || 0;
+    this.realized.compiled += Number(stats.compiled) || 0;
+    this.realized.cacheHits += Number(stats.cache_hits) || 0;
+    this.realized.seconds += Number(stats.seconds) || 0;
   }
 
   // Releases n now (Tensor.dispose): nothing built on it later can be sent.
@@ -374,7 +386,7 @@ class Graph {
     if (handles.length) {
       try { await conn.release([], handles); } catch (e) { if (!(e instanceof PolygradNotFound)) throw e; }
     }
-    this.lastStats = resp.stats;
+    this._noteStats(resp.stats);
     this._bind(uniq, resp);
     return wantData ? this._arrays(conn, outputs, uniq, resp) : outputs.map(() => null);
   }
@@ -462,7 +474,7 @@ class Graph {
       try {
         this._bind(flight.outputs, p.answer);
         flight.response = p.answer;
-        this.lastStats = p.answer.stats;
+        this._noteStats(p.answer.stats);
         for (const n of flight.send) {
           this._dropData(n);
           const h = this.uploads.get(n.id);
