@@ -116,6 +116,22 @@ class WebGatewayTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
 
+  // A Download, in 64 KiB chunks, of a float32 tensor of `shape` realized in session `sid` (over gRPC).
+  v1::DownloadRequest download_of_const(const std::string& sid, std::vector<int64_t> shape) {
+    v1::RealizeRequest req;
+    req.set_session_id(sid);
+    *req.add_nodes() = float_const(1, 2.0, std::move(shape));
+    req.add_outputs(1);
+    v1::RealizeResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_->Realize(&ctx, req, &resp).ok());
+    v1::DownloadRequest down;
+    down.set_session_id(sid);
+    down.set_handle(resp.results_size() ? resp.results(0).handle() : 0);
+    down.set_chunk_bytes(64 << 10);
+    return down;
+  }
+
   fs::path dir_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<v1::Polygrad::Stub> stub_;
@@ -132,18 +148,7 @@ TEST_F(WebGatewayTest, UnaryAndStreamingCallsReachTheService) {
   EXPECT_NE(info.find("grpc-status:0\r\n", 5 + n), std::string::npos);
 
   const std::string sid = create_session(*stub_);
-  v1::RealizeRequest req;
-  req.set_session_id(sid);
-  *req.add_nodes() = float_const(1, 2.0, {256, 1024});
-  req.add_outputs(1);
-  v1::RealizeResponse resp;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(stub_->Realize(&ctx, req, &resp).ok());
-  v1::DownloadRequest down;
-  down.set_session_id(sid);
-  down.set_handle(resp.results(0).handle());
-  down.set_chunk_bytes(64 << 10);
-  const std::string stream = call(server_->web_port(), "Download", down);
+  const std::string stream = call(server_->web_port(), "Download", download_of_const(sid, {256, 1024}));
   size_t frames = 0, pos = 0;
   while (pos + 5 <= stream.size() && stream[pos] == 0) {
     pos += 5 + frame_length(stream, pos);
@@ -156,17 +161,7 @@ TEST_F(WebGatewayTest, UnaryAndStreamingCallsReachTheService) {
 
 TEST_F(WebGatewayTest, AClientLeavingMidStreamCancelsItsCall) {
   const std::string sid = create_session(*stub_);
-  v1::RealizeRequest req;
-  req.set_session_id(sid);
-  *req.add_nodes() = float_const(1, 1.0, {4096, 1024});
-  req.add_outputs(1);
-  v1::RealizeResponse resp;
-  grpc::ClientContext ctx;
-  ASSERT_TRUE(stub_->Realize(&ctx, req, &resp).ok());
-  v1::DownloadRequest down;
-  down.set_session_id(sid);
-  down.set_handle(resp.results(0).handle());
-  down.set_chunk_bytes(64 << 10);
+  const v1::DownloadRequest down = download_of_const(sid, {4096, 1024});
   for (int i = 0; i < 4; ++i) {
     const int fd = connect_to(server_->web_port());
     send_all(fd, request("Download", down));

@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import * as node from '../index.mjs';
+import { webAddress, mlpLosses } from '../test/web_helpers.mjs';
 import { startDaemon } from '../test/daemon.mjs';
 import { buildBrowser } from '../scripts/build-browser.mjs';
 
@@ -38,11 +39,6 @@ function serve(dist) {
   })));
 }
 
-function webAddress(d) {
-  const m = d.logText().match(/ web="?(https?:\/\/[^"\s]+)/);
-  assert.ok(m, `no web address in the daemon's log:\n${d.logText()}`);
-  return m[1];
-}
 
 before(async () => {
   const dist = await buildBrowser(fs.mkdtempSync(path.join(process.env.TMPDIR || '/tmp', 'pg-dist-')));
@@ -89,33 +85,12 @@ async function tab(t, origin = site.origin) {
   return page;
 }
 
-// Losses of 6 SGD steps of a 16-8-3 MLP from fixed weights and data, with `pg` (a client module).
-async function losses(pg, address) {
-  await pg.connect({ address });
-  const w1 = pg.Tensor.from(Float32Array.from({ length: 128 }, (_, i) => Math.sin(i) * 0.3), { shape: [8, 16] });
-  const w2 = pg.Tensor.from(Float32Array.from({ length: 24 }, (_, i) => Math.cos(i) * 0.3), { shape: [3, 8] });
-  const l1 = new pg.nn.Linear(16, 8);
-  const l2 = new pg.nn.Linear(8, 3);
-  await pg.nn.loadStateDict({ l1, l2 }, { 'l1.weight': w1, 'l1.bias': pg.Tensor.zeros(8), 'l2.weight': w2, 'l2.bias': pg.Tensor.zeros(3) });
-  const opt = new pg.nn.SGD(pg.nn.getParameters({ l1, l2 }), { lr: 0.1 });
-  const x = pg.Tensor.from(Float32Array.from({ length: 64 }, (_, i) => ((i * 7) % 11) / 11 - 0.5), { shape: [4, 16] });
-  const y = pg.Tensor.from([0, 2, 1, 2]);
-  const out = [];
-  for (let i = 0; i < 6; i++) {
-    const loss = l2.forward(l1.forward(x).relu()).crossEntropy(y);
-    opt.zeroGrad();
-    loss.backward();
-    await opt.step();
-    out.push(await loss.item());
-  }
-  return out;
-}
 
 test('Chromium trains over gRPC-Web with the Node client\'s losses over gRPC, bit for bit', async (t) => {
   const page = await tab(t);
   if (!page) return;
-  const inChromium = await page.evaluate(`(${losses.toString()})(window.pg, ${JSON.stringify(webAddress(daemon))})`);
-  const inNode = await losses(node, daemon.address);
+  const inChromium = await page.evaluate(`(${mlpLosses.toString()})(window.pg, ${JSON.stringify(webAddress(daemon))})`);
+  const inNode = await mlpLosses(node, daemon.address);
   assert.deepEqual(inChromium, inNode);
   assert.ok(inChromium[5] < inChromium[0], `the loss went down: ${inChromium}`);
   t.diagnostic(`loss ${inChromium[0]} -> ${inChromium[5]} in Chromium and in Node`);

@@ -11,6 +11,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { startDaemon, REPO } from '../test/daemon.mjs';
+import { webAddress } from '../test/web_helpers.mjs';
 import { buildBrowser } from '../scripts/build-browser.mjs';
 
 const CHROMIUM = process.env.POLYGRAD_CHROMIUM || '/usr/bin/chromium';
@@ -26,7 +27,7 @@ before(async () => {
   }
   await buildBrowser(dir);
   daemon = await startDaemon({ args: ['--web-listen=127.0.0.1:0', `--web-playground=${dir}`] });
-  url = daemon.logText().match(/ web="?(https?:\/\/[^"\s]+)/)[1];
+  url = webAddress(daemon);
   try {
     const puppeteer = (await import('puppeteer-core')).default;
     if (!fs.existsSync(CHROMIUM)) throw new Error(`no ${CHROMIUM} (scripts/install-deps --test installs chromium)`);

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import vm from 'node:vm';
 import * as node from '../index.mjs';
+import { webAddress, mlpLosses } from './web_helpers.mjs';
 import { startDaemon } from './daemon.mjs';
 import { buildBrowser } from '../scripts/build-browser.mjs';
 
@@ -17,11 +18,6 @@ let daemon;
 let guarded;
 let bundle;
 
-function webAddress(d) {
-  const m = d.logText().match(/ web="?(https?:\/\/[^"\s]+)/);
-  assert.ok(m, `no web address in the daemon's log:\n${d.logText()}`);
-  return m[1];
-}
 
 // A fresh page: the bundle evaluated in a context holding only what a browser offers.
 function page() {
@@ -56,34 +52,13 @@ test('the bundle needs none of Node: no require, process or Buffer reaches it', 
   assert.equal(typeof ctx.Buffer, 'undefined');
 });
 
-// Losses of 6 SGD steps of a 16-8-3 MLP from fixed weights and data, with `pg` (a client module).
-async function losses(pg, address) {
-  await pg.connect({ address });
-  const w1 = pg.Tensor.from(Float32Array.from({ length: 128 }, (_, i) => Math.sin(i) * 0.3), { shape: [8, 16] });
-  const w2 = pg.Tensor.from(Float32Array.from({ length: 24 }, (_, i) => Math.cos(i) * 0.3), { shape: [3, 8] });
-  const l1 = new pg.nn.Linear(16, 8);
-  const l2 = new pg.nn.Linear(8, 3);
-  await pg.nn.loadStateDict({ l1, l2 }, { 'l1.weight': w1, 'l1.bias': pg.Tensor.zeros(8), 'l2.weight': w2, 'l2.bias': pg.Tensor.zeros(3) });
-  const opt = new pg.nn.SGD(pg.nn.getParameters({ l1, l2 }), { lr: 0.1 });
-  const x = pg.Tensor.from(Float32Array.from({ length: 64 }, (_, i) => ((i * 7) % 11) / 11 - 0.5), { shape: [4, 16] });
-  const y = pg.Tensor.from([0, 2, 1, 2]);
-  const out = [];
-  for (let i = 0; i < 6; i++) {
-    const loss = l2.forward(l1.forward(x).relu()).crossEntropy(y);
-    opt.zeroGrad();
-    loss.backward();
-    await opt.step();
-    out.push(await loss.item());
-  }
-  return out;
-}
 
 test('a page trains over gRPC-Web with the Node client\'s numbers over gRPC', async () => {
   const ctx = page();
   // Compiled in the page's realm, so its typed arrays are the page's own (as in one browser tab).
-  const inPage = vm.runInContext(`(${losses.toString()})`, ctx);
+  const inPage = vm.runInContext(`(${mlpLosses.toString()})`, ctx);
   const viaWeb = await inPage(ctx.polygrad, webAddress(daemon));
-  const viaGrpc = await losses(node, daemon.address);
+  const viaGrpc = await mlpLosses(node, daemon.address);
   assert.deepEqual(Array.from(viaWeb), viaGrpc); // bit for bit (Array.from: the page's arrays are another realm's)
   assert.ok(viaWeb[5] < viaWeb[0], `the loss went down: ${viaWeb}`);
 });

@@ -11,6 +11,7 @@ import {
   Tensor, nn, connect, close, compileStep, PolygradInvalidArgument, PolygradNotFound, PolygradUnauthenticated,
   PolygradConnectionError,
 } from '../index.mjs';
+import { webAddress } from './web_helpers.mjs';
 import { startDaemon } from './daemon.mjs';
 
 const TOKEN = '3f9c0a77d1e24b1b8f0e2f6a5c4d3b21';
@@ -20,11 +21,6 @@ const BATCH = 32;
 let daemon;
 let guarded;
 
-function webAddress(d) {
-  const m = d.logText().match(/ web="?(https?:\/\/[^"\s]+)/);
-  assert.ok(m, `no web address in the daemon's log:\n${d.logText()}`);
-  return m[1];
-}
 
 before(async () => {
   daemon = await startDaemon({ args: ['--web-listen=127.0.0.1:0'] });
