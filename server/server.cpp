@@ -204,7 +204,7 @@ absl::Status Server::init() {
     args.SetMaxReceiveMessageSize(-1);  // responses are bounded by the service, requests by the gateway
     args.SetMaxSendMessageSize(-1);
     absl::StatusOr<std::unique_ptr<WebGateway>> web =
-        WebGateway::start(std::move(wo), grpc_->InProcessChannel(args), auth_, *metrics_, logger_);
+        WebGateway::start(std::move(wo), grpc_->InProcessChannel(args), auth_, *metrics_);
     if (!web.ok()) return web.status();
     web_ = *std::move(web);
   }

@@ -32,12 +32,16 @@ constexpr size_t kFrameHeader = 5;
 constexpr unsigned char kTrailerFlag = 0x80;
 constexpr unsigned char kCompressedFlag = 0x01;
 
-std::string frame(unsigned char flag, std::string_view payload) {
-  std::string out;
-  out.reserve(kFrameHeader + payload.size());
-  const auto n = static_cast<uint32_t>(payload.size());
-  out.push_back(static_cast<char>(flag));
+// A frame's 5 bytes: the flag, then the payload's length big-endian.
+std::string frame_header(unsigned char flag, size_t payload_bytes) {
+  std::string out(1, static_cast<char>(flag));
+  const auto n = static_cast<uint32_t>(payload_bytes);
   for (int shift : {24, 16, 8, 0}) out.push_back(static_cast<char>((n >> shift) & 0xff));
+  return out;
+}
+
+std::string frame(unsigned char flag, std::string_view payload) {
+  std::string out = frame_header(flag, payload.size());
   out.append(payload);
   return out;
 }
@@ -95,11 +99,9 @@ std::string web_trailer_frame(int code, std::string_view message) {
 
 struct WebGateway::Impl {
   WebGatewayOptions options;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<grpc::GenericStub> stub;
+  std::unique_ptr<grpc::GenericStub> stub;  // over the gRPC server's in-process channel
   std::shared_ptr<TokenAuthProcessor> auth;
   Metrics* metrics = nullptr;
-  const Logger* logger = nullptr;
   MHD_Daemon* daemon = nullptr;
   bool stopped = false;
 };
@@ -146,12 +148,11 @@ struct WebCall {
     if (started) {
       grpc::ByteBuffer message;
       rw->Read(&message, this);
-      if (wait()) {
+      if (wait()) {  // the frame's header, then the message's slices straight after it
         std::vector<grpc::Slice> slices;
         (void)message.Dump(&slices);
-        std::string bytes;
-        for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-        out += web_data_frame(bytes);
+        out = frame_header(0, message.Length());
+        for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
         return;
       }
     }
@@ -159,13 +160,9 @@ struct WebCall {
     rw->Finish(&status, this);
     wait();
     finished = true;
-    end(static_cast<int>(status.error_code()), status.error_message());
-  }
-
-  void end(int code, std::string_view message) {
-    out += web_trailer_frame(code, message);
+    out = web_trailer_frame(static_cast<int>(status.error_code()), status.error_message());
     ended = true;
-    gw->metrics->observe_web_request(method_label, static_cast<absl::StatusCode>(code));
+    gw->metrics->observe_web_request(method_label, static_cast<absl::StatusCode>(status.error_code()));
   }
 
   ~WebCall() {
@@ -202,6 +199,8 @@ void free_call(void* cls) { delete static_cast<WebCall*>(cls); }
 // One HTTP request, from its headers to its response.
 struct Request {
   std::string path;
+  const google::protobuf::MethodDescriptor* method = nullptr;  // null: not one the port serves
+  std::string label;                                          // the method's metrics label
   std::string body;
   uint64_t received = 0;     // body bytes so far, kept or not
   std::string allow_origin;  // echoed in Access-Control-Allow-Origin; empty: no CORS headers
@@ -285,6 +284,8 @@ MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* met
     req = new Request;
     *con_cls = req;
     req->path = url == nullptr ? "" : url;
+    req->method = find_method(req->path);
+    req->label = req->method == nullptr ? "unknown" : req->method->service()->name() + "." + req->method->name();
     const std::string origin = header(c, "Origin");
     if (!origin.empty()) {
       if (!origin_allowed(gw, c, origin)) {
@@ -318,7 +319,7 @@ MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* met
     uint64_t length = 0;
     if (absl::SimpleAtoi(header(c, "Content-Length"), &length) &&
         length > gw.options.max_message_bytes + kFrameHeader) {
-      return grpc_status(gw, c, *req, "unknown", absl::StatusCode::kResourceExhausted,
+      return grpc_status(gw, c, *req, req->label, absl::StatusCode::kResourceExhausted,
                          absl::StrCat("request body of ", length, " bytes exceeds max_message_bytes ",
                                       gw.options.max_message_bytes));
     }
@@ -328,8 +329,8 @@ MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* met
     *upload_data_size = 0;
     return MHD_YES;
   }
-  const google::protobuf::MethodDescriptor* m = find_method(req->path);
-  const std::string label = m == nullptr ? "unknown" : m->service()->name() + "." + m->name();
+  const google::protobuf::MethodDescriptor* m = req->method;
+  const std::string& label = req->label;
   const auto too_large = [&] {
     return grpc_status(gw, c, *req, label, absl::StatusCode::kResourceExhausted,
                        absl::StrCat("request body exceeds max_message_bytes ", gw.options.max_message_bytes));
@@ -450,16 +451,14 @@ absl::StatusOr<sockaddr_storage> bind_address(const std::string& listen, bool& v
 absl::StatusOr<std::unique_ptr<WebGateway>> WebGateway::start(WebGatewayOptions options,
                                                                std::shared_ptr<grpc::Channel> channel,
                                                                std::shared_ptr<TokenAuthProcessor> auth,
-                                                               Metrics& metrics, const Logger& logger) {
+                                                               Metrics& metrics) {
   std::unique_ptr<WebGateway> gw(new WebGateway);
   gw->impl_ = std::make_unique<Impl>();
   Impl& impl = *gw->impl_;
   impl.options = std::move(options);
-  impl.channel = std::move(channel);
-  impl.stub = std::make_unique<grpc::GenericStub>(impl.channel);
+  impl.stub = std::make_unique<grpc::GenericStub>(std::move(channel));
   impl.auth = std::move(auth);
   impl.metrics = &metrics;
-  impl.logger = &logger;
   bool v6 = false;
   absl::StatusOr<sockaddr_storage> addr = bind_address(impl.options.listen, v6);
   if (!addr.ok()) return addr.status();

@@ -24,7 +24,6 @@
 #include <grpcpp/channel.h>
 
 #include "absl/status/statusor.h"
-#include "server/log.h"
 #include "server/metrics.h"
 
 namespace polygrad::server {
@@ -49,8 +48,7 @@ class WebGateway {
   // not null, must accept a call before it is forwarded.
   static absl::StatusOr<std::unique_ptr<WebGateway>> start(WebGatewayOptions options,
                                                            std::shared_ptr<grpc::Channel> channel,
-                                                           std::shared_ptr<TokenAuthProcessor> auth, Metrics& metrics,
-                                                           const Logger& logger);
+                                                           std::shared_ptr<TokenAuthProcessor> auth, Metrics& metrics);
   ~WebGateway();  // stop()
   WebGateway(const WebGateway&) = delete;
   WebGateway& operator=(const WebGateway&) = delete;

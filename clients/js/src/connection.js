@@ -192,25 +192,30 @@ class Connection {
       if (c.daemon) await c.daemon.waitForSocket(deadline);
       c.client = new Polygrad(address, creds, options);
       await c._waitReady(deadline);
-      c.info = await c.unary('GetInfo', {});
-      c.maxInlineBytes = Number(c.info.max_inline_bytes) || DEFAULT_MAX_INLINE_BYTES;
-      c.maxNodesPerRequest = Number(c.info.max_nodes_per_request) || 0;
-      c.chunkBytes = Number(c.info.chunk_bytes) || CHUNK_BYTES;
-      c.sessionId = (await c.unary('CreateSession', {})).session_id;
+      await c.begin();
     } catch (e) {
       if (c.client) c.client.close();
       if (c.daemon) c.daemon.stopNow();
       throw e;
     }
-    // The daemon expires idle sessions; a live process keeps its lease with an empty Release.
+    return c;
+  }
+
+  // The daemon's limits (GetInfo), a new session, and its keepalive: the daemon expires idle
+  // sessions, so a live process keeps its lease with an empty Release. For either transport.
+  async begin(getInfoOptions = {}) {
+    this.info = await this.unary('GetInfo', {}, getInfoOptions);
+    this.maxInlineBytes = Number(this.info.max_inline_bytes) || DEFAULT_MAX_INLINE_BYTES;
+    this.maxNodesPerRequest = Number(this.info.max_nodes_per_request) || 0;
+    this.chunkBytes = Number(this.info.chunk_bytes) || CHUNK_BYTES;
+    this.sessionId = (await this.unary('CreateSession', {})).session_id;
     const interval = envSeconds('POLYGRAD_KEEPALIVE', 60);
     if (interval > 0) {
-      c.keepalive = setInterval(() => {
-        c.client.Release({ session_id: c.sessionId }, c.metadata, () => {});
+      this.keepalive = setInterval(() => {
+        this.unary('Release', { session_id: this.sessionId }).catch(() => {});
       }, interval * 1000);
-      c.keepalive.unref();
+      if (this.keepalive.unref) this.keepalive.unref();
     }
-    return c;
   }
 
   async _waitReady(deadline) {
@@ -297,21 +302,17 @@ class Connection {
   downloadNow(handle) {
     return new Promise((resolve, reject) => {
       const call = this.client.Download({ session_id: this.sessionId, handle, chunk_bytes: 0 }, this.metadata);
-      const parts = [];
-      let got = 0;
-      let head = null;
+      const chunks = new DownloadChunks();
       call.on('data', (msg) => {
-        if (!head) head = { dtype: msg.dtype, shape: msg.shape.map(Number) };
-        if (Number(msg.offset) !== got) {
+        try {
+          chunks.add(msg);
+        } catch (e) {
           call.cancel();
-          reject(new PolygradError(`Download: chunk at offset ${msg.offset}, expected ${got}`));
-          return;
+          reject(e);
         }
-        parts.push(msg.data);
-        got += msg.data.length;
       });
       call.on('error', (err) => reject(fromGrpcError(err, 'Download', this.address)));
-      call.on('end', () => resolve({ dtype: head ? head.dtype : 0, shape: head ? head.shape : [], data: Buffer.concat(parts) }));
+      call.on('end', () => resolve(chunks.result()));
     });
   }
 
@@ -373,6 +374,26 @@ class Connection {
   }
 }
 
+// A Download's chunks put together, checked to arrive in order: { dtype, shape, data }.
+class DownloadChunks {
+  constructor() {
+    this.parts = [];
+    this.got = 0;
+    this.head = null;
+  }
+
+  add(msg) {
+    if (!this.head) this.head = { dtype: msg.dtype, shape: msg.shape.map(Number) };
+    if (Number(msg.offset) !== this.got) throw new PolygradError(`Download: chunk at offset ${msg.offset}, expected ${this.got}`);
+    this.parts.push(msg.data);
+    this.got += msg.data.length;
+  }
+
+  result() {
+    return { dtype: this.head ? this.head.dtype : 0, shape: this.head ? this.head.shape : [], data: Buffer.concat(this.parts) };
+  }
+}
+
 // `inputs`: [nodeId, Buffer | handle string] pairs.
 function runStepRequest(stepId, inputs, wantData) {
   return {
@@ -384,4 +405,4 @@ function runStepRequest(stepId, inputs, wantData) {
 // Set by the browser build (browser.js): only gRPC-Web addresses, no embedded daemon.
 Connection.webOnly = false;
 
-module.exports = { Connection, probeAddress };
+module.exports = { Connection, DownloadChunks, probeAddress };

@@ -2,9 +2,10 @@
 // A connection over gRPC-Web (polygradd --web-listen, docs/PROTOCOL.md "gRPC-Web"), chosen by an
 // http:// or https:// address: HTTP/1.1 POSTs through fetch, each message framed (a flag byte, a
 // 4-byte big-endian length), the status in a trailer frame at the end of the body. gRPC-Web has
-// no client or bidirectional streams, so there is no Execute stream (every call is unary and
-// waited for, as with POLYGRAD_ASYNC=0) and uploads go as OpenUpload and UploadPart calls.
-const { Connection } = require('./connection');
+// no client or bidirectional streams, so there is no Execute stream (asyncDispatch is off: every
+// call is unary and waited for, as with POLYGRAD_ASYNC=0) and uploads go as OpenUpload and
+// UploadPart calls. Sessions, close and limits are the base class's.
+const { Connection, DownloadChunks } = require('./connection');
 const { PolygradConnectionError, PolygradError, fromStatus } = require('./errors');
 
 // Each method's path and (de)serializers: from proto-loader in Node (proto.js reads the .proto
@@ -15,7 +16,6 @@ function setMethods(m) {
 }
 
 const CONTENT_TYPE = 'application/grpc-web+proto';
-const DEFAULT_CHUNK_BYTES = 1 << 20;
 
 function frame(bytes) {
   const out = new Uint8Array(5 + bytes.length);
@@ -55,19 +55,11 @@ class WebConnection extends Connection {
     c.address = address.replace(/\/+$/, '');
     c.asyncDispatch = false;
     c.headers = { 'content-type': CONTENT_TYPE, 'x-grpc-web': '1' };
-    token = token || (typeof process !== 'undefined' && process.env.POLYGRAD_TOKEN) || null;
+    token = token || process.env.POLYGRAD_TOKEN || null;
     if (token) c.headers.authorization = `Bearer ${token}`;
     c.methods = methods || require('./proto').load().methods;
     const timeout = connectTimeout !== undefined ? connectTimeout : 30;
-    c.info = await c.unary('GetInfo', {}, { deadline: Date.now() + timeout * 1000 });
-    c.maxInlineBytes = Number(c.info.max_inline_bytes) || DEFAULT_CHUNK_BYTES;
-    c.maxNodesPerRequest = Number(c.info.max_nodes_per_request) || 0;
-    c.chunkBytes = Number(c.info.chunk_bytes) || DEFAULT_CHUNK_BYTES;
-    c.sessionId = (await c.unary('CreateSession', {})).session_id;
-    c.keepalive = setInterval(() => {
-      c.unary('Release', { session_id: c.sessionId }).catch(() => {});
-    }, 60000);
-    if (c.keepalive.unref) c.keepalive.unref();
+    await c.begin({ deadline: Date.now() + timeout * 1000 });
     return c;
   }
 
@@ -117,10 +109,6 @@ class WebConnection extends Connection {
     return answer;
   }
 
-  async stream() {
-    return null; // no Execute stream on gRPC-Web
-  }
-
   // OpenUpload, then the bytes in parts of chunkBytes; resolves to the new handle.
   async upload(wireDtype, shape, bytes) {
     const { upload_id: id } = await this.unary('OpenUpload', { session_id: this.sessionId, dtype: wireDtype, shape });
@@ -140,30 +128,9 @@ class WebConnection extends Connection {
   }
 
   async downloadNow(handle) {
-    const parts = [];
-    let got = 0;
-    let head = null;
-    for await (const msg of this.call('Download', { session_id: this.sessionId, handle, chunk_bytes: 0 })) {
-      if (!head) head = { dtype: msg.dtype, shape: msg.shape.map(Number) };
-      if (Number(msg.offset) !== got) throw new PolygradError(`Download: chunk at offset ${msg.offset}, expected ${got}`);
-      parts.push(msg.data);
-      got += msg.data.length;
-    }
-    return { dtype: head ? head.dtype : 0, shape: head ? head.shape : [], data: Buffer.concat(parts) };
-  }
-
-  async close() {
-    if (this.keepalive) clearInterval(this.keepalive);
-    this.keepalive = null;
-    try {
-      if (this.sessionId) await this.unary('CloseSession', { session_id: this.sessionId }, { deadline: Date.now() + 5000 });
-    } catch { /* the session expires */ }
-    this.sessionId = '';
-  }
-
-  closeNow() {
-    if (this.keepalive) clearInterval(this.keepalive);
-    this.sessionId = '';
+    const chunks = new DownloadChunks();
+    for await (const msg of this.call('Download', { session_id: this.sessionId, handle, chunk_bytes: 0 })) chunks.add(msg);
+    return chunks.result();
   }
 }
 

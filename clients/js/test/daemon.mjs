@@ -56,8 +56,16 @@ export async function startDaemon({ args = [], metrics = false, listen = '' } = 
       return m && m[1];
     });
   }
+  // The gRPC-Web address (--web-listen): logged once every listener is bound, after the socket.
+  let web = null;
+  if (args.some((a) => a.startsWith('--web-listen='))) {
+    web = await until('the web address in the log', () => {
+      const m = logText().match(/ web="?(https?:\/\/[^"\s]+)/);
+      return m && m[1];
+    });
+  }
   return {
-    address: `unix:${socket}`, tcp, dir, metricsUrl, logText,
+    address: `unix:${socket}`, tcp, web, dir, metricsUrl, logText,
     // SIGKILL: gone at once, whatever it was doing (the stop() below drains first).
     async kill() {
       if (exited === null) {

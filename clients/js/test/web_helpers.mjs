@@ -2,11 +2,10 @@
 // logged, and a small training run whose losses every transport must reproduce.
 import assert from 'node:assert/strict';
 
-// The daemon's gRPC-Web address from its "listening" log line (it picks the port for :0).
+// The daemon's gRPC-Web address (startDaemon waited for it in the log; it picks the port for :0).
 export function webAddress(d) {
-  const m = d.logText().match(/ web="?(https?:\/\/[^"\s]+)/);
-  assert.ok(m, `no web address in the daemon's log:\n${d.logText()}`);
-  return m[1];
+  assert.ok(d.web, 'the daemon was started without --web-listen');
+  return d.web;
 }
 
 // Losses of 6 SGD steps of a 16-8-3 MLP from fixed weights and data, with `pg` (a client module).
