@@ -31,19 +31,22 @@ function contract() {
 }
 
 // Node's modules, grpc-js and the files that use them at run time only in Node: a module whose
-// every function says so, if a browser page ever reaches one.
+// every function says so, if a browser page ever reaches one. The held-in tests' bundles
+// (test-browser/held-in.test.mjs) use the same plugin over every node: module.
 const NODE_ONLY = /^(node:)?(fs|net|os|path|child_process|zlib|http2|tls)$|^@grpc\/|^\.\/(daemon|proto)$/;
-const nodeOnly = {
-  name: 'node-only',
-  setup(build) {
-    build.onResolve({ filter: NODE_ONLY }, (args) => ({ path: args.path, namespace: 'node-only' }));
-    build.onLoad({ filter: /.*/, namespace: 'node-only' }, (args) => ({
-      contents: `module.exports = new Proxy({}, { get: (t, k) => (k === '__esModule' || typeof k === 'symbol') ? undefined
-        : () => { throw new Error('polygrad: ${args.path}.' + String(k) + ' is not available in a browser'); } });`,
-      loader: 'js',
-    }));
-  },
-};
+export function nodeOnlyPlugin(filter = NODE_ONLY) {
+  return {
+    name: 'node-only',
+    setup(build) {
+      build.onResolve({ filter }, (args) => ({ path: args.path, namespace: 'node-only' }));
+      build.onLoad({ filter: /.*/, namespace: 'node-only' }, (args) => ({
+        contents: `module.exports = new Proxy({}, { get: (t, k) => (k === '__esModule' || typeof k === 'symbol') ? undefined
+          : () => { throw new Error('polygrad: ${args.path}.' + String(k) + ' is not available in a browser'); } });`,
+        loader: 'js',
+      }));
+    },
+  };
+}
 
 export async function buildBrowser(outdir = path.join(PKG, 'dist')) {
   const common = {
@@ -53,7 +56,7 @@ export async function buildBrowser(outdir = path.join(PKG, 'dist')) {
     target: ['es2020'],
     define: { __POLYGRAD_PROTO__: JSON.stringify(contract()) },
     inject: [path.join(HERE, 'browser-shims.js')],
-    plugins: [nodeOnly],
+    plugins: [nodeOnlyPlugin()],
     logLevel: 'warning',
     legalComments: 'none',
     keepNames: true, // error classes name themselves after their constructor

@@ -13,8 +13,8 @@ import * as node from '../index.mjs';
 import { webAddress, mlpLosses } from '../test/web_helpers.mjs';
 import { startDaemon } from '../test/daemon.mjs';
 import { buildBrowser } from '../scripts/build-browser.mjs';
+import { launchChromium } from './chromium.mjs';
 
-const CHROMIUM = process.env.POLYGRAD_CHROMIUM || '/usr/bin/chromium';
 const TOKEN = '3f9c0a77d1e24b1b8f0e2f6a5c4d3b21';
 let browser = null;
 let whyNot = null;
@@ -45,20 +45,9 @@ before(async () => {
   site = await serve(dist);
   foreign = await serve(dist);
   daemon = await startDaemon({ args: ['--web-listen=127.0.0.1:0', `--web-allow-origin=${site.origin}`] });
-  const dir = fs.mkdtempSync(path.join(daemon.dir, 'tok-'));
-  fs.writeFileSync(path.join(dir, 'tokens'), `${TOKEN} team-web\n`);
-  guarded = await startDaemon({ args: ['--web-listen=127.0.0.1:0', `--web-allow-origin=${site.origin}`,
-    `--tokens-file=${path.join(dir, 'tokens')}`] });
-  try {
-    const puppeteer = (await import('puppeteer-core')).default;
-    if (!fs.existsSync(CHROMIUM)) throw new Error(`no ${CHROMIUM} (scripts/install-deps --test installs chromium)`);
-    browser = await puppeteer.launch({
-      executablePath: CHROMIUM, headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-    });
-  } catch (e) {
-    whyNot = `Chromium cannot start here: ${e.message.split('\n')[0]}`;
-  }
+  guarded = await startDaemon({ args: ['--web-listen=127.0.0.1:0', `--web-allow-origin=${site.origin}`],
+    tokens: { [TOKEN]: 'team-web' } });
+  ({ browser, whyNot } = await launchChromium());
 });
 after(async () => {
   if (browser) await browser.close();

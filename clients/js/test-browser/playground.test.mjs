@@ -13,8 +13,8 @@ import path from 'node:path';
 import { startDaemon, REPO } from '../test/daemon.mjs';
 import { webAddress } from '../test/web_helpers.mjs';
 import { buildBrowser } from '../scripts/build-browser.mjs';
+import { launchChromium } from './chromium.mjs';
 
-const CHROMIUM = process.env.POLYGRAD_CHROMIUM || '/usr/bin/chromium';
 let browser = null;
 let whyNot = null;
 let daemon;
@@ -28,14 +28,7 @@ before(async () => {
   await buildBrowser(dir);
   daemon = await startDaemon({ args: ['--web-listen=127.0.0.1:0', `--web-playground=${dir}`] });
   url = webAddress(daemon);
-  try {
-    const puppeteer = (await import('puppeteer-core')).default;
-    if (!fs.existsSync(CHROMIUM)) throw new Error(`no ${CHROMIUM} (scripts/install-deps --test installs chromium)`);
-    browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'] });
-  } catch (e) {
-    whyNot = `Chromium cannot start here: ${e.message.split('\n')[0]}`;
-  }
+  ({ browser, whyNot } = await launchChromium());
 });
 after(async () => {
   if (browser) await browser.close();

@@ -31,9 +31,7 @@ function page() {
 
 before(async () => {
   daemon = await startDaemon({ args: ['--web-listen=127.0.0.1:0'] });
-  const dir = fs.mkdtempSync(path.join(daemon.dir, 'tok-'));
-  fs.writeFileSync(path.join(dir, 'tokens'), `${TOKEN} team-web\n`);
-  guarded = await startDaemon({ args: ['--web-listen=127.0.0.1:0', `--tokens-file=${path.join(dir, 'tokens')}`] });
+  guarded = await startDaemon({ args: ['--web-listen=127.0.0.1:0'], tokens: { [TOKEN]: 'team-web' } });
   const out = await buildBrowser(fs.mkdtempSync(path.join(daemon.dir, 'dist-')));
   bundle = fs.readFileSync(path.join(out, 'polygrad.browser.js'), 'utf8');
 });

@@ -26,8 +26,14 @@ async function until(what, cond, ms = WAIT_LIMIT_MS) {
   }
 }
 
-export async function startDaemon({ args = [], metrics = false, listen = '' } = {}) {
+// tokens: { token: tenant } for a daemon that requires bearer tokens (--tokens-file).
+export async function startDaemon({ args = [], metrics = false, listen = '', tokens = null } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pg-js-test-'));
+  if (tokens) {
+    const file = path.join(dir, 'tokens');
+    fs.writeFileSync(file, Object.entries(tokens).map(([token, tenant]) => `${token} ${tenant}\n`).join(''));
+    args = [...args, `--tokens-file=${file}`];
+  }
   const socket = path.join(dir, 'd.sock');
   const logPath = path.join(dir, 'polygradd.log');
   const log = fs.openSync(logPath, 'w');

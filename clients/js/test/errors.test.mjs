@@ -1,7 +1,6 @@
 // Each failure gives its PolygradError subclass with the gRPC status name and the daemon's message.
 import test, { before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import path from 'node:path';
 import {
   Tensor, connect, close, PolygradError, PolygradInvalidArgument, PolygradNotFound, PolygradUnauthenticated,
@@ -14,10 +13,7 @@ let guarded;
 const TOKEN = '3f9c0a77d1e24b1b8f0e2f6a5c4d3b21';
 before(async () => {
   daemon = await startDaemon();
-  const dir = fs.mkdtempSync(path.join(daemon.dir, 'tok-'));
-  const tokens = path.join(dir, 'tokens');
-  fs.writeFileSync(tokens, `${TOKEN} team-js\n`);
-  guarded = await startDaemon({ args: [`--tokens-file=${tokens}`] });
+  guarded = await startDaemon({ tokens: { [TOKEN]: 'team-js' } });
 });
 after(async () => {
   await close();
