@@ -18,6 +18,7 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -58,6 +59,31 @@ std::string percent_encoded(std::string_view text) {
     }
   }
   return out;
+}
+
+// grpc-web-text bodies are base64, possibly several padded pieces one after another (a client
+// or proxy may encode each chunk on its own): each piece is decoded by itself.
+bool decode_text_body(std::string_view text, std::string& out) {
+  out.clear();
+  while (!text.empty()) {
+    size_t end = text.find('=');
+    if (end == std::string_view::npos) {
+      end = text.size();
+    } else {
+      while (end < text.size() && text[end] == '=') ++end;
+    }
+    std::string piece;
+    if (end % 4 != 0 || !absl::Base64Unescape(av(text.substr(0, end)), &piece)) return false;
+    out += piece;
+    text.remove_prefix(end);
+  }
+  return true;
+}
+
+// The largest body the port reads: one frame of max_message_bytes, as base64 in text mode.
+uint64_t body_bound(uint64_t max_message_bytes, bool text) {
+  const uint64_t binary = max_message_bytes + kFrameHeader;
+  return text ? (binary + 2) / 3 * 4 : binary;
 }
 
 // "/polygrad.v1.Polygrad/Realize" -> the method's descriptor, for the daemon's own services only.
@@ -121,6 +147,7 @@ struct WebCall {
   bool started = false;
   bool finished = false;  // Finish has returned the status
   bool ended = false;     // the trailer frame is in `out`
+  bool text = false;      // grpc-web-text: each frame goes out as base64 of its own
   std::string out;        // bytes not yet handed to the HTTP response
   size_t pos = 0;
 
@@ -153,6 +180,7 @@ struct WebCall {
         (void)message.Dump(&slices);
         out = frame_header(0, message.Length());
         for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+        if (text) out = absl::Base64Escape(out);
         return;
       }
     }
@@ -161,6 +189,7 @@ struct WebCall {
     wait();
     finished = true;
     out = web_trailer_frame(static_cast<int>(status.error_code()), status.error_message());
+    if (text) out = absl::Base64Escape(out);
     ended = true;
     gw->metrics->observe_web_request(method_label, static_cast<absl::StatusCode>(status.error_code()));
   }
@@ -204,6 +233,7 @@ struct Request {
   std::string body;
   uint64_t received = 0;     // body bytes so far, kept or not
   std::string allow_origin;  // echoed in Access-Control-Allow-Origin; empty: no CORS headers
+  bool text = false;         // application/grpc-web-text: base64 both ways
   bool answered = false;
 };
 
@@ -230,14 +260,19 @@ MHD_Result plain(MHD_Connection* c, unsigned status, std::string_view text, Requ
   return queue(c, status, r, req);
 }
 
+const char* content_type(const Request& req) {
+  return req.text ? "application/grpc-web-text+proto" : "application/grpc-web+proto";
+}
+
 // A gRPC status without a call: HTTP 200, the status in the body's trailer frame.
 MHD_Result grpc_status(Impl& gw, MHD_Connection* c, Request& req, const std::string& method_label, absl::StatusCode code,
                        std::string_view message) {
   req.answered = true;
   gw.metrics->observe_web_request(method_label, code);
-  const std::string body = web_trailer_frame(static_cast<int>(code), message);
+  std::string body = web_trailer_frame(static_cast<int>(code), message);
+  if (req.text) body = absl::Base64Escape(body);
   MHD_Response* r = MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
-  MHD_add_response_header(r, "Content-Type", "application/grpc-web+proto");
+  MHD_add_response_header(r, "Content-Type", content_type(req));
   return queue(c, MHD_HTTP_OK, r, req);
 }
 
@@ -310,15 +345,17 @@ MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* met
       return plain(c, MHD_HTTP_METHOD_NOT_ALLOWED, "gRPC-Web calls are POST requests", *req);
     }
     const std::string type = absl::AsciiStrToLower(header(c, "Content-Type"));
-    if (type != "application/grpc-web+proto" && type != "application/grpc-web") {
+    req->text = type == "application/grpc-web-text+proto" || type == "application/grpc-web-text";
+    if (type != "application/grpc-web+proto" && type != "application/grpc-web" && !req->text) {
       return plain(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
                    absl::StrCat("content type ", bounded(type),
-                                " is not served: send application/grpc-web+proto (binary frames)"),
+                                " is not served: send application/grpc-web+proto (binary frames) or "
+                                "application/grpc-web-text+proto (base64)"),
                    *req);
     }
     uint64_t length = 0;
     if (absl::SimpleAtoi(header(c, "Content-Length"), &length) &&
-        length > gw.options.max_message_bytes + kFrameHeader) {
+        length > body_bound(gw.options.max_message_bytes, req->text)) {
       return grpc_status(gw, c, *req, req->label, absl::StatusCode::kResourceExhausted,
                          absl::StrCat("request body of ", length, " bytes exceeds max_message_bytes ",
                                       gw.options.max_message_bytes));
@@ -331,6 +368,7 @@ MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* met
   }
   const google::protobuf::MethodDescriptor* m = req->method;
   const std::string& label = req->label;
+  const uint64_t bound = body_bound(gw.options.max_message_bytes, req->text);
   const auto too_large = [&] {
     return grpc_status(gw, c, *req, label, absl::StatusCode::kResourceExhausted,
                        absl::StrCat("request body exceeds max_message_bytes ", gw.options.max_message_bytes));
@@ -339,11 +377,11 @@ MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* met
     // Past the bound the body is read and dropped, so that the client, still sending, gets the
     // answer rather than a reset connection; past four times the bound it is answered at once.
     req->received += *upload_data_size;
-    if (req->received > 4 * (gw.options.max_message_bytes + kFrameHeader)) {
+    if (req->received > 4 * bound) {
       *upload_data_size = 0;
       return too_large();
     }
-    if (req->received <= gw.options.max_message_bytes + kFrameHeader) {
+    if (req->received <= bound) {
       req->body.append(upload_data, *upload_data_size);
     } else {
       std::string().swap(req->body);
@@ -353,7 +391,7 @@ MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* met
   }
 
   // The whole request is here.
-  if (req->received > gw.options.max_message_bytes + kFrameHeader) return too_large();
+  if (req->received > bound) return too_large();
   if (m == nullptr) {
     return grpc_status(gw, c, *req, label, absl::StatusCode::kUnimplemented,
                        absl::StrCat("no method ", bounded(req->path), " on the gRPC-Web port"));
@@ -361,6 +399,14 @@ MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* met
   if (m->client_streaming()) {
     return grpc_status(gw, c, *req, label, absl::StatusCode::kUnimplemented,
                        absl::StrCat(m->name(), " streams requests, which gRPC-Web cannot; use the gRPC port"));
+  }
+  if (req->text) {
+    std::string decoded;
+    if (!decode_text_body(req->body, decoded)) {
+      return grpc_status(gw, c, *req, label, absl::StatusCode::kInvalidArgument,
+                         "the request body is not base64 (application/grpc-web-text)");
+    }
+    req->body = std::move(decoded);
   }
   const std::string& body = req->body;
   if (body.size() < kFrameHeader || (static_cast<unsigned char>(body[0]) & kTrailerFlag) != 0) {
@@ -401,6 +447,7 @@ MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* met
   auto call = std::make_unique<WebCall>();
   call->gw = &gw;
   call->method_label = label;
+  call->text = req->text;
   if (authorization.size() == 1) call->ctx.AddMetadata("authorization", authorization[0]);
   if (const std::string t = header(c, "grpc-timeout"); !t.empty()) {
     std::chrono::nanoseconds timeout{};
@@ -417,7 +464,7 @@ MHD_Result handle(void* cls, MHD_Connection* c, const char* url, const char* met
   MHD_Response* r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, read_call, call.get(), free_call);
   if (r == nullptr) return MHD_NO;
   call.release();  // the response owns it now: free_call
-  MHD_add_response_header(r, "Content-Type", "application/grpc-web+proto");
+  MHD_add_response_header(r, "Content-Type", content_type(*req));
   return queue(c, MHD_HTTP_OK, r, *req);
 }
 

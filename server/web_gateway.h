@@ -1,6 +1,8 @@
 // gRPC-Web on --web-listen: browsers cannot speak gRPC over HTTP/2 with trailers, so the same
 // service is offered over HTTP/1.1 in the gRPC-Web framing (application/grpc-web+proto: each
-// message a 5-byte header and its bytes, the status as a final frame in the body).
+// message a 5-byte header and its bytes, the status as a final frame in the body), and in its
+// text form (application/grpc-web-text: the same frames as base64, each response frame encoded on
+// its own), which the official grpc-web client uses by default.
 //
 // Every call is passed, as bytes, to the daemon's own gRPC server through its in-process channel,
 // so it meets the same handlers, interceptors (request ids, tenants), quotas and limits as a call

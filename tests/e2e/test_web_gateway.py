@@ -3,6 +3,7 @@ the gRPC-Web framing over plain HTTP/1.1 (http.client, no gRPC library), the sta
 trailer frame, CORS restricted to --web-allow-origin, bearer tokens, and the adversarial cases
 the gRPC port meets (bad frames, undecodable messages, huge bodies, slow clients), each with the
 daemon serving afterwards and nothing left on it."""
+import base64
 import http.client
 import re
 import socket
@@ -132,6 +133,82 @@ def test_unary_and_streaming_calls(web):
   assert metric(web, r"polygradd_sessions") == 0
 
 
+TEXT = {"Content-Type": "application/grpc-web-text+proto"}
+
+
+def text_call(port: int, method: str, body: bytes, response_type=None):
+  """A call in grpc-web-text: `body` is sent as given (base64); the response must be base64 pieces,
+  each a whole number of 4-character groups, whose bytes are a valid gRPC-Web response."""
+  status, headers, out = post(port, method, body, TEXT)
+  assert status == 200, out
+  assert headers["content-type"] == "application/grpc-web-text+proto"
+  raw = b"".join(base64.b64decode(p, validate=True) for p in re.findall(rb"[A-Za-z0-9+/]+=*", out))
+  messages, trailers = parse(raw)
+  parsed = [response_type.FromString(m) for m in messages] if response_type else messages
+  return parsed, int(trailers["grpc-status"]), trailers.get("grpc-message", "")
+
+
+def test_text_mode_is_base64_both_ways(web):
+  port = web.web_port
+  (info,), code, _ = text_call(port, "GetInfo", base64.b64encode(frame(pb.GetInfoRequest().SerializeToString())),
+                               pb.ServerInfo)
+  assert code == 0 and info.version
+  (resp,), code, _ = text_call(port, "CreateSession", base64.b64encode(frame(b"")), pb.CreateSessionResponse)
+  assert code == 0
+  sid = resp.session_id
+  data = np.arange(4, dtype=np.float32)
+  req = frame(pb.RealizeRequest(session_id=sid, outputs=[2], nodes=[
+      pb.Node(id=1, op=pb.BUFFER, dtype=pb.FLOAT32, buffer=pb.BufferSource(data=data.tobytes(), shape=[4, 1])),
+      pb.Node(id=2, op=pb.EXPAND, src=[1], shape=pb.Shape(dims=[4, 100000]))]).SerializeToString())
+  # A body in two padded pieces, as a client encoding chunk by chunk sends it.
+  (realized,), code, message = text_call(port, "Realize", base64.b64encode(req[:7]) + base64.b64encode(req[7:]),
+                                         pb.RealizeResponse)
+  assert code == 0, message
+  # A stream: every DownloadChunk frame and the trailer come as pieces of their own.
+  status, _, out = post(port, "Download", base64.b64encode(frame(pb.DownloadRequest(
+      session_id=sid, handle=realized.results[0].handle, chunk_bytes=1 << 18).SerializeToString())), TEXT)
+  assert status == 200
+  pieces = re.findall(rb"[A-Za-z0-9+/]+=*", out)
+  assert len(pieces) >= 4, out
+  chunks, code, _ = text_call(port, "Download", base64.b64encode(frame(pb.DownloadRequest(
+      session_id=sid, handle=realized.results[0].handle, chunk_bytes=1 << 18).SerializeToString())), pb.DownloadChunk)
+  assert code == 0 and chunks[-1].last
+  np.testing.assert_array_equal(np.frombuffer(b"".join(c.data for c in chunks), dtype=np.float32),
+                                np.repeat(data, 100000))
+  # Not base64; base64 of a bad frame; a base64 body past the bound (read, dropped, refused).
+  _, code, message = text_call(port, "GetInfo", b"frame!!")
+  assert code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and "base64" in message, message
+  _, code, message = text_call(port, "GetInfo", base64.b64encode(b"\x00\x00\x00\x00\x09abc"))
+  assert code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and "says 9 bytes" in message, message
+  # The bound is max_message_bytes before encoding: a 3.5 MiB part is 4.7 MB as base64, accepted.
+  big = np.ones(7 << 17, dtype=np.float32)
+  (opened,), code, message = text_call(port, "OpenUpload", base64.b64encode(frame(pb.UploadHeader(
+      session_id=sid, dtype=pb.FLOAT32, shape=[big.size]).SerializeToString())), pb.OpenUploadResponse)
+  assert code == 0, message
+  (done,), code, message = text_call(port, "UploadPart", base64.b64encode(frame(pb.UploadPartRequest(
+      session_id=sid, upload_id=opened.upload_id, offset=0, data=big.tobytes(), last=True).SerializeToString())),
+                                     pb.UploadResponse)
+  assert code == 0 and done.bytes == big.nbytes, message
+  # One byte past the encoded bound is refused from the headers alone.
+  with socket.create_connection(("127.0.0.1", port), timeout=WAIT_LIMIT) as s:
+    s.sendall(b"POST /polygrad.v1.Polygrad/Realize HTTP/1.1\r\nHost: x\r\nContent-Type: "
+              b"application/grpc-web-text\r\nContent-Length: %d\r\n\r\n" % ((4194304 + 5 + 2) // 3 * 4 + 1))
+    head = read_until(s, b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))
+    body = head.split(b"\r\n\r\n", 1)[1]
+    while len(body) < length:
+      body += s.recv(65536)
+  _, trailers = parse(base64.b64decode(body))
+  assert trailers["grpc-status"] == "8" and "max_message_bytes 4194304" in trailers["grpc-message"], trailers
+  _, code, message = text_call(port, "Release", base64.b64encode(frame(pb.ReleaseRequest(
+      session_id=sid, handles=[done.handle]).SerializeToString())))
+  assert code == 0, message
+  _, code, message = text_call(port, "CloseSession", base64.b64encode(frame(
+      pb.CloseSessionRequest(session_id=sid).SerializeToString())))
+  assert code == 0, message
+  assert metric(web, r"polygradd_buffers") == 0
+
+
 def test_errors_are_statuses_and_the_daemon_keeps_serving(web):
   port = web.web_port
   sid = session(port)
@@ -168,7 +245,7 @@ def test_errors_are_statuses_and_the_daemon_keeps_serving(web):
   conn.request("GET", "/")
   assert conn.getresponse().status == 405
   conn.close()
-  status, _, _ = post(port, "GetInfo", frame(msg), {"Content-Type": "application/grpc-web-text"})
+  status, _, _ = post(port, "GetInfo", frame(msg), {"Content-Type": "application/json"})
   assert status == 415
   _, code, _ = call(port, "GetInfo", pb.GetInfoRequest(), pb.ServerInfo, {"grpc-timeout": "soon"})
   assert code == 3
