@@ -13,6 +13,12 @@
 # quick compile tier (libtcc, linked statically) needs TinyCC's run-time files. CUDA kernels
 # are compiled with NVRTC, which the CUDA runtime base image provides; the daemon dlopen()s
 # libcuda and NVRTC, so the same image starts (CPU only) on a host without a GPU.
+#
+# The browser playground (examples/browser and the JavaScript client's browser build, bundled
+# in a Node stage with the client's lockfile) is in /usr/share/polygrad/playground; the gRPC-Web
+# port and the page are off unless asked for:
+#   docker run --rm -p 127.0.0.1:8080:8080 polygrad/polygradd \
+#     --web-listen=0.0.0.0:8080 --web-playground=/usr/share/polygrad/playground
 ARG CUDA_VERSION=13.0.1
 ARG UBUNTU_VERSION=ubuntu24.04
 
@@ -27,8 +33,23 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
     scripts/build build -DPOLYGRAD_TESTS=OFF \
  && mkdir -p /out \
  && cp build/polygradd /out/polygradd \
+ && cp clients/js/src/ops.gen.js /out/ops.gen.js \
  && scripts/runtime-deps build/polygradd > /out/runtime-packages.txt \
  && echo "run-time packages:" && cat /out/runtime-packages.txt
+
+FROM node:20-bookworm-slim AS browser
+WORKDIR /src
+COPY proto proto
+COPY clients/js clients/js
+COPY examples/browser examples/browser
+# The client's op table, generated from the op schema by the build stage (scripts/gen-ops).
+COPY --from=build /out/ops.gen.js clients/js/src/ops.gen.js
+RUN cd clients/js \
+ && npm ci --no-audit --no-fund \
+ && mkdir -p /out/playground \
+ && cp ../../examples/browser/index.html ../../examples/browser/playground.js /out/playground/ \
+ && node scripts/build-browser.mjs /out/playground \
+ && ls -l /out/playground
 
 FROM nvidia/cuda:${CUDA_VERSION}-runtime-${UBUNTU_VERSION} AS runtime
 ENV DEBIAN_FRONTEND=noninteractive
@@ -43,6 +64,7 @@ RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/polygrad --cre
  && mkdir -p /var/cache/polygrad \
  && chown polygrad:polygrad /var/cache/polygrad
 COPY --from=build /out/polygradd /usr/local/bin/polygradd
+COPY --from=browser /out/playground /usr/share/polygrad/playground
 
 USER polygrad
 WORKDIR /var/lib/polygrad
