@@ -122,7 +122,7 @@ class NodeDecoder {
                                                        " differs from the derived dtype ", av(dtype_name(u->dtype))));
       }
     }
-    return DecodedNode{node_.id(), u, leaf_};
+    return DecodedNode{node_.id(), u, leaf_, std::move(random_keys_)};
   }
 
  private:
@@ -167,7 +167,7 @@ class NodeDecoder {
 
   // Composites are core's: the node's parameters become core's CompositeArgs, and the daemon's
   // limits and devices reach the builder as checks.
-  absl::StatusOr<UOpRef> build_composite() const {
+  absl::StatusOr<UOpRef> build_composite() {
     const frontend::CompositeArgs args = composite_args(node_.composite());
     std::optional<DType> dtype;
     if (node_.dtype() != v1::DTYPE_UNSPECIFIED) {
@@ -182,8 +182,20 @@ class NodeDecoder {
                                  [this](int64_t code) { return engine_.check_device(code); },
                                  [this](std::span<const int64_t> shape, std::string_view what) {
                                    return check_work(shape, limits_, what);
-                                 }};
+                                 },
+                                 [this](const std::array<uint32_t, 3>& words) { return random_key_buffer(words); }};
     return spec_.composite(call);
+  }
+
+  // A random op's key as a buffer of its own, so its kernels compile once for every key.
+  absl::StatusOr<UOpRef> random_key_buffer(const std::array<uint32_t, 3>& words) {
+    absl::StatusOr<BufferPtr> buf = engine_.allocate(DType::UInt32, {3}, Buffer::Fill::None);  // filled just below
+    if (!buf.ok()) return buf.status();
+    std::memcpy((*buf)->data(), words.data(), sizeof(words));
+    absl::StatusOr<UOpRef> leaf = frontend::buffer((*buf)->id(), DType::UInt32, {3});
+    if (!leaf.ok()) return leaf.status();
+    random_keys_.emplace_back(*leaf, *std::move(buf));
+    return leaf;
   }
 
   absl::StatusOr<DType> required_dtype() const {
@@ -294,6 +306,7 @@ class NodeDecoder {
 
   const v1::Node& node_;
   const OpSpec& spec_;
+  std::vector<std::pair<UOpRef, BufferPtr>> random_keys_;
   std::vector<UOpRef> src_;
   const NodeResolver& resolver_;
   Engine& engine_;

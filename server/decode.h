@@ -48,6 +48,9 @@ struct DecodedNode {
   uint64_t id;
   UOpRef uop;
   BufferPtr leaf;  // BUFFER nodes: the buffer their UOp stands for (bind it when realizing)
+  // Random ops: their keys' buffers and the BUFFER UOps inside `uop` that stand for them (bind
+  // them too); the words are random_key_words(seed, counter), which a compiled step may rewrite.
+  std::vector<std::pair<UOpRef, BufferPtr>> random_keys;
 };
 
 struct DecodedNodes {

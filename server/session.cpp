@@ -163,6 +163,7 @@ absl::Status Session::commit_nodes(DecodedNodes& decoded, std::vector<uint64_t>&
   std::vector<BufferPtr> leaves;
   for (const DecodedNode& n : decoded.nodes) {
     if (n.leaf) leaves.push_back(n.leaf);
+    for (const auto& [uop, key] : n.random_keys) leaves.push_back(key);
   }
   absl::StatusOr<Reservation> room = held_.reserve(leaves);
   if (!room.ok()) return room.status();
@@ -174,6 +175,11 @@ absl::Status Session::commit_nodes(DecodedNodes& decoded, std::vector<uint64_t>&
     if (n.leaf) {
       e.realized = std::move(n.leaf);
       bind(e.lazy, e.realized);
+    }
+    // A random key is no node's: bound as an orphan, it stays while an unrealized graph reads it.
+    for (const auto& [uop, key] : n.random_keys) {
+      bind(uop, key);
+      unbind(uop.get());
     }
   }
   transfer.upload += decoded.inline_bytes;

@@ -122,8 +122,8 @@ Built topk_op(const Call& c) {
 // The masked form's fourth source is the mask; p > 0 drops attention weights (seed, counter).
 Built attention(const Call& c) {
   const UOpRef mask = c.src.size() > 3 ? c.src[3] : nullptr;
-  return scaled_dot_product_attention(c.src[0], c.src[1], c.src[2], mask, c.arg.causal, c.arg.p,
-                                      RandomKey{c.arg.seed, c.arg.counter});
+  PG_ASSIGN(key, random_key(c));
+  return scaled_dot_product_attention(c.src[0], c.src[1], c.src[2], mask, c.arg.causal, c.arg.p, key);
 }
 
 Built arange_op(const Call& c) {
@@ -195,12 +195,27 @@ Built gather_op(const Call& c) {
   return gather(c.src[0], *axis, c.src[1]);
 }
 
+}  // namespace
+
+absl::StatusOr<RandomKey> random_key(const CompositeCall& call) {
+  RandomKey key{call.arg.seed, call.arg.counter};
+  PG_ASSIGN(words, random_key_words(key.seed, key.counter));
+  if (call.random_key_data) {
+    PG_ASSIGN(data, call.random_key_data(words));
+    key.words = data;
+  }
+  return key;
+}
+
+namespace {
+
 template <Built (*F)(const Shape&, DType, RandomKey)>
 Built random_op(const Call& c) {
   absl::StatusOr<DType> dt = required_dtype(c);
   if (!dt.ok()) return dt.status();
   if (absl::Status s = c.check_shape(c.arg.shape, "composite.shape"); !s.ok()) return s;
-  return F(c.arg.shape, *dt, RandomKey{c.arg.seed, c.arg.counter});
+  PG_ASSIGN(key, random_key(c));
+  return F(c.arg.shape, *dt, key);
 }
 
 // randn * std + mean, in the node's dtype (the clients built it so before).
@@ -216,7 +231,8 @@ Built randint_op(const Call& c) {
   absl::StatusOr<DType> dt = required_dtype(c);
   if (!dt.ok()) return dt.status();
   if (absl::Status s = c.check_shape(c.arg.shape, "composite.shape"); !s.ok()) return s;
-  return randint(c.arg.shape, *dt, c.arg.low, c.arg.high, RandomKey{c.arg.seed, c.arg.counter});
+  PG_ASSIGN(key, random_key(c));
+  return randint(c.arg.shape, *dt, c.arg.low, c.arg.high, key);
 }
 
 Built copy_op(const Call& c) {
@@ -382,7 +398,10 @@ constexpr auto kTable = std::to_array<Entry>({
     {"CUMMIN", scan_indices<cummin>},
     {"CUMPROD", scan<cumprod>},
     {"CUMSUM", scan<cumsum>},
-    {"DROPOUT", [](const Call& c) { return dropout(c.src[0], c.arg.p, RandomKey{c.arg.seed, c.arg.counter}); }},
+    {"DROPOUT", [](const Call& c) -> Built {
+       PG_ASSIGN(key, random_key(c));
+       return dropout(c.src[0], c.arg.p, key);
+     }},
     {"EINSUM", einsum_op},
     {"ELU", [](const Call& c) { return elu(c.src[0], c.arg.alpha); }},
     {"ERF", unary<erf>},

@@ -5,6 +5,7 @@
 // an Op value with its schema options plus an entry here and its builder in core/frontend.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/frontend/random.h"
 #include "core/ir/uop.h"
 
 namespace polygrad::frontend {
@@ -75,7 +77,14 @@ struct CompositeCall {
   // A grid computed but never allocated (a window op's output times its window), held to the
   // daemon's work bound rather than its tensor size bound.
   ShapeCheck check_work;
+  // Random ops: a uint32 [3] tensor of data holding a key's words (random_key_words), so that
+  // kernels read the key rather than compile it in. Unset: the key is compiled in as constants.
+  std::function<absl::StatusOr<UOpRef>(const std::array<uint32_t, 3>& words)> random_key_data;
 };
+
+// The stream a random composite draws from: its seed and counter, as data when the call can make
+// data (random_key_data), else as constants.
+absl::StatusOr<RandomKey> random_key(const CompositeCall& call);
 
 using CompositeBuilder = absl::StatusOr<UOpRef> (*)(const CompositeCall&);
 

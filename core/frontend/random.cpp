@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/frontend/composites.h"
 #include "core/frontend/status_macros.h"
 #include "core/frontend/tensor_ops.h"
 
@@ -86,9 +87,38 @@ absl::Status need_float_dtype(DType dt, const char* what) {
 
 }  // namespace
 
+absl::StatusOr<std::array<uint32_t, 3>> random_key_words(uint64_t seed, uint64_t counter) {
+  if (counter > std::numeric_limits<uint32_t>::max())
+    return absl::InvalidArgumentError(absl::StrCat("random counter ", counter, " does not fit in 32 bits"));
+  return std::array<uint32_t, 3>{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                                 static_cast<uint32_t>(counter)};
+}
+
+namespace {
+
+// The key's three words as uint32 scalars (shape []): read from key.words, or constants.
+absl::StatusOr<std::array<UOpRef, 3>> key_scalars(const RandomKey& key) {
+  PG_ASSIGN(w, random_key_words(key.seed, key.counter));
+  std::array<UOpRef, 3> out;
+  for (int i = 0; i < 3; ++i) {
+    if (key.words == nullptr) {
+      PG_ASSIGN(c, u32(w[i], {}));
+      out[i] = c;
+      continue;
+    }
+    if (key.words->dtype != DType::UInt32 || key.words->shape != Shape{3})
+      return absl::InternalError("a random key's words must be a uint32 tensor of shape [3]");
+    PG_ASSIGN(one, shrink(key.words, {{i, i + 1}}));
+    PG_ASSIGN(scalar, reshape(one, {}));
+    out[i] = scalar;
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<RandomBits> random_bits(const Shape& shape, RandomKey key) {
-  if (key.counter > std::numeric_limits<uint32_t>::max())
-    return absl::InvalidArgumentError(absl::StrCat("random counter ", key.counter, " does not fit in 32 bits"));
+  PG_ASSIGN(words, key_scalars(key));
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return absl::InvalidArgumentError("random tensor shape has a negative dimension");
@@ -97,11 +127,17 @@ absl::StatusOr<RandomBits> random_bits(const Shape& shape, RandomKey key) {
       return absl::InvalidArgumentError("random tensors are limited to 2^32 - 1 elements");
   }
   PG_ASSIGN(index, row_major_index(shape));
-  const auto k0 = static_cast<uint32_t>(key.seed), k1 = static_cast<uint32_t>(key.seed >> 32);
-  const uint32_t ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
+  // threefry's key schedule: k0, k1 and their parity word, as scalars spread over `shape`.
+  const auto& [k0, k1, counter] = words;
+  PG_ASSIGN(k01, alu(Ops::XOR, {k0, k1}));
+  PG_ASSIGN(parity, binary(Ops::XOR, k01, 0x1BD11BDAu));
+  const UOpRef ks[3] = {k0, k1, parity};
+  const auto spread = [&](const UOpRef& scalar) { return broadcast_to(scalar, shape); };
   constexpr int kRotations[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
-  PG_ASSIGN(x0_init, binary(Ops::ADD, index, ks[0]));
-  PG_ASSIGN(x1_init, u32(static_cast<uint32_t>(key.counter) + ks[1], shape));
+  PG_ASSIGN(k0s, spread(ks[0]));
+  PG_ASSIGN(x0_init, alu(Ops::ADD, {index, k0s}));
+  PG_ASSIGN(x1_scalar, alu(Ops::ADD, {counter, ks[1]}));
+  PG_ASSIGN(x1_init, spread(x1_scalar));
   UOpRef x0 = x0_init, x1 = x1_init;
   for (int group = 0; group < 5; ++group) {  // 20 rounds, a key injection after every 4
     for (int r : kRotations[group % 2]) {
@@ -111,8 +147,11 @@ absl::StatusOr<RandomBits> random_bits(const Shape& shape, RandomKey key) {
       x0 = sum;
       x1 = mixed;
     }
-    PG_ASSIGN(a, binary(Ops::ADD, x0, ks[(group + 1) % 3]));
-    PG_ASSIGN(b, binary(Ops::ADD, x1, ks[(group + 2) % 3] + static_cast<uint32_t>(group + 1)));
+    PG_ASSIGN(inject0, spread(ks[(group + 1) % 3]));
+    PG_ASSIGN(inject1_scalar, binary(Ops::ADD, ks[(group + 2) % 3], static_cast<uint32_t>(group + 1)));
+    PG_ASSIGN(inject1, spread(inject1_scalar));
+    PG_ASSIGN(a, alu(Ops::ADD, {x0, inject0}));
+    PG_ASSIGN(b, alu(Ops::ADD, {x1, inject1}));
     x0 = a;
     x1 = b;
   }

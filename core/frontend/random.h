@@ -5,6 +5,7 @@
 // and device, and different seeds or counters give independent streams.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "absl/status/statusor.h"
@@ -16,7 +17,15 @@ namespace polygrad::frontend {
 struct RandomKey {
   uint64_t seed = 0;
   uint64_t counter = 0;
+  // When set, a uint32 tensor of shape [3] holding random_key_words(seed, counter), which the
+  // kernels read in place of compiled-in constants: one compiled kernel then serves every seed and
+  // counter (an eager loop drawing a new stream each step compiles nothing after its first), and
+  // a compiled step can be handed another key per run by rewriting the tensor's buffer.
+  UOpRef words;
 };
+
+// The words of a key: the seed's low and high 32 bits, then the counter (which must fit 32 bits).
+absl::StatusOr<std::array<uint32_t, 3>> random_key_words(uint64_t seed, uint64_t counter);
 
 // The two threefry output words of every element, as uint32 tensors of `shape`.
 struct RandomBits {

@@ -91,7 +91,9 @@ absl::StatusOr<UOpRef> build_multinomial(const CompositeCall& call) {
     if (s.ok()) s = call.check_shape(Shape{rows, call.arg.n, classes}, "its draw-by-class comparisons");
     if (!s.ok()) return s;
   }
-  return frontend::multinomial(w, call.arg.n, call.arg.replacement, frontend::RandomKey{call.arg.seed, call.arg.counter});
+  absl::StatusOr<frontend::RandomKey> key = frontend::random_key(call);
+  if (!key.ok()) return key.status();
+  return frontend::multinomial(w, call.arg.n, call.arg.replacement, *key);
 }
 
 }  // namespace polygrad::frontend

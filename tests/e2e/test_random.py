@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import run_watching_buffers
 from polygrad import Tensor, dtypes
 
 pytestmark = pytest.mark.usefixtures("live_daemon")
@@ -151,6 +152,42 @@ def test_bad_random_arguments_raise_locally():
     Tensor.randint(3, low=5, high=5)
   with pytest.raises(ValueError):
     Tensor.randint(3, low=0, high=300, dtype=dtypes.int8)
+
+
+def test_a_new_stream_compiles_nothing(tmp_path):
+  """The key (seed, counter) reaches the kernels as data: after the first call of each random op,
+  every later call, each drawing a new stream, reuses the compiled kernels and the schedule; the
+  values stay the reference's; the keys' buffers go with the tensors."""
+  out = run_watching_buffers(tmp_path, """
+      import numpy as np
+      from polygrad import Tensor, graph as g
+      Tensor.manual_seed(5)
+      x = Tensor.ones(64, 64).contiguous().realize()
+      w = Tensor([[0.2, 0.5, 0.3]] * 4).realize()
+      makers = {"rand": lambda: Tensor.rand(64, 64), "randn": lambda: Tensor.randn(64, 64),
+                "randint": lambda: Tensor.randint(64, 64, low=0, high=9),
+                "dropout": lambda: x.dropout(0.5), "multinomial": lambda: w.multinomial(5, replacement=True)}
+      Tensor.training = True
+      before = buffers()
+      for name, make in makers.items():
+        first = make().numpy()
+        for _ in range(3):
+          again = make().numpy()
+          s = g.GRAPH.last_stats
+          print(name, s.compiled, s.schedule_cache_hit, bool((again != first).any()))
+      print("buffers", buffers() - before)
+      Tensor.manual_seed(11)
+      print("rand11", Tensor.rand(8).numpy().tolist())
+  """)
+  lines = out.splitlines()
+  for line in lines[:-2]:
+    name, compiled, hit, differs = line.split()
+    assert compiled == "0" and hit == "True", f"{name}: a new stream compiled kernels: {line}"
+    assert differs == "True", f"{name}: a later call drew the first call's numbers"
+  assert lines[-2] == "buffers 0.0", out
+  lo, _ = reference_words(8, 11, 0)
+  np.testing.assert_array_equal(np.array(eval(lines[-1].split(" ", 1)[1]), dtype=np.float32),
+                                (lo >> np.uint64(8)).astype(np.float32) * np.float32(2.0 ** -24))
 
 
 def test_daemon_rejects_bad_random_nodes_and_keeps_serving():
