@@ -194,7 +194,7 @@ class NodeDecoder {
     std::memcpy((*buf)->data(), words.data(), sizeof(words));
     absl::StatusOr<UOpRef> leaf = frontend::buffer((*buf)->id(), DType::UInt32, {3});
     if (!leaf.ok()) return leaf.status();
-    random_keys_.emplace_back(*leaf, *std::move(buf));
+    random_keys_.push_back(DecodedNode::RandomKey{*leaf, *std::move(buf), words});
     return leaf;
   }
 
@@ -306,7 +306,7 @@ class NodeDecoder {
 
   const v1::Node& node_;
   const OpSpec& spec_;
-  std::vector<std::pair<UOpRef, BufferPtr>> random_keys_;
+  std::vector<DecodedNode::RandomKey> random_keys_;
   std::vector<UOpRef> src_;
   const NodeResolver& resolver_;
   Engine& engine_;

@@ -4,6 +4,7 @@
 // Decoding is all-or-nothing: the caller adds the returned nodes only when every one decoded.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -48,9 +49,15 @@ struct DecodedNode {
   uint64_t id;
   UOpRef uop;
   BufferPtr leaf;  // BUFFER nodes: the buffer their UOp stands for (bind it when realizing)
-  // Random ops: their keys' buffers and the BUFFER UOps inside `uop` that stand for them (bind
-  // them too); the words are random_key_words(seed, counter), which a compiled step may rewrite.
-  std::vector<std::pair<UOpRef, BufferPtr>> random_keys;
+  // Random ops: their keys' buffers, each with the BUFFER UOp inside `uop` that stands for it
+  // (bind it too) and the words it holds (random_key_words(seed, counter)), which a compiled step
+  // may rewrite per run.
+  struct RandomKey {
+    UOpRef uop;
+    BufferPtr buffer;
+    std::array<uint32_t, 3> words;
+  };
+  std::vector<RandomKey> random_keys;
 };
 
 struct DecodedNodes {

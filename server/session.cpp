@@ -163,7 +163,7 @@ absl::Status Session::commit_nodes(DecodedNodes& decoded, std::vector<uint64_t>&
   std::vector<BufferPtr> leaves;
   for (const DecodedNode& n : decoded.nodes) {
     if (n.leaf) leaves.push_back(n.leaf);
-    for (const auto& [uop, key] : n.random_keys) leaves.push_back(key);
+    for (const DecodedNode::RandomKey& k : n.random_keys) leaves.push_back(k.buffer);
   }
   absl::StatusOr<Reservation> room = held_.reserve(leaves);
   if (!room.ok()) return room.status();
@@ -177,9 +177,10 @@ absl::Status Session::commit_nodes(DecodedNodes& decoded, std::vector<uint64_t>&
       bind(e.lazy, e.realized);
     }
     // A random key is no node's: bound as an orphan, it stays while an unrealized graph reads it.
-    for (const auto& [uop, key] : n.random_keys) {
-      bind(uop, key);
-      unbind(uop.get());
+    for (const DecodedNode::RandomKey& k : n.random_keys) {
+      bind(k.uop, k.buffer);
+      bindings_[k.uop.get()].random_words = k.words;
+      unbind(k.uop.get());
     }
   }
   transfer.upload += decoded.inline_bytes;

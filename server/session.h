@@ -4,6 +4,7 @@
 // session (explicitly, by idle expiry or when its stream drops) frees everything it held.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -154,6 +155,8 @@ class Session {
     UOpRef uop;
     BufferPtr buffer;
     int refs = 0;
+    // A random op's key (its words as decoded): a compiled step may draw from others per run.
+    std::optional<std::array<uint32_t, 3>> random_words;
   };
   class Resolver;
   class BusyGuard;
@@ -186,6 +189,9 @@ class Session {
   absl::StatusOr<DecodedNodes> decode(const google::protobuf::RepeatedPtrField<v1::Node>& nodes) const;
   // Compiled-step helpers (server/step.cpp), called with mu_ held.
   absl::StatusOr<BufferPtr> step_buffer_of(uint64_t node_id, std::string_view role);
+  // The key buffers of the random nodes `spec` computes whose streams the trace drew (`traced`).
+  absl::Status find_random_keys(const v1::StepRandom& traced, const StepSpec& spec,
+                                std::vector<CompiledStep::RandomKey>& out) const;
   absl::Status privatize(uint64_t node_id);
   // `clean`: nodes already found not to read them (skipped next time).
   void invalidate_readers(const absl::flat_hash_set<uint64_t>& buffer_ids,

@@ -1,4 +1,5 @@
 // Session's compiled-step calls: CompileStep, RunStep, ReleaseStep (see server/session.h).
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -205,6 +206,9 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
       for (const StepAssign& a : spec.assigns) roots.push_back(a.value);
       if (absl::Status s = quotas_->check_depth(roots); !s.ok()) return fail(s);
     }
+    if (request.has_random() && request.random().count() > 0) {
+      if (absl::Status s = find_random_keys(request.random(), spec, step->random_keys); !s.ok()) return fail(s);
+    }
     keep_alive.reserve(bindings_.size());
     for (const auto& [ptr, b] : bindings_) {
       keep_alive.push_back(b.uop);
@@ -250,6 +254,36 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
   return response;
 }
 
+absl::Status Session::find_random_keys(const v1::StepRandom& traced, const StepSpec& spec,
+                                       std::vector<CompiledStep::RandomKey>& out) const {
+  if (traced.counter_base() > std::numeric_limits<uint32_t>::max() || traced.count() > (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError(absl::StrCat("random: counter_base ", traced.counter_base(), " and count ",
+                                                   traced.count(), " must fit in 32 bits"));
+  }
+  // The step computes what is reachable from its roots without passing through a bound value
+  // (which it reads); the random keys met on the way, of the traced streams, are its own.
+  std::vector<const UOp*> stack;
+  for (const UOpRef& r : spec.outputs) stack.push_back(r.get());
+  for (const UOpRef& r : spec.materialize) stack.push_back(r.get());
+  for (const StepAssign& a : spec.assigns) stack.push_back(a.value.get());
+  absl::flat_hash_set<const UOp*> seen;
+  while (!stack.empty()) {
+    const UOp* u = stack.back();
+    stack.pop_back();
+    if (!seen.insert(u).second) continue;
+    if (auto b = bindings_.find(u); b != bindings_.end()) {
+      if (const auto& w = b->second.random_words) {
+        const uint64_t seed = (*w)[0] | (uint64_t{(*w)[1]} << 32);
+        const uint32_t delta = (*w)[2] - static_cast<uint32_t>(traced.counter_base());
+        if (seed == traced.seed() && delta < traced.count()) out.push_back({b->second.buffer, delta});
+      }
+      continue;
+    }
+    for (const UOpRef& s : u->src) stack.push_back(s.get());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& request,
                                                       const std::function<bool()>& should_stop, Transfer& transfer) {
   InUse busy(busy_, *this);
@@ -270,6 +304,10 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
       return absl::NotFoundError(absl::StrCat("step ", request.step_id(), " is not a step of this session"));
     }
     step = it->second;
+    if (request.has_random() && request.random().counter_base() > std::numeric_limits<uint32_t>::max()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("random: counter_base ", request.random().counter_base(), " does not fit in 32 bits"));
+    }
     for (const v1::StepInput& in : request.inputs()) {
       const CompiledStep::Input* slot = nullptr;
       for (const CompiledStep::Input& s : step->inputs) {
@@ -308,6 +346,14 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
   std::vector<std::pair<int, BufferPtr>> large;  // outputs too big to inline: copies to hand out
   {
     std::lock_guard run_lock(step_run_mu_);
+    if (request.has_random()) {
+      for (const CompiledStep::RandomKey& k : step->random_keys) {
+        const uint64_t seed = request.random().seed();
+        const uint32_t words[3] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                                   static_cast<uint32_t>(request.random().counter_base()) + k.counter_delta};
+        if (absl::Status s = engine_.write(*k.buffer, words, sizeof(words), streams_.get()); !s.ok()) return s;
+      }
+    }
     for (const Feed& f : feeds) {
       if (f.from) {
         if (f.from.get() != f.into)

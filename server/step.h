@@ -19,8 +19,15 @@ struct CompiledStep {
     uint64_t node_id;
     BufferPtr buffer;  // RunStep copies new data here before the kernels run
   };
+  // A random node the trace made (CompileStep's `random`): its key buffer, and its counter less
+  // the traced counter_base, so RunStep's `random` can key it from another seed and base.
+  struct RandomKey {
+    BufferPtr buffer;
+    uint32_t counter_delta;
+  };
   std::unique_ptr<StepProgram> program;
   std::vector<Input> inputs;
+  std::vector<RandomKey> random_keys;
   std::vector<uint64_t> output_ids;            // node ids, in the order of program->outputs()
   absl::flat_hash_set<uint64_t> written_ids;   // ids of the buffers a run writes (inputs, targets)
   absl::flat_hash_map<uint64_t, const UOp*> clean;  // nodes seen not to read written buffers

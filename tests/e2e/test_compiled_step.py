@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -216,7 +217,7 @@ def test_data_made_while_tracing_is_reported():
   x = Tensor(np.ones((2, 4), np.float32))
 
   def fn(model, opt, x):
-    loss = (model(x) * Tensor.rand(2, 4)).sum()  # e.g. a hand-made dropout mask
+    loss = (model(x) * Tensor(np.full((2, 4), 0.5, np.float32))).sum()  # data made inside fn
     loss.backward()
     opt.step()
     opt.zero_grad()
@@ -225,6 +226,17 @@ def test_data_made_while_tracing_is_reported():
   with pytest.warns(UserWarning, match="baked into the step"):
     step = nn.compile_step(fn, m, opt, x)
   step.run()
+
+  def drawing(model, opt, x):
+    loss = (model(x) * Tensor.rand(2, 4)).sum()  # random numbers are drawn anew every run
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    nn.compile_step(drawing, m, opt, x).run()
 
 
 def test_embedding_layernorm_adamw_with_scheduler_matches_eager():

@@ -271,3 +271,43 @@ def test_variables_bind_and_a_jit_follows_their_value():
 
   got = [head_sum(Tensor([0.0]), v.bind(p)).item() for p in (1, 2, 2, 2, 5, 5, 3)]
   assert got == [float(np.arange(p + 1).sum()) for p in (1, 2, 2, 2, 5, 5, 3)]
+
+
+def test_random_numbers_are_drawn_anew_every_replay_as_eagerly():
+  """tinygrad's jit draws new random numbers on every call; so does a replay here: each call's
+  dropout mask and Tensor.rand are exactly what the same calls made eagerly draw. A tensor drawn
+  before the jit keeps its numbers."""
+  x = Tensor.ones(4, 8).contiguous().realize()
+  Tensor.manual_seed(3)
+  before = Tensor.rand(4, 8)  # drawn outside fn, read inside: the same in every call
+
+  @TinyJit
+  def f(x):
+    return (x.dropout(0.5) + Tensor.rand(4, 8) * before).realize()
+
+  def calls(g_):
+    with Tensor.train():
+      return [g_(x).numpy() for _ in range(5)]
+
+  jitted = calls(f)
+  assert f.captured is not None and f.captured.runs == 4
+  Tensor.manual_seed(3)
+  before = Tensor.rand(4, 8)
+  eager = calls(lambda x: x.dropout(0.5) + Tensor.rand(4, 8) * before)
+  for i, (a, b) in enumerate(zip(jitted, eager)):
+    np.testing.assert_array_equal(a, b, err_msg=f"call {i}")
+  assert len({a.tobytes() for a in jitted}) == 5, "every call drew new numbers"
+
+
+def test_a_compiled_steps_random_key_must_fit_32_bits():
+  from polygrad.connection import get_connection
+  from polygrad.errors import PolygradInvalidArgument
+  Tensor.manual_seed(1)
+  x = Tensor.ones(3).contiguous().realize()
+  step = nn.compile_step(lambda x: x + Tensor.rand(3), x)
+  step.run()
+  with pytest.raises(PolygradInvalidArgument, match="counter_base .* 32 bits"):
+    get_connection().run_step(step.step_id, [], random=(1, 1 << 32))
+  with pytest.raises(PolygradInvalidArgument, match="count .* must fit in 32 bits"):
+    get_connection().compile_step([], [], [], [], [], random=(1, 0, (1 << 32) + 1))
+  step.run()

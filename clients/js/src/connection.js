@@ -316,23 +316,25 @@ class Connection {
     });
   }
 
-  async compileStep(nodes, inputs, outputs, assigns, materialize) {
+  // `random`: the traced random streams ({ seed, counter_base, count } as strings), or null.
+  async compileStep(nodes, inputs, outputs, assigns, materialize, random = null) {
     await this._quiet();
     return this.unary('CompileStep', {
       session_id: this.sessionId, nodes, inputs, outputs,
-      assigns: assigns.map(([t, v]) => ({ target_node: t, value: v })), materialize,
+      assigns: assigns.map(([t, v]) => ({ target_node: t, value: v })), materialize, ...(random ? { random } : {}),
     });
   }
 
   // RunStep on the session's stream without waiting; null without a stream.
-  submitRunStep(stepId, inputs, wantData, onSettle) {
-    return this.submit({ run_step: runStepRequest(stepId, inputs, wantData) }, 'RunStep', onSettle);
+  submitRunStep(stepId, inputs, wantData, onSettle, random = null) {
+    return this.submit({ run_step: runStepRequest(stepId, inputs, wantData, random) }, 'RunStep', onSettle);
   }
 
-  // `inputs`: [nodeId, Buffer | handle string] pairs. On the stream when there is one (one
-  // message behind what is outstanding), waiting for the answer.
-  async runStep(stepId, inputs, wantData = true) {
-    const req = runStepRequest(stepId, inputs, wantData);
+  // `inputs`: [nodeId, Buffer | handle string] pairs; `random`: this run's { seed, counter_base }
+  // for the step's traced random nodes, or null. On the stream when there is one (one message
+  // behind what is outstanding), waiting for the answer.
+  async runStep(stepId, inputs, wantData = true, random = null) {
+    const req = runStepRequest(stepId, inputs, wantData, random);
     let own = null;
     const p = await this.submit({ run_step: req }, 'RunStep', (q, err) => { own = err; });
     if (p) {
@@ -395,10 +397,11 @@ class DownloadChunks {
 }
 
 // `inputs`: [nodeId, Buffer | handle string] pairs.
-function runStepRequest(stepId, inputs, wantData) {
+function runStepRequest(stepId, inputs, wantData, random = null) {
   return {
     step_id: stepId, want_data: wantData,
     inputs: inputs.map(([n, v]) => (Buffer.isBuffer(v) ? { node_id: n, data: v } : { node_id: n, handle: v })),
+    ...(random ? { random } : {}),
   };
 }
 

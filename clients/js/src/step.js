@@ -105,6 +105,9 @@ class CompiledStep {
     this._pending = new Map();
     this._values = null;
     this.runs = 0;
+    // { seed, counter_base, count } of the random streams the trace drew (set by traceStep): the first
+    // run draws those, every later run the next `count` counters, as eager calls would.
+    this._random = null;
     this._gen = GRAPH.gen;
     this._released = false;
   }
@@ -207,9 +210,16 @@ class CompiledStep {
         this._sentScalar.set(nid, value);
       }
     }
+    // The first run draws what the trace drew; every later one the next counters, as eagerly.
+    let random = null;
+    if (this._random && this.runs > 0) {
+      const generator = Tensor._randomState();
+      random = { seed: (generator.seed ?? BigInt(this._random.seed)).toString(), counter_base: String(generator.counter) };
+      generator.counter = (generator.counter + Number(this._random.count)) % 2 ** 32;
+    }
     let resp = null;
-    const sent = onAnswer && await this._conn.submitRunStep(this.stepId, feeds, true, (p, err) => onAnswer(p.answer, err));
-    if (!sent) resp = await this._conn.runStep(this.stepId, feeds, true);
+    const sent = onAnswer && await this._conn.submitRunStep(this.stepId, feeds, true, (p, err) => onAnswer(p.answer, err), random);
+    if (!sent) resp = await this._conn.runStep(this.stepId, feeds, true, random);
     this._pending.clear();
     this.runs += 1;
     for (const opt of new Set(this._scalars.map(([o]) => o))) opt.steps = this._k;
@@ -299,10 +309,11 @@ async function traceStep(conn, call, inputs, state, optimizers, resultTensors, i
     for (const o of optimizers) o.steps = firstSteps.get(o);
   }
   const firstK = optimizers.length ? Math.min(...firstSteps.values()) + 1 : 1;
-  const { resp, result, outs, assigns, scalars, rebind, read } = traced;
+  const { resp, result, outs, assigns, scalars, rebind, read, random } = traced;
   const ins = Object.fromEntries(Object.keys(inputs).map((k) => [k, [inputs[k], inputNodes[k]]]));
   const step = new CompiledStep(conn, resp, ins, outs, assigns.map(([old]) => old), scalars, firstK, rebind);
   step.readNodes = read.map((n) => new WeakRef(n));
+  step._random = random;
   step.state = before; // [tensor, the node it stands for] of every in-place target
   return { step, result, rebind };
 }
@@ -312,6 +323,8 @@ async function traceAndCompile(conn, call, tracing, before, inputNodes, ids, res
   const deferred = [];
   GRAPH.tracing = deferred;
   GRAPH.watch = tracing;
+  const generator = Tensor._randomState();
+  const [seedBefore, counterBefore] = [generator.seed, generator.counter];
   let result;
   try {
     result = await call();
@@ -319,6 +332,11 @@ async function traceAndCompile(conn, call, tracing, before, inputNodes, ids, res
     GRAPH.tracing = null;
     GRAPH.watch = null;
   }
+  // The random streams the trace drew, which every later run draws anew (as eager calls would). A
+  // manualSeed inside fn restarts the counter: the step then keeps the trace's numbers.
+  const drawn = (generator.counter - counterBefore + 2 ** 32) % 2 ** 32;
+  const random = drawn && generator.seed !== null && (seedBefore === null || seedBefore === generator.seed)
+    ? { seed: generator.seed.toString(), counter_base: String(counterBefore), count: String(drawn) } : null;
   const outs = resultTensors(result).map((t) => t._node);
   const optimizers = tracing.optimizers;
 
@@ -369,11 +387,13 @@ async function traceAndCompile(conn, call, tracing, before, inputNodes, ids, res
       }
     }
     const scalarIds = new Set(scalars.map(([, , id]) => id));
+    // Random numbers drawn while traced are drawn anew every run (CompileStep's `random`), unless
+    // fn reseeded: then they are as good as data baked in.
     const baked = todo.filter((n) => n.id >= firstNewId && ((n.op === OPS.BUFFER && !scalarIds.has(n.id))
-      || [OPS.RAND, OPS.RANDN, OPS.RANDINT, OPS.DROPOUT].includes(n.op)));
+      || (!random && [OPS.RAND, OPS.RANDN, OPS.RANDINT, OPS.DROPOUT].includes(n.op))));
     if (baked.length) {
-      process.emitWarning(`compileStep: fn made ${baked.length} tensor(s) from data or random numbers while traced; ` +
-        'their values are baked into the step and are the same in every run');
+      process.emitWarning(`compileStep: fn made ${baked.length} tensor(s) from data (or random numbers after ` +
+        'reseeding) while traced; their values are baked into the step and are the same in every run');
     }
     for (const n of todo) {
       if (n.op === OPS.BUFFER && ArrayBuffer.isView(n.arg) && n.arg.byteLength > conn.maxInlineBytes) {
@@ -400,7 +420,7 @@ async function traceAndCompile(conn, call, tracing, before, inputNodes, ids, res
     const sentOrTodo = new Set([...todoIds, ...deferred.filter((n) => n.sent).map((n) => n.id)]);
     const materialize = [...new Set(deferred.filter((n) => sentOrTodo.has(n.id)).map((n) => n.id))];
     const resp = await conn.compileStep(wire.slice(start), [...ids, ...[...scalarIds].sort((a, b) => a - b)],
-      outs.map((n) => n.id), assigns.map(([old, nw]) => [old.id, nw.id]), materialize);
+      outs.map((n) => n.id), assigns.map(([old, nw]) => [old.id, nw.id]), materialize, random);
     for (const n of todo.slice(start)) GRAPH._markSent(n);
     const handles = [];
     for (const n of todo) {
@@ -408,7 +428,7 @@ async function traceAndCompile(conn, call, tracing, before, inputNodes, ids, res
       if (h !== undefined) { GRAPH.uploads.delete(n.id); handles.push(h); }
     }
     if (handles.length) await conn.release([], handles);
-    return { resp, result, outs, assigns, scalars, rebind, read: [...read.values()] };
+    return { resp, result, outs, assigns, scalars, rebind, read: [...read.values()], random };
   });
 }
 

@@ -237,6 +237,12 @@ class Tensor {
     rng.state = random.seed;
   }
 
+  // The device generator's state ({ seed: BigInt | null, counter }), which a compiled step that
+  // draws anew per run advances as its eager calls would.
+  static _randomState() {
+    return random;
+  }
+
   static _randomKey() {
     if (random.seed === null) random.seed = BigInt(Math.floor(Date.now() / 1000)); // unseeded runs differ, as in tinygrad
     const counter = random.counter;

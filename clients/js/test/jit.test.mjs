@@ -116,3 +116,22 @@ test('jit: two jits updating one tensor see each other', async () => {
   }
   assert.deepEqual(got, [1, 2, 12, 13, 23, 33, 34, 35]);
 });
+
+test('jit: random numbers are drawn anew every replay, the numbers eager calls draw', async () => {
+  const x = await Tensor.ones(4, 8).add(0).realize();
+  const calls = async (f) => {
+    Tensor.manualSeed(3);
+    const before = Tensor.rand(4, 8); // drawn outside fn: the same in every call
+    const out = [];
+    for (let i = 0; i < 5; i++) {
+      out.push(Array.from(await (await f(x, before)).data()));
+    }
+    return out;
+  };
+  const g = jit((a, b) => a.dropout(0.5).add(Tensor.rand(4, 8).mul(b)));
+  const jitted = await Tensor.train(() => calls(g));
+  assert.equal(g.captured.runs, 4);
+  const eager = await Tensor.train(() => calls(async (a, b) => a.dropout(0.5).add(Tensor.rand(4, 8).mul(b))));
+  assert.deepEqual(jitted, eager);
+  assert.equal(new Set(jitted.map((v) => v.join())).size, 5, 'every call drew new numbers');
+});

@@ -517,29 +517,32 @@ class Connection:
   # --- compiled steps (polygrad.step) ---------------------------------------------------------
 
   def compile_step(self, nodes: List, inputs: Sequence[int], outputs: Sequence[int],
-                   assigns: Sequence[Tuple[int, int]], materialize: Sequence[int] = ()):
-    """CompileStep: `assigns` are (target node id, value node id) pairs."""
+                   assigns: Sequence[Tuple[int, int]], materialize: Sequence[int] = (), random=None):
+    """CompileStep: `assigns` are (target node id, value node id) pairs; `random` the traced
+    random streams (seed, first counter, count) that runs may redraw."""
     self._quiet()
-    req = wire.compile_step(self.session_id, nodes, inputs, outputs, assigns, materialize)
+    req = wire.compile_step(self.session_id, nodes, inputs, outputs, assigns, materialize, random)
     return self._call("CompileStep", self.stub.CompileStep, req)
 
-  def run_step_async(self, step_id: int, inputs: Sequence, want_data: bool, on_settle) -> Optional[Pending]:
+  def run_step_async(self, step_id: int, inputs: Sequence, want_data: bool, on_settle,
+                     random=None) -> Optional[Pending]:
     """Queues a RunStep on the stream (None: no stream, use run_step)."""
-    return self.submit(RUN_STEP, wire.run_step("", step_id, inputs, want_data).SerializeToString(), "RunStep",
-                       on_settle)
+    return self.submit(RUN_STEP, wire.run_step("", step_id, inputs, want_data, random).SerializeToString(),
+                       "RunStep", on_settle)
 
-  def run_step(self, step_id: int, inputs: Sequence, want_data: bool = True):
-    """RunStep: `inputs` are (node id, bytes) or (node id, handle int) pairs. On the stream when
-    there is one (no extra round trip behind outstanding work), waiting for its answer."""
+  def run_step(self, step_id: int, inputs: Sequence, want_data: bool = True, random=None):
+    """RunStep: `inputs` are (node id, bytes) or (node id, handle int) pairs; `random` this run's
+    (seed, first counter) for the step's traced random nodes. On the stream when there is one (no
+    extra round trip behind outstanding work), waiting for its answer."""
     answer = []
-    p = self.run_step_async(step_id, inputs, want_data, lambda p, err: answer.append((p, err)))
+    p = self.run_step_async(step_id, inputs, want_data, lambda p, err: answer.append((p, err)), random)
     if p is not None:
       self.synchronize()
       _, err = answer[0]
       if err is not None:
         raise err
       return p.wait()
-    req = wire.run_step(self.session_id, step_id, inputs, want_data)
+    req = wire.run_step(self.session_id, step_id, inputs, want_data, random)
     return self._call("RunStep", self.stub.RunStep, req)
 
   def release_step(self, step_id: int) -> None:

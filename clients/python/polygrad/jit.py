@@ -19,8 +19,9 @@ valid. A tensor fn updates or reads that was rebound outside the step (another j
 weights trained eagerly) makes the next call capture again, and so does a bound Variable argument
 with another value (shapes are not symbolic yet: polygrad.variable). A Tensor argument of another
 shape, dtype or device, or other argument names, raise JitError; so do a function that computes
-nothing and a return value that is not made of Tensors. Random numbers drawn inside fn are fixed
-when it is traced (compile_step warns). `JIT=0` in the environment runs every call eagerly.
+nothing and a return value that is not made of Tensors. Random numbers drawn inside fn (rand,
+dropout) are drawn anew in every call, the numbers the same calls would draw eagerly (RunStep's
+`random`). `JIT=0` in the environment runs every call eagerly.
 """
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ input not fed keeps its last data. What fn returns (a tensor or a tuple of tenso
 from every run; `loss_value()` is the first of them as a float.
 
 After compile the daemon does no scheduling: RunStep copies the inputs, launches the compiled
-kernels and updates the state buffers. Optimizer scalars that change from step to step (the
+kernels and updates the state buffers. Random numbers fn draws (Tensor.rand, dropout) are drawn
+anew every run from the client's seed and counter, as eager calls would draw them. Optimizer scalars that change from step to step (the
 learning rate set by a scheduler, the step number of Adam and LAMB) are fed as inputs.
 """
 from __future__ import annotations
@@ -182,6 +183,9 @@ class CompiledTrainingStep:
     self._values: Optional[List[np.ndarray]] = None
     self._waiting = False  # a run is outstanding whose answer sets _values
     self.runs = 0
+    # (seed, first counter, count) of the random streams the trace drew (set by trace_step): the
+    # first run draws those, every later run the next `count` counters, as eager calls would.
+    self._random: Optional[Tuple[int, int, int]] = None
     self.read_nodes: List[weakref.ref] = []  # set by trace_step
     self.state: List[Tuple[Tensor, g.Node]] = []  # (tensor, the node it stands for) of every in-place target
     self._gen = g.GRAPH.gen
@@ -288,9 +292,14 @@ class CompiledTrainingStep:
         self._sent_scalar[nid] = value
     if _DEAD_STEPS:
       _flush_dead_steps(self._conn)
+    random = None
+    if self._random is not None and self.runs > 0:
+      random = (self._random[0] if Tensor._seed is None else Tensor._seed, Tensor._counter)
+      Tensor._counter = (Tensor._counter + self._random[2]) % (1 << 32)
     resp = None
-    if on_answer is None or self._conn.run_step_async(self.step_id, feeds, True, _answered(on_answer)) is None:
-      resp = self._conn.run_step(self.step_id, feeds, want_data=True)
+    if (on_answer is None or
+        self._conn.run_step_async(self.step_id, feeds, True, _answered(on_answer), random) is None):
+      resp = self._conn.run_step(self.step_id, feeds, want_data=True, random=random)
     self._pending.clear()
     self.runs += 1
     for opt in {id(o): o for o, _, _, _ in self._scalars}.values():
@@ -395,7 +404,7 @@ def trace_step(conn, call: Callable[[], Any], inputs: Dict[str, Tensor], state: 
   first_steps = {id(o): o.steps for o in optimizers}
   tracing = _Tracing(optimizers, first_steps)
   try:
-    resp, result, outs, assigns, scalars, rebind, read = _trace_and_compile(
+    resp, result, outs, assigns, scalars, rebind, read, random = _trace_and_compile(
         conn, call, tracing, before, input_nodes, ids, result_tensors, input_assigns)
   except BaseException:
     for t, gr in grads:  # a failed trace leaves the model as it was
@@ -414,14 +423,21 @@ def trace_step(conn, call: Callable[[], Any], inputs: Dict[str, Tensor], state: 
                               [old for old, _ in assigns], scalars, first_k, rebind)
   step.read_nodes = [weakref.ref(n) for n in read]
   step.state = list(before)
+  step._random = random
   return step, result, rebind
 
 
 def _trace_and_compile(conn, call, tracing, before, input_nodes, ids, result_tensors, input_assigns):
   """Runs call() with realizes deferred and sends what it built as one CompileStep."""
   first_new_id = g.GRAPH.stats()["next_id"]
+  seed_before, counter_before = Tensor._seed, Tensor._counter
   with g.GRAPH.tracing(tracing.realize, tracing):
     result = call()
+  # The random streams the trace drew, which every later run draws anew (as eager calls would).
+  # A manual_seed inside fn restarts the counter: the step then keeps the trace's numbers.
+  drawn = (Tensor._counter - counter_before) % (1 << 32)
+  random = ((Tensor._seed, counter_before, drawn)
+            if drawn and seed_before in (None, Tensor._seed) and Tensor._seed is not None else None)
   outs = [t._node for t in result_tensors(result)]
 
   # Tensors rebound through closures join the state when their old value has a buffer to update
@@ -478,13 +494,13 @@ def _trace_and_compile(conn, call, tracing, before, input_nodes, ids, result_ten
           scalars.append((opt, attr, value, node.id))
     scalar_ids = {nid for _, _, _, nid in scalars}
     baked = [n for n in todo if n.op == g.BUFFER and n.id >= first_new_id and n.id not in scalar_ids]
-    # Random numbers made on the device while traced have their seed and counter fixed in the
-    # graph, so the step draws the same numbers every run: as good as data baked in.
-    baked += [n for n in todo if n.op in (g.RAND, g.RANDN, g.RANDINT, g.DROPOUT) and n.id >= first_new_id]
+    # Random numbers drawn while traced are drawn anew every run (CompileStep's `random`), unless
+    # fn reseeded: then they are as good as data baked in.
+    if random is None:
+      baked += [n for n in todo if n.op in (g.RAND, g.RANDN, g.RANDINT, g.DROPOUT) and n.id >= first_new_id]
     if baked:
-      warnings.warn(f"compile_step: fn made {len(baked)} tensor(s) from data or random numbers while traced "
-                    f"(e.g. Tensor.rand, a Dropout mask); their values are baked into the step and are the same "
-                    f"in every run",
+      warnings.warn(f"compile_step: fn made {len(baked)} tensor(s) from data (or random numbers after reseeding) "
+                    f"while traced; their values are baked into the step and are the same in every run",
                     stacklevel=4)
     for n in todo:
       if n.op == g.BUFFER and isinstance(n.arg, np.ndarray) and n.arg.nbytes > conn.max_inline_bytes:
@@ -503,10 +519,10 @@ def _trace_and_compile(conn, call, tracing, before, input_nodes, ids, result_ten
     materialize = list(dict.fromkeys(n.id for n in tracing.deferred if n.id in sent_or_todo))
     resp = conn.compile_step([wire.node(n) for n in todo[start:]], [*ids, *sorted(scalar_ids)],
                              [n.id for n in outs],
-                             [(old.id, new.id) for old, new in assigns], materialize)
+                             [(old.id, new.id) for old, new in assigns], materialize, random)
     for n in todo[start:]:
       g.GRAPH._mark_sent(n)
     handles = [h for h in (g.GRAPH._uploads.pop(n.id, None) for n in todo) if h is not None]
     if handles:
       conn.release((), handles)
-  return resp, result, outs, assigns, scalars, rebind, list(read.values())
+  return resp, result, outs, assigns, scalars, rebind, list(read.values()), random

@@ -237,18 +237,26 @@ def release(session_id: str, node_ids: Sequence[int] = (), handles: Sequence[int
 
 
 def compile_step(session_id: str, nodes: Sequence, inputs: Sequence[int], outputs: Sequence[int],
-                 assigns: Sequence[Tuple[int, int]], materialize: Sequence[int]):
-  """`assigns` are (target node id, value node id) pairs."""
-  return pb.CompileStepRequest(session_id=session_id, nodes=nodes, inputs=list(inputs), outputs=list(outputs),
-                               assigns=[pb.StepAssign(target_node=t, value=v) for t, v in assigns],
-                               materialize=list(materialize))
+                 assigns: Sequence[Tuple[int, int]], materialize: Sequence[int], random=None):
+  """`assigns` are (target node id, value node id) pairs; `random` is the traced streams (seed,
+  first counter, count), or None."""
+  req = pb.CompileStepRequest(session_id=session_id, nodes=nodes, inputs=list(inputs), outputs=list(outputs),
+                              assigns=[pb.StepAssign(target_node=t, value=v) for t, v in assigns],
+                              materialize=list(materialize))
+  if random is not None:
+    req.random.seed, req.random.counter_base, req.random.count = random
+  return req
 
 
-def run_step(session_id: str, step_id: int, inputs: Sequence, want_data: bool):
-  """`inputs` are (node id, bytes) or (node id, handle int) pairs."""
+def run_step(session_id: str, step_id: int, inputs: Sequence, want_data: bool, random=None):
+  """`inputs` are (node id, bytes) or (node id, handle int) pairs; `random` is this run's (seed,
+  first counter) for the step's traced random nodes, or None."""
   msgs = [pb.StepInput(node_id=n, handle=v) if isinstance(v, int) else pb.StepInput(node_id=n, data=v)
           for n, v in inputs]
-  return pb.RunStepRequest(session_id=session_id, step_id=step_id, inputs=msgs, want_data=want_data)
+  req = pb.RunStepRequest(session_id=session_id, step_id=step_id, inputs=msgs, want_data=want_data)
+  if random is not None:
+    req.random.seed, req.random.counter_base = random
+  return req
 
 
 def release_step(session_id: str, step_id: int):

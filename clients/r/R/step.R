@@ -64,7 +64,15 @@ trace_and_compile <- function(fn, args, state, before, input_nodes, optimizers) 
   .pg$tracing <- new.env(parent = emptyenv())
   .pg$tracing$deferred <- list()
   tracing <- .pg$tracing
+  seed_before <- .pg$seed
+  counter_before <- .pg$counter
   result <- tryCatch(do.call(fn, args), finally = .pg$tracing <- NULL)
+  # The random streams the trace drew, which every later run draws anew (as eager calls would). A
+  # pg_manual_seed inside fn restarts the counter: the step then keeps the trace's numbers.
+  drawn <- (.pg$counter - counter_before) %% 2^32
+  random <- if (drawn > 0 && !is.null(.pg$seed) && (is.null(seed_before) || identical(seed_before, .pg$seed))) {
+    list(seed = format(.pg$seed, scientific = FALSE), counter_base = counter_before, count = drawn)
+  }
   outs <- if (is.null(result)) list() else if (is_tensor(result)) list(result) else result
   changed <- which(vapply(seq_along(state), function(i) !identical(state[[i]]$node, before[[i]]), TRUE))
   for (i in changed) {
@@ -97,11 +105,13 @@ trace_and_compile <- function(fn, args, state, before, input_nodes, optimizers) 
   deferred_ids <- vapply(tracing$deferred, function(n) n$id, numeric(1))
   sent_ids <- vapply(Filter(function(n) n$sent, tracing$deferred), function(n) n$id, numeric(1))
   materialize <- unique(deferred_ids[deferred_ids %in% c(todo_ids, sent_ids)])
-  resp <- rpc("CompileStep", list(
+  req <- list(
     nodes = wire, inputs = c(vapply(input_nodes, function(n) n$id, numeric(1)), scalar_ids),
     outputs = vapply(outs, function(t) t$node$id, numeric(1)),
     assigns = lapply(changed, function(i) list(target_node = before[[i]]$id, value = state[[i]]$node$id)),
-    materialize = materialize))
+    materialize = materialize)
+  if (!is.null(random)) req$random <- random
+  resp <- rpc("CompileStep", req)
   lapply(todo, mark_sent)
   for (n in todo) {
     if (nzchar(n$upload)) {
@@ -110,7 +120,7 @@ trace_and_compile <- function(fn, args, state, before, input_nodes, optimizers) 
     }
   }
   list(resp = resp, outs = lapply(outs, function(t) t$node), scalars = scalars,
-       targets = lapply(changed, function(i) before[[i]]))
+       targets = lapply(changed, function(i) before[[i]]), random = random)
 }
 
 new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
@@ -165,7 +175,14 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
       }
     }
     if (!identical(s$gen, .pg$gen)) pg_abort("failed_precondition", "compile_step: this step belongs to a closed session")
-    resp <- run_step_request(list(step_id = s$step_id, inputs = feeds, want_data = TRUE), on_answer)
+    req <- list(step_id = s$step_id, inputs = feeds, want_data = TRUE)
+    # The first run draws what the trace drew; every later one the next counters, as eagerly.
+    if (!is.null(tr$random) && s$runs > 0) {
+      seed <- if (is.null(.pg$seed)) tr$random$seed else format(.pg$seed, scientific = FALSE)
+      req$random <- list(seed = seed, counter_base = .pg$counter)
+      .pg$counter <- (.pg$counter + tr$random$count) %% 2^32
+    }
+    resp <- run_step_request(req, on_answer)
     for (o in optimizers) o$steps <- s$k
     s$k <- s$k + 1
     for (n in tr$targets) n$cache <- NULL  # the daemon changed these buffers in place

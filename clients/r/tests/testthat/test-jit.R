@@ -62,3 +62,18 @@ test_that("two jits updating one tensor see each other", {
   got <- vapply(list(f1, f1, f10, f1, f10, f10, f1, f1), function(f) pg_item(f(pg_tensor(1))), 0)
   expect_equal(got, c(1, 2, 12, 13, 23, 33, 34, 35))
 })
+
+test_that("random numbers are drawn anew every replay, the numbers eager calls draw", {
+  x <- pg_tensor(array(1, c(4, 8)))
+  calls <- function(f) {
+    pg_manual_seed(3)
+    before <- pg_rand(4, 8)  # drawn outside fn: the same in every call
+    lapply(1:5, function(i) as.array(f(x, before)))
+  }
+  g <- jit(function(a, b) pg_dropout(a, 0.5) + pg_rand(4, 8) * b)
+  jitted <- calls(g)
+  expect_equal(attr(g, "jit")$step$runs, 4)
+  eager <- calls(function(a, b) pg_dropout(a, 0.5) + pg_rand(4, 8) * b)
+  expect_identical(jitted, eager)
+  expect_equal(length(unique(lapply(jitted, as.vector))), 5)
+})
