@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -382,6 +383,91 @@ TEST_F(StepTest, StepBuffersCountAsTheSessionsHoldings) {
   EXPECT_EQ((*session)->held_bytes(), 2 * 3 * sizeof(float));
   EXPECT_GT(with_step, (*session)->held_bytes());
   ASSERT_TRUE(close_session(sid).ok());
+}
+
+// A step's random nodes of the traced streams draw what RunStep's `random` keys them to (each run
+// exactly what a realize of that seed and counter draws), and keep the last key when a run names
+// none; a random node outside the traced streams keeps its numbers; a counter past 32 bits is
+// INVALID_ARGUMENT.
+TEST_F(StepTest, RandomNodesDrawWhatEachRunKeysThemTo) {
+  const auto rand_node = [](uint64_t id, uint64_t seed, uint64_t counter) {
+    v1::Node n;
+    n.set_id(id);
+    n.set_op(v1::RAND);
+    n.set_dtype(v1::FLOAT32);
+    n.mutable_composite()->set_seed(seed);
+    n.mutable_composite()->set_counter(counter);
+    n.mutable_composite()->add_shape(8);
+    return n;
+  };
+  const std::string other = create_session();
+  uint64_t next_id = 1;
+  const auto drawn = [&](uint64_t seed, uint64_t counter) {
+    const uint64_t id = next_id++;
+    v1::RealizeResponse r;
+    grpc::Status s = realize(other, {rand_node(id, seed, counter)}, {id}, &r);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return s.ok() ? values_of<float>(r.results(0).data()) : std::vector<float>{};
+  };
+  const auto sum = [](std::vector<float> a, const std::vector<float>& b) {
+    for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+    return a;
+  };
+
+  const std::string sid = create_session();
+  grpc::ClientContext cctx;
+  v1::CompileStepRequest creq;
+  creq.set_session_id(sid);
+  *creq.add_nodes() = rand_node(1, 7, 10);  // drawn by the trace: counters [10, 11) of seed 7
+  *creq.add_nodes() = rand_node(2, 7, 3);   // made before it: keeps its numbers
+  *creq.add_nodes() = op(3, v1::ADD, {1, 2});
+  creq.add_outputs(1);
+  creq.add_outputs(3);
+  creq.mutable_random()->set_seed(7);
+  creq.mutable_random()->set_counter_base(10);
+  creq.mutable_random()->set_count(1);
+  v1::CompileStepResponse c;
+  grpc::Status s = stub_->CompileStep(&cctx, creq, &c);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+
+  const auto run_with = [&](std::optional<std::pair<uint64_t, uint64_t>> key) {
+    grpc::ClientContext ctx;
+    v1::RunStepRequest req;
+    req.set_session_id(sid);
+    req.set_step_id(c.step_id());
+    req.set_want_data(true);
+    if (key) {
+      req.mutable_random()->set_seed(key->first);
+      req.mutable_random()->set_counter_base(key->second);
+    }
+    v1::RunStepResponse resp;
+    grpc::Status st = stub_->RunStep(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    if (!st.ok()) return std::pair<std::vector<float>, std::vector<float>>{};
+    return std::pair{values_of<float>(resp.outputs(0).data()), values_of<float>(resp.outputs(1).data())};
+  };
+  const std::vector<float> before = drawn(7, 3);
+  auto [traced, traced_sum] = run_with(std::nullopt);
+  EXPECT_EQ(traced, drawn(7, 10));
+  EXPECT_EQ(traced_sum, sum(traced, before));
+  auto [next, next_sum] = run_with(std::pair<uint64_t, uint64_t>{7, 11});
+  EXPECT_EQ(next, drawn(7, 11));
+  EXPECT_EQ(next_sum, sum(next, before));
+  auto [reseeded, reseeded_sum] = run_with(std::pair<uint64_t, uint64_t>{0x123456789ABCDEFull, 0xFFFFFFFFull});
+  EXPECT_EQ(reseeded, drawn(0x123456789ABCDEFull, 0xFFFFFFFFull));
+  EXPECT_EQ(run_with(std::nullopt).first, reseeded);  // no key named: the last one stays
+
+  grpc::ClientContext bctx;
+  v1::RunStepRequest bad;
+  bad.set_session_id(sid);
+  bad.set_step_id(c.step_id());
+  bad.mutable_random()->set_counter_base(uint64_t{1} << 32);
+  v1::RunStepResponse bresp;
+  grpc::Status b = stub_->RunStep(&bctx, bad, &bresp);
+  EXPECT_EQ(b.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(b.error_message().find("32 bits"), std::string::npos) << b.error_message();
+  EXPECT_TRUE(close_session(sid).ok());
+  EXPECT_TRUE(close_session(other).ok());
 }
 
 TEST_F(StepTest, StepsInsideTheExecuteStream) {
