@@ -2,6 +2,7 @@
 # takes elementwise sources of one shape and dtype, so the client reshapes, expands and casts.
 
 broadcast_shape <- function(a, b) {
+  if (identical(a, b)) return(a)
   nd <- max(length(a), length(b))
   pa <- c(rep(1, nd - length(a)), a)
   pb <- c(rep(1, nd - length(b)), b)

@@ -21,6 +21,16 @@ graph_init <- function() {
   .pg$created_n <- 0
   .pg$created_prune_at <- 1024
   .pg$tracing <- NULL            # compile_step's trace: realizes are deferred
+  # Which Node.arg each op carries, by op number + 1 (the schema's *_ARG_OPS, looked up once here
+  # rather than four %in% per node sent).
+  kinds <- character(max(unlist(OP)) + 1L)
+  kinds[SHAPE_ARG_OPS + 1L] <- "shape"
+  kinds[AXES_ARG_OPS + 1L] <- "axes"
+  kinds[PAIRS_ARG_OPS + 1L] <- "pairs"
+  kinds[COMPOSITE_ARG_OPS + 1L] <- "composite"
+  kinds[OP$CONST + 1L] <- "constant"
+  kinds[OP$BUFFER + 1L] <- "buffer"
+  .pg$arg_kind <- kinds
   .pg$untracked <- 0L
   .pg$no_grad <- 0L
   dispatch_init()
@@ -145,24 +155,19 @@ node_wire <- function(n) {
   w <- list(id = n$id, op = n$op, dtype = .dtype_wire[[n$dtype]],
             src = vapply(n$src, function(s) s$id, numeric(1)))
   a <- n$arg
-  op <- n$op
-  # which ops carry which Node.arg is the op schema's (generated tables)
-  if (op %in% SHAPE_ARG_OPS) {
-    w$shape <- list(dims = a)
-  } else if (op %in% AXES_ARG_OPS) {
-    w$axes <- list(axes = a)
-  } else if (op %in% PAIRS_ARG_OPS) {
-    w$pairs <- list(begin = a$begin, end = a$end)
-  } else if (op %in% COMPOSITE_ARG_OPS) {
-    w$composite <- a  # a named list of CompositeArg fields; unset ones are proto3 defaults
-  } else if (op == OP$CONST) {
-    k <- dtype_kind(n$dtype)
-    w$constant <- c(list(shape = n$shape), switch(k, f = list(float_value = as.double(a)),
-                                                  b = list(bool_value = as.logical(a)),
-                                                  u = list(uint_value = a), list(int_value = a)))
-  } else if (op == OP$BUFFER) {
-    w$buffer <- if (is.raw(a)) list(data = a, shape = n$shape) else list(handle = a, shape = n$shape)
-  }
+  # which ops carry which Node.arg is the op schema's (generated tables; .pg$arg_kind)
+  switch(.pg$arg_kind[[n$op + 1L]],
+    shape = w$shape <- list(dims = a),
+    axes = w$axes <- list(axes = a),
+    pairs = w$pairs <- list(begin = a$begin, end = a$end),
+    composite = w$composite <- a,  # a named list of CompositeArg fields; unset ones are proto3 defaults
+    constant = {
+      k <- dtype_kind(n$dtype)
+      w$constant <- c(list(shape = n$shape), switch(k, f = list(float_value = as.double(a)),
+                                                    b = list(bool_value = as.logical(a)),
+                                                    u = list(uint_value = a), list(int_value = a)))
+    },
+    buffer = w$buffer <- if (is.raw(a)) list(data = a, shape = n$shape) else list(handle = a, shape = n$shape))
   w
 }
 
@@ -191,9 +196,12 @@ graph_realize <- function(outputs, want_data = FALSE) {
   ids <- vapply(outputs, function(n) n$id, numeric(1))
   uniq <- outputs[!duplicated(ids)]
   todo <- unsent_nodes(uniq)
-  stops <- unique_nodes(unlist(lapply(todo, function(n) {
-    if (n$stop) list() else Filter(function(s) s$stop && !nzchar(s$handle) && !s$sent, n$src)
-  })))
+  stops <- list()
+  for (n in todo) {
+    if (n$stop) next
+    for (s in n$src) if (s$stop && !s$sent && !nzchar(s$handle)) stops[[length(stops) + 1L]] <- s
+  }
+  stops <- unique_nodes(stops)
   if (length(stops)) {
     graph_realize(stops, FALSE)
     todo <- unsent_nodes(uniq)

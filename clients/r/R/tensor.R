@@ -14,8 +14,15 @@ is_tensor <- function(x) inherits(x, "polygrad_tensor")
 
 # A node of op over tensors `src`; tracked for autograd when a source requires grad.
 make <- function(op, dtype, shape, src = list(), arg = NULL) {
-  track <- .pg$no_grad == 0L && .pg$untracked == 0L &&
-    any(vapply(src, function(t) isTRUE(t$rg) || t$node$rg, TRUE))
+  track <- FALSE
+  if (.pg$no_grad == 0L && .pg$untracked == 0L) {
+    for (t in src) {
+      if (isTRUE(t$rg) || t$node$rg) {
+        track <- TRUE
+        break
+      }
+    }
+  }
   t <- wrap_node(new_node(op, dtype, shape, lapply(src, function(t) t$node), arg, rg = track,
                           stop = .pg$no_grad > 0L))
   if (track) t$rg <- TRUE
