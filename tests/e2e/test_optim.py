@@ -412,3 +412,22 @@ def test_require_training_is_tinygrads_opt_in_contract(monkeypatch):
   with Tensor.train():
     opt.step()
   np.testing.assert_allclose(w.numpy(), [0.8], rtol=1e-6)
+
+
+def test_a_loss_left_pending_by_a_closed_session_is_not_sent():
+  """backward() leaves its loss for the next optimizer step to realize; a loss whose node went
+  with a closed session is not sent by the next session's step."""
+  import polygrad
+  w = Tensor([1.0, 2.0], requires_grad=True)
+  loss = (w * w).sum()
+  loss.backward()
+  (loss * 2).realize()  # sends the loss's node without realizing it
+  lazy = (w * 3).sum()  # unsent, reading w, which was sent
+  lazy.backward()
+  polygrad.close_connection()  # the next call opens a new session
+  v = Tensor([3.0, 4.0], requires_grad=True)
+  opt = nn.optim.SGD([v], lr=0.5)
+  (v * v).sum().backward()
+  opt.step()
+  np.testing.assert_allclose(v.numpy(), [0.0, 0.0])
+  assert loss is not None and lazy is not None

@@ -484,7 +484,7 @@ class Tensor {
       t.grad = t.grad === null ? g : t.grad.add(g);
     });
     if (pendingLosses.length >= 64) pendingLosses.splice(0, pendingLosses.length - 32);
-    pendingLosses.push(new WeakRef(this));
+    pendingLosses.push([new WeakRef(this), GRAPH.gen]);
     return this;
   }
 
@@ -550,7 +550,9 @@ if (typeof Symbol.dispose === 'symbol') {
 // same request as the new parameters.
 const pendingLosses = [];
 function takePendingLosses() {
-  const out = pendingLosses.map((r) => r.deref()).filter((t) => t && !t.isRealized);
+  // A loss from an earlier session's backward() is not taken: its graph reads that session's nodes.
+  const out = pendingLosses.filter(([, gen]) => gen === GRAPH.gen).map(([r]) => r.deref())
+    .filter((t) => t && !t.isRealized);
   pendingLosses.length = 0;
   return out;
 }

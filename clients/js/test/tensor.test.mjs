@@ -545,3 +545,20 @@ test('ceilMode keeps the last partial windows, whose padding never counts in a m
   assert.deepEqual([...await indices.data()], [4, 5, 7, 8]);
   assert.deepEqual(await values.maxUnpool2d(indices, { outputSize: [3, 3] }).array(), [[[[0, 0, 0], [0, 5, 6], [0, 8, 9]]]]);
 });
+
+test('a loss left pending by a closed session is not sent by the next session\'s step', async () => {
+  const w = Tensor.from([1, 2], { dtype: 'float32', requiresGrad: true });
+  const loss = w.mul(w).sum();
+  loss.backward(); // pending: the next optimizer step would realize it with the parameters
+  await loss.mul(2).realize(); // sends the loss's node without realizing it
+  const lazy = w.mul(3).sum(); // unsent, reading w, which was sent
+  lazy.backward();
+  await close();
+  await connect({ address: daemon.address }); // a new session: the old one's nodes are gone
+  const v = Tensor.from([3, 4], { dtype: 'float32', requiresGrad: true });
+  const opt = new nn.SGD([v], { lr: 0.5 });
+  v.mul(v).sum().backward();
+  await opt.step();
+  assert.deepEqual(await v.data(), new Float32Array([0, 0]));
+  assert.ok(loss && lazy);
+});

@@ -97,13 +97,16 @@ backward <- function(loss) {
     }
     t$grad <- if (is.null(t$grad)) g else t$grad + g
   }
-  .pg$pending_losses <- c(Filter(function(w) !is.null(.Call(pg_c_weakref_get, w)), .pg$pending_losses),
-                          list(.Call(pg_c_weakref, loss)))
+  .pg$pending_losses <- c(Filter(function(p) !is.null(.Call(pg_c_weakref_get, p$ref)), .pg$pending_losses),
+                          list(list(ref = .Call(pg_c_weakref, loss), gen = .pg$gen)))
   invisible(loss)
 }
 
+# A loss from an earlier session's backward() is not taken: its graph reads that session's nodes,
+# which went with it (it stayed only while the collector had not yet taken it).
 take_pending_losses <- function() {
-  out <- Filter(Negate(is.null), lapply(.pg$pending_losses, function(w) .Call(pg_c_weakref_get, w)))
+  current <- Filter(function(p) identical(p$gen, .pg$gen), .pg$pending_losses)
+  out <- Filter(Negate(is.null), lapply(current, function(p) .Call(pg_c_weakref_get, p$ref)))
   .pg$pending_losses <- list()
   out
 }

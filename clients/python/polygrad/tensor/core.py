@@ -150,11 +150,12 @@ class _Training:
 
 # Losses whose backward() ran and that nobody realized yet: an optimizer step realizes them in
 # the same request as the new parameters (their value is part of that computation anyway).
-_PENDING_LOSSES: List["weakref.ref"] = []
+_PENDING_LOSSES: List[Tuple["weakref.ref", int]] = []  # (the loss, the session generation)
 
 
 def take_pending_losses() -> List["Tensor"]:
-  out = [t for t in (r() for r in _PENDING_LOSSES) if t is not None and not t.is_realized]
+  # A loss from an earlier session's backward() is not taken: its graph reads that session's nodes.
+  out = [t for t in (r() for r, gen in _PENDING_LOSSES if gen == g.GRAPH.gen) if t is not None and not t.is_realized]
   _PENDING_LOSSES.clear()
   return out
 
@@ -501,8 +502,8 @@ class Tensor:
       gr = done.setdefault(t._node.id, gr)  # tensors sharing one node share its gradient
       t.grad = gr if t.grad is None else t.grad + gr
     if len(_PENDING_LOSSES) >= 64:
-      _PENDING_LOSSES[:] = [r for r in _PENDING_LOSSES if r() is not None][-32:]
-    _PENDING_LOSSES.append(weakref.ref(self))
+      _PENDING_LOSSES[:] = [(r, gen) for r, gen in _PENDING_LOSSES if r() is not None][-32:]
+    _PENDING_LOSSES.append((weakref.ref(self), g.GRAPH.gen))
     return self
 
   def assign(self, x) -> "Tensor":

@@ -112,3 +112,27 @@ test_that("a proxy that refuses the Execute stream gets every call unary, with t
   expect_equal(sum(startsWith(calls, "/polygrad.v1.Polygrad/RunStep")), 4L)
   expect_gte(sum(startsWith(calls, "/polygrad.v1.Polygrad/Realize")), 6L)
 })
+
+test_that("a loss left pending by a closed session is not sent by the next session's step", {
+  own <- own_daemon()
+  on.exit({
+    pg_disconnect()
+    polygrad:::stop_daemon(own$daemon)
+  }, add = TRUE)
+  pg_connect(own$address)
+  w <- pg_tensor(c(1, 2))
+  requires_grad(w) <- TRUE
+  loss <- pg_sum(w * w)
+  backward(loss)          # pending: the next optimizer step would realize it with the parameters
+  pg_realize(loss * 2)    # sends the loss's node without realizing it
+  lazy <- pg_sum(w * 3)   # unsent, reading w, which was sent
+  backward(lazy)
+  pg_connect(own$address) # a new session: the old one's nodes are gone
+  v <- pg_tensor(c(3, 4))
+  requires_grad(v) <- TRUE
+  opt <- optim_sgd(list(v), lr = 0.5)
+  backward(pg_sum(v * v))
+  opt$step()
+  expect_equal(as.vector(as.array(v)), c(0, 0))
+  expect_false(is.null(loss) || is.null(lazy))
+})
