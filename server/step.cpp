@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/frontend/random.h"
 #include "core/frontend/tensor_ops.h"
 #include "server/session.h"
 #include "server/status.h"
@@ -348,10 +349,10 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
     std::lock_guard run_lock(step_run_mu_);
     if (request.has_random()) {
       for (const CompiledStep::RandomKey& k : step->random_keys) {
-        const uint64_t seed = request.random().seed();
-        const uint32_t words[3] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
-                                   static_cast<uint32_t>(request.random().counter_base()) + k.counter_delta};
-        if (absl::Status s = engine_.write(*k.buffer, words, sizeof(words), streams_.get()); !s.ok()) return s;
+        const uint32_t counter = static_cast<uint32_t>(request.random().counter_base()) + k.counter_delta;
+        absl::StatusOr<std::array<uint32_t, 3>> words = frontend::random_key_words(request.random().seed(), counter);
+        if (!words.ok()) return words.status();
+        if (absl::Status s = engine_.write(*k.buffer, words->data(), sizeof(*words), streams_.get()); !s.ok()) return s;
       }
     }
     for (const Feed& f : feeds) {
