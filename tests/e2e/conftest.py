@@ -9,6 +9,7 @@ reason, while the pure-local tests (test_local.py) still run.
 import os
 import shutil
 import socket
+import signal
 import subprocess
 import sys
 import time
@@ -147,6 +148,20 @@ http {{
 
   wait_until(accepting, "nginx accepting connections", alive=proc)
   return proc
+
+
+def quit_nginx(proc: subprocess.Popen) -> None:
+  """Graceful shutdown (SIGQUIT): nginx writes a request's access-log line after the request's last
+  byte has gone to the client, so a client holding its answer can read the log before the line is
+  there; once nginx has quit, every request it served is in the log."""
+  if proc.poll() is None:
+    proc.send_signal(signal.SIGQUIT)
+    try:
+      proc.wait(timeout=WAIT_LIMIT)
+    except subprocess.TimeoutExpired:
+      proc.kill()
+      proc.wait()
+      raise AssertionError(f"nginx did not quit within {WAIT_LIMIT} s of SIGQUIT")
 
 
 def daemon_binary() -> Path:

@@ -18,7 +18,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import PY_CLIENT, REPO, WAIT_LIMIT, Daemon, HeldCompiler, daemon_binary, free_port, start_nginx, wait_until
+from conftest import PY_CLIENT, REPO, WAIT_LIMIT, Daemon, HeldCompiler, daemon_binary, free_port, quit_nginx, start_nginx, wait_until
 
 from polygrad import PolygradInvalidArgument, Tensor, graph as g
 
@@ -326,8 +326,7 @@ def test_a_proxy_that_refuses_streams_gets_every_call_unary(live_daemon, tmp_pat
   try:
     through = _train("async", f"127.0.0.1:{port}")
   finally:
-    proc.kill()
-    proc.wait()
+    quit_nginx(proc)
   assert through["refused"] is True and through["outstanding"] == 0, through
   assert through["losses"] == _train_losses("blocking")
   calls = log.read_text().splitlines()

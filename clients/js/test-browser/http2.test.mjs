@@ -79,8 +79,9 @@ test('Chromium trains over HTTP/2 through nginx with the Node client\'s losses, 
   const protocols = await page.evaluate(() => performance.getEntriesByType('resource')
     .filter((e) => e.name.includes('/polygrad.v1.Polygrad/')).map((e) => e.nextHopProtocol));
   assert.ok(protocols.length > 5 && protocols.every((p) => p === 'h2'), `protocols: ${protocols}`);
+  await page.close();
+  await nginx.quit();
   const log = fs.readFileSync(nginx.accessLog, 'utf8').split('\n').filter(Boolean);
   assert.ok(log.some((l) => l.startsWith('/polygrad.v1.Polygrad/Download 200 HTTP/2.0')), log.join('\n'));
   t.diagnostic(`${protocols.length} calls over h2; loss ${inChromium[0]} -> ${inChromium[5]}`);
-  await page.close();
 });

@@ -32,7 +32,7 @@ async function accepting(proc, port) {
 
 // server(port, prefix): the text of the http block's server { } (and anything else in http); the
 // port is `port` when given (freePort(), for a caller that must know it first). Returns { port,
-// accessLog, errorLog, stop() }; the access log lines are '$request_uri $status $server_protocol'.
+// accessLog, errorLog, quit(), stop() }; the access log lines are '$request_uri $status $server_protocol'.
 export async function startNginx(dir, server, port = null) {
   const binary = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((p) => fs.existsSync(p));
   assert.ok(binary, 'nginx is not installed (scripts/install-deps --test installs nginx-light)');
@@ -58,14 +58,19 @@ ${server(port, prefix)}
 `);
   const proc = spawn(binary, ['-p', prefix, '-c', path.join(prefix, 'nginx.conf')], { stdio: 'ignore' });
   await accepting(proc, port);
+  const signal = async (name) => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const gone = new Promise((r) => proc.once('exit', r));
+      proc.kill(name);
+      await gone;
+    }
+  };
   return {
     port, accessLog, errorLog,
-    async stop() {
-      if (proc.exitCode === null) {
-        const gone = new Promise((r) => proc.once('exit', r));
-        proc.kill('SIGKILL');
-        await gone;
-      }
-    },
+    // nginx writes a request's access-log line after its last byte has gone to the client, so a
+    // client that has its answer may read the log before the line is there; quit() is the
+    // graceful shutdown (SIGQUIT), which finishes and logs every request before nginx exits.
+    quit: () => signal('SIGQUIT'),
+    stop: () => signal('SIGKILL'),
   };
 }

@@ -84,6 +84,7 @@ test('a proxy that refuses the Execute stream gets every call unary, with the sa
     delete process.env.POLYGRAD_ASYNC;
   }
   assert.deepEqual(through.losses, direct.losses);
+  await nginx.quit();
   const calls = fs.readFileSync(accessLog, 'utf8').split('\n').filter(Boolean);
   assert.equal(calls.filter((c) => c.startsWith('/polygrad.v1.Polygrad/Execute')).length, 1, calls.join('\n'));
   assert.ok(calls.some((c) => c.startsWith('/polygrad.v1.Polygrad/Execute 200 ')), calls.join('\n'));
