@@ -11,11 +11,16 @@
 
 namespace polygrad {
 
-// Whether the CPU's optimized build of `kernel` may fuse its multiply-adds: only for a kernel
-// too large for the quick tier (kQuickTierMaxIterations), which is therefore built by the
-// optimized compiler alone and cannot compute different bits on another tier, and only for a
-// reduction with register tiles or vector lanes (matmul, convolution, long sums). Everything
-// else keeps one rounding per C operator.
+// A reduction with register tiles or vector lanes of at least this many loop iterations fuses
+// its multiply-adds and so gets no quick build (below).
+inline constexpr int64_t kFusedMultiplyAddMinIterations = int64_t{1} << 22;
+
+// Whether the CPU's optimized build of `kernel` may fuse its multiply-adds: only for a reduction
+// with register tiles or vector lanes (matmul, convolution, long sums) of at least
+// kFusedMultiplyAddMinIterations. TinyCC ignores the contraction pragma, so such a kernel is
+// built by the optimized compiler alone (the render marks it ineligible for the quick tier) and
+// cannot compute different bits on another tier. Everything else keeps one rounding per C
+// operator.
 CRenderOptions cpu_render_options(const LinearKernel& kernel);
 
 // The engine's CPU backend; `impl` must outlive it.

@@ -1,7 +1,8 @@
-// Where a CPU kernel's multiply-adds are fused (cpu_render_options): only in reductions too large
-// for the quick tier. These tests pin the rule on kernels and its exact effect on results: a
-// large matmul computes each output as the chain fma(a[k], b[k], acc) in k order, a small one as
-// separate multiply and add, bit for bit (reference computed here in the same order).
+// Where a CPU kernel's multiply-adds are fused (cpu_render_options): only in tiled reductions of
+// at least kFusedMultiplyAddMinIterations, which the quick tier then never builds. These tests pin
+// the rule on kernels and its exact effect on results: a large matmul computes each output as the
+// chain fma(a[k], b[k], acc) in k order from its first run on, a small one as separate multiply
+// and add, bit for bit (reference computed here in the same order).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,13 +32,20 @@ LinearKernel only_kernel(const UOpRef& y) {
   return ks.ok() && ks->size() == 1 ? ks->front() : LinearKernel{};
 }
 
-TEST(FusedMultiplyAddRule, OnlyReductionsBeyondTheQuickTierFuse) {
+TEST(FusedMultiplyAddRule, OnlyLargeTiledReductionsFuse) {
   UOpRef a = *fe::buffer(1, DType::Float32, {256, 512}), b = *fe::buffer(2, DType::Float32, {512, 512});
   LinearKernel large = only_kernel(*fe::matmul(a, b));
   ASSERT_GT(loop_iterations(large), kQuickTierMaxIterations);
   EXPECT_TRUE(cpu_render_options(large).fused_multiply_add);
   const std::string source = *render_c(large, cpu_render_options(large));
   EXPECT_TRUE(absl::StrContains(source, "#pragma clang fp contract(fast)"));
+
+  // Small enough for the quick tier, large enough to fuse: the fusion wins (no quick build).
+  UOpRef e = *fe::buffer(8, DType::Float32, {128, 256}), f = *fe::buffer(9, DType::Float32, {256, 256});
+  LinearKernel middle = only_kernel(*fe::matmul(e, f));
+  ASSERT_GE(loop_iterations(middle), kFusedMultiplyAddMinIterations);
+  ASSERT_LE(loop_iterations(middle), kQuickTierMaxIterations);
+  EXPECT_TRUE(cpu_render_options(middle).fused_multiply_add);
 
   UOpRef c = *fe::buffer(3, DType::Float32, {64, 128}), d = *fe::buffer(4, DType::Float32, {128, 64});
   LinearKernel small = only_kernel(*fe::matmul(c, d));
@@ -113,6 +121,7 @@ class FusedMultiplyAddTest : public testing::RealizeFixture {
 TEST_F(FusedMultiplyAddTest, ALargeMatmulFusesEveryStepAndASmallOneNone) {
   const bool fuses = host_fuses();
   check(256, 512, 512, fuses);  // 2^26 iterations: beyond the quick tier
+  check(128, 256, 256, fuses);  // 2^23: the quick tier's size, no quick build: fused from the first run
   check(64, 128, 64, false);
 }
 
