@@ -179,6 +179,31 @@ def test_step_run_and_opt_step_return_while_the_daemon_computes(tmp_path):
   assert "second loss below first True" in out, out
 
 
+def test_a_tinyjit_replay_returns_while_the_daemon_computes(tmp_path):
+  """A replay is dispatched like step.run(): its outputs are filled in when its answer is settled,
+  and the next replay is sent without settling the one before (answers are settled only by a
+  read, a synchronize or the next realize, so the count does not depend on the daemon's speed)."""
+  out = _run_held(tmp_path, """
+      from polygrad import TinyJit
+      w = Tensor(np.arange(4, dtype=np.float32)).realize()
+      @TinyJit
+      def f(x):
+        w.assign(w + x).realize()
+        return (w * 2).sum()
+      x = Tensor(np.ones(4, dtype=np.float32)).realize()
+      for _ in range(3):
+        f(x).numpy()                      # eager, capture, replay: w is 3 + arange(4)
+      Tensor.synchronize()
+      a = f(x)                            # sent, not waited for
+      b = f(x)                            # and the next one
+      print("outstanding", get_connection().outstanding)
+      print("values", a.item(), b.item(), w.numpy().tolist())
+  """)
+  assert "outstanding 2" in out, out
+  # w after 5 calls: arange(4) + 5; a saw it after 4, b after 5.
+  assert f"values {float(2 * (np.arange(4) + 4).sum())} {float(2 * (np.arange(4) + 5).sum())} [5.0, 6.0, 7.0, 8.0]" in out, out
+
+
 def test_a_killed_daemon_fails_what_was_outstanding(tmp_path):
   with _held_daemon(tmp_path) as (d, cc):
     def kill():

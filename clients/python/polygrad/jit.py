@@ -34,7 +34,7 @@ from . import graph as g
 from .connection import get_connection
 from .errors import PolygradError
 from .nn.state import get_parameters
-from .step import CompiledTrainingStep, host_data, output_node, trace_step
+from .step import CompiledTrainingStep, awaited_outputs, host_data, trace_step
 from .tensor import Tensor
 from .variable import BoundVariable
 
@@ -120,6 +120,7 @@ class TinyJit:
     self._template: Any = None
     self._rebind: List[Tuple[Any, int]] = []
     self._bound: List[Tuple[str, int]] = []
+    self._requests_seen = -1  # g.GRAPH.requests after this jit's last call
     if fxn is not None:
       functools.update_wrapper(self, fxn)
 
@@ -170,13 +171,16 @@ class TinyJit:
         else:
           ret = self._replay(tensors)
     self.cnt += 1
+    self._requests_seen = g.GRAPH.requests
     return ret
 
   def _stale(self) -> bool:
     """Whether a tensor the step updates in place, or a node it reads, was rebound since."""
-    if g.GRAPH._has_outstanding():
-      # A node rebound by work still in flight lives until that work is settled: settle it, so
-      # a node the step reads that nothing else holds is seen to be gone.
+    if g.GRAPH._has_outstanding() and g.GRAPH.requests != self._requests_seen:
+      # A node rebound by a realize still in flight lives until that realize is settled: settle
+      # it, so a node the step reads that nothing else holds is seen to be gone. Runs of compiled
+      # steps (this jit's own replays) hold no node they rebind, so with no realize sent since
+      # this jit's last call there is nothing to wait for: replays stay dispatched.
       g.GRAPH.synchronize()
     step = self.captured
     return any(t._node is not old for t, old in step.state) or any(r() is None for r in step.read_nodes)
@@ -213,8 +217,9 @@ class TinyJit:
     step = self.captured
     for name, t in zip(self._names, tensors):
       step.feed(name, t)
-    resp = step.exchange({})
-    nodes = [output_node(n, r) for n, r in zip(step._outputs, resp.outputs)]
+    # Dispatched like compile_step's run(): the outputs are filled in when the answer arrives.
+    nodes, answer = awaited_outputs(step._outputs)
+    step.exchange({}, on_answer=answer)
     for who, i in self._rebind:
       t = tensors[self._names.index(who)] if isinstance(who, str) else who
       t._node = nodes[i]

@@ -141,17 +141,23 @@ class _OutputSpec(NamedTuple):
   shape: Tuple[int, ...]
 
 
-def output_node(n: _OutputSpec, r) -> g.Node:
-  """A BUFFER node holding one RunStep output `r` of step output `n`: its bytes (also as the node's
-  cache), or the handle of the copy the daemon made of a large one, released with the node."""
-  if r.has_data:
-    arr = g.decode(n, r.dtype, tuple(r.shape), r.data)
-    node = g.GRAPH.node(g.BUFFER, n.dtype, n.shape, (), _to_wire_array(arr, n.dtype))
-    node.cache = arr  # whatever its size: reading it must not send it back and fetch it again
-    return node
-  node = g.GRAPH.node(g.BUFFER, n.dtype, n.shape, (), int(r.handle))
-  g.GRAPH._uploads[node.id] = int(r.handle)
-  return node
+def awaited_outputs(specs: List[_OutputSpec]) -> Tuple[List[g.Node], Callable[[Any], None]]:
+  """BUFFER nodes for the outputs `specs` of a run not answered yet, and the on_answer that gives
+  each its RunStep output: its bytes (also as the node's cache), or the handle of the copy the
+  daemon made of a large one, released with the node. Until then a graph or read that needs one
+  waits for the answer."""
+  nodes = [g.GRAPH.node(g.BUFFER, n.dtype, n.shape, (), g.AWAITED) for n in specs]
+
+  def answer(resp) -> None:
+    for n, node, r in zip(specs, nodes, resp.outputs):
+      if r.has_data:
+        arr = g.decode(n, r.dtype, tuple(r.shape), r.data)
+        node.arg = _to_wire_array(arr, n.dtype)
+        node.cache = arr  # whatever its size: reading it must not send it back and fetch it again
+      else:
+        node.arg = int(r.handle)
+        g.GRAPH._uploads[node.id] = int(r.handle)
+  return nodes, answer
 
 
 class CompiledTrainingStep:
