@@ -23,7 +23,7 @@ const { GRAPH } = require('./graph');
 const { Tensor } = require('./tensor');
 const { PolygradError } = require('./errors');
 const session = require('./session');
-const { traceStep, outputNode, isHostData } = require('./step');
+const { traceStep, awaitedOutputs, isHostData } = require('./step');
 const { getParameters } = require('./nn/state');
 
 class JitError extends PolygradError {}
@@ -89,8 +89,9 @@ function jit(fn) {
   async function replay(tensors) {
     const step = st.captured;
     for (let i = 0; i < tensors.length; i++) await step.feed(st.names[i], tensors[i]);
-    const resp = await step.exchange({});
-    const nodes = step._outputs.map((spec, i) => outputNode(spec, resp.outputs[i]));
+    // Dispatched like compileStep's run(): the outputs are filled in when the answer is settled.
+    const { nodes, onAnswer } = awaitedOutputs(step._outputs);
+    await step.exchange({}, onAnswer);
     for (const [who, i] of st.rebind) {
       const t = typeof who === 'string' ? tensors[st.names.indexOf(who)] : who;
       t._node = nodes[i];

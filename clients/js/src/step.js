@@ -67,18 +67,29 @@ class Tracing {
 // t is data made on the host that the daemon has not seen (a Tensor of a TypedArray).
 const isHostData = (t) => t._node.op === OPS.BUFFER && !t._node.sent && ArrayBuffer.isView(t._node.arg);
 
-// A BUFFER node holding one RunStep output `r` of the step output `spec`: its bytes (cached), or
-// the handle of the daemon's copy of a large one, released with the node.
-function outputNode(spec, r) {
-  if (r.has_data) {
-    const arr = checkedDecode(spec, r.dtype, r.shape.map(Number), r.data);
-    const node = GRAPH.node(OPS.BUFFER, spec.dtype, spec.shape, [], arr);
-    node.cache = arr; // whatever its size: reading it must not send it back and fetch it again
-    return node;
-  }
-  const node = GRAPH.node(OPS.BUFFER, spec.dtype, spec.shape, [], r.handle);
-  GRAPH.uploads.set(node.id, r.handle);
-  return node;
+// BUFFER nodes for the outputs `specs` of a run not answered yet, and the onAnswer(answer, error)
+// that gives each its RunStep output: its bytes (also as the node's cache), or the handle of the
+// copy the daemon made of a large one, released with the node. Until then a realize or read that
+// needs one waits for the answer; after a failure they stay AWAITED, and a graph that uses one fails.
+function awaitedOutputs(specs) {
+  const nodes = specs.map((spec) => GRAPH.node(OPS.BUFFER, spec.dtype, spec.shape, [], AWAITED));
+  GRAPH.awaited += nodes.length;
+  const onAnswer = (resp, err) => {
+    GRAPH.awaited -= nodes.length;
+    if (err) throw err;
+    specs.forEach((spec, i) => {
+      const r = resp.outputs[i];
+      if (r.has_data) {
+        const arr = checkedDecode(spec, r.dtype, r.shape.map(Number), r.data);
+        nodes[i].arg = arr;
+        nodes[i].cache = arr; // whatever its size: reading it must not send it back and fetch it again
+      } else {
+        nodes[i].arg = r.handle;
+        GRAPH.uploads.set(nodes[i].id, r.handle);
+      }
+    });
+  };
+  return { nodes, onAnswer };
 }
 
 class CompiledStep {
@@ -432,4 +443,4 @@ async function traceAndCompile(conn, call, tracing, before, inputNodes, ids, res
   });
 }
 
-module.exports = { compileStep, CompiledStep, traceStep, outputNode, isHostData };
+module.exports = { compileStep, CompiledStep, traceStep, awaitedOutputs, isHostData };

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Tensor, connect, close, synchronize, PolygradResourceExhausted, PolygradConnectionError } from '../index.mjs';
+import { Tensor, connect, close, synchronize, jit, PolygradResourceExhausted, PolygradConnectionError } from '../index.mjs';
 import { startDaemon, REPO, WAIT_LIMIT_MS } from './daemon.mjs';
 
 let daemon;
@@ -105,6 +105,31 @@ test('outstanding commands are bounded: the next realize waits for an answer', a
   clearTimeout(dog);
   assert.deepEqual(await a.array(), [5, 5, 5, 5]);
   assert.deepEqual(await b.array(), [6, 6, 6, 6]);
+});
+
+test('a jit replay resolves while the daemon computes; its output waits for the answer', async () => {
+  const conn = await connect({ address: daemon.address });
+  const w = await Tensor.from([0, 1, 2, 3]).realize();
+  const f = jit(async (x) => {
+    w.assign(w.add(x));
+    await w.realize();
+    return w.mul(2).sum();
+  });
+  const x = await Tensor.from([1, 1, 1, 1]).realize();
+  for (let i = 0; i < 3; i++) await (await f(x)).item(); // eager, capture, replay: w = arange + 3
+  gate.hold();
+  const dog = watchdog();
+  await x.mul(7).sum().realize(); // a new kernel, held: what comes next waits behind it
+  await waitHeld();
+  const a = await f(x); // queued behind the held realize, and resolved
+  const b = await f(x);
+  assert.equal(conn.outstanding, 3);
+  gate.release();
+  clearTimeout(dog);
+  assert.equal(watchdogFired, false, 'a replay waited for the held daemon');
+  assert.equal(await a.item(), 2 * (4 + 5 + 6 + 7));
+  assert.equal(await b.item(), 2 * (5 + 6 + 7 + 8));
+  assert.deepEqual(await w.array(), [5, 6, 7, 8]);
 });
 
 test('a daemon error is thrown by the next synchronize, and the session goes on', async () => {
