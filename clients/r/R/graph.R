@@ -141,6 +141,11 @@ unsent_nodes <- function(outputs) {
     }
     key <- as.character(n$id)
     if (!is.null(state[[key]])) return()
+    if (!is.null(n$awaited)) {  # an output of a dispatched jit replay: its bytes come with the answer
+      pg_synchronize()
+      if (!is.null(n$awaited)) pg_abort("failed_precondition",
+                                        sprintf("node %s: the command that computes it ended without an answer", n$id))
+    }
     assign(key, FALSE, envir = state)
     if (n$op == OP$GRADIENT) n$src <- list(relazy(n$src[[1]], n$src[[2]]$id), n$src[[2]])
     for (s in n$src) visit(s)
@@ -187,6 +192,10 @@ graph_realize <- function(outputs, want_data = FALSE) {
       "return the tensor from fn instead and read it from the step"))
     .pg$tracing$deferred <- c(.pg$tracing$deferred, outputs)
     return(vector("list", length(outputs)))
+  }
+  for (n in outputs) if (!is.null(n$awaited)) {  # a jit replay's output: its value comes with the answer
+    pg_synchronize()
+    break
   }
   if (want_data && all(vapply(outputs, function(n) !is.null(n$cache), TRUE))) {
     return(lapply(outputs, function(n) n$cache))

@@ -84,7 +84,8 @@ jit_eager <- function(fn, args, st) {
 }
 
 # One RunStep: host data of the tensor arguments travels with it, a realized tensor by handle.
-# The outputs come back as new tensors (their bytes, or downloaded when too large to inline).
+# Dispatched like a compiled step's run: the outputs are new tensors whose bytes (downloaded when
+# too large to inline) arrive with the answer; a graph or read that needs one waits for it.
 jit_replay <- function(step, tensors) {
   feeds <- list()
   for (nm in names(tensors)) {
@@ -98,12 +99,21 @@ jit_replay <- function(step, tensors) {
       feeds[[length(feeds) + 1L]] <- list(node_id = id, handle = n$handle)
     }
   }
-  resp <- step$run_feeds(feeds)
-  outs <- lapply(seq_along(step$out_nodes), function(i) {
-    o <- step$out_nodes[[i]]
-    r <- resp$outputs[[i]]
-    if (isTRUE(r$has_data)) return(wrap_node(new_node(OP$BUFFER, o$dtype, o$shape, list(), r$data %||% raw())))
-    pg_tensor(download_node(list2env(list(handle = r$handle, dtype = o$dtype, shape = o$shape))), dtype = o$dtype)
+  nodes <- lapply(step$out_nodes, function(o) {
+    n <- new_node(OP$BUFFER, o$dtype, o$shape)
+    n$awaited <- TRUE
+    n
   })
+  step$run_feeds(feeds, on_answer = function(resp) {
+    for (i in seq_along(nodes)) {
+      o <- step$out_nodes[[i]]
+      r <- resp$outputs[[i]]
+      v <- step_output_value(o, r)
+      nodes[[i]]$arg <- if (isTRUE(r$has_data)) r$data %||% raw() else .Call(pg_c_encode, to_row_major(v), .dtype_wire[[o$dtype]])
+      nodes[[i]]$cache <- v  # whatever its size: reading it must not send it back and fetch it again
+      nodes[[i]]$awaited <- NULL
+    }
+  })
+  outs <- lapply(nodes, wrap_node)
   if (length(outs) == 1L) outs[[1]] else if (length(outs)) outs else NULL
 }

@@ -153,11 +153,7 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
     s$values <- NULL
     s$waiting <- TRUE
     s$run_feeds(feeds, on_answer = function(resp) {
-      s$values <- lapply(seq_along(tr$outs), function(i) {
-        r <- resp$outputs[[i]]
-        if (isTRUE(r$has_data)) decode_result(tr$outs[[i]], r$dtype, r$shape, r$data %||% raw())
-        else download_node(list2env(list(handle = r$handle, dtype = tr$outs[[i]]$dtype, shape = tr$outs[[i]]$shape)))
-      })
+      s$values <- lapply(seq_along(tr$outs), function(i) step_output_value(tr$outs[[i]], resp$outputs[[i]]))
       s$waiting <- FALSE
     })
     invisible(s)
@@ -218,6 +214,15 @@ print.polygrad_step <- function(x, ...) {
 # One RunStep. Without `on_answer`: its response (on the session's stream when there is one, one
 # message behind what is outstanding, waiting for it). With: sent without waiting where there is a
 # stream, on_answer(response) called once it is settled (at once without a stream), and NULL.
+# RunStep output `r` of the step output node `o` as an R value: its bytes, or downloaded from the
+# daemon's copy of a large one, whose handle the caller owns: released with the next request.
+step_output_value <- function(o, r) {
+  if (isTRUE(r$has_data)) return(decode_result(o, r$dtype, r$shape, r$data %||% raw()))
+  v <- download_node(list2env(list(handle = r$handle, dtype = o$dtype, shape = o$shape)))
+  .pg$dead_handles <- c(.pg$dead_handles, r$handle)
+  v
+}
+
 run_step_request <- function(request, on_answer = NULL) {
   conn <- get_conn()
   if (!conn_stream(conn)) {

@@ -77,3 +77,25 @@ test_that("random numbers are drawn anew every replay, the numbers eager calls d
   expect_identical(jitted, eager)
   expect_equal(length(unique(lapply(jitted, as.vector))), 5)
 })
+
+test_that("a replay is dispatched: its output arrives with the answer, a large one's handle released", {
+  conn <- polygrad:::get_conn()
+  n <- conn$max_inline / 4 + 1024  # float32s: past what a RunStep answer carries inline
+  w <- pg_realize(pg_tensor(rep(1, n), dtype = "float32"))
+  f <- jit(function(x) x * w)
+  x <- pg_realize(pg_tensor(rep(2, n), dtype = "float32"))
+  for (i in 1:3) expect_equal(sum(as.array(f(x))), 2 * n)  # eager, capture, replay
+  pg_synchronize()
+  a <- f(x)
+  b <- f(x)
+  # Sent, not settled: answers are applied by a read, a synchronize or the next realize.
+  expect_equal(length(polygrad:::.pg$outstanding), 2L)
+  expect_true(isTRUE(a$node$awaited))
+  expect_equal(sum(as.array(b)), 2 * n)  # the read waits for both answers
+  expect_null(a$node$awaited)
+  released <- polygrad:::.pg$dead_handles
+  expect_gte(length(released), 2L)  # both outputs came as handles of the daemon's copies
+  expect_equal(as.array(pg_tensor(1) + 1), 2)  # this request carries the releases
+  err <- tryCatch(polygrad:::rpc("Release", list(handles = released[[1]])), error = function(e) e)
+  expect_s3_class(err, "polygrad_not_found")
+})
