@@ -211,9 +211,6 @@ print.polygrad_step <- function(x, ...) {
   invisible(x)
 }
 
-# One RunStep. Without `on_answer`: its response (on the session's stream when there is one, one
-# message behind what is outstanding, waiting for it). With: sent without waiting where there is a
-# stream, on_answer(response) called once it is settled (at once without a stream), and NULL.
 # RunStep output `r` of the step output node `o` as an R value: its bytes, or downloaded from the
 # daemon's copy of a large one, whose handle the caller owns: released with the next request.
 step_output_value <- function(o, r) {
@@ -223,6 +220,9 @@ step_output_value <- function(o, r) {
   v
 }
 
+# One RunStep. Without `on_answer`: its response (on the session's stream when there is one, one
+# message behind what is outstanding, waiting for it). With: sent without waiting where there is a
+# stream, on_answer(response) called once it is settled (at once without a stream), and NULL.
 run_step_request <- function(request, on_answer = NULL) {
   conn <- get_conn()
   if (!conn_stream(conn)) {
