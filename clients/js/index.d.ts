@@ -513,7 +513,7 @@ export declare function close(): Promise<void>;
  * once sent); rejects with the first error among it. */
 export declare function synchronize(): Promise<void>;
 /** Client graph counters, and under `realized` the daemon's RealizeStats summed over every realize answered so far. */
-export declare function graphStats(): { liveNodes: number; sentLive: number; pendingRelease: number; pendingHandles: number; nextId: number; requests: number;
+export declare function graphStats(): { liveNodes: number; sentLive: number; pendingRelease: number; pendingHandles: number; nextId: number; requests: number; awaited: number;
   realized: { kernels: number; compiled: number; cacheHits: number; seconds: number } };
 export declare function flushReleases(): Promise<void>;
 

@@ -197,9 +197,14 @@ def test_a_tinyjit_replay_returns_while_the_daemon_computes(tmp_path):
       a = f(x)                            # sent, not waited for
       b = f(x)                            # and the next one
       print("outstanding", get_connection().outstanding)
-      print("values", a.item(), b.item(), w.numpy().tolist())
+      from polygrad.graph import GRAPH
+      requests = GRAPH.requests
+      values = a.item(), b.item()           # they came with the answers: read without a Realize
+      print("realizes to read", GRAPH.requests - requests)
+      print("values", *values, w.numpy().tolist())
   """)
   assert "outstanding 2" in out, out
+  assert "realizes to read 0" in out, out
   # w after 5 calls: arange(4) + 5; a saw it after 4, b after 5.
   assert f"values {float(2 * (np.arange(4) + 4).sum())} {float(2 * (np.arange(4) + 5).sum())} [5.0, 6.0, 7.0, 8.0]" in out, out
 

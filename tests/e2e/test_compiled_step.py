@@ -125,10 +125,16 @@ def test_run_is_one_small_request_and_inputs_persist():
   np.testing.assert_allclose(m.weight.numpy(), w1, atol=1e-7)  # zero input: zero weight gradient
   step.run()
   np.testing.assert_allclose(x.numpy(), 0.0)
+  last = step.outputs()
   with pytest.raises(ValueError, match="shape"):
     step.run(x=np.zeros((5, 3), np.float32))
   with pytest.raises(KeyError, match="not an input"):
     step.run(z=np.zeros((4, 3), np.float32))
+  # A refused run changed nothing: the last run's outputs stay readable, and the step still runs.
+  for a, b in zip(step.outputs(), last):
+    np.testing.assert_array_equal(a, b)
+  b = m.bias.numpy()
+  np.testing.assert_allclose(step.run().loss_value(), 4 * (b.astype(np.float64) ** 2).sum(), rtol=1e-5)  # x is zeros
 
 
 def test_learning_rate_changes_reach_the_compiled_step():

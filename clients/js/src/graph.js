@@ -102,7 +102,7 @@ class Graph {
 
   stats() {
     return { liveNodes: this.live, sentLive: this.sent.size, pendingRelease: this.dead.length,
-      pendingHandles: this.deadHandles.length, nextId: this.nextId, requests: this.requests,
+      pendingHandles: this.deadHandles.length, nextId: this.nextId, requests: this.requests, awaited: this.awaited,
       realized: { ...this.realized } };
   }
 

@@ -165,8 +165,10 @@ class CompiledStep {
   }
 
   // Runs the step once after feeding `inputs` ({ name: data }). Resolves once the run is sent
-  // (asynchronous dispatch): outputs(), lossValue() and the tensors fn returned wait for it.
+  // (asynchronous dispatch): outputs(), lossValue() and the tensors fn returned wait for it. Bad
+  // inputs throw before anything changes.
   async run(inputs = {}) {
+    await this._accept(inputs);
     this._values = null;
     this._waiting = true;
     // The tensors fn returned stand for this run's outputs from now on: nodes whose data arrives
@@ -179,7 +181,7 @@ class CompiledStep {
       }
     }
     GRAPH.awaited += bound.length;
-    await this.exchange(inputs, (resp, err) => this._take(bound, resp, err));
+    await this.exchange({}, (resp, err) => this._take(bound, resp, err));
     return this;
   }
 
@@ -207,9 +209,26 @@ class CompiledStep {
   // caller owns. Optimizer scalars and node caches are brought up to date. With `onAnswer` the run
   // goes on the session's stream and this resolves once it is sent; onAnswer(answer, error) is
   // called when it is settled (at once where there is no stream).
+  // A failure before the run is sent is onAnswer's too (so what it holds open, such as the graph's
+  // count of AWAITED nodes, is undone), and is thrown.
   async exchange(inputs = {}, onAnswer = null) {
+    const run = { handedOver: false }; // set once onAnswer is the stream's to call, or called
+    try {
+      return await this._exchange(inputs, onAnswer, run);
+    } catch (e) {
+      if (onAnswer && !run.handedOver) await onAnswer(null, e);
+      throw e;
+    }
+  }
+
+  // Feeds `inputs` for the next run (throwing on a bad one) and checks the step is usable.
+  async _accept(inputs) {
     for (const [name, value] of Object.entries(inputs)) await this.setInput(name, value);
     if (GRAPH.gen !== this._gen || this._released) throw new PolygradError('compileStep: this step was released or belongs to a closed session');
+  }
+
+  async _exchange(inputs, onAnswer, run) {
+    await this._accept(inputs);
     // An input fed by handle whose realize is still outstanding: its handle comes with the answer.
     if ([...this._pending.values()].some((v) => v instanceof Tensor && v._node.handle === '-1')) await GRAPH.synchronize();
     const feeds = [];
@@ -230,6 +249,7 @@ class CompiledStep {
     }
     let resp = null;
     const sent = onAnswer && await this._conn.submitRunStep(this.stepId, feeds, true, (p, err) => onAnswer(p.answer, err), random);
+    run.handedOver = Boolean(sent);
     if (!sent) resp = await this._conn.runStep(this.stepId, feeds, true, random);
     this._pending.clear();
     this.runs += 1;
@@ -238,7 +258,10 @@ class CompiledStep {
     // The daemon changed these buffers in place: results cached on their nodes are stale.
     for (const n of this._targets) n.cache = null;
     for (const [, n] of Object.values(this._inputs)) n.cache = null;
-    if (resp && onAnswer) await onAnswer(resp, null);
+    if (resp && onAnswer) {
+      run.handedOver = true;
+      await onAnswer(resp, null);
+    }
     return resp;
   }
 

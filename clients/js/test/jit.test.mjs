@@ -34,6 +34,11 @@ test('jit: every call right, eager then captured, replays send no graph', async 
   for (let i = 0; i < 3; i++) await add(a, b);
   assert.equal(graphStats().requests, before, 'a replay sends no Realize');
   assert.equal(add.captured.runs, 8);
+  // A replay that cannot be sent (its step was released) throws and leaves no output awaited,
+  // which would make every later realize wait first.
+  await add.captured.release();
+  await assert.rejects(add(a, b), /released/);
+  assert.equal(graphStats().awaited, 0);
 });
 
 test('jit: an assign to an input and to closure state is kept', async () => {

@@ -118,6 +118,9 @@ test('MLP losses from JS equal the Python client\'s, eager and with compileStep'
   // the model's tensors stand for the trained buffers
   const w = await model.l2.weight.data();
   assert.equal(w.length, 1280);
+  // A refused run changes nothing: the last loss stays readable.
+  await assert.rejects(step.run({ x: new Float32Array(3) }), /shape|size|elements/);
+  assert.equal(await step.lossValue(), compiled[STEPS - 1]);
   await step.release();
 
   const ref = await py;

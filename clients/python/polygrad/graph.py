@@ -401,6 +401,8 @@ class Graph:
       return tracer(outputs, want_data)
     conn = get_connection()
     with self._lock:
+      if any(n.arg is AWAITED for n in outputs):
+        self.synchronize()  # a step run's or jit replay's output: its value (and cache) comes with the answer
       if want_data and all(n.cache is not None for n in outputs):
         return [n.cache.copy() for n in outputs]
       self._settle_arrived(conn)

@@ -246,7 +246,8 @@ class CompiledTrainingStep:
   def run(self, **inputs) -> "CompiledTrainingStep":
     """Run the step once, after feeding `inputs` (by argument name, see set_input). Returns once
     the run is sent (asynchronous dispatch): outputs(), loss_value() and the tensors fn returned
-    wait for it, and raise its error."""
+    wait for it, and raise its error. Bad inputs raise before anything changes."""
+    self._accept(inputs)
     self._values = None
     self._waiting = True
     # The tensors fn returned stand for this run's outputs from now on: nodes whose data arrives
@@ -257,7 +258,7 @@ class CompiledTrainingStep:
         out = self._outputs[i]
         t._node = g.GRAPH.node(g.BUFFER, out.dtype, out.shape, (), g.AWAITED)
         bound.append((t._node, i))
-    self.exchange(inputs, on_answer=functools.partial(self._take, bound))
+    self.exchange({}, on_answer=functools.partial(self._take, bound))
     return self
 
   def _take(self, bound, resp) -> None:
@@ -277,15 +278,19 @@ class CompiledTrainingStep:
       if values[i].nbytes <= g.CACHE_BYTES:
         n.cache = values[i].copy()
 
+  def _accept(self, inputs: Dict[str, Any]) -> None:
+    """Feeds `inputs` for the next run (raising on a bad one) and checks the step's session."""
+    for name, value in inputs.items():
+      self.set_input(name, value)
+    if g.GRAPH.gen != self._gen:
+      raise PolygradError("compile_step: this step belongs to a closed polygrad session")
+
   def exchange(self, inputs: Dict[str, Any], on_answer: Optional[Callable[[Any], None]] = None):
     """One RunStep after feeding `inputs`: the daemon's answer, whose large outputs are handles
     the caller owns. Optimizer scalars and node caches are brought up to date. With `on_answer`
     the run goes on the session's stream and returns at once; on_answer(answer) is called when
     it is settled (at once where there is no stream)."""
-    for name, value in inputs.items():
-      self.set_input(name, value)
-    if g.GRAPH.gen != self._gen:
-      raise PolygradError("compile_step: this step belongs to a closed polygrad session")
+    self._accept(inputs)
     if any(isinstance(v, Tensor) and v._node.handle < 0 for v in self._pending.values()):
       g.GRAPH.synchronize()  # an input fed by handle whose realize is still outstanding
     feeds: List[Tuple[int, Any]] = []

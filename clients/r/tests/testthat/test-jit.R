@@ -86,6 +86,7 @@ test_that("a replay is dispatched: its output arrives with the answer, a large o
   x <- pg_realize(pg_tensor(rep(2, n), dtype = "float32"))
   for (i in 1:3) expect_equal(sum(as.array(f(x))), 2 * n)  # eager, capture, replay
   pg_synchronize()
+  queued <- polygrad:::.pg$dead_handles
   a <- f(x)
   b <- f(x)
   # Sent, not settled: answers are applied by a read, a synchronize or the next realize.
@@ -93,8 +94,8 @@ test_that("a replay is dispatched: its output arrives with the answer, a large o
   expect_true(isTRUE(a$node$awaited))
   expect_equal(sum(as.array(b)), 2 * n)  # the read waits for both answers
   expect_null(a$node$awaited)
-  released <- polygrad:::.pg$dead_handles
-  expect_gte(length(released), 2L)  # both outputs came as handles of the daemon's copies
+  released <- setdiff(polygrad:::.pg$dead_handles, queued)
+  expect_length(released, 2L)  # both outputs came as handles of the daemon's copies
   expect_equal(as.array(pg_tensor(1) + 1), 2)  # this request carries the releases
   err <- tryCatch(polygrad:::rpc("Release", list(handles = released[[1]])), error = function(e) e)
   expect_s3_class(err, "polygrad_not_found")
