@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -77,6 +78,7 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
         absl::StatusOr<BufferPtr> b = s.ok() ? session_->buffer(req.download().handle()) : s;
         if (b.ok()) b = deps_.engine.to_host(*b);  // a device buffer is sent from a host copy
         if (b.ok()) {
+          std::lock_guard lock(queue_mu_);
           queue_.push_back(Outgoing{response(rid), *std::move(b), 0, chunk_size(req.download().chunk_bytes(), deps_.limits)});
         }
         return done("Execute.download", rid, start, b.status());
@@ -213,8 +215,9 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
 
   // Queues a response to request `rid`; the caller fills in its result.
   v1::ExecuteResponse& reply(uint64_t rid) {
+    std::lock_guard lock(queue_mu_);
     queue_.push_back(Outgoing{response(rid), nullptr, 0, 0});
-    return queue_.back().message;
+    return queue_.back().message;  // deque: stays put while later responses are queued
   }
 
   // A command finished: count it, answer a failure with an Error (the stream stays open), go on.
@@ -230,26 +233,37 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
 
   // Writes the next queued response, or reads the next command when none is left.
   void pump() {
-    if (queue_.empty()) {
-      StartRead(&request_);
-      return;
+    bool write = false;
+    {
+      std::lock_guard lock(queue_mu_);
+      if (!queue_.empty()) {
+        write = true;
+        Outgoing& front = queue_.front();
+        if (front.download) {
+          current_.Clear();
+          current_.set_request_id(front.message.request_id());
+          front.offset = fill_chunk(*current_.mutable_chunk(), *front.download, front.offset, front.chunk_bytes);
+          deps_.metrics.add_download_bytes(current_.chunk().data().size());
+          if (current_.chunk().last()) queue_.pop_front();
+        } else {
+          current_ = std::move(front.message);
+          queue_.pop_front();
+        }
+      }
     }
-    Outgoing& front = queue_.front();
-    if (front.download) {
-      current_.Clear();
-      current_.set_request_id(front.message.request_id());
-      front.offset = fill_chunk(*current_.mutable_chunk(), *front.download, front.offset, front.chunk_bytes);
-      deps_.metrics.add_download_bytes(current_.chunk().data().size());
-      if (current_.chunk().last()) queue_.pop_front();
+    // Outside the lock: gRPC may run the next reaction on another thread before these return.
+    if (write) {
+      StartWrite(&current_);
     } else {
-      current_ = std::move(front.message);
-      queue_.pop_front();
+      StartRead(&request_);
     }
-    StartWrite(&current_);
   }
 
   void finish(const absl::Status& status) {
-    queue_.clear();
+    {
+      std::lock_guard lock(queue_mu_);
+      queue_.clear();
+    }
     uploads_.clear();
     deps_.record("Execute", session_id(), start_, status, request_id_);
     Finish(to_grpc_status(status));
@@ -261,8 +275,12 @@ class ExecuteReactor final : public grpc::ServerBidiReactor<v1::ExecuteRequest, 
   const std::string request_id_;
   std::atomic<bool> cancelled_{false};
   v1::ExecuteRequest request_;
-  v1::ExecuteResponse current_;
-  std::deque<Outgoing> queue_;
+  // The stream runs one command at a time, but its turns move between gRPC's threads and the
+  // worker pool's through gRPC's own (uninstrumented) queues; this lock orders them where
+  // ThreadSanitizer can see it (a worker queueing an answer after another worker wrote the last).
+  std::mutex queue_mu_;
+  v1::ExecuteResponse current_;      // guarded by queue_mu_ until handed to StartWrite
+  std::deque<Outgoing> queue_;       // guarded by queue_mu_
   SessionPtr session_;
   bool owned_ = false;  // opened by this stream: closed when the stream ends (else only detached)
   absl::flat_hash_map<uint64_t, PendingUpload> uploads_;
