@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "core/frontend/gradient.h"
 #include "core/frontend/tensor_ops.h"
+#include "core/ir/symbolic_dims.h"
 #include "core/engine/placement.h"
 #include "server/decode_ops.h"
 #include "server/status.h"
@@ -103,14 +104,16 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
 
 class NodeDecoder {
  public:
-  NodeDecoder(const v1::Node& node, const OpSpec& spec, std::vector<UOpRef> src, const NodeResolver& resolver,
-              Engine& engine, const Limits& limits)
-      : node_(node), spec_(spec), src_(std::move(src)), resolver_(resolver), engine_(engine), limits_(limits),
+  NodeDecoder(const v1::Node& node, const OpSpec& spec, std::vector<UOpRef> src, std::vector<UOpRef> variables,
+              const NodeResolver& resolver, Engine& engine, const Limits& limits)
+      : node_(node), spec_(spec), src_(std::move(src)), variables_(std::move(variables)), resolver_(resolver),
+        engine_(engine), limits_(limits),
         prefix_(absl::StrCat("node ", node.id(), " (", v1::Op_Name(node.op()), "): ")) {}
 
   // Builds the node; the leaf buffer is set for BUFFER nodes.
   absl::StatusOr<DecodedNode> decode(uint64_t& inline_bytes) {
     absl::StatusOr<UOpRef> built = build(inline_bytes);
+    if (built.ok() && node_.symbolic_size() > 0) built = mark_symbolic_dims(*built);
     if (!built.ok()) return with_prefix(built.status(), prefix_);
     const UOpRef& u = *built;
     // Movement ops such as PAD can grow a tensor past the limits: check what was built.
@@ -165,9 +168,42 @@ class NodeDecoder {
     return absl::InternalError("op without a builder");
   }
 
+  // The node's symbolic dims on what `built` made of its concrete arg: each marked with its
+  // extent, variable * mul + add.
+  absl::StatusOr<UOpRef> mark_symbolic_dims(UOpRef built) {
+    const bool shrink = spec_.build == v1::OpSchema::BUILD_SHRINK;
+    if (!shrink && spec_.build != v1::OpSchema::BUILD_RESHAPE && spec_.build != v1::OpSchema::BUILD_EXPAND)
+      return absl::InvalidArgumentError("symbolic dims are taken by RESHAPE, EXPAND and SHRINK only");
+    constexpr int64_t kMaxTerm = int64_t{1} << 31;
+    for (int i = 0; i < node_.symbolic_size(); ++i) {
+      const v1::SymbolicDim& d = node_.symbolic(i);
+      const UOpRef& v = variables_[i];
+      if (d.axis() >= built->shape.size())
+        return absl::InvalidArgumentError(absl::StrCat("symbolic dim axis ", d.axis(), " is out of range for rank ", built->shape.size()));
+      if (d.mul() < 1 || d.mul() >= kMaxTerm || d.add() <= -kMaxTerm || d.add() >= kMaxTerm)
+        return absl::InvalidArgumentError(absl::StrCat("symbolic dim on axis ", d.axis(), ": mul ", d.mul(), " and add ", d.add(),
+                                                       " must lie in [1, 2^31) and (-2^31, 2^31)"));
+      if (v->dtype != DType::Int32 || !v->shape.empty())
+        return absl::InvalidArgumentError(absl::StrCat("symbolic dim variable ", d.variable(), " is ", dtype_name(v->dtype), " [",
+                                                       absl::StrJoin(v->shape, ","), "], not a 0-d int32 tensor"));
+      if (shrink && node_.pairs().begin_size() > static_cast<int>(d.axis()) && node_.pairs().begin(static_cast<int>(d.axis())) != 0)
+        return absl::InvalidArgumentError(absl::StrCat("a symbolic end of axis ", d.axis(), " needs begin 0"));
+      UOpRef extent = scale_extent(v, d.mul());
+      if (d.add() != 0) extent = uop(Ops::ADD, DType::Int32, {extent, uop(Ops::CONST, DType::Int32, {}, d.add())});
+      absl::StatusOr<UOpRef> marked = frontend::bound(built, d.axis(), extent);
+      if (!marked.ok()) return marked.status();
+      built = *std::move(marked);
+    }
+    return built;
+  }
+
   // Composites are core's: the node's parameters become core's CompositeArgs, and the daemon's
   // limits and devices reach the builder as checks.
   absl::StatusOr<UOpRef> build_composite() {
+    for (const UOpRef& s : src_)
+      if (!s->extents.empty() && !frontend::composite_takes_symbolic(v1::Op_Name(spec_.wire)))
+        return absl::InvalidArgumentError("a source has a symbolic dim, which this op does not take (it would read the "
+                                          "dim's size): shrink to a concrete size or reduce the dim first");
     const frontend::CompositeArgs args = composite_args(node_.composite());
     std::optional<DType> dtype;
     if (node_.dtype() != v1::DTYPE_UNSPECIFIED) {
@@ -308,6 +344,7 @@ class NodeDecoder {
   const OpSpec& spec_;
   std::vector<DecodedNode::RandomKey> random_keys_;
   std::vector<UOpRef> src_;
+  std::vector<UOpRef> variables_;  // the node's symbolic dims' variables, in order
   const NodeResolver& resolver_;
   Engine& engine_;
   const Limits& limits_;
@@ -368,6 +405,14 @@ absl::Status check_shape(std::span<const int64_t> shape, const Limits& limits, s
   return count_within(shape, limits.max_elements, what, "has more elements than max_elements");
 }
 
+absl::Status check_concrete(uint64_t id, const UOpRef& node) {
+  for (size_t a = 0; a < node->extents.size(); ++a)
+    if (node->extents[a])
+      return absl::InvalidArgumentError(absl::StrCat("output ", id, " has a symbolic dim (axis ", a,
+                                                     "): realize a concrete shape (shrink or reduce the dim first)"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DecodedNodes> decode_nodes(const google::protobuf::RepeatedPtrField<v1::Node>& nodes,
                                           const NodeResolver& resolver, Engine& engine, const Limits& limits) {
   if (static_cast<uint64_t>(nodes.size()) > limits.max_nodes_per_request) {
@@ -399,22 +444,29 @@ absl::StatusOr<DecodedNodes> decode_nodes(const google::protobuf::RepeatedPtrFie
       return absl::InvalidArgumentError(
           absl::StrCat(prefix, "expects arg ", av(arg_name(spec->arg)), ", got ", av(arg_name(node.arg_case()))));
     }
+    auto find = [&](uint64_t s, const char* role) -> absl::StatusOr<UOpRef> {
+      if (auto it = local.find(s); it != local.end()) return out.nodes[it->second].uop;
+      if (const UOpRef* known = resolver.find_node(s)) return *known;
+      if (const absl::Status* failed = resolver.failed_node(s))
+        return absl::Status(failed->code(), absl::StrCat(prefix, role, " ", s, " failed in an earlier request: ",
+                                                         failed->message()));
+      return absl::InvalidArgumentError(absl::StrCat(prefix, role, " ", s, " is not defined in this session"));
+    };
     std::vector<UOpRef> src;
     src.reserve(node.src_size());
     for (uint64_t s : node.src()) {
-      if (auto it = local.find(s); it != local.end()) {
-        src.push_back(out.nodes[it->second].uop);
-      } else if (const UOpRef* known = resolver.find_node(s)) {
-        src.push_back(*known);
-      } else if (const absl::Status* failed = resolver.failed_node(s)) {
-        return absl::Status(failed->code(), absl::StrCat(prefix, "source ", s, " failed in an earlier request: ",
-                                                         failed->message()));
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat(prefix, "source ", s, " is not defined in this session"));
-      }
+      absl::StatusOr<UOpRef> found = find(s, "source");
+      if (!found.ok()) return found.status();
+      src.push_back(*std::move(found));
+    }
+    std::vector<UOpRef> variables;
+    for (const v1::SymbolicDim& d : node.symbolic()) {
+      absl::StatusOr<UOpRef> found = find(d.variable(), "symbolic dim variable");
+      if (!found.ok()) return found.status();
+      variables.push_back(*std::move(found));
     }
     absl::StatusOr<DecodedNode> decoded =
-        NodeDecoder(node, *spec, std::move(src), resolver, engine, limits).decode(out.inline_bytes);
+        NodeDecoder(node, *spec, std::move(src), std::move(variables), resolver, engine, limits).decode(out.inline_bytes);
     if (!decoded.ok()) return decoded.status();
     local.emplace(node.id(), out.nodes.size());
     out.nodes.push_back(*std::move(decoded));

@@ -286,6 +286,12 @@ absl::StatusOr<v1::RealizeResponse> Session::realize_with(const v1::RealizeReque
     if (absl::Status s = commit_nodes(*decoded, added, transfer); !s.ok()) return s;
     outputs.reserve(request.outputs_size());
     for (uint64_t id : request.outputs()) outputs.push_back(nodes_.at(id).current());
+    for (int i = 0; i < request.outputs_size(); ++i) {
+      if (absl::Status s = check_concrete(request.outputs(i), outputs[i]); !s.ok()) {
+        erase_nodes(added);
+        return s;
+      }
+    }
     if (quotas_ != nullptr) {
       if (absl::Status s = quotas_->check_depth(outputs); !s.ok()) {
         erase_nodes(added);

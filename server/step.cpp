@@ -159,6 +159,7 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
     for (uint64_t id : request.outputs()) {
       auto it = nodes_.find(id);
       if (it == nodes_.end()) return fail(absl::InvalidArgumentError(absl::StrCat("output ", id, " is not defined in this session")));
+      if (absl::Status s = check_concrete(id, it->second.current()); !s.ok()) return fail(s);
       spec.outputs.push_back(it->second.current());
       step->output_ids.push_back(id);
     }

@@ -177,6 +177,8 @@ class Lowerer {
         for (size_t i = 0; i < in.size(); ++i) out[i] = add(idx[i], const_int(be[2 * i]));
         return sub(out, valid);
       }
+      case Ops::BOUND:
+        return sub(idx, valid);
       case Ops::FLIP: {
         std::vector<UOpRef> out = idx;
         for (int64_t a : n.arg_ints()) out[a] = uop(Ops::SUB, kIndexDType, {const_int(in[a] - 1), idx[a]});

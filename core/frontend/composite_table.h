@@ -90,6 +90,9 @@ using CompositeBuilder = absl::StatusOr<UOpRef> (*)(const CompositeCall&);
 
 // The builder of the composite op named `name` (an Op value's name), or null when there is none.
 CompositeBuilder find_composite(std::string_view name);
+// Whether the composite `name` accepts sources with a symbolic dim (core/ir/symbolic_dims.h):
+// true for the elementwise ones, matmul and those that only reduce over an axis.
+bool composite_takes_symbolic(std::string_view name);
 
 // The names that have a builder, for the check that every composite in the schema has one.
 std::vector<std::string_view> composite_names();

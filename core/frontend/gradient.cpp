@@ -184,6 +184,9 @@ std::vector<UOpRef> backward(Builder& b, const UOpRef& node, const UOpRef& g) {
       return {b.take(pad(g, ba))};
     }
     case Ops::FLIP: return {b.take(flip(g, n.arg_ints()))};
+    // A symbolic dim's mark: its reductions masked what lies past the extent, so the gradient
+    // there is already 0; the extent (an integer) has none.
+    case Ops::BOUND: return {g, nullptr};
     case Ops::GATHER: {
       // Each selected element of x gets the gradients of the positions that selected it: g
       // spread over a one-hot comparison of the index with x's last axis and summed (a

@@ -3,6 +3,7 @@
 #include "core/ir/wide_int.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -68,6 +69,33 @@ std::vector<int64_t> flatten(const Pairs& p) {
     out.push_back(b);
   }
   return out;
+}
+
+size_t marks(const UOpRef& x) {
+  return static_cast<size_t>(std::count_if(x->extents.begin(), x->extents.end(), [](const UOpRef& e) { return e != nullptr; }));
+}
+
+// `built` from `x` by `what`: refused when it would change one of x's symbolic axes other than as
+// core/ir/symbolic_dims.h describes (the mark would be lost and a later reduction would read the
+// invalid part).
+absl::StatusOr<UOpRef> keeping_marks(const UOpRef& built, const UOpRef& x, const char* what) {
+  if (x->extents.empty() || marks(built) >= marks(x)) return built;
+  for (size_t a = 0; a < x->extents.size(); ++a)
+    if (x->extents[a])
+      return absl::InvalidArgumentError(absl::StrCat(what, " ", shape_str(x->shape), " -> ", shape_str(built->shape),
+                                                     " changes symbolic axis ", a,
+                                                     ": a symbolic axis may be reshaped whole or merged with the axes "
+                                                     "inside it, not split, padded, flipped or shrunk"));
+  return built;
+}
+
+// The value a reduction with `op` starts from, as an unshaped constant of `dt`.
+std::variant<int64_t, double> identity_of(Ops op, DType dt) {
+  if (op == Ops::ADD) return int64_t{0};
+  if (op == Ops::MUL) return int64_t{1};
+  if (dtype_is_float(dt)) return -std::numeric_limits<double>::infinity();
+  if (dt == DType::Bool || dtype_is_unsigned(dt)) return int64_t{0};
+  return -(int64_t{1} << (8 * dtype_itemsize(dt) - 1));
 }
 
 }  // namespace
@@ -235,7 +263,37 @@ absl::StatusOr<UOpRef> reduce(Ops op, const UOpRef& x, std::vector<int64_t> axes
   Shape out = x->shape;
   for (int64_t a : *norm) out[a] = 1;
   if (norm->empty()) return x;
-  return uop(Ops::REDUCE_AXIS, x->dtype, {x}, ReduceArg{op, *norm}, std::move(out));
+  UOpRef src = x;
+  for (int64_t a : *norm) {
+    if (x->extents.empty() || !x->extents[a]) continue;
+    PG_ASSIGN(masked, past_extent(src, a, identity_of(op, x->dtype)));
+    src = masked;
+  }
+  return uop(Ops::REDUCE_AXIS, x->dtype, {src}, ReduceArg{op, *norm}, std::move(out));
+}
+
+absl::StatusOr<UOpRef> past_extent(const UOpRef& x, int64_t axis, std::variant<int64_t, double> fill) {
+  const UOpRef& extent = x->extents.at(axis);
+  Shape along(x->shape.size(), 1);
+  along[axis] = x->shape[axis];
+  PG_ASSIGN(positions, arange(x->shape[axis], DType::Int32));
+  PG_ASSIGN(positions_along, reshape(positions, along));
+  PG_ASSIGN(at, expand(positions_along, x->shape));
+  PG_ASSIGN(extent_one, reshape(extent, Shape(x->shape.size(), 1)));
+  PG_ASSIGN(limit, expand(extent_one, x->shape));
+  PG_ASSIGN(valid, alu(Ops::CMPLT, {at, limit}));
+  PG_ASSIGN(filler, constant(fill, x->dtype, x->shape));
+  return alu(Ops::WHERE, {valid, x, filler});
+}
+
+absl::StatusOr<UOpRef> bound(const UOpRef& x, int64_t axis, const UOpRef& extent) {
+  auto a = normalize_axis(axis, x->shape.size());
+  if (!a.ok()) return a.status();
+  if (extent->dtype != DType::Int32 || !extent->shape.empty())
+    return absl::InvalidArgumentError(absl::StrCat("a symbolic dim's extent is a 0-d int32 tensor, got ", dtype_name(extent->dtype),
+                                                   " ", shape_str(extent->shape)));
+  if (!extent->extents.empty()) return absl::InvalidArgumentError("a symbolic dim's extent has a symbolic dim itself");
+  return uop(Ops::BOUND, x->dtype, {x, extent}, *a, x->shape);
 }
 
 absl::StatusOr<UOpRef> gather_last(const UOpRef& x, const UOpRef& index) {
@@ -245,7 +303,9 @@ absl::StatusOr<UOpRef> gather_last(const UOpRef& x, const UOpRef& index) {
       !std::equal(x->shape.begin(), x->shape.end() - 1, index->shape.begin()))
     return absl::InvalidArgumentError(absl::StrCat("gather: index ", shape_str(index->shape), " must have the leading axes of ",
                                                    shape_str(x->shape)));
-  return uop(Ops::GATHER, x->dtype, {x, index}, {}, index->shape);
+  UOpRef built = uop(Ops::GATHER, x->dtype, {x, index}, {}, index->shape);
+  if (absl::Status s = keeping_marks(built, index, "gather").status(); !s.ok()) return s;
+  return keeping_marks(built, x, "gather");
 }
 
 absl::StatusOr<UOpRef> reshape(const UOpRef& x, Shape shape) {
@@ -257,7 +317,7 @@ absl::StatusOr<UOpRef> reshape(const UOpRef& x, Shape shape) {
                                                    " elements) to ", shape_str(shape), " (", n, " elements)"));
   if (shape == x->shape) return x;
   std::vector<int64_t> arg = shape;
-  return uop(Ops::RESHAPE, x->dtype, {x}, std::move(arg), std::move(shape));
+  return keeping_marks(uop(Ops::RESHAPE, x->dtype, {x}, std::move(arg), std::move(shape)), x, "reshape");
 }
 
 absl::StatusOr<UOpRef> permute(const UOpRef& x, std::vector<int64_t> order) {
@@ -311,7 +371,7 @@ absl::StatusOr<UOpRef> pad(const UOpRef& x, const Pairs& before_after) {
   }
   if (auto s = check_shape(out); !s.ok()) return s;
   if (noop) return x;
-  return uop(Ops::PAD, x->dtype, {x}, flatten(before_after), std::move(out));
+  return keeping_marks(uop(Ops::PAD, x->dtype, {x}, flatten(before_after), std::move(out)), x, "pad");
 }
 
 absl::StatusOr<UOpRef> shrink(const UOpRef& x, const Pairs& begin_end) {
@@ -328,7 +388,7 @@ absl::StatusOr<UOpRef> shrink(const UOpRef& x, const Pairs& begin_end) {
     noop &= b == 0 && e == x->shape[i];
   }
   if (noop) return x;
-  return uop(Ops::SHRINK, x->dtype, {x}, flatten(begin_end), std::move(out));
+  return keeping_marks(uop(Ops::SHRINK, x->dtype, {x}, flatten(begin_end), std::move(out)), x, "shrink");
 }
 
 absl::StatusOr<UOpRef> flip(const UOpRef& x, std::vector<int64_t> axes) {
@@ -336,12 +396,12 @@ absl::StatusOr<UOpRef> flip(const UOpRef& x, std::vector<int64_t> axes) {
   if (!norm.ok()) return norm.status();
   std::erase_if(*norm, [&](int64_t a) { return x->shape[a] <= 1; });
   if (norm->empty()) return x;
-  return uop(Ops::FLIP, x->dtype, {x}, *norm, x->shape);
+  return keeping_marks(uop(Ops::FLIP, x->dtype, {x}, *norm, x->shape), x, "flip");
 }
 
 absl::StatusOr<UOpRef> copy(const UOpRef& x, int64_t device_code) {
   if (device_code < 0) return absl::InvalidArgumentError(absl::StrCat("copy: device code ", device_code, " is negative"));
-  return uop(Ops::COPY, x->dtype, {x}, device_code, x->shape);
+  return keeping_marks(uop(Ops::COPY, x->dtype, {x}, device_code, x->shape), x, "copy");
 }
 
 UOpRef copy_to_device_of(const UOpRef& x, const UOpRef& like) {

@@ -46,6 +46,12 @@ DType uint_of_size(size_t bytes);
 // axes keep size 1.
 absl::StatusOr<UOpRef> reduce(Ops op, const UOpRef& x, std::vector<int64_t> axes);
 
+// Symbolic dims (core/ir/symbolic_dims.h). `bound`: x with `axis` marked as valid below `extent`
+// (a 0-d int32 tensor). `past_extent`: x with the part of its symbolic `axis` at or past the
+// extent replaced by `fill` (what reduce does over a symbolic axis before it reduces).
+absl::StatusOr<UOpRef> bound(const UOpRef& x, int64_t axis, const UOpRef& extent);
+absl::StatusOr<UOpRef> past_extent(const UOpRef& x, int64_t axis, std::variant<int64_t, double> fill);
+
 absl::StatusOr<UOpRef> reshape(const UOpRef& x, Shape shape);
 absl::StatusOr<UOpRef> permute(const UOpRef& x, std::vector<int64_t> order);
 absl::StatusOr<UOpRef> expand(const UOpRef& x, Shape shape);

@@ -26,6 +26,11 @@ namespace polygrad {
   /* COPY (arg: target device code, core/engine/placement.h): the source's value on another  \
      device; realized as a transfer, never inside a kernel */                                \
   X(COPY)                                                                                  \
+  /* BOUND (src: x, extent; arg: axis): x whose `axis` is a symbolic dim (core/ir/symbolic_dims.h): \
+     the shape keeps the dim's largest size, the data is valid below `extent` (a 0-d int32   \
+     tensor, a Variable's value), and reductions over the axis read only that part. To the  \
+     compiler it is x */                                                                    \
+  X(BOUND)                                                                                 \
   /* kernel-level: DEFINE_GLOBAL (arg: param index), RANGE (arg: id; src: end),            \
      LOAD (src: buf, index[, gate]), STORE (src: buf, index, value),                       \
      REDUCE (arg: ADD|MAX as int; src: value, ranges...), SINK (src: stores) */            \

@@ -1,4 +1,5 @@
 #include "core/ir/uop.h"
+#include "core/ir/symbolic_dims.h"
 
 #include <cstring>
 #include <mutex>
@@ -136,7 +137,8 @@ UOpRef uop(Ops op, DType dtype, std::vector<UOpRef> src, Arg arg, Shape shape) {
   uint64_t h = mix(mix(static_cast<uint64_t>(op), static_cast<uint64_t>(dtype)), hash_arg(arg));
   for (int64_t d : shape) h = mix(h, static_cast<uint64_t>(d));
   for (const UOpRef& s : src) h = mix(h, s->hash);
-  auto fresh = std::unique_ptr<UOp>(new UOp{op, dtype, std::move(src), std::move(arg), std::move(shape), h});
+  auto fresh = std::unique_ptr<UOp>(new UOp{op, dtype, std::move(src), std::move(arg), std::move(shape), h, {}});
+  fresh->extents = derive_extents(*fresh);
   return intern_table().intern(std::move(fresh));
 }
 

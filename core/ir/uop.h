@@ -36,6 +36,10 @@ struct UOp {
   Arg arg;
   Shape shape;     // tensor-level nodes only; empty for scalars and kernel-level nodes
   uint64_t hash;   // stable structural hash: equal across processes for equal graphs
+  // Tensor-level nodes with a symbolic dim: per axis its extent (a 0-d int32 tensor), null for a
+  // concrete axis; empty when every axis is concrete. Derived from the other fields, so equal
+  // nodes agree (core/ir/symbolic_dims.h).
+  std::vector<UOpRef> extents;
 
   ~UOp();
 
