@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -104,10 +105,9 @@ frontend::CompositeArgs composite_args(const v1::CompositeArg& c) {
 
 class NodeDecoder {
  public:
-  NodeDecoder(const v1::Node& node, const OpSpec& spec, std::vector<UOpRef> src, std::vector<UOpRef> variables,
-              const NodeResolver& resolver, Engine& engine, const Limits& limits)
-      : node_(node), spec_(spec), src_(std::move(src)), variables_(std::move(variables)), resolver_(resolver),
-        engine_(engine), limits_(limits),
+  NodeDecoder(const v1::Node& node, const OpSpec& spec, std::vector<UOpRef> src, const NodeResolver& resolver,
+              Engine& engine, const Limits& limits)
+      : node_(node), spec_(spec), src_(std::move(src)), resolver_(resolver), engine_(engine), limits_(limits),
         prefix_(absl::StrCat("node ", node.id(), " (", v1::Op_Name(node.op()), "): ")) {}
 
   // Builds the node; the leaf buffer is set for BUFFER nodes.
@@ -125,7 +125,7 @@ class NodeDecoder {
                                                        " differs from the derived dtype ", av(dtype_name(u->dtype))));
       }
     }
-    return DecodedNode{node_.id(), u, leaf_, std::move(random_keys_)};
+    return DecodedNode{node_.id(), u, leaf_, std::move(random_keys_), std::move(extents_)};
   }
 
  private:
@@ -168,29 +168,29 @@ class NodeDecoder {
     return absl::InternalError("op without a builder");
   }
 
-  // The node's symbolic dims on what `built` made of its concrete arg: each marked with its
-  // extent, variable * mul + add.
+  // The node's symbolic dims on what `built` made of its concrete arg: each axis marked with its
+  // extent, held in a 0-d int32 buffer of its own (as a random key is) so the graph's structure
+  // does not depend on the value.
   absl::StatusOr<UOpRef> mark_symbolic_dims(UOpRef built) {
     const bool shrink = spec_.build == v1::OpSchema::BUILD_SHRINK;
     if (!shrink && spec_.build != v1::OpSchema::BUILD_RESHAPE && spec_.build != v1::OpSchema::BUILD_EXPAND)
       return absl::InvalidArgumentError("symbolic dims are taken by RESHAPE, EXPAND and SHRINK only");
-    constexpr int64_t kMaxTerm = int64_t{1} << 31;
-    for (int i = 0; i < node_.symbolic_size(); ++i) {
-      const v1::SymbolicDim& d = node_.symbolic(i);
-      const UOpRef& v = variables_[i];
+    for (const v1::SymbolicDim& d : node_.symbolic()) {
       if (d.axis() >= built->shape.size())
         return absl::InvalidArgumentError(absl::StrCat("symbolic dim axis ", d.axis(), " is out of range for rank ", built->shape.size()));
-      if (d.mul() < 1 || d.mul() >= kMaxTerm || d.add() <= -kMaxTerm || d.add() >= kMaxTerm)
-        return absl::InvalidArgumentError(absl::StrCat("symbolic dim on axis ", d.axis(), ": mul ", d.mul(), " and add ", d.add(),
-                                                       " must lie in [1, 2^31) and (-2^31, 2^31)"));
-      if (v->dtype != DType::Int32 || !v->shape.empty())
-        return absl::InvalidArgumentError(absl::StrCat("symbolic dim variable ", d.variable(), " is ", dtype_name(v->dtype), " [",
-                                                       absl::StrJoin(v->shape, ","), "], not a 0-d int32 tensor"));
-      if (shrink && node_.pairs().begin_size() > static_cast<int>(d.axis()) && node_.pairs().begin(static_cast<int>(d.axis())) != 0)
+      if (d.extent() < 0 || d.extent() > std::numeric_limits<int32_t>::max())
+        return absl::InvalidArgumentError(absl::StrCat("symbolic dim on axis ", d.axis(), ": extent ", d.extent(),
+                                                       " is outside [0, 2^31)"));
+      if (shrink && node_.pairs().begin(static_cast<int>(d.axis())) != 0)
         return absl::InvalidArgumentError(absl::StrCat("a symbolic end of axis ", d.axis(), " needs begin 0"));
-      UOpRef extent = scale_extent(v, d.mul());
-      if (d.add() != 0) extent = uop(Ops::ADD, DType::Int32, {extent, uop(Ops::CONST, DType::Int32, {}, d.add())});
-      absl::StatusOr<UOpRef> marked = frontend::bound(built, d.axis(), extent);
+      absl::StatusOr<BufferPtr> buf = engine_.allocate(DType::Int32, {}, Buffer::Fill::None);  // filled just below
+      if (!buf.ok()) return buf.status();
+      const auto value = static_cast<int32_t>(d.extent());
+      std::memcpy((*buf)->data(), &value, sizeof value);
+      absl::StatusOr<UOpRef> leaf = frontend::buffer((*buf)->id(), DType::Int32, {});
+      if (!leaf.ok()) return leaf.status();
+      extents_.push_back(DecodedNode::Extent{*leaf, *std::move(buf)});
+      absl::StatusOr<UOpRef> marked = frontend::bound(built, d.axis(), *leaf);
       if (!marked.ok()) return marked.status();
       built = *std::move(marked);
     }
@@ -343,8 +343,8 @@ class NodeDecoder {
   const v1::Node& node_;
   const OpSpec& spec_;
   std::vector<DecodedNode::RandomKey> random_keys_;
+  std::vector<DecodedNode::Extent> extents_;
   std::vector<UOpRef> src_;
-  std::vector<UOpRef> variables_;  // the node's symbolic dims' variables, in order
   const NodeResolver& resolver_;
   Engine& engine_;
   const Limits& limits_;
@@ -459,14 +459,8 @@ absl::StatusOr<DecodedNodes> decode_nodes(const google::protobuf::RepeatedPtrFie
       if (!found.ok()) return found.status();
       src.push_back(*std::move(found));
     }
-    std::vector<UOpRef> variables;
-    for (const v1::SymbolicDim& d : node.symbolic()) {
-      absl::StatusOr<UOpRef> found = find(d.variable(), "symbolic dim variable");
-      if (!found.ok()) return found.status();
-      variables.push_back(*std::move(found));
-    }
     absl::StatusOr<DecodedNode> decoded =
-        NodeDecoder(node, *spec, std::move(src), std::move(variables), resolver, engine, limits).decode(out.inline_bytes);
+        NodeDecoder(node, *spec, std::move(src), resolver, engine, limits).decode(out.inline_bytes);
     if (!decoded.ok()) return decoded.status();
     local.emplace(node.id(), out.nodes.size());
     out.nodes.push_back(*std::move(decoded));

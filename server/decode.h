@@ -58,6 +58,13 @@ struct DecodedNode {
     std::array<uint32_t, 3> words;
   };
   std::vector<RandomKey> random_keys;
+  // Symbolic dims: the buffer holding each extent and the BUFFER UOp inside `uop` that stands for
+  // it (bind it too).
+  struct Extent {
+    UOpRef uop;
+    BufferPtr buffer;
+  };
+  std::vector<Extent> extents;
 };
 
 struct DecodedNodes {

@@ -164,6 +164,7 @@ absl::Status Session::commit_nodes(DecodedNodes& decoded, std::vector<uint64_t>&
   for (const DecodedNode& n : decoded.nodes) {
     if (n.leaf) leaves.push_back(n.leaf);
     for (const DecodedNode::RandomKey& k : n.random_keys) leaves.push_back(k.buffer);
+    for (const DecodedNode::Extent& x : n.extents) leaves.push_back(x.buffer);
   }
   absl::StatusOr<Reservation> room = held_.reserve(leaves);
   if (!room.ok()) return room.status();
@@ -181,6 +182,11 @@ absl::Status Session::commit_nodes(DecodedNodes& decoded, std::vector<uint64_t>&
       bind(k.uop, k.buffer);
       bindings_[k.uop.get()].random_words = k.words;
       unbind(k.uop.get());
+    }
+    // So is a symbolic dim's extent.
+    for (const DecodedNode::Extent& x : n.extents) {
+      bind(x.uop, x.buffer);
+      unbind(x.uop.get());
     }
   }
   transfer.upload += decoded.inline_bytes;

@@ -250,8 +250,8 @@ def test_two_jits_updating_one_tensor_see_each_other():
 
 
 def test_variables_bind_and_a_jit_follows_their_value():
-  """tinygrad's Variable: bounds, binding, an int wherever one is taken. Shapes are not symbolic
-  yet, so a jitted function captures again for a new bound value instead of replaying the old one."""
+  """tinygrad's Variable: bounds, binding, an int wherever one is taken. A jitted function captures
+  again for a new bound value instead of replaying the old one (its kernels are cached)."""
   from polygrad import Variable
   v = Variable("start_pos", 1, 8)
   assert (v.name, v.min_val, v.max_val, v.expr, v.vmin, v.vmax) == ("start_pos", 1, 8, "start_pos", 1, 8)

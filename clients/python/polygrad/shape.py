@@ -8,6 +8,7 @@ from typing import Iterable, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .errors import AxisError, ShapeError
+from .variable import dim
 
 Shape = Tuple[int, ...]
 
@@ -149,7 +150,7 @@ def normalize_pairs(arg, shape: Shape, what: str, default) -> Tuple[Tuple[int, i
       p = default(s)
     if len(p) != 2:
       raise ShapeError(f"{what}: each entry must be a (begin, end) pair, got {p}")
-    out.append((int(p[0]), int(p[1])))
+    out.append((dim(p[0]), dim(p[1])))
   return tuple(out)
 
 

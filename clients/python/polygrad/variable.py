@@ -3,16 +3,20 @@
     start_pos = Variable("start_pos", 1, 1024).bind(k)
     keys = cache[:, :, 0:start_pos + 1]
 
-A bound variable is an int (a subclass: arithmetic, shapes, slices and ranges take it as its value)
-that remembers its Variable. Shapes are not symbolic yet: the graph gets the bound value, so each
-value has kernels of its own (compiled once each, then cached), and a TinyJit captures again when a
-bound argument's value changes rather than replaying another value's step.
+A bound variable is an int (a subclass: arithmetic, slices and ranges take it as its value) that
+remembers its Variable. Adding an int to it or multiplying it by a positive int gives a SymInt, a
+dim `variable * mul + add` at its bound value. In the shape of `reshape`, `expand` or the end of a
+`shrink` it makes a symbolic dim: the daemon keeps the dim at its largest size (`.max`) and
+receives the value as data, so one set of kernels serves every value, and reductions over the dim
+read only the part below the value (docs/PROTOCOL.md, "Variables and symbolic dims"). A tensor with
+a symbolic dim can be computed on but not read back: reduce or shrink the dim first. A TinyJit
+captures again when a bound argument's value changes (compiling nothing: the kernels are cached).
 """
 from __future__ import annotations
 
 from typing import Tuple
 
-__all__ = ["Variable", "BoundVariable"]
+__all__ = ["Variable", "BoundVariable", "SymInt"]
 
 _MAX_NAME = 64
 
@@ -55,15 +59,73 @@ class Variable:
     return f"Variable({self.name!r}, {self.min_val}, {self.max_val})"
 
 
-class BoundVariable(int):
-  """A Variable's value: an int that knows its Variable (`.variable`, `.unbind()`)."""
+def _value_of(k):
+  return int(k) if isinstance(k, SymInt) else k
+
+
+class SymInt(int):
+  """`variable * mul + add` at the variable's bound value: an int of that value that knows how
+  it was made, so a shape can carry it to the daemon as a symbolic dim."""
 
   variable: Variable
+  mul: int
+  add: int
+
+  def __new__(cls, variable: Variable, value: int, mul: int = 1, add: int = 0) -> "SymInt":
+    obj = super().__new__(cls, value * mul + add)
+    obj.variable, obj.mul, obj.add, obj._value = variable, mul, add, value
+    return obj
+
+  @property
+  def max(self) -> int:
+    """The largest value: the dim's size on the daemon."""
+    return self.variable.max_val * self.mul + self.add
+
+  def _plain(self, k) -> bool:
+    return isinstance(k, int) and not isinstance(k, (bool, SymInt))
+
+  def __add__(self, k):
+    if self._plain(k):
+      return SymInt(self.variable, self._value, self.mul, self.add + k)
+    return int(self) + _value_of(k)
+
+  __radd__ = __add__
+
+  def __sub__(self, k):
+    if self._plain(k):
+      return SymInt(self.variable, self._value, self.mul, self.add - k)
+    return int(self) - _value_of(k)
+
+  def __mul__(self, k):
+    if self._plain(k) and k >= 1:
+      return SymInt(self.variable, self._value, self.mul * k, self.add * k)
+    return int(self) * _value_of(k)
+
+  __rmul__ = __mul__
+
+  def __hash__(self) -> int:
+    return int.__hash__(self)
+
+  def __repr__(self) -> str:
+    term = self.variable.name if self.mul == 1 else f"{self.mul}*{self.variable.name}"
+    return f"({term}{self.add:+d})={int(self)}" if self.add else f"{term}={int(self)}"
+
+
+def dim(s):
+  """A shape entry as an int, or the SymInt itself."""
+  return s if isinstance(s, SymInt) else int(s)
+
+
+def daemon_size(s) -> int:
+  """The size a shape entry has on the daemon: a SymInt's largest value, else the int."""
+  return s.max if isinstance(s, SymInt) else int(s)
+
+
+class BoundVariable(SymInt):
+  """A Variable's value: an int that knows its Variable (`.variable`, `.unbind()`)."""
 
   def __new__(cls, variable: Variable, value: int) -> "BoundVariable":
-    obj = super().__new__(cls, value)
-    obj.variable = variable
-    return obj
+    return super().__new__(cls, variable, value)
 
   def unbind(self) -> Tuple[Variable, int]:
     return self.variable, int(self)

@@ -10,8 +10,10 @@ from typing import Iterator, Sequence, Tuple
 import numpy as np
 from google.protobuf import text_format
 
-from ._ops_gen import AXES_ARG_OPS, PAIRS_ARG_OPS, SHAPE_ARG_OPS
-from .ops import BUFFER, COMPOSITE_ARG_OPS, COMPOSITE_FIELDS, CONST
+from ._ops_gen import AXES_ARG_OPS, PAIRS_ARG_OPS, SHAPE_ARG_OPS, SHRINK
+from .errors import ShapeError
+from .ops import BUFFER, COMPOSITE_ARG_OPS, COMPOSITE_FIELDS, CONST, OP_NAMES
+from .variable import SymInt
 
 try:
   from .v1 import admin_pb2 as admin_pb
@@ -45,6 +47,25 @@ def admin_stub(channel):
 # (Pairs.begin, Pairs.end), COMPOSITE_ARG_OPS.
 
 
+def _symbolic_dims(n, msg) -> None:
+  """SymInt entries of a shape or a shrink's ends (polygrad.variable): the arg gets the largest
+  size, Node.symbolic the value."""
+  if n.op in SHAPE_ARG_OPS:
+    dims = msg.shape.dims
+    for i, s in enumerate(n.arg):
+      if isinstance(s, SymInt):
+        dims[i] = s.max
+        msg.symbolic.add(axis=i, extent=int(s))
+    return
+  for i, (b, e) in enumerate(n.arg):
+    if isinstance(b, SymInt) or (isinstance(e, SymInt) and n.op != SHRINK):
+      raise ShapeError(f"{OP_NAMES.get(n.op, n.op)}: a symbolic dim is taken as the end of a shrink, "
+                       f"or in a reshape or expand shape")
+    if isinstance(e, SymInt):
+      msg.pairs.end[i] = e.max
+      msg.symbolic.add(axis=i, extent=int(e))
+
+
 def node(n, msg=None):
   """A graph.Node as a polygrad.v1.Node (a BUFFER's numpy data inline, else its upload handle),
   written into `msg` when given (an element just added to a request: no copy), else a new one."""
@@ -63,6 +84,8 @@ def node(n, msg=None):
   elif n.op in PAIRS_ARG_OPS:
     msg.pairs.begin.extend(p[0] for p in a)
     msg.pairs.end.extend(p[1] for p in a)
+  if n.op in SHAPE_ARG_OPS or n.op in PAIRS_ARG_OPS:
+    _symbolic_dims(n, msg)
   elif n.op in COMPOSITE_ARG_OPS:
     c = msg.composite
     for name, kind in COMPOSITE_FIELDS:
@@ -156,7 +179,7 @@ _PB_ARG_OPS = PAIRS_ARG_OPS | COMPOSITE_ARG_OPS
 def _node_bytes(n) -> bytes:
   """A graph.Node as the bytes of a polygrad.v1.Node (what node(n).SerializeToString() gives)."""
   op = n.op
-  if op in _PB_ARG_OPS:
+  if op in _PB_ARG_OPS or (op in SHAPE_ARG_OPS and any(isinstance(d, SymInt) for d in n.arg)):
     return node(n).SerializeToString()
   b = bytearray()
   if n.id:

@@ -9,6 +9,7 @@ from ..dtype import dtypes, least_upper_dtype
 from ..errors import ShapeError
 from ..shape import (as_shape, axis_of, broadcast_shape, check_permutation, normalize_axes,
                      normalize_axis, normalize_pairs, prod, resolve_expand, resolve_reshape)
+from ..variable import SymInt, daemon_size, dim
 from .core import _py_scalar, Scalar, Tensor, tensor_methods
 
 
@@ -20,7 +21,7 @@ class Movement:
 
   def reshape(self, shape, *args) -> "Tensor":
     new = (shape,) + args if args or not isinstance(shape, (tuple, list)) else tuple(shape)
-    new = resolve_reshape(self.shape, [None if s is None else int(s) for s in new])
+    new = resolve_reshape(self.shape, [None if s is None else dim(s) for s in new])
     if new == self.shape:
       return self
     return Tensor._make(g.RESHAPE, self.dtype, new, (self,), new)
@@ -46,7 +47,7 @@ class Movement:
 
   def expand(self, shape, *args) -> "Tensor":
     new = (shape,) + args if args or not isinstance(shape, (tuple, list)) else tuple(shape)
-    new = resolve_expand(self.shape, [None if s is None else int(s) for s in new])
+    new = resolve_expand(self.shape, [None if s is None else dim(s) for s in new])
     return self._broadcast_to(new)
 
   def _broadcast_to(self, shape: Tuple[int, ...]) -> "Tensor":
@@ -141,9 +142,14 @@ class Movement:
     for (b, e), s in zip(pairs, self.shape):
       if not 0 <= b <= e <= s:
         raise ShapeError(f"shrink: ({b}, {e}) is out of range for an axis of size {s}")
-    if all(b == 0 and e == s for (b, e), s in zip(pairs, self.shape)):
+      if isinstance(b, SymInt):
+        raise ShapeError(f"shrink: a symbolic begin ({b!r}) is not supported; a symbolic end is")
+      if isinstance(e, SymInt) and (b != 0 or e.max > daemon_size(s)):
+        raise ShapeError(f"shrink: a symbolic end ({e!r}, at most {e.max}) needs begin 0 and an axis of at least "
+                         f"{e.max}, got ({b}, ...) of {daemon_size(s)}")
+    if all(b == 0 and e == s and not isinstance(e, SymInt) for (b, e), s in zip(pairs, self.shape)):
       return self
-    return Tensor._make(g.SHRINK, self.dtype, tuple(e - b for b, e in pairs), (self,), pairs)
+    return Tensor._make(g.SHRINK, self.dtype, tuple(e if b == 0 else e - b for b, e in pairs), (self,), pairs)
 
   def flip(self, axis, *args) -> "Tensor":
     axis = (axis,) + args if args or not isinstance(axis, (tuple, list)) else tuple(axis)

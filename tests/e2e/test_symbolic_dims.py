@@ -1,0 +1,86 @@
+"""Variables in shapes (tinygrad's symbolic dims): attention over the first start_pos + 1 rows of a
+cache matches numpy for every position, with one set of kernels for all of them; a symbolic dim
+survives permutes, expands and whole-axis reshapes; what would read the dim's size is refused
+with the node named; a tensor with a symbolic dim is not read back."""
+import numpy as np
+import pytest
+
+from polygrad import Tensor, Variable
+from polygrad.errors import ShapeError
+from polygrad.variable import SymInt
+
+from conftest import run_watching_buffers
+
+W, D = 16, 8
+
+
+def _attention(q, k, v, n):
+  s = q @ k[:n].T
+  p = np.exp(s - s.max(-1, keepdims=True))
+  return (p / p.sum(-1, keepdims=True)) @ v[:n]
+
+
+def test_attention_over_a_symbolic_prefix_matches_numpy_at_every_position():
+  rng = np.random.default_rng(0)
+  k, v, q = (rng.standard_normal(s).astype(np.float32) for s in ((W, D), (W, D), (2, D)))
+  K, V, Q = Tensor(k).realize(), Tensor(v).realize(), Tensor(q).realize()
+  start_pos = Variable("start_pos", 0, W - 1)
+  for pos in (0, 4, 15, 7):
+    sp = start_pos.bind(pos)
+    keys, vals = K.shrink(((0, sp + 1), None)), V.shrink(((0, sp + 1), None))
+    assert isinstance(keys.shape[0], SymInt) and keys.shape[0] == pos + 1 and keys.shape[0].max == W
+    got = ((Q @ keys.T).softmax(-1) @ vals).numpy()
+    np.testing.assert_allclose(got, _attention(q, k, v, pos + 1), rtol=1e-5, atol=1e-6, err_msg=f"position {pos}")
+    # Reductions of every kind see only the valid rows.
+    np.testing.assert_allclose(keys.sum(0).numpy(), k[:pos + 1].sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(keys.max(0).numpy(), k[:pos + 1].max(0))
+    np.testing.assert_array_equal(keys.min(0).numpy(), k[:pos + 1].min(0))
+
+
+def test_a_symbolic_dim_follows_permutes_expands_and_whole_axis_reshapes():
+  a = np.arange(W * D, dtype=np.float32).reshape(W, D)
+  A = Tensor(a).realize()
+  n = Variable("n", 1, W).bind(5)
+  part = A.shrink(((0, n), None))
+  flat = part.reshape(n * D)  # the symbolic axis merged with the one inside it
+  assert flat.shape == (5 * D,) and flat.shape[0].max == W * D
+  assert flat.sum().item() == a[:5].sum()
+  assert part.permute(1, 0).sum(1).numpy().tolist() == a[:5].sum(0).tolist()
+  col = Tensor(np.ones((1, D), dtype=np.float32)).expand(n, D)  # a symbolic expand
+  assert (col * part).sum().item() == a[:5].sum()
+
+
+def test_ops_that_would_read_a_symbolic_dims_size_are_refused_with_the_node_named():
+  A = Tensor(np.ones((W, D), dtype=np.float32)).realize()
+  part = A.shrink(((0, Variable("n", 1, W - 1).bind(3) + 1), None))
+  with pytest.raises(Exception, match=r"node \d+ \(MEAN\).*symbolic dim"):
+    part.mean(0).numpy()
+  with pytest.raises(Exception, match=r"output \d+ has a symbolic dim \(axis 0\)"):
+    part.numpy()
+  with pytest.raises(Exception, match=r"changes symbolic axis 0"):
+    part.flip(0).sum().numpy()
+  with pytest.raises(ShapeError, match="symbolic begin"):
+    A.shrink(((Variable("b", 0, 3).bind(1), 4), None))
+  with pytest.raises(ShapeError, match="needs begin 0 and an axis of at least"):
+    A.shrink(((0, Variable("big", 1, W + 4).bind(2)), None))
+  # The session goes on.
+  assert A.sum().item() == W * D
+
+
+def test_binding_another_value_compiles_nothing(tmp_path):
+  """Counted from the daemon's own /metrics: the second and later positions build no kernel."""
+  out = run_watching_buffers(tmp_path, """
+      import numpy as np
+      from polygrad import Tensor, Variable
+      K = Tensor(np.random.default_rng(0).standard_normal((64, 16)).astype(np.float32)).realize()
+      q = Tensor(np.ones((1, 16), dtype=np.float32)).realize()
+      v = Variable("start_pos", 0, 63)
+      builds = []
+      for pos in (3, 10, 40, 63, 0):
+        keys = K.shrink(((0, v.bind(pos) + 1), None))
+        (q @ keys.T).softmax(-1).matmul(keys).numpy()
+        builds.append(metric("polygradd_kernel_builds_total"))
+      print(" ".join(str(b) for b in builds))
+      """, "--quick-compile=off")
+  builds = [float(b) for b in out.split()]
+  assert builds[0] > 0 and builds[1:] == [builds[0]] * 4, builds
