@@ -189,7 +189,18 @@ class NodeDecoder {
       std::memcpy((*buf)->data(), &value, sizeof value);
       absl::StatusOr<UOpRef> leaf = frontend::buffer((*buf)->id(), DType::Int32, {});
       if (!leaf.ok()) return leaf.status();
-      extents_.push_back(DecodedNode::Extent{*leaf, *std::move(buf)});
+      std::optional<VariableTerm> term;
+      if (!d.variable().empty()) {
+        constexpr int64_t kMaxTerm = int64_t{1} << 31;
+        if (d.variable().size() > kMaxVariableName || d.mul() < 1 || d.mul() >= kMaxTerm || d.add() <= -kMaxTerm ||
+            d.add() >= kMaxTerm)
+          return absl::InvalidArgumentError(absl::StrCat("symbolic dim on axis ", d.axis(), ": a variable name of 1 to ",
+                                                         kMaxVariableName, " bytes, mul in [1, 2^31) and add in (-2^31, 2^31) ",
+                                                         "are required, got ", d.variable().size(), " bytes, ", d.mul(),
+                                                         " and ", d.add()));
+        term = VariableTerm{d.variable(), d.mul(), d.add()};
+      }
+      extents_.push_back(DecodedNode::Extent{*leaf, *std::move(buf), std::move(term)});
       absl::StatusOr<UOpRef> marked = frontend::bound(built, d.axis(), *leaf);
       if (!marked.ok()) return marked.status();
       built = *std::move(marked);

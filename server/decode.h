@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -45,6 +46,14 @@ class NodeResolver {
   virtual const absl::Status* failed_node(uint64_t) const { return nullptr; }
 };
 
+// A symbolic dim's extent as `variable` * mul + add, which a compiled step may set per run.
+struct VariableTerm {
+  std::string variable;  // at most kMaxVariableName bytes
+  int64_t mul = 1;
+  int64_t add = 0;
+};
+inline constexpr size_t kMaxVariableName = 64;
+
 struct DecodedNode {
   uint64_t id;
   UOpRef uop;
@@ -63,6 +72,7 @@ struct DecodedNode {
   struct Extent {
     UOpRef uop;
     BufferPtr buffer;
+    std::optional<VariableTerm> term;  // when the dim named its variable
   };
   std::vector<Extent> extents;
 };

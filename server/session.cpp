@@ -186,6 +186,7 @@ absl::Status Session::commit_nodes(DecodedNodes& decoded, std::vector<uint64_t>&
     // So is a symbolic dim's extent.
     for (const DecodedNode::Extent& x : n.extents) {
       bind(x.uop, x.buffer);
+      bindings_[x.uop.get()].variable = x.term;
       unbind(x.uop.get());
     }
   }

@@ -157,6 +157,8 @@ class Session {
     int refs = 0;
     // A random op's key (its words as decoded): a compiled step may draw from others per run.
     std::optional<std::array<uint32_t, 3>> random_words;
+    // A symbolic dim's extent that named its variable: a compiled step may set it per run.
+    std::optional<VariableTerm> variable;
   };
   class Resolver;
   class BusyGuard;
@@ -189,9 +191,9 @@ class Session {
   absl::StatusOr<DecodedNodes> decode(const google::protobuf::RepeatedPtrField<v1::Node>& nodes) const;
   // Compiled-step helpers (server/step.cpp), called with mu_ held.
   absl::StatusOr<BufferPtr> step_buffer_of(uint64_t node_id, std::string_view role);
-  // The key buffers of the random nodes `spec` computes whose streams the trace drew (`traced`).
-  absl::Status find_random_keys(const v1::StepRandom& traced, const StepSpec& spec,
-                                std::vector<CompiledStep::RandomKey>& out) const;
+  // Into `step`: the key buffers of the random nodes `spec` computes whose streams the trace drew
+  // (`traced`, may be null), and the extents of its symbolic dims that named their variable.
+  absl::Status find_step_keys(const v1::StepRandom* traced, const StepSpec& spec, CompiledStep& step) const;
   absl::Status privatize(uint64_t node_id);
   // `clean`: nodes already found not to read them (skipped next time).
   void invalidate_readers(const absl::flat_hash_set<uint64_t>& buffer_ids,

@@ -1,4 +1,5 @@
 // Session's compiled-step calls: CompileStep, RunStep, ReleaseStep (see server/session.h).
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -6,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "core/frontend/random.h"
 #include "core/frontend/tensor_ops.h"
+#include "server/bounded.h"
 #include "server/session.h"
 #include "server/status.h"
 
@@ -208,9 +210,8 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
       for (const StepAssign& a : spec.assigns) roots.push_back(a.value);
       if (absl::Status s = quotas_->check_depth(roots); !s.ok()) return fail(s);
     }
-    if (request.has_random() && request.random().count() > 0) {
-      if (absl::Status s = find_random_keys(request.random(), spec, step->random_keys); !s.ok()) return fail(s);
-    }
+    const v1::StepRandom* traced = request.has_random() && request.random().count() > 0 ? &request.random() : nullptr;
+    if (absl::Status s = find_step_keys(traced, spec, *step); !s.ok()) return fail(s);
     keep_alive.reserve(bindings_.size());
     for (const auto& [ptr, b] : bindings_) {
       keep_alive.push_back(b.uop);
@@ -245,6 +246,9 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
 
   v1::CompileStepResponse response;
   response.set_step_id(id);
+  absl::flat_hash_set<std::string> named;
+  for (const CompiledStep::VariableExtent& x : step->variable_extents)
+    if (named.insert(x.term.variable).second) response.add_variables(x.term.variable);
   const StepStats& st = step->program->stats();
   v1::StepStats* stats = response.mutable_stats();
   stats->set_kernels(st.kernels);
@@ -256,14 +260,15 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
   return response;
 }
 
-absl::Status Session::find_random_keys(const v1::StepRandom& traced, const StepSpec& spec,
-                                       std::vector<CompiledStep::RandomKey>& out) const {
-  if (traced.counter_base() > std::numeric_limits<uint32_t>::max() || traced.count() > (uint64_t{1} << 32)) {
-    return absl::InvalidArgumentError(absl::StrCat("random: counter_base ", traced.counter_base(), " and count ",
-                                                   traced.count(), " must fit in 32 bits"));
+absl::Status Session::find_step_keys(const v1::StepRandom* traced, const StepSpec& spec, CompiledStep& step) const {
+  if (traced != nullptr &&
+      (traced->counter_base() > std::numeric_limits<uint32_t>::max() || traced->count() > (uint64_t{1} << 32))) {
+    return absl::InvalidArgumentError(absl::StrCat("random: counter_base ", traced->counter_base(), " and count ",
+                                                   traced->count(), " must fit in 32 bits"));
   }
   // The step computes what is reachable from its roots without passing through a bound value
-  // (which it reads); the random keys met on the way, of the traced streams, are its own.
+  // (which it reads); the random keys (of the traced streams) and the variables' extents met on
+  // the way are its own.
   std::vector<const UOp*> stack;
   for (const UOpRef& r : spec.outputs) stack.push_back(r.get());
   for (const UOpRef& r : spec.materialize) stack.push_back(r.get());
@@ -274,11 +279,12 @@ absl::Status Session::find_random_keys(const v1::StepRandom& traced, const StepS
     stack.pop_back();
     if (!seen.insert(u).second) continue;
     if (auto b = bindings_.find(u); b != bindings_.end()) {
-      if (const auto& w = b->second.random_words) {
+      if (const auto& w = b->second.random_words; w && traced != nullptr) {
         const uint64_t seed = (*w)[0] | (uint64_t{(*w)[1]} << 32);
-        const uint32_t delta = (*w)[2] - static_cast<uint32_t>(traced.counter_base());
-        if (seed == traced.seed() && delta < traced.count()) out.push_back({b->second.buffer, delta});
+        const uint32_t delta = (*w)[2] - static_cast<uint32_t>(traced->counter_base());
+        if (seed == traced->seed() && delta < traced->count()) step.random_keys.push_back({b->second.buffer, delta});
       }
+      if (const auto& v = b->second.variable) step.variable_extents.push_back({b->second.buffer, *v});
       continue;
     }
     for (const UOpRef& s : u->src) stack.push_back(s.get());
@@ -298,6 +304,7 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
     BufferPtr from;
   };
   std::vector<Feed> feeds;
+  std::vector<std::pair<Buffer*, int32_t>> extents;  // variables' new values, as their dims' extents
   {
     std::lock_guard lock(mu_);
     if (absl::Status s = check_open(); !s.ok()) return s;
@@ -309,6 +316,21 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
     if (request.has_random() && request.random().counter_base() > std::numeric_limits<uint32_t>::max()) {
       return absl::InvalidArgumentError(
           absl::StrCat("random: counter_base ", request.random().counter_base(), " does not fit in 32 bits"));
+    }
+    for (const v1::VariableValue& v : request.variables()) {
+      bool found = false;
+      for (const CompiledStep::VariableExtent& x : step->variable_extents) {
+        if (x.term.variable != v.name()) continue;
+        found = true;
+        // Values and terms are bounded (decode.cpp), so this cannot overflow; any value is safe to
+        // run with (an extent only limits what reductions read), the clamp keeps it an int32.
+        const int64_t e = std::clamp<int64_t>(v.value(), -(int64_t{1} << 32), int64_t{1} << 32) * x.term.mul + x.term.add;
+        extents.emplace_back(x.buffer.get(), static_cast<int32_t>(std::clamp<int64_t>(e, 0, std::numeric_limits<int32_t>::max())));
+      }
+      if (!found) {
+        return absl::InvalidArgumentError(absl::StrCat("variable ", bounded(v.name(), kMaxVariableName),
+                                                       " has no symbolic dim in step ", request.step_id()));
+      }
     }
     for (const v1::StepInput& in : request.inputs()) {
       const CompiledStep::Input* slot = nullptr;
@@ -348,6 +370,9 @@ absl::StatusOr<v1::RunStepResponse> Session::run_step(const v1::RunStepRequest& 
   std::vector<std::pair<int, BufferPtr>> large;  // outputs too big to inline: copies to hand out
   {
     std::lock_guard run_lock(step_run_mu_);
+    for (const auto& [extent, value] : extents) {
+      if (absl::Status s = engine_.write(*extent, &value, sizeof value, streams_.get()); !s.ok()) return s;
+    }
     if (request.has_random()) {
       for (const CompiledStep::RandomKey& k : step->random_keys) {
         const uint32_t counter = static_cast<uint32_t>(request.random().counter_base()) + k.counter_delta;

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "core/engine/step_program.h"
 #include "core/runtime/buffer.h"
+#include "server/decode.h"
 
 namespace polygrad::server {
 
@@ -25,9 +26,15 @@ struct CompiledStep {
     BufferPtr buffer;
     uint32_t counter_delta;
   };
+  // A symbolic dim's extent that named its variable: RunStep's value of it, times mul plus add.
+  struct VariableExtent {
+    BufferPtr buffer;
+    VariableTerm term;
+  };
   std::unique_ptr<StepProgram> program;
   std::vector<Input> inputs;
   std::vector<RandomKey> random_keys;
+  std::vector<VariableExtent> variable_extents;
   std::vector<uint64_t> output_ids;            // node ids, in the order of program->outputs()
   absl::flat_hash_set<uint64_t> written_ids;   // ids of the buffers a run writes (inputs, targets)
   absl::flat_hash_map<uint64_t, const UOp*> clean;  // nodes seen not to read written buffers

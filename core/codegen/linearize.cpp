@@ -38,6 +38,9 @@ class Linearizer {
       out_.outer_range_id = outer.front()->arg_int();
       out_.outer_size = outer.front()->src[0]->arg_int();
     }
+    // A loop's early stop (lower.h) is computed before any loop opens.
+    for (const UOp* n : order)
+      if (n->op == Ops::RANGE && n->src.size() > 1) hoist(n->src[1]);
     emit_in_loops(sink, outer);
     out_.upcast_ranges.assign(upcast_.begin(), upcast_.end());
     std::sort(out_.upcast_ranges.begin(), out_.upcast_ranges.end());

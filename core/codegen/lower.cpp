@@ -60,11 +60,11 @@ class Lowerer {
       if (!status_.ok()) return status_;
       return KernelAst{uop(Ops::SINK, DType::Void, {uop(Ops::STORE, DType::Void, {out, flat, value})}), params_};
     }
+    UOpRef out = param(root_.get());  // parameter 0, before a stop's loads
     std::vector<UOpRef> idx;
     for (size_t i = 0; i < shape.size(); ++i)
-      idx.push_back(shape[i] == 1 ? const_int(0) : range(static_cast<int64_t>(i), shape[i]));
+      idx.push_back(shape[i] == 1 ? const_int(0) : range(static_cast<int64_t>(i), shape[i], stop_of(*root_, i, 0)));
     next_range_ = static_cast<int64_t>(shape.size());
-    UOpRef out = param(root_.get());
     UOpRef value = lower(root_, idx, nullptr, 0);
     if (!status_.ok()) return status_;
     UOpRef store = uop(Ops::STORE, DType::Void, {out, linear_index(idx, shape), value});
@@ -72,7 +72,20 @@ class Lowerer {
   }
 
  private:
-  UOpRef range(int64_t id, int64_t end) { return uop(Ops::RANGE, kIndexDType, {const_int(end)}, id); }
+  // A loop over [0, end); with `stop` (an index expression computed before any loop) the loop may
+  // also end at `stop`: what lies past it is masked off anyway (a symbolic dim's extent), so
+  // the renderer may bound the loop there or not (core/ir/symbolic_dims.h).
+  UOpRef range(int64_t id, int64_t end, const UOpRef& stop = nullptr) {
+    if (!stop) return uop(Ops::RANGE, kIndexDType, {const_int(end)}, id);
+    return uop(Ops::RANGE, kIndexDType, {const_int(end), stop}, id);
+  }
+
+  // Where a loop over `axis` of `n` may stop: its symbolic dim's extent, or null.
+  UOpRef stop_of(const UOp& n, size_t axis, int depth) {
+    if (n.extents.empty() || !n.extents[axis]) return nullptr;
+    UOpRef e = lower(n.extents[axis], {}, nullptr, depth);
+    return e->dtype == kIndexDType ? e : uop(Ops::CAST, kIndexDType, {e});
+  }
 
   // The output in tiles over axes `rows` and `cols` (run() checked they divide): range 0 numbers
   // the tiles, then the other axes last to first; ranges 1 and 2 are the tile's row and column.
@@ -216,7 +229,7 @@ class Lowerer {
           if (in[a] == 1) {
             out[a] = const_int(0);
           } else {
-            out[a] = range(next_range_++, in[a]);
+            out[a] = range(next_range_++, in[a], stop_of(*n.src[0], static_cast<size_t>(a), depth));
             ranges.push_back(out[a]);
           }
         }

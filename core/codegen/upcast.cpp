@@ -50,10 +50,19 @@ int64_t pick_factor(int64_t size, const std::vector<int64_t>& choices) {
   return 1;
 }
 
+// Range r's outer part when split into `factor` lanes: size / factor iterations, stopping (when r
+// may stop early, lower.h) once the lanes passed r's stop.
+UOpRef outer_part(const UOp* r, int64_t factor) {
+  std::vector<UOpRef> src{const_int(r->src[0]->arg_int() / factor)};
+  if (r->src.size() > 1)
+    src.push_back(uop(Ops::IDIV, kIndexDType, {uop(Ops::ADD, kIndexDType, {r->src[1], const_int(factor - 1)}),
+                                               const_int(factor)}));
+  return uop(Ops::RANGE, kIndexDType, std::move(src), r->arg_int());
+}
+
 // Splits output range r as r' * factor + u, u a new upcast lane.
 void split_range(Upcast& out, const UOp* r, int64_t factor, int64_t& max_id) {
-  int64_t size = r->src[0]->arg_int();
-  UOpRef outer_r = uop(Ops::RANGE, kIndexDType, {const_int(size / factor)}, r->arg_int());
+  UOpRef outer_r = outer_part(r, factor);
   UOpRef lane = uop(Ops::RANGE, kIndexDType, {const_int(factor)}, ++max_id);
   UOpRef expr = uop(Ops::ADD, kIndexDType, {uop(Ops::MUL, kIndexDType, {outer_r, const_int(factor)}), lane});
   out.sink = substitute(out.sink, r, expr);
@@ -124,7 +133,7 @@ Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, in
     for (const UOp* m : toposort({n->src[0]}))
       if (m->op == Ops::LOAD && coefficient(m->src[1], r.get()) == 1) contiguous = true;
     if (lanes == 1 || !contiguous) continue;
-    UOpRef outer_r = uop(Ops::RANGE, kIndexDType, {const_int(size / lanes)}, r->arg_int());
+    UOpRef outer_r = outer_part(r.get(), lanes);
     UOpRef lane = uop(Ops::RANGE, kIndexDType, {const_int(lanes)}, ++max_id);
     UOpRef index = uop(Ops::ADD, kIndexDType, {uop(Ops::MUL, kIndexDType, {outer_r, const_int(lanes)}), lane});
     std::vector<UOpRef> inner_src{substitute(n->src[0], r.get(), index)};

@@ -184,9 +184,16 @@ std::vector<UOpRef> backward(Builder& b, const UOpRef& node, const UOpRef& g) {
       return {b.take(pad(g, ba))};
     }
     case Ops::FLIP: return {b.take(flip(g, n.arg_ints()))};
-    // A symbolic dim's mark: its reductions masked what lies past the extent, so the gradient
-    // there is already 0; the extent (an integer) has none.
-    case Ops::BOUND: return {g, nullptr};
+    // A symbolic dim's mark: x past the extent reached nothing, so its gradient there is 0 (set
+    // explicitly: what g holds there was never computed), valid on the whole axis (no mark).
+    // The extent (an integer) has none.
+    case Ops::BOUND: {
+      const int64_t axis = n.arg_int();
+      UOpRef masked = g->extents.empty() || !g->extents[axis] ? b.take(bound(g, axis, s[1])) : g;
+      if (masked) masked = b.take(past_extent(masked, axis, int64_t{0}));
+      if (masked) masked = b.take(bound(masked, axis, uop(Ops::CONST, DType::Int32, {}, g->shape[axis])));
+      return {masked, nullptr};
+    }
     case Ops::GATHER: {
       // Each selected element of x gets the gradients of the positions that selected it: g
       // spread over a one-hot comparison of the index with x's last axis and summed (a

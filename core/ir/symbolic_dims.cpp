@@ -48,8 +48,10 @@ UOpRef scale_extent(const UOpRef& e, int64_t factor) {
 std::vector<UOpRef> derive_extents(const UOp& n) {
   if (n.op == Ops::BOUND) {
     std::vector<UOpRef> out = of(*n.src[0]);
-    out[n.arg_int()] = n.src[1];
-    return out;
+    const UOpRef& e = n.src[1];
+    const bool whole = e->op == Ops::CONST && e->arg_int() >= n.shape[n.arg_int()];
+    out[n.arg_int()] = whole ? nullptr : e;
+    return or_empty(std::move(out));
   }
   if (std::none_of(n.src.begin(), n.src.end(), [](const UOpRef& s) { return !s->extents.empty(); })) return {};
   const size_t rank = n.shape.size();

@@ -15,7 +15,8 @@
 
 namespace polygrad {
 
-// The per-axis extents of `node` (UOp::extents) from its sources' and its op: kept by elementwise
+// The per-axis extents of `node` (UOp::extents) from its sources' and its op: BOUND sets its axis'
+// (a constant extent of the whole axis clears it: the data is valid everywhere), kept by elementwise
 // ops, permuted by PERMUTE, carried by RESHAPE where the axis stays whole (alone, or outermost of
 // the axes it merges with, its extent then times their sizes), kept by SHRINK/PAD/FLIP on axes
 // they leave alone, dropped by reductions over the axis. Where an op would change a marked axis

@@ -162,7 +162,15 @@ absl::StatusOr<std::string> CStyleRenderer::Emitter::run(const LinearKernel& k) 
             line(calls_math_innermost(k, static_cast<size_t>(&u - k.ops.data()))
                      ? t_.math_lane_pragma(n.src[0]->arg_int())
                      : t_.unroll_pragma(n.src[0]->arg_int()));
-          line(absl::StrFormat("for (int64_t %s = 0; %s < %s; %s++) {", r, r, name(n.src[0]), r));
+          // A loop that may stop early (lower.h) stops at its bound when the bound was computed.
+          const bool stops = n.src.size() > 1 && (n.src[1]->op == Ops::CONST || names_.count(n.src[1].get()));
+          // One bound, so the loop keeps a single exit the compiler can vectorize.
+          std::string end = name(n.src[0]);
+          if (stops) {
+            line(absl::StrFormat("const int64_t %s_end = %s < %s ? %s : %s;", r, name(n.src[1]), end, name(n.src[1]), end));
+            end = absl::StrCat(r, "_end");
+          }
+          line(absl::StrFormat("for (int64_t %s = 0; %s < %s; %s++) {", r, r, end, r));
         }
         ++indent;
         continue;

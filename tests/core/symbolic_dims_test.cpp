@@ -8,7 +8,9 @@
 #include <cstdint>
 
 #include "core/frontend/composites.h"
+#include "core/engine/kernels_for.h"
 #include "core/frontend/tensor_ops.h"
+#include "core/render/c_renderer.h"
 #include "tests/core/realize_fixture.h"
 
 namespace polygrad {
@@ -64,6 +66,30 @@ TEST_F(SymbolicDimsTest, AttentionOverThePrefixOfACacheMatchesTheDirectSumAndCom
       EXPECT_NEAR(got[d], want, 1e-12) << "length " << len << " d " << d;
     }
   }
+}
+
+// The loops over a symbolic axis stop at its extent, so the work follows the value, not the
+// axis' largest size (the masks keep the result right where a pass dropped the stop).
+TEST_F(SymbolicDimsTest, LoopsOverASymbolicAxisStopAtTheExtent) {
+  std::vector<double> k, q;
+  UOpRef K = *fe::bound(randd({64, 8}, k), 0, variable(5));
+  UOpRef scores = *fe::reduce(Ops::ADD, *fe::alu(Ops::MUL, {K, *fe::expand(randd({1, 8}, q), {64, 8})}), {1});
+  UOpRef total = *fe::reduce(Ops::ADD, scores, {0});
+  auto kernels = kernels_for({total}, [&](const UOp* u) { return bound_.contains(u); });
+  ASSERT_TRUE(kernels.ok()) << kernels.status();
+  int stopping = 0;
+  for (const LinearKernel& kernel : *kernels) {
+    absl::StatusOr<std::string> src = render_c(kernel, {});
+    ASSERT_TRUE(src.ok()) << src.status();
+    stopping += src->find("_end = ") != std::string::npos;
+  }
+  EXPECT_GT(stopping, 0);
+  EXPECT_NEAR(run<double>(total, {1, 1})[0], [&] {
+    double t = 0;
+    for (int r = 0; r < 5; ++r)
+      for (int d = 0; d < 8; ++d) t += k[r * 8 + d] * q[d];
+    return t;
+  }(), 1e-12);
 }
 
 TEST_F(SymbolicDimsTest, AMarkedAxisMergedWithTheAxesInsideItKeepsItsPrefix) {

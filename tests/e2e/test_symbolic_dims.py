@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from polygrad import Tensor, Variable
-from polygrad.errors import ShapeError
 from polygrad.variable import SymInt
 
 from conftest import run_watching_buffers
@@ -59,10 +58,11 @@ def test_ops_that_would_read_a_symbolic_dims_size_are_refused_with_the_node_name
     part.numpy()
   with pytest.raises(Exception, match=r"changes symbolic axis 0"):
     part.flip(0).sum().numpy()
-  with pytest.raises(ShapeError, match="symbolic begin"):
-    A.shrink(((Variable("b", 0, 3).bind(1), 4), None))
-  with pytest.raises(ShapeError, match="needs begin 0 and an axis of at least"):
-    A.shrink(((0, Variable("big", 1, W + 4).bind(2)), None))
+  # A symbolic begin, or an end whose largest value passes the axis, takes the value instead.
+  b = A.shrink(((Variable("b", 0, 3).bind(1), 4), None))
+  assert b.shape == (3, D) and not isinstance(b.shape[0], SymInt) and b.sum().item() == 3 * D
+  big = A.shrink(((0, Variable("big", 1, W + 4).bind(2)), None))
+  assert big.shape == (2, D) and not isinstance(big.shape[0], SymInt) and big.sum().item() == 2 * D
   # The session goes on.
   assert A.sum().item() == W * D
 
@@ -84,3 +84,58 @@ def test_binding_another_value_compiles_nothing(tmp_path):
       """, "--quick-compile=off")
   builds = [float(b) for b in out.split()]
   assert builds[0] > 0 and builds[1:] == [builds[0]] * 4, builds
+
+
+def test_a_tinyjit_replays_a_new_variable_value_without_capturing_again():
+  """The value goes with the RunStep (its `variables`), so one capture serves every position; a
+  Variable fn takes as a plain number (here an index) makes each new value capture again."""
+  from polygrad import TinyJit
+  from polygrad.connection import get_connection
+  rng = np.random.default_rng(1)
+  k, q = rng.standard_normal((W, D)).astype(np.float32), rng.standard_normal((1, D)).astype(np.float32)
+  K = Tensor(k).realize()
+  start_pos = Variable("start_pos", 0, W - 1)
+
+  @TinyJit
+  def attend(x, pos):
+    keys = K.shrink(((0, pos + 1), None))
+    return ((x @ keys.T).softmax(-1) @ keys).realize()
+
+  positions = (2, 3, 5, 9, 15, 0, 5)
+  captures = set()
+  for pos in positions:
+    got = attend(Tensor(q), start_pos.bind(pos)).numpy()
+    np.testing.assert_allclose(got, _attention(q, k, k, pos + 1), rtol=1e-5, atol=1e-6, err_msg=f"position {pos}")
+    if attend.captured is not None:
+      captures.add(id(attend.captured))
+  assert len(captures) == 1 and attend.captured.runs == len(positions) - 1
+  assert attend.captured.variables == {"start_pos"}
+
+  @TinyJit
+  def indexed(x, pos):
+    return (x * K[pos]).sum().realize()  # K[pos] takes the value: a plain number
+
+  for pos in (1, 2, 3):
+    assert abs(indexed(Tensor(q), start_pos.bind(pos)).item() - float((q * k[pos]).sum())) < 1e-4
+  assert indexed.captured.runs == 1, "each new value captured again"
+
+  # A RunStep naming a Variable the step has no dim of is refused, and the step still runs.
+  step = attend.captured
+  with pytest.raises(Exception, match=r"variable nope has no symbolic dim in step"):
+    get_connection().run_step(step.step_id, [], variables=[("nope", 3)])
+  np.testing.assert_allclose(attend(Tensor(q), start_pos.bind(4)).numpy(), _attention(q, k, k, 5), rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_through_a_symbolic_dim_match_torch():
+  """Rows past the extent reach nothing: their gradient is 0, whatever the kernels left there."""
+  import torch
+  rng = np.random.default_rng(2)
+  k, q = rng.standard_normal((W, D)).astype(np.float32), rng.standard_normal((2, D)).astype(np.float32)
+  K, Q = Tensor(k, requires_grad=True), Tensor(q, requires_grad=True)
+  keys = K.shrink(((0, Variable("n", 1, W).bind(5)), None))
+  ((Q @ keys.T).softmax(-1) @ keys).exp().sum().backward()
+  kt, qt = torch.tensor(k, requires_grad=True), torch.tensor(q, requires_grad=True)
+  ((qt @ kt[:5].T).softmax(-1) @ kt[:5]).exp().sum().backward()
+  np.testing.assert_allclose(K.grad.numpy(), kt.grad.numpy(), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(Q.grad.numpy(), qt.grad.numpy(), rtol=1e-5, atol=1e-5)
+  assert not K.grad.numpy()[5:].any()

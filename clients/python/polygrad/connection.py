@@ -525,24 +525,25 @@ class Connection:
     return self._call("CompileStep", self.stub.CompileStep, req)
 
   def run_step_async(self, step_id: int, inputs: Sequence, want_data: bool, on_settle,
-                     random=None) -> Optional[Pending]:
+                     random=None, variables=()) -> Optional[Pending]:
     """Queues a RunStep on the stream (None: no stream, use run_step)."""
-    return self.submit(RUN_STEP, wire.run_step("", step_id, inputs, want_data, random).SerializeToString(),
+    return self.submit(RUN_STEP, wire.run_step("", step_id, inputs, want_data, random, variables).SerializeToString(),
                        "RunStep", on_settle)
 
-  def run_step(self, step_id: int, inputs: Sequence, want_data: bool = True, random=None):
+  def run_step(self, step_id: int, inputs: Sequence, want_data: bool = True, random=None, variables=()):
     """RunStep: `inputs` are (node id, bytes) or (node id, handle int) pairs; `random` this run's
-    (seed, first counter) for the step's traced random nodes. On the stream when there is one (no
-    extra round trip behind outstanding work), waiting for its answer."""
+    (seed, first counter) for the step's traced random nodes; `variables` (name, value) pairs for
+    its symbolic dims. On the stream when there is one (no extra round trip behind outstanding
+    work), waiting for its answer."""
     answer = []
-    p = self.run_step_async(step_id, inputs, want_data, lambda p, err: answer.append((p, err)), random)
+    p = self.run_step_async(step_id, inputs, want_data, lambda p, err: answer.append((p, err)), random, variables)
     if p is not None:
       self.synchronize()
       _, err = answer[0]
       if err is not None:
         raise err
       return p.wait()
-    req = wire.run_step(self.session_id, step_id, inputs, want_data, random)
+    req = wire.run_step(self.session_id, step_id, inputs, want_data, random, variables)
     return self._call("RunStep", self.stub.RunStep, req)
 
   def release_step(self, step_id: int) -> None:

@@ -16,8 +16,12 @@ or through closures. What fn returns comes back as new realized Tensors in the s
 
 Unlike tinygrad, returned tensors do not share one buffer across calls: each call's results stay
 valid. A tensor fn updates or reads that was rebound outside the step (another jit's first call,
-weights trained eagerly) makes the next call capture again, and so does a bound Variable argument
-with another value (shapes are not symbolic yet: polygrad.variable). A Tensor argument of another
+weights trained eagerly) makes the next call capture again. A bound Variable argument with another
+value replays with that value when the capture used the Variable only in symbolic dims
+(polygrad.variable: RunStep's `variables`); one that fn took as a plain number (an int, an index,
+a float) while capturing, or that sized no symbolic dim, makes the call capture again (compiling
+nothing: the kernels are cached). Python control flow on a Variable's value (`if pos > 3`) is not
+seen: as in tinygrad, the replay follows the branch taken when capturing. A Tensor argument of another
 shape, dtype or device, or other argument names, raise JitError; so do a function that computes
 nothing and a return value that is not made of Tensors. Random numbers drawn inside fn (rand,
 dropout) are drawn anew in every call, the numbers the same calls would draw eagerly (RunStep's
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 
 from . import graph as g
@@ -36,7 +40,7 @@ from .errors import PolygradError
 from .nn.state import get_parameters
 from .step import CompiledTrainingStep, awaited_outputs, host_data, trace_step
 from .tensor import Tensor
-from .variable import BoundVariable
+from .variable import BoundVariable, watching_concrete_uses
 
 __all__ = ["TinyJit", "JitError"]
 
@@ -59,11 +63,10 @@ class _EagerWatch:
     pass
 
 
-def _bound_values(args: tuple, kwargs: dict) -> List[Tuple[str, int]]:
-  """(name, value) of every bound Variable argument: shapes are not symbolic yet, so a step is
-  only good for the values it was captured with."""
+def _bound_values(args: tuple, kwargs: dict) -> List[Tuple[str, str, int]]:
+  """(argument, Variable name, value) of every bound Variable argument."""
   pairs = [(f"args[{i}]", a) for i, a in enumerate(args)] + sorted(kwargs.items())
-  return [(name, int(a)) for name, a in pairs if isinstance(a, BoundVariable)]
+  return [(name, a.variable.name, int.__int__(a)) for name, a in pairs if isinstance(a, BoundVariable)]
 
 
 def _jit_inputs(args: tuple, kwargs: dict) -> Tuple[List[str], List[Tensor]]:
@@ -163,16 +166,33 @@ class TinyJit:
           (s, d, dev), (es, ed, edev) = info[bad], self._info[bad]
           raise JitError(f"args mismatch in JIT: {names[bad]} is {d.name}{list(s)} on {dev}, the capture took "
                          f"{ed.name}{list(es)} on {edev}")
-        if self._stale() or _bound_values(args, kwargs) != self._bound:
+        bound = _bound_values(args, kwargs)
+        variables = self._variables_for(bound)
+        if self._stale() or variables is None:
           # fn reads a tensor that was rebound since the capture (eager training of the weights
-          # a jitted evaluation reads), or a bound Variable changed: capture again.
+          # a jitted evaluation reads), or a bound Variable changed that the step cannot take
+          # per run: capture again.
           self.captured.release()
           ret = self._capture(args, kwargs, names, tensors, info)
         else:
-          ret = self._replay(tensors)
+          self._bound = bound
+          ret = self._replay(tensors, variables)
     self.cnt += 1
     self._requests_seen = g.GRAPH.requests
     return ret
+
+  def _variables_for(self, bound) -> Optional[List[Tuple[str, int]]]:
+    """The (Variable name, value) pairs a replay sends for `bound` (the call's bound Variable
+    arguments), or None when the step cannot replay them: another argument list, or a changed
+    Variable that fn took as a plain number while capturing, or that sized no symbolic dim."""
+    if [(a, n) for a, n, _ in bound] != [(a, n) for a, n, _ in self._bound]:
+      return None
+    changed = {n: v for (_, n, v), (_, _, old) in zip(bound, self._bound) if v != old}
+    if len({n for _, n, _ in bound}) != len(bound):
+      return None if changed else []
+    if any(n in self._concrete or n not in self.captured.variables for n in changed):
+      return None
+    return sorted(changed.items())
 
   def _stale(self) -> bool:
     """Whether a tensor the step updates in place, or a node it reads, was rebound since."""
@@ -203,8 +223,10 @@ class TinyJit:
       self._template = _flatten(ret, flat)
       return flat
 
-    step, _, rebind = trace_step(get_connection(), lambda: self.fxn(*args, **kwargs), dict(zip(names, tensors)),
-                                 [], [], result_tensors, input_assigns=True)
+    with watching_concrete_uses() as concrete:
+      step, _, rebind = trace_step(get_connection(), lambda: self.fxn(*args, **kwargs), dict(zip(names, tensors)),
+                                   [], [], result_tensors, input_assigns=True)
+    self._concrete = frozenset(concrete)
     if step.n_kernels == 0 and not step._targets and not rebind and not flat:
       step.release()
       raise JitError("didn't JIT anything! fn computed no tensor and assigned to none")
@@ -213,13 +235,13 @@ class TinyJit:
     self._n_ret = len(flat)
     return self._replay(tensors)
 
-  def _replay(self, tensors: List[Tensor]):
+  def _replay(self, tensors: List[Tensor], variables: Sequence[Tuple[str, int]] = ()):
     step = self.captured
     for name, t in zip(self._names, tensors):
       step.feed(name, t)
     # Dispatched like compile_step's run(): the outputs are filled in when the answer arrives.
     nodes, answer = awaited_outputs(step._outputs)
-    step.exchange({}, on_answer=answer)
+    step.exchange({}, on_answer=answer, variables=variables)
     for who, i in self._rebind:
       t = tensors[self._names.index(who)] if isinstance(who, str) else who
       t._node = nodes[i]

@@ -25,7 +25,7 @@ import functools
 import inspect
 import warnings
 import weakref
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -168,6 +168,8 @@ class CompiledTrainingStep:
                rebind: List[Tuple[Any, int]]):
     self._conn = conn
     self.step_id = int(resp.step_id)
+    # The Variables whose symbolic dims the step computes with: a run may give them new values.
+    self.variables = frozenset(resp.variables)
     stats = resp.stats
     self.n_kernels = int(stats.kernels)
     self.n_intermediates = int(stats.intermediates)
@@ -285,11 +287,13 @@ class CompiledTrainingStep:
     if g.GRAPH.gen != self._gen:
       raise PolygradError("compile_step: this step belongs to a closed polygrad session")
 
-  def exchange(self, inputs: Dict[str, Any], on_answer: Optional[Callable[[Any], None]] = None):
+  def exchange(self, inputs: Dict[str, Any], on_answer: Optional[Callable[[Any], None]] = None,
+               variables: Sequence[Tuple[str, int]] = ()):
     """One RunStep after feeding `inputs`: the daemon's answer, whose large outputs are handles
     the caller owns. Optimizer scalars and node caches are brought up to date. With `on_answer`
     the run goes on the session's stream and returns at once; on_answer(answer) is called when
-    it is settled (at once where there is no stream)."""
+    it is settled (at once where there is no stream). `variables`: (name, value) of Variables
+    whose symbolic dims (self.variables) take a new value from this run on."""
     self._accept(inputs)
     if any(isinstance(v, Tensor) and v._node.handle < 0 for v in self._pending.values()):
       g.GRAPH.synchronize()  # an input fed by handle whose realize is still outstanding
@@ -309,8 +313,8 @@ class CompiledTrainingStep:
       Tensor._counter = (Tensor._counter + self._random[2]) % (1 << 32)
     resp = None
     if (on_answer is None or
-        self._conn.run_step_async(self.step_id, feeds, True, _answered(on_answer), random) is None):
-      resp = self._conn.run_step(self.step_id, feeds, want_data=True, random=random)
+        self._conn.run_step_async(self.step_id, feeds, True, _answered(on_answer), random, variables) is None):
+      resp = self._conn.run_step(self.step_id, feeds, want_data=True, random=random, variables=variables)
     self._pending.clear()
     self.runs += 1
     for opt in {id(o): o for o, _, _, _ in self._scalars}.values():

@@ -14,7 +14,8 @@ captures again when a bound argument's value changes (compiling nothing: the ker
 """
 from __future__ import annotations
 
-from typing import Tuple
+import contextlib
+from typing import Iterator, Optional, Tuple
 
 __all__ = ["Variable", "BoundVariable", "SymInt"]
 
@@ -59,8 +60,25 @@ class Variable:
     return f"Variable({self.name!r}, {self.min_val}, {self.max_val})"
 
 
+_int = int.__int__
+
+# While a TinyJit captures: the names of the Variables whose bound value was taken as a plain
+# number (int(), an index, a float), which a replay with another value would not follow.
+_concrete_uses: Optional[set] = None
+
+
+@contextlib.contextmanager
+def watching_concrete_uses() -> Iterator[set]:
+  global _concrete_uses
+  before, _concrete_uses = _concrete_uses, set()
+  try:
+    yield _concrete_uses
+  finally:
+    _concrete_uses = before
+
+
 def _value_of(k):
-  return int(k) if isinstance(k, SymInt) else k
+  return _int(k) if isinstance(k, SymInt) else k
 
 
 class SymInt(int):
@@ -76,6 +94,20 @@ class SymInt(int):
     obj.variable, obj.mul, obj.add, obj._value = variable, mul, add, value
     return obj
 
+  def _taken(self) -> int:
+    if _concrete_uses is not None:
+      _concrete_uses.add(self.variable.name)
+    return _int(self)
+
+  def __int__(self) -> int:
+    return self._taken()
+
+  def __index__(self) -> int:
+    return self._taken()
+
+  def __float__(self) -> float:
+    return float(self._taken())
+
   @property
   def max(self) -> int:
     """The largest value: the dim's size on the daemon."""
@@ -87,19 +119,19 @@ class SymInt(int):
   def __add__(self, k):
     if self._plain(k):
       return SymInt(self.variable, self._value, self.mul, self.add + k)
-    return int(self) + _value_of(k)
+    return _int(self) + _value_of(k)
 
   __radd__ = __add__
 
   def __sub__(self, k):
     if self._plain(k):
       return SymInt(self.variable, self._value, self.mul, self.add - k)
-    return int(self) - _value_of(k)
+    return _int(self) - _value_of(k)
 
   def __mul__(self, k):
     if self._plain(k) and k >= 1:
       return SymInt(self.variable, self._value, self.mul * k, self.add * k)
-    return int(self) * _value_of(k)
+    return _int(self) * _value_of(k)
 
   __rmul__ = __mul__
 
@@ -108,7 +140,7 @@ class SymInt(int):
 
   def __repr__(self) -> str:
     term = self.variable.name if self.mul == 1 else f"{self.mul}*{self.variable.name}"
-    return f"({term}{self.add:+d})={int(self)}" if self.add else f"{term}={int(self)}"
+    return f"({term}{self.add:+d})={_int(self)}" if self.add else f"{term}={_int(self)}"
 
 
 def dim(s):
@@ -128,7 +160,7 @@ class BoundVariable(SymInt):
     return super().__new__(cls, variable, value)
 
   def unbind(self) -> Tuple[Variable, int]:
-    return self.variable, int(self)
+    return self.variable, _int(self)
 
   def __repr__(self) -> str:
-    return f"{self.variable.name}={int(self)}"
+    return f"{self.variable.name}={_int(self)}"

@@ -13,7 +13,7 @@ from google.protobuf import text_format
 from ._ops_gen import AXES_ARG_OPS, PAIRS_ARG_OPS, SHAPE_ARG_OPS, SHRINK
 from .errors import ShapeError
 from .ops import BUFFER, COMPOSITE_ARG_OPS, COMPOSITE_FIELDS, CONST, OP_NAMES
-from .variable import SymInt
+from .variable import SymInt, daemon_size
 
 try:
   from .v1 import admin_pb2 as admin_pb
@@ -47,6 +47,19 @@ def admin_stub(channel):
 # (Pairs.begin, Pairs.end), COMPOSITE_ARG_OPS.
 
 
+def _daemon_shape(shape):
+  """A shape as the daemon holds it: a symbolic dim at its largest size (a constant's value is the
+  same everywhere, so its dims need no extent: the marks come from what it meets)."""
+  for d in shape:
+    if isinstance(d, SymInt):
+      return tuple(daemon_size(x) for x in shape)
+  return shape
+
+
+def _add_symbolic(msg, axis: int, s: SymInt) -> None:
+  msg.symbolic.add(axis=axis, extent=int.__int__(s), variable=s.variable.name, mul=s.mul, add=s.add)
+
+
 def _symbolic_dims(n, msg) -> None:
   """SymInt entries of a shape or a shrink's ends (polygrad.variable): the arg gets the largest
   size, Node.symbolic the value."""
@@ -55,7 +68,7 @@ def _symbolic_dims(n, msg) -> None:
     for i, s in enumerate(n.arg):
       if isinstance(s, SymInt):
         dims[i] = s.max
-        msg.symbolic.add(axis=i, extent=int(s))
+        _add_symbolic(msg, i, s)
     return
   for i, (b, e) in enumerate(n.arg):
     if isinstance(b, SymInt) or (isinstance(e, SymInt) and n.op != SHRINK):
@@ -63,7 +76,7 @@ def _symbolic_dims(n, msg) -> None:
                        f"or in a reshape or expand shape")
     if isinstance(e, SymInt):
       msg.pairs.end[i] = e.max
-      msg.symbolic.add(axis=i, extent=int(e))
+      _add_symbolic(msg, i, e)
 
 
 def node(n, msg=None):
@@ -95,7 +108,7 @@ def node(n, msg=None):
         setattr(c, name, getattr(a, name))
   elif n.op == CONST:
     c = msg.constant
-    c.shape.extend(n.shape)
+    c.shape.extend(_daemon_shape(n.shape))
     k = n.dtype.kind
     if k == "f":
       c.float_value = float(a)
@@ -214,7 +227,7 @@ def _node_bytes(n) -> bytes:
     else:
       c.append(0x10)  # int_value = 2
       _varint(int(a), c)
-    _packed(0x2A, n.shape, c)  # shape = 5
+    _packed(0x2A, _daemon_shape(n.shape), c)  # shape = 5
     _message(0x6A, c, b)  # constant = 13
   elif op == BUFFER:
     c = bytearray()
@@ -271,12 +284,13 @@ def compile_step(session_id: str, nodes: Sequence, inputs: Sequence[int], output
   return req
 
 
-def run_step(session_id: str, step_id: int, inputs: Sequence, want_data: bool, random=None):
+def run_step(session_id: str, step_id: int, inputs: Sequence, want_data: bool, random=None, variables=()):
   """`inputs` are (node id, bytes) or (node id, handle int) pairs; `random` is this run's (seed,
-  first counter) for the step's traced random nodes, or None."""
+  first counter) for the step's traced random nodes, or None; `variables` (name, value) pairs."""
   msgs = [pb.StepInput(node_id=n, handle=v) if isinstance(v, int) else pb.StepInput(node_id=n, data=v)
           for n, v in inputs]
-  req = pb.RunStepRequest(session_id=session_id, step_id=step_id, inputs=msgs, want_data=want_data)
+  req = pb.RunStepRequest(session_id=session_id, step_id=step_id, inputs=msgs, want_data=want_data,
+                          variables=[pb.VariableValue(name=k, value=v) for k, v in variables])
   if random is not None:
     req.random.seed, req.random.counter_base = random
   return req

@@ -142,11 +142,10 @@ class Movement:
     for (b, e), s in zip(pairs, self.shape):
       if not 0 <= b <= e <= s:
         raise ShapeError(f"shrink: ({b}, {e}) is out of range for an axis of size {s}")
-      if isinstance(b, SymInt):
-        raise ShapeError(f"shrink: a symbolic begin ({b!r}) is not supported; a symbolic end is")
-      if isinstance(e, SymInt) and (b != 0 or e.max > daemon_size(s)):
-        raise ShapeError(f"shrink: a symbolic end ({e!r}, at most {e.max}) needs begin 0 and an axis of at least "
-                         f"{e.max}, got ({b}, ...) of {daemon_size(s)}")
+    # A symbolic end from begin 0 (and within the axis at the Variable's largest value) makes a
+    # symbolic dim; other Variable-valued bounds (x[pos], a symbolic begin) take their value.
+    pairs = tuple((b, e) if b == 0 and not isinstance(b, SymInt) and (not isinstance(e, SymInt) or e.max <= daemon_size(s))
+                  else (int(b), int(e)) for (b, e), s in zip(pairs, self.shape))
     if all(b == 0 and e == s and not isinstance(e, SymInt) for (b, e), s in zip(pairs, self.shape)):
       return self
     return Tensor._make(g.SHRINK, self.dtype, tuple(e if b == 0 else e - b for b, e in pairs), (self,), pairs)
