@@ -175,9 +175,12 @@ class NodeDecoder {
     const bool shrink = spec_.build == v1::OpSchema::BUILD_SHRINK;
     if (!shrink && spec_.build != v1::OpSchema::BUILD_RESHAPE && spec_.build != v1::OpSchema::BUILD_EXPAND)
       return absl::InvalidArgumentError("symbolic dims are taken by RESHAPE, EXPAND and SHRINK only");
+    std::vector<bool> seen(built->shape.size());
     for (const v1::SymbolicDim& d : node_.symbolic()) {
       if (d.axis() >= built->shape.size())
         return absl::InvalidArgumentError(absl::StrCat("symbolic dim axis ", d.axis(), " is out of range for rank ", built->shape.size()));
+      if (seen[d.axis()]) return absl::InvalidArgumentError(absl::StrCat("symbolic dim axis ", d.axis(), " is given twice"));
+      seen[d.axis()] = true;
       if (d.extent() < 0 || d.extent() > std::numeric_limits<int32_t>::max())
         return absl::InvalidArgumentError(absl::StrCat("symbolic dim on axis ", d.axis(), ": extent ", d.extent(),
                                                        " is outside [0, 2^31)"));

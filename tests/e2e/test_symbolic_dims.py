@@ -2,10 +2,13 @@
 cache matches numpy for every position, with one set of kernels for all of them; a symbolic dim
 survives permutes, expands and whole-axis reshapes; what would read the dim's size is refused
 with the node named; a tensor with a symbolic dim is not read back."""
+import re
+
 import numpy as np
 import pytest
 
 from polygrad import Tensor, Variable
+from polygrad.v1 import polygrad_pb2 as pb
 from polygrad.variable import SymInt
 
 from conftest import run_watching_buffers
@@ -139,3 +142,39 @@ def test_gradients_through_a_symbolic_dim_match_torch():
   np.testing.assert_allclose(K.grad.numpy(), kt.grad.numpy(), rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(Q.grad.numpy(), qt.grad.numpy(), rtol=1e-5, atol=1e-5)
   assert not K.grad.numpy()[5:].any()
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda n: n.symbolic.add(axis=2, extent=3), r"node 2 \(SHRINK\): symbolic dim axis 2 is out of range for rank 2"),
+    (lambda n: n.symbolic.extend([pb.SymbolicDim(axis=0, extent=3)] * 2), r"symbolic dim axis 0 is given twice"),
+    (lambda n: n.symbolic.add(axis=0, extent=-1), r"extent -1 is outside \[0, 2\^31\)"),
+    (lambda n: n.symbolic.add(axis=0, extent=3, variable="x" * 65, mul=1), r"a variable name of 1 to 64 bytes"),
+    (lambda n: n.symbolic.add(axis=0, extent=3, variable="x", mul=0), r"mul in \[1, 2\^31\)"),
+    (lambda n: n.symbolic.add(axis=1, extent=3), r"a symbolic end of axis 1 needs begin 0"),
+])
+def test_malformed_symbolic_dims_are_invalid_argument_naming_the_node(raw, change, message):
+  import grpc
+  stub, sid = raw
+  data = pb.Node(id=1, op=pb.BUFFER, dtype=pb.FLOAT32,
+                 buffer=pb.BufferSource(data=np.ones((6, 4), np.float32).tobytes(), shape=[6, 4]))
+  shrink = pb.Node(id=2, op=pb.SHRINK, src=[1], pairs=pb.Pairs(begin=[0, 1], end=[6, 4]))
+  change(shrink)
+  total = pb.Node(id=3, op=pb.REDUCE_SUM, src=[2], axes=pb.Axes(axes=[0, 1]))
+  with pytest.raises(grpc.RpcError) as e:
+    stub.Realize(pb.RealizeRequest(session_id=sid, nodes=[data, shrink, total], outputs=[3]), timeout=60)
+  assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and re.search(message, e.value.details()), e.value.details()
+  # The session goes on, and the well-formed dim works.
+  ok = pb.Node(id=2, op=pb.SHRINK, src=[1], pairs=pb.Pairs(begin=[0, 0], end=[6, 4]),
+               symbolic=[pb.SymbolicDim(axis=0, extent=2)])
+  r = stub.Realize(pb.RealizeRequest(session_id=sid, nodes=[data, ok, total], outputs=[3], want_data=True), timeout=60)
+  assert np.frombuffer(r.results[0].data, np.float32).tolist() == [8.0]
+
+
+def test_a_symbolic_dim_on_another_op_is_invalid_argument(raw):
+  import grpc
+  stub, sid = raw
+  data = pb.Node(id=1, op=pb.BUFFER, dtype=pb.FLOAT32,
+                 buffer=pb.BufferSource(data=np.ones(4, np.float32).tobytes(), shape=[4]))
+  neg = pb.Node(id=2, op=pb.NEG, src=[1], symbolic=[pb.SymbolicDim(axis=0, extent=2)])
+  with pytest.raises(grpc.RpcError, match=r"node 2 \(NEG\): symbolic dims are taken by RESHAPE, EXPAND and SHRINK only"):
+    stub.Realize(pb.RealizeRequest(session_id=sid, nodes=[data, neg], outputs=[2]), timeout=60)
