@@ -50,6 +50,8 @@ def test_a_symbolic_dim_follows_permutes_expands_and_whole_axis_reshapes():
   assert part.permute(1, 0).sum(1).numpy().tolist() == a[:5].sum(0).tolist()
   col = Tensor(np.ones((1, D), dtype=np.float32)).expand(n, D)  # a symbolic expand
   assert (col * part).sum().item() == a[:5].sum()
+  sliced = A[:n]  # a slice to a SymInt is a symbolic shrink too
+  assert isinstance(sliced.shape[0], SymInt) and sliced.sum().item() == a[:5].sum()
 
 
 def test_ops_that_would_read_a_symbolic_dims_size_are_refused_with_the_node_named():
