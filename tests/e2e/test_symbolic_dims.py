@@ -54,6 +54,20 @@ def test_a_symbolic_dim_follows_permutes_expands_and_whole_axis_reshapes():
   assert isinstance(sliced.shape[0], SymInt) and sliced.sum().item() == a[:5].sum()
 
 
+def test_a_symbolic_dim_of_value_1_is_not_a_broadcast_1():
+  """Bound to 1 it is still the whole (masked) axis on the daemon: it broadcasts like any other
+  size, squeeze keeps it, and a plain 1 expands to it."""
+  a = np.arange(W * D, dtype=np.float32).reshape(W, D)
+  A = Tensor(a).realize()
+  one = Variable("n", 1, W).bind(1)
+  part = A[:one]
+  assert (part * Tensor.ones(1, D)).sum().item() == a[:1].sum()
+  assert part.squeeze().shape == (1, D)
+  mask = Tensor.ones(1, 1).expand(one, D)
+  assert isinstance(mask.shape[0], SymInt) and (mask * part).sum().item() == a[:1].sum()
+  assert (part + Tensor.ones(W, D)[:one]).sum().item() == a[:1].sum() + D
+
+
 def test_ops_that_would_read_a_symbolic_dims_size_are_refused_with_the_node_named():
   A = Tensor(np.ones((W, D), dtype=np.float32)).realize()
   part = A.shrink(((0, Variable("n", 1, W - 1).bind(3) + 1), None))

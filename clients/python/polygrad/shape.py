@@ -8,7 +8,7 @@ from typing import Iterable, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .errors import AxisError, ShapeError
-from .variable import dim
+from .variable import SymInt, dim
 
 Shape = Tuple[int, ...]
 
@@ -57,11 +57,14 @@ def broadcast_shape(*shapes: Shape) -> Shape:
   padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
   out = []
   for i in range(nd):
-    sizes = {p[i] for p in padded} - {1}
+    # A symbolic dim (polygrad.variable) is never a broadcast 1, whatever its value, and wins
+    # over an equal plain size.
+    symbolic = [p[i] for p in padded if isinstance(p[i], SymInt)]
+    sizes = {p[i] for p in padded if p[i] != 1 or isinstance(p[i], SymInt)}
     if len(sizes) > 1:
       raise ShapeError(f"shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast "
                        f"together (axis {i - nd}: sizes {sorted(sizes)})")
-    out.append(sizes.pop() if sizes else 1)
+    out.append(symbolic[0] if symbolic else sizes.pop() if sizes else 1)
   return tuple(out)
 
 
@@ -133,7 +136,7 @@ def resolve_expand(old: Shape, new: Sequence[int]) -> Shape:
       s = o
     if s < 0:
       raise ShapeError(f"expand: invalid size {s} in {tuple(new)}")
-    if o is not None and o != s and o != 1:
+    if o is not None and o != s and (o != 1 or isinstance(o, SymInt)):
       raise ShapeError(f"expand: cannot expand {old} to {tuple(new)} (axis {i}: {o} → {s})")
     out.append(s)
   return tuple(out)

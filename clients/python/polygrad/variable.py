@@ -61,6 +61,7 @@ class Variable:
 
 
 _int = int.__int__
+_made = [False]  # whether any SymInt was made: until then every shape is plain ints
 
 # While a TinyJit captures: the names of the Variables whose bound value was taken as a plain
 # number (int(), an index, a float), which a replay with another value would not follow.
@@ -90,6 +91,7 @@ class SymInt(int):
   add: int
 
   def __new__(cls, variable: Variable, value: int, mul: int = 1, add: int = 0) -> "SymInt":
+    _made[0] = True
     obj = super().__new__(cls, value * mul + add)
     obj.variable, obj.mul, obj.add, obj._value = variable, mul, add, value
     return obj
@@ -141,6 +143,14 @@ class SymInt(int):
   def __repr__(self) -> str:
     term = self.variable.name if self.mul == 1 else f"{self.mul}*{self.variable.name}"
     return f"({term}{self.add:+d})={_int(self)}" if self.add else f"{term}={_int(self)}"
+
+
+def same_dims(a, b) -> bool:
+  """Shapes `a` and `b` equal as the daemon holds them: equal values, symbolic in the same places
+  (a symbolic dim of value 1 is not a plain 1)."""
+  if a != b:
+    return False
+  return not _made[0] or all(isinstance(x, SymInt) == isinstance(y, SymInt) for x, y in zip(a, b))
 
 
 def dim(s):

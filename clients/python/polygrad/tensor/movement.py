@@ -9,7 +9,7 @@ from ..dtype import dtypes, least_upper_dtype
 from ..errors import ShapeError
 from ..shape import (as_shape, axis_of, broadcast_shape, check_permutation, normalize_axes,
                      normalize_axis, normalize_pairs, prod, resolve_expand, resolve_reshape)
-from ..variable import SymInt, daemon_size, dim
+from ..variable import SymInt, daemon_size, dim, same_dims
 from .core import _py_scalar, Scalar, Tensor, tensor_methods
 
 
@@ -22,7 +22,7 @@ class Movement:
   def reshape(self, shape, *args) -> "Tensor":
     new = (shape,) + args if args or not isinstance(shape, (tuple, list)) else tuple(shape)
     new = resolve_reshape(self.shape, [None if s is None else dim(s) for s in new])
-    if new == self.shape:
+    if same_dims(new, self.shape):
       return self
     return Tensor._make(g.RESHAPE, self.dtype, new, (self,), new)
 
@@ -51,13 +51,13 @@ class Movement:
     return self._broadcast_to(new)
 
   def _broadcast_to(self, shape: Tuple[int, ...]) -> "Tensor":
-    if self.shape == shape:
+    if same_dims(self.shape, shape):
       return self
     x = self
     if x.ndim < len(shape):
       x = x.reshape((1,) * (len(shape) - x.ndim) + x.shape)
     resolve_expand(x.shape, shape)  # raises for incompatible shapes
-    if x.shape == shape:
+    if same_dims(x.shape, shape):
       return x
     return Tensor._make(g.EXPAND, x.dtype, shape, (x,), tuple(shape))
 
@@ -159,9 +159,9 @@ class Movement:
 
   def squeeze(self, dim: Optional[int] = None) -> "Tensor":
     if dim is None:
-      return self.reshape(tuple(s for s in self.shape if s != 1))
+      return self.reshape(tuple(s for s in self.shape if s != 1 or isinstance(s, SymInt)))
     d = normalize_axis(dim, self.ndim)
-    if self.ndim == 0 or self.shape[d] != 1:
+    if self.ndim == 0 or self.shape[d] != 1 or isinstance(self.shape[d], SymInt):
       return self
     return self.reshape(self.shape[:d] + self.shape[d + 1:])
 
