@@ -194,3 +194,26 @@ def test_a_symbolic_dim_on_another_op_is_invalid_argument(raw):
   neg = pb.Node(id=2, op=pb.NEG, src=[1], symbolic=[pb.SymbolicDim(axis=0, extent=2)])
   with pytest.raises(grpc.RpcError, match=r"node 2 \(NEG\): symbolic dims are taken by RESHAPE, EXPAND and SHRINK only"):
     stub.Realize(pb.RealizeRequest(session_id=sid, nodes=[data, neg], outputs=[2]), timeout=60)
+
+
+def test_symbolic_dims_leave_no_buffer_behind(tmp_path):
+  """Each symbolic dim's extent is a small buffer of the daemon's: it goes with the graph that
+  reads it, in realizes and in a jit's steps alike."""
+  out = run_watching_buffers(tmp_path, """
+      import numpy as np
+      from polygrad import Tensor, Variable, TinyJit
+      K = Tensor(np.ones((32, 8), dtype=np.float32)).realize()
+      v = Variable("n", 1, 32)
+      base = buffers()
+      for n in range(1, 21):
+        assert K[:v.bind(n)].sum().item() == 8 * n
+      @TinyJit
+      def f(x, n):
+        return (K[:n].sum(0) + x).realize()
+      for n in range(1, 11):
+        assert f(Tensor.zeros(8), v.bind(n)).numpy().tolist() == [float(n)] * 8
+      f.reset()
+      print(base, buffers())
+      """)
+  base, after = (float(b) for b in out.split())
+  assert after == base, (base, after)
