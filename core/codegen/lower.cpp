@@ -80,9 +80,10 @@ class Lowerer {
     return uop(Ops::RANGE, kIndexDType, {const_int(end), stop}, id);
   }
 
-  // Where a loop over `axis` of `n` may stop: its symbolic dim's extent, or null.
+  // Where a loop over `axis` of `n` may stop: its symbolic dim's extent, or null. Not for a GPU
+  // (flat_output): its renderer spreads reductions over a warp's lanes and has no use for it.
   UOpRef stop_of(const UOp& n, size_t axis, int depth) {
-    if (n.extents.empty() || !n.extents[axis]) return nullptr;
+    if (flat_output_ || n.extents.empty() || !n.extents[axis]) return nullptr;
     UOpRef e = lower(n.extents[axis], {}, nullptr, depth);
     return e->dtype == kIndexDType ? e : uop(Ops::CAST, kIndexDType, {e});
   }

@@ -211,6 +211,16 @@ class Corpus {
       add(fe::reduce(Ops::MAX, *fe::alu(Ops::NEG, {leaf(dt, {5, 7})}), {1}));
       add(fe::reduce(Ops::MAX, *fe::alu(Ops::NEG, {leaf(dt, {4, 7})}), {0}));
     }
+    // Symbolic dims: reductions whose loops stop at the extent (a 0-d int32 leaf) and mask past it.
+    {
+      UOpRef n = leaf(DType::Int32, {});
+      for (DType dt : {DType::Float32, DType::Int32}) {
+        UOpRef x = *fe::bound(leaf(dt, {4, 64}), 1, n);
+        add(fe::reduce(Ops::ADD, x, {1}));
+        add(fe::reduce(Ops::MAX, x, {1}));
+        add(fe::reduce(Ops::ADD, *fe::permute(x, {1, 0}), {0}));
+      }
+    }
     // Large reductions: split into two kernels by the scheduler.
     for (DType dt : {DType::Float32, DType::Float16, DType::Int32, DType::Float64}) {
       add(fe::reduce(Ops::ADD, leaf(dt, {1 << 16}), {0}));
