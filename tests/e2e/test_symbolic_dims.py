@@ -217,3 +217,19 @@ def test_symbolic_dims_leave_no_buffer_behind(tmp_path):
       """)
   base, after = (float(b) for b in out.split())
   assert after == base, (base, after)
+
+
+def test_a_step_refuses_a_symbolic_value_for_an_assign_or_materialize(raw):
+  """Past the extent a symbolic value is not computed: written into a buffer it would leave
+  garbage there, so a step takes none as an assign's value or a materialized node."""
+  import grpc
+  stub, sid = raw
+  data = pb.Node(id=1, op=pb.BUFFER, dtype=pb.FLOAT32,
+                 buffer=pb.BufferSource(data=np.ones((6, 4), np.float32).tobytes(), shape=[6, 4]))
+  marked = pb.Node(id=2, op=pb.SHRINK, src=[1], pairs=pb.Pairs(begin=[0, 0], end=[6, 4]),
+                   symbolic=[pb.SymbolicDim(axis=0, extent=2)])
+  doubled = pb.Node(id=3, op=pb.ADD, src=[2, 2])
+  for extra in ({"assigns": [pb.StepAssign(target_node=1, value=3)]}, {"materialize": [3]}):
+    with pytest.raises(grpc.RpcError, match=r"INVALID_ARGUMENT|has a symbolic dim") as e:
+      stub.CompileStep(pb.CompileStepRequest(session_id=sid, nodes=[data, marked, doubled], **extra), timeout=60)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "3 has a symbolic dim (axis 0)" in e.value.details()
