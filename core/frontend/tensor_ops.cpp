@@ -1,5 +1,6 @@
 #include "core/frontend/tensor_ops.h"
 #include "core/frontend/status_macros.h"
+#include "core/ir/symbolic_dims.h"
 #include "core/ir/wide_int.h"
 
 #include <algorithm>
@@ -80,13 +81,16 @@ size_t marks(const UOpRef& x) {
 // invalid part).
 absl::StatusOr<UOpRef> keeping_marks(const UOpRef& built, const UOpRef& x, const char* what) {
   if (x->extents.empty() || marks(built) >= marks(x)) return built;
-  for (size_t a = 0; a < x->extents.size(); ++a)
-    if (x->extents[a])
+  for (size_t a = 0; a < x->extents.size(); ++a) {
+    const bool carried = built->op == Ops::RESHAPE ? reshaped_axis(x->shape, built->shape, a).has_value()
+                                                   : a < built->extents.size() && built->extents[a];
+    if (x->extents[a] && !carried)
       return absl::InvalidArgumentError(absl::StrCat(what, " ", shape_str(x->shape), " -> ", shape_str(built->shape),
                                                      " changes symbolic axis ", a,
                                                      ": a symbolic axis may be reshaped whole or merged with the axes "
                                                      "inside it, not split, padded, flipped or shrunk"));
-  return built;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(what, " loses a symbolic axis of ", shape_str(x->shape)));
 }
 
 // The value a reduction with `op` starts from, as an unshaped constant of `dt`.

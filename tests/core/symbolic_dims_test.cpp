@@ -122,6 +122,9 @@ TEST_F(SymbolicDimsTest, OpsThatWouldChangeAMarkedAxisAreRefused) {
   EXPECT_NE(message(fe::shrink(A, {{1, 6}, {0, 4}})).find("symbolic axis 0"), std::string::npos);
   EXPECT_NE(message(fe::reshape(A, {3, 2, 4})).find("symbolic axis 0"), std::string::npos);
   EXPECT_NE(message(fe::bound(A, 1, A)).find("0-d int32"), std::string::npos);
+  // The message names the axis that would change.
+  UOpRef both = *fe::bound(A, 1, variable(2));
+  EXPECT_NE(message(fe::flip(both, {1})).find("symbolic axis 1"), std::string::npos);
   // What leaves the axis alone is fine, and the mark stays.
   EXPECT_TRUE((*fe::flip(A, {1}))->extents[0]);
   EXPECT_TRUE((*fe::shrink(A, {{0, 6}, {1, 3}}))->extents[0]);
