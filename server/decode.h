@@ -82,9 +82,9 @@ struct DecodedNodes {
   uint64_t inline_bytes = 0;       // BUFFER data carried in the request
 };
 
-// OK unless `node` (the output `id` of a realize or step, or a step's assigned or materialized
-// value) has a symbolic dim: its data past the extent is not defined, so it is refused
-// (INVALID_ARGUMENT naming the node and axis).
+// OK unless `node` (the output `id` of a realize or step, or a step's materialized node) has a
+// symbolic dim: its data past the extent is not defined, so it is refused (INVALID_ARGUMENT naming
+// the node and axis). A step's assign takes one: only the valid part is written (step_program.h).
 absl::Status check_concrete(uint64_t id, const UOpRef& node);
 
 absl::StatusOr<DecodedNodes> decode_nodes(const google::protobuf::RepeatedPtrField<v1::Node>& nodes,

@@ -195,7 +195,6 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
         return fail(absl::InvalidArgumentError(absl::StrCat("assign ", i, ": value node ", a.value(), " is not defined in this session")));
       }
       const UOpRef& value = v->second.current();
-      if (absl::Status s = check_concrete(a.value(), value); !s.ok()) return fail(s);
       if (value->dtype != (*target)->dtype() || value->shape != (*target)->shape()) {
         return fail(absl::InvalidArgumentError(absl::StrCat(name, " is ", describe(**target), " but value node ", a.value(), " is ",
                                                             dtype_name(value->dtype), "[", absl::StrJoin(value->shape, ","), "]")));

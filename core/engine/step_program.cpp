@@ -1,6 +1,7 @@
 #include "core/engine/step_program.h"
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <unordered_map>
 #include <unordered_set>
@@ -62,6 +63,39 @@ absl::StatusOr<StepPlace> step_place(const std::vector<UOpRef>& roots, const Bin
   return out;
 }
 
+// An extent (a 0-d int32 expression of bound buffers and constants, core/ir/symbolic_dims.h) as a
+// function that reads its buffers when called.
+absl::StatusOr<std::function<int64_t()>> extent_reader(const UOp& e, const Bindings& bound) {
+  switch (e.op) {
+    case Ops::CONST: {
+      const int64_t v = e.arg_int();
+      return std::function<int64_t()>([v] { return v; });
+    }
+    case Ops::BUFFER: {
+      auto it = bound.find(&e);
+      if (it == bound.end() || it->second->device() != "CPU")
+        return absl::InternalError("a symbolic dim's extent is not a host buffer of the step");
+      BufferPtr buf = it->second;
+      return std::function<int64_t()>([buf] {
+        int32_t v;
+        std::memcpy(&v, buf->data(), sizeof v);
+        return int64_t{v};
+      });
+    }
+    case Ops::ADD:
+    case Ops::MUL: {
+      auto a = extent_reader(*e.src[0], bound);
+      if (!a.ok()) return a.status();
+      auto b = extent_reader(*e.src[1], bound);
+      if (!b.ok()) return b.status();
+      const bool add = e.op == Ops::ADD;
+      return std::function<int64_t()>([a = *std::move(a), b = *std::move(b), add] { return add ? a() + b() : a() * b(); });
+    }
+    default:
+      return absl::InternalError(absl::StrCat("a symbolic dim's extent computed by ", op_name(e.op)));
+  }
+}
+
 }  // namespace
 
 struct StepProgram::Launch {
@@ -70,6 +104,25 @@ struct StepProgram::Launch {
 };
 
 StepProgram::~StepProgram() = default;
+
+absl::StatusOr<std::shared_ptr<const StepProgram::Copy::Prefix>> StepProgram::valid_prefix(const UOp& value,
+                                                                                           const Bindings& bound, size_t i) {
+  std::vector<size_t> marked;
+  for (size_t a = 0; a < value.extents.size(); ++a)
+    if (value.extents[a]) marked.push_back(a);
+  if (marked.size() != 1)
+    return absl::InvalidArgumentError(absl::StrCat("assign ", i, ": a value with ", marked.size(),
+                                                   " symbolic dims (one is written as its valid part)"));
+  const size_t axis = marked[0];
+  absl::StatusOr<std::function<int64_t()>> extent = extent_reader(*value.extents[axis], bound);
+  if (!extent.ok()) return extent.status();
+  int64_t outer = 1, inner = 1;
+  for (size_t a = 0; a < axis; ++a) outer *= value.shape[a];
+  for (size_t a = axis + 1; a < value.shape.size(); ++a) inner *= value.shape[a];
+  return std::make_shared<const StepProgram::Copy::Prefix>(StepProgram::Copy::Prefix{
+      outer, value.shape[axis], static_cast<size_t>(inner) * dtype_itemsize(value.dtype), *std::move(extent)});
+}
+
 
 absl::Status StepProgram::run(const std::function<bool()>& should_stop) {
   std::lock_guard lock(run_mu_);
@@ -91,8 +144,20 @@ absl::Status StepProgram::run(const std::function<bool()>& should_stop) {
     if (should_stop && should_stop()) return finish(absl::CancelledError("step cancelled between kernels"));
     if (absl::Status st = backend.launch(s.kernel, s.args.data(), s.args.size()); !st.ok()) return finish(st);
   }
-  for (const Copy& c : copies_)
-    if (absl::Status s = backend.copy(c.from, c.to, c.bytes); !s.ok()) return finish(s);
+  for (const Copy& c : copies_) {
+    if (!c.prefix) {
+      if (absl::Status s = backend.copy(c.from, c.to, c.bytes); !s.ok()) return finish(s);
+      continue;
+    }
+    const Copy::Prefix& p = *c.prefix;
+    const auto valid = static_cast<size_t>(std::clamp<int64_t>(p.extent(), 0, p.size)) * p.unit;
+    const size_t block = static_cast<size_t>(p.size) * p.unit;
+    for (int64_t o = 0; o < p.outer && valid > 0; ++o) {
+      const size_t at = static_cast<size_t>(o) * block;
+      if (absl::Status s = backend.copy(static_cast<const char*>(c.from) + at, static_cast<char*>(c.to) + at, valid); !s.ok())
+        return finish(s);
+    }
+  }
   return finish(absl::OkStatus());
 }
 
@@ -234,7 +299,13 @@ absl::StatusOr<std::unique_ptr<StepProgram>> Engine::compile_step(const StepSpec
       step->snapshots_.push_back(StepProgram::Copy{value->data(), (*snap)->data(), value->nbytes()});
       value = *snap;
     }
-    step->copies_.push_back(StepProgram::Copy{value->data(), a.target->data(), a.target->nbytes()});
+    StepProgram::Copy copy{value->data(), a.target->data(), a.target->nbytes(), nullptr};
+    if (!a.value->extents.empty()) {
+      auto prefix = StepProgram::valid_prefix(*a.value, spec.bound, i);
+      if (!prefix.ok()) return prefix.status();
+      copy.prefix = *std::move(prefix);
+    }
+    step->copies_.push_back(std::move(copy));
   }
   log.done("plan_memory", memory_t0);
   return step;

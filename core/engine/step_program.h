@@ -75,12 +75,25 @@ class StepProgram {
     const void* from;
     void* to;
     size_t bytes;
+    // An assigned value with a symbolic dim (core/ir/symbolic_dims.h) is valid only below its
+    // extent, so only that part is copied: `outer` blocks (the axes before the dim), each the
+    // first extent() of the dim's `size` steps of `unit` bytes. Null for a whole copy.
+    struct Prefix {
+      int64_t outer;
+      int64_t size;
+      size_t unit;
+      std::function<int64_t()> extent;  // read when the run copies: RunStep may have set it
+    };
+    std::shared_ptr<const Prefix> prefix;
   };
   struct Transfer {  // a COPY node of the step: a bound buffer into the step's, across devices
     const Buffer* from;
     Buffer* to;
   };
   StepProgram() = default;
+  // What of assign `i`'s value, which has a symbolic dim, is copied into its target.
+  static absl::StatusOr<std::shared_ptr<const Copy::Prefix>> valid_prefix(const UOp& value, const Bindings& bound,
+                                                                          size_t i);
 
   Engine::Impl* engine_ = nullptr;
   std::string device_ = "CPU";

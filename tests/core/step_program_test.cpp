@@ -147,6 +147,32 @@ TEST_F(StepProgramTest, AssignsReadOldValues) {
   EXPECT_EQ(values(buf(c)), (std::vector<float>{111, 222, 333}));
 }
 
+// A value with a symbolic dim is computed only below its extent: the assign writes that part, per
+// outer row, and leaves the rest of the target as it was; the extent is read at each run.
+TEST_F(StepProgramTest, ASymbolicValueWritesItsValidPartOnly) {
+  UOpRef a = leaf({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+  BufferPtr n = *engine_->allocate(DType::Int32, {});
+  const int32_t two = 2;
+  std::memcpy(n->data(), &two, sizeof two);
+  UOpRef extent = *fe::buffer(n->id(), DType::Int32, {});
+  bound_[extent.get()] = n;
+  leaves_.push_back(extent);
+  UOpRef doubled = *fe::alu(Ops::ADD, {*fe::bound(a, 1, extent), *fe::bound(a, 1, extent)});
+  auto compiled = engine_->compile_step(StepSpec{{}, bound_, {{buf(a), doubled}}});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  ASSERT_TRUE((*compiled)->run().ok());
+  EXPECT_EQ(values(buf(a)), (std::vector<float>{2, 4, 3, 4, 10, 12, 7, 8}));
+  const int32_t three = 3;
+  std::memcpy(n->data(), &three, sizeof three);
+  ASSERT_TRUE((*compiled)->run().ok());
+  EXPECT_EQ(values(buf(a)), (std::vector<float>{4, 8, 6, 4, 20, 24, 14, 8}));
+  // Two symbolic dims in one value: refused, naming the assign.
+  UOpRef both = *fe::bound(*fe::bound(a, 1, extent), 0, extent);
+  auto refused = engine_->compile_step(StepSpec{{}, bound_, {{buf(a), *fe::alu(Ops::NEG, {both})}}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("assign 0: a value with 2 symbolic dims"), std::string::npos) << refused.status();
+}
+
 TEST_F(StepProgramTest, CancelledRunChangesNoTarget) {
   UOpRef a = leaf({1, 2, 3}, {3});
   UOpRef big = *fe::sum(*fe::alu(Ops::MUL, {a, a}), {0}, true);

@@ -41,6 +41,25 @@ def test_cached_logits_equal_the_full_forward_at_every_position(rng):
   assert cache.n_kernels > 0
 
 
+def test_a_token_writes_and_reads_the_caches_up_to_its_position_on_one_capture(rng):
+  """The caches' used length is a symbolic dim (polygrad.variable): each token's step writes and
+  attends over the first max(position) + 1 rows only, one capture serves every length, and going
+  back to position 0 (a new sequence) hides what lies past it."""
+  m = _model()
+  toks = rng.integers(0, CFG.vocab_size, (1, 10)).astype(np.int32)
+  full = GPT2Instance(m, max_batch=1).logits(toks)
+  cache = KVCache(m, 1, CFG.n_positions)
+  for i in range(10):
+    np.testing.assert_allclose(cache.step(toks[:, i], [i]), full[:, i], rtol=1e-5, atol=1e-5, err_msg=f"position {i}")
+  assert cache._step.captured.variables == {"kv_length"} and cache._step.captured.runs == 10
+  k0 = cache.caches[0][0].numpy()
+  assert not k0[:, :, 10:].any(), "rows past the furthest position were never written"
+  again = rng.integers(0, CFG.vocab_size, (1, 3)).astype(np.int32)
+  restart = GPT2Instance(m, max_batch=1).logits(again)
+  for i in range(3):
+    np.testing.assert_allclose(cache.step(again[:, i], [i]), restart[:, i], rtol=1e-5, atol=1e-5)
+
+
 def test_rows_decode_at_their_own_positions(rng):
   """Row 1 starts three tokens later: each row's logits are those of its own sequence."""
   m = _model(1)

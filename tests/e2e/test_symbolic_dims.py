@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from polygrad import Tensor, Variable
+from polygrad.errors import ShapeError
 from polygrad.v1 import polygrad_pb2 as pb
 from polygrad.variable import SymInt
 
@@ -219,17 +220,37 @@ def test_symbolic_dims_leave_no_buffer_behind(tmp_path):
   assert after == base, (base, after)
 
 
-def test_a_step_refuses_a_symbolic_value_for_an_assign_or_materialize(raw):
-  """Past the extent a symbolic value is not computed: written into a buffer it would leave
-  garbage there, so a step takes none as an assign's value or a materialized node."""
+def test_a_step_assigns_a_symbolic_values_valid_part_and_refuses_to_materialize_one(raw):
+  """Past the extent a symbolic value is not computed: an assign writes its valid part and leaves
+  the rest of the target; a materialized node or an output would hold garbage there, so a step
+  takes neither."""
   import grpc
   stub, sid = raw
   data = pb.Node(id=1, op=pb.BUFFER, dtype=pb.FLOAT32,
                  buffer=pb.BufferSource(data=np.ones((6, 4), np.float32).tobytes(), shape=[6, 4]))
   marked = pb.Node(id=2, op=pb.SHRINK, src=[1], pairs=pb.Pairs(begin=[0, 0], end=[6, 4]),
-                   symbolic=[pb.SymbolicDim(axis=0, extent=2)])
+                   symbolic=[pb.SymbolicDim(axis=0, extent=2, variable="n", mul=1)])
   doubled = pb.Node(id=3, op=pb.ADD, src=[2, 2])
-  for extra in ({"assigns": [pb.StepAssign(target_node=1, value=3)]}, {"materialize": [3]}):
-    with pytest.raises(grpc.RpcError, match=r"INVALID_ARGUMENT|has a symbolic dim") as e:
-      stub.CompileStep(pb.CompileStepRequest(session_id=sid, nodes=[data, marked, doubled], **extra), timeout=60)
-    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "3 has a symbolic dim (axis 0)" in e.value.details()
+  with pytest.raises(grpc.RpcError) as e:
+    stub.CompileStep(pb.CompileStepRequest(session_id=sid, nodes=[data, marked, doubled], materialize=[3]), timeout=60)
+  assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "3 has a symbolic dim (axis 0)" in e.value.details()
+  step = stub.CompileStep(pb.CompileStepRequest(session_id=sid, nodes=[data, marked, doubled],
+                                                assigns=[pb.StepAssign(target_node=1, value=3)]), timeout=60)
+  assert list(step.variables) == ["n"]
+
+  def rows():
+    r = stub.Realize(pb.RealizeRequest(session_id=sid, outputs=[1], want_data=True), timeout=60)
+    return np.frombuffer(r.results[0].data, np.float32).reshape(6, 4)[:, 0].tolist()
+
+  stub.RunStep(pb.RunStepRequest(session_id=sid, step_id=step.step_id), timeout=60)
+  assert rows() == [2, 2, 1, 1, 1, 1]
+  stub.RunStep(pb.RunStepRequest(session_id=sid, step_id=step.step_id, variables=[pb.VariableValue(name="n", value=3)]),
+               timeout=60)
+  assert rows() == [4, 4, 2, 1, 1, 1]
+
+
+def test_an_eager_assign_of_a_symbolic_value_is_refused():
+  K = Tensor(np.ones((W, D), dtype=np.float32)).realize()
+  part = K[:Variable("n", 1, W).bind(3)]
+  with pytest.raises(ShapeError, match="only by a TinyJit or compile_step"):
+    K.assign(part * 2)

@@ -5,10 +5,11 @@ buffers, and TinyJits over GPT2.cached (logits, or the greedy token), each captu
 call: a token's step computes one position per row (its embeddings, projections and MLP), writes
 that position's key and value into the caches in place and attends over the cached positions up
 to it. The position is data (a one-hot write mask and a causal mask built from it on the daemon),
-not part of any shape, so the same compiled kernels serve every position: after the first token
-of each kind nothing compiles. The attention reads the whole window with the positions past the
-row's masked off; its cost, small next to the projections at the sizes GPT-2 uses, follows the
-window, the rest follows nothing.
+and the caches' used length, max(position) + 1, is a symbolic dim (polygrad.variable: a Variable
+the step takes per run), so the same compiled kernels serve every position: after the first token
+of each kind nothing compiles. A token's step writes and attends over the caches' first `length`
+rows only (loops that stop there, and an assign that writes the valid part), so its cost grows
+with its position, not with the window.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import numpy as np
 from .dtype import dtypes
 from .jit import TinyJit
 from .tensor import Tensor
+from .variable import Variable
 
 __all__ = ["KVCache", "kv_cache"]
 
@@ -39,19 +41,22 @@ class KVCache:
         (Tensor.zeros(batch, cfg.n_head, window, hd).contiguous(), Tensor.zeros(batch, cfg.n_head, window, hd).contiguous())
         for _ in range(cfg.n_layer)]
     Tensor.realize(*(t for kv in self.caches for t in kv))
+    # The caches are written and read up to the furthest row's position: a symbolic dim, so one
+    # step serves every length (RunStep's `variables`) and a token's work follows its position.
+    self._length = Variable("kv_length", 1, window)
     self._step = TinyJit(self._decode)
     self._greedy = TinyJit(self._decode_greedy)
     # The caches are buffers already, so the first call may capture: an eager first call would
     # leave them in new buffers, away from the one the other step (logits or greedy) updates.
     self._step.cnt = self._greedy.cnt = 1
 
-  def _decode(self, tok: Tensor, pos: Tensor) -> Tensor:
+  def _decode(self, tok: Tensor, pos: Tensor, length) -> Tensor:
     with Tensor.no_grad:
-      return self.model.cached(tok, pos, self.caches)
+      return self.model.cached(tok, pos, self.caches, length)
 
-  def _decode_greedy(self, tok: Tensor, pos: Tensor) -> Tensor:
+  def _decode_greedy(self, tok: Tensor, pos: Tensor, length) -> Tensor:
     with Tensor.no_grad:
-      return self.model.cached(tok, pos, self.caches).argmax(-1).cast(dtypes.int32)
+      return self.model.cached(tok, pos, self.caches, length).argmax(-1).cast(dtypes.int32)
 
   def step(self, tokens, positions) -> np.ndarray:
     """float32 logits (batch, vocab) of `tokens` (batch,) at `positions` (batch,; each row its
@@ -75,7 +80,7 @@ class KVCache:
     if tok.dtype.kind not in "iu" or tok.min() < 0 or tok.max() >= vocab:
       raise ValueError(f"tokens must be integers in [0, {vocab}), got {tok.tolist()}")
     out = jit(Tensor(tok.astype(np.int32).reshape(-1, 1), dtype=dtypes.int32),
-              Tensor(pos.astype(np.int32).reshape(-1, 1), dtype=dtypes.int32))
+              Tensor(pos.astype(np.int32).reshape(-1, 1), dtype=dtypes.int32), self._length.bind(int(pos.max()) + 1))
     return out.numpy()
 
   @property

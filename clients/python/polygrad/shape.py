@@ -8,7 +8,7 @@ from typing import Iterable, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .errors import AxisError, ShapeError
-from .variable import SymInt, dim
+from .variable import SymInt, dim, same_dims
 
 Shape = Tuple[int, ...]
 
@@ -51,7 +51,7 @@ def check_shape(shape: Shape) -> Shape:
 
 def broadcast_shape(*shapes: Shape) -> Shape:
   """numpy broadcasting: align right, sizes must match or be 1."""
-  if len(shapes) == 2 and shapes[0] == shapes[1]:
+  if len(shapes) == 2 and same_dims(shapes[0], shapes[1]):
     return tuple(shapes[0])
   nd = max((len(s) for s in shapes), default=0)
   padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]

@@ -21,6 +21,7 @@ from ..device import Device
 from ..dtype import DType, DTypeLike, dtypes, least_upper_float, np_dtype, to_dtype
 from ..errors import ShapeError
 from ..shape import check_shape, normalize_axis, prod
+from ..variable import SymInt, daemon_size, same_dims
 
 Scalar = Union[bool, int, float]
 _LOG2_E = 1.0 / math.log(2)
@@ -511,8 +512,13 @@ class Tensor:
     rebinds the tensor to x's node; the Python object, its requires_grad and grad stay."""
     if not isinstance(x, Tensor):
       x = Tensor(x, dtype=self.dtype)
-    if x.shape != self.shape:
-      raise ShapeError(f"assign: shape {x.shape} differs from {self.shape}")
+    if not same_dims(x.shape, self.shape):
+      symbolic = any(isinstance(d, SymInt) for d in x.shape) and not any(isinstance(d, SymInt) for d in self.shape)
+      if not symbolic or tuple(map(daemon_size, x.shape)) != self.shape:
+        raise ShapeError(f"assign: shape {x.shape} differs from {self.shape}")
+      if g.trace_watch() is None:
+        raise ShapeError(f"assign: a value with a symbolic dim ({x.shape}) is written (its valid part) only by a "
+                         "TinyJit or compile_step, not eagerly")
     if x.dtype != self.dtype:
       x = x.cast(self.dtype)
     if x is not self and x in g.GRAPH.leaves:
