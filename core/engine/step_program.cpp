@@ -1,8 +1,8 @@
 #include "core/engine/step_program.h"
 
 #include <algorithm>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -122,7 +122,6 @@ absl::StatusOr<std::shared_ptr<const StepProgram::Copy::Prefix>> StepProgram::va
   return std::make_shared<const StepProgram::Copy::Prefix>(StepProgram::Copy::Prefix{
       outer, value.shape[axis], static_cast<size_t>(inner) * dtype_itemsize(value.dtype), *std::move(extent)});
 }
-
 
 absl::Status StepProgram::run(const std::function<bool()>& should_stop) {
   std::lock_guard lock(run_mu_);
