@@ -139,6 +139,14 @@ def test_a_tinyjit_replays_a_new_variable_value_without_capturing_again():
     assert abs(indexed(Tensor(q), start_pos.bind(pos)).item() - float((q * k[pos]).sum())) < 1e-4
   assert indexed.captured.runs == 1, "each new value captured again"
 
+  @TinyJit
+  def scaled(x, pos):
+    return (K[:pos + 1].sum() * (W - pos) + x).realize()  # W - pos: a number computed from the value
+
+  for pos in (1, 2, 3, 4):
+    want = float(k[:pos + 1].sum()) * (W - pos)
+    assert abs(scaled(Tensor([0.0]), start_pos.bind(pos)).item() - want) < 1e-3 * abs(want) + 1e-3, pos
+
   # A RunStep naming a Variable the step has no dim of is refused, and the step still runs.
   step = attend.captured
   with pytest.raises(Exception, match=r"variable nope has no symbolic dim in step"):

@@ -9,8 +9,10 @@ dim `variable * mul + add` at its bound value. In the shape of `reshape`, `expan
 `shrink` it makes a symbolic dim: the daemon keeps the dim at its largest size (`.max`) and
 receives the value as data, so one set of kernels serves every value, and reductions over the dim
 read only the part below the value (docs/PROTOCOL.md, "Variables and symbolic dims"). A tensor with
-a symbolic dim can be computed on but not read back: reduce or shrink the dim first. A TinyJit
-captures again when a bound argument's value changes (compiling nothing: the kernels are cached).
+a symbolic dim can be computed on but not read back: reduce or shrink the dim first. Any other use
+takes the value as a plain number (int(), an index, a float, `//`, `-v`, ...). A TinyJit replays a
+new value of a Variable it saw only in symbolic dims and captures again when the capture took it as
+a number (compiling nothing: the kernels are cached).
 """
 from __future__ import annotations
 
@@ -121,19 +123,19 @@ class SymInt(int):
   def __add__(self, k):
     if self._plain(k):
       return SymInt(self.variable, self._value, self.mul, self.add + k)
-    return _int(self) + _value_of(k)
+    return self._taken() + _value_of(k)
 
   __radd__ = __add__
 
   def __sub__(self, k):
     if self._plain(k):
       return SymInt(self.variable, self._value, self.mul, self.add - k)
-    return _int(self) - _value_of(k)
+    return self._taken() - _value_of(k)
 
   def __mul__(self, k):
     if self._plain(k) and k >= 1:
       return SymInt(self.variable, self._value, self.mul * k, self.add * k)
-    return _int(self) * _value_of(k)
+    return self._taken() * _value_of(k)
 
   __rmul__ = __mul__
 
@@ -143,6 +145,25 @@ class SymInt(int):
   def __repr__(self) -> str:
     term = self.variable.name if self.mul == 1 else f"{self.mul}*{self.variable.name}"
     return f"({term}{self.add:+d})={_int(self)}" if self.add else f"{term}={_int(self)}"
+
+
+def _taking_the_value(name: str):
+  op = getattr(int, name)
+
+  def method(self, *args):
+    return op(self._taken(), *(_value_of(a) for a in args))
+
+  method.__name__ = name
+  return method
+
+
+# Every other arithmetic takes the value as a plain number (noted while a TinyJit captures, so a
+# replay never reuses a number computed from an old value).
+for _name in ("__rsub__", "__floordiv__", "__rfloordiv__", "__truediv__", "__rtruediv__", "__mod__", "__rmod__",
+              "__divmod__", "__rdivmod__", "__pow__", "__rpow__", "__neg__", "__pos__", "__abs__", "__invert__",
+              "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__and__", "__rand__", "__or__", "__ror__",
+              "__xor__", "__rxor__", "__round__", "__trunc__", "__floor__", "__ceil__"):
+  setattr(SymInt, _name, _taking_the_value(_name))
 
 
 def same_dims(a, b) -> bool:
