@@ -18,6 +18,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "clients" / "python"))
+sys.path.insert(0, str(REPO / "bench"))
+
+import full_speed_blas  # noqa: E402
+
+full_speed_blas.unset()  # before numpy loads: this script times no BLAS reference, but keeps the rule
 
 from polygrad import Tensor  # noqa: E402
 from polygrad.hf import GPT2, GPT2Config  # noqa: E402
@@ -44,6 +49,7 @@ def main() -> None:
       for i in range(args.tokens):
         cache.step_greedy([i % cfg.vocab_size], [p + i % 5])
       times[p].append((time.perf_counter() - t) / args.tokens * 1e3)
+  print(f"machine: {full_speed_blas.machine()}")
   print(f"greedy GPT-2 steps (4 layers, width 256, 8 heads) on a {w}-position KV cache, medians of {args.rounds} rounds")
   for p in positions:
     print(f"  position ~{p:>5}: {statistics.median(times[p]):6.2f} ms/token")

@@ -186,12 +186,6 @@ class NodeDecoder {
                                                        " is outside [0, 2^31)"));
       if (shrink && node_.pairs().begin(static_cast<int>(d.axis())) != 0)
         return absl::InvalidArgumentError(absl::StrCat("a symbolic end of axis ", d.axis(), " needs begin 0"));
-      absl::StatusOr<BufferPtr> buf = engine_.allocate(DType::Int32, {}, Buffer::Fill::None);  // filled just below
-      if (!buf.ok()) return buf.status();
-      const auto value = static_cast<int32_t>(d.extent());
-      std::memcpy((*buf)->data(), &value, sizeof value);
-      absl::StatusOr<UOpRef> leaf = frontend::buffer((*buf)->id(), DType::Int32, {});
-      if (!leaf.ok()) return leaf.status();
       std::optional<VariableTerm> term;
       if (!d.variable().empty()) {
         constexpr int64_t kMaxTerm = int64_t{1} << 31;
@@ -203,6 +197,12 @@ class NodeDecoder {
                                                          " and ", d.add()));
         term = VariableTerm{d.variable(), d.mul(), d.add()};
       }
+      absl::StatusOr<BufferPtr> buf = engine_.allocate(DType::Int32, {}, Buffer::Fill::None);  // filled just below
+      if (!buf.ok()) return buf.status();
+      const auto value = static_cast<int32_t>(d.extent());
+      std::memcpy((*buf)->data(), &value, sizeof value);
+      absl::StatusOr<UOpRef> leaf = frontend::buffer((*buf)->id(), DType::Int32, {});
+      if (!leaf.ok()) return leaf.status();
       extents_.push_back(DecodedNode::Extent{*leaf, *std::move(buf), std::move(term)});
       absl::StatusOr<UOpRef> marked = frontend::bound(built, d.axis(), *leaf);
       if (!marked.ok()) return marked.status();
@@ -458,20 +458,19 @@ absl::StatusOr<DecodedNodes> decode_nodes(const google::protobuf::RepeatedPtrFie
       return absl::InvalidArgumentError(
           absl::StrCat(prefix, "expects arg ", av(arg_name(spec->arg)), ", got ", av(arg_name(node.arg_case()))));
     }
-    auto find = [&](uint64_t s, const char* role) -> absl::StatusOr<UOpRef> {
-      if (auto it = local.find(s); it != local.end()) return out.nodes[it->second].uop;
-      if (const UOpRef* known = resolver.find_node(s)) return *known;
-      if (const absl::Status* failed = resolver.failed_node(s))
-        return absl::Status(failed->code(), absl::StrCat(prefix, role, " ", s, " failed in an earlier request: ",
-                                                         failed->message()));
-      return absl::InvalidArgumentError(absl::StrCat(prefix, role, " ", s, " is not defined in this session"));
-    };
     std::vector<UOpRef> src;
     src.reserve(node.src_size());
     for (uint64_t s : node.src()) {
-      absl::StatusOr<UOpRef> found = find(s, "source");
-      if (!found.ok()) return found.status();
-      src.push_back(*std::move(found));
+      if (auto it = local.find(s); it != local.end()) {
+        src.push_back(out.nodes[it->second].uop);
+      } else if (const UOpRef* known = resolver.find_node(s)) {
+        src.push_back(*known);
+      } else if (const absl::Status* failed = resolver.failed_node(s)) {
+        return absl::Status(failed->code(), absl::StrCat(prefix, "source ", s, " failed in an earlier request: ",
+                                                         failed->message()));
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(prefix, "source ", s, " is not defined in this session"));
+      }
     }
     absl::StatusOr<DecodedNode> decoded =
         NodeDecoder(node, *spec, std::move(src), resolver, engine, limits).decode(out.inline_bytes);

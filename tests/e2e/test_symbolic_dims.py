@@ -83,6 +83,9 @@ def test_ops_that_would_read_a_symbolic_dims_size_are_refused_with_the_node_name
   assert b.shape == (3, D) and not isinstance(b.shape[0], SymInt) and b.sum().item() == 3 * D
   big = A.shrink(((0, Variable("big", 1, W + 4).bind(2)), None))
   assert big.shape == (2, D) and not isinstance(big.shape[0], SymInt) and big.sum().item() == 2 * D
+  # Pad amounts are numbers: a Variable's value is taken at the call, not refused when sent.
+  padded = A.pad(((0, Variable("p", 0, 4).bind(2)), None))
+  assert padded.shape == (W + 2, D) and padded.sum().item() == W * D
   # The session goes on.
   assert A.sum().item() == W * D
 

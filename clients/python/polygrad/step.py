@@ -36,7 +36,7 @@ from .errors import PolygradError
 from .nn.optim import LAMB, Adam, Optimizer, _Scalar
 from .nn.state import get_parameters
 from .tensor import Tensor, _to_wire_array
-from .variable import daemon_size
+from .variable import daemon_shape
 
 __all__ = ["compile_step", "CompiledTrainingStep"]
 
@@ -480,7 +480,7 @@ def _trace_and_compile(conn, call, tracing, before, input_nodes, ids, result_ten
   assigns = [(old, t._node) for t, old in before if t._node is not old]
   for t, old in before:
     # A value with a symbolic dim is held at its largest size: its valid part is written.
-    if t._node is not old and (tuple(map(daemon_size, t._node.shape)) != old.shape or old.dtype != t._node.dtype):
+    if t._node is not old and (daemon_shape(t._node.shape) != old.shape or old.dtype != t._node.dtype):
       raise ValueError(f"compile_step: fn changed a state tensor from {old.dtype.name}{list(old.shape)} to "
                        f"{t._node.dtype.name}{list(t._node.shape)}")
   for old, _ in assigns:

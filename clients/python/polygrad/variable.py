@@ -166,6 +166,16 @@ for _name in ("__rsub__", "__floordiv__", "__rfloordiv__", "__truediv__", "__rtr
   setattr(SymInt, _name, _taking_the_value(_name))
 
 
+def has_symbolic(shape) -> bool:
+  """Whether a shape (or any sequence of sizes) holds a SymInt; free until a SymInt was made."""
+  return _made[0] and any(isinstance(d, SymInt) for d in shape)
+
+
+def daemon_shape(shape):
+  """A shape as the daemon holds it: each symbolic dim at its largest size."""
+  return tuple(daemon_size(d) for d in shape) if has_symbolic(shape) else tuple(shape)
+
+
 def same_dims(a, b) -> bool:
   """Shapes `a` and `b` equal as the daemon holds them: equal values, symbolic in the same places
   (a symbolic dim of value 1 is not a plain 1)."""

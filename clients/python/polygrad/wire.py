@@ -10,10 +10,9 @@ from typing import Iterator, Sequence, Tuple
 import numpy as np
 from google.protobuf import text_format
 
-from ._ops_gen import AXES_ARG_OPS, PAIRS_ARG_OPS, SHAPE_ARG_OPS, SHRINK
-from .errors import ShapeError
-from .ops import BUFFER, COMPOSITE_ARG_OPS, COMPOSITE_FIELDS, CONST, OP_NAMES
-from .variable import SymInt, daemon_size
+from ._ops_gen import AXES_ARG_OPS, PAIRS_ARG_OPS, SHAPE_ARG_OPS
+from .ops import BUFFER, COMPOSITE_ARG_OPS, COMPOSITE_FIELDS, CONST
+from .variable import SymInt, _made, daemon_shape, has_symbolic
 
 try:
   from .v1 import admin_pb2 as admin_pb
@@ -47,33 +46,20 @@ def admin_stub(channel):
 # (Pairs.begin, Pairs.end), COMPOSITE_ARG_OPS.
 
 
-def _daemon_shape(shape):
-  """A shape as the daemon holds it: a symbolic dim at its largest size (a constant's value is the
-  same everywhere, so its dims need no extent: the marks come from what it meets)."""
-  for d in shape:
-    if isinstance(d, SymInt):
-      return tuple(daemon_size(x) for x in shape)
-  return shape
-
-
 def _add_symbolic(msg, axis: int, s: SymInt) -> None:
   msg.symbolic.add(axis=axis, extent=int.__int__(s), variable=s.variable.name, mul=s.mul, add=s.add)
 
 
 def _symbolic_dims(n, msg) -> None:
-  """SymInt entries of a shape or a shrink's ends (polygrad.variable): the arg gets the largest
-  size, Node.symbolic the value."""
+  """SymInt entries of a RESHAPE/EXPAND shape or a SHRINK's ends (polygrad.variable; shrink and pad
+  leave no other): the arg gets the largest size, Node.symbolic the value."""
   if n.op in SHAPE_ARG_OPS:
-    dims = msg.shape.dims
     for i, s in enumerate(n.arg):
       if isinstance(s, SymInt):
-        dims[i] = s.max
+        msg.shape.dims[i] = s.max
         _add_symbolic(msg, i, s)
     return
-  for i, (b, e) in enumerate(n.arg):
-    if isinstance(b, SymInt) or (isinstance(e, SymInt) and n.op != SHRINK):
-      raise ShapeError(f"{OP_NAMES.get(n.op, n.op)}: a symbolic dim is taken as the end of a shrink, "
-                       f"or in a reshape or expand shape")
+  for i, (_, e) in enumerate(n.arg):
     if isinstance(e, SymInt):
       msg.pairs.end[i] = e.max
       _add_symbolic(msg, i, e)
@@ -97,7 +83,7 @@ def node(n, msg=None):
   elif n.op in PAIRS_ARG_OPS:
     msg.pairs.begin.extend(p[0] for p in a)
     msg.pairs.end.extend(p[1] for p in a)
-  if n.op in SHAPE_ARG_OPS or n.op in PAIRS_ARG_OPS:
+  if (n.op in SHAPE_ARG_OPS or n.op in PAIRS_ARG_OPS) and _made[0]:
     _symbolic_dims(n, msg)
   elif n.op in COMPOSITE_ARG_OPS:
     c = msg.composite
@@ -108,7 +94,7 @@ def node(n, msg=None):
         setattr(c, name, getattr(a, name))
   elif n.op == CONST:
     c = msg.constant
-    c.shape.extend(_daemon_shape(n.shape))
+    c.shape.extend(daemon_shape(n.shape))
     k = n.dtype.kind
     if k == "f":
       c.float_value = float(a)
@@ -192,7 +178,7 @@ _PB_ARG_OPS = PAIRS_ARG_OPS | COMPOSITE_ARG_OPS
 def _node_bytes(n) -> bytes:
   """A graph.Node as the bytes of a polygrad.v1.Node (what node(n).SerializeToString() gives)."""
   op = n.op
-  if op in _PB_ARG_OPS or (op in SHAPE_ARG_OPS and any(isinstance(d, SymInt) for d in n.arg)):
+  if op in _PB_ARG_OPS or (op in SHAPE_ARG_OPS and has_symbolic(n.arg)):
     return node(n).SerializeToString()
   b = bytearray()
   if n.id:
@@ -227,7 +213,7 @@ def _node_bytes(n) -> bytes:
     else:
       c.append(0x10)  # int_value = 2
       _varint(int(a), c)
-    _packed(0x2A, _daemon_shape(n.shape), c)  # shape = 5
+    _packed(0x2A, daemon_shape(n.shape), c)  # shape = 5
     _message(0x6A, c, b)  # constant = 13
   elif op == BUFFER:
     c = bytearray()

@@ -21,7 +21,7 @@ from ..device import Device
 from ..dtype import DType, DTypeLike, dtypes, least_upper_float, np_dtype, to_dtype
 from ..errors import ShapeError
 from ..shape import check_shape, normalize_axis, prod
-from ..variable import SymInt, daemon_size, same_dims
+from ..variable import daemon_shape, has_symbolic, same_dims
 
 Scalar = Union[bool, int, float]
 _LOG2_E = 1.0 / math.log(2)
@@ -513,8 +513,8 @@ class Tensor:
     if not isinstance(x, Tensor):
       x = Tensor(x, dtype=self.dtype)
     if not same_dims(x.shape, self.shape):
-      symbolic = any(isinstance(d, SymInt) for d in x.shape) and not any(isinstance(d, SymInt) for d in self.shape)
-      if not symbolic or tuple(map(daemon_size, x.shape)) != self.shape:
+      # A value with a symbolic dim over a concrete tensor of its largest size: its valid part.
+      if has_symbolic(self.shape) or not has_symbolic(x.shape) or daemon_shape(x.shape) != self.shape:
         raise ShapeError(f"assign: shape {x.shape} differs from {self.shape}")
       if g.trace_watch() is None:
         raise ShapeError(f"assign: a value with a symbolic dim ({x.shape}) is written (its valid part) only by a "

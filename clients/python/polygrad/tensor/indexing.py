@@ -9,7 +9,7 @@ from .. import graph as g
 from ..dtype import dtypes
 from ..errors import DTypeError, ShapeError
 from ..shape import axis_of, broadcast_shape, prod
-from ..variable import SymInt, daemon_size
+from ..variable import SymInt
 from .core import _py_scalar, Tensor, tensor_methods
 
 
@@ -128,11 +128,12 @@ class Indexing:
 
   def _slice_axis(self, axis: int, sl: slice) -> Tuple["Tensor", int]:
     size = self.shape[axis]
-    if isinstance(sl.stop, SymInt) and sl.start in (None, 0) and sl.step in (None, 1) and sl.stop.max <= daemon_size(size):
-      # x[:start_pos + 1]: a symbolic dim (polygrad.variable), as shrink((0, stop)) makes one.
+    if isinstance(sl.stop, SymInt) and sl.start in (None, 0) and sl.step in (None, 1):
+      # x[:start_pos + 1]: shrink((0, stop)), a symbolic dim where shrink can make one.
       pairs = [(0, s) for s in self.shape]
       pairs[axis] = (0, sl.stop)
-      return self.shrink(pairs), sl.stop
+      x = self.shrink(pairs)
+      return x, x.shape[axis]
     start, stop, step = sl.indices(size)
     x = self
     if step < 0:

@@ -106,7 +106,8 @@ class Movement:
         raise ShapeError(f"pad: flat padding needs an even count ≤ 2*ndim, got {len(padding)}")
       flat = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
       padding = ((0, 0),) * (self.ndim - len(flat)) + tuple(flat)
-    pairs = normalize_pairs(padding, self.shape, "pad", lambda s: (0, 0))
+    # Pad amounts are numbers: a Variable's value is taken (a symbolic dim is made by shrink).
+    pairs = tuple((int(b), int(a)) for b, a in normalize_pairs(padding, self.shape, "pad", lambda s: (0, 0)))
     grown = tuple((max(0, b), max(0, a)) for b, a in pairs)
     x = self
     if mode in ("reflect", "replicate"):
