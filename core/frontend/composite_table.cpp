@@ -21,6 +21,7 @@
 #include "core/frontend/sorting.h"
 #include "core/frontend/status_macros.h"
 #include "core/frontend/tensor_ops.h"
+#include "core/frontend/view_write.h"
 
 namespace polygrad::frontend {
 
@@ -513,6 +514,7 @@ constexpr auto kTable = std::to_array<Entry>({
     {"TRUNC", unary<trunc>, true},
     {"UNFOLD", unfold_op},
     {"VAR", spread<false>},
+    {"WRITE_VIEW", [](const Call& c) { return write_view(c.src[0], c.src[1], c.src[2]); }},
 });
 
 constexpr bool sorted_by_name() {

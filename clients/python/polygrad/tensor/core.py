@@ -161,10 +161,27 @@ def take_pending_losses() -> List["Tensor"]:
   return out
 
 
+class _View:
+  """What a movement op's result is a view of: `base` (a tensor whose node was `root` when the
+  first step was taken), the steps (op, shape, arg) from root, and `node`, the view's node then.
+  A tensor that was assigned since holds another node and is no longer the view."""
+  __slots__ = ("base", "root", "steps", "node")
+
+  def __init__(self, base: "Tensor", root: g.Node, steps: tuple, node: g.Node):
+    self.base, self.root, self.steps, self.node = base, root, steps, node
+
+  def replay(self, base: "Tensor") -> "Tensor":
+    """The same steps taken from base's current node."""
+    t = base
+    for op, shape, arg in self.steps:
+      t = t._moved(op, shape, arg)
+    return t
+
+
 class Tensor:
   """A lazy tensor on polygradd. Shape and dtype are known locally."""
 
-  __slots__ = ("_node", "_rg", "grad", "__weakref__")
+  __slots__ = ("_node", "_rg", "grad", "_view", "__weakref__")
   __array_ufunc__ = None  # numpy defers to Tensor's reflected operators (np_array + tensor)
   training = False
   no_grad = _NoGrad()
@@ -176,6 +193,7 @@ class Tensor:
                requires_grad: Optional[bool] = None):
     self._rg = None
     self.grad: Optional[Tensor] = None
+    self._view: Optional[_View] = None
     self._node = Tensor._node_of(data, dtype)
     if device is None and not isinstance(data, (g.Node, Tensor)):
       device = None if Device.DEFAULT == "CPU" else Device.DEFAULT  # tinygrad's Device.DEFAULT
@@ -262,8 +280,39 @@ class Tensor:
     t = object.__new__(Tensor)
     t._rg = None
     t.grad = None
+    t._view = None
     t._node = node
     return t
+
+  def _moved(self, op: int, shape: Tuple[int, ...], arg) -> "Tensor":
+    """A movement op's result (reshape, permute, expand, pad, shrink, flip): a view of self, or of
+    what self is a view of, which an assign writes through (tinygrad's assign into a view)."""
+    out = Tensor._make(op, self.dtype, shape, (self,), arg)
+    step = ((op, shape, arg),)
+    v = self._view
+    if v is not None and v.node is self._node:
+      out._view = _View(v.base, v.root, v.steps + step, out._node)
+    else:
+      out._view = _View(self, self._node, step, out._node)
+    return out
+
+  def _write_through_view(self, x: "Tensor") -> bool:
+    """assign() of a view: its base takes x where the view reads it (the daemon's WRITE_VIEW) and
+    this tensor stays that view of the base. False when self is not a current view."""
+    v = self._view
+    if v is None or v.node is not self._node:
+      return False
+    if any(op == g.EXPAND for op, _, _ in v.steps):
+      raise ShapeError(f"assign: this view expands its base {v.base.shape} (an element would take several "
+                       "values); assign to the base or to a view without expand")
+    base = v.base
+    # The steps taken anew from base's node: the daemon follows them back to it, which a node of
+    # the chain realized since (then a buffer there) or a base assigned since would break.
+    view = v.replay(base)
+    base.assign(Tensor._make(g.WRITE_VIEW, base.dtype, base.shape, (base, view, x), g.Composite()))
+    again = v.replay(base)
+    self._node, self._view = again._node, again._view
+    return True
 
   @staticmethod
   def _const(value: Scalar, dtype: DType, shape: Tuple[int, ...] = ()) -> "Tensor":
@@ -531,6 +580,8 @@ class Tensor:
       # anyway, and a realized tracked value keeps the graph behind it (Node.keep), so a
       # hand-written `w.assign(w.detach() - lr * w.grad)` loop would carry every earlier step.
       x = x.detach()
+    if self._write_through_view(x):
+      return self
     watch = g.trace_watch()
     if watch is not None:
       watch.assigning(self)

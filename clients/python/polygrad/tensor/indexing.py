@@ -37,6 +37,38 @@ class Indexing:
         x = x._select(axis, i)
     return x.reshape(tuple(final))
 
+  def __setitem__(self, idx, v) -> None:
+    """t[idx] = v, as in torch and tinygrad: v (a tensor or a number, cast to t's dtype and
+    broadcast to what idx selects) is written where t[idx] reads, lazily; t keeps its identity.
+    Ints, slices (any step), None and an ellipsis write through the view t[idx] (assign); index
+    tensors and lists write each selected element (a scatter of v over the positions t[idx]
+    reads; where an index repeats, the last write wins); a bool tensor of t's shape writes where
+    it is true (a where). Inside a TinyJit or compile_step the write is a step's assign of t."""
+    key = idx if isinstance(idx, tuple) else (idx,)
+    if len(key) == 1 and isinstance(key[0], Tensor) and key[0].dtype == dtypes.bool:
+      mask = key[0]
+      if mask.shape != self.shape:
+        raise IndexError(f"a bool mask index must have the tensor's shape {self.shape}, got {mask.shape}")
+      self.assign(mask.where(self._like(v, self.shape), self))
+      return
+    key = tuple(list(i) if isinstance(i, tuple) else i for i in key)
+    if any(isinstance(i, (Tensor, list, np.ndarray)) for i in key):
+      # Each selected element's position in t (+1, so that an index out of range, which selects 0,
+      # names no position), written by a scatter over t's elements.
+      pos = (Tensor.arange(self.numel(), dtype=dtypes.int32) + 1).reshape(self.shape)[idx] - 1
+      flat = self.reshape(-1).scatter(0, pos.reshape(-1), self._like(v, pos.shape).reshape(-1))
+      self.assign(flat.reshape(self.shape))
+      return
+    view = self[idx]
+    view.assign(self._like(v, view.shape))
+
+  def _like(self, v, shape: Tuple[int, ...]) -> "Tensor":
+    """v as a tensor of self's dtype broadcast to `shape` (what a setitem writes)."""
+    v = v if isinstance(v, Tensor) else Tensor(v, dtype=self.dtype)
+    if v.dtype != self.dtype:
+      v = v.cast(self.dtype)
+    return v._broadcast_to(shape)
+
   def _expand_ellipsis(self, idx: tuple) -> tuple:
     """`idx` with its ellipsis (or an implied trailing one) replaced by full slices."""
     n_ell = sum(1 for i in idx if i is Ellipsis)
@@ -128,10 +160,11 @@ class Indexing:
 
   def _slice_axis(self, axis: int, sl: slice) -> Tuple["Tensor", int]:
     size = self.shape[axis]
-    if isinstance(sl.stop, SymInt) and sl.start in (None, 0) and sl.step in (None, 1):
-      # x[:start_pos + 1]: shrink((0, stop)), a symbolic dim where shrink can make one.
+    if isinstance(sl.stop, SymInt) and (sl.start in (None, 0) or isinstance(sl.start, SymInt)) and sl.step in (None, 1):
+      # x[:start_pos + 1], x[start_pos:start_pos + 1]: shrink chooses a symbolic dim, a begin read
+      # per run or the values.
       pairs = [(0, s) for s in self.shape]
-      pairs[axis] = (0, sl.stop)
+      pairs[axis] = (0 if sl.start is None else sl.start, sl.stop)
       x = self.shrink(pairs)
       return x, x.shape[axis]
     start, stop, step = sl.indices(size)

@@ -9,8 +9,22 @@ from ..dtype import dtypes, least_upper_dtype
 from ..errors import ShapeError
 from ..shape import (as_shape, axis_of, broadcast_shape, check_permutation, normalize_axes,
                      normalize_axis, normalize_pairs, prod, resolve_expand, resolve_reshape)
-from ..variable import SymInt, daemon_size, dim, same_dims
+from ..variable import SymInt, _int, daemon_size, dim, same_dims
 from .core import _py_scalar, Scalar, Tensor, tensor_methods
+
+
+def _symbolic_pair(b, e, size):
+  """A shrink's (begin, end) on an axis of `size` as the daemon takes it: a SymInt end from 0 within
+  the axis at its largest (a symbolic dim), a SymInt begin with end = begin + k inside the axis for
+  every value of its Variable (a begin held per run), else plain numbers."""
+  if isinstance(b, SymInt):
+    if (isinstance(e, SymInt) and e.variable is b.variable and e.mul == b.mul and e.add >= b.add
+        and b.variable.min_val * b.mul + b.add >= 0 and e.max <= daemon_size(size)):
+      return b, _int(b) + (e.add - b.add)
+    return int(b), int(e)
+  if b == 0 and (not isinstance(e, SymInt) or e.max <= daemon_size(size)):
+    return b, e
+  return b, int(e)
 
 
 @tensor_methods
@@ -24,7 +38,7 @@ class Movement:
     new = resolve_reshape(self.shape, [None if s is None else dim(s) for s in new])
     if same_dims(new, self.shape):
       return self
-    return Tensor._make(g.RESHAPE, self.dtype, new, (self,), new)
+    return self._moved(g.RESHAPE, new, new)
 
   view = reshape
 
@@ -33,7 +47,7 @@ class Movement:
     order = check_permutation(order, self.ndim)
     if order == tuple(range(self.ndim)):
       return self
-    return Tensor._make(g.PERMUTE, self.dtype, tuple(self.shape[i] for i in order), (self,), order)
+    return self._moved(g.PERMUTE, tuple(self.shape[i] for i in order), order)
 
   def transpose(self, dim0: int = -2, dim1: int = -1) -> "Tensor":
     order = list(range(self.ndim))
@@ -59,7 +73,7 @@ class Movement:
     resolve_expand(x.shape, shape)  # raises for incompatible shapes
     if same_dims(x.shape, shape):
       return x
-    return Tensor._make(g.EXPAND, x.dtype, shape, (x,), tuple(shape))
+    return x._moved(g.EXPAND, tuple(shape), tuple(shape))
 
   def _pad_from_edges(self, pairs, mode: str) -> "Tensor":
     x = self
@@ -120,7 +134,7 @@ class Movement:
       return x
     pairs = grown
     shape = tuple(s + b + a for s, (b, a) in zip(x.shape, pairs))
-    out = Tensor._make(g.PAD, x.dtype, shape, (x,), pairs)
+    out = x._moved(g.PAD, shape, pairs)
     if value != 0:
       mask = Tensor._make(g.PAD, dtypes.bool, shape, (Tensor._const(True, dtypes.bool, x.shape),), pairs)
       out = mask.where(out, value)
@@ -144,19 +158,20 @@ class Movement:
       if not 0 <= b <= e <= s:
         raise ShapeError(f"shrink: ({b}, {e}) is out of range for an axis of size {s}")
     # A symbolic end from begin 0 (and within the axis at the Variable's largest value) makes a
-    # symbolic dim; other Variable-valued bounds (x[pos], a symbolic begin) take their value.
-    pairs = tuple((b, e) if b == 0 and not isinstance(b, SymInt) and (not isinstance(e, SymInt) or e.max <= daemon_size(s))
-                  else (int(b), int(e)) for (b, e), s in zip(pairs, self.shape))
+    # symbolic dim; a symbolic begin with a fixed count (x[p:p+1]) reads from a begin the daemon
+    # holds per run; other Variable-valued bounds take their value.
+    pairs = tuple(_symbolic_pair(b, e, s) for (b, e), s in zip(pairs, self.shape))
     if all(b == 0 and e == s and not isinstance(e, SymInt) for (b, e), s in zip(pairs, self.shape)):
       return self
-    return Tensor._make(g.SHRINK, self.dtype, tuple(e if b == 0 else e - b for b, e in pairs), (self,), pairs)
+    return self._moved(g.SHRINK, tuple(e - _int(b) if isinstance(b, SymInt) else e if b == 0 else e - b
+                                       for b, e in pairs), pairs)
 
   def flip(self, axis, *args) -> "Tensor":
     axis = (axis,) + args if args or not isinstance(axis, (tuple, list)) else tuple(axis)
     axes = normalize_axes(axis, self.ndim)
     if not axes:
       return self
-    return Tensor._make(g.FLIP, self.dtype, self.shape, (self,), axes)
+    return self._moved(g.FLIP, self.shape, axes)
 
   def squeeze(self, dim: Optional[int] = None) -> "Tensor":
     if dim is None:
