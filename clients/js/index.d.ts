@@ -297,6 +297,9 @@ export declare class Tensor {
   maskedFill(mask: Tensor | boolean[], value: Scalar): Tensor;
   /** numpy/torch indexing: t.index(0, '1:3', null, '...', indexTensor) */
   index(...idx: IndexSpec[]): Tensor;
+  /** t[idx] = v: index()'s entries, then v (cast to t's dtype, broadcast to what they select), written
+   * where t.index(...idx) reads; a bool tensor of t's shape as the only entry is a mask. An assign: returns t. */
+  setitem(...args: [...IndexSpec[], TensorLike]): this;
   /** per-axis ranges, axes kept: t.slice([0, 2], null, [1, null, -1]) */
   slice(...specs: Array<[number | null, (number | null)?, (number | null)?] | SliceSpec | null>): Tensor;
 

@@ -182,6 +182,7 @@ const BUILD = {
   svd: (xs, a) => xs[0].svd({ fullMatrices: a.full, sweeps: a.sweeps })[['u', 's', 'vh'].indexOf(a.factor)],
   stack: (xs, a) => Tensor.stack(xs, { dim: a.dim }),
   index: (xs, a) => xs[0].index(...a.index.map((e) => indexEntry(e, xs))),
+  setitem: (xs, a) => xs[0].setitem(...a.index.map((e) => indexEntry(e, xs)), 'value' in a ? a.value : xs[1]),
   matmul: (xs) => xs[0].matmul(xs[1]),
   softmax: (xs, a) => xs[0].softmax(a.axis),
   logSoftmax: (xs, a) => xs[0].logSoftmax(a.axis),

@@ -118,12 +118,11 @@ py_slice <- function(sl, size) {
   start + step * (seq_len(n) - 1) + 1
 }
 
-# numpy indexing as R's `[` (each axis on its own) and a reshape to numpy's result shape: an int
+# numpy indexing as R's indexes for `[` (each axis on its own) and numpy's result shape: an int
 # selects (its axis goes), a slice keeps its positions, null adds an axis, "..." stands for the
 # axes not named, and an integer tensor indexes its axis (R positions from numpy's: -1 is the last).
-index_builder <- function(ins, args) {
-  x <- ins[[1]]
-  s <- dim(x)
+r_index <- function(ins, args) {
+  s <- dim(ins[[1]])
   entries <- args$index
   is_ell <- vapply(entries, function(e) identical(e, "..."), TRUE)
   if (!any(is_ell)) { entries <- c(entries, list("...")); is_ell <- c(is_ell, TRUE) }
@@ -155,7 +154,18 @@ index_builder <- function(ins, args) {
     }
     axis <- axis + 1
   }
-  pg_reshape(do.call(`[`, c(list(x), idx, list(drop = TRUE))), final)
+  list(idx = idx, final = final)
+}
+
+index_builder <- function(ins, args) {
+  r <- r_index(ins, args)
+  pg_reshape(do.call(`[`, c(list(ins[[1]]), r$idx, list(drop = TRUE))), r$final)
+}
+
+# x[index] <- value through R's `[<-` (the value input 2, or args' number); x comes back.
+setitem_builder <- function(ins, args) {
+  value <- if (is.null(args$value)) ins[[2]] else args$value
+  do.call(`[<-`, c(list(ins[[1]]), r_index(ins, args)$idx, list(value = value)))
 }
 
 # Python's ignore_index -1 means none; a class otherwise (0-based there, 1-based here).
@@ -239,6 +249,7 @@ builders <- list(
   svd = function(ins, args) pg_svd(ins[[1]], full_matrices = isTRUE(args$full), sweeps = args$sweeps)[[args$factor]],
   stack = function(ins, args) pg_stack(ins, axis = ax(args$dim %||% 0)),
   index = index_builder,
+  setitem = setitem_builder,
   matmul = function(ins, args) pg_matmul(ins[[1]], ins[[2]]),
   linear = function(ins, args) pg_linear(ins[[1]], ins[[2]], input(ins, 3)),
   softmax = function(ins, args) pg_softmax(ins[[1]], ax(args$axis %||% -1)),

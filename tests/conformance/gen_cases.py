@@ -717,6 +717,17 @@ case("lshift/i64-top-bit", "lshift", "LSHIFT", [inp("int64", (6,), "bits")], {"n
 case("rshift/i16-sign", "rshift", "RSHIFT", [inp("int16", (6,), "bits")], {"n": 15})
 case("rshift/u32-bits", "rshift", "RSHIFT", [inp("uint32", (6,), "bits")], {"n": 31})
 
+# x[index] = value (Python's __setitem__, returning x): the index as index's, the value input 1 or
+# args' number. Basic entries write through the view (WRITE_VIEW), index tensors by a scatter.
+case("setitem/slice-step", "setitem", ["WRITE_VIEW", "SHRINK", "PAD"], [inp("float32", (3, 6)), inp("float32", (3, 3))],
+     {"index": [{"slice": [None, None, None]}, {"slice": [1, None, 2]}]})
+case("setitem/neg-step-number-into-int", "setitem", ["WRITE_VIEW", "FLIP"], [inp("int32", (5,))],
+     {"index": [{"slice": [None, None, -2]}], "value": 2.5})
+case("setitem/index-tensor", "setitem", ["SCATTER_REDUCE", "GATHER"],
+     [inp("float32", (4, 3)), inp("float32", (3, 3)), inp("int32", (3,), lo=-4, hi=3)], {"index": [{"tensor": 2}]})
+case("setitem/int-and-index-tensor-number", "setitem", "SCATTER_REDUCE", [inp("int16", (3, 5)), inp("int64", (4,), lo=0, hi=4)],
+     {"index": [1, {"tensor": 1}], "value": -7})
+
 
 def render() -> str:
   """One case per line, so a diff of the corpus reads case by case."""

@@ -92,6 +92,12 @@ def _index_entry(e, xs):
   return e
 
 
+def _setitem(xs, a):
+  t = xs[0]
+  t[tuple(_index_entry(e, xs) for e in a["index"])] = a["value"] if "value" in a else xs[1]
+  return t
+
+
 def _grad(xs, a):
   target = xs[a["wrt"]]
   target.requires_grad = True
@@ -216,6 +222,7 @@ BUILD = {
     "svd": lambda xs, a: dict(zip(("u", "s", "vh"), xs[0].svd(full_matrices=a["full"], sweeps=a["sweeps"])))[a["factor"]],
     "stack": lambda xs, a: Tensor.stack(*xs, dim=a["dim"]),
     "index": lambda xs, a: xs[0][tuple(_index_entry(e, xs) for e in a["index"])],
+    "setitem": _setitem,
     "matmul": lambda xs, a: xs[0].matmul(xs[1]),
     "softmax": lambda xs, a: xs[0].softmax(a["axis"]),
     "logSoftmax": lambda xs, a: xs[0].log_softmax(a["axis"]),

@@ -50,6 +50,7 @@ test('every wire op has a Tensor method that builds it', async () => {
     f.log10(), f.log1p(), f.expm1(), f.logaddexp(f), f.copysign(f), f.lerp(f, 0.5), f.softsign(), f.celu(), f.selu(),
     f.isfinite(), f.isclose(f), f.sort(0).values, f.topk(2).indices, f.cummax(1)[0], f.cummin(1)[1], f.cumprod(0),
     f.logcumsumexp(1), f.softplus(), f.clip(0, 1), f.scatter(0, Tensor.from([[0, 1, 2, 3]]), f), f.nllLoss(Tensor.from([1, 0, 2, 3])),
+    f.clone().setitem('1:3', '::2', 0),
     x.interpolate([5]), f.unfold(0, 2, 1), f.abs().add(1).multinomial(2), i.reshape(1, 2, 2).maxUnpool2d(i.reshape(1, 2, 2)),
     // with a fixed size, nothing is read from a daemon first (this file has none)
     await f.nonzero({ size: 2 }), await f.maskedSelect(f.gt(0), { size: 2 }),

@@ -1,40 +1,86 @@
 # Indexing with R's 1-based positions, and the index ops: gather, one-hot, triangles. Positions
 # read from integer tensors are 1-based too; the daemon's are 0-based, so one is subtracted here.
 
-#' Index a tensor
+#' Index a tensor, or write into part of one
 #'
 #' 1-based, as R: an index per axis, each missing (all of it), positions (an R vector of whole
 #' numbers in 1..extent, in any order, repeats allowed), or an integer tensor of positions,
 #' whose axes replace the indexed one (out-of-range positions give zeros there). Several indexes
 #' select independently, axis by axis, as for R arrays. With `drop = TRUE`, axes of extent 1 are
 #' dropped, as for R arrays.
+#'
+#' `x[...] <- value` writes `value` where `x[...]` reads (Python's `t[idx] = v`), lazily; x stays
+#' the same object (an assign, which `jit` and `compile_step` capture as one). The indexes are
+#' `[`'s; a bool tensor (or R logical array) of x's shape, as the only index, writes where it is
+#' true. `value` is cast to x's dtype: a number fills the selection; other R values fill it in R's
+#' order (column-major), recycled as for R arrays; a tensor has the selection's shape with or
+#' without its extent-1 axes, or broadcasts to it. Where a position repeats, the last write in
+#' row-major order wins; an out-of-range position of an index tensor writes nothing.
 #' @param x a tensor.
 #' @param ... one index per axis.
 #' @param drop drop extent-1 axes.
-#' @return a tensor.
+#' @param value a tensor, number or R array written into the selection.
+#' @return a tensor (`[`); x itself (`[<-`).
 #' @export
 `[.polygrad_tensor` <- function(x, ..., drop = TRUE) {
-  shape <- x$node$shape
+  vals <- eval_indices(as.list(substitute(list(...)))[-1L], parent.frame())
+  out <- select_indices(x, check_indices(vals, x$node$shape))
+  if (drop) out <- reshape_to(out, out$node$shape[out$node$shape != 1])
+  out
+}
+
+#' @rdname sub-.polygrad_tensor
+#' @export
+`[<-.polygrad_tensor` <- function(x, ..., value) {
+  vals <- eval_indices(as.list(substitute(list(...)))[-1L], parent.frame())
+  if (length(vals) == 1L && is_mask(vals[[1]], x)) return(write_masked(x, vals[[1]], value))
+  idx <- check_indices(vals, x$node$shape)
+  through_view <- all(vapply(idx, function(v) is.null(v) || (!is_tensor(v) && is_progression(v)), TRUE))
+  if (through_view) write_view(x, idx, value) else write_positions(x, idx, value)
+}
+
+# The index arguments' values, NULL where one is missing (the whole axis).
+eval_indices <- function(exprs, env) {
+  lapply(seq_along(exprs), function(i) {
+    if (identical(exprs[[i]], quote(expr = ))) return(NULL)
+    v <- eval(exprs[[i]], env)
+    if (is.null(v)) pg_abort("invalid_argument", sprintf("index %d is NULL: leave it empty for the whole axis", i))
+    v
+  })
+}
+
+# One index per axis, each NULL, a tensor, or R positions checked against the axis.
+check_indices <- function(vals, shape) {
   nd <- length(shape)
-  idx <- as.list(substitute(list(...)))[-1L]
-  if (length(idx) != nd) pg_abort("invalid_argument", sprintf("a tensor of rank %d needs %d indices", nd, nd))
-  env <- parent.frame()
-  out <- x
-  by_tensor <- list()
+  if (length(vals) != nd) pg_abort("invalid_argument", sprintf("a tensor of rank %d needs %d indices", nd, nd))
   for (i in seq_len(nd)) {
-    if (identical(idx[[i]], quote(expr = ))) next
-    v <- eval(idx[[i]], env)
-    if (is_tensor(v)) {
-      by_tensor[[as.character(i)]] <- v
-      next
-    }
+    v <- vals[[i]]
+    if (is.null(v) || is_tensor(v)) next
     if (!is.numeric(v) || anyNA(v) || any(v != trunc(v)) || any(v < 1 | v > shape[i])) {
       pg_abort("invalid_argument", sprintf("index %d: positions must be whole numbers in 1..%s", i, shape[i]))
     }
-    step <- unique(diff(v))
-    if (length(v) <= 1L || (length(step) == 1L && step != 0)) {
+  }
+  vals
+}
+
+is_progression <- function(v) {
+  step <- unique(diff(v))
+  length(v) <= 1L || (length(step) == 1L && step != 0)
+}
+
+# x at the indexes, axes kept: arithmetic progressions as movement ops (a view of x), any other
+# positions by a tensor of them.
+select_indices <- function(x, idx) {
+  out <- x
+  by_tensor <- list()
+  for (i in seq_along(idx)) {
+    v <- idx[[i]]
+    if (is.null(v)) next
+    if (is_tensor(v)) {
+      by_tensor[[as.character(i)]] <- v
+    } else if (is_progression(v)) {
       out <- slice_axis(out, i - 1, v)
-    } else {  # any other selection: by a tensor of the positions
+    } else {
       by_tensor[[as.character(i)]] <- pg_tensor(array(as.integer(v), length(v)))
     }
   }
@@ -42,8 +88,70 @@
   for (i in sort(as.integer(names(by_tensor)), decreasing = TRUE)) {
     out <- index_axis(out, i - 1, by_tensor[[as.character(i)]])
   }
-  if (drop) out <- reshape_to(out, out$node$shape[out$node$shape != 1])
   out
+}
+
+is_mask <- function(m, x) {
+  (is_tensor(m) && m$node$dtype == "bool") || (is.logical(m) && (length(x$node$shape) == 1L || !is.null(dim(m))))
+}
+
+write_masked <- function(x, mask, value) {
+  if (!is_tensor(mask)) mask <- pg_tensor(mask)
+  shape <- x$node$shape
+  if (!identical(as.numeric(mask$node$shape), as.numeric(shape))) {
+    pg_abort("invalid_argument", sprintf("a bool mask index must have the tensor's shape (%s), got (%s)",
+                                         paste(shape, collapse = ", "), paste(mask$node$shape, collapse = ", ")))
+  }
+  pg_assign(x, pg_where(mask, written_value(x, value, shape), x))
+}
+
+# Through the view x[idx]: the daemon's WRITE_VIEW follows the view's movement ops back to x's
+# node, so the view is built anew from it here.
+write_view <- function(x, idx, value) {
+  view <- select_indices(x, idx)
+  v <- written_value(x, value, view$node$shape)
+  pg_assign(x, make(OP$WRITE_VIEW, x$node$dtype, x$node$shape, list(x, view, v), list()))
+}
+
+# Each selected element's 1-based position in x (0 where an index tensor is out of range, which
+# the scatter then skips), written by a scatter over x's elements.
+write_positions <- function(x, idx, value) {
+  shape <- x$node$shape
+  n <- prod(shape)
+  positions <- reshape_to(pg_arange(1L, n + 1L, dtype = "int32"), shape)
+  pos <- select_indices(positions, idx)
+  k <- prod(pos$node$shape)
+  v <- written_value(x, value, pos$node$shape)
+  flat <- pg_scatter(reshape_to(x, n), 1, reshape_to(pos, k), reshape_to(v, k))
+  pg_assign(x, reshape_to(flat, shape))
+}
+
+# value as a tensor of x's dtype and the selection's shape `sel` (extent-1 axes kept).
+written_value <- function(x, value, sel) {
+  dt <- x$node$dtype
+  if (is_tensor(value)) return(pg_cast(fit_to(value, sel), dt))
+  if (!is.numeric(value) && !is.logical(value)) {
+    pg_abort("invalid_argument", sprintf("cannot write an R %s into a tensor", typeof(value)))
+  }
+  n <- prod(sel)
+  if (length(value) == 1L) return(const_tensor(value, dt, sel))
+  if (if (length(value)) n %% length(value) != 0 else n > 0) {
+    pg_abort("invalid_argument", sprintf("%d elements to replace are not a multiple of the %d values given", n,
+                                         length(value)))
+  }
+  pg_tensor(array(rep_len(as.vector(value), n), dim = sel), dtype = dt)
+}
+
+# A tensor of sel's shape: one of sel's shape without its extent-1 axes is reshaped, any other
+# broadcast (numpy's rules).
+fit_to <- function(v, sel) {
+  s <- v$node$shape
+  if (prod(s) == prod(sel) && identical(as.numeric(s[s != 1]), as.numeric(sel[sel != 1]))) return(reshape_to(v, sel))
+  if (length(s) > length(sel)) {
+    pg_abort("invalid_argument", sprintf("a value of shape (%s) does not fit a selection of shape (%s)",
+                                         paste(s, collapse = ", "), paste(sel, collapse = ", ")))
+  }
+  pg_expand(v, sel)
 }
 
 # Positions v (1-based, an arithmetic progression) of 0-based axis a, as shrink, flip and pad.

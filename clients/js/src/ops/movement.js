@@ -1,6 +1,7 @@
 'use strict';
 // Movement ops (no data copied: the daemon changes how the source is indexed), concatenation and
-// indexing: t.index(...) with numpy's index forms, t.slice(...) for per-axis ranges.
+// indexing: t.index(...) with numpy's index forms, t.slice(...) for per-axis ranges, t.setitem(...)
+// to write where t.index(...) reads.
 const { OPS, MAX_ARITY } = require('../ops');
 const { Composite } = require('../composite');
 const { dtypes, leastUpperDType } = require('../dtype');
@@ -384,6 +385,49 @@ P.index = function index(...idx) {
     }
   }
   return x.reshape(final);
+};
+
+// t[idx] = v, as Python's __setitem__: x.setitem(...idx, v) takes index()'s entries, then v (a
+// tensor or a number, cast to this dtype and broadcast to what x.index(...idx) selects), and writes
+// v where x.index(...idx) reads, lazily. This tensor keeps its identity: the write is an assign
+// (compileStep and jit capture it as one), and setitem returns this. Numbers, slices, null and
+// '...' write through the view (the daemon's WRITE_VIEW); index arrays and tensors write each
+// selected element (where an index repeats, the last write in row-major order wins; one out of
+// range writes nothing); a bool tensor of this shape, the only entry, writes where it is true.
+P.setitem = function setitem(...args) {
+  if (args.length < 2) throw new TypeError('setitem takes the index entries, then the value: x.setitem(0, \'1:3\', v)');
+  const v = args[args.length - 1];
+  const idx = args.slice(0, -1);
+  if (idx.length === 1 && idx[0] instanceof Tensor && idx[0].dtype === dtypes.bool) return this._setMasked(idx[0], v);
+  if (idx.some(isAdvanced)) return this._setPositions(idx, v);
+  // A fresh chain of movement nodes from this node: the daemon follows the view back to it.
+  const view = this.index(...idx);
+  const written = Tensor._make(OPS.WRITE_VIEW, this.dtype, this._node.shape, [this, view, this._written(v, view._node.shape)],
+    new Composite());
+  return this.assign(written);
+};
+
+P._setMasked = function _setMasked(mask, v) {
+  if (!sameShape(mask._node.shape, this._node.shape)) {
+    throw new RangeError(`a bool mask index must have the tensor's shape [${this._node.shape}], got [${mask._node.shape}]`);
+  }
+  return this.assign(mask.where(this._written(v, this._node.shape), this));
+};
+
+// Each selected element's position in this tensor (+1, so that an index out of range, which
+// selects 0, names no position), written by a scatter over the flattened elements.
+P._setPositions = function _setPositions(idx, v) {
+  const shape = this._node.shape;
+  const pos = Tensor.arange(this.numel(), { dtype: dtypes.int32 }).add(1).reshape(shape).index(...idx).sub(1);
+  const flat = this.reshape([-1]).scatter(0, pos.reshape([-1]), this._written(v, pos._node.shape).reshape([-1]));
+  return this.assign(flat.reshape(shape));
+};
+
+// v as a tensor of this dtype broadcast to `shape`: what a setitem writes.
+P._written = function _written(v, shape) {
+  let t = v instanceof Tensor ? v : Tensor.from(v, { dtype: this.dtype });
+  if (t.dtype !== this.dtype) t = t.cast(this.dtype);
+  return t._broadcastTo(shape);
 };
 
 // Per-axis ranges, axes kept: t.slice([0, 2], null, [1, null, -1]) is t[0:2, :, 1::-1].
