@@ -151,12 +151,12 @@ class NodeDecoder {
       }
       case S::BUILD_PERMUTE: return frontend::permute(src_[0], axes());
       case S::BUILD_FLIP: return frontend::flip(src_[0], axes());
-      case S::BUILD_PAD:
-      case S::BUILD_SHRINK: {
+      case S::BUILD_PAD: {
         absl::StatusOr<frontend::Pairs> pairs = this->pairs();
         if (!pairs.ok()) return pairs.status();
-        return spec_.build == S::BUILD_PAD ? frontend::pad(src_[0], *pairs) : frontend::shrink(src_[0], *pairs);
+        return frontend::pad(src_[0], *pairs);
       }
+      case S::BUILD_SHRINK: return build_shrink();
       case S::BUILD_GRADIENT: {
         absl::StatusOr<std::vector<UOpRef>> g = frontend::gradient(src_[0], {src_[1]});
         if (!g.ok()) return g.status();
@@ -170,7 +170,7 @@ class NodeDecoder {
 
   // The node's symbolic dims on what `built` made of its concrete arg: each axis marked with its
   // extent, held in a 0-d int32 buffer of its own (as a random key is) so the graph's structure
-  // does not depend on the value.
+  // does not depend on the value. A SHRINK's symbolic begins were taken by build_shrink.
   absl::StatusOr<UOpRef> mark_symbolic_dims(UOpRef built) {
     const bool shrink = spec_.build == v1::OpSchema::BUILD_SHRINK;
     if (!shrink && spec_.build != v1::OpSchema::BUILD_RESHAPE && spec_.build != v1::OpSchema::BUILD_EXPAND)
@@ -181,34 +181,68 @@ class NodeDecoder {
         return absl::InvalidArgumentError(absl::StrCat("symbolic dim axis ", d.axis(), " is out of range for rank ", built->shape.size()));
       if (seen[d.axis()]) return absl::InvalidArgumentError(absl::StrCat("symbolic dim axis ", d.axis(), " is given twice"));
       seen[d.axis()] = true;
-      if (d.extent() < 0 || d.extent() > std::numeric_limits<int32_t>::max())
-        return absl::InvalidArgumentError(absl::StrCat("symbolic dim on axis ", d.axis(), ": extent ", d.extent(),
-                                                       " is outside [0, 2^31)"));
+      if (d.begin()) continue;
       if (shrink && node_.pairs().begin(static_cast<int>(d.axis())) != 0)
         return absl::InvalidArgumentError(absl::StrCat("a symbolic end of axis ", d.axis(), " needs begin 0"));
-      std::optional<VariableTerm> term;
-      if (!d.variable().empty()) {
-        constexpr int64_t kMaxTerm = int64_t{1} << 31;
-        if (d.variable().size() > kMaxVariableName || d.mul() < 1 || d.mul() >= kMaxTerm || d.add() <= -kMaxTerm ||
-            d.add() >= kMaxTerm)
-          return absl::InvalidArgumentError(absl::StrCat("symbolic dim on axis ", d.axis(), ": a variable name of 1 to ",
-                                                         kMaxVariableName, " bytes, mul in [1, 2^31) and add in (-2^31, 2^31) ",
-                                                         "are required, got ", d.variable().size(), " bytes, ", d.mul(),
-                                                         " and ", d.add()));
-        term = VariableTerm{d.variable(), d.mul(), d.add()};
-      }
-      absl::StatusOr<BufferPtr> buf = engine_.allocate(DType::Int32, {}, Buffer::Fill::None);  // filled just below
-      if (!buf.ok()) return buf.status();
-      const auto value = static_cast<int32_t>(d.extent());
-      std::memcpy((*buf)->data(), &value, sizeof value);
-      absl::StatusOr<UOpRef> leaf = frontend::buffer((*buf)->id(), DType::Int32, {});
-      if (!leaf.ok()) return leaf.status();
-      extents_.push_back(DecodedNode::Extent{*leaf, *std::move(buf), std::move(term)});
-      absl::StatusOr<UOpRef> marked = frontend::bound(built, d.axis(), *leaf);
+      absl::StatusOr<UOpRef> extent = value_buffer(d);
+      if (!extent.ok()) return extent.status();
+      absl::StatusOr<UOpRef> marked = frontend::bound(built, d.axis(), *extent);
       if (!marked.ok()) return marked.status();
       built = *std::move(marked);
     }
     return built;
+  }
+
+  // A SHRINK; an axis with a symbolic begin is read from its begin's buffer (frontend::slice_at),
+  // the pair's end - begin elements.
+  absl::StatusOr<UOpRef> build_shrink() {
+    absl::StatusOr<frontend::Pairs> pairs = this->pairs();
+    if (!pairs.ok()) return pairs.status();
+    std::vector<const v1::SymbolicDim*> begins;
+    for (const v1::SymbolicDim& d : node_.symbolic()) {
+      if (!d.begin()) continue;
+      if (d.axis() >= pairs->size())
+        return absl::InvalidArgumentError(absl::StrCat("symbolic begin axis ", d.axis(), " is out of range for rank ", pairs->size()));
+      begins.push_back(&d);
+    }
+    frontend::Pairs fixed = *pairs;
+    for (const v1::SymbolicDim* d : begins) fixed[d->axis()] = {0, src_[0]->shape[d->axis()]};
+    absl::StatusOr<UOpRef> x = frontend::shrink(src_[0], fixed);
+    for (const v1::SymbolicDim* d : begins) {
+      if (!x.ok()) return x;
+      absl::StatusOr<UOpRef> begin = value_buffer(*d);
+      if (!begin.ok()) return begin.status();
+      auto [b, e] = (*pairs)[d->axis()];
+      x = frontend::slice_at(*x, d->axis(), *begin, e - b);
+    }
+    return x;
+  }
+
+  // A symbolic dim's value (an extent or a begin) in a 0-d int32 buffer of its own, bound with the
+  // node; with the variable term a compiled step sets it from per run.
+  absl::StatusOr<UOpRef> value_buffer(const v1::SymbolicDim& d) {
+    if (d.extent() < 0 || d.extent() > std::numeric_limits<int32_t>::max())
+      return absl::InvalidArgumentError(absl::StrCat("symbolic dim on axis ", d.axis(), ": value ", d.extent(),
+                                                     " is outside [0, 2^31)"));
+    std::optional<VariableTerm> term;
+    if (!d.variable().empty()) {
+      constexpr int64_t kMaxTerm = int64_t{1} << 31;
+      if (d.variable().size() > kMaxVariableName || d.mul() < 1 || d.mul() >= kMaxTerm || d.add() <= -kMaxTerm ||
+          d.add() >= kMaxTerm)
+        return absl::InvalidArgumentError(absl::StrCat("symbolic dim on axis ", d.axis(), ": a variable name of 1 to ",
+                                                       kMaxVariableName, " bytes, mul in [1, 2^31) and add in (-2^31, 2^31) ",
+                                                       "are required, got ", d.variable().size(), " bytes, ", d.mul(),
+                                                       " and ", d.add()));
+      term = VariableTerm{d.variable(), d.mul(), d.add()};
+    }
+    absl::StatusOr<BufferPtr> buf = engine_.allocate(DType::Int32, {}, Buffer::Fill::None);  // filled just below
+    if (!buf.ok()) return buf.status();
+    const auto value = static_cast<int32_t>(d.extent());
+    std::memcpy((*buf)->data(), &value, sizeof value);
+    absl::StatusOr<UOpRef> leaf = frontend::buffer((*buf)->id(), DType::Int32, {});
+    if (!leaf.ok()) return leaf.status();
+    extents_.push_back(DecodedNode::Extent{*leaf, *std::move(buf), std::move(term)});
+    return *leaf;
   }
 
   // Composites are core's: the node's parameters become core's CompositeArgs, and the daemon's

@@ -46,7 +46,7 @@ class NodeResolver {
   virtual const absl::Status* failed_node(uint64_t) const { return nullptr; }
 };
 
-// A symbolic dim's extent as `variable` * mul + add, which a compiled step may set per run.
+// A symbolic dim's extent (or begin) as `variable` * mul + add, which a compiled step may set per run.
 struct VariableTerm {
   std::string variable;  // at most kMaxVariableName bytes
   int64_t mul = 1;
@@ -67,8 +67,8 @@ struct DecodedNode {
     std::array<uint32_t, 3> words;
   };
   std::vector<RandomKey> random_keys;
-  // Symbolic dims: the buffer holding each extent and the BUFFER UOp inside `uop` that stands for
-  // it (bind it too).
+  // Symbolic dims: the buffer holding each extent (or a SHRINK's symbolic begin) and the BUFFER UOp
+  // inside `uop` that stands for it (bind it too).
   struct Extent {
     UOpRef uop;
     BufferPtr buffer;

@@ -312,6 +312,29 @@ absl::StatusOr<UOpRef> gather_last(const UOpRef& x, const UOpRef& index) {
   return keeping_marks(built, x, "gather");
 }
 
+absl::StatusOr<UOpRef> slice_at(const UOpRef& x, int64_t axis, const UOpRef& begin, int64_t count) {
+  const auto rank = static_cast<int64_t>(x->shape.size());
+  if (axis < 0 || axis >= rank)
+    return absl::InvalidArgumentError(absl::StrCat("slice_at: axis ", axis, " is out of range for rank ", rank));
+  if (begin->dtype != DType::Int32 || !begin->shape.empty())
+    return absl::InvalidArgumentError("slice_at: the begin must be a 0-d int32 tensor");
+  if (count < 0 || count > x->shape[axis])
+    return absl::InvalidArgumentError(absl::StrCat("slice_at: ", count, " elements of an axis of size ", x->shape[axis]));
+  const std::vector<int64_t> order = axis_last_permutation(x->shape.size(), axis);
+  PG_ASSIGN(last, permute(x, order));
+  // index[..., j] = begin + j
+  PG_ASSIGN(positions, arange(count, DType::Int32));
+  PG_ASSIGN(one, reshape(begin, {1}));
+  PG_ASSIGN(from, expand(one, {count}));
+  PG_ASSIGN(at, alu(Ops::ADD, {positions, from}));
+  Shape row(last->shape.size(), 1), index_shape = last->shape;
+  row.back() = index_shape.back() = count;
+  PG_ASSIGN(shaped, reshape(at, row));
+  PG_ASSIGN(index, expand(shaped, index_shape));
+  PG_ASSIGN(picked, gather_last(last, index));
+  return permute(picked, inverse_permutation(order));
+}
+
 absl::StatusOr<UOpRef> reshape(const UOpRef& x, Shape shape) {
   if (auto s = check_shape(shape); !s.ok()) return s;
   int64_t n = 1;

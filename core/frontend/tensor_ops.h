@@ -62,6 +62,10 @@ absl::StatusOr<UOpRef> flip(const UOpRef& x, std::vector<int64_t> axes);
 // an index outside [0, n) gives 0. A load at the selected position, so a lookup in a table of n
 // rows reads one row, not n (frontend::gather is this along any axis).
 absl::StatusOr<UOpRef> gather_last(const UOpRef& x, const UOpRef& index);
+// x's `count` elements along `axis` from `begin`, a 0-d int32 tensor known at run time (a shrink
+// whose begin is a Variable's value: one kernel for every value). Positions outside the axis read 0.
+// A GATHER along the axis (permuted last and back), which frontend::write_view writes through.
+absl::StatusOr<UOpRef> slice_at(const UOpRef& x, int64_t axis, const UOpRef& begin, int64_t count);
 
 // `x`'s value on the device `device_code` (core/engine/placement.h: 0 is the CPU, k + 1 is
 // CUDA:k): a transfer the engine runs between kernels. INVALID_ARGUMENT for a negative code.

@@ -99,14 +99,44 @@ def test_binding_another_value_compiles_nothing(tmp_path):
       q = Tensor(np.ones((1, 16), dtype=np.float32)).realize()
       v = Variable("start_pos", 0, 63)
       builds = []
+      at = Variable("at", 0, 60)
       for pos in (3, 10, 40, 63, 0):
         keys = K.shrink(((0, v.bind(pos) + 1), None))
         (q @ keys.T).softmax(-1).matmul(keys).numpy()
+        b = at.bind(min(pos, 60))
+        (K[b:b + 4] * 2).numpy()  # a begin held per run
         builds.append(metric("polygradd_kernel_builds_total"))
       print(" ".join(str(b) for b in builds))
       """, "--quick-compile=off")
   builds = [float(b) for b in out.split()]
   assert builds[0] > 0 and builds[1:] == [builds[0]] * 4, builds
+
+
+def test_a_kv_cache_written_and_read_at_a_symbolic_begin_is_captured_once():
+  """tinygrad's GPT-2 example: cache[:, p:p+1].assign(new) and allpos.shrink((p, p+1)) with p a
+  bound Variable. The begin is a buffer the daemon sets per run, so one capture serves every
+  position; cache and results match numpy."""
+  from polygrad import TinyJit
+  rng = np.random.default_rng(3)
+  rows = rng.standard_normal((W, D)).astype(np.float32)
+  cache = Tensor.zeros(2, W, D).contiguous().realize()
+  allpos = Tensor(rows).realize()
+  start_pos = Variable("start_pos", 0, W - 1)
+
+  @TinyJit
+  def step(x, pos):
+    cache[:, pos:pos + 1, :].assign(Tensor.stack(x, -x)).realize()
+    keys = cache[0][:pos + 1]
+    return (keys.sum(0) + allpos.shrink(((pos, pos + 1), None)).reshape(D)).realize()
+
+  want = np.zeros((2, W, D), np.float32)
+  for pos in range(8):
+    x = rng.standard_normal((1, D)).astype(np.float32)
+    got = step(Tensor(x), start_pos.bind(pos)).numpy()
+    want[0, pos], want[1, pos] = x[0], -x[0]
+    np.testing.assert_allclose(got, want[0, :pos + 1].sum(0) + rows[pos], rtol=1e-5, atol=1e-5, err_msg=f"position {pos}")
+  np.testing.assert_array_equal(cache.numpy(), want)
+  assert step.captured.runs == 7 and step.captured.variables == {"start_pos"}
 
 
 def test_a_tinyjit_replays_a_new_variable_value_without_capturing_again():
@@ -136,11 +166,19 @@ def test_a_tinyjit_replays_a_new_variable_value_without_capturing_again():
 
   @TinyJit
   def indexed(x, pos):
-    return (x * K[pos]).sum().realize()  # K[pos] takes the value: a plain number
+    return (x * K[pos]).sum().realize()  # K[pos]: a row read from a begin held per run
 
   for pos in (1, 2, 3):
     assert abs(indexed(Tensor(q), start_pos.bind(pos)).item() - float((q * k[pos]).sum())) < 1e-4
-  assert indexed.captured.runs == 1, "each new value captured again"
+  assert indexed.captured.runs == 2, "one capture for every value"
+
+  @TinyJit
+  def weighted(x, pos):
+    return (x * K[0] * float(pos)).sum().realize()  # float(pos) takes the value: a plain number
+
+  for pos in (1, 2, 3):
+    assert abs(weighted(Tensor(q), start_pos.bind(pos)).item() - float((q * k[0]).sum()) * pos) < 1e-4
+  assert weighted.captured.runs == 1, "each new value captured again"
 
   @TinyJit
   def scaled(x, pos):
@@ -175,7 +213,11 @@ def test_gradients_through_a_symbolic_dim_match_torch():
 @pytest.mark.parametrize("change, message", [
     (lambda n: n.symbolic.add(axis=2, extent=3), r"node 2 \(SHRINK\): symbolic dim axis 2 is out of range for rank 2"),
     (lambda n: n.symbolic.extend([pb.SymbolicDim(axis=0, extent=3)] * 2), r"symbolic dim axis 0 is given twice"),
-    (lambda n: n.symbolic.add(axis=0, extent=-1), r"extent -1 is outside \[0, 2\^31\)"),
+    (lambda n: n.symbolic.add(axis=0, extent=-1), r"value -1 is outside \[0, 2\^31\)"),
+    (lambda n: n.symbolic.add(axis=2, extent=1, begin=True), r"symbolic begin axis 2 is out of range for rank 2"),
+    (lambda n: n.symbolic.extend([pb.SymbolicDim(axis=0, extent=1, begin=True), pb.SymbolicDim(axis=0, extent=3)]),
+     r"symbolic dim axis 0 is given twice"),
+    (lambda n: n.symbolic.add(axis=1, extent=-2, begin=True), r"value -2 is outside \[0, 2\^31\)"),
     (lambda n: n.symbolic.add(axis=0, extent=3, variable="x" * 65, mul=1), r"a variable name of 1 to 64 bytes"),
     (lambda n: n.symbolic.add(axis=0, extent=3, variable="x", mul=0), r"mul in \[1, 2\^31\)"),
     (lambda n: n.symbolic.add(axis=1, extent=3), r"a symbolic end of axis 1 needs begin 0"),
@@ -219,6 +261,8 @@ def test_symbolic_dims_leave_no_buffer_behind(tmp_path):
       base = buffers()
       for n in range(1, 21):
         assert K[:v.bind(n)].sum().item() == 8 * n
+        at = Variable("at", 0, 30).bind(n)
+        assert K[at:at + 2].sum().item() == 16  # a begin held per run
       @TinyJit
       def f(x, n):
         return (K[:n].sum(0) + x).realize()

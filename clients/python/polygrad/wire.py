@@ -46,23 +46,26 @@ def admin_stub(channel):
 # (Pairs.begin, Pairs.end), COMPOSITE_ARG_OPS.
 
 
-def _add_symbolic(msg, axis: int, s: SymInt) -> None:
-  msg.symbolic.add(axis=axis, extent=int.__int__(s), variable=s.variable.name, mul=s.mul, add=s.add)
+def _add_symbolic(msg, axis: int, s: SymInt, begin: bool = False) -> None:
+  msg.symbolic.add(axis=axis, extent=int.__int__(s), variable=s.variable.name, mul=s.mul, add=s.add, begin=begin)
 
 
 def _symbolic_dims(n, msg) -> None:
   """SymInt entries of a RESHAPE/EXPAND shape or a SHRINK's ends (polygrad.variable; shrink and pad
-  leave no other): the arg gets the largest size, Node.symbolic the value."""
+  leave no other): the arg gets the largest size, Node.symbolic the value. A SHRINK's SymInt begin
+  (its end a plain number: begin + count) is a begin entry; the arg keeps the current values."""
   if n.op in SHAPE_ARG_OPS:
     for i, s in enumerate(n.arg):
       if isinstance(s, SymInt):
         msg.shape.dims[i] = s.max
         _add_symbolic(msg, i, s)
     return
-  for i, (_, e) in enumerate(n.arg):
+  for i, (b, e) in enumerate(n.arg):
     if isinstance(e, SymInt):
       msg.pairs.end[i] = e.max
       _add_symbolic(msg, i, e)
+    elif isinstance(b, SymInt):
+      _add_symbolic(msg, i, b, begin=True)
 
 
 def node(n, msg=None):
@@ -81,8 +84,9 @@ def node(n, msg=None):
   elif n.op in AXES_ARG_OPS:
     msg.axes.axes.extend(a)
   elif n.op in PAIRS_ARG_OPS:
-    msg.pairs.begin.extend(p[0] for p in a)
-    msg.pairs.end.extend(p[1] for p in a)
+    # int.__int__: a SymInt's value here is not a use of it as a number (a TinyJit would capture again)
+    msg.pairs.begin.extend(int.__int__(p[0]) for p in a)
+    msg.pairs.end.extend(int.__int__(p[1]) for p in a)
   if (n.op in SHAPE_ARG_OPS or n.op in PAIRS_ARG_OPS) and _made[0]:
     _symbolic_dims(n, msg)
   elif n.op in COMPOSITE_ARG_OPS:
