@@ -152,3 +152,46 @@ def test_a_kv_cache_written_through_a_view_inside_a_tinyjit():
     want[p] = [p + 1.0, -p]
     np.testing.assert_array_equal(out.numpy(), want.sum(0))
   np.testing.assert_array_equal(cache.numpy(), want)
+
+
+def test_views_read_what_their_base_is_given():
+  # As torch: a view taken before a write to its base reads the new value.
+  t = Tensor(np.arange(6, dtype=np.float32).reshape(3, 2))
+  tt = torch.arange(6, dtype=torch.float32).reshape(3, 2)
+  row, trow = t[0], tt[0]
+  t[0] = t[1]
+  tt[0] = tt[1]
+  t[2] = row
+  tt[2] = trow
+  np.testing.assert_array_equal(t.numpy(), tt.numpy())
+  np.testing.assert_array_equal(row.numpy(), trow.numpy())
+  # t[1] += 2 is a getitem, an in-place add on the view and a setitem: the view writes t.
+  t[1] += 2
+  tt[1] += 2
+  np.testing.assert_array_equal(t.numpy(), tt.numpy())
+
+
+def test_contiguous_ends_the_view_and_a_number_fills():
+  base = Tensor(np.arange(4, dtype=np.float32))
+  own = base.reshape(2, 2).contiguous()  # tinygrad: a buffer of its own
+  own[0] = 5.0
+  view = base.reshape(2, 2)
+  view[1].assign(7.0)
+  assert own.tolist() == [[5.0, 5.0], [2.0, 3.0]]
+  assert base.tolist() == [0.0, 1.0, 7.0, 7.0]
+
+
+def test_advanced_setitem_writes_rows_of_the_indexed_axes(rng):
+  # numpy's "combining advanced and basic indexing" example, smaller: the write is a scatter over
+  # the rows of the indexed axes (4 x 6 positions), not over every element.
+  x = rng.integers(0, 9, (3, 4, 5, 6, 2)).astype(np.int32)
+  i1, i2 = np.array([3, 1, 0, 2]), np.array([[[0], [1], [5]], [[3], [4], [2]]])
+  v = rng.integers(10, 99, (2, 3, 4, 3, 5, 2)).astype(np.int32)
+  t = Tensor(x)
+  t[:, Tensor(i1), :, Tensor(i2), :] = Tensor(v)
+  want = x.copy()
+  want[:, i1, :, i2, :] = v
+  np.testing.assert_array_equal(t.numpy(), want)
+  b = Tensor(np.zeros((3, 4), bool))
+  b[[0, 2], 1] = True
+  assert b.numpy().tolist() == [[False, True, False, False], [False] * 4, [False, True, False, False]]

@@ -181,7 +181,7 @@ class _View:
 class Tensor:
   """A lazy tensor on polygradd. Shape and dtype are known locally."""
 
-  __slots__ = ("_node", "_rg", "grad", "_view", "__weakref__")
+  __slots__ = ("_node", "_rg", "grad", "_view", "_views", "__weakref__")
   __array_ufunc__ = None  # numpy defers to Tensor's reflected operators (np_array + tensor)
   training = False
   no_grad = _NoGrad()
@@ -194,6 +194,7 @@ class Tensor:
     self._rg = None
     self.grad: Optional[Tensor] = None
     self._view: Optional[_View] = None
+    self._views: Optional[weakref.WeakSet] = None
     self._node = Tensor._node_of(data, dtype)
     if device is None and not isinstance(data, (g.Node, Tensor)):
       device = None if Device.DEFAULT == "CPU" else Device.DEFAULT  # tinygrad's Device.DEFAULT
@@ -281,6 +282,7 @@ class Tensor:
     t._rg = None
     t.grad = None
     t._view = None
+    t._views = None
     t._node = node
     return t
 
@@ -294,7 +296,20 @@ class Tensor:
       out._view = _View(v.base, v.root, v.steps + step, out._node)
     else:
       out._view = _View(self, self._node, step, out._node)
+    base = out._view.base
+    if base._views is None:
+      base._views = weakref.WeakSet()
+    base._views.add(out)
     return out
+
+  def _refresh_views(self) -> None:
+    """After self took a new value: its live views read it (they alias self, as in torch and
+    tinygrad: `row = t[0]; t[0] = t[1]` leaves row reading t's new row)."""
+    for view in list(self._views):
+      v = view._view
+      if v is not None and v.base is self and v.node is view._node:
+        again = v.replay(self)
+        view._node, view._view = again._node, again._view
 
   def _write_through_view(self, x: "Tensor") -> bool:
     """assign() of a view: its base takes x where the view reads it (the daemon's WRITE_VIEW) and
@@ -310,9 +325,7 @@ class Tensor:
     # the chain realized since (then a buffer there) or a base assigned since would break.
     view = v.replay(base)
     base.assign(Tensor._make(g.WRITE_VIEW, base.dtype, base.shape, (base, view, x), g.Composite()))
-    again = v.replay(base)
-    self._node, self._view = again._node, again._view
-    return True
+    return True  # base's assign made self (one of its views) read the new value
 
   @staticmethod
   def _const(value: Scalar, dtype: DType, shape: Tuple[int, ...] = ()) -> "Tensor":
@@ -416,7 +429,14 @@ class Tensor:
     return memoryview(self.numpy())
 
   def contiguous(self) -> "Tensor":
-    return self
+    """Itself, or for a view a tensor of the same values that is not one (tinygrad's contiguous
+    makes a buffer of its own: writing it leaves the view's base alone)."""
+    v = self._view
+    if v is None or v.node is not self._node:
+      return self
+    t = Tensor._wrap(self._node)
+    t._rg = self._rg
+    return t
 
   def detach(self) -> "Tensor":
     """The same values with no gradient flowing back through them. Lazy: the wire has no
@@ -557,10 +577,13 @@ class Tensor:
     return self
 
   def assign(self, x) -> "Tensor":
-    """Make this tensor stand for x's values (lazily). The wire has no in-place write yet, so this
-    rebinds the tensor to x's node; the Python object, its requires_grad and grad stay."""
+    """Make this tensor stand for x's values (lazily; a number fills it): the Python object, its
+    requires_grad and grad stay. A view (a movement op's result) writes its base, whose views
+    then read the new value; inside a TinyJit or compile_step the write is the step's assign."""
     if not isinstance(x, Tensor):
       x = Tensor(x, dtype=self.dtype)
+      if x.ndim == 0 and self.ndim:
+        x = x._broadcast_to(self.shape)
     if not same_dims(x.shape, self.shape):
       # A value with a symbolic dim over a concrete tensor of its largest size: its valid part.
       if has_symbolic(self.shape) or not has_symbolic(x.shape) or daemon_shape(x.shape) != self.shape:
@@ -586,6 +609,8 @@ class Tensor:
     if watch is not None:
       watch.assigning(self)
     self._node = x._node
+    if self._views:
+      self._refresh_views()
     return self
 
   @staticmethod

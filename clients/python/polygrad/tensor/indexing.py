@@ -51,13 +51,14 @@ class Indexing:
         raise IndexError(f"a bool mask index must have the tensor's shape {self.shape}, got {mask.shape}")
       self.assign(mask.where(self._like(v, self.shape), self))
       return
-    key = tuple(list(i) if isinstance(i, tuple) else i for i in key)
+    key = self._expand_ellipsis(tuple(list(i) if isinstance(i, tuple) else i for i in key))
     if any(isinstance(i, (Tensor, list, np.ndarray)) for i in key):
-      # Each selected element's position in t (+1, so that an index out of range, which selects 0,
-      # names no position), written by a scatter over t's elements.
-      pos = (Tensor.arange(self.numel(), dtype=dtypes.int32) + 1).reshape(self.shape)[idx] - 1
-      flat = self.reshape(-1).scatter(0, pos.reshape(-1), self._like(v, pos.shape).reshape(-1))
-      self.assign(flat.reshape(self.shape))
+      if self.dtype == dtypes.bool:  # the index rows of a bool tensor are gathered as int32
+        t = self.cast(dtypes.int32)
+        t._index_with_tensor(key, self._like(v, self[idx].shape))
+        self.assign(t.cast(dtypes.bool))
+      else:
+        self._index_with_tensor(key, v)
       return
     view = self[idx]
     view.assign(self._like(v, view.shape))
@@ -82,7 +83,7 @@ class Indexing:
     pos = idx.index(Ellipsis)
     return idx[:pos] + (slice(None),) * (self.ndim - n_real) + idx[pos + 1:]
 
-  def _index_with_tensor(self, idx: tuple) -> "Tensor":
+  def _index_with_tensor(self, idx: tuple, value=None) -> "Tensor":
     """Advanced indexing as torch does it: integer index tensors (or lists/arrays), mixed with
     ints, slices, None and an ellipsis. Ints drop their axis first (numpy would instead broadcast
     them with the tensors, which moves the result axes when an int separates them from a slice).
@@ -90,9 +91,12 @@ class Indexing:
     adjacent, and comes first when a slice separates them. Negative indices count from the end; an index
     still out of range selects zeros (no error can come back from a lazy graph). Built as
     the daemon's GATHER of rows of x with its indexed axes flattened, so it is differentiable and an
-    inf or NaN elsewhere in x stays out of the result."""
+    inf or NaN elsewhere in x stays out of the result. With a `value`, the setitem instead: the
+    same rows written by a scatter (SCATTER_REDUCE) of value, laid out as the getitem's result;
+    returns self."""
     # Basic entries first (slices, None); the advanced ones keep their axis in the result `x`.
     x = self if dtypes.is_float(self.dtype) or dtypes.is_int(self.dtype) else self.cast(dtypes.int32)
+    assert value is None or x is self, "a setitem writes through views of self"
     axis, adv = 0, []
     for i in idx:
       if i is None:
@@ -119,19 +123,21 @@ class Indexing:
       stride *= n
     out_rest = tuple(x.shape[d] for d in rest)
     adjacent = axes == list(range(axes[0], axes[0] + len(axes)))
-    if stride == 0:  # an indexed axis is empty: every index is out of range
-      p = axes[0] if adjacent else 0
-      return Tensor.zeros(out_rest[:p] + b_shape + out_rest[p:], dtype=self.dtype)
-    flat = valid.where(flat, -1)._broadcast_to(b_shape)
-    moved = x.permute(axes + rest)
-    rows = moved.reshape(stride, -1)
-    picked = rows.gather(0, flat.reshape(prod(b_shape), 1).expand(prod(b_shape), rows.shape[1]))
-    out = picked.reshape(b_shape + out_rest)
     nb = len(b_shape)
-    if adjacent:  # B goes where the indexed axes were
-      p = axes[0]
-      out = out.permute(list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, out.ndim)))
-    return out.cast(self.dtype)
+    # Where B goes in the result: where the indexed axes were when they are adjacent, else first.
+    p = axes[0] if adjacent else 0
+    order = list(range(nb, nb + p)) + list(range(nb)) + list(range(nb + p, nb + len(out_rest)))
+    if stride == 0:  # an indexed axis is empty: every index is out of range
+      return self if value is not None else Tensor.zeros(out_rest[:p] + b_shape + out_rest[p:], dtype=self.dtype)
+    flat = valid.where(flat, -1)._broadcast_to(b_shape)
+    rows = x.permute(axes + rest).reshape(stride, -1)
+    index = flat.reshape(prod(b_shape), 1).expand(prod(b_shape), rows.shape[1])
+    if value is not None:
+      # The rows a getitem would gather, written back by a scatter through the view `rows` of self.
+      v = x._like(value, tuple((b_shape + out_rest)[i] for i in order)).permute(tuple(order.index(i) for i in range(len(order))))
+      rows.assign(rows.scatter(0, index, v.reshape(prod(b_shape), -1)))
+      return self
+    return rows.gather(0, index).reshape(b_shape + out_rest).permute(order).cast(self.dtype)
 
   def _select(self, axis: int, i) -> "Tensor":
     """x[..., i, ...] for an int i on `axis`: that axis removed."""
