@@ -85,10 +85,45 @@ export interface PoolOptions {
   /** avgPool2d only: whether padded zeros count in a window's mean (default true, as torch); ceilMode's extra padding never counts. */
   countIncludePad?: boolean;
 }
-/** A slice: 'start:stop:step' (parts may be empty) or { start, stop, step }. */
-export type SliceSpec = string | { start?: number | null; stop?: number | null; step?: number | null };
+/** A slice: 'start:stop:step' (parts may be empty) or { start, stop, step } (a SymInt stop from 0 or
+ * from a SymInt start of the same Variable: a symbolic shrink). */
+export type SliceSpec = string | { start?: Size | null; stop?: Size | null; step?: number | null };
 /** One index entry: a number selects, a slice slices, null adds an axis, '...' is an ellipsis, integer arrays/tensors index. */
-export type IndexSpec = number | SliceSpec | null | '...' | Tensor | number[] | Int32Array;
+export type IndexSpec = Size | SliceSpec | null | '...' | Tensor | number[] | Int32Array;
+
+/** tinygrad's Variable: a named integer in [min, max], bound to a value per call. */
+export declare class Variable {
+  constructor(name: string, min: number, max: number);
+  readonly name: string;
+  readonly min: number;
+  readonly max: number;
+  /** This variable at `value` (an integer in [min, max], else RangeError). */
+  bind(value: number): BoundVariable;
+}
+/** `variable * factor + offset` at the variable's bound value. In a reshape/expand shape or a shrink's
+ * end from 0 it makes a symbolic dim (the tensor's shape holds its largest size, `max`); a shrink's
+ * begin with end = begin + k is read per run. Any other use (Number(v), v + 1, v.value) takes the
+ * value as a plain number, which makes a jit capture again for a new value. */
+export declare class SymInt {
+  readonly variable: Variable;
+  readonly factor: number;
+  readonly offset: number;
+  /** The largest value: the axis' size on the daemon. */
+  readonly max: number;
+  readonly min: number;
+  /** The value as a plain number (a use jit notes). */
+  readonly value: number;
+  add(k: number): SymInt;
+  sub(k: number): SymInt;
+  /** k a positive integer. */
+  mul(k: number): SymInt;
+  valueOf(): number;
+}
+export declare class BoundVariable extends SymInt {
+  unbind(): [Variable, number];
+}
+/** A size: a number, or a Variable's SymInt where shapes and shrink bounds take one. */
+export type Size = number | SymInt;
 
 export declare class Tensor {
   /** Tensor.training switches dropout and BatchNorm statistics on. */
@@ -272,14 +307,15 @@ export declare class Tensor {
   logSoftmax(axis?: number | { axis?: number; dtype?: DTypeLike }): Tensor;
   layernorm(axis?: number | number[] | { axis?: number | number[]; eps?: number; weight?: Tensor | null; bias?: Tensor | null }, eps?: number): Tensor;
 
-  reshape(...shape: Array<number | null> | [Array<number | null>]): Tensor;
-  view(...shape: Array<number | null> | [Array<number | null>]): Tensor;
+  reshape(...shape: Array<Size | null> | [Array<Size | null>]): Tensor;
+  view(...shape: Array<Size | null> | [Array<Size | null>]): Tensor;
   permute(...order: number[] | [number[]]): Tensor;
   transpose(dim0?: number, dim1?: number): Tensor;
-  expand(...shape: number[] | [number[]]): Tensor;
+  expand(...shape: Size[] | [Size[]]): Tensor;
   /** one [before, after] pair (or null) per axis, or a flat torch-style list (last axis first) */
   pad(padding: Array<[number, number] | null> | number[], options?: { value?: Scalar }): Tensor;
-  shrink(pairs: Array<[number, number] | null>): Tensor;
+  /** A SymInt end from 0 is a symbolic dim; a SymInt begin with end = begin.add(k) reads from a begin held per run. */
+  shrink(pairs: Array<[Size, Size] | null>): Tensor;
   flip(...axes: number[] | [number[]]): Tensor;
   squeeze(dim?: number): Tensor;
   unsqueeze(dim: number): Tensor;
@@ -301,7 +337,7 @@ export declare class Tensor {
    * where t.index(...idx) reads; a bool tensor of t's shape as the only entry is a mask. An assign: returns t. */
   setitem(...args: [...IndexSpec[], TensorLike]): this;
   /** per-axis ranges, axes kept: t.slice([0, 2], null, [1, null, -1]) */
-  slice(...specs: Array<[number | null, (number | null)?, (number | null)?] | SliceSpec | null>): Tensor;
+  slice(...specs: Array<[Size | null, (Size | null)?, (number | null)?] | SliceSpec | null>): Tensor;
 
   matmul(w: Tensor | NestedArray, options?: { dtype?: DTypeLike }): Tensor;
   dot(w: Tensor | NestedArray, options?: { dtype?: DTypeLike }): Tensor;
@@ -459,6 +495,8 @@ export declare class CompiledStep {
   readonly compileSeconds: number;
   readonly runs: number;
   readonly inputNames: string[];
+  /** The names of the Variables the step has symbolic dims of (a jit replay sets them per run). */
+  readonly variables: Set<string>;
   setInput(nameOrTensor: string | Tensor, data: Tensor | TensorData | NestedArray): Promise<void>;
   /** One RunStep message: new input data by fn's parameter names. */
   run(inputs?: Record<string, Tensor | TensorData | NestedArray>): Promise<this>;

@@ -3,7 +3,8 @@
 import polygrad from './src/index.js';
 
 export const {
-  Tensor, dtypes, DType, nn, compileStep, CompiledStep, jit, JitError, connect, close, synchronize, graphStats, flushReleases,
+  Tensor, dtypes, DType, nn, compileStep, CompiledStep, jit, JitError, Variable, SymInt, BoundVariable, connect, close,
+  synchronize, graphStats, flushReleases,
   PolygradError, PolygradConnectionError, PolygradInvalidArgument, PolygradNotFound, PolygradResourceExhausted,
   PolygradUnauthenticated, PolygradPermissionDenied, PolygradTimeout, PolygradUnimplemented,
 } = polygrad;

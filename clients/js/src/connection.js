@@ -326,15 +326,16 @@ class Connection {
   }
 
   // RunStep on the session's stream without waiting; null without a stream.
-  submitRunStep(stepId, inputs, wantData, onSettle, random = null) {
-    return this.submit({ run_step: runStepRequest(stepId, inputs, wantData, random) }, 'RunStep', onSettle);
+  submitRunStep(stepId, inputs, wantData, onSettle, random = null, variables = []) {
+    return this.submit({ run_step: runStepRequest(stepId, inputs, wantData, random, variables) }, 'RunStep', onSettle);
   }
 
   // `inputs`: [nodeId, Buffer | handle string] pairs; `random`: this run's { seed, counter_base }
-  // for the step's traced random nodes, or null. On the stream when there is one (one message
-  // behind what is outstanding), waiting for the answer.
-  async runStep(stepId, inputs, wantData = true, random = null) {
-    const req = runStepRequest(stepId, inputs, wantData, random);
+  // for the step's traced random nodes, or null; `variables`: [name, value] pairs that set the
+  // step's symbolic dims of those Variables. On the stream when there is one (one message behind
+  // what is outstanding), waiting for the answer.
+  async runStep(stepId, inputs, wantData = true, random = null, variables = []) {
+    const req = runStepRequest(stepId, inputs, wantData, random, variables);
     let own = null;
     const p = await this.submit({ run_step: req }, 'RunStep', (q, err) => { own = err; });
     if (p) {
@@ -396,12 +397,13 @@ class DownloadChunks {
   }
 }
 
-// `inputs`: [nodeId, Buffer | handle string] pairs.
-function runStepRequest(stepId, inputs, wantData, random = null) {
+// `inputs`: [nodeId, Buffer | handle string] pairs; `variables`: [name, value] pairs.
+function runStepRequest(stepId, inputs, wantData, random = null, variables = []) {
   return {
     step_id: stepId, want_data: wantData,
     inputs: inputs.map(([n, v]) => (Buffer.isBuffer(v) ? { node_id: n, data: v } : { node_id: n, handle: v })),
     ...(random ? { random } : {}),
+    ...(variables.length ? { variables: variables.map(([name, value]) => ({ name, value })) } : {}),
   };
 }
 

@@ -17,6 +17,7 @@ const { dtypes } = require('./dtype');
 const { bytesOf, decode } = require('./data');
 const { prod } = require('./shape');
 const { PolygradError, PolygradNotFound } = require('./errors');
+const { symbolicWire } = require('./variable');
 const session = require('./session');
 
 const RELEASE_BATCH = 4096;
@@ -285,11 +286,20 @@ class Graph {
     const a = n.arg;
     const O = OPS;
     // which ops carry which Node.arg is the op schema's (generated tables)
-    if (SHAPE_ARG_OPS.has(n.op)) msg.shape = { dims: a };
-    else if (AXES_ARG_OPS.has(n.op)) msg.axes = { axes: a };
-    else if (PAIRS_ARG_OPS.has(n.op)) msg.pairs = { begin: a.map((p) => p[0]), end: a.map((p) => p[1]) };
-    else if (COMPOSITE_ARG_OPS.has(n.op)) msg.composite = a.wire();
-    else if (n.op === O.CONST) {
+    if (SHAPE_ARG_OPS.has(n.op)) {
+      const sym = symbolicWire(a, false);
+      msg.shape = { dims: sym ? sym.arg : a };
+      if (sym) msg.symbolic = sym.symbolic;
+    } else if (AXES_ARG_OPS.has(n.op)) {
+      msg.axes = { axes: a };
+    } else if (PAIRS_ARG_OPS.has(n.op)) {
+      const sym = symbolicWire(a, true);
+      const pairs = sym ? sym.arg : a;
+      msg.pairs = { begin: pairs.map((p) => p[0]), end: pairs.map((p) => p[1]) };
+      if (sym) msg.symbolic = sym.symbolic;
+    } else if (COMPOSITE_ARG_OPS.has(n.op)) {
+      msg.composite = a.wire();
+    } else if (n.op === O.CONST) {
       const c = { shape: n.shape };
       const k = n.dtype.kind;
       if (k === 'f') c.float_value = Number(a);

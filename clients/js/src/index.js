@@ -5,6 +5,7 @@ const { dtypes, DType } = require('./dtype');
 const nn = require('./nn');
 const { compileStep, CompiledStep } = require('./step');
 const { jit, JitError } = require('./jit');
+const { Variable, SymInt, BoundVariable } = require('./variable');
 const errors = require('./errors');
 const session = require('./session');
 const { GRAPH } = require('./graph');
@@ -28,8 +29,8 @@ function close() {
 }
 
 module.exports = {
-  Tensor, dtypes, DType, nn, compileStep, CompiledStep, jit, JitError, connect, close, synchronize,
-  graphStats: () => GRAPH.stats(),
+  Tensor, dtypes, DType, nn, compileStep, CompiledStep, jit, JitError, Variable, SymInt, BoundVariable, connect, close,
+  synchronize, graphStats: () => GRAPH.stats(),
   flushReleases: () => GRAPH.flushReleases(),
   ...errors,
 };

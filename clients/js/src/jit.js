@@ -19,12 +19,18 @@
 // since (another jit's eager call) makes the next call capture again; so does one it only reads
 // (weights trained eagerly), once the garbage collector took the old value: reset() after such
 // training to be sure.
+//
+// A bound Variable argument (variable.js) with another value replays with that value (RunStep's
+// `variables`) when the capture used the Variable only in symbolic dims; one fn took as a plain
+// number while capturing (Number(p), `p + 1`, `p < 3`, an index into a JS array), or that sized
+// no symbolic dim, makes the call capture again (compiling nothing: the kernels are cached).
 const { GRAPH } = require('./graph');
 const { Tensor } = require('./tensor');
 const { PolygradError } = require('./errors');
 const session = require('./session');
 const { traceStep, awaitedOutputs, isHostData } = require('./step');
 const { getParameters } = require('./nn/state');
+const { BoundVariable, watchingConcreteUses } = require('./variable');
 
 class JitError extends PolygradError {}
 
@@ -67,9 +73,31 @@ function unflattenResult(template, tensors) {
 
 const describe = ([shape, dtype, device]) => `${dtype.name}[${shape}] on ${device}`;
 
+// [argument, Variable name, value] of every bound Variable argument.
+function boundValues(args) {
+  const out = [];
+  args.forEach((a, i) => { if (a instanceof BoundVariable) out.push([`args[${i}]`, a.variable.name, a.unbind()[1]]); });
+  return out;
+}
+
+// The [name, value] pairs a replay sends for `bound` (this call's bound Variables), or null when
+// the step cannot take them per run: another argument list, or a changed Variable that fn took as
+// a plain number while capturing or that sized no symbolic dim of the step.
+function variablesFor(bound, st) {
+  const key = (b) => b.map(([a, n]) => `${a}=${n}`).join('|');
+  if (key(bound) !== key(st.bound)) return null;
+  const changed = new Map();
+  bound.forEach(([, n, v], i) => { if (v !== st.bound[i][2]) changed.set(n, v); });
+  // One Variable bound in two arguments: only a call that changes neither replays.
+  if (new Set(bound.map(([, n]) => n)).size !== bound.length) return changed.size ? null : [];
+  if ([...changed.keys()].some((n) => st.concrete.has(n) || !st.captured.variables.has(n))) return null;
+  return [...changed].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
 function jit(fn) {
   if (typeof fn !== 'function') throw new TypeError('jit takes a function');
-  const st = { cnt: 0, captured: null, names: [], info: [], template: null, rebind: [], nRet: 0 };
+  const st = { cnt: 0, captured: null, names: [], info: [], template: null, rebind: [], nRet: 0, bound: [],
+    concrete: new Set() };
 
   async function eager(args) {
     const assigned = new Set();
@@ -86,12 +114,12 @@ function jit(fn) {
     return ret;
   }
 
-  async function replay(tensors) {
+  async function replay(tensors, variables = []) {
     const step = st.captured;
     for (let i = 0; i < tensors.length; i++) await step.feed(st.names[i], tensors[i]);
     // Dispatched like compileStep's run(): the outputs are filled in when the answer is settled.
     const { nodes, onAnswer } = awaitedOutputs(step._outputs);
-    await step.exchange({}, onAnswer);
+    await step.exchange({}, onAnswer, variables);
     for (const [who, i] of st.rebind) {
       const t = typeof who === 'string' ? tensors[st.names.indexOf(who)] : who;
       t._node = nodes[i];
@@ -104,13 +132,13 @@ function jit(fn) {
     const flat = [];
     const resultTensors = (ret) => { st.template = flattenResult(ret, flat); return flat; };
     const conn = await session.get();
-    const { step, rebind } = await traceStep(conn, () => fn(...args), Object.fromEntries(names.map((n, i) => [n, tensors[i]])),
-      [], [], resultTensors, true);
+    const [{ step, rebind }, concrete] = await watchingConcreteUses(() => traceStep(conn, () => fn(...args),
+      Object.fromEntries(names.map((n, i) => [n, tensors[i]])), [], [], resultTensors, true));
     if (step.nKernels === 0 && !step._targets.length && !rebind.length && !flat.length) {
       await step.release();
       throw new JitError("didn't JIT anything! fn computed no tensor and assigned to none");
     }
-    Object.assign(st, { captured: step, names, info, rebind, nRet: flat.length });
+    Object.assign(st, { captured: step, names, info, rebind, nRet: flat.length, bound: boundValues(args), concrete });
     return replay(tensors);
   }
 
@@ -137,13 +165,18 @@ function jit(fn) {
           return d !== ed || dev !== edev || s.length !== es.length || s.some((x, k) => x !== es[k]);
         });
         if (bad >= 0) throw new JitError(`args mismatch in jit: ${names[bad]} is ${describe(info[bad])}, the capture took ${describe(st.info[bad])}`);
-        // A tensor the step updates in place that was rebound since (another jit's eager call), or a
-        // node it reads that died (weights trained outside it; found once collected): capture again.
-        if (st.captured.state.some(([t, old]) => t._node !== old) || st.captured.readNodes.some((r) => r.deref() === undefined)) {
+        // A tensor the step updates in place that was rebound since (another jit's eager call), a
+        // node it reads that died (weights trained outside it; found once collected), or a bound
+        // Variable changed that the step cannot take per run: capture again.
+        const bound = boundValues(args);
+        const variables = variablesFor(bound, st);
+        if (variables === null || st.captured.state.some(([t, old]) => t._node !== old)
+            || st.captured.readNodes.some((r) => r.deref() === undefined)) {
           await st.captured.release();
           ret = await capture(args, names, tensors, info);
         } else {
-          ret = await replay(tensors);
+          st.bound = bound;
+          ret = await replay(tensors, variables);
         }
       }
     }

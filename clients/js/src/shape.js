@@ -1,6 +1,7 @@
 'use strict';
 // Shape rules computed locally, so `t.shape` never asks the daemon and shape errors are raised
 // before any round trip; they mirror clients/python/polygrad/shape.py.
+const { isSym } = require('./variable');
 
 function prod(xs) {
   let out = 1;
@@ -114,13 +115,16 @@ function resolveExpand(old, shape) {
   });
 }
 
+// A pair's entry as a number; a Variable's SymInt stays one (shrink decides what it makes).
+const bound = (x) => (isSym(x) ? x : Number(x));
+
 // One [a, b] pair (or null) per axis; null becomes dflt(size).
 function normalizePairs(arg, shape, what, dflt) {
   if (arg.length !== shape.length) throw new RangeError(`${what}: need one pair per axis (${shape.length}), got ${arg.length}`);
   return arg.map((p, i) => {
     if (p === null || p === undefined) p = dflt(shape[i]);
     if (!Array.isArray(p) || p.length !== 2) throw new RangeError(`${what}: each entry must be a [begin, end] pair, got ${String(p)}`);
-    return [Number(p[0]), Number(p[1])];
+    return [bound(p[0]), bound(p[1])];
   });
 }
 

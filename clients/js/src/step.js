@@ -101,6 +101,8 @@ class CompiledStep {
     this.nIntermediates = Number(st.intermediates || 0);
     this.intermediateBytes = Number(st.intermediate_bytes || 0);
     this.compileSeconds = Number(st.seconds || 0);
+    // The Variables the step has symbolic dims of: a run can set each (exchange's `variables`).
+    this.variables = new Set(resp.variables || []);
     this._inputs = inputs; // name -> [tensor, node]
     // What decoding an output needs, not the traced nodes (they would hold the traced graph and
     // every node it read alive, see readNodes).
@@ -210,11 +212,12 @@ class CompiledStep {
   // goes on the session's stream and this resolves once it is sent; onAnswer(answer, error) is
   // called when it is settled (at once where there is no stream).
   // A failure before the run is sent is onAnswer's too (so what it holds open, such as the graph's
-  // count of AWAITED nodes, is undone), and is thrown.
-  async exchange(inputs = {}, onAnswer = null) {
+  // count of AWAITED nodes, is undone), and is thrown. `variables`: [name, value] pairs of this
+  // run's Variables (RunStep.variables); one not given keeps its last value.
+  async exchange(inputs = {}, onAnswer = null, variables = []) {
     const run = { handedOver: false }; // set once onAnswer is the stream's to call, or called
     try {
-      return await this._exchange(inputs, onAnswer, run);
+      return await this._exchange(inputs, onAnswer, run, variables);
     } catch (e) {
       if (onAnswer && !run.handedOver) await onAnswer(null, e);
       throw e;
@@ -227,7 +230,7 @@ class CompiledStep {
     if (GRAPH.gen !== this._gen || this._released) throw new PolygradError('compileStep: this step was released or belongs to a closed session');
   }
 
-  async _exchange(inputs, onAnswer, run) {
+  async _exchange(inputs, onAnswer, run, variables) {
     await this._accept(inputs);
     // An input fed by handle whose realize is still outstanding: its handle comes with the answer.
     if ([...this._pending.values()].some((v) => v instanceof Tensor && v._node.handle === '-1')) await GRAPH.synchronize();
@@ -248,9 +251,10 @@ class CompiledStep {
       generator.counter = (generator.counter + Number(this._random.count)) % 2 ** 32;
     }
     let resp = null;
-    const sent = onAnswer && await this._conn.submitRunStep(this.stepId, feeds, true, (p, err) => onAnswer(p.answer, err), random);
+    const sent = onAnswer && await this._conn.submitRunStep(this.stepId, feeds, true, (p, err) => onAnswer(p.answer, err),
+      random, variables);
     run.handedOver = Boolean(sent);
-    if (!sent) resp = await this._conn.runStep(this.stepId, feeds, true, random);
+    if (!sent) resp = await this._conn.runStep(this.stepId, feeds, true, random, variables);
     this._pending.clear();
     this.runs += 1;
     for (const opt of new Set(this._scalars.map(([o]) => o))) opt.steps = this._k;

@@ -8,6 +8,7 @@ const { Composite } = require('../composite');
 const { dtypes, toDType, leastUpperDType, leastUpperFloat } = require('../dtype');
 const { broadcastShape, sameShape, resolveExpand } = require('../shape');
 const { Tensor, isScalar, dtypeFromPy } = require('../tensor');
+const { isSym } = require('../variable');
 
 const P = Tensor.prototype;
 const isFloat = (dt) => dt.kind === 'f';
@@ -69,6 +70,7 @@ function canonicalDevice(device) {
 // A non-Tensor operand as a Tensor, with tinygrad's scalar dtype rule.
 P._operand = function _operand(y) {
   if (y instanceof Tensor) return y;
+  if (isSym(y)) y = y.valueOf(); // a Variable's value as a plain number (jit notes the use), as in Python
   if (isScalar(y)) {
     const intLike = typeof y === 'bigint' || (typeof y === 'number' && Number.isInteger(y));
     const ydt = isFloat(this.dtype) || (isInt(this.dtype) && intLike) ? this.dtype : dtypeFromPy(y);

@@ -8,6 +8,7 @@ const { dtypes, leastUpperDType } = require('../dtype');
 const { prod, sameShape, broadcastShape, normalizeAxis, normalizeAxes, resolveReshape, checkPermutation,
   resolveExpand, normalizePairs, asShape } = require('../shape');
 const { Tensor, splitOptions } = require('../tensor');
+const { isSym, hasSym, plain, current, daemonSize, symbolicPair } = require('../variable');
 
 const P = Tensor.prototype;
 
@@ -16,10 +17,18 @@ function listArg(args) {
   return args.length === 1 && Array.isArray(args[0]) ? [...args[0]] : args;
 }
 
+// `sizes` with the SymInts of `want` (same axes) in their places: a node's arg for the wire.
+function withSyms(sizes, want) {
+  return sizes.map((s, i) => (isSym(want[i]) ? want[i] : s));
+}
+
+// A Variable's SymInt in the shape makes a symbolic dim (the shape holds its largest size).
 P.reshape = function reshape(...shape) {
-  const nw = resolveReshape(this._node.shape, listArg(shape));
-  if (sameShape(nw, this._node.shape)) return this;
-  return Tensor._make(OPS.RESHAPE, this.dtype, nw, [this], nw);
+  const want = listArg(shape);
+  const sym = hasSym(want);
+  const nw = resolveReshape(this._node.shape, sym ? want.map(daemonSize) : want);
+  if (!sym && sameShape(nw, this._node.shape)) return this;
+  return Tensor._make(OPS.RESHAPE, this.dtype, nw, [this], sym ? withSyms(nw, want) : nw);
 };
 P.view = P.reshape;
 
@@ -39,14 +48,21 @@ P.transpose = function transpose(dim0 = -2, dim1 = -1) {
 Object.defineProperty(P, 'T', { get() { return this.ndim >= 2 ? this.transpose() : this; } });
 
 P.expand = function expand(...shape) {
-  return this._broadcastTo(resolveExpand(this._node.shape, listArg(shape)));
+  const want = listArg(shape);
+  if (!hasSym(want)) return this._broadcastTo(resolveExpand(this._node.shape, want));
+  // A symbolic size: an EXPAND that carries it, even where the axis already has its largest size.
+  let x = this;
+  if (x.ndim < want.length) x = x.reshape([...Array(want.length - x.ndim).fill(1), ...x._node.shape]);
+  const nw = resolveExpand(x._node.shape, want.map(daemonSize));
+  return Tensor._make(OPS.EXPAND, x.dtype, nw, [x], withSyms(nw, want));
 };
 
 // padding: one [before, after] pair (or null) per axis, or a flat torch-style list (last axis
 // first). Negative amounts shrink. { value } fills (default 0).
 P.pad = function pad(padding, { value = 0, mode = 'constant' } = {}) {
   if (mode !== 'constant') throw new Error(`pad mode '${mode}' (only 'constant')`);
-  let pads = [...padding];
+  // Pad amounts are numbers: a Variable's value is taken (a symbolic dim is made by shrink).
+  let pads = [...padding].map((p) => (isSym(p) ? plain(p) : p));
   if (pads.length && pads.every((p) => typeof p === 'number')) {
     if (pads.length % 2 || pads.length > 2 * this.ndim) throw new RangeError(`pad: flat padding needs an even count ≤ 2*ndim, got ${pads.length}`);
     const flat = [];
@@ -54,7 +70,7 @@ P.pad = function pad(padding, { value = 0, mode = 'constant' } = {}) {
     flat.reverse();
     pads = [...Array(this.ndim - flat.length).fill([0, 0]), ...flat];
   }
-  let pairs = normalizePairs(pads, this._node.shape, 'pad', () => [0, 0]);
+  let pairs = normalizePairs(pads, this._node.shape, 'pad', () => [0, 0]).map(([b, a]) => [plain(b), plain(a)]);
   let x = this;
   if (pairs.some(([b, a]) => b < 0 || a < 0)) {
     const shr = pairs.map(([b, a], i) => {
@@ -77,15 +93,20 @@ P.pad = function pad(padding, { value = 0, mode = 'constant' } = {}) {
   return out;
 };
 
-// One [begin, end] pair (or null: the whole axis) per axis.
+// One [begin, end] pair (or null: the whole axis) per axis. A Variable's SymInt as a bound: an end from 0 makes a symbolic dim (the shape holds its largest
+// size); a begin with end = begin + k (x[p:p+k]) reads from a begin the daemon holds per run; any
+// other SymInt bound takes its value (variable.js symbolicPair, as the Python client).
 P.shrink = function shrink(arg) {
-  const pairs = normalizePairs(arg, this._node.shape, 'shrink', (s) => [0, s]);
+  const shape = this._node.shape;
+  let pairs = normalizePairs(arg, shape, 'shrink', (s) => [0, s]);
   pairs.forEach(([b, e], i) => {
-    const s = this._node.shape[i];
-    if (!(b >= 0 && b <= e && e <= s)) throw new RangeError(`shrink: [${b}, ${e}] is out of range for an axis of size ${s}`);
+    const [bv, ev, s] = [current(b), current(e), shape[i]];
+    if (!(bv >= 0 && bv <= ev && ev <= s)) throw new RangeError(`shrink: [${bv}, ${ev}] is out of range for an axis of size ${s}`);
   });
-  if (pairs.every(([b, e], i) => b === 0 && e === this._node.shape[i])) return this;
-  return Tensor._make(OPS.SHRINK, this.dtype, pairs.map(([b, e]) => e - b), [this], pairs);
+  if (hasSym(pairs.flat())) pairs = pairs.map(([b, e], i) => symbolicPair(b, e, shape[i]));
+  if (pairs.every(([b, e], i) => b === 0 && e === shape[i])) return this;
+  const sizes = pairs.map(([b, e]) => (isSym(b) ? e - b._current : isSym(e) ? e.max : e - b));
+  return Tensor._make(OPS.SHRINK, this.dtype, sizes, [this], pairs);
 };
 
 P.flip = function flip(...axis) {
@@ -362,7 +383,7 @@ function sliceIndices({ start, stop, step }, size) {
 }
 
 const isSliceSpec = (i) => typeof i === 'string' && i !== '...' || (i !== null && typeof i === 'object'
-  && !Array.isArray(i) && !(i instanceof Tensor) && !ArrayBuffer.isView(i));
+  && !Array.isArray(i) && !(i instanceof Tensor) && !ArrayBuffer.isView(i) && !isSym(i));
 const isAdvanced = (i) => i instanceof Tensor || Array.isArray(i) || ArrayBuffer.isView(i);
 
 // numpy/torch indexing: a number selects (dropping the axis), 'a:b:c' or { start, stop, step }
@@ -448,20 +469,30 @@ P._expandEllipsis = function _expandEllipsis(idx) {
   return [...idx.slice(0, pos), ...Array(this.ndim - nReal).fill(':'), ...idx.slice(pos + 1)];
 };
 
+// x[i] on axis; a Variable's SymInt i reads the row at a begin the daemon holds per run.
 P._select = function _select(axis, i) {
   const size = this._node.shape[axis];
-  if (typeof i !== 'number' || !Number.isInteger(i)) throw new TypeError(`unsupported index ${String(i)}`);
-  if (i < -size || i >= size) throw new RangeError(`index ${i} is out of bounds for axis ${axis} with size ${size}`);
-  if (i < 0) i += size;
+  if (!isSym(i) && (typeof i !== 'number' || !Number.isInteger(i))) throw new TypeError(`unsupported index ${String(i)}`);
+  const v = current(i);
+  if (v < -size || v >= size) throw new RangeError(`index ${v} is out of bounds for axis ${axis} with size ${size}`);
+  if (v < 0) i = isSym(i) ? i.add(size) : i + size;
   const pairs = this._node.shape.map((s) => [0, s]);
-  pairs[axis] = [i, i + 1];
+  pairs[axis] = [i, isSym(i) ? i.add(1) : i + 1];
   const s = this._node.shape;
   return this.shrink(pairs).reshape([...s.slice(0, axis), ...s.slice(axis + 1)]);
 };
 
 P._sliceAxis = function _sliceAxis(axis, sl) {
   const size = this._node.shape[axis];
-  let [start, stop, step] = sliceIndices(sl, size);
+  if (isSym(sl.stop) && (sl.start === null || sl.start === 0 || isSym(sl.start)) && (sl.step === null || sl.step === 1)) {
+    // x[:p + 1], x[p:p + 1]: shrink makes a symbolic dim, a begin held per run or takes the values.
+    const pairs = this._node.shape.map((s) => [0, s]);
+    pairs[axis] = [sl.start === null ? 0 : sl.start, sl.stop];
+    const x = this.shrink(pairs);
+    return [x, x._node.shape[axis]];
+  }
+  const num = (v) => (isSym(v) ? plain(v) : v);
+  let [start, stop, step] = sliceIndices({ start: num(sl.start), stop: num(sl.stop), step: num(sl.step) }, size);
   let x = this;
   if (step < 0) {
     x = x.flip(axis);
