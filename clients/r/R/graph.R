@@ -173,6 +173,9 @@ node_wire <- function(n) {
                                                     u = list(uint_value = a), list(int_value = a)))
     },
     buffer = w$buffer <- if (is.raw(a)) list(data = a, shape = n$shape) else list(handle = a, shape = n$shape))
+  # SymbolicDim entries of a RESHAPE, EXPAND or SHRINK with symbolic sizes (variable.R)
+  sym <- attr(a, "symbolic", exact = TRUE)
+  if (!is.null(sym)) w$symbolic <- sym
   w
 }
 

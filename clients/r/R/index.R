@@ -7,7 +7,8 @@
 #' numbers in 1..extent, in any order, repeats allowed), or an integer tensor of positions,
 #' whose axes replace the indexed one (out-of-range positions give zeros there). Several indexes
 #' select independently, axis by axis, as for R arrays. With `drop = TRUE`, axes of extent 1 are
-#' dropped, as for R arrays.
+#' dropped, as for R arrays. A symbolic position (`x[pos + 1, ]` for a bound variable `pos`, see
+#' [pg_variable]) reads or writes one row at a position the daemon holds per run.
 #'
 #' `x[...] <- value` writes `value` where `x[...]` reads (Python's `t[idx] = v`), lazily; x stays
 #' the same object (an assign, which `jit` and `compile_step` capture as one). The indexes are
@@ -35,7 +36,7 @@
   vals <- eval_indices(as.list(substitute(list(...)))[-1L], parent.frame())
   if (length(vals) == 1L && is_mask(vals[[1]], x)) return(write_masked(x, vals[[1]], value))
   idx <- check_indices(vals, x$node$shape)
-  through_view <- all(vapply(idx, function(v) is.null(v) || (!is_tensor(v) && is_progression(v)), TRUE))
+  through_view <- all(vapply(idx, function(v) is.null(v) || is_sym(v) || (!is_tensor(v) && is_progression(v)), TRUE))
   if (through_view) write_view(x, idx, value) else write_positions(x, idx, value)
 }
 
@@ -56,6 +57,12 @@ check_indices <- function(vals, shape) {
   for (i in seq_len(nd)) {
     v <- vals[[i]]
     if (is.null(v) || is_tensor(v)) next
+    if (is_sym(v)) {  # one position, read from a begin the daemon holds per run (variable.R)
+      if (sym_int(v) < 1 || sym_int(v) > shape[i]) {
+        pg_abort("invalid_argument", sprintf("index %d: position %s is outside 1..%s", i, format(v), shape[i]))
+      }
+      next
+    }
     if (!is.numeric(v) || anyNA(v) || any(v != trunc(v)) || any(v < 1 | v > shape[i])) {
       pg_abort("invalid_argument", sprintf("index %d: positions must be whole numbers in 1..%s", i, shape[i]))
     }
@@ -78,6 +85,9 @@ select_indices <- function(x, idx) {
     if (is.null(v)) next
     if (is_tensor(v)) {
       by_tensor[[as.character(i)]] <- v
+    } else if (is_sym(v)) {
+      out <- shrink_sym(out, replace(as.list(numeric(length(out$node$shape))), i, list(v - 1)),
+                        replace(as.list(out$node$shape), i, list(v)))
     } else if (is_progression(v)) {
       out <- slice_axis(out, i - 1, v)
     } else {
@@ -107,8 +117,9 @@ write_masked <- function(x, mask, value) {
 
 # Through the view x[idx]: the daemon's WRITE_VIEW follows the view's movement ops back to x's
 # node, so the view is built anew from it here.
-write_view <- function(x, idx, value) {
-  view <- select_indices(x, idx)
+write_view <- function(x, idx, value) write_through(x, select_indices(x, idx), value)
+
+write_through <- function(x, view, value) {
   v <- written_value(x, value, view$node$shape)
   pg_assign(x, make(OP$WRITE_VIEW, x$node$dtype, x$node$shape, list(x, view, v), list()))
 }

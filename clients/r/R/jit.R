@@ -11,7 +11,10 @@
 #'   step on the daemon and runs it; later calls are one RunStep each, with the tensor arguments
 #'   as new inputs and the model's weights and optimizer state updated in place. It returns new
 #'   tensors. Other shapes or dtypes of the tensor arguments raise an error; `jit_reset(f)`
-#'   forgets the compiled step.
+#'   forgets the compiled step. A bound variable argument ([pg_bind]) with a new value replays
+#'   with that value when fn used it only in symbolic sizes; when fn took it as a number
+#'   (`as.numeric(pos)`, a comparison), or it sized nothing, the call compiles fn again (the
+#'   daemon's kernels are cached).
 #' @export
 jit <- function(fn) {
   force(fn)
@@ -33,15 +36,25 @@ jit <- function(fn) {
         st$step$release()
         st$state <- st$step$state
       }
-      if (st$cnt == 1L || stale) {
-        st$step <- compile_args(fn, args, st$state, st$optimizers)
+      variables <- NULL
+      if (st$cnt > 1L && !stale) {
+        if (!identical(names(args)[is_in], st$names) || !identical(info, st$info)) {
+          pg_abort("invalid_argument", sprintf("jit: args mismatch: this call's tensors are %s, the compiled step takes %s",
+                                               describe_info(names(args)[is_in], info), describe_info(st$names, st$info)))
+        }
+        variables <- jit_variables(st, bound_values(args))
+        if (is.null(variables)) {  # a changed Variable the step cannot take per run: capture again
+          st$step$release()
+          st$state <- st$step$state
+        }
+      }
+      if (st$cnt == 1L || stale || is.null(variables)) {
+        st$step <- jit_capture(fn, args, st)
         st$names <- names(args)[is_in]
         st$info <- info
-      } else if (!identical(names(args)[is_in], st$names) || !identical(info, st$info)) {
-        pg_abort("invalid_argument", sprintf("jit: args mismatch: this call's tensors are %s, the compiled step takes %s",
-                                             describe_info(names(args)[is_in], info), describe_info(st$names, st$info)))
+        variables <- NULL
       }
-      ret <- jit_replay(st$step, args[is_in])
+      ret <- jit_replay(st$step, args[is_in], variables)
     }
     st$cnt <- st$cnt + 1L
     ret
@@ -83,10 +96,49 @@ jit_eager <- function(fn, args, st) {
   ret
 }
 
+# The compile, noting the Variables fn took as plain numbers (variable.R) and the bound values.
+jit_capture <- function(fn, args, st) {
+  uses <- new.env(parent = emptyenv())
+  before <- .pg$concrete_uses
+  .pg$concrete_uses <- uses
+  on.exit(.pg$concrete_uses <- before)
+  step <- compile_args(fn, args, st$state, st$optimizers)
+  st$concrete <- ls(uses)
+  st$bound <- bound_values(args)
+  step
+}
+
+# (argument, Variable name, value) of every bound Variable argument.
+bound_values <- function(args) {
+  out <- list()
+  for (nm in names(args)) {
+    a <- args[[nm]]
+    if (inherits(a, "pg_bound")) out[[length(out) + 1L]] <- list(arg = nm, name = a$var$name, value = sym_int(a))
+  }
+  out
+}
+
+# The Variable values (a named list) a replay sends for the call's `bound` values, or NULL when the
+# step cannot take them per run: other arguments, or a changed Variable that fn took as a plain
+# number while capturing, or that sized no symbolic dim of the step.
+jit_variables <- function(st, bound) {
+  key <- function(b) vapply(b, function(v) paste(v$arg, v$name, sep = "\r"), "")
+  if (!identical(key(bound), key(st$bound))) return(NULL)
+  changed <- list()
+  for (i in seq_along(bound)) {
+    if (bound[[i]]$value != st$bound[[i]]$value) changed[[bound[[i]]$name]] <- bound[[i]]$value
+  }
+  names_all <- vapply(bound, function(b) b$name, "")
+  if (anyDuplicated(names_all)) return(if (length(changed)) NULL else list())
+  if (any(names(changed) %in% st$concrete) || !all(names(changed) %in% st$step$variables)) return(NULL)
+  st$bound <- bound
+  changed[sort(names(changed))]
+}
+
 # One RunStep: host data of the tensor arguments travels with it, a realized tensor by handle.
 # Dispatched like a compiled step's run: the outputs are new tensors whose bytes (downloaded when
 # too large to inline) arrive with the answer; a graph or read that needs one waits for it.
-jit_replay <- function(step, tensors) {
+jit_replay <- function(step, tensors, variables = NULL) {
   feeds <- list()
   for (nm in names(tensors)) {
     n <- tensors[[nm]]$node
@@ -104,7 +156,7 @@ jit_replay <- function(step, tensors) {
     n$awaited <- TRUE
     n
   })
-  step$run_feeds(feeds, on_answer = function(resp) {
+  step$run_feeds(feeds, variables = variables, on_answer = function(resp) {
     for (i in seq_along(nodes)) {
       o <- step$out_nodes[[i]]
       r <- resp$outputs[[i]]

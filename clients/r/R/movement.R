@@ -28,7 +28,8 @@ reshape_to <- function(x, shape) {
 #' `1:rank`; `pg_expand` grows size-1 axes; `pg_pad` takes one `c(before, after)` pair per axis (a
 #' list, or a matrix with one row per axis; a negative amount removes elements) and fills with
 #' `value`; `pg_flip` reverses axes; `pg_cat` joins tensors along an axis, `pg_stack` along a new
-#' one; `t()` transposes a matrix.
+#' one; `t()` transposes a matrix. The shape of `pg_reshape` and `pg_expand` may be a list holding
+#' symbolic sizes (`list(pos + 1, 8)`: see [pg_variable]).
 #' @param x a tensor.
 #' @param shape the new shape.
 #' @param perm a permutation of the axes.
@@ -39,6 +40,7 @@ reshape_to <- function(x, shape) {
 #' @return a tensor.
 #' @export
 pg_reshape <- function(x, shape) {
+  if (is.list(shape)) return(reshape_sym(x, shape))
   shape <- as.numeric(shape)
   if (sum(shape == -1) == 1) shape[shape == -1] <- prod(x$node$shape) / prod(shape[shape != -1])
   if (prod(shape) != prod(x$node$shape)) {
@@ -81,6 +83,7 @@ t.polygrad_tensor <- function(x) {
 #' @rdname pg_reshape
 #' @export
 pg_expand <- function(x, shape) {
+  if (is.list(shape)) return(expand_sym(x, shape))
   shape <- as.numeric(shape)
   s <- x$node$shape
   s1 <- c(rep(1, length(shape) - length(s)), s)
@@ -118,6 +121,30 @@ pg_pad <- function(x, padding, value = 0) {
     out <- pg_where(mask, out, value)
   }
   out
+}
+
+# RESHAPE or EXPAND to a shape (a list) with symbolic sizes: the daemon's shape is their largest,
+# the node carries their SymbolicDim entries. Always a node: a symbolic size is not a plain one of
+# the same value.
+reshape_sym <- function(x, shape) {
+  sizes <- sym_sizes(shape)
+  if (prod(sizes$max) != prod(x$node$shape)) {
+    pg_abort("invalid_argument", sprintf("cannot reshape (%s) to (%s)", paste(x$node$shape, collapse = ", "),
+                                         paste(vapply(shape, format, ""), collapse = ", ")))
+  }
+  make(OP$RESHAPE, x$node$dtype, sizes$max, list(x), with_symbolic(sizes$max, sizes$symbolic))
+}
+
+expand_sym <- function(x, shape) {
+  sizes <- sym_sizes(shape)
+  s <- x$node$shape
+  s1 <- c(rep(1, length(sizes$max) - length(s)), s)
+  if (length(s1) != length(sizes$max) || any(s1 != sizes$max & s1 != 1)) {
+    pg_abort("invalid_argument", sprintf("cannot expand (%s) to (%s)", paste(s, collapse = ", "),
+                                         paste(vapply(shape, format, ""), collapse = ", ")))
+  }
+  if (length(s1) != length(s)) x <- reshape_to(x, s1)
+  make(OP$EXPAND, x$node$dtype, sizes$max, list(x), with_symbolic(sizes$max, sizes$symbolic))
 }
 
 shrink <- function(x, begin, end) {

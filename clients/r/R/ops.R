@@ -46,6 +46,9 @@ cmp <- function(op, x, y, reverse = FALSE) {
 #' @return a tensor.
 #' @export
 Ops.polygrad_tensor <- function(e1, e2) {
+  # Ops.pg_sym is this same function, so R dispatches a tensor with a Variable's value here (two
+  # different methods would be an "incompatible methods" warning): variable.R's sym_ops.
+  if (is_sym(e1) || (!missing(e2) && is_sym(e2))) return(sym_ops(.Generic, e1, e2))
   if (missing(e2)) {
     return(switch(.Generic,
                   "-" = if (e1$node$dtype == "bool") logical_not(e1) else unop(OP$NEG, e1),

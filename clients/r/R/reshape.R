@@ -81,13 +81,15 @@ pg_repeat <- function(x, repeats) {
 #'
 #' `pg_split` cuts x along `axis` into pieces of the extents `sizes` (one number: pieces of that
 #' extent, the last one smaller); `pg_chunk` into `chunks` pieces of equal extent (the last one
-#' smaller). `pg_shrink` keeps a range of each axis.
+#' smaller). `pg_shrink` keeps a range of each axis; `pg_shrink(x, ranges) <- value` writes into
+#' that range (lazily, x stays the same object, as `[<-`). A range may hold symbolic sizes (a list
+#' pair, `list(1, pos + 1)`: see [pg_variable]).
 #' @param x a tensor.
 #' @param sizes extents of the pieces, or one extent.
 #' @param chunks how many pieces.
 #' @param axis a 1-based axis.
 #' @param ranges one `c(first, last)` pair of 1-based positions per axis (`NULL`: all of it);
-#'   `last = first - 1` keeps nothing.
+#'   `last = first - 1` keeps nothing. A pair with a symbolic size is a list, `list(1, pos + 1)`.
 #' @return `pg_split`, `pg_chunk`: a list of tensors; `pg_shrink`: a tensor.
 #' @export
 pg_split <- function(x, sizes, axis = 1) {
@@ -123,19 +125,33 @@ pg_chunk <- function(x, chunks, axis = 1) {
 pg_shrink <- function(x, ranges) {
   s <- x$node$shape
   if (length(ranges) != length(s)) pg_abort("invalid_argument", sprintf("shrink needs %d ranges", length(s)))
-  begin <- numeric(length(s))
-  end <- s
+  begin <- as.list(numeric(length(s)))
+  end <- as.list(s)
   for (i in seq_along(s)) {
     r <- ranges[[i]]
     if (is.null(r)) next
-    if (length(r) != 2L || r[1] < 1 || r[2] < r[1] - 1 || r[2] > s[i]) {
-      pg_abort("invalid_argument", sprintf("shrink: range c(%s) does not fit an axis of extent %s",
-                                           paste(r, collapse = ", "), s[i]))
+    # A pair with a symbolic bound is a list (c() would drop it); see pg_variable.
+    if (length(r) != 2L || !all(vapply(r, function(v) is_sym(v) || (is.numeric(v) && length(v) == 1L), TRUE))) {
+      pg_abort("invalid_argument", sprintf("shrink: range %d is not a pair of positions", i))
     }
-    begin[i] <- r[1] - 1
-    end[i] <- r[2]
+    first <- sym_int(r[[1]])
+    last <- sym_int(r[[2]])
+    if (first < 1 || last < first - 1 || last > s[i]) {
+      pg_abort("invalid_argument", sprintf("shrink: range c(%s, %s) does not fit an axis of extent %s",
+                                           format(first), format(last), s[i]))
+    }
+    begin[[i]] <- r[[1]] - 1
+    end[[i]] <- r[[2]]
   }
-  shrink(x, begin, end)
+  shrink_sym(x, begin, end)
+}
+
+#' @rdname pg_split
+#' @param value the tensor, number or R array written into the view (`pg_shrink<-`).
+#' @export
+`pg_shrink<-` <- function(x, ranges, value) {
+  # Through the view: the daemon's WRITE_VIEW follows the view's movement ops back to x's node.
+  write_through(x, pg_shrink(x, ranges), value)
 }
 
 #' Rolling, diagonals, grids, repeats and masks

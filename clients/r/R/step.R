@@ -133,6 +133,7 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
   s$gen <- .pg$gen
   s$input_nodes <- input_nodes
   s$out_nodes <- tr$outs
+  s$variables <- as.character(unlist(tr$resp$variables))  # the Variables whose symbolic dims it takes per run
   s$run <- function(...) {
     feeds <- list()
     data <- list(...)
@@ -160,8 +161,9 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
   }
   # One RunStep with `feeds` (node_id and data or handle) and the optimizer scalars: the response;
   # with `on_answer`, sent on the session's stream without waiting, on_answer(response) called once
-  # it is settled (at once where there is no stream).
-  s$run_feeds <- function(feeds, on_answer = NULL) {
+  # it is settled (at once where there is no stream). `variables`: new values (by name) of the
+  # Variables in s$variables, kept by the daemon for later runs.
+  s$run_feeds <- function(feeds, on_answer = NULL, variables = NULL) {
     for (sc in tr$scalars) {
       value <- optimizer_scalars(sc$opt, s$k)[[sc$name]]
       key <- as.character(sc$id)
@@ -172,6 +174,9 @@ new_compiled_step <- function(tr, inputs, input_nodes, optimizers, first_k) {
     }
     if (!identical(s$gen, .pg$gen)) pg_abort("failed_precondition", "compile_step: this step belongs to a closed session")
     req <- list(step_id = s$step_id, inputs = feeds, want_data = TRUE)
+    if (length(variables)) {
+      req$variables <- lapply(names(variables), function(nm) list(name = nm, value = variables[[nm]]))
+    }
     # The first run draws what the trace drew; every later one the next counters, as eagerly.
     if (!is.null(tr$random) && s$runs > 0) {
       seed <- if (is.null(.pg$seed)) tr$random$seed else format(.pg$seed, scientific = FALSE)
