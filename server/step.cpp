@@ -3,6 +3,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/frontend/random.h"
@@ -33,6 +34,40 @@ class InUse {
   std::atomic<int>& busy_;
   S& session_;
 };
+
+// The wire nodes of a request by id, and the begin buffers of its SHRINKs with a symbolic begin.
+struct SentNodes {
+  absl::flat_hash_map<uint64_t, const v1::Node*> by_id;
+  absl::flat_hash_map<uint64_t, UOpRef> shrink_begin;
+};
+
+// An assign of WRITE_VIEW(target, SHRINK(target), part), all sent in this request, with at most one
+// symbolic begin and no symbolic end: the box the shrink reads, which the step writes from `part`
+// alone (StepRegion). Null for any other value, which is computed and copied whole.
+std::shared_ptr<const StepRegion> region_of(const SentNodes& sent, uint64_t target, uint64_t value, const UOpRef& part) {
+  auto v = sent.by_id.find(value);
+  if (v == sent.by_id.end() || v->second->op() != v1::WRITE_VIEW || v->second->src_size() != 3 ||
+      v->second->src(0) != target)
+    return nullptr;
+  auto view = sent.by_id.find(v->second->src(1));
+  if (view == sent.by_id.end() || view->second->op() != v1::SHRINK || view->second->src_size() != 1 ||
+      view->second->src(0) != target || view->second->symbolic_size() > 1)
+    return nullptr;
+  const v1::Node& shrink = *view->second;
+  auto region = std::make_shared<StepRegion>();
+  region->part = part;
+  for (int d = 0; d < shrink.pairs().begin_size() && d < shrink.pairs().end_size(); ++d) {
+    region->begin.push_back(shrink.pairs().begin(d));
+    region->count.push_back(shrink.pairs().end(d) - shrink.pairs().begin(d));
+  }
+  if (shrink.symbolic_size() == 1) {
+    auto begin = sent.shrink_begin.find(shrink.id());
+    if (!shrink.symbolic(0).begin() || begin == sent.shrink_begin.end()) return nullptr;
+    region->dynamic_axis = shrink.symbolic(0).axis();
+    region->dynamic_begin = begin->second;
+  }
+  return region;
+}
 
 std::string describe(const Buffer& b) {
   return absl::StrCat(dtype_name(b.dtype()), "[", absl::StrJoin(b.shape(), ","), "]");
@@ -142,6 +177,10 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
     }
     absl::StatusOr<DecodedNodes> decoded = decode(request.nodes());
     if (!decoded.ok()) return decoded.status();
+    SentNodes sent;
+    for (const v1::Node& n : request.nodes()) sent.by_id[n.id()] = &n;
+    for (const DecodedNode& n : decoded->nodes)
+      if (sent.by_id.at(n.id)->op() == v1::SHRINK && n.extents.size() == 1) sent.shrink_begin[n.id] = n.extents[0].uop;
     if (absl::Status s = commit_nodes(*decoded, added, transfer); !s.ok()) return s;
     auto fail = [&](absl::Status s) {
       erase_nodes(added);
@@ -202,7 +241,13 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
       if (!written.insert(target->get()).second) {
         return fail(absl::InvalidArgumentError(absl::StrCat(name, " is also an input or another assign's target")));
       }
-      spec.assigns.push_back(StepAssign{*target, value});
+      std::shared_ptr<const StepRegion> region;
+      if (a.target_case() == v1::StepAssign::kTargetNode) {
+        const v1::Node* w = sent.by_id.contains(a.value()) ? sent.by_id.at(a.value()) : nullptr;
+        if (w != nullptr && w->op() == v1::WRITE_VIEW && w->src_size() == 3 && nodes_.contains(w->src(2)))
+          region = region_of(sent, a.target_node(), a.value(), nodes_.at(w->src(2)).current());
+      }
+      spec.assigns.push_back(StepAssign{*target, value, std::move(region)});
       step->written_ids.insert((*target)->id());
     }
     if (quotas_ != nullptr) {
@@ -255,6 +300,7 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
   stats->set_kernels(st.kernels);
   stats->set_intermediates(st.intermediates);
   stats->set_intermediate_bytes(st.intermediate_bytes);
+  stats->set_box_assigns(st.box_assigns);
   stats->set_compiled(st.compiled);
   stats->set_cache_hits(st.cache_hits);
   stats->set_seconds(std::chrono::duration<double>(Clock::now() - start).count());

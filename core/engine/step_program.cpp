@@ -123,6 +123,59 @@ absl::StatusOr<std::shared_ptr<const StepProgram::Copy::Prefix>> StepProgram::va
       outer, value.shape[axis], static_cast<size_t>(inner) * dtype_itemsize(value.dtype), *std::move(extent)});
 }
 
+absl::StatusOr<std::shared_ptr<const StepProgram::Copy::Box>> StepProgram::region_box(const StepAssign& a,
+                                                                                       const Bindings& bound, size_t i) {
+  const StepRegion& r = *a.region;
+  const std::vector<int64_t>& shape = a.target->shape();
+  const size_t rank = shape.size();
+  if (r.begin.size() != rank || r.count.size() != rank || r.part->shape != r.count || r.part->dtype != a.target->dtype() ||
+      r.dynamic_axis < -1 || r.dynamic_axis >= static_cast<int64_t>(rank) || (r.dynamic_axis >= 0) != bool(r.dynamic_begin))
+    return absl::InvalidArgumentError(absl::StrCat("assign ", i, ": its region does not describe a box of the target"));
+  for (size_t d = 0; d < rank; ++d)
+    if (r.count[d] < 0 || r.count[d] > shape[d] ||
+        (static_cast<int64_t>(d) != r.dynamic_axis && (r.begin[d] < 0 || r.begin[d] + r.count[d] > shape[d])))
+      return absl::InvalidArgumentError(absl::StrCat("assign ", i, ": its region's axis ", d, " does not fit the target"));
+  auto box = std::make_shared<Copy::Box>(Copy::Box{shape, r.begin, r.count, dtype_itemsize(a.target->dtype()), r.dynamic_axis, {}});
+  if (r.dynamic_axis >= 0) {
+    absl::StatusOr<std::function<int64_t()>> at = extent_reader(*r.dynamic_begin, bound);
+    if (!at.ok()) return at.status();
+    box->dynamic_begin = *std::move(at);
+  }
+  return std::shared_ptr<const Copy::Box>(std::move(box));
+}
+
+absl::Status StepProgram::copy_box(Backend& backend, const Copy& c) {
+  const Copy::Box& b = *c.box;
+  std::vector<int64_t> begin = b.begin, count = b.count;
+  if (b.dynamic_axis >= 0) {
+    const size_t d = static_cast<size_t>(b.dynamic_axis);
+    begin[d] = b.dynamic_begin();
+    // Past the axis nothing is written (a begin read as data never writes out of bounds).
+    count[d] = std::clamp<int64_t>(b.shape[d] - begin[d], 0, b.count[d]);
+    if (begin[d] < 0) return absl::OkStatus();
+  }
+  const size_t rank = b.shape.size();
+  for (int64_t n : count)
+    if (n == 0) return absl::OkStatus();
+  // Rows along the last axis, each a contiguous run in both buffers; `part` keeps its own count.
+  std::vector<int64_t> at(rank, 0);
+  const size_t row_bytes = static_cast<size_t>(count.empty() ? 1 : count.back()) * b.itemsize;
+  while (true) {
+    int64_t to = 0, from = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      to = to * b.shape[d] + begin[d] + at[d];
+      from = from * b.count[d] + at[d];
+    }
+    if (absl::Status s = backend.copy(static_cast<const char*>(c.from) + static_cast<size_t>(from) * b.itemsize,
+                                      static_cast<char*>(c.to) + static_cast<size_t>(to) * b.itemsize, row_bytes);
+        !s.ok())
+      return s;
+    size_t d = rank == 0 ? 0 : rank - 1;  // the next row: count up the axes before the last
+    while (d > 0 && ++at[d - 1] == count[d - 1]) at[--d] = 0;
+    if (d == 0) return absl::OkStatus();
+  }
+}
+
 absl::Status StepProgram::run(const std::function<bool()>& should_stop) {
   std::lock_guard lock(run_mu_);
   // Each transfer returns when its bytes have arrived (GPU steps: queued on the step's stream,
@@ -144,6 +197,10 @@ absl::Status StepProgram::run(const std::function<bool()>& should_stop) {
     if (absl::Status st = backend.launch(s.kernel, s.args.data(), s.args.size()); !st.ok()) return finish(st);
   }
   for (const Copy& c : copies_) {
+    if (c.box) {
+      if (absl::Status s = copy_box(backend, c); !s.ok()) return finish(s);
+      continue;
+    }
     if (!c.prefix) {
       if (absl::Status s = backend.copy(c.from, c.to, c.bytes); !s.ok()) return finish(s);
       continue;
@@ -176,7 +233,7 @@ absl::StatusOr<std::unique_ptr<StepProgram>> Engine::compile_step(const StepSpec
   }
 
   std::vector<UOpRef> roots = spec.outputs;
-  for (const StepAssign& a : spec.assigns) roots.push_back(a.value);
+  for (const StepAssign& a : spec.assigns) roots.push_back(a.region ? a.region->part : a.value);
   roots.insert(roots.end(), spec.materialize.begin(), spec.materialize.end());
   auto where = step_place(roots, spec.bound, options);
   if (!where.ok()) return where.status();
@@ -298,8 +355,13 @@ absl::StatusOr<std::unique_ptr<StepProgram>> Engine::compile_step(const StepSpec
       step->snapshots_.push_back(StepProgram::Copy{value->data(), (*snap)->data(), value->nbytes()});
       value = *snap;
     }
-    StepProgram::Copy copy{value->data(), a.target->data(), a.target->nbytes(), nullptr};
-    if (!a.value->extents.empty()) {
+    StepProgram::Copy copy{value->data(), a.target->data(), a.target->nbytes(), nullptr, nullptr};
+    if (a.region) {
+      auto box = StepProgram::region_box(a, spec.bound, i);
+      if (!box.ok()) return box.status();
+      copy.box = *std::move(box);
+      ++step->stats_.box_assigns;
+    } else if (!a.value->extents.empty()) {
       auto prefix = StepProgram::valid_prefix(*a.value, spec.bound, i);
       if (!prefix.ok()) return prefix.status();
       copy.prefix = *std::move(prefix);

@@ -21,11 +21,26 @@ namespace polygrad {
 class Backend;
 class DeviceStreams;
 
+// An assign whose value is the target with one box of it replaced (a write through a shrink view:
+// tinygrad's cache[:, :, p:p+1].assign(new)): only `part` is computed and copied into the box, so
+// a run writes what changed rather than the whole target. The box starts at `begin` and spans
+// `count` along each axis; along `dynamic_axis` (-1: none) its begin is read from the 0-d int32
+// BUFFER `dynamic_begin` when the run copies (RunStep may set it), and what would fall past the
+// axis is not written.
+struct StepRegion {
+  UOpRef part;  // the box's new values: the target's dtype, shape `count`
+  std::vector<int64_t> begin, count;
+  int64_t dynamic_axis = -1;
+  UOpRef dynamic_begin;
+};
+
 // After each run, `target` holds the value `value` had during that run (an in-place update of a
-// parameter or optimizer state). The value must have the target's dtype and shape.
+// parameter or optimizer state). The value must have the target's dtype and shape. With a
+// `region`, `value` is the target with that box replaced, and only the box is written.
 struct StepAssign {
   BufferPtr target;
   UOpRef value;
+  std::shared_ptr<const StepRegion> region;
 };
 
 struct StepSpec {
@@ -44,6 +59,7 @@ struct StepStats {
   uint64_t intermediate_bytes = 0;  // their total size
   uint32_t compiled = 0;            // kernels compiled by compile_step (kernel-cache misses)
   uint32_t cache_hits = 0;
+  uint32_t box_assigns = 0;         // assigns that write only their region's box
 };
 
 class StepProgram {
@@ -85,6 +101,14 @@ class StepProgram {
       std::function<int64_t()> extent;  // read when the run copies: RunStep may have set it
     };
     std::shared_ptr<const Prefix> prefix;
+    // A StepRegion's box: `from` holds its values densely, `to` is the whole target of `shape`.
+    struct Box {
+      std::vector<int64_t> shape, begin, count;
+      size_t itemsize;
+      int64_t dynamic_axis;
+      std::function<int64_t()> dynamic_begin;  // read when the run copies
+    };
+    std::shared_ptr<const Box> box;
   };
   struct Transfer {  // a COPY node of the step: a bound buffer into the step's, across devices
     const Buffer* from;
@@ -94,6 +118,10 @@ class StepProgram {
   // What of assign `i`'s value, which has a symbolic dim, is copied into its target.
   static absl::StatusOr<std::shared_ptr<const Copy::Prefix>> valid_prefix(const UOp& value, const Bindings& bound,
                                                                           size_t i);
+  // Assign `i`'s box (its StepRegion) as a copy plan, or INVALID_ARGUMENT for a box that does not fit.
+  static absl::StatusOr<std::shared_ptr<const Copy::Box>> region_box(const StepAssign& a, const Bindings& bound, size_t i);
+  // Copies a box from its dense values into the target (Copy::box set).
+  static absl::Status copy_box(Backend& backend, const Copy& c);
 
   Engine::Impl* engine_ = nullptr;
   std::string device_ = "CPU";

@@ -11,6 +11,7 @@
 #include "core/engine/step_program.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/tensor_ops.h"
+#include "core/frontend/view_write.h"
 
 namespace polygrad {
 namespace {
@@ -171,6 +172,41 @@ TEST_F(StepProgramTest, ASymbolicValueWritesItsValidPartOnly) {
   auto refused = engine_->compile_step(StepSpec{{}, bound_, {{buf(a), *fe::alu(Ops::NEG, {both})}}});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("assign 0: a value with 2 symbolic dims"), std::string::npos) << refused.status();
+}
+
+// A region assign (a write through a shrink view) writes its box from the part alone, at a begin
+// read per run; what would fall past the axis is not written. The value's full form (the target
+// with the box replaced, here write_view's) is what the box copy must equal.
+TEST_F(StepProgramTest, ARegionWritesItsBoxAtABeginReadPerRun) {
+  UOpRef a = leaf({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2});
+  UOpRef part = leaf({-1, -2, -3, -4}, {2, 1, 2});
+  BufferPtr at = *engine_->allocate(DType::Int32, {});
+  const int32_t one = 1;
+  std::memcpy(at->data(), &one, sizeof one);
+  UOpRef begin = *fe::buffer(at->id(), DType::Int32, {});
+  bound_[begin.get()] = at;
+  leaves_.push_back(begin);
+  UOpRef value = *fe::write_view(a, *fe::slice_at(a, 1, begin, 1), part);
+  auto region = std::make_shared<StepRegion>(StepRegion{part, {0, 0, 0}, {2, 1, 2}, 1, begin});
+  UOpRef total = *fe::sum(value, {0, 1, 2}, false);
+  auto compiled = engine_->compile_step(StepSpec{{total}, bound_, {{buf(a), value, region}}});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ((*compiled)->stats().kernels, 1u);  // the sum: the full value is never computed
+  EXPECT_EQ((*compiled)->stats().box_assigns, 1u);
+  ASSERT_TRUE((*compiled)->run().ok());
+  EXPECT_EQ(values(buf(a)), (std::vector<float>{1, 2, -1, -2, 5, 6, 7, 8, -3, -4, 11, 12}));
+  EXPECT_EQ(values((*compiled)->outputs()[0]), (std::vector<float>{1 + 2 + 5 + 6 + 7 + 8 + 11 + 12 - 10}));
+  for (int32_t b : {2, 3, 7}) {  // the last row, then past the axis: nothing written
+    std::memcpy(at->data(), &b, sizeof b);
+    ASSERT_TRUE((*compiled)->run().ok());
+  }
+  EXPECT_EQ(values(buf(a)), (std::vector<float>{1, 2, -1, -2, -1, -2, 7, 8, -3, -4, -3, -4}));
+  // A box that does not fit the target is refused, naming the assign.
+  auto wide = std::make_shared<StepRegion>(StepRegion{part, {0, 2, 0}, {2, 2, 2}, -1, nullptr});
+  auto refused = engine_->compile_step(StepSpec{{}, bound_, {{buf(a), value, wide}}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("assign 0: its region does not describe a box"), std::string::npos)
+      << refused.status();
 }
 
 TEST_F(StepProgramTest, CancelledRunChangesNoTarget) {

@@ -175,6 +175,7 @@ class CompiledTrainingStep:
     self.n_kernels = int(stats.kernels)
     self.n_intermediates = int(stats.intermediates)
     self.intermediate_bytes = int(stats.intermediate_bytes)
+    self.n_box_assigns = int(stats.box_assigns)  # assigns written as a box (a write through a shrink view)
     self.compile_seconds = float(stats.seconds)
     self._inputs = inputs  # argument name -> (tensor, input node)
     self._by_node = {n.id: (name, t, n) for name, (t, n) in inputs.items()}
