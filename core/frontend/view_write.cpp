@@ -40,6 +40,37 @@ absl::StatusOr<std::vector<const UOp*>> chain_to(const UOpRef& target, const UOp
   return steps;
 }
 
+// A gather along the last axis undone: each gathered element back where it was read, 0 elsewhere,
+// the last write winning on a repeat. A few gathered elements per row (a KV cache's new row) are a
+// WHERE each, with no reduction, so the result fuses into what reads it (and a symbolic dim's loop
+// stop reaches it); more are a scatter.
+absl::StatusOr<UOpRef> ungather(const Shape& before, const UOpRef& index, const UOpRef& x) {
+  constexpr int64_t kUnrolled = 4;
+  const size_t last = before.size() - 1;
+  const int64_t m = x->shape.back();
+  PG_ASSIGN(empty, constant(int64_t{0}, x->dtype, before));
+  if (m > kUnrolled) return scatter_reduce(empty, -1, index, x, ScatterReduce::None, false);
+  PG_ASSIGN(positions, arange(before.back(), index->dtype));
+  Shape along(before.size(), 1);
+  along.back() = before.back();
+  PG_ASSIGN(row, reshape(positions, along));
+  PG_ASSIGN(at, expand(row, before));
+  UOpRef out = empty;
+  for (int64_t k = 0; k < m; ++k) {
+    Pairs one;
+    for (size_t d = 0; d < last; ++d) one.emplace_back(0, x->shape[d]);
+    one.emplace_back(k, k + 1);
+    PG_ASSIGN(index_k, shrink(index, one));
+    PG_ASSIGN(value_k, shrink(x, one));
+    PG_ASSIGN(wide_index, expand(index_k, before));
+    PG_ASSIGN(wide_value, expand(value_k, before));
+    PG_ASSIGN(differs, alu(Ops::CMPNE, {wide_index, at}));
+    PG_ASSIGN(kept, alu(Ops::WHERE, {differs, out, wide_value}));
+    out = kept;
+  }
+  return out;
+}
+
 // Undoes one step on x: from the step's shape back to its source's.
 absl::StatusOr<UOpRef> undo(const UOp& step, const UOpRef& x) {
   const Shape& before = step.src[0]->shape;
@@ -62,10 +93,8 @@ absl::StatusOr<UOpRef> undo(const UOp& step, const UOpRef& x) {
       for (size_t i = 0; i < before.size(); ++i) cut.emplace_back(a[2 * i], a[2 * i] + before[i]);
       return shrink(x, cut);
     }
-    case Ops::GATHER: {  // each gathered element back where it was read; the last write wins on a repeat
-      PG_ASSIGN(empty, constant(int64_t{0}, x->dtype, before));
-      return scatter_reduce(empty, -1, step.src[1], x, ScatterReduce::None, false);
-    }
+    case Ops::GATHER:
+      return ungather(before, step.src[1], x);
     default:
       return invalid(absl::StrCat("cannot undo ", op_name(step.op)));
   }

@@ -51,7 +51,8 @@ def test_a_token_writes_and_reads_the_caches_up_to_its_position_on_one_capture(r
   cache = KVCache(m, 1, CFG.n_positions)
   for i in range(10):
     np.testing.assert_allclose(cache.step(toks[:, i], [i]), full[:, i], rtol=1e-5, atol=1e-5, err_msg=f"position {i}")
-  assert cache._step.captured.variables == {"kv_length"} and cache._step.captured.runs == 10
+  step = cache._step_at.captured  # one row: its key and value are written at the position alone
+  assert step.variables == {"kv_pos"} and step.runs == 10 and step.n_box_assigns == 2 * CFG.n_layer
   again = rng.integers(0, CFG.vocab_size, (1, 3)).astype(np.int32)
   restart = GPT2Instance(m, max_batch=1).logits(again)
   for i in range(3):
@@ -174,4 +175,4 @@ def test_logits_and_greedy_steps_share_one_cache(rng):
         assert cache.step_greedy(toks[:, i], [i])[0] == full[i].argmax(), (rnd, i)
       else:
         np.testing.assert_allclose(cache.step(toks[:, i], [i])[0], full[i], rtol=1e-5, atol=1e-5)
-  assert cache._step.captured.runs == 12 and cache._greedy.captured.runs == 8, "each captured once"
+  assert cache._step_at.captured.runs == 12 and cache._greedy_at.captured.runs == 8, "each captured once"

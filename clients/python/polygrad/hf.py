@@ -171,16 +171,25 @@ class Attention:
     att = mask.where(att, float("-inf")).softmax(-1)
     return self.c_proj((att @ v).permute(0, 2, 1, 3).reshape(b, t, c))
 
-  def cached(self, x: Tensor, write: Tensor, valid: Tensor, kc: Tensor, vc: Tensor, length=None) -> Tensor:
+  def cached(self, x: Tensor, write: Tensor, valid: Tensor, kc: Tensor, vc: Tensor, length=None, at=None) -> Tensor:
     """Attention of one new position per row, x (B, 1, C), against the key/value caches kc, vc
     (B, H, W, hd): the new key and value land where `write` (B, 1, W, 1) is true (the caches are
     assigned), and the query attends where `valid` (B, 1, 1, W) is true. With `length` (a SymInt
     past every row's position: polygrad.variable) only the caches' first `length` positions are
-    written and read, so the work follows the positions, not the window."""
+    written and read, so the work follows the positions, not the window. With `at` (a SymInt: the
+    position of every row) the new key and value are written at `at` alone (tinygrad's
+    cache[:, :, at:at+1].assign(k): a compiled step writes that row in place) and the query attends
+    over the first at + 1 positions; write, valid and length are not used."""
     b, _, c = x.shape
     hd = c // self.n_head
     qkv = self.c_attn(x)
     q, k, v = (qkv[:, :, i * c:(i + 1) * c].reshape(b, 1, self.n_head, hd).permute(0, 2, 1, 3) for i in range(3))
+    if at is not None:
+      kc[:, :, at:at + 1].assign(k)
+      vc[:, :, at:at + 1].assign(v)
+      keys, values = kc[:, :, :at + 1], vc[:, :, :at + 1]
+      att = ((q @ keys.transpose(-2, -1)) * self.scale).softmax(-1)
+      return self.c_proj((att @ values).permute(0, 2, 1, 3).reshape(b, 1, c))
     if length is not None:
       write, valid = write[:, :, :length], valid[:, :, :, :length]
       kc.assign(write.where(k, kc[:, :, :length]))
@@ -213,8 +222,8 @@ class Block:
     x = x + self.attn(self.ln_1(x), mask)
     return x + self.mlp(self.ln_2(x))
 
-  def cached(self, x: Tensor, write: Tensor, valid: Tensor, kc: Tensor, vc: Tensor, length=None) -> Tensor:
-    x = x + self.attn.cached(self.ln_1(x), write, valid, kc, vc, length)
+  def cached(self, x: Tensor, write: Tensor, valid: Tensor, kc: Tensor, vc: Tensor, length=None, at=None) -> Tensor:
+    x = x + self.attn.cached(self.ln_1(x), write, valid, kc, vc, length, at)
     return x + self.mlp(self.ln_2(x))
 
 
@@ -261,11 +270,12 @@ class GPT2:
     head = self.wte.weight if self.lm_head is None else self.lm_head.weight
     return x @ head.transpose(0, 1)
 
-  def cached(self, tok: Tensor, pos: Tensor, caches: List[Tuple[Tensor, Tensor]], length=None) -> Tensor:
+  def cached(self, tok: Tensor, pos: Tensor, caches: List[Tuple[Tensor, Tensor]], length=None, at=None) -> Tensor:
     """Logits (B, vocab) of one new token per row: int32 `tok` and `pos` (B, 1), each row at its
     own position; `caches` holds every layer's (keys, values), (B, H, W, hd), which this assigns
     (the new key and value at pos). Positions are data, so one graph serves every position.
-    `length` (a SymInt past every row's position) limits the caches' part written and read."""
+    `length` (a SymInt past every row's position) limits the caches' part written and read; `at`
+    (a SymInt equal to every row's position) writes the one row in place (Attention.cached)."""
     b = tok.shape[0]
     w = caches[0][0].shape[2]
     ar = Tensor.arange(w, dtype=dtypes.int32).reshape(1, w)
@@ -273,7 +283,7 @@ class GPT2:
     valid = (ar <= pos).reshape(b, 1, 1, w)
     x = self.wte(tok) + self.wpe(pos)
     for block, (kc, vc) in zip(self.h, caches):
-      x = block.cached(x, write, valid, kc, vc, length)
+      x = block.cached(x, write, valid, kc, vc, length, at)
     return self._head(self.ln_f(x).reshape(b, self.config.n_embd))
 
 

@@ -9,7 +9,8 @@ and the caches' used length, max(position) + 1, is a symbolic dim (polygrad.vari
 the step takes per run), so the same compiled kernels serve every position: after the first token
 of each kind nothing compiles. A token's step writes and attends over the caches' first `length`
 rows only (loops that stop there, and an assign that writes the valid part), so its cost grows
-with its position, not with the window.
+with its position, not with the window; when every row is at one position (a Variable as well)
+the step writes that position's key and value alone, in place (a write through a shrink view).
 """
 from __future__ import annotations
 
@@ -44,32 +45,36 @@ class KVCache:
     # The caches are written and read up to the furthest row's position: a symbolic dim, so one
     # step serves every length (RunStep's `variables`) and a token's work follows its position.
     self._length = Variable("kv_length", 1, window)
-    self._step = TinyJit(self._decode)
-    self._greedy = TinyJit(self._decode_greedy)
+    # Rows at one position (one prompt, or prompts of one length): the new keys and values are
+    # written at that position alone (a Variable too), in place, instead of over the prefix.
+    self._at = Variable("kv_pos", 0, window - 1)
+    self._step, self._greedy = TinyJit(self._decode), TinyJit(self._decode_greedy)
+    self._step_at, self._greedy_at = TinyJit(self._decode), TinyJit(self._decode_greedy)
     # The caches are buffers already, so the first call may capture: an eager first call would
-    # leave them in new buffers, away from the one the other step (logits or greedy) updates.
-    self._step.cnt = self._greedy.cnt = 1
+    # leave them in new buffers, away from the one the other steps update.
+    for jit in (self._step, self._greedy, self._step_at, self._greedy_at):
+      jit.cnt = 1
 
-  def _decode(self, tok: Tensor, pos: Tensor, length) -> Tensor:
+  def _decode(self, tok: Tensor, pos: Tensor, length, at=None) -> Tensor:
     with Tensor.no_grad:
-      return self.model.cached(tok, pos, self.caches, length)
+      return self.model.cached(tok, pos, self.caches, length, at)
 
-  def _decode_greedy(self, tok: Tensor, pos: Tensor, length) -> Tensor:
+  def _decode_greedy(self, tok: Tensor, pos: Tensor, length, at=None) -> Tensor:
     with Tensor.no_grad:
-      return self.model.cached(tok, pos, self.caches, length).argmax(-1).cast(dtypes.int32)
+      return self.model.cached(tok, pos, self.caches, length, at).argmax(-1).cast(dtypes.int32)
 
   def step(self, tokens, positions) -> np.ndarray:
     """float32 logits (batch, vocab) of `tokens` (batch,) at `positions` (batch,; each row its
     own): their keys and values join the cache. A position overwrites what was cached there and
     hides what lies after it, so a new sequence simply starts again at 0."""
-    return self._run(self._step, tokens, positions)
+    return self._run(self._step, self._step_at, tokens, positions)
 
   def step_greedy(self, tokens, positions) -> np.ndarray:
     """As step, but the most likely next token of each row (int32 (batch,), the first of equal
     logits), chosen on the daemon: a few bytes come back instead of the logits."""
-    return self._run(self._greedy, tokens, positions)
+    return self._run(self._greedy, self._greedy_at, tokens, positions)
 
-  def _run(self, jit: TinyJit, tokens, positions) -> np.ndarray:
+  def _run(self, jit: TinyJit, jit_at: TinyJit, tokens, positions) -> np.ndarray:
     tok = np.asarray(tokens).reshape(-1)
     pos = np.asarray(positions).reshape(-1)
     if tok.shape[0] != self.batch or pos.shape[0] != self.batch:
@@ -79,15 +84,19 @@ class KVCache:
     vocab = self.model.config.vocab_size
     if tok.dtype.kind not in "iu" or tok.min() < 0 or tok.max() >= vocab:
       raise ValueError(f"tokens must be integers in [0, {vocab}), got {tok.tolist()}")
-    out = jit(Tensor(tok.astype(np.int32).reshape(-1, 1), dtype=dtypes.int32),
-              Tensor(pos.astype(np.int32).reshape(-1, 1), dtype=dtypes.int32), self._length.bind(int(pos.max()) + 1))
-    return out.numpy()
+    args = (Tensor(tok.astype(np.int32).reshape(-1, 1), dtype=dtypes.int32),
+            Tensor(pos.astype(np.int32).reshape(-1, 1), dtype=dtypes.int32))
+    if (pos == pos[0]).all():
+      return jit_at(*args, None, self._at.bind(int(pos[0]))).numpy()
+    return jit(*args, self._length.bind(int(pos.max()) + 1)).numpy()
 
   @property
   def n_kernels(self) -> int:
-    """Kernels a token's step (logits, else greedy) launches; 0 before either ran."""
-    jit = self._step if self._step.captured is not None else self._greedy
-    return 0 if jit.captured is None else jit.captured.n_kernels
+    """Kernels a token's step launches (the first of the steps that ran); 0 before any ran."""
+    for jit in (self._step_at, self._greedy_at, self._step, self._greedy):
+      if jit.captured is not None:
+        return jit.captured.n_kernels
+    return 0
 
 
 class _KVCaches:
