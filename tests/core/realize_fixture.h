@@ -26,7 +26,7 @@ class RealizeFixture : public ::testing::Test {
     BufferPtr buf = *engine_->allocate(dt, shape);
     v.resize(buf->numel());
     for (T& x : v) x = gen();
-    std::memcpy(buf->data(), v.data(), v.size() * sizeof(T));
+    if (!v.empty()) std::memcpy(buf->data(), v.data(), v.size() * sizeof(T));  // data() may be null when empty
     UOpRef x = *frontend::buffer(buf->id(), dt, shape);
     bound_[x.get()] = buf;
     leaves_.push_back(x);
