@@ -162,13 +162,13 @@ def take_pending_losses() -> List["Tensor"]:
 
 
 class _View:
-  """What a movement op's result is a view of: `base` (a tensor whose node was `root` when the
-  first step was taken), the steps (op, shape, arg) from root, and `node`, the view's node then.
-  A tensor that was assigned since holds another node and is no longer the view."""
-  __slots__ = ("base", "root", "steps", "node")
+  """What a movement op's result is a view of: `base`, the steps (op, shape, arg) taken from it,
+  and `node`, the view's node then. A tensor that was assigned since holds another node and is no
+  longer the view."""
+  __slots__ = ("base", "steps", "node")
 
-  def __init__(self, base: "Tensor", root: g.Node, steps: tuple, node: g.Node):
-    self.base, self.root, self.steps, self.node = base, root, steps, node
+  def __init__(self, base: "Tensor", steps: tuple, node: g.Node):
+    self.base, self.steps, self.node = base, steps, node
 
   def replay(self, base: "Tensor") -> "Tensor":
     """The same steps taken from base's current node."""
@@ -293,9 +293,9 @@ class Tensor:
     step = ((op, shape, arg),)
     v = self._view
     if v is not None and v.node is self._node:
-      out._view = _View(v.base, v.root, v.steps + step, out._node)
+      out._view = _View(v.base, v.steps + step, out._node)
     else:
-      out._view = _View(self, self._node, step, out._node)
+      out._view = _View(self, step, out._node)
     base = out._view.base
     if base._views is None:
       base._views = weakref.WeakSet()
