@@ -79,6 +79,10 @@ GRAPHS = {
                 node(8, pb.UNFOLD, [7], composite=comp(axes=[1], n=3, step=2)),
                 node(9, pb.NONZERO, [8], composite=comp(n=4)),
                 node(10, pb.MULTINOMIAL, [3], composite=comp(n=2, seed=4, counter=1))],
+    "view": [f32(1, 6, 4), f32(2, 1, 4),
+             pb.Node(id=3, op=pb.SHRINK, src=[1], pairs=pb.Pairs(begin=[2, 0], end=[3, 4]),
+                     symbolic=[pb.SymbolicDim(axis=0, extent=2, variable="pos", mul=1, begin=True)]),
+             node(4, pb.WRITE_VIEW, [1, 3, 2], composite=comp()), node(5, pb.REDUCE_SUM, [4], axes=pb.Axes(axes=[0, 1]))],
     "gradient": [f32(1, 3, 4), f32(2, 4, 2), node(3, pb.MATMUL, [1, 2]), node(4, pb.TANH, [3]), node(5, pb.MUL, [4, 4]),
                  node(6, pb.REDUCE_SUM, [5], axes=pb.Axes(axes=[0, 1])), node(7, pb.GRADIENT, [6, 1]), node(8, pb.GRADIENT, [6, 2]),
                  node(9, pb.GRADIENT, [7, 2])],
@@ -145,6 +149,10 @@ def main():
   on_handle = [f32(1, 2, 2, handle=1), node(2, pb.EXP, [1]), node(3, pb.ADD, [1, 2])]
   write("fuzz_compile_step_decode", "handle", pb.CompileStepRequest(
       nodes=on_handle, outputs=[2], assigns=[pb.StepAssign(target_handle=1, value=3)]).SerializeToString())
+  # A KV-cache row written in place: the assign's value is a write through a shrink view at a begin
+  # held per run (a box assign).
+  write("fuzz_compile_step_decode", "box", pb.CompileStepRequest(
+      nodes=GRAPHS["view"], outputs=[5], assigns=[pb.StepAssign(target_node=1, value=4)]).SerializeToString())
   fed = [f32(1, 2, 3), f32(2, 3, 2), node(3, pb.MATMUL, [1, 2]), node(4, pb.RELU, [3])]
   write("fuzz_compile_step_decode", "input", pb.CompileStepRequest(nodes=fed, inputs=[1], outputs=[4]).SerializeToString())
   for name, nodes in GRAPHS.items():
