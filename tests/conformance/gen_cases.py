@@ -723,7 +723,7 @@ case("setitem/slice-step", "setitem", ["WRITE_VIEW", "SHRINK", "PAD"], [inp("flo
      {"index": [{"slice": [None, None, None]}, {"slice": [1, None, 2]}]})
 case("setitem/neg-step-number-into-int", "setitem", ["WRITE_VIEW", "FLIP"], [inp("int32", (5,))],
      {"index": [{"slice": [None, None, -2]}], "value": 2.5})
-case("setitem/index-tensor", "setitem", ["SCATTER_REDUCE", "GATHER"],
+case("setitem/index-tensor", "setitem", "SCATTER_REDUCE",
      [inp("float32", (4, 3)), inp("float32", (3, 3)), inp("int32", (3,), lo=-4, hi=3)], {"index": [{"tensor": 2}]})
 case("setitem/int-and-index-tensor-number", "setitem", "SCATTER_REDUCE", [inp("int16", (3, 5)), inp("int64", (4,), lo=0, hi=4)],
      {"index": [1, {"tensor": 1}], "value": -7})
