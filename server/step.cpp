@@ -41,15 +41,13 @@ struct SentNodes {
   absl::flat_hash_map<uint64_t, UOpRef> shrink_begin;
 };
 
-// An assign of WRITE_VIEW(target, SHRINK(target), part), all sent in this request, with at most one
+// An assign of `write` = WRITE_VIEW(target, SHRINK(target), part), all sent in this request, with at most one
 // symbolic begin and no symbolic end: the box the shrink reads, which the step writes from `part`
 // alone (StepRegion). Null for any other value, which is computed and copied whole.
-std::shared_ptr<const StepRegion> region_of(const SentNodes& sent, uint64_t target, uint64_t value, const UOpRef& part) {
-  auto v = sent.by_id.find(value);
-  if (v == sent.by_id.end() || v->second->op() != v1::WRITE_VIEW || v->second->src_size() != 3 ||
-      v->second->src(0) != target)
-    return nullptr;
-  auto view = sent.by_id.find(v->second->src(1));
+std::shared_ptr<const StepRegion> region_of(const SentNodes& sent, uint64_t target, const v1::Node& write,
+                                            const UOpRef& part) {
+  if (write.src(0) != target) return nullptr;
+  auto view = sent.by_id.find(write.src(1));
   if (view == sent.by_id.end() || view->second->op() != v1::SHRINK || view->second->src_size() != 1 ||
       view->second->src(0) != target || view->second->symbolic_size() > 1)
     return nullptr;
@@ -245,7 +243,7 @@ absl::StatusOr<v1::CompileStepResponse> Session::compile_step(const v1::CompileS
       if (a.target_case() == v1::StepAssign::kTargetNode) {
         const v1::Node* w = sent.by_id.contains(a.value()) ? sent.by_id.at(a.value()) : nullptr;
         if (w != nullptr && w->op() == v1::WRITE_VIEW && w->src_size() == 3 && nodes_.contains(w->src(2)))
-          region = region_of(sent, a.target_node(), a.value(), nodes_.at(w->src(2)).current());
+          region = region_of(sent, a.target_node(), *w, nodes_.at(w->src(2)).current());
       }
       spec.assigns.push_back(StepAssign{*target, value, std::move(region)});
       step->written_ids.insert((*target)->id());

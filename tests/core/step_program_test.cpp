@@ -31,6 +31,15 @@ class StepProgramTest : public ::testing::Test {
     leaves_.push_back(x);
     return x;
   }
+  // A 0-d int32 leaf holding `v` (a symbolic dim's extent or begin, which a test rewrites between runs).
+  UOpRef int_scalar(int32_t v) {
+    BufferPtr buf = *engine_->allocate(DType::Int32, {});
+    std::memcpy(buf->data(), &v, sizeof v);
+    UOpRef x = *fe::buffer(buf->id(), DType::Int32, {});
+    bound_[x.get()] = buf;
+    leaves_.push_back(x);
+    return x;
+  }
   BufferPtr buf(const UOpRef& x) { return bound_.at(x.get()); }
   static std::vector<float> values(const BufferPtr& b) {
     const float* p = static_cast<const float*>(b->data());
@@ -152,12 +161,8 @@ TEST_F(StepProgramTest, AssignsReadOldValues) {
 // outer row, and leaves the rest of the target as it was; the extent is read at each run.
 TEST_F(StepProgramTest, ASymbolicValueWritesItsValidPartOnly) {
   UOpRef a = leaf({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
-  BufferPtr n = *engine_->allocate(DType::Int32, {});
-  const int32_t two = 2;
-  std::memcpy(n->data(), &two, sizeof two);
-  UOpRef extent = *fe::buffer(n->id(), DType::Int32, {});
-  bound_[extent.get()] = n;
-  leaves_.push_back(extent);
+  UOpRef extent = int_scalar(2);
+  BufferPtr n = buf(extent);
   UOpRef doubled = *fe::alu(Ops::ADD, {*fe::bound(a, 1, extent), *fe::bound(a, 1, extent)});
   auto compiled = engine_->compile_step(StepSpec{{}, bound_, {{buf(a), doubled}}});
   ASSERT_TRUE(compiled.ok()) << compiled.status();
@@ -180,12 +185,8 @@ TEST_F(StepProgramTest, ASymbolicValueWritesItsValidPartOnly) {
 TEST_F(StepProgramTest, ARegionWritesItsBoxAtABeginReadPerRun) {
   UOpRef a = leaf({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2});
   UOpRef part = leaf({-1, -2, -3, -4}, {2, 1, 2});
-  BufferPtr at = *engine_->allocate(DType::Int32, {});
-  const int32_t one = 1;
-  std::memcpy(at->data(), &one, sizeof one);
-  UOpRef begin = *fe::buffer(at->id(), DType::Int32, {});
-  bound_[begin.get()] = at;
-  leaves_.push_back(begin);
+  UOpRef begin = int_scalar(1);
+  BufferPtr at = buf(begin);
   UOpRef value = *fe::write_view(a, *fe::slice_at(a, 1, begin, 1), part);
   auto region = std::make_shared<StepRegion>(StepRegion{part, {0, 0, 0}, {2, 1, 2}, 1, begin});
   UOpRef total = *fe::sum(value, {0, 1, 2}, false);
