@@ -2,7 +2,7 @@
 """Two polygradd builds (or one build with two sets of flags) on the same workloads, alternating.
 
     /usr/bin/python3 bench/ab_bench.py --new build/polygradd --old OTHER/polygradd [--rounds 3]
-        [--new-args "--tune=search"] [--old-args ""] [softmax layernorm chain matmul conv]
+        [--new-args "--tune=search"] [--old-args ""] [softmax layernorm chain matmul conv step eager]
 
 Each round starts each daemon afresh on an empty kernel cache, runs every workload in a child
 process (two warm-up runs, which compile and, with --tune=search, search; then the median of
@@ -27,7 +27,7 @@ import full_speed_blas  # noqa: E402
 full_speed_blas.unset()  # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE dropped before numpy/torch load
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKLOADS = ("softmax", "layernorm", "chain", "matmul", "conv")
+WORKLOADS = ("softmax", "layernorm", "chain", "matmul", "conv", "step", "eager")
 
 
 def child(names):
@@ -57,13 +57,27 @@ def child(names):
     pcx = Tensor(rng.standard_normal((32, 64, 56, 56), dtype=np.float32)).realize()
     pcw = Tensor(rng.standard_normal((64, 64, 3, 3), dtype=np.float32) * 0.05).realize()
     w["conv"] = lambda: pcx.conv2d(pcw, padding=1).realize()
+  if {"step", "eager"} & set(names):  # bench.py's MLP step rows, compiled and eager
+    sys.path.insert(0, HERE)
+    from mlp_task import mlp_train
+    from polygrad.nn import SGD, Linear, compile_step, get_parameters
+    x = Tensor(rng.random((128, 784), dtype=np.float32)).realize()
+    y = Tensor(np.eye(10, dtype=np.float32)[rng.integers(0, 10, 128)]).realize()
+    for name in ("step", "eager"):
+      l1, l2 = Linear(784, 256), Linear(256, 10)
+      opt = SGD(get_parameters([l1, l2]), lr=0.01)
+      train = mlp_train(l1, l2)
+      if name == "step":
+        w[name] = lambda s=compile_step(train, opt, x, y): s.run().loss_value()  # the loss read back
+      else:
+        w[name] = lambda t=train, o=opt: t(o, x, y).item()
   out = {}
   for n in names:
     f = w[n]
     f()
     f()
     times = []
-    for _ in range(3 if n == "conv" else 7):
+    for _ in range(3 if n == "conv" else 50 if n in ("step", "eager") else 7):
       gc.collect()
       GRAPH.flush_releases()  # a released result is computed again, not answered from the session
       t0 = time.perf_counter()

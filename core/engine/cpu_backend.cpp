@@ -17,6 +17,10 @@ namespace {
 
 // Below this much work per launch, threads cost more than they save.
 constexpr int64_t kParallelThreshold = 1 << 15;
+// Chunks per pool thread: threads claim chunks as they free up, so one that starts late (an idle
+// vCPU is slow to wake) or shares its core with the client takes fewer instead of holding up
+// the launch. Beyond one per thread, no chunk gets less than kParallelThreshold of work.
+constexpr int64_t kChunksPerThread = 4;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -73,8 +77,11 @@ class CpuBackend final : public Backend {
 
   absl::Status launch(const CompiledKernel& k, void* const* bufs, size_t) override {
     auto t0 = std::chrono::steady_clock::now();
-    const int64_t n = k.outer_size;
-    const int64_t chunks = (k.work >= kParallelThreshold && n > 1) ? std::min<int64_t>(n, impl_.pool.size()) : 1;
+    const int64_t n = k.outer_size, threads = impl_.pool.size();
+    const int64_t chunks =
+        k.work >= kParallelThreshold && n > 1
+            ? std::min({n, threads * kChunksPerThread, std::max(threads, k.work / kParallelThreshold)})
+            : 1;
     void** args = const_cast<void**>(bufs);
     absl::Status status;
     if (chunks == 1) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <future>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -44,6 +45,28 @@ TEST(ThreadPool, EveryIndexRunsOnce) {
     pool.parallel_for(n, [&](int64_t i) { runs[static_cast<size_t>(i)]++; });
     for (const auto& r : runs) EXPECT_EQ(r.load(), 1) << n;
   }
+}
+
+// Launches follow each other while workers are still spinning from the last one, from two
+// callers at once (one of them in a NoWaitScope): no index of one launch may run for another.
+TEST(ThreadPool, BackToBackLaunchesFromTwoCallersRunEachIndexOnce) {
+  ThreadPool pool(3);
+  auto caller = [&pool](bool no_wait_scope, uint32_t seed) {
+    std::optional<ThreadPool::NoWaitScope> scope;
+    if (no_wait_scope) scope.emplace();
+    int failures = 0;
+    for (int launch = 0; launch < 2000; ++launch) {
+      seed = seed * 1664525u + 1013904223u;
+      const int64_t n = 1 + static_cast<int64_t>(seed >> 26);  // 1..64
+      std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+      pool.parallel_for(n, [&](int64_t i) { runs[static_cast<size_t>(i)]++; });
+      for (const auto& r : runs) failures += r.load() != 1;
+    }
+    return failures;
+  };
+  auto other = std::async(std::launch::async, caller, true, 7u);
+  EXPECT_EQ(caller(false, 1u), 0);
+  EXPECT_EQ(other.get(), 0);
 }
 
 TEST(ThreadPool, ANoWaitLaunchRunsOnItsOwnThreadWhileThePoolIsHeld) {
