@@ -38,6 +38,7 @@ import time
 # References at full speed: OpenBLAS's core overrides go before numpy or torch is loaded (TOOLCHAIN.md).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import full_speed_blas  # noqa: E402
+from background_builds import wait_for_background_builds  # noqa: E402
 from mlp_task import mlp_train  # noqa: E402
 
 full_speed_blas.unset()  # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE dropped before numpy/torch load
@@ -102,18 +103,6 @@ def first_run(fn):
   fn()
   Tensor.synchronize()
   return time.perf_counter() - t0
-
-
-def wait_for_background_builds():
-  """The optimized builds a first run started behind quick ones (--quick-compile) land before
-  timing, so a row measures the kernels a warm daemon runs, not TinyCC's. Polls the admin
-  CacheStats; a benchmark may wait, a test may not."""
-  from polygrad.admin import Admin
-  from polygrad.connection import get_connection
-  with Admin(get_connection().address) as adm:
-    deadline = time.monotonic() + 600
-    while adm.cache_stats().background_builds and time.monotonic() < deadline:
-      time.sleep(0.05)
 
 
 def workloads(rng):

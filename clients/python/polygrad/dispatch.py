@@ -7,12 +7,18 @@ data, or an explicit synchronize, waits. At most `max_in_flight` commands are ou
 next submit blocks until an answer frees a slot (back-pressure, so a fast loop cannot queue
 unbounded work on the daemon).
 
-Answers are matched by request id on a reader thread, which only completes `Pending`s; what an
+Answers are read by the thread that needs one (a wait, or a submit that found every slot taken),
+on that thread: a reader thread would put two more thread wake-ups into every round trip (the
+channel's poller hands the answer to it, it hands it to the waiter), which on a small machine cost
+more than the work of a short realize. One thread reads at a time; it completes the `Pending`s of
+every answer it reads, and a waiter whose answer another thread read is woken by it. What an
 answer means for the graph is applied by the caller's thread (graph.Graph.settle), so the node
-table is never touched from two threads.
+table is never touched from two threads. Answers nobody has waited for yet stay in the channel
+(at most `max_in_flight` of them): the daemon runs the commands all the same.
 
 A stream that breaks (the daemon went away, a proxy cut it) fails every outstanding command with
-the stream's error and is not used again; the connection falls back to unary calls.
+the stream's error, seen by the next wait, and is not used again; the connection falls back to
+unary calls.
 """
 
 from __future__ import annotations
@@ -44,31 +50,35 @@ class Pending:
   """An outstanding command: `wait()` returns the daemon's answer (the RealizeResponse, ...)
   or raises its error. `what` names the command in errors."""
 
-  __slots__ = ("rid", "what", "field", "_done", "_answer", "_error", "context", "label")
+  __slots__ = ("rid", "what", "field", "_stream", "_done", "_answer", "_error", "context", "label")
 
-  def __init__(self, rid: int, what: str, field: int, context=None):
+  def __init__(self, rid: int, what: str, field: int, stream: Optional["ExecuteStream"], context=None):
     self.rid, self.what, self.field, self.context = rid, what, field, context
+    self._stream = stream
     self.label = ""
-    self._done = threading.Event()
+    self._done = False
     self._answer = None
     self._error: Optional[PolygradError] = None
 
   def done(self) -> bool:
-    return self._done.is_set()
+    """Whether its answer has been read (answers are read by waits: see the module's docstring)."""
+    return self._done
 
   def wait(self):
-    self._done.wait()
+    if not self._done:
+      self._stream.read_until(self)
     if self._error is not None:
       raise self._error
     return self._answer
 
   @property
   def error(self) -> Optional[PolygradError]:
-    return self._error if self._done.is_set() else None
+    return self._error if self._done else None
 
   def _finish(self, answer=None, error: Optional[PolygradError] = None) -> None:
     self._answer, self._error = answer, error
-    self._done.set()
+    self._done = True
+    self._stream = None  # a settled command keeps nothing of the stream alive
 
 
 class ExecuteStream:
@@ -81,9 +91,10 @@ class ExecuteStream:
     self._address = address
     self._error = error
     self._outbox: "queue.SimpleQueue[Optional[bytes]]" = queue.SimpleQueue()
-    self._pending: Dict[int, Pending] = {}
-    self._lock = threading.Lock()
-    self._slots = threading.Semaphore(max_in_flight)
+    self._pending: Dict[int, Pending] = {}  # in the order sent (dicts keep insertion order)
+    self._lock = threading.Condition()  # guards _pending, _next, broken, _reading
+    self._reading = False  # a thread is reading an answer (outside the lock)
+    self._max_in_flight = max_in_flight
     self._next = 1
     self.broken: Optional[PolygradError] = None
     call = channel.stream_stream(_EXECUTE, request_serializer=lambda b: b,
@@ -104,8 +115,6 @@ class ExecuteStream:
       self._call.cancel()
       err = first.error
       raise from_status(err.code, err.message, "Execute.open")
-    self._reader = threading.Thread(target=self._read, name="polygrad-execute", daemon=True)
-    self._reader.start()
 
   def _requests(self):
     while True:
@@ -115,52 +124,75 @@ class ExecuteStream:
       yield item
 
   def submit(self, field: int, body: bytes, what: str, context=None) -> Pending:
-    """Writes one command; returns at once unless `max_in_flight` are outstanding."""
-    self._slots.acquire()
-    with self._lock:
-      rid = self._next
-      self._next += 1
-      p = Pending(rid, what, field, context)
-      if self.broken is not None:
-        self._slots.release()
-        p._finish(error=self.broken)
-        return p
-      self._pending[rid] = p
-      self._outbox.put(execute_bytes(rid, field, body))
-    return p
+    """Writes one command; returns at once unless `max_in_flight` are outstanding, when it first
+    reads the oldest one's answer."""
+    while True:
+      with self._lock:
+        if self.broken is not None:
+          p = Pending(0, what, field, None, context)
+          p._finish(error=self.broken)
+          return p
+        if len(self._pending) < self._max_in_flight:
+          rid = self._next
+          self._next += 1
+          p = Pending(rid, what, field, self, context)
+          self._pending[rid] = p
+          self._outbox.put(execute_bytes(rid, field, body))
+          return p
+        oldest = next(iter(self._pending.values()))
+      self.read_until(oldest)
 
   @property
   def outstanding(self) -> int:
     with self._lock:
       return len(self._pending)
 
-  def _read(self) -> None:
+  def read_until(self, p: Pending) -> None:
+    """Reads answers on this thread until `p` has its own; waits instead while another thread
+    reads (it completes `p` if that answer comes its way)."""
+    with self._lock:
+      while not p._done:
+        if self._reading:
+          self._lock.wait()
+          continue
+        self._reading = True
+        self._lock.release()
+        try:
+          self._read_one()
+        finally:
+          self._lock.acquire()
+          self._reading = False
+          self._lock.notify_all()
+
+  def _read_one(self) -> None:
+    """Reads one answer (outside the lock) and completes its command; a stream that ended or
+    failed completes every outstanding command with why."""
     try:
-      for resp in self._call:
-        with self._lock:
-          p = self._pending.pop(resp.request_id, None)
-        if p is None:
-          continue  # an answer to nothing outstanding: ignore rather than guess
-        self._slots.release()
-        kind = resp.WhichOneof("result")
-        if kind == "error":
-          p._finish(error=from_status(resp.error.code, resp.error.message, p.what))
-        elif kind == _ANSWER[p.field]:
-          p._finish(answer=getattr(resp, kind))
-        else:
-          p._finish(error=PolygradError(f"{p.what}: the daemon answered with {kind}"))
-        p = None  # what a settled command held (its nodes) must not live on in this frame
-      why: PolygradError = PolygradConnectionError(
-          f"the Execute stream to {self._address} ended while commands were outstanding")
+      resp = next(self._call)
+    except StopIteration:
+      return self._break(PolygradConnectionError(
+          f"the Execute stream to {self._address} ended while commands were outstanding"))
     except grpc.RpcError as e:
-      why = self._error(e, "Execute")
-    except Exception as e:  # the reader must never die silently with commands outstanding
-      why = PolygradError(f"the Execute stream's reader failed: {type(e).__name__}: {e}")
+      return self._break(self._error(e, "Execute"))
+    except Exception as e:  # whatever it was, no waiter may be left waiting for an answer
+      return self._break(PolygradError(f"the Execute stream failed: {type(e).__name__}: {e}"))
+    with self._lock:
+      p = self._pending.pop(resp.request_id, None)
+    if p is None:
+      return  # an answer to nothing outstanding: ignore rather than guess
+    kind = resp.WhichOneof("result")
+    if kind == "error":
+      p._finish(error=from_status(resp.error.code, resp.error.message, p.what))
+    elif kind == _ANSWER[p.field]:
+      p._finish(answer=getattr(resp, kind))
+    else:
+      p._finish(error=PolygradError(f"{p.what}: the daemon answered with {kind}"))
+
+  def _break(self, why: PolygradError) -> None:
     with self._lock:
       self.broken = why
       left, self._pending = list(self._pending.values()), {}
     for p in left:
-      self._slots.release()
       p._finish(error=why)
 
   def close(self) -> None:

@@ -426,7 +426,10 @@ class Graph:
             self.uploads += 1
           else:
             budget -= nbytes
-      if conn.stream() is not None:
+      # A read with nothing outstanding waits for this answer at once: a unary call, made and
+      # answered on this thread, costs less than the stream's hand-offs between threads and can
+      # overtake nothing.
+      if conn.stream() is not None and not (want_data and not conn.outstanding):
         return self._dispatch(conn, outputs, uniq, todo, want_data)
       release = self._drain(self._dead)
       handles = self._drain(self._dead_handles)
