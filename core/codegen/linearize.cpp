@@ -26,6 +26,12 @@ class Linearizer {
     ref_.emplace(sink.get(), sink);
     std::vector<const UOp*> order = toposort({sink});
     for (const UOp* n : order) compute_deps(n);
+    // A store whose index moves with a reduction's range belongs inside that reduction's loop
+    // (codegen/store_reuse.h): emit_reduce emits it there, next to the value it stores.
+    for (const UOpRef& s : sink->src)
+      if (s->op == Ops::STORE && std::any_of(deps_.at(s.get()).begin(), deps_.at(s.get()).end(),
+                                             [&](int64_t r) { return reduce_owned_ids_.count(r) > 0; }))
+        in_reduce_.insert(s.get());
     // The output loops: every RANGE no REDUCE owns, outermost first, upcast lanes last.
     std::vector<UOpRef> outer;
     for (const UOp* n : order)
@@ -42,6 +48,8 @@ class Linearizer {
     for (const UOp* n : order)
       if (n->op == Ops::RANGE && n->src.size() > 1) hoist(n->src[1]);
     emit_in_loops(sink, outer);
+    for (const UOp* s : in_reduce_)
+      if (!emitted_in_reduce_.count(s)) return absl::InternalError("a store inside a reduction found no loop to go in");
     out_.upcast_ranges.assign(upcast_.begin(), upcast_.end());
     std::sort(out_.upcast_ranges.begin(), out_.upcast_ranges.end());
     return std::move(out_);
@@ -62,6 +70,7 @@ class Linearizer {
       for (size_t i = 1; i < n->src.size(); ++i) {
         std::erase(d, n->src[i]->arg_int());
         reduce_owned_.insert(n->src[i].get());
+        reduce_owned_ids_.insert(n->src[i]->arg_int());
       }
     }
     if (n->op == Ops::DEFINE_GLOBAL) {
@@ -175,6 +184,12 @@ class Linearizer {
       open_loop(loops[i]);
     }
     emit(n->src[0]);
+    for (const UOp* s : in_reduce_)
+      if (s->src[2] == n->src[0] && !emitted_in_reduce_.count(s) && open_now(deps_.at(s))) {
+        for (const UOpRef& src : s->src) emit(src);
+        push(ref_.at(s));
+        emitted_in_reduce_.insert(s);
+      }
     push(uop(Ops::ACCUMULATE, n->dtype, {acc, n->src[0]}, n->arg));
     for (auto it = loops.rbegin(); it != loops.rend(); ++it) close_loop(*it);
     done_.insert(n);
@@ -184,6 +199,7 @@ class Linearizer {
   void emit(const UOpRef& node) {
     const UOp* n = node.get();
     if (done_.count(n) || n->op == Ops::RANGE) return;  // ranges are opened by their loops
+    if (in_reduce_.count(n)) return;                     // emitted by emit_reduce
     if (n->op == Ops::REDUCE) return emit_reduce(node, {});
     for (const UOpRef& s : n->src) emit(s);
     done_.insert(n);
@@ -195,6 +211,9 @@ class Linearizer {
   std::unordered_map<const UOp*, RangeSet> deps_;
   std::unordered_map<const UOp*, UOpRef> ref_;
   std::unordered_set<const UOp*> reduce_owned_;
+  std::unordered_set<int64_t> reduce_owned_ids_;
+  std::unordered_set<const UOp*> in_reduce_;          // stores emitted inside a reduction's loop
+  std::unordered_set<const UOp*> emitted_in_reduce_;  // (not done_: closing the loop forgets those)
   std::unordered_set<const UOp*> done_;
   std::unordered_set<int64_t> open_;
   std::vector<std::vector<const UOp*>> scopes_;

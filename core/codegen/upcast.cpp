@@ -28,14 +28,6 @@ int64_t coefficient(const UOpRef& index, const UOp* r) {
   return 0;
 }
 
-// Replaces every use of `from` by `to`, rebuilding the users.
-UOpRef substitute(const UOpRef& root, const UOp* from, const UOpRef& to) {
-  PatternMatcher replace({{UPat::op_any_src({from->op}),
-                           [&](const Match&, const UOpRef& n) { return n.get() == from ? to : nullptr; },
-                           "the substituted node"}});
-  return graph_rewrite(root, replace);
-}
-
 // Whether the range `r` appears anywhere in a load's index or gate (divisions included).
 bool depends_on(const UOp* load, const UOp* r) {
   for (size_t i = 1; i < load->src.size(); ++i)
@@ -123,7 +115,7 @@ Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, in
         break;
       }
     if (n == nullptr) break;
-    const UOpRef& r = n->src.back();
+    const UOpRef r = n->src.back();  // a copy: n goes with the graph it is replaced in
     done.insert(r->arg_int());
     int64_t size = r->src[0]->arg_int();
     int64_t lanes = choice.lanes != 0 ? pick_factor(size, {choice.lanes})
@@ -143,6 +135,8 @@ Upcast reduce_lanes(const UOpRef& sink, const std::vector<const UOp*>& nodes, in
     UOpRef combined = uop(Ops::REDUCE, n->dtype, {partial, lane}, n->arg);
     done.insert(lane->arg_int());
     out.sink = substitute(out.sink, n, combined);
+    // A store inside the reduction's loop (codegen/store_reuse.h) names the old range still.
+    out.sink = substitute(out.sink, r.get(), index);
     out.upcast_ranges.push_back(lane->arg_int());
   }
   if (out.upcast_ranges.empty() && tile.empty()) return out;

@@ -8,6 +8,7 @@
 //   per kernel:
 //   2. lower           tensor node → kernel AST by index composition (codegen/lower.h)
 //   3. simplify        the symbolic rule table to a fixed point (ir/symbolic.h)
+//   3b. store_reuse    the CPU: a value a row reduction computes, stored there for the output to load (codegen/store_reuse.h)
 //   4. optimize        register tiles: the CPU's vector lanes (codegen/upcast.h) or a GPU's tiles
 //   5. linearize       loops, hoisting, accumulators (codegen/linearize.h)
 //   6. render          the backend's source and kernel-cache key
@@ -25,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/codegen/lower.h"
+#include "core/codegen/store_reuse.h"
 #include "core/codegen/upcast.h"
 #include "core/engine/engine_impl.h"
 #include "core/engine/run_program.h"
@@ -82,6 +84,13 @@ absl::StatusOr<GeneratedKernel> generate_kernel(const UOpRef& root, const std::f
   // 3. simplify
   UOpRef sink = log.run("simplify", [&] { return graph_rewrite(ast->sink, symbolic()); });
   PassLog::log("simplify", index, ast->sink, sink);
+  // 3b. store_reuse: on the CPU's loop nest only (a GPU's thread per element has no row loop to
+  // store from).
+  if (!caps.flat_output) {
+    UOpRef reused = log.run("store_reuse", [&] { return reuse_reduced_values(sink); });
+    PassLog::log("store_reuse", index, sink, reused);
+    sink = std::move(reused);
+  }
   // 4. optimize: a GPU's tiles were laid out by lower; the CPU's lanes are chosen here.
   Upcast tiled = log.run("optimize", [&] {
     return caps.gpu_tiles ? Upcast{sink, ast->tile_ranges} : apply_upcasts(sink, choice, caps.tiles);

@@ -177,4 +177,11 @@ UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm) {
   return done.at(root.get());
 }
 
+UOpRef substitute(const UOpRef& root, const UOp* from, const UOpRef& to) {
+  PatternMatcher replace({{UPat::op_any_src({from->op}),
+                           [&](const Match&, const UOpRef& n) { return n.get() == from ? to : nullptr; },
+                           "the substituted node"}});
+  return graph_rewrite(root, replace);
+}
+
 }  // namespace polygrad

@@ -75,4 +75,7 @@ class PatternMatcher {
 // returned as they are (the same pointer).
 UOpRef graph_rewrite(const UOpRef& root, const PatternMatcher& pm);
 
+// `root` with every use of `from` replaced by `to` (the users rebuilt; nothing else rewritten).
+UOpRef substitute(const UOpRef& root, const UOp* from, const UOpRef& to);
+
 }  // namespace polygrad

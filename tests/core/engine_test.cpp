@@ -2,6 +2,7 @@
 // compared with the same computation done directly in C++ on random inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -9,6 +10,7 @@
 
 #include "core/engine/engine.h"
 #include "core/engine/kernels_for.h"
+#include "core/frontend/composites.h"
 #include "core/frontend/tensor_ops.h"
 #include "core/schedule/schedule.h"
 
@@ -99,6 +101,49 @@ TEST_F(EngineTest, SoftmaxInOneRealizeIsOneKernelPerRowOnTheCpu) {
       for (int64_t c = 0; c < C; ++c) sum += std::exp(a[r * C + c] - mx);
       for (int64_t c = 0; c < C; ++c) ASSERT_NEAR(out[r * C + c], std::exp(a[r * C + c] - mx) / sum, 1e-6) << r << ", " << c;
     }
+  }
+}
+
+// softmax's fused CPU kernel computes exp(x - max) once per element (codegen/store_reuse.h): the
+// sum's loop stores it to the output, the output loop divides what it loads. Short rows, rows
+// the vector lanes take, rank 3 and one row all agree with a direct computation; softmax over
+// the first axis (its reduction is not per row) is computed as before.
+TEST_F(EngineTest, FusedSoftmaxComputesEachExponentialOnce) {
+  const auto count = [](const LinearKernel& k, Ops op) {
+    return std::count_if(k.ops.begin(), k.ops.end(), [&](const UOpRef& n) { return n->op == op; });
+  };
+  for (const Shape& shape : std::vector<Shape>{{33, 17}, {64, 1024}, {3, 5, 40}, {1, 8}}) {
+    std::vector<float> a;
+    UOpRef x = input(shape, a, -8, 8);
+    UOpRef sm = ok(fe::softmax(x, -1));
+    auto ks = kernels_for({sm}, [](const UOp* n) { return n->op == Ops::BUFFER; });
+    ASSERT_TRUE(ks.ok()) << ks.status();
+    ASSERT_EQ(ks->size(), 1u) << shape.size();
+    const LinearKernel& k = ks->front();
+    // One row has no row loop for the threads to split, and keeps both exps (the sum's stores
+    // would race with another thread's output loop over the same row).
+    const int64_t lanes = count(k, Ops::STORE) - (shape[0] == 1 ? 0 : 1);  // the output's stores, one per lane
+    EXPECT_EQ(count(k, Ops::EXP2), shape[0] == 1 ? 2 * lanes : lanes) << "exp once per element; rank " << shape.size();
+    auto out = run(sm);
+    const int64_t C = shape.back(), R = static_cast<int64_t>(a.size()) / C;
+    ASSERT_EQ(static_cast<int64_t>(out.size()), R * C);
+    for (int64_t r = 0; r < R; ++r) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t c = 0; c < C; ++c) mx = std::max<double>(mx, a[r * C + c]);
+      for (int64_t c = 0; c < C; ++c) sum += std::exp(a[r * C + c] - mx);
+      for (int64_t c = 0; c < C; ++c)
+        ASSERT_NEAR(out[r * C + c], std::exp(a[r * C + c] - mx) / sum, 2e-7) << shape.size() << ": " << r << ", " << c;
+    }
+  }
+  std::vector<float> a;
+  UOpRef x = input({16, 12}, a, -8, 8);
+  UOpRef cols = ok(fe::softmax(x, 0));
+  auto out = run(cols);
+  for (int64_t c = 0; c < 12; ++c) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t r = 0; r < 16; ++r) mx = std::max<double>(mx, a[r * 12 + c]);
+    for (int64_t r = 0; r < 16; ++r) sum += std::exp(a[r * 12 + c] - mx);
+    for (int64_t r = 0; r < 16; ++r) ASSERT_NEAR(out[r * 12 + c], std::exp(a[r * 12 + c] - mx) / sum, 2e-7) << r << ", " << c;
   }
 }
 

@@ -55,7 +55,7 @@ class PipelineTest : public ::testing::Test {
 };
 
 // One kernel's passes, in order.
-const std::vector<std::string> kKernelPasses = {"lower", "simplify", "optimize", "linearize", "render", "tune"};
+const std::vector<std::string> kKernelPasses = {"lower", "simplify", "store_reuse", "optimize", "linearize", "render", "tune"};
 
 TEST_F(PipelineTest, RealizeReportsEveryPassInOrder) {
   UOpRef y = *fe::alu(Ops::ADD, {*fe::alu(Ops::MUL, {x_, x_}), x_});  // one kernel
