@@ -52,13 +52,42 @@ UOpRef outer_part(const UOp* r, int64_t factor) {
   return uop(Ops::RANGE, kIndexDType, std::move(src), r->arg_int());
 }
 
-// Splits output range r as r' * factor + u, u a new upcast lane.
-void split_range(Upcast& out, const UOp* r, int64_t factor, int64_t& max_id) {
+// Splits output range r as r' * factor + u, u a new upcast lane; returns r'.
+UOpRef split_range(Upcast& out, const UOp* r, int64_t factor, int64_t& max_id) {
   UOpRef outer_r = outer_part(r, factor);
   UOpRef lane = uop(Ops::RANGE, kIndexDType, {const_int(factor)}, ++max_id);
   UOpRef expr = uop(Ops::ADD, kIndexDType, {uop(Ops::MUL, kIndexDType, {outer_r, const_int(factor)}), lane});
   out.sink = substitute(out.sink, r, expr);
   out.upcast_ranges.push_back(lane->arg_int());
+  return outer_r;
+}
+
+// The same range under another id (the linearizer nests loops by id).
+UOpRef renumbered(const UOpRef& r, int64_t id) { return uop(Ops::RANGE, r->dtype, r->src, id); }
+
+// Whether a matmul tile should walk its column tiles in the outermost loop, so that the renderer
+// copies the column operand's panel (its rows along the reduction, the tile's columns) once per
+// column tile into contiguous memory and every row tile reads it from there (render/panel.h).
+// The operand must be one the row tiles share (it does not move with them), read contiguously
+// along the columns, over one reduction without an early stop; its panel must fit kPanelBytes;
+// and the operand must be too large to stay in a core's cache, with enough row tiles to pay for
+// the copy and enough column tiles for the threads, which split them. Only a kernel whose output axes are exactly rows and columns is reordered.
+bool columns_outermost(const std::vector<const UOp*>& nodes, const std::vector<const UOp*>& outer,
+                       const std::unordered_set<const UOp*>& owned, const UOp* row_range, int64_t rows,
+                       const UOp* inner, int64_t cols) {
+  if (row_range == nullptr || outer.size() != 2 || owned.size() != 1) return false;
+  const UOp* k = *owned.begin();
+  if (k->src.size() != 1 || row_range->src.size() != 1 || inner->src.size() != 1) return false;
+  const int64_t trip = k->src[0]->arg_int(), n = inner->src[0]->arg_int();
+  if (n / cols < kPanelMinColumnTiles || row_range->src[0]->arg_int() / rows < kPanelMinRowTiles) return false;
+  for (const UOp* l : nodes) {
+    if (l->op != Ops::LOAD || l->src.size() != 2 || coefficient(l->src[1], inner) != 1 || !depends_on(l, k) ||
+        depends_on(l, row_range))
+      continue;
+    const int64_t item = static_cast<int64_t>(dtype_itemsize(l->dtype));
+    if (trip * cols * item <= kPanelBytes && trip * n * item >= kPanelMinOperandBytes) return true;
+  }
+  return false;
 }
 
 // Output axes worth a register tile: innermost first, each with some load that does not depend
@@ -217,8 +246,16 @@ Upcast apply_upcasts(const UOpRef& sink, const UpcastChoice& choice, const TileL
         break;
       }
   }
-  if (rows > 1) split_range(out, row_range, rows, max_id);
-  split_range(out, inner, cols, max_id);
+  const bool panels = columns_outermost(nodes, outer, owned, row_range, rows, inner, cols);
+  const UOpRef row_tiles = rows > 1 ? split_range(out, row_range, rows, max_id) : nullptr;
+  const UOpRef col_tiles = split_range(out, inner, cols, max_id);
+  if (panels) {  // swap the two loops' ids, through one not in use
+    const int64_t row_id = row_tiles->arg_int(), col_id = col_tiles->arg_int();
+    UOpRef parked = renumbered(row_tiles, ++max_id);
+    out.sink = substitute(out.sink, row_tiles.get(), parked);
+    out.sink = substitute(out.sink, col_tiles.get(), renumbered(col_tiles, row_id));
+    out.sink = substitute(out.sink, parked.get(), renumbered(parked, col_id));
+  }
   out.sink = graph_rewrite(out.sink, symbolic());
   return out;
 }

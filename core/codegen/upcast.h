@@ -51,6 +51,17 @@ struct TileLimits {
 // and a matmul reducing 10 values 150 us against 26 (docs/PIPELINE.md).
 inline constexpr TileLimits kWideTiles{64, 8, 384};
 
+// A matmul whose column operand is larger than kPanelMinOperandBytes, with at least
+// kPanelMinRowTiles row tiles and kPanelMinColumnTiles column tiles (the threads split those:
+// fewer would leave cores of a larger machine idle), walks its column tiles outermost, and the CPU renderer copies the
+// operand's panel for the current column tile (at most kPanelBytes: it lives on the stack of the
+// thread running the kernel, and in its core's L2 cache) into contiguous memory once
+// (render/panel.h). Strided, every reduction step read the operand from a new 4 KiB page.
+inline constexpr int64_t kPanelBytes = 256 << 10;
+inline constexpr int64_t kPanelMinOperandBytes = 512 << 10;
+inline constexpr int64_t kPanelMinRowTiles = 8;
+inline constexpr int64_t kPanelMinColumnTiles = 8;
+
 // The kernel with its register tiles (the heuristic's within `limits`, or `choice`'s where it
 // sets a field).
 Upcast apply_upcasts(const UOpRef& sink, const UpcastChoice& choice = {}, const TileLimits& limits = {});

@@ -87,6 +87,11 @@ class CRenderer final : public CStyleRenderer {
   std::string outer_loop(const std::string& r, const std::string&) const override {
     return absl::StrFormat("for (int64_t %s = start; %s < end; %s++) {", r, r, r);
   }
+  // Kernels run on the daemon's thread pool and request threads, whose stacks are 8 MiB (the
+  // system default; nothing here sets another); a panel takes at most kPanelBytes of them.
+  std::string panel_array(const std::string& type, const std::string& name, int64_t elements) const override {
+    return absl::StrFormat("%s %s[%d] __attribute__((aligned(64)));", type, name, elements);
+  }
   // Understood by both clang and gcc, the compilers the CPU runtime picks from.
   std::string unroll_pragma(int64_t trip_count) const override {
     return absl::StrFormat("#pragma GCC unroll %d", trip_count);

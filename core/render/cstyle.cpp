@@ -125,6 +125,7 @@ absl::StatusOr<std::string> CStyleRenderer::Emitter::run(const LinearKernel& k) 
   skip_absorbed(k);
   const std::vector<int64_t> lanes = t_.lane_ranges(k);
   if (lanes.empty()) plan_staging_for(k);
+  if (lanes.empty() && !staging_) plan_panel_for(k);
   int staged_loop_depth = -1;  // open_loops' size inside the staged reduction loop
   const bool warp = !lanes.empty();
   const int group = warp ? t_.group_lanes(k) : 1;
@@ -153,6 +154,10 @@ absl::StatusOr<std::string> CStyleRenderer::Emitter::run(const LinearKernel& k) 
           for (const std::string& l : staged_loop_open(r)) line(l);
           ++indent;  // the chunk loop's
           staged_loop_depth = static_cast<int>(open_loops.size());
+        } else if (panel_ && static_cast<size_t>(&u - k.ops.data()) == panel_->outer_at) {
+          line(t_.panel_array(t_.storage_type(panel_->load->dtype), "pg_panel", panel_->trip * panel_->cols));
+          line(t_.outer_loop(r, name(n.src[0])));
+          for (const std::string& l : panel_fill(r)) line(absl::StrCat("  ", l));
         } else if (n.arg_int() == k.outer_range_id)
           line(warp ? t_.group_outer_loop(r, name(n.src[0]), group) : t_.outer_loop(r, name(n.src[0])));
         else if (lane)

@@ -98,6 +98,13 @@ class CStyleRenderer {
   virtual std::string block_barrier() const { return ""; }
   virtual std::string thread_in_block() const { return ""; }
 
+  // Column panels (core/render/panel.h), for a target whose kernel runs as a plain function on a
+  // thread with a full stack (the default has none): the declaration of a panel array of
+  // `elements` on the stack, aligned for its vector loads.
+  virtual std::string panel_array(const std::string& type, const std::string& name, int64_t elements) const {
+    return "";
+  }
+
   // The integer division and modulo helpers for every integer type, each function declared with
   // `qualifiers` ("static inline" in C). Division by zero yields 0 and MIN / -1 wraps.
   static std::string divmod_helpers(const char* qualifiers);

@@ -5,6 +5,7 @@
 //   cstyle_staging.cpp      the emission of operand staging through shared memory
 //                           (which loads: operand_staging.h; the index math it leaves unread:
 //                           index_pruning.h)
+//   cstyle_panel.cpp        the emission of a CPU matmul's column panel (which: panel.h)
 #pragma once
 
 #include <cstddef>
@@ -19,6 +20,7 @@
 #include "core/codegen/linearize.h"
 #include "core/render/cstyle.h"
 #include "core/render/operand_staging.h"
+#include "core/render/panel.h"
 
 namespace polygrad {
 
@@ -52,6 +54,10 @@ class CStyleRenderer::Emitter {
   std::vector<std::string> staged_loop_open(const std::string& r);
   std::string inline_index(const UOp& u, const std::unordered_map<int64_t, std::string>& ranges) const;
 
+  // cstyle_panel.cpp
+  void plan_panel_for(const LinearKernel& k);
+  std::vector<std::string> panel_fill(const std::string& outer);
+
   const CStyleRenderer& t_;
   // Nodes every user of which renders without them (the scaling inside a natural exp or log; a
   // 16-bit load or bitcast whose users all want its bits, see half_bits): never emitted, since
@@ -66,6 +72,7 @@ class CStyleRenderer::Emitter {
   std::unordered_map<const UOp*, std::string> staged_element_;
   // A staged load by column: the address of its tile's first column in shared memory.
   std::unordered_map<const UOp*, std::string> staged_vector_base_;
+  std::optional<PanelPlan> panel_;
   int next_var_ = 0;
   int next_vec_ = 0;
 };

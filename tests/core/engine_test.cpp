@@ -12,6 +12,7 @@
 #include "core/engine/kernels_for.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/tensor_ops.h"
+#include "core/render/panel.h"
 #include "core/schedule/schedule.h"
 
 namespace polygrad {
@@ -144,6 +145,42 @@ TEST_F(EngineTest, FusedSoftmaxComputesEachExponentialOnce) {
     for (int64_t r = 0; r < 16; ++r) mx = std::max<double>(mx, a[r * 12 + c]);
     for (int64_t r = 0; r < 16; ++r) sum += std::exp(a[r * 12 + c] - mx);
     for (int64_t r = 0; r < 16; ++r) ASSERT_NEAR(out[r * 12 + c], std::exp(a[r * 12 + c] - mx) / sum, 2e-7) << r << ", " << c;
+  }
+}
+
+// A matmul whose right operand outgrows a core's cache walks its column tiles outermost and
+// reads that operand from a panel copied once per column tile (render/panel.h), in the narrow
+// tiles kernels_for lays out and in the engine's own (wide on an AVX-512 machine). A small
+// operand, or too few row tiles to repay the copy, keeps the operand where it is. All match
+// float64 sums.
+TEST_F(EngineTest, LargeMatmulReadsItsColumnOperandFromAPanel) {
+  struct Case {
+    int64_t M, K, N;
+    bool panel;
+  };
+  for (const Case c : {Case{96, 512, 512, true}, Case{192, 1024, 256, true}, Case{96, 64, 64, false},
+                       Case{12, 512, 512, false}}) {
+    std::vector<float> av, bv;
+    UOpRef a = input({c.M, c.K}, av), b = input({c.K, c.N}, bv);
+    UOpRef ab = ok(fe::expand(ok(fe::reshape(a, {c.M, 1, c.K})), {c.M, c.N, c.K}));
+    UOpRef bb = ok(fe::expand(ok(fe::reshape(ok(fe::permute(b, {1, 0})), {1, c.N, c.K})), {c.M, c.N, c.K}));
+    UOpRef y = ok(fe::reshape(ok(fe::reduce(Ops::ADD, ok(fe::alu(Ops::MUL, {ab, bb})), {2})), {c.M, c.N}));
+    auto ks = kernels_for({y}, [](const UOp* n) { return n->op == Ops::BUFFER; });
+    ASSERT_TRUE(ks.ok()) << ks.status();
+    ASSERT_EQ(ks->size(), 1u);
+    const auto plan = plan_panel(ks->front());
+    EXPECT_EQ(plan.has_value(), c.panel) << c.M << "x" << c.K << "x" << c.N;
+    if (plan) {
+      EXPECT_EQ(ks->front().outer_size, c.N / plan->cols) << "column tiles outermost";
+    }
+    auto out = run(y);
+    ASSERT_EQ(static_cast<int64_t>(out.size()), c.M * c.N);
+    for (int64_t i = 0; i < c.M; ++i)
+      for (int64_t j = 0; j < c.N; ++j) {
+        double want = 0;
+        for (int64_t k = 0; k < c.K; ++k) want += static_cast<double>(av[i * c.K + k]) * bv[k * c.N + j];
+        ASSERT_NEAR(out[i * c.N + j], want, 1e-5 * c.K) << c.M << "x" << c.K << "x" << c.N << " at " << i << ", " << j;
+      }
   }
 }
 
