@@ -11,11 +11,6 @@
 namespace polygrad {
 namespace {
 
-bool reaches(const UOpRef& root, const UOp* target) {
-  const std::vector<const UOp*> nodes = toposort({root});
-  return std::find(nodes.begin(), nodes.end(), target) != nodes.end();
-}
-
 // Worth a store and a load per element: a call into the math library's code, not an add.
 bool transcendental(const UOpRef& value) {
   for (const UOp* n : toposort({value}))

@@ -30,10 +30,7 @@ int64_t coefficient(const UOpRef& index, const UOp* r) {
 
 // Whether the range `r` appears anywhere in a load's index or gate (divisions included).
 bool depends_on(const UOp* load, const UOp* r) {
-  for (size_t i = 1; i < load->src.size(); ++i)
-    for (const UOp* n : toposort({load->src[i]}))
-      if (n == r) return true;
-  return false;
+  return std::any_of(load->src.begin() + 1, load->src.end(), [&](const UOpRef& s) { return reaches(s, r); });
 }
 
 int64_t pick_factor(int64_t size, const std::vector<int64_t>& choices) {

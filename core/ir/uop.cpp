@@ -1,6 +1,7 @@
 #include "core/ir/uop.h"
 #include "core/ir/symbolic_dims.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -172,6 +173,11 @@ std::vector<const UOp*> toposort(const std::vector<UOpRef>& roots) {
     }
   }
   return order;
+}
+
+bool reaches(const UOpRef& root, const UOp* target) {
+  const std::vector<const UOp*> nodes = toposort({root});
+  return std::find(nodes.begin(), nodes.end(), target) != nodes.end();
 }
 
 }  // namespace polygrad

@@ -63,4 +63,7 @@ UOpRef const_like(DType dt, double v);
 // Post-order (sources before users) list of the nodes reachable from `roots`, each once.
 std::vector<const UOp*> toposort(const std::vector<UOpRef>& roots);
 
+// Whether `target` is `root` or one of its sources, however deep.
+bool reaches(const UOpRef& root, const UOp* target);
+
 }  // namespace polygrad
