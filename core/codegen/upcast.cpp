@@ -68,7 +68,8 @@ UOpRef renumbered(const UOpRef& r, int64_t id) { return uop(Ops::RANGE, r->dtype
 // The operand must be one the row tiles share (it does not move with them), read contiguously
 // along the columns, over one reduction without an early stop; its panel must fit kPanelBytes;
 // and the operand must be too large to stay in a core's cache, with enough row tiles to pay for
-// the copy and enough column tiles for the threads, which split them. Only a kernel whose output axes are exactly rows and columns is reordered.
+// the copy and enough column tiles for the threads, which split them. Only a kernel whose output
+// axes are exactly rows and columns is reordered.
 bool columns_outermost(const std::vector<const UOp*>& nodes, const std::vector<const UOp*>& outer,
                        const std::unordered_set<const UOp*>& owned, const UOp* row_range, int64_t rows,
                        const UOp* inner, int64_t cols) {
