@@ -89,6 +89,7 @@ class CRenderer final : public CStyleRenderer {
   }
   // Kernels run on the daemon's thread pool and request threads, whose stacks are 8 MiB (the
   // system default; nothing here sets another); a panel takes at most kPanelBytes of them.
+  bool has_panels() const override { return true; }
   std::string panel_array(const std::string& type, const std::string& name, int64_t elements) const override {
     return absl::StrFormat("%s %s[%d] __attribute__((aligned(64)));", type, name, elements);
   }

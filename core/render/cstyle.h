@@ -99,8 +99,9 @@ class CStyleRenderer {
   virtual std::string thread_in_block() const { return ""; }
 
   // Column panels (core/render/panel.h), for a target whose kernel runs as a plain function on a
-  // thread with a full stack (the default has none): the declaration of a panel array of
-  // `elements` on the stack, aligned for its vector loads.
+  // thread with a full stack (has_panels; the default has none): the declaration of a panel
+  // array of `elements` on the stack, aligned for its vector loads.
+  virtual bool has_panels() const { return false; }
   virtual std::string panel_array(const std::string& type, const std::string& name, int64_t elements) const {
     return "";
   }

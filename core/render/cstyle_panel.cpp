@@ -9,9 +9,9 @@
 
 namespace polygrad {
 
-// A target without panels (panel_array empty) renders every load in place.
+// A target without panels renders every load in place.
 void CStyleRenderer::Emitter::plan_panel_for(const LinearKernel& k) {
-  if (t_.panel_array("float", "p", 1).empty()) return;
+  if (!t_.has_panels()) return;
   panel_ = plan_panel(k);
   if (!panel_) return;
   const PanelPlan& p = *panel_;

@@ -12,6 +12,7 @@
 #include "core/engine/kernels_for.h"
 #include "core/frontend/composites.h"
 #include "core/frontend/tensor_ops.h"
+#include "core/render/c_renderer.h"
 #include "core/render/panel.h"
 #include "core/schedule/schedule.h"
 
@@ -173,6 +174,9 @@ TEST_F(EngineTest, LargeMatmulReadsItsColumnOperandFromAPanel) {
     if (plan) {
       EXPECT_EQ(ks->front().outer_size, c.N / plan->cols) << "column tiles outermost";
     }
+    auto source = render_c(ks->front());  // the C the CPU builds copies the panel, or reads B in place
+    ASSERT_TRUE(source.ok()) << source.status();
+    EXPECT_EQ(source->find("pg_panel[") != std::string::npos, c.panel) << c.M << "x" << c.K << "x" << c.N;
     auto out = run(y);
     ASSERT_EQ(static_cast<int64_t>(out.size()), c.M * c.N);
     for (int64_t i = 0; i < c.M; ++i)
