@@ -21,6 +21,17 @@ void trim_free_memory() {
 #endif
 }
 
+void keep_freed_memory_mapped() {
+#if defined(__GLIBC__)
+  // Setting either also turns glibc's adaptive thresholds off, so both are set. Buffers of 1 MiB
+  // and more are kept by the host allocator's own cache (core/runtime/host_allocator.cpp), which
+  // frees what it evicts: mapped on their own, they go back at once. malloc_trim does not trim a
+  // thread arena's top, so the trim threshold is what bounds what each arena keeps.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_TRIM_THRESHOLD, 16 << 20);
+#endif
+}
+
 std::optional<uint64_t> heap_bytes_in_use() {
 #if defined(__GLIBC__) && __GLIBC_PREREQ(2, 33) && !POLYGRAD_SANITIZER_ALLOCATOR
   const struct mallinfo2 info = mallinfo2();

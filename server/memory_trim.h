@@ -16,6 +16,15 @@ namespace polygrad::server {
 // malloc_trim.
 void trim_free_memory();
 
+// From now on, blocks under 1 MiB come from the arenas instead of being mapped on their own, and
+// an arena keeps up to 16 MiB free at its top instead of handing it back. Why: by default glibc
+// maps each block over its (adaptive) threshold on its own and unmaps it on free, and hands a
+// thread arena's free top back with madvise as soon as it passes the trim threshold, so a step
+// that frees and allocates the same buffers every time paid for fresh pages and TLB shootdowns
+// every time. Measured (docs/OPERATIONS.md, "Memory"): an eager MLP step 4.7-6.6 ms before,
+// 2.8-3.2 after. A no-op without glibc.
+void keep_freed_memory_mapped();
+
 // Bytes the allocator has handed out and not had back, over every arena and the blocks it mapped
 // on their own (glibc's mallinfo2); nullopt on a C library without it, and in a sanitizer's build
 // (whose allocator stands in for glibc's). Unlike RSS it does not count what was freed and is

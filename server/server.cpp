@@ -134,6 +134,7 @@ absl::Status Server::init() {
         shm_->drop_session(id);  // a session's shared memory goes with it
       },
       quotas_.get());
+  keep_freed_memory_mapped();
   trimmer_ = std::make_unique<Periodic>(options_.memory_trim_interval, trim_free_memory);
   metrics_->set_live_source([this] {
     LiveCounts c{sessions_->live(), sessions_->created_total(), sessions_->closed_total()};

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <optional>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -126,6 +128,40 @@ TEST(MemoryTrim, GivesFreedPagesInTheMiddleOfAnArenaBack) {
   const size_t after_trim = resident_bytes();
   for (char* b : kept) std::free(b);
   EXPECT_LT(after_trim + kBlocks * kBlock / 2, before) << "resident " << before << " -> " << after_trim << " bytes";
+}
+
+// Once the daemon keeps freed memory mapped, a 768 KiB block freed by a thread stays resident (it
+// came from the thread's arena, which keeps its free top), while a 4 MiB one (the host
+// allocator's cache keeps blocks that size itself) is mapped on its own and goes back at free().
+// With glibc's defaults the small block was mapped on its own too: every step that reallocated
+// its buffers paid for fresh pages.
+TEST(MemoryTrim, SmallFreedBlocksStayMappedLargeOnesGoBack) {
+#if !defined(__GLIBC__)
+  GTEST_SKIP() << "mallopt is glibc's";
+#endif
+#if defined(POLYGRAD_ASAN_BUILD) || defined(POLYGRAD_TSAN_BUILD)
+  GTEST_SKIP() << "the sanitizer's allocator stands in for glibc's malloc, which mallopt configures";
+#endif
+  keep_freed_memory_mapped();
+  // Resident bytes before an allocate-fill-free of `bytes` on a new thread, and after.
+  const auto touch_and_free = [](size_t bytes) {
+    std::pair<size_t, size_t> out;
+    std::thread([&] {
+      out.first = resident_bytes();
+      char* b = static_cast<char*>(std::malloc(bytes));
+      ASSERT_NE(b, nullptr);
+      std::memset(b, 1, bytes);
+      asm volatile("" : : "r"(b) : "memory");  // the compiler may not drop the block
+      std::free(b);
+      out.second = resident_bytes();
+    }).join();
+    return out;
+  };
+  constexpr size_t kSmall = 768 << 10, kLarge = 4 << 20;
+  auto [before, after] = touch_and_free(kSmall);
+  EXPECT_GE(after, before + kSmall / 2) << "free() gave the block back: resident " << before << " -> " << after;
+  std::tie(before, after) = touch_and_free(kLarge);
+  EXPECT_LE(after, before + kLarge / 2) << "free() kept the block: resident " << before << " -> " << after;
 }
 
 // What heap_bytes_in_use counts follows what is held, not what is mapped: blocks kept count in
