@@ -21,8 +21,8 @@ void trim_free_memory();
 // maps each block over its (adaptive) threshold on its own and unmaps it on free, and hands a
 // thread arena's free top back with madvise as soon as it passes the trim threshold, so a step
 // that frees and allocates the same buffers every time paid for fresh pages and TLB shootdowns
-// every time. Measured (docs/OPERATIONS.md, "Memory"): an eager MLP step 4.7-6.6 ms before,
-// 2.8-3.2 after. A no-op without glibc.
+// every time. Measured (docs/OPERATIONS.md, "Memory"): bench.py's eager MLP step 5.5-7.3 ms
+// before, 2.8-3.1 after. A no-op without glibc.
 void keep_freed_memory_mapped();
 
 // Bytes the allocator has handed out and not had back, over every arena and the blocks it mapped
