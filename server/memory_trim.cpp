@@ -6,6 +6,8 @@
 #include <malloc.h>
 #endif
 
+#include "core/runtime/host_allocator.h"
+
 // A sanitizer's allocator stands in for glibc's malloc; glibc's counts would describe almost nothing.
 #if defined(POLYGRAD_ASAN_BUILD) || defined(POLYGRAD_TSAN_BUILD)
 #define POLYGRAD_SANITIZER_ALLOCATOR 1
@@ -27,7 +29,7 @@ void keep_freed_memory_mapped() {
   // and more are kept by the host allocator's own cache (core/runtime/host_allocator.cpp), which
   // frees what it evicts: mapped on their own, they go back at once. malloc_trim does not trim a
   // thread arena's top, so the trim threshold is what bounds what each arena keeps.
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(kHostCacheMinBytes));
   mallopt(M_TRIM_THRESHOLD, 16 << 20);
 #endif
 }

@@ -4,7 +4,8 @@
 //
 // Why the trim: what a burst of requests frees stays mapped, scattered over glibc's per-thread
 // arenas, so without it the daemon's RSS follows the peak of requests in flight and never comes
-// down; malloc_trim gives the free pages of every arena back. The soak measurement:
+// down; malloc_trim gives back the free pages inside every arena and at the main arena's top (not
+// at a thread arena's top: keep_freed_memory_mapped bounds what each keeps there). The soak measurement:
 // docs/OPERATIONS.md, "Memory".
 
 #include <cstdint>
@@ -16,7 +17,7 @@ namespace polygrad::server {
 // malloc_trim.
 void trim_free_memory();
 
-// From now on, blocks under 1 MiB come from the arenas instead of being mapped on their own, and
+// From now on, blocks under kHostCacheMinBytes (1 MiB) come from the arenas instead of being mapped on their own, and
 // an arena keeps up to 16 MiB free at its top instead of handing it back. Why: by default glibc
 // maps each block over its (adaptive) threshold on its own and unmaps it on free, and hands a
 // thread arena's free top back with madvise as soon as it passes the trim threshold, so a step

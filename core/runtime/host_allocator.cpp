@@ -10,8 +10,9 @@ namespace polygrad {
 namespace {
 
 constexpr size_t kAlign = 64;
-// Below this, malloc's own free lists already hand back touched memory.
-constexpr size_t kCacheMinBytes = size_t{1} << 20;
+// Below kHostCacheMinBytes, malloc's arenas hand back touched memory (server/memory_trim.h sets
+// them to).
+constexpr size_t kCacheMinBytes = kHostCacheMinBytes;
 // Cached sizes are rounded to this, so sizes that differ by a little share blocks.
 constexpr size_t kGranule = size_t{64} << 10;
 

@@ -11,6 +11,9 @@
 
 namespace polygrad {
 
+// Freed blocks of at least this many bytes are kept for reuse; smaller ones go back to malloc.
+inline constexpr size_t kHostCacheMinBytes = size_t{1} << 20;
+
 struct HostAllocatorStats {
   uint64_t cached_bytes = 0;   // freed blocks kept for reuse
   uint64_t cached_blocks = 0;
